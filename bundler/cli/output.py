@@ -1,0 +1,97 @@
+"""What the CLI prints: results on stdout, errors as one ``error:`` line on stderr (05 §3).
+
+With ``--json`` exactly one JSON object goes to stdout, on success and on failure.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from bundler.errors import BundlerError
+from bundler.names import escape_display
+
+
+@dataclass
+class Result:
+    """What a command produced: its JSON payload, its human text and its exit code.
+
+    ``payload`` must not hold ``ok``; it is added from ``code``. ``text`` lines go to stdout,
+    ``warnings`` to stderr (in ``--json`` mode they are in the payload instead). A findings
+    command (validate, verify, doctor) that fails sets ``code`` and ``error_message``.
+    """
+
+    payload: dict[str, Any] = field(default_factory=dict)
+    text: list[str] = field(default_factory=list)
+    code: int = 0
+    warnings: list[str] = field(default_factory=list)
+    error_message: str = ""
+    error_path: str = ""
+
+
+class Output:
+    """The process's stdout/stderr discipline: JSON mode, quiet mode, progress on a terminal."""
+
+    def __init__(self, json_mode: bool = False) -> None:
+        self.json_mode = json_mode
+        self.quiet = False
+        self.progress_allowed = True
+
+    def configure(self, *, json_mode: bool, quiet: bool, progress: bool) -> None:
+        """Apply the global options once they are parsed."""
+        self.json_mode = json_mode
+        self.quiet = quiet
+        self.progress_allowed = progress
+
+    @property
+    def shows_progress(self) -> bool:
+        """Progress is drawn on stderr only on a terminal, never with --quiet/--json/--no-progress."""
+        return self.progress_allowed and not self.quiet and not self.json_mode and sys.stderr.isatty()
+
+    @contextmanager
+    def progress(self, description: str, total: int | None) -> Iterator[Callable[[int], None]]:
+        """A context yielding ``advance(n)``; draws a rich bar on a terminal, else does nothing."""
+        if not self.shows_progress:
+            yield lambda _n: None
+            return
+        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+
+        with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), transient=True) as bar:
+            task = bar.add_task(escape_display(description), total=total)
+            yield lambda n: bar.advance(task, n)
+
+    def warn(self, message: str) -> None:
+        """A warning line on stderr (not in --json mode: put warnings in the payload there)."""
+        if not self.json_mode:
+            print(f"warning: {message}", file=sys.stderr)
+
+    def emit(self, result: Result) -> int:
+        """Print a command's result; returns its exit code."""
+        if self.json_mode:
+            document: dict[str, Any] = {"ok": result.code == 0, **result.payload}
+            if result.code != 0:
+                document["error"] = {"code": result.code, "message": result.error_message or "failed", "path": result.error_path}
+            if result.warnings and "warnings" not in document:
+                document["warnings"] = result.warnings
+            print(json.dumps(document, ensure_ascii=False, sort_keys=False))
+            return result.code
+        for warning in result.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        if result.text:
+            print("\n".join(result.text))
+        if result.code != 0 and result.error_message:
+            print(f"error: {result.error_message}", file=sys.stderr)
+        return result.code
+
+    def fail(self, err: BundlerError) -> int:
+        """Print an error on one line (or as the JSON envelope); returns its exit code."""
+        message = " ".join(str(err.message).splitlines())
+        if self.json_mode:
+            print(json.dumps({"ok": False, "error": {"code": err.code, "message": message, "path": err.path}}, ensure_ascii=False))
+        else:
+            print(f"error: {message}", file=sys.stderr)
+        return err.code

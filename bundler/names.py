@@ -1,0 +1,100 @@
+"""Name rules, pure: portable names (02 §7.3), portable aliases (01 §3), display escaping (05 §3).
+
+Every reader and writer of the project asks these functions; no other module spells a name rule.
+"""
+
+from __future__ import annotations
+
+import re
+
+PORTABLE_ALIAS_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,63}")
+
+_FORBIDDEN_CHARS = frozenset('/\\:<>"|?*')
+_SUPERSCRIPT_DIGITS = "¹²³"
+_RESERVED_DEVICE_NAMES = frozenset(
+    {"CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$"}
+    | {f"{stem}{digit}" for stem in ("COM", "LPT") for digit in "0123456789" + _SUPERSCRIPT_DIGITS}
+)
+_BIDI_CONTROLS = frozenset(range(0x202A, 0x202F)) | frozenset(range(0x2066, 0x206A))
+
+
+def _is_control(ch: str) -> bool:
+    code = ord(ch)
+    return code <= 0x1F or 0x7F <= code <= 0x9F
+
+
+def has_control_chars(name: str) -> bool:
+    """True when ``name`` holds a C0, DEL or C1 control character."""
+    return any(_is_control(ch) for ch in name)
+
+
+def decode_name(raw: bytes) -> str | None:
+    """The name as text when it is valid UTF-8 without control characters, else None.
+
+    Such names cannot be written into a manifest, ``checksums.xxh3`` or JSON (02 §7.2 ``bad_names``).
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return None if has_control_chars(text) else text
+
+
+def non_portable_reason(name: str) -> str | None:
+    """Why ``name`` is not a portable file name (02 §7.3), or None when it is portable."""
+    encoded = name.encode("utf-8", "surrogatepass")
+    if not 1 <= len(encoded) <= 255:
+        return "must be 1 to 255 bytes of UTF-8"
+    if name in (".", ".."):
+        return "is . or .."
+    if has_control_chars(name):
+        return "contains a control character"
+    bad = sorted(_FORBIDDEN_CHARS.intersection(name))
+    if bad:
+        return f"contains {' '.join(bad)}"
+    if name != name.strip(" "):
+        return "has a leading or trailing space"
+    if name.endswith("."):
+        return "ends with a dot"
+    stem = name.split(".", 1)[0]
+    if stem.upper() in _RESERVED_DEVICE_NAMES:
+        return f"{stem} is a reserved Windows device name"
+    return None
+
+
+def is_portable_name(name: str) -> bool:
+    """True when ``name`` is a portable file name (02 §7.3)."""
+    return non_portable_reason(name) is None
+
+
+def is_portable_alias(alias: str) -> bool:
+    """True when an alias may become a folder name anywhere (01 §3)."""
+    return PORTABLE_ALIAS_RE.fullmatch(alias) is not None and is_portable_name(alias)
+
+
+def safe_relative_path(path: str) -> str | None:
+    """The normalised form of a relative ``/``-separated path of portable components, else None.
+
+    ``.`` components are dropped; ``..``, an absolute path, a backslash or an empty result is
+    refused. Used for identity paths (02 §7.3) and for every path read from a bundle or zip.
+    """
+    if not path or path.startswith("/") or "\\" in path:
+        return None
+    parts = [part for part in path.split("/") if part not in ("", ".")]
+    if not parts or any(part == ".." or not is_portable_name(part) for part in parts):
+        return None
+    return "/".join(parts)
+
+
+def escape_display(text: str) -> str:
+    """``text`` with control and bidirectional characters escaped, safe to print (05 §3)."""
+    out: list[str] = []
+    for ch in text:
+        code = ord(ch)
+        if _is_control(ch):
+            out.append(f"\\x{code:02x}")
+        elif code in _BIDI_CONTROLS:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
