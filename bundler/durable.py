@@ -1,0 +1,105 @@
+"""Durability primitives: what is on disk when each returns.
+
+* :func:`fsync_dir` — the folder's entries (names created, renamed, removed) are durable.
+* :func:`atomic_write` — the new bytes are durable under a temporary name, then the rename is
+  durable: a crash leaves either the old file whole or the new file whole, never a mix.
+* :func:`renameat2` — Linux's ``renameat2`` through ctypes (``os`` lacks it), raising ``OSError``
+  with the real errno so callers can fall back where the filesystem does not support a flag.
+* :func:`syncfs` — flushes a whole filesystem and, on Linux >= 5.8, reports write-back errors.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+import platform
+import secrets
+import string
+
+RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
+
+# renameat2 flags are refused with these where a filesystem or sandbox lacks support (02 §8.3)
+UNSUPPORTED_ERRNOS = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EPERM})
+
+_TOKEN_ALPHABET = string.ascii_letters + string.digits
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+
+
+def random_token(length: int = 12) -> str:
+    """``length`` random ``[A-Za-z0-9]`` characters (staging folder tokens)."""
+    return "".join(secrets.choice(_TOKEN_ALPHABET) for _ in range(length))
+
+
+def renameat2(src_dir_fd: int, src: str, dst_dir_fd: int, dst: str, flags: int) -> None:
+    """``renameat2(2)``; raises OSError (ENOSYS where libc has no such function)."""
+    func = getattr(_libc, "renameat2", None)
+    if func is None:
+        raise OSError(errno.ENOSYS, "renameat2 is not available")
+    result = func(src_dir_fd, os.fsencode(src), dst_dir_fd, os.fsencode(dst), ctypes.c_uint(flags))
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), src, None, dst)
+
+
+def _kernel_reports_syncfs_errors() -> bool:
+    try:
+        major, minor = (int(part) for part in platform.release().split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= (5, 8)
+
+
+SYNCFS_REPORTS_ERRORS = platform.system() == "Linux" and _kernel_reports_syncfs_errors()
+
+
+def syncfs(fd: int) -> None:
+    """``syncfs(2)`` on the filesystem holding ``fd``; raises OSError on failure."""
+    func = getattr(_libc, "syncfs", None)
+    if func is None:
+        raise OSError(errno.ENOSYS, "syncfs is not available")
+    if func(fd) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def fsync_dir(dir_fd: int) -> None:
+    """Make the entries of an open folder durable."""
+    os.fsync(dir_fd)
+
+
+def open_dir(path: str | os.PathLike[str], *, dir_fd: int | None = None, follow: bool = False) -> int:
+    """Open a folder read-only; with ``follow=False`` a symbolic link is refused (ELOOP/ENOTDIR)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    return os.open(path, flags, dir_fd=dir_fd)
+
+
+def atomic_write(dir_fd: int, name: str, data: bytes, *, mode: int = 0o600) -> None:
+    """Replace ``name`` in the folder ``dir_fd`` with ``data``, durably and atomically.
+
+    Writes ``.<name>.tmp-<token>`` (created 0600, O_EXCL), fsyncs it, gives it ``mode``, renames it
+    over ``name`` and fsyncs the folder. On any failure the temporary file is removed and the old
+    file is untouched.
+    """
+    tmp = f".{name}.tmp-{random_token()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=dir_fd)
+        except OSError:
+            pass
+        raise
+    fsync_dir(dir_fd)
