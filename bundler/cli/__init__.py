@@ -26,8 +26,8 @@ HANDLERS: dict[tuple[str, ...], str] = {
     ("agents", "list"): "bundler.cli.config_cmds:agents_list",
     ("agents", "export"): "bundler.cli.export_cmds:export",
     ("agents", "import"): "bundler.cli.import_cmds:import_bundle",
-    ("bundle", "verify"): "bundler.cli.import_cmds:verify",
-    ("bundle", "inspect"): "bundler.cli.import_cmds:inspect",
+    ("bundle", "verify"): "bundler.cli.bundle_cmds:verify",
+    ("bundle", "inspect"): "bundler.cli.bundle_cmds:inspect",
     ("recover",): "bundler.cli.recover_cmds:recover",
     ("config", "validate"): "bundler.cli.config_cmds:validate",
     ("config", "get"): "bundler.cli.config_cmds:get",
@@ -36,9 +36,9 @@ HANDLERS: dict[tuple[str, ...], str] = {
     ("home", "show"): "bundler.cli.home_cmds:show",
     ("home", "volumes"): "bundler.cli.home_cmds:volumes",
     ("home", "skills"): "bundler.cli.home_cmds:skills",
-    ("home", "backup"): "bundler.cli.home_cmds:backup",
-    ("home", "verify-backup"): "bundler.cli.home_cmds:verify_backup",
-    ("home", "restore"): "bundler.cli.home_cmds:restore",
+    ("home", "backup"): "bundler.cli.backup_cmds:backup",
+    ("home", "verify-backup"): "bundler.cli.backup_cmds:verify_backup",
+    ("home", "restore"): "bundler.cli.backup_cmds:restore",
     ("doctor",): "bundler.cli.doctor_cmds:doctor",
 }
 

@@ -1,0 +1,34 @@
+"""``bundler recover``: one entry point for what an export, import or restore left behind."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from bundler.cli.output import Output, Result
+from bundler.errors import UsageError
+
+
+def recover(args: argparse.Namespace, out: Output) -> Result:
+    """Exactly one of DEST, ``--install``, ``--home`` or ``--scan`` (02 §8.5); otherwise exit 2."""
+    chosen = [name for name, value in (("DEST", args.dest), ("--install", args.install), ("--home", args.home), ("--scan", args.scan)) if value]
+    if len(chosen) != 1:
+        raise UsageError("recover takes exactly one of DEST, --install DIR, --home DIR or --scan DIR")
+    if args.scan:
+        from bundler.publish import scan_leftovers
+
+        actions = scan_leftovers(Path(args.scan))
+    elif args.dest:
+        from bundler.publish import recover_destination
+
+        actions = recover_destination(Path(args.dest), dry_run=args.dry_run)
+    elif args.install:
+        from bundler.importer import recover_install
+
+        actions = recover_install(Path(args.install), dry_run=args.dry_run)
+    else:
+        from bundler.restore import recover_home
+
+        actions = recover_home(Path(args.home), dry_run=args.dry_run)
+    text = actions if actions else ["nothing to do"]
+    return Result(payload={"actions": actions}, text=[line for line in text] if not out.quiet else [])
