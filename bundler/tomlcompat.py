@@ -1,0 +1,24 @@
+"""TOML parsing shim: ``tomllib`` on Python >= 3.11, ``tomli`` before that.
+
+Every module that parses TOML imports from here so the version switch lives in
+one place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+try:
+    import tomllib as _toml  # type: ignore[import-not-found,unused-ignore]
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10 only
+    import tomli as _toml  # type: ignore[no-redef,import-not-found,unused-ignore]
+
+TOMLDecodeError: type[ValueError] = _toml.TOMLDecodeError
+
+__all__ = ["TOMLDecodeError", "loads"]
+
+
+def loads(text: str) -> dict[str, Any]:
+    """Parse TOML ``text`` into plain dicts/lists; raise ``TOMLDecodeError`` on bad input."""
+    result: dict[str, Any] = _toml.loads(text)
+    return result
