@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""The 06 §1 benchmarks, each a ratio against the named standard tool measured in the same run.
+
+    python tools/bench.py planner|copy|export|import|verify|backup|all [options]
+
+Each figure lives in its own module (tools/bench_<name>.py, ``main(argv) -> int``) so that one
+benchmark can be run and profiled alone; this file only dispatches.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+BENCHES = {
+    "planner": ("bench_planner", "P5 closure planning, 5,000-agent vs 50-agent config"),
+    "copy": ("bench_copy", "safe copy of the reference tree vs cp -a && sync -f; peak memory"),
+    "export": ("bench_export", "P1 agents export vs cp -a && sync -f; P4 peak memory"),
+    "import": ("bench_import", "P2 agents import vs cp -a && sync -f"),
+    "verify": ("bench_verify", "P3 bundle verify vs find -exec cat"),
+    "backup": ("bench_backup", "P6 home backup vs sqlite3 VACUUM INTO + zip -r"),
+}
+
+
+def main(argv: list[str]) -> int:
+    """Run the named benchmark (or ``all``) with the remaining arguments."""
+    if not argv or argv[0] not in (*BENCHES, "all"):
+        print(__doc__)
+        for name, (_, what) in BENCHES.items():
+            print(f"  {name:8} {what}")
+        return 2
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
+    names = list(BENCHES) if argv[0] == "all" else [argv[0]]
+    status = 0
+    for name in names:
+        module = importlib.import_module(BENCHES[name][0])
+        print(f"== {name}: {BENCHES[name][1]}", flush=True)
+        status = max(status, int(module.main(argv[1:])))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
