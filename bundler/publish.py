@@ -51,6 +51,7 @@ from bundler.durable import (
 )
 from bundler.errors import Interrupted, Refused, UsageError
 from bundler.names import escape_display
+from bundler.safefs import open_dir_nofollow, rmtree_at
 
 MANIFEST_NAME = "zeroclaw-agent.toml"
 STAGING_PREFIX = ".zeroclaw-export-"
@@ -156,50 +157,20 @@ def _signals_deferred() -> Iterator[None]:
 def remove_tree_at(dir_fd: int, name: str) -> None:
     """Remove ``name`` (a folder tree, a file or a link) below ``dir_fd`` without following links.
 
-    Iterative and descriptor-relative: a folder swapped for a symlink mid-removal is unlinked as
-    a link, never descended into. A missing ``name`` is not an error (idempotent recovery).
-    The bundle manifest, when present at the top, goes first, so a half-removed bundle can never
-    be mistaken for a complete one.
+    A missing ``name`` is not an error (recovery is idempotent). The bundle manifest, when
+    present at the top, goes first, so a half-removed bundle can never pass for a complete one.
     """
-    st = _lstat_at(dir_fd, name)
-    if st is None:
-        return
-    if not stat.S_ISDIR(st.st_mode):
-        _unlink_missing_ok(dir_fd, name)
-        return
-    top = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
-    _unlink_missing_ok(top, MANIFEST_NAME)
-    # stack of (fd of an open folder, name of it in its parent); at most one fd per level
-    stack: list[tuple[int, str]] = [(top, name)]
     try:
-        while stack:
-            fd, _ = stack[-1]
-            child_dir: str | None = None
-            with os.scandir(fd) as entries:
-                for entry in entries:
-                    if entry.is_dir(follow_symlinks=False):
-                        child_dir = entry.name
-                        break
-                    _unlink_missing_ok(fd, entry.name)
-            if child_dir is not None:
-                try:
-                    stack.append((os.open(child_dir, _DIR_FLAGS, dir_fd=fd), child_dir))
-                except OSError as err:
-                    if err.errno == errno.ENOENT:
-                        continue
-                    if err.errno in (errno.ELOOP, errno.ENOTDIR):
-                        _unlink_missing_ok(fd, child_dir)
-                        continue
-                    raise
-                continue
-            fd, own_name = stack.pop()
+        fd = open_dir_nofollow(dir_fd, name)
+    except OSError as err:
+        if err.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+            raise
+    else:
+        try:
+            _unlink_missing_ok(fd, MANIFEST_NAME)
+        finally:
             os.close(fd)
-            parent_fd = stack[-1][0] if stack else dir_fd
-            with suppress(FileNotFoundError):
-                os.rmdir(own_name, dir_fd=parent_fd)
-    finally:
-        for fd, _ in stack:
-            os.close(fd)
+    rmtree_at(dir_fd, name)
 
 
 def _unlink_missing_ok(dir_fd: int, name: str) -> None:
