@@ -1,0 +1,660 @@
+"""Validation of a config (01 §5): ``validate(config, install_root) -> (errors, warnings)``.
+
+Pure: it reads the config dict and the schema, never the file system, so it runs the same on a
+whole install, on a one-agent closure and on a fragment read from a hostile bundle. It never
+raises on a malformed config (any value may have any type); every problem is a :class:`Finding`
+naming the config path. Messages name the path and what was expected, never the value found:
+values may be secrets, and validators that quote them (jsonschema does) are rewritten here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from bundler import layout, schema
+from bundler.configpath import format_path
+from bundler.names import PORTABLE_ALIAS_RE, is_portable_alias
+
+__all__ = [
+    "DANGLING_REFERENCE",
+    "FALLBACK_CYCLE",
+    "FALLBACK_DANGLING",
+    "FALLBACK_TOO_DEEP",
+    "INVALID_FORMAT",
+    "INVALID_VALUE",
+    "MAX_FALLBACK_DEPTH",
+    "NON_PORTABLE_ALIAS",
+    "REQUIRED_FIELD_EMPTY",
+    "UNKNOWN_MCP_SERVER",
+    "Finding",
+    "check_value",
+    "describe",
+    "validate",
+]
+
+MAX_FALLBACK_DEPTH = 3
+
+# error kinds (01 §5)
+REQUIRED_FIELD_EMPTY = "required_field_empty"
+INVALID_FORMAT = "invalid_format"
+DANGLING_REFERENCE = "dangling_reference"
+INVALID_VALUE = "invalid_value"
+# warning kinds
+NON_PORTABLE_ALIAS = "non_portable_alias"
+FALLBACK_DANGLING = "fallback_dangling"
+FALLBACK_CYCLE = "fallback_cycle"
+FALLBACK_TOO_DEEP = "fallback_too_deep"
+UNKNOWN_MCP_SERVER = "unknown_mcp_server"
+
+# backends whose stores keep no category per entry, so a category-restricted grant is unenforceable
+_CATEGORYLESS_BACKENDS = frozenset({"markdown", "none"})
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One validation error or warning: its kind, the config path at fault, and what is wrong."""
+
+    kind: str
+    path: str
+    message: str
+
+    def line(self) -> str:
+        """The ``<kind> <path>: <message>`` line ``config validate`` prints."""
+        return f"{self.kind} {self.path}: {self.message}"
+
+    def as_dict(self) -> dict[str, str]:
+        """The ``{"kind", "path", "message"}`` object of ``--json`` output."""
+        return {"kind": self.kind, "path": self.path, "message": self.message}
+
+
+# --- describing what the schema expects (never what was found) ------------------------------
+
+_TYPE_WORDS = {
+    "string": "a string",
+    "boolean": "true or false",
+    "integer": "an integer",
+    "number": "a number",
+    "array": "an array",
+    "object": "a table",
+    "null": "null",
+}
+
+
+def _with_article(text: str) -> str:
+    return ("an " if text[:1].lower() in "aeioh" else "a ") + text
+
+
+def describe(node: Mapping[str, Any]) -> str:
+    """What a schema node accepts, in words: ``an array of strings``, ``one of read, write``."""
+    if "enum" in node:
+        return "one of " + ", ".join(str(choice) for choice in node["enum"])
+    for combinator in ("oneOf", "anyOf"):
+        if combinator in node:
+            return " or ".join(describe(sub) for sub in node[combinator])
+    kind = node.get("type")
+    if isinstance(kind, list):
+        return " or ".join(_TYPE_WORDS.get(str(k), str(k)) for k in kind)
+    if kind == "array" and isinstance(node.get("items"), Mapping):
+        return "an array of " + _plural(describe(node["items"]))
+    if kind == "object" and node.get("required"):
+        return "a table with " + ", ".join(str(name) for name in node["required"])
+    if "x-format" in node:
+        return _with_article(str(node["x-format"]))
+    return _TYPE_WORDS.get(str(kind), "a value")
+
+
+def _plural(words: str) -> str:
+    for article in ("a ", "an "):
+        if words.startswith(article) and " or " not in words:
+            return words[len(article) :] + "s"
+    return words
+
+
+def _bound(node: Mapping[str, Any], keyword: str) -> str:
+    words = {
+        "minimum": "at least",
+        "maximum": "at most",
+        "exclusiveMinimum": "above",
+        "exclusiveMaximum": "below",
+    }
+    return f"must be {words[keyword]} {node[keyword]}"
+
+
+# --- JSON Schema ----------------------------------------------------------------------------
+
+
+@cache
+def _validator() -> Draft202012Validator:
+    return Draft202012Validator(schema.config_schema())
+
+
+def _display_segments(
+    value: Any, instance_path: Iterable[str | int], node: schema.Node | None
+) -> list[str]:
+    """Config-path segments for a jsonschema instance path: keyed array entries by name."""
+    segments: list[str] = []
+    for step in instance_path:
+        if isinstance(step, int):
+            entry = value[step] if isinstance(value, list) and step < len(value) else None
+            key = node.get("x-keyed-by") if node else None
+            name = entry.get(key) if key and isinstance(entry, Mapping) else None
+            segments.append(name if isinstance(name, str) and name else str(step))
+            value = entry
+        else:
+            segments.append(step)
+            value = value.get(step) if isinstance(value, Mapping) else None
+        node = schema.child(node, segments[-1])
+    return segments
+
+
+def _schema_finding(
+    error: ValidationError, value: Any, base: Sequence[str], node_at_base: schema.Node | None
+) -> Finding:
+    segments = [*base, *_display_segments(value, error.absolute_path, node_at_base)]
+    node: Mapping[str, Any] = error.schema if isinstance(error.schema, Mapping) else {}
+    keyword = error.validator
+    if "propertyNames" in error.schema_path:
+        # the key itself is at fault; jsonschema reports it at the parent, so name it here
+        key = str(error.instance)
+        if keyword == "enum":
+            return Finding(
+                INVALID_VALUE,
+                format_path([*segments, key]),
+                "is not a known provider family (" + describe(node) + ")",
+            )
+        return Finding(
+            INVALID_FORMAT, format_path([*segments, key]), "an alias must not contain '.'"
+        )
+    if keyword == "required":
+        present = error.instance if isinstance(error.instance, Mapping) else {}
+        missing = [name for name in error.validator_value if name not in present] or ["?"]
+        return Finding(REQUIRED_FIELD_EMPTY, format_path([*segments, missing[0]]), "is required")
+    path = format_path(segments) if segments else "(top level)"
+    if keyword == "pattern":
+        return Finding(INVALID_FORMAT, path, "must be " + describe(node))
+    if keyword in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        return Finding(INVALID_VALUE, path, _bound(node, str(keyword)))
+    if keyword in ("type", "enum", "oneOf", "anyOf"):
+        return Finding(INVALID_VALUE, path, "must be " + describe(node))
+    return Finding(INVALID_VALUE, path, f"does not satisfy the schema ({keyword})")
+
+
+def check_value(node: schema.Node, value: Any, segments: Sequence[str]) -> list[Finding]:
+    """Check one value against the schema node at ``segments`` (overrides, ``config set``)."""
+    validator = Draft202012Validator(node)
+    return [_schema_finding(error, value, segments, node) for error in validator.iter_errors(value)]
+
+
+# --- helpers for a config whose every value may have any type ------------------------------
+
+
+def _table(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _families(category: str) -> frozenset[str]:
+    node = schema.config_schema()["properties"]["providers"]["properties"][category]
+    return frozenset(node["propertyNames"]["enum"])
+
+
+@cache
+def _ref_fields(kind: str) -> tuple[tuple[tuple[str, ...], str, bool], ...]:
+    """The ``x-ref`` fields of an ``agents`` or ``runtime_profiles`` entry.
+
+    Each is ``(segments below the entry, target map, is_list)``; read from the schema so that a
+    new reference field needs no code here.
+    """
+    entry = schema.config_schema()["properties"][kind]["additionalProperties"]
+    found: list[tuple[tuple[str, ...], str, bool]] = []
+
+    def walk(node: Mapping[str, Any], prefix: tuple[str, ...]) -> None:
+        for name, sub in node.get("properties", {}).items():
+            if "x-ref" in sub:
+                found.append(((*prefix, name), sub["x-ref"], sub.get("type") == "array"))
+            elif sub.get("type") == "object":
+                walk(sub, (*prefix, name))
+
+    walk(entry, ())
+    return tuple(found)
+
+
+def _get(entry: Mapping[str, Any], segments: Sequence[str]) -> Any:
+    value: Any = entry
+    for segment in segments:
+        if not isinstance(value, Mapping) or segment not in value:
+            return None
+        value = value[segment]
+    return value
+
+
+def _is_http_url(value: str) -> bool:
+    if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+        return False
+    try:
+        parts = urlsplit(value)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and port_ok
+
+
+class _Run:
+    """One validation: collects findings, at most one error per config path."""
+
+    def __init__(self, config: Mapping[str, Any], install_root: Path) -> None:
+        self.config = config
+        self.install_root = Path(os.path.abspath(install_root))
+        self.errors: list[Finding] = []
+        self.warnings: list[Finding] = []
+        self._error_paths: set[str] = set()
+        self.families = {
+            category: _families(category) for category in ("models", "tts", "transcription")
+        }
+
+    def error(self, kind: str, segments: Sequence[str], message: str) -> None:
+        self.add_error(Finding(kind, format_path(segments), message))
+
+    def add_error(self, finding: Finding) -> None:
+        # the schema reports first; a rule that trips on the same path adds nothing new
+        if finding.path not in self._error_paths:
+            self._error_paths.add(finding.path)
+            self.errors.append(finding)
+
+    def warn(self, kind: str, segments: Sequence[str], message: str) -> None:
+        self.warnings.append(Finding(kind, format_path(segments), message))
+
+    # -- references ----------------------------------------------------------------------
+
+    def provider_exists(self, category: str, ref: str) -> str | None:
+        """None when ``ref`` names an existing provider of ``category``, else why not."""
+        parts = ref.split(".")
+        if len(parts) != 2 or not all(parts):
+            return "must be <family>.<alias>"
+        family, alias = parts
+        if family not in self.families[category]:
+            return f"names an unknown {category} provider family"
+        providers = _table(self.config.get("providers"))
+        if alias not in _table(_table(providers.get(category)).get(family)):
+            return f"no providers.{category} entry {format_path(parts)}"
+        return None
+
+    def check_ref(self, segments: Sequence[str], target: str, ref: Any, required: bool) -> None:
+        if not isinstance(ref, str):
+            return  # the schema has reported the type
+        if not ref:
+            if required:
+                self.error(REQUIRED_FIELD_EMPTY, segments, f"is required (an entry of {target})")
+            elif isinstance(segments[-1], str) and segments[-1].isdigit():
+                self.error(
+                    DANGLING_REFERENCE, segments, f"is empty; must name an entry of {target}"
+                )
+            return
+        if target.startswith("providers."):
+            category = target.split(".", 1)[1]
+            problem = self.provider_exists(category, ref)
+            if problem == "must be <family>.<alias>":
+                self.error(INVALID_FORMAT, segments, problem)
+            elif problem and problem.startswith("names an unknown"):
+                self.error(INVALID_VALUE, segments, problem)
+            elif problem:
+                self.error(DANGLING_REFERENCE, segments, problem)
+        elif target == "channels":
+            parts = ref.split(".")
+            if len(parts) != 2 or not all(parts):
+                self.error(INVALID_FORMAT, segments, "must be <type>.<alias>")
+            elif parts[1] not in _table(_table(self.config.get("channels")).get(parts[0])):
+                self.error(DANGLING_REFERENCE, segments, f"no channels entry {format_path(parts)}")
+        elif ref not in _table(self.config.get(target)):
+            self.error(DANGLING_REFERENCE, segments, f"no {target} entry {format_path([ref])}")
+
+    def check_refs_of(self, kind: str, alias: str, entry: Mapping[str, Any]) -> None:
+        for field, target, is_list in _ref_fields(kind):
+            value = _get(entry, field)
+            base = [kind, alias, *field]
+            if is_list:
+                for index, ref in enumerate(_list(value)):
+                    self.check_ref([*base, str(index)], target, ref, required=False)
+            elif value is None:
+                continue  # absent: the schema default (or its ``required``) covers it
+            else:
+                self.check_ref(base, target, value, required=field == ("model_provider",))
+
+    # -- rule 2: agents -------------------------------------------------------------------
+
+    def agents(self) -> None:
+        agents = _table(self.config.get("agents"))
+        backend_default = schema.default_of(schema.resolve(["agents", "_", "memory", "backend"])[1])
+        backends = {
+            alias: _get(entry, ("memory", "backend")) or backend_default
+            for alias, entry in agents.items()
+            if isinstance(entry, Mapping)
+        }
+        for alias, entry in agents.items():
+            if not isinstance(entry, Mapping):
+                continue
+            self.check_refs_of("agents", alias, entry)
+            enabled = entry.get("enabled", True)
+            risk = entry.get("risk_profile", "")
+            if enabled is not False and risk == "":
+                self.error(
+                    REQUIRED_FIELD_EMPTY,
+                    ["agents", alias, "risk_profile"],
+                    "is required when the agent is enabled",
+                )
+            self.delegates(agents, alias, entry)
+            self.workspace_grants(agents, backends, alias, entry)
+            if not is_portable_alias(alias):
+                self.warn(NON_PORTABLE_ALIAS, ["agents", alias], _portable_message())
+
+    def delegates(self, agents: Mapping[str, Any], alias: str, entry: Mapping[str, Any]) -> None:
+        seen: set[str] = set()
+        for index, item in enumerate(_list(entry.get("delegates"))):
+            target = item.get("agent") if isinstance(item, Mapping) else item
+            if not isinstance(target, str):
+                continue
+            segments = ["agents", alias, "delegates", str(index)]
+            if target == alias:
+                self.error(INVALID_VALUE, segments, "an agent cannot delegate to itself")
+            elif target not in agents:
+                self.error(DANGLING_REFERENCE, segments, f"no agents entry {format_path([target])}")
+            elif target in seen:
+                self.error(INVALID_VALUE, segments, f"repeats delegate {format_path([target])}")
+            seen.add(target)
+
+    def workspace_grants(
+        self,
+        agents: Mapping[str, Any],
+        backends: Mapping[str, Any],
+        alias: str,
+        entry: Mapping[str, Any],
+    ) -> None:
+        workspace = _table(entry.get("workspace"))
+        for target in _table(workspace.get("access")):
+            segments = ["agents", alias, "workspace", "access", target]
+            if target == alias:
+                self.error(INVALID_VALUE, segments, "an agent cannot grant access to itself")
+            elif target not in agents:
+                self.error(DANGLING_REFERENCE, segments, f"no agents entry {format_path([target])}")
+        backend = backends.get(alias)
+        for index, item in enumerate(_list(workspace.get("read_memory_from"))):
+            restricted = isinstance(item, Mapping)
+            target = item.get("agent") if restricted else item
+            if not isinstance(target, str):
+                continue
+            segments = ["agents", alias, "workspace", "read_memory_from", str(index)]
+            if target == alias:
+                self.error(
+                    INVALID_VALUE, segments, "an agent cannot read its own memory through a grant"
+                )
+            elif target not in agents:
+                self.error(DANGLING_REFERENCE, segments, f"no agents entry {format_path([target])}")
+            elif backends.get(target) != backend:
+                self.error(
+                    INVALID_VALUE,
+                    segments,
+                    f"agent {format_path([target])} uses another memory backend than this agent",
+                )
+            elif restricted and backend in _CATEGORYLESS_BACKENDS:
+                self.error(
+                    INVALID_VALUE,
+                    segments,
+                    "a category-restricted entry needs a backend that records categories, "
+                    f"not {backend}",
+                )
+
+    # -- rule 3: runtime profiles -----------------------------------------------------------
+
+    def runtime_profiles(self) -> None:
+        for alias, entry in _table(self.config.get("runtime_profiles")).items():
+            if isinstance(entry, Mapping):
+                self.check_refs_of("runtime_profiles", alias, entry)
+
+    # -- rule 4: skill bundles ----------------------------------------------------------------
+
+    def skill_bundles(self) -> None:
+        shared = layout.shared_dir(self.install_root)
+        owners: dict[str, str] = {}
+        for alias, entry in _table(self.config.get("skill_bundles")).items():
+            if not is_portable_alias(alias):
+                self.warn(NON_PORTABLE_ALIAS, ["skill_bundles", alias], _portable_message())
+            if not isinstance(entry, Mapping):
+                continue
+            directory = entry.get("directory")
+            segments = ["skill_bundles", alias] + (
+                ["directory"] if isinstance(directory, str) and directory else []
+            )
+            folder = layout.normalise(
+                layout.skill_bundle_dir(self.config, alias, self.install_root)
+            )
+            if not layout.lexically_inside(folder, shared, strict=True):
+                self.error(
+                    INVALID_VALUE,
+                    segments,
+                    "the bundle folder must lie inside <install>/shared/ (after .. normalisation)",
+                )
+                continue
+            first = owners.setdefault(folder, alias)
+            if first != alias:
+                self.error(
+                    INVALID_VALUE,
+                    segments,
+                    f"resolves to the same folder as skill_bundles.{format_path([first])}",
+                )
+
+    # -- rule 5: MCP ----------------------------------------------------------------------------
+
+    def mcp(self) -> None:
+        mcp = _table(self.config.get("mcp"))
+        servers = _list(mcp.get("servers"))
+        names = {entry.get("name") for entry in servers if isinstance(entry, Mapping)}
+        for bundle, entry in _table(self.config.get("mcp_bundles")).items():
+            for index, name in enumerate(_list(_table(entry).get("servers"))):
+                if isinstance(name, str) and name not in names:
+                    self.warn(
+                        UNKNOWN_MCP_SERVER,
+                        ["mcp_bundles", bundle, "servers", str(index)],
+                        f"no mcp.servers entry is named {format_path([name])}; it grants nothing",
+                    )
+        if mcp.get("enabled", True) is False:
+            return
+        first_of: dict[str, tuple[int, str]] = {}
+        for index, server in enumerate(servers):
+            if not isinstance(server, Mapping):
+                continue
+            name = server.get("name")
+            if not isinstance(name, str):
+                continue  # absent or of the wrong type: the schema reported it
+            if not name:
+                self.error(
+                    REQUIRED_FIELD_EMPTY,
+                    ["mcp", "servers", str(index), "name"],
+                    "must not be empty",
+                )
+                continue
+            base = ["mcp", "servers", name]
+            first_index, first = first_of.setdefault(name.casefold(), (index, name))
+            if first_index != index:
+                self.error(
+                    INVALID_VALUE,
+                    [*base, "name"],
+                    f"server {index} repeats the name of server {first_index} "
+                    f"({format_path([first])}); names are unique ignoring case",
+                )
+            transport = server.get("transport", "stdio")
+            if transport == "stdio":
+                command = server.get("command", "")
+                if isinstance(command, str) and not command.strip():
+                    self.error(
+                        REQUIRED_FIELD_EMPTY, [*base, "command"], "is required for a stdio server"
+                    )
+            elif transport in ("http", "sse"):
+                url = server.get("url", "")
+                if isinstance(url, str) and not url:
+                    self.error(
+                        REQUIRED_FIELD_EMPTY,
+                        [*base, "url"],
+                        f"is required for an {transport} server",
+                    )
+                elif isinstance(url, str) and not _is_http_url(url):
+                    self.error(INVALID_FORMAT, [*base, "url"], "must be an http(s) URL with a host")
+
+    # -- warnings: fallbacks --------------------------------------------------------------------
+
+    def fallbacks(self) -> None:
+        models = _table(_table(self.config.get("providers")).get("models"))
+        edges: dict[str, list[str]] = {}
+        where: dict[str, list[str]] = {}
+        for family, entries in models.items():
+            for alias in _table(entries):
+                node = f"{family}.{alias}"
+                edges[node] = []
+                where[node] = ["providers", "models", family, alias, "fallback"]
+        for node, segments in where.items():
+            entry = _get(models, segments[2:4])
+            for ref in _list(_table(entry).get("fallback")):
+                if not isinstance(ref, str):
+                    continue
+                if ref in edges and self.provider_exists("models", ref) is None:
+                    edges[node].append(ref)
+                else:
+                    self.warn(
+                        FALLBACK_DANGLING,
+                        segments,
+                        f"fallback {ref!s} does not resolve; it is skipped",
+                    )
+        component = _strong_components(edges)
+        roots = self.model_roots()
+        depth = _shortest_depths(edges, roots)
+        for node, targets in edges.items():
+            for target in targets:
+                if component[node] == component[target]:
+                    self.warn(
+                        FALLBACK_CYCLE,
+                        where[node],
+                        f"fallback {target} is on a cycle back to {node}; "
+                        "the runtime skips the edge closing it",
+                    )
+                elif depth.get(node, -1) >= MAX_FALLBACK_DEPTH:
+                    self.warn(
+                        FALLBACK_TOO_DEEP,
+                        where[node],
+                        f"fallback {target} is deeper than MAX_FALLBACK_DEPTH = "
+                        f"{MAX_FALLBACK_DEPTH} and is never tried",
+                    )
+
+    def model_roots(self) -> list[str]:
+        """The model providers agents and runtime profiles name directly: fallback depth 0."""
+        roots: list[str] = []
+        for kind in ("agents", "runtime_profiles"):
+            for entry in _table(self.config.get(kind)).values():
+                for field, target, is_list in _ref_fields(kind):
+                    if target != "providers.models" or is_list:
+                        continue
+                    ref = _get(_table(entry), field)
+                    if isinstance(ref, str) and ref:
+                        roots.append(ref)
+        return roots
+
+
+def _portable_message() -> str:
+    return (
+        f"is not a portable alias ({PORTABLE_ALIAS_RE.pattern}); "
+        "export reports it and import refuses it"
+    )
+
+
+def _shortest_depths(edges: Mapping[str, list[str]], roots: Iterable[str]) -> dict[str, int]:
+    depth: dict[str, int] = {}
+    frontier = [root for root in dict.fromkeys(roots) if root in edges]
+    for root in frontier:
+        depth[root] = 0
+    while frontier:
+        following: list[str] = []
+        for node in frontier:
+            for target in edges[node]:
+                if target not in depth:
+                    depth[target] = depth[node] + 1
+                    following.append(target)
+        frontier = following
+    return depth
+
+
+def _strong_components(edges: Mapping[str, list[str]]) -> dict[str, int]:
+    """Tarjan's algorithm, iterative (a fallback chain may be longer than Python's stack)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    component: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    counter = 0
+    for start in edges:
+        if start in index:
+            continue
+        work: list[tuple[str, Iterator[str]]] = [(start, iter(edges[start]))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, targets = work[-1]
+            advanced = False
+            for target in targets:
+                if target not in index:
+                    index[target] = low[target] = counter
+                    counter += 1
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(edges[target])))
+                    advanced = True
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component[member] = index[node]
+                    if member == node:
+                        break
+    return component
+
+
+def validate(config: Mapping[str, Any], install_root: Path) -> tuple[list[Finding], list[Finding]]:
+    """Every rule of 01 §5: ``(errors, warnings)``, each a :class:`Finding` with a config path.
+
+    Errors: JSON Schema (types, enums, ranges), references of agents and runtime profiles, the
+    risk profile of an enabled agent, delegates and workspace grants, skill bundle folders
+    (inside ``<install>/shared/``, one bundle per folder) and, when MCP is enabled, MCP servers.
+    Warnings: fallback edges that dangle, form a cycle or go deeper than ``MAX_FALLBACK_DEPTH``;
+    MCP bundles naming unknown servers; non-portable agent and skill bundle aliases.
+    """
+    run = _Run(config, install_root)
+    for error in _validator().iter_errors(config):
+        run.add_error(_schema_finding(error, config, (), schema.config_schema()))
+    if not isinstance(config, Mapping):
+        return run.errors, run.warnings
+    run.agents()
+    run.runtime_profiles()
+    run.skill_bundles()
+    run.mcp()
+    run.fallbacks()
+    return run.errors, run.warnings
