@@ -38,16 +38,15 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+from bundler.copytree import make_durable
 from bundler.durable import (
     RENAME_EXCHANGE,
     RENAME_NOREPLACE,
-    SYNCFS_REPORTS_ERRORS,
     UNSUPPORTED_ERRNOS,
     fsync_dir,
     open_dir,
     random_token,
     renameat2,
-    syncfs,
 )
 from bundler.errors import Interrupted, Refused, UsageError
 from bundler.names import escape_display
@@ -176,44 +175,6 @@ def remove_tree_at(dir_fd: int, name: str) -> None:
 def _unlink_missing_ok(dir_fd: int, name: str) -> None:
     with suppress(FileNotFoundError):
         os.unlink(name, dir_fd=dir_fd)
-
-
-def fsync_tree(dir_fd: int) -> None:
-    """fsync every regular file and folder below ``dir_fd``, then the folder itself.
-
-    The portable path to durability where ``syncfs`` does not report write-back errors.
-    """
-    stack = [os.dup(dir_fd)]
-    try:
-        while stack:
-            fd = stack.pop()
-            try:
-                with os.scandir(fd) as entries:
-                    for entry in entries:
-                        if entry.is_dir(follow_symlinks=False):
-                            stack.append(os.open(entry.name, _DIR_FLAGS, dir_fd=fd))
-                        elif entry.is_file(follow_symlinks=False):
-                            file_fd = os.open(
-                                entry.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd
-                            )
-                            try:
-                                os.fsync(file_fd)
-                            finally:
-                                os.close(file_fd)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-    finally:
-        for fd in stack:
-            os.close(fd)
-
-
-def make_durable(dir_fd: int) -> None:
-    """Flush a staged tree once (02 §8.2): ``syncfs`` where it reports errors, else fsync all."""
-    if SYNCFS_REPORTS_ERRORS:
-        syncfs(dir_fd)
-    else:
-        fsync_tree(dir_fd)
 
 
 def _split_out(out: str | os.PathLike[str]) -> tuple[str, str]:
