@@ -1,0 +1,299 @@
+"""Consistent SQLite snapshots that never change the source (04 §5.1, 02 §10).
+
+A store is read one of three ways, chosen from what lies beside it:
+
+* **quiet** (no ``-wal``, ``-shm`` or ``-journal``): opened ``mode=ro&immutable=1`` through a URI,
+  so SQLite takes no lock and creates no sidecar; afterwards the file is re-checked (inode, size,
+  mtime, ctime, and still no sidecar). A change means a server started meanwhile: the snapshot is
+  taken again through the live path.
+* **leftover** (sidecars, but no process holds a SQLite lock on the store or its ``-shm``): even a
+  ``mode=ro`` connection would write the ``-shm`` (SQLite maps it read-write and stores read marks
+  in it) or create one, so the store and its sidecars are copied byte for byte into a private
+  folder, identity-checked before and after, and the snapshot is taken from that copy. The
+  source's bytes, modes and mtimes stay exactly as they were.
+* **live** (a process holds a lock): a ``mode=ro`` connection on the store itself. It reads one
+  consistent transaction (the WAL folded in); being read-only it can never checkpoint, truncate or
+  delete the WAL, and it is never the last writer of anything.
+
+The snapshot is made with ``VACUUM INTO`` (backups) or the online backup API in one step
+(format-2 exports), into a file created ``0600`` beforehand, and must pass ``PRAGMA
+integrity_check``. Every connection runs with ``trusted_schema=OFF`` so a hostile schema cannot
+run SQL functions while it is read.
+
+Caveat (POSIX record locks): closing any descriptor of a file drops *this process's* locks on it.
+The lock probe below opens the store, so it must not run in a process that itself holds an open
+SQLite connection to that store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import shutil
+import sqlite3
+import stat
+import struct
+import tempfile
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from bundler.errors import Refused
+
+Method = Literal["vacuum", "backup"]
+Path_kind = Literal["quiet", "leftover", "live"]
+
+SIDECARS = ("-wal", "-shm", "-journal")
+"""Suffixes of the files SQLite keeps beside a database (04 §1.1)."""
+
+# SQLite's unix VFS lock bytes: PENDING, RESERVED and the SHARED range of the database file, and
+# the lock slots (incl. the "DMS" byte every open WAL connection holds) of the -shm file.
+_DB_LOCK_START, _DB_LOCK_LEN = 0x40000000, 512
+_SHM_LOCK_START, _SHM_LOCK_LEN = 120, 16
+# F_OFD_GETLK also reports traditional locks held by this very process (unlike F_GETLK)
+_F_OFD_GETLK = getattr(fcntl, "F_OFD_GETLK", 36)
+_FLOCK = struct.Struct("hhqqi4x")
+
+_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """What :func:`snapshot_database` made.
+
+    ``read_as``: which of the three paths of the module docstring produced it; ``retried``: the
+    quiet or leftover read was redone because the store changed meanwhile; ``size``: bytes of
+    ``dest``.
+    """
+
+    dest: Path
+    method: Method
+    read_as: Path_kind
+    retried: bool
+    size: int
+
+
+def sidecars_present(database: Path) -> list[str]:
+    """The sidecar suffixes (``-wal``, ``-shm``, ``-journal``) that exist beside ``database``."""
+    found = []
+    for suffix in SIDECARS:
+        with contextlib.suppress(FileNotFoundError):
+            os.lstat(f"{database}{suffix}")
+            found.append(suffix)
+    return found
+
+
+def _lock_held(path: str, start: int, length: int) -> bool:
+    """True when some process holds a POSIX or OFD lock on the byte range of ``path``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        answer = fcntl.fcntl(
+            fd, _F_OFD_GETLK, _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, start, length, 0)
+        )
+        return bool(_FLOCK.unpack(answer)[0] != fcntl.F_UNLCK)
+    finally:
+        os.close(fd)
+
+
+def store_in_use(database: Path) -> bool:
+    """True when a process holds a SQLite lock on ``database`` or its ``-shm`` (a server is on it).
+
+    A connection that has read at least once holds such a lock for as long as it is open in WAL
+    mode, and during every transaction in rollback mode.
+    """
+    return _lock_held(str(database), _DB_LOCK_START, _DB_LOCK_LEN) or _lock_held(
+        f"{database}-shm", _SHM_LOCK_START, _SHM_LOCK_LEN
+    )
+
+
+def _uri(path: Path, **params: str) -> str:
+    query = "&".join(f"{key}={value}" for key, value in params.items())
+    return f"file:{urllib.parse.quote(str(path))}?{query}"
+
+
+@contextlib.contextmanager
+def open_readonly(path: Path, *, immutable: bool) -> Iterator[sqlite3.Connection]:
+    """A read-only connection with ``trusted_schema=OFF``; ``immutable`` creates no sidecar."""
+    params = {"mode": "ro", "immutable": "1"} if immutable else {"mode": "ro"}
+    conn = sqlite3.connect(
+        _uri(path, **params), uri=True, isolation_level=None, check_same_thread=False
+    )
+    try:
+        conn.execute("PRAGMA trusted_schema=OFF")
+        yield conn
+    finally:
+        conn.close()
+
+
+def integrity_ok(path: Path) -> bool:
+    """True when ``PRAGMA integrity_check`` of the file says ``ok`` (opened immutable)."""
+    try:
+        with open_readonly(path, immutable=True) as conn:
+            rows = conn.execute("PRAGMA integrity_check").fetchall()
+    except sqlite3.DatabaseError:
+        return False
+    return rows == [("ok",)]
+
+
+def _identity(path: str) -> tuple[int, int, int, int, int] | None:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _state(database: Path) -> tuple[object, ...]:
+    """Identity of the store and each sidecar: equal before and after means nothing changed."""
+    return tuple(_identity(f"{database}{suffix}") for suffix in ("", *SIDECARS))
+
+
+def _create_empty(dest: Path) -> None:
+    # VACUUM INTO and the backup API accept an empty file; creating it first fixes its mode at 0600
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    os.close(fd)
+
+
+def _reset_dest(dest: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(dest)
+    _create_empty(dest)
+
+
+def _copy_out(conn: sqlite3.Connection, dest: Path, method: Method) -> None:
+    if method == "vacuum":
+        conn.execute("VACUUM INTO ?", (str(dest),))
+        return
+    target = sqlite3.connect(str(dest), isolation_level=None)
+    try:
+        # pages=-1: the whole store in one step, so it is one consistent read transaction
+        conn.backup(target, pages=-1)
+    finally:
+        target.close()
+
+
+def _check_source(source: Path) -> None:
+    try:
+        st = os.lstat(source)
+    except FileNotFoundError:
+        raise Refused(
+            f"{source} does not exist: there is no database to copy", path=str(source)
+        ) from None
+    if stat.S_ISLNK(st.st_mode):
+        raise Refused(
+            f"{source} is a symbolic link: point to the real database file", path=str(source)
+        )
+    if not stat.S_ISREG(st.st_mode):
+        raise Refused(f"{source} is not a regular file", path=str(source))
+
+
+def _read_quiet(source: Path, dest: Path, method: Method) -> bool:
+    """Snapshot through ``immutable=1``; False when the store changed or a sidecar appeared."""
+    before = _state(source)
+    if any(part is not None for part in before[1:]):
+        return False
+    with open_readonly(source, immutable=True) as conn:
+        _copy_out(conn, dest, method)
+    return _state(source) == before
+
+
+def _copy_file(src: str, dst: str) -> None:
+    fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", src)
+        with os.fdopen(os.dup(fd), "rb") as reader, open(dst, "xb") as writer:
+            shutil.copyfileobj(reader, writer, 1 << 20)
+    finally:
+        os.close(fd)
+
+
+def _read_leftover(source: Path, dest: Path, method: Method) -> bool:
+    """Snapshot from a private copy of the store and its sidecars; False when anything changed."""
+    before = _state(source)
+    if store_in_use(source):
+        return False
+    with tempfile.TemporaryDirectory(prefix=".bundler-snap-", dir=dest.parent) as private:
+        copy = Path(private) / "db"
+        for suffix in ("", "-wal", "-journal"):
+            # the -shm is rebuilt from the WAL; a copy of it could only be stale
+            if before[("", "-wal", "-shm", "-journal").index(suffix)] is not None:
+                try:
+                    _copy_file(f"{source}{suffix}", f"{copy}{suffix}")
+                except FileNotFoundError:
+                    return False
+        if _state(source) != before or store_in_use(source):
+            return False
+        # a writable connection on the private copy folds the WAL in or rolls a hot journal back
+        conn = sqlite3.connect(str(copy), isolation_level=None)
+        try:
+            conn.execute("PRAGMA trusted_schema=OFF")
+            _copy_out(conn, dest, method)
+        finally:
+            conn.close()
+    return True
+
+
+def _read_live(source: Path, dest: Path, method: Method) -> None:
+    with open_readonly(source, immutable=False) as conn:
+        _copy_out(conn, dest, method)
+
+
+def snapshot_database(source: Path, dest: Path, *, method: Method) -> SnapshotInfo:
+    """Write a consistent, integrity-checked copy of the SQLite store ``source`` to ``dest``.
+
+    ``dest`` must not exist; it is created ``0600``. ``method`` is ``"vacuum"`` (``VACUUM
+    INTO``, compact) or ``"backup"`` (the online backup API in one step, page for page). The
+    source, its sidecars and their modes and mtimes are never changed when no process is using
+    the store; with a server attached only SQLite's own shared-memory read marks are touched.
+
+    Raises :class:`Refused` (a missing store, a link, a store that cannot be read) and
+    :class:`Refused` too when the store is not SQLite or its snapshot fails ``integrity_check``;
+    ``dest`` is removed then.
+    """
+    _check_source(source)
+    _create_empty(dest)
+    try:
+        info = _snapshot_into(source, dest, method)
+        if not integrity_ok(dest):
+            raise Refused(
+                f"{source} fails PRAGMA integrity_check: repair the database before copying it",
+                path=str(source),
+            )
+        return info
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(dest)
+        raise
+
+
+def _snapshot_into(source: Path, dest: Path, method: Method) -> SnapshotInfo:
+    retried = False
+    try:
+        for _ in range(_ATTEMPTS):
+            if not sidecars_present(source):
+                if _read_quiet(source, dest, method):
+                    return SnapshotInfo(dest, method, "quiet", retried, os.path.getsize(dest))
+            elif not store_in_use(source) and _read_leftover(source, dest, method):
+                return SnapshotInfo(dest, method, "leftover", retried, os.path.getsize(dest))
+            elif store_in_use(source):
+                break
+            retried = True
+            _reset_dest(dest)
+        _reset_dest(dest)
+        _read_live(source, dest, method)
+    except sqlite3.DatabaseError as exc:
+        raise Refused(
+            f"{source} is not a readable SQLite database ({exc}): repair or remove it",
+            path=str(source),
+        ) from exc
+    return SnapshotInfo(dest, method, "live", retried, os.path.getsize(dest))
