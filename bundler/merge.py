@@ -608,6 +608,21 @@ def _inline_parent(doc: tomlkit.TOMLDocument, new: NewEntry) -> list[str] | None
     return None
 
 
+def _inline(value: Any) -> Any:
+    """``value`` as tomlkit inline items: what an inline table or static array may hold."""
+    if isinstance(value, dict):
+        table = tomlkit.inline_table()
+        for key, sub in value.items():
+            table[key] = _inline(sub)
+        return table
+    if isinstance(value, list):
+        array = tomlkit.array()
+        for sub in value:
+            array.append(_inline(sub))
+        return array
+    return value
+
+
 def render_config_text(old_text: str, plan: MergePlan) -> tuple[str, list[str]]:
     """The new ``config.toml`` text and notes about values that had to be rewritten.
 
@@ -638,13 +653,13 @@ def render_config_text(old_text: str, plan: MergePlan) -> tuple[str, list[str]]:
             notes.append(note)
         container: Any = doc
         if new.kind == "mcp.servers":
-            container["mcp"]["servers"].append(tomlkit.item(new.value))
+            container["mcp"]["servers"].append(_inline(new.value))
             continue
         for part in new.segments[:-1]:
             if part not in container:
                 container[part] = tomlkit.inline_table()
             container = container[part]
-        container[new.segments[-1]] = tomlkit.item(new.value)
+        container[new.segments[-1]] = _inline(new.value)
     text = tomlkit.dumps(doc) if rewritten else old_text
     if text and not text.endswith("\n"):
         text += "\n"
