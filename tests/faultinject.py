@@ -1,0 +1,181 @@
+"""System-call fault injection with strace, for black-box crash and I/O-fault tests (06 §2 R1/R2).
+
+Reusable by every crash test of the project::
+
+    reason = ptrace_unavailable()          # skip the test with this reason when not None
+    calls = trace_calls(cmd, ["rename", "renameat2", "fsync"], env=env, relevant="/tmp/x")
+    for call in calls:                     # one run per call index of each system call
+        result = run_with_fault(cmd, call.syscall, call.index, "SIGKILL", env=env)
+        assert result.fired
+
+strace counts ``when=N`` per system call (not across the set) and per process, so a call is
+addressed as (syscall, index-within-that-syscall). Runs must be deterministic for the indexes of
+a clean traced run to hit the same calls under injection: set ``PYTHONDONTWRITEBYTECODE=1`` and a
+fixed ``SOURCE_DATE_EPOCH`` in ``env``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Literal
+
+Fault = Literal["SIGKILL", "EIO", "ENOSPC"]
+
+_LINE_RE = re.compile(r"^(?:\d+\s+)?([a-z_0-9]+)\(")
+_CWD_RE = re.compile(r"AT_FDCWD<[^>]*>")
+
+
+@dataclass(frozen=True)
+class Call:
+    """One traced system call: its name, its 1-based index among calls of that name, the line."""
+
+    syscall: str
+    index: int
+    line: str
+
+
+@dataclass(frozen=True)
+class FaultRun:
+    """The outcome of one run under injection."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    fired: bool
+    killed: bool
+    log: str
+
+
+@cache
+def ptrace_unavailable() -> str | None:
+    """Why strace cannot be used here (a reason for ``pytest.skip``), or None when it can."""
+    strace = shutil.which("strace")
+    if strace is None:
+        return "strace is not installed (apt install strace)"
+    probe = subprocess.run(
+        [strace, "-qq", "-e", "trace=none", "-e", "inject=getpid:error=EIO:when=1", "true"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    if probe.returncode != 0:
+        return f"ptrace is not permitted here: {probe.stderr.strip()[:200]}"
+    return None
+
+
+def _strace(log: str, trace: Sequence[str], extra: Sequence[str]) -> list[str]:
+    strace = shutil.which("strace") or "strace"
+    # -y: decode descriptors into paths, so callers can pick the calls on their own files
+    return [
+        strace,
+        "-f",
+        "-qq",
+        "-y",
+        "-e",
+        "signal=none",
+        "-e",
+        f"trace={','.join(trace)}",
+        "-o",
+        log,
+        *extra,
+        "--",
+    ]
+
+
+def _run(
+    argv: list[str], env: Mapping[str, str] | None, cwd: str | None, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        env=None if env is None else dict(env),
+        cwd=cwd,
+        timeout=timeout,
+    )
+
+
+def parse_calls(log: str, syscalls: Sequence[str]) -> list[Call]:
+    """Every call of ``syscalls`` in an strace log, numbered per system call in order."""
+    counters: dict[str, int] = {}
+    calls: list[Call] = []
+    wanted = set(syscalls)
+    for line in log.splitlines():
+        if "resumed>" in line:
+            continue
+        match = _LINE_RE.match(line)
+        if match is None or match.group(1) not in wanted:
+            continue
+        name = match.group(1)
+        counters[name] = counters.get(name, 0) + 1
+        calls.append(Call(name, counters[name], line))
+    return calls
+
+
+def trace_calls(
+    cmd: Sequence[str],
+    syscalls: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    relevant: str | None = None,
+    timeout: float = 120,
+) -> tuple[subprocess.CompletedProcess[str], list[Call]]:
+    """Run ``cmd`` once under strace, without faults, and list its calls of ``syscalls``.
+
+    With ``relevant``, only calls whose line names that path fragment (in an argument or a
+    decoded descriptor, the working directory aside) are returned; their indexes still count
+    every call, so they can be passed to :func:`run_with_fault` unchanged.
+    """
+    with tempfile.TemporaryDirectory(prefix="faultinject-") as tmp:
+        log_path = os.path.join(tmp, "log")
+        done = _run([*_strace(log_path, syscalls, []), *cmd], env, cwd, timeout)
+        with open(log_path, encoding="utf-8", errors="replace") as handle:
+            calls = parse_calls(handle.read(), syscalls)
+    if relevant is not None:
+        calls = [call for call in calls if relevant in _CWD_RE.sub("", call.line)]
+    return done, calls
+
+
+def run_with_fault(
+    cmd: Sequence[str],
+    syscall: str,
+    when: int,
+    fault: Fault,
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    timeout: float = 120,
+) -> FaultRun:
+    """Run ``cmd`` with the ``when``-th call of ``syscall`` killed (SIGKILL) or failed (errno).
+
+    ``fired`` says whether the injection happened (the program may have made fewer calls);
+    ``killed`` whether the process died of SIGKILL.
+    """
+    action = "signal=SIGKILL" if fault == "SIGKILL" else f"error={fault}"
+    inject = ["-e", f"inject={syscall}:{action}:when={when}"]
+    with tempfile.TemporaryDirectory(prefix="faultinject-") as tmp:
+        log_path = os.path.join(tmp, "log")
+        done = _run([*_strace(log_path, [syscall], inject), *cmd], env, cwd, timeout)
+        with open(log_path, encoding="utf-8", errors="replace") as handle:
+            log = handle.read()
+    killed = done.returncode in (-9, 128 + 9)
+    fired = "(INJECTED)" in log or (fault == "SIGKILL" and killed)
+    return FaultRun(done.returncode, done.stdout, done.stderr, fired, killed, log)
+
+
+def sample(items: Sequence[Call], count: int | None) -> list[Call]:
+    """An evenly spread sample of ``count`` items (all of them when ``count`` is None or larger)."""
+    if count is None or count >= len(items):
+        return list(items)
+    if count <= 0:
+        return []
+    step = len(items) / count
+    return [items[int(i * step)] for i in range(count)]
