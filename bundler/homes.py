@@ -253,13 +253,17 @@ def _write_once(dir_fd: int, name: str, data: bytes) -> bool:
     except FileNotFoundError:
         pass
     tmp = f".{name}.tmp-{random_token()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o600, dir_fd=dir_fd)
+    fd = os.open(
+        tmp,
+        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+        0o600,
+        dir_fd=dir_fd,
+    )
     try:
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             os.fchmod(fd, 0o600)
             os.fsync(fd)
         finally:

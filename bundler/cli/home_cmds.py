@@ -1,0 +1,139 @@
+"""``bundler home init | show | volumes | skills``: thin handlers over the data-home library
+(04 §1-§4), plus :func:`doctor_home` for ``bundler doctor --project``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from bundler.cli.output import Output, Result
+from bundler.errors import InvalidInput, Refused, UsageError
+from bundler.homes import home_sizes, init_home, is_writable, resolve_home
+from bundler.homeskills import save_skill, skills_of
+from bundler.names import escape_display
+from bundler.volumes import list_allowed_directories, load_volumes
+
+_MAX_SKILL_FILE = 1 << 20
+
+
+def _project(args: argparse.Namespace) -> Path:
+    return Path(os.path.abspath(getattr(args, "project", None) or "."))
+
+
+def init(args: argparse.Namespace, out: Output) -> Result:
+    """``home init``: the first start of 04 §1.2."""
+    resolution = resolve_home(_project(args))
+    actions = init_home(resolution)
+    home = str(resolution.home)
+    text = [f"data home {escape_display(home)} (rule {resolution.rule}: {resolution.source})"]
+    text += actions or ["nothing to do: the home is complete"]
+    return Result(
+        payload={"home": home, "source_rule": resolution.rule, "actions": actions},
+        text=text if not out.quiet else [],
+    )
+
+
+def show(args: argparse.Namespace, out: Output) -> Result:
+    """``home show``: the admin view (04 §4), paths included. Creates nothing."""
+    project = _project(args)
+    resolution = resolve_home(project)
+    volumes = load_volumes(project)
+    sizes = home_sizes(resolution)
+    writable = is_writable(resolution.home)
+    payload = {
+        "home": str(resolution.home),
+        "source_rule": resolution.rule,
+        "source": resolution.source,
+        "writable": writable,
+        "database": str(resolution.database),
+        "sizes": sizes,
+        "volumes": [
+            {"name": v.name, "mode": v.mode, "description": v.description, "path": str(v.path)}
+            for v in volumes
+        ],
+    }
+    text = [
+        f"data home: {escape_display(str(resolution.home))}",
+        f"found by:  rule {resolution.rule}, {escape_display(resolution.source)}",
+        f"writable:  {'yes' if writable else 'no'}",
+        f"database:  {escape_display(str(resolution.database))} "
+        f"({sizes['database']} bytes, -wal {sizes['database_wal']} bytes)",
+    ]
+    text += [f"{name + '/':<10} {sizes[name]} bytes" for name in ("files", "skills", "backups")]
+    text.append("volumes:" if volumes else "volumes:   none (toolOptions.bxai.allowedPaths is set)")
+    text += [
+        f"  {v.name} ({v.mode}) {escape_display(str(v.path))}"
+        + (f"  {escape_display(v.description)}" if v.description else "")
+        for v in volumes
+    ]
+    return Result(payload=payload, text=text)
+
+
+def volumes(args: argparse.Namespace, out: Output) -> Result:
+    """``home volumes``: the runtime's ``GET /volumes`` (name, mode, description; no path)."""
+    listed = list_allowed_directories(load_volumes(_project(args)))
+    text = [
+        f"{escape_display(v['name'])} ({v['mode']})"
+        + (f"  {escape_display(v['description'])}" if v["description"] else "")
+        for v in listed
+    ]
+    return Result(payload={"volumes": listed}, text=text or ["no volumes"])
+
+
+def _read_skill_file(path: str) -> str:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(_MAX_SKILL_FILE + 1)
+    except OSError as err:
+        raise Refused(
+            f"--file {escape_display(path)}: cannot be read ({os.strerror(err.errno or 0)})",
+            path=path,
+        ) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInput(f"--file {escape_display(path)}: is not UTF-8 text", path=path) from None
+
+
+def skills(args: argparse.Namespace, out: Output) -> Result:
+    """``home skills``: list (the runtime's ``GET /skills``), or ``save NAME``."""
+    project = _project(args)
+    if args.action == "save":
+        if not args.name or args.description is None or not args.file:
+            raise UsageError("home skills save needs NAME, --description TEXT and --file FILE")
+        saved = save_skill(project, args.name, args.description, _read_skill_file(args.file))
+        return Result(
+            payload={"saved": saved.as_json()},
+            text=[f"saved agent skill {saved.name}"] if not out.quiet else [],
+        )
+    if args.name or args.description is not None or args.file:
+        raise UsageError("NAME, --description and --file are for 'home skills save'")
+    listed = skills_of(resolve_home(project), project)
+    active = [s.as_json() for s in listed if not s.shadowed]
+    shadowed = [s.as_json() for s in listed if s.shadowed]
+    text = [
+        f"{escape_display(s.name)} [{s.origin}{', shadowed' if s.shadowed else ''}]"
+        + (f"  {escape_display(s.description)}" if s.description else "")
+        for s in listed
+    ]
+    return Result(payload={"skills": active, "shadowed": shadowed}, text=text or ["no skills"])
+
+
+def doctor_home(project: Path) -> list[str]:
+    """Findings about the data home for ``bundler doctor --project``: where it is, the rule
+    that found it, whether it can be written. Creates nothing; a problem raises
+    :class:`~bundler.errors.BundlerError` (unwritable home: :class:`InvalidInput`)."""
+    resolution = resolve_home(project)
+    home = escape_display(str(resolution.home))
+    notes = [f"data home {home} (rule {resolution.rule}: {escape_display(resolution.source)})"]
+    if not is_writable(resolution.home):
+        where = str(resolution.home)
+        message = f"data home {home} (rule {resolution.rule}) cannot be written"
+        raise InvalidInput(message, path=where)
+    notes.append(f"data home {home} can be written")
+    if not resolution.home.exists():
+        notes.append(f"data home {home} does not exist yet ('bundler home init' creates it)")
+    volumes = load_volumes(project)
+    notes.append(f"volumes: {', '.join(v.name for v in volumes) or 'none'}")
+    return notes
