@@ -660,3 +660,78 @@ def portable_alias_problems(root_agent: str) -> list[Problem]:
             f"{escape_display(root_agent)!r} is not a portable alias (it becomes a folder name)",
         )
     ]
+
+
+# --------------------------------------------------------------------------- endpoints
+
+# Where a provider family sends its key when the entry sets no ``uri`` (03 §2, §3.1 rule 6).
+# The one table of family defaults: inspect and the import prompt both read it.
+FAMILY_DEFAULT_ENDPOINTS: dict[str, dict[str, str]] = {
+    "models": {
+        "openai": "https://api.openai.com/v1",
+        "anthropic": "https://api.anthropic.com",
+        "azure": "https://<resource>.openai.azure.com",
+        "gemini": "https://generativelanguage.googleapis.com",
+        "ollama": "http://localhost:11434",
+        "openrouter": "https://openrouter.ai/api/v1",
+        "groq": "https://api.groq.com/openai/v1",
+        "mistral": "https://api.mistral.ai/v1",
+        "deepseek": "https://api.deepseek.com",
+        "xai": "https://api.x.ai/v1",
+        "bedrock": "https://bedrock-runtime.<region>.amazonaws.com",
+        "together": "https://api.together.xyz/v1",
+        "fireworks": "https://api.fireworks.ai/inference/v1",
+        "custom": "(no default endpoint: the entry's uri)",
+        "openai_codex": "https://chatgpt.com/backend-api/codex",
+        "gemini_cli": "the local gemini CLI program (binary_path)",
+        "kilocli": "the local kilo CLI program (binary_path)",
+    },
+    "tts": {
+        "openai": "https://api.openai.com/v1",
+        "elevenlabs": "https://api.elevenlabs.io",
+        "google": "https://texttospeech.googleapis.com",
+        "edge": "https://speech.platform.bing.com",
+        "piper": "a local program (no network)",
+    },
+    "transcription": {
+        "groq": "https://api.groq.com/openai/v1",
+        "openai": "https://api.openai.com/v1",
+        "deepgram": "https://api.deepgram.com",
+        "assemblyai": "https://api.assemblyai.com",
+        "google": "https://speech.googleapis.com",
+        "local_whisper": "a local whisper server (the entry's uri)",
+    },
+}
+
+
+def secret_endpoint(fragment: Mapping[str, Any], segments: Sequence[str]) -> str:
+    """Where the secret at config path ``segments`` will be sent, for a person to judge.
+
+    A provider secret goes to the entry's ``uri``, else its family's default endpoint (azure
+    and bedrock defaults filled from ``resource``/``region``); an MCP server secret goes to the
+    server's ``url`` (http/sse) or to the local process it starts (``command args…``). The
+    result holds strings from the bundle: escape it before printing.
+    """
+    if len(segments) >= 5 and segments[0] == "providers":
+        category, family, alias = segments[1], segments[2], segments[3]
+        entry = _table(lookup(fragment, ["providers", category, family, alias])[1])
+        uri = entry.get("uri")
+        if isinstance(uri, str) and uri:
+            return uri
+        default = FAMILY_DEFAULT_ENDPOINTS.get(category, {}).get(family, "(unknown family)")
+        for placeholder, key in (("<resource>", "resource"), ("<region>", "region")):
+            value = entry.get(key)
+            if placeholder in default and isinstance(value, str) and value:
+                default = default.replace(placeholder, value)
+        return default
+    if len(segments) >= 4 and list(segments[:2]) == ["mcp", "servers"]:
+        found, server = lookup(fragment, segments[:3])
+        if not found or not isinstance(server, dict):
+            return "(no such server)"
+        if server.get("transport", "stdio") in ("http", "sse"):
+            return str(server.get("url", ""))
+        args = server.get("args", [])
+        args = args if isinstance(args, list) else []
+        words = [str(server.get("command", ""))] + [str(a) for a in args]
+        return "local process: " + " ".join(words)
+    return "(unknown)"
