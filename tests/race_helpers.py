@@ -1,0 +1,184 @@
+"""Helpers for the safe-tree tests: hostile trees, privilege-dropped children, racing processes.
+
+Everything here builds real objects (symbolic links, FIFOs, sockets, hard links) and real
+processes; nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+NOBODY = 65534
+MARKER_OUTSIDE = b"OUTSIDE-MARKER-7f3a9c"
+MARKER_MEMORY = b"MEMORY-MARKER-51e2b8"
+
+
+def fd_count() -> int:
+    """Descriptors this process holds now (to prove a walk leaks none)."""
+    return len(os.listdir("/proc/self/fd"))
+
+
+def make_socket(path: Path) -> None:
+    """Leave a bound Unix socket file at ``path``."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(str(path))
+    finally:
+        sock.close()
+
+
+def run_as_nobody(func: Callable[[], Any]) -> Any:
+    """Run ``func`` in a forked child that dropped to uid/gid 65534; return or re-raise its result.
+
+    Root ignores permission bits, so "unreadable" can only be tested without privileges. The
+    child inherits the already-imported modules and open descriptors; it needs no path access.
+    """
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        os.close(read_end)
+        try:
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            outcome: tuple[str, Any] = ("ok", func())
+        except BaseException as exc:  # noqa: BLE001 - shipped back to the parent
+            outcome = ("raised", exc)
+        with os.fdopen(write_end, "wb") as pipe:
+            pickle.dump(outcome, pipe)
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        data = pipe.read()
+    os.waitpid(pid, 0)
+    kind, value = pickle.loads(data)
+    if kind == "raised":
+        raise value
+    return value
+
+
+def can_mount_tmpfs(target: Path) -> bool:
+    """Mount a 1 MiB tmpfs at ``target``; False when this host forbids mounting."""
+    target.mkdir(exist_ok=True)
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "bundler-test", str(target)],
+        capture_output=True,
+        check=False,
+    )
+    return result.returncode == 0
+
+
+def unmount(target: Path) -> None:
+    """Undo :func:`can_mount_tmpfs` (lazily, in case a descriptor is still open)."""
+    subprocess.run(["umount", "-l", str(target)], capture_output=True, check=False)
+
+
+# --- racing ---------------------------------------------------------------------------------
+
+RACER_SOURCE = r"""
+import os, random, sys, time
+root, outside, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rng = random.Random(seed)
+dirs = sorted(d for d in os.listdir(root) if d.startswith("d"))
+stop = time.monotonic() + 600
+sys.stdout.write("ready\n"); sys.stdout.flush()
+def quiet(fn, *a):
+    try:
+        fn(*a)
+    except OSError:
+        pass
+i = 0
+while time.monotonic() < stop:
+    i += 1
+    d = os.path.join(root, rng.choice(dirs))
+    f = os.path.join(d, "f%02d" % rng.randrange(20))
+    action = rng.randrange(7)
+    tmp = os.path.join(root, ".racer-%d" % i)
+    if action == 0:    # swap a file for a link escaping the tree
+        quiet(os.symlink, os.path.join(outside, "secret.txt"), tmp); quiet(os.rename, tmp, f)
+    elif action == 1:  # swap a file for a link to memory
+        quiet(os.symlink, os.path.join(root, "memory", "brain.db"), tmp); quiet(os.rename, tmp, f)
+    elif action == 2:  # rename another admitted file over this one
+        g = os.path.join(root, rng.choice(dirs), "f%02d" % rng.randrange(20))
+        quiet(os.rename, g, f)
+    elif action == 3:  # swap a whole folder for a link escaping the tree
+        quiet(os.rename, d, d + ".moved"); quiet(os.symlink, outside, d)
+        time.sleep(0.0005)
+        quiet(os.unlink, d); quiet(os.rename, d + ".moved", d)
+    elif action == 4:  # swap a folder for a link to memory
+        quiet(os.rename, d, d + ".moved"); quiet(os.symlink, os.path.join(root, "memory"), d)
+        time.sleep(0.0005)
+        quiet(os.unlink, d); quiet(os.rename, d + ".moved", d)
+    elif action == 5:  # move memory/ into a folder that may not be listed yet, then back
+        hidden = os.path.join(d, "moved-memory")
+        quiet(os.rename, os.path.join(root, "memory"), hidden)
+        time.sleep(0.0005)
+        quiet(os.rename, hidden, os.path.join(root, "memory"))
+    else:              # put a fresh regular file back
+        with open(tmp, "wb") as fh:
+            fh.write(b"fresh %d\n" % i)
+        quiet(os.rename, tmp, f)
+"""
+
+
+def build_race_tree(root: Path, outside: Path, *, folders: int = 8, files: int = 20) -> None:
+    """A workspace with ``memory/`` and an outside folder, both full of marker bytes."""
+    outside.mkdir(parents=True, exist_ok=True)
+    (outside / "secret.txt").write_bytes(MARKER_OUTSIDE * 4)
+    for index in range(files):
+        (outside / f"f{index:02d}").write_bytes(MARKER_OUTSIDE)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "memory").mkdir(exist_ok=True)
+    (root / "memory" / "brain.db").write_bytes(MARKER_MEMORY * 8)
+    for index in range(files):
+        (root / "memory" / f"f{index:02d}").write_bytes(MARKER_MEMORY)
+    (root / "MEMORY_SNAPSHOT.md").write_bytes(MARKER_MEMORY)
+    rng = random.Random(0)
+    for folder in range(folders):
+        sub = root / f"d{folder:02d}"
+        sub.mkdir(exist_ok=True)
+        for index in range(files):
+            (sub / f"f{index:02d}").write_bytes(rng.randbytes(rng.randrange(64, 4096)))
+
+
+@contextlib.contextmanager
+def racer(root: Path, outside: Path, seed: int) -> Iterator[subprocess.Popen[bytes]]:
+    """A separate process mutating ``root`` (see :data:`RACER_SOURCE`) while the block runs."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", RACER_SOURCE, str(root), str(outside), str(seed)],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        proc.stdout.readline()  # wait until it is racing
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        time.sleep(0)
+
+
+def tree_contains(root: Path, needle: bytes) -> list[str]:
+    """Every regular file below ``root`` (no links followed) whose bytes contain ``needle``."""
+    hits: list[str] = []
+    for dirpath, _dirs, names in os.walk(root):
+        for name in names:
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path):
+                hits.append(path + " (link)")
+                continue
+            with open(path, "rb") as handle:
+                if needle in handle.read():
+                    hits.append(path)
+    return hits
