@@ -51,6 +51,7 @@ __all__ = [
     "config_lock",
     "discard_staged_config",
     "find_install_root",
+    "format_value",
     "load_config",
     "lookup",
     "memory_backend_locked",
@@ -263,6 +264,13 @@ def redact(value: Any, segments: list[str], *, secret: bool | None = None) -> An
             out.append(redact(sub, [*segments, label], secret=True if is_secret else None))
         return out
     return value
+
+
+def format_value(value: Any) -> str:
+    """A value as ``config get`` prints it: strings bare, everything else as a TOML value."""
+    if isinstance(value, str):
+        return value
+    return _to_item(value, inline=True).as_string()
 
 
 def is_string_field(node: schema.Node | None) -> bool:

@@ -1,0 +1,132 @@
+"""``config validate|get|set`` and ``agents list``: thin handlers over :mod:`bundler.config`."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+from typing import Any
+
+from bundler import layout
+from bundler.cli.output import Output, Result
+from bundler.config import (
+    canonical_segments,
+    find_install_root,
+    format_value,
+    load_config,
+    lookup,
+    redact,
+    schema_default,
+    set_config_value,
+)
+from bundler.configpath import format_path
+from bundler.errors import EXIT_INVALID, Refused
+from bundler.names import escape_display
+from bundler.validate import Finding
+from bundler.validate import validate as validate_config
+
+
+def _override_note(path: str, override_vars: dict[str, str]) -> str | None:
+    """The variable overriding ``path`` or a value below it, if any."""
+    for overridden, variable in override_vars.items():
+        if overridden == path or overridden.startswith(path + "."):
+            return variable
+    return None
+
+
+def validate(args: argparse.Namespace, out: Output) -> Result:
+    """``config validate``: every error and warning, one per line; exit 3 on any error."""
+    root = find_install_root(args.install)
+    loaded = load_config(root)
+    errors, warnings = validate_config(loaded.data, root)
+
+    def line(finding: Finding) -> str:
+        variable = _override_note(finding.path, loaded.override_vars)
+        suffix = f" (value from environment variable {variable})" if variable else ""
+        return escape_display(finding.line() + suffix)
+
+    text = [line(finding) for finding in [*errors, *warnings]]
+    payload = {
+        "errors": [finding.as_dict() for finding in errors],
+        "warnings": [finding.as_dict() for finding in warnings],
+    }
+    if not errors:
+        return Result(payload=payload, text=text if not out.quiet or warnings else [])
+    config_file = layout.config_file(root)
+    return Result(
+        payload=payload,
+        text=text,
+        code=EXIT_INVALID,
+        error_message=f"{len(errors)} error(s) in {config_file}",
+        error_path=str(config_file),
+    )
+
+
+def get(args: argparse.Namespace, out: Output) -> Result:
+    """``config get PATH [--reveal]``: the value, secrets as ``***`` unless revealed."""
+    root = find_install_root(args.install)
+    loaded = load_config(root)
+    segments, _node, secret = canonical_segments(args.path)
+    path = format_path(segments)
+    found, value = lookup(loaded.data, segments)
+    is_default = False
+    if not found:
+        has_default, value = schema_default(segments)
+        if not has_default:
+            raise Refused(f"{path} is not set in {layout.config_file(root)}", path=path)
+        is_default = True
+    shown: Any = value if args.reveal else redact(value, segments)
+    variable = _override_note(path, loaded.override_vars)
+    warnings = [f"{path} is overridden by environment variable {variable}"] if variable else []
+    payload = {
+        "path": path,
+        "value": shown,
+        "secret": secret,
+        "default": is_default,
+        "overridden_by": variable,
+    }
+    return Result(payload=payload, text=[escape_display(format_value(shown))], warnings=warnings)
+
+
+def _read_value_from_stdin(path: str) -> str:
+    """``config set`` VALUE from standard input: no echo on a terminal, one newline dropped."""
+    if sys.stdin.isatty():
+        return getpass.getpass(prompt=f"value for {path} (not echoed): ")
+    raw = sys.stdin.read()
+    if raw.endswith("\r\n"):
+        return raw[:-2]
+    return raw[:-1] if raw.endswith("\n") else raw
+
+
+def set_value(args: argparse.Namespace, out: Output) -> Result:
+    """``config set PATH [VALUE]``: a validated, comment-preserving, atomic edit."""
+    root = find_install_root(args.install)
+    raw = args.value if args.value is not None else _read_value_from_stdin(args.path)
+    path = set_config_value(root, args.path, raw, via="config set")
+    return Result(payload={"path": path}, text=[] if out.quiet else [f"set {escape_display(path)}"])
+
+
+def agents_list(args: argparse.Namespace, out: Output) -> Result:
+    """``agents list``: alias, enabled and model provider of every agent."""
+    root = find_install_root(args.install)
+    loaded = load_config(root)
+    agents = loaded.data.get("agents")
+    rows: list[dict[str, Any]] = []
+    for alias, entry in (agents if isinstance(agents, dict) else {}).items():
+        entry = entry if isinstance(entry, dict) else {}
+        rows.append(
+            {
+                "alias": alias,
+                "enabled": entry.get("enabled", True),
+                "model_provider": entry.get("model_provider", ""),
+            }
+        )
+    width = max([len("ALIAS"), *(len(escape_display(str(row["alias"]))) for row in rows)])
+    text = [f"{'ALIAS':<{width}}  ENABLED  MODEL PROVIDER"]
+    for row in rows:
+        enabled = "yes" if row["enabled"] is True else "no"
+        text.append(
+            f"{escape_display(str(row['alias'])):<{width}}  {enabled:<7}  "
+            f"{escape_display(str(row['model_provider']))}"
+        )
+    return Result(payload={"agents": rows}, text=text)
