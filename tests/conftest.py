@@ -1,0 +1,31 @@
+"""Shared fixtures. Builders live in ``tests/installs.py``; keep this file small."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from installs import MINIMAL_CONFIG, make_install  # noqa: E402
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE_INSTALL = REPO_ROOT / "examples" / "install"
+EXAMPLE_PROJECT = REPO_ROOT / "examples" / "project"
+
+
+@pytest.fixture
+def install(tmp_path: Path) -> Path:
+    """A minimal valid install (one agent, one provider, one risk profile) in tmp_path."""
+    return make_install(tmp_path, MINIMAL_CONFIG)
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The developer's own ZEROCLAW_* variables must not leak into any test."""
+    for name in list(os.environ):
+        if name.startswith("ZEROCLAW_"):
+            monkeypatch.delenv(name, raising=False)

@@ -1,0 +1,72 @@
+"""Build installs on disk for tests: ``make_install(tmp_path, toml_text, files={})``.
+
+Shared by every helper's tests; keep it small and free of assertions.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+# a minimal valid config: one enabled agent with its provider and risk profile
+MINIMAL_CONFIG = """\
+[agents.researcher]
+model_provider = "anthropic.main"
+risk_profile = "default"
+
+[providers.models.anthropic.main]
+api_key = "sk-FAKE-minimal-0123456789abcdef"
+model = "claude"
+
+[risk_profiles.default]
+level = "supervised"
+"""
+
+
+def make_install(
+    tmp_path: Path,
+    toml_text: str = MINIMAL_CONFIG,
+    files: Mapping[str, str | bytes] | None = None,
+    *,
+    name: str = "install",
+) -> Path:
+    """Create ``<tmp_path>/<name>/`` with ``config.toml`` and ``files`` (relative path -> content).
+
+    Parent folders of each file are created; returns the install root.
+    """
+    root = tmp_path / name
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "config.toml").write_text(toml_text, encoding="utf-8")
+    for relative, content in (files or {}).items():
+        target = root / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_text(content, encoding="utf-8")
+    return root
+
+
+def run_cli(
+    args: Sequence[str],
+    *,
+    input_text: str | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m bundler ARGS`` in a real process; ``env`` entries are added to ours."""
+    full_env = dict(os.environ)
+    full_env.pop("ZEROCLAW_CONFIG_DIR", None)
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "bundler", *args],
+        input=input_text,
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=cwd,
+        timeout=120,
+    )
