@@ -1,0 +1,88 @@
+"""``bundler agents export``: run :func:`bundler.export.export_agent`, say what it did (02 §11)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from bundler.cli.output import Output, Result
+from bundler.export import CARRIED_AS_IS, ExportReport, export_agent
+from bundler.names import escape_display
+
+
+def export(args: argparse.Namespace, out: Output) -> Result:
+    """Export ALIAS to ``--out``; the human summary on stdout, progress on a terminal's stderr."""
+    from bundler.config import find_install_root
+
+    install = find_install_root(args.install)
+    with out.progress(f"exporting {args.alias}", None) as advance:
+        report = export_agent(
+            install,
+            args.alias,
+            Path(args.out),
+            force=args.force,
+            include_memory=args.include_memory,
+            scan_secrets=args.scan_secrets,
+            progress=advance,
+        )
+    return Result(
+        payload=report.as_json(),
+        text=[] if out.quiet else summary(report),
+        warnings=report.warnings,
+    )
+
+
+def _size(count: int) -> str:
+    value = float(count)
+    for unit in ("bytes", "KiB", "MiB"):
+        if value < 1024:
+            return f"{count} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
+
+
+def summary(report: ExportReport) -> list[str]:
+    """The human report of 02 §11; every string from the config or the tree is escaped."""
+    esc = escape_display
+    lines = [
+        f"exported {esc(report.root_agent)} to {esc(report.bundle)}",
+        f"  {report.files} files, {_size(report.bytes)} ({report.bytes} bytes), "
+        f"published with {report.publish_method}",
+    ]
+    if report.skill_bundles:
+        lines.append(f"  skill bundles: {', '.join(esc(b) for b in report.skill_bundles)}")
+    counts = report.skipped.as_json()
+    if any(counts.values()):
+        lines.append(
+            "  skipped: "
+            + ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in counts.items() if n)
+        )
+        lines += [f"    {esc(path)}" for path in report.skipped.paths]
+        if report.skipped.total > len(report.skipped.paths):
+            lines.append(f"    … and {report.skipped.total - len(report.skipped.paths)} more")
+    if report.skipped.non_portable_count:
+        lines.append(
+            f"  names that are not portable to every system ({report.skipped.non_portable_count}):"
+        )
+        lines += [f"    {esc(path)}" for path in report.skipped.non_portable_names]
+    if report.risk_flags:
+        lines.append("  risk flags (what the receiver is asked to trust):")
+        lines += [f"    {esc(f.kind)}  {esc(f.path)}: {esc(f.detail)}" for f in report.risk_flags]
+    if report.required_secrets:
+        lines.append("  credentials scrubbed; the receiver completes each with:")
+        lines += [f"    bundler config set {esc(path)}" for path in report.required_secrets]
+    if report.dropped:
+        lines.append("  not carried:")
+        lines += [f"    {esc(d.path)} ({d.reason}): {esc(d.detail)}" for d in report.dropped]
+    if report.secret_hits:
+        lines.append("  known secrets found in carried files (--scan-secrets warn):")
+        lines += [
+            f"    {esc(h.file)}: {esc(h.secret_path)} ({h.encoding})" for h in report.secret_hits
+        ]
+    if report.encrypted_not_swept:
+        lines.append(
+            f"  {report.encrypted_not_swept} secret(s) stored encrypted could not be swept "
+            "for their plain text"
+        )
+    lines.append(f"  note: {CARRIED_AS_IS}")
+    return lines

@@ -1,0 +1,475 @@
+"""``agents export``: the planner, the safe copier, the sweep and the publisher, joined (02).
+
+Orchestration only; every decision lives in the module that owns it:
+
+* :mod:`bundler.closure` — what travels (pure), :mod:`bundler.risk`, :mod:`bundler.secrets`;
+* :mod:`bundler.safefs` / :mod:`bundler.copytree` — reading the sources without following links;
+* :mod:`bundler.manifest` — the bytes of ``config.toml``, ``checksums.xxh3``, the manifest;
+* :mod:`bundler.publish` — admission, staging, durability, the swap and the rollback.
+
+The order matters for crash safety and truthfulness: the destination is admitted before
+anything is created; the trees are copied (and swept, in the same pass) into staging; the
+closure is finished from what was actually copied, rendered, re-proven and swept; the
+checksums and then the manifest are written last; everything is flushed once; then the swap.
+Any failure or signal before the swap removes staging and leaves the destination as it was.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import xxhash
+
+from bundler import __version__
+from bundler.closure import Dropped, ExportPlan, finish_plan, plan_closure
+from bundler.config import load_config
+from bundler.copytree import CopiedFile, copy_tree
+from bundler.errors import BundlerError, Refused, UsageError
+from bundler.layout import skill_bundle_dir, workspace_dir
+from bundler.manifest import (
+    Contents,
+    Manifest,
+    Provenance,
+    checksum_sort_key,
+    exported_at,
+    render_checksums,
+    render_config,
+    render_manifest,
+)
+from bundler.names import escape_display
+from bundler.publish import MANIFEST_NAME, Admission, Staging, admit
+from bundler.risk import RiskFlag
+from bundler.safefs import (
+    SkipCounts,
+    WorkspaceExclude,
+    open_beneath,
+    open_dir_nofollow,
+    open_source_root,
+    select_skills,
+)
+from bundler.secrets import Hit, Sweeper, SweepStream, sweep_targets
+
+FORMAT_VERSION = 1
+SCAN_MODES = ("refuse", "warn", "off")
+CONFIG_NAME = "config.toml"
+CHECKSUMS_NAME = "checksums.xxh3"
+_GENERATED_MODE = 0o644
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_MKDIR_MODE = 0o700
+
+Progress = Callable[[int], None]
+
+CARRIED_AS_IS = (
+    "carried files are copied as they are and were only swept for this install's own known "
+    "secrets; review them before sharing the bundle"
+)
+
+
+@dataclass
+class ExportReport:
+    """What an export did (02 §11); :meth:`as_json` is the ``--json`` object of 05 §3."""
+
+    bundle: str
+    root_agent: str
+    format_version: int = FORMAT_VERSION
+    files: int = 0
+    bytes: int = 0
+    skill_bundles: list[str] = field(default_factory=list)
+    skipped: SkipCounts = field(default_factory=SkipCounts)
+    required_secrets: list[str] = field(default_factory=list)
+    dropped: list[Dropped] = field(default_factory=list)
+    risk_flags: list[RiskFlag] = field(default_factory=list)
+    secret_hits: list[Hit] = field(default_factory=list)
+    encrypted_not_swept: int = 0
+    publish_method: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        """The payload of ``agents export --json`` (without ``ok``)."""
+        return {
+            "bundle": self.bundle,
+            "format_version": self.format_version,
+            "root_agent": self.root_agent,
+            "files": self.files,
+            "bytes": self.bytes,
+            "skill_bundles": list(self.skill_bundles),
+            "skipped": self.skipped.as_json(),
+            "skipped_paths": list(self.skipped.paths),
+            "non_portable_names": list(self.skipped.non_portable_names),
+            "required_secrets": list(self.required_secrets),
+            "dropped": [
+                {"path": d.path, "reason": d.reason, "detail": d.detail} for d in self.dropped
+            ],
+            "risk_flags": [
+                {"kind": f.kind, "path": f.path, "detail": f.detail} for f in self.risk_flags
+            ],
+            "secret_hits": [
+                {"file": h.file, "secret_path": h.secret_path, "encoding": h.encoding}
+                for h in self.secret_hits
+            ],
+            "encrypted_not_swept": self.encrypted_not_swept,
+            "publish_method": self.publish_method,
+            "warnings": list(self.warnings),
+        }
+
+
+class _Sweep:
+    """The exact-value sweep riding on the copy: one stream per file, fed every chunk.
+
+    ``refuse`` raises at the end of the first file holding a secret, so the export stops before
+    copying more; ``warn`` collects every hit.
+    """
+
+    def __init__(self, sweeper: Sweeper | None, mode: str) -> None:
+        self.sweeper = sweeper if sweeper is not None and not sweeper.empty else None
+        self.mode = mode
+        self.hits: list[Hit] = []
+        self._stream: SweepStream | None = None
+        self._current = ""
+
+    def observe(self, relpath: str, chunk: memoryview) -> None:
+        """``copy_tree``'s observer: every chunk of every carried file, in order."""
+        if self._stream is None or relpath != self._current:
+            self._finish()
+            assert self.sweeper is not None
+            self._current = relpath
+            self._stream = self.sweeper.stream(relpath)
+        self._stream.feed(chunk)
+
+    def file_done(self, relpath: str) -> None:
+        """Close the file's stream and sweep its relative path as well."""
+        if self.sweeper is None:
+            return
+        if self._current == relpath:
+            self._finish()
+        self._add(self.sweeper.scan_bytes(relpath, relpath.encode("utf-8")))
+
+    def scan(self, name: str, data: bytes) -> None:
+        """Sweep a whole rendered file (``config.toml``, the manifest)."""
+        if self.sweeper is not None:
+            self._add(self.sweeper.scan_bytes(name, data))
+
+    def _finish(self) -> None:
+        if self._stream is not None:
+            stream, self._stream = self._stream, None
+            self._add(stream.close())
+
+    def _add(self, hits: Sequence[Hit]) -> None:
+        for hit in hits:
+            if hit not in self.hits:
+                self.hits.append(hit)
+        if hits and self.mode == "refuse":
+            first = hits[0]
+            raise Refused(
+                f"{escape_display(first.file)} contains the value of {first.secret_path} "
+                f"({first.encoding}); remove it from the file (or pass --scan-secrets warn) "
+                "and export again",
+                path=first.file,
+            )
+
+    @property
+    def observer(self) -> Callable[[str, memoryview], None] | None:
+        """The hook to give ``copy_tree``, or None when nothing is swept."""
+        return self.observe if self.sweeper is not None else None
+
+
+def protected_paths(config: Mapping[str, Any], install_root: Path) -> list[Path]:
+    """The folders an export reads and must not write into (02 §8.1 step 2).
+
+    The install root, and the workspace and skill folder of *every* agent and skill bundle of
+    the config, not only the exported agent's: a bundle written into a sibling's workspace
+    would be carried by that sibling's next export.
+    """
+    paths = [install_root]
+    agents = config.get("agents")
+    if isinstance(agents, Mapping):
+        paths += [workspace_dir(config, alias, install_root) for alias in agents]
+    bundles = config.get("skill_bundles")
+    if isinstance(bundles, Mapping):
+        paths += [skill_bundle_dir(config, alias, install_root) for alias in bundles]
+    return paths
+
+
+def export_agent(
+    install_root: Path,
+    alias: str,
+    out: Path,
+    *,
+    force: bool = False,
+    include_memory: bool = False,
+    scan_secrets: str = "refuse",
+    environ: Mapping[str, str] | None = None,
+    progress: Progress | None = None,
+) -> ExportReport:
+    """Export agent ``alias`` of the install at ``install_root`` to the bundle folder ``out``.
+
+    ``force`` replaces an existing bundle (never another folder). ``scan_secrets`` is
+    ``refuse`` (a known secret in a carried file fails the export), ``warn`` or ``off``.
+    ``environ`` supplies the ``ZEROCLAW_*`` overrides and ``SOURCE_DATE_EPOCH`` (default:
+    ``os.environ``). ``progress(n)`` is called with the byte count of each copied file.
+
+    Raises :class:`bundler.errors.BundlerError` subclasses (nothing is published then);
+    problems after the bundle is published are returned in ``warnings``.
+    """
+    if scan_secrets not in SCAN_MODES:
+        raise UsageError(f"--scan-secrets must be one of {', '.join(SCAN_MODES)}")
+    if include_memory:
+        raise Refused("--include-memory is not available yet")
+    env = os.environ if environ is None else environ
+    config = load_config(install_root, environ=env).data
+    plan = plan_closure(config, alias, install_root)
+    targets, encrypted = sweep_targets(config) if scan_secrets != "off" else ([], 0)
+    sweep = _Sweep(Sweeper(targets) if targets else None, scan_secrets)
+    with admit(out, force=force, protected=protected_paths(config, install_root)) as admission:
+        report = ExportReport(
+            bundle=admission.dest_path, root_agent=alias, encrypted_not_swept=encrypted
+        )
+        staging = admission.stage()
+        try:
+            _build(staging, admission, plan, install_root, sweep, report, env, progress)
+            staging.flush()
+            outcome = staging.publish()
+        except BaseException:
+            if not staging.published:
+                report.warnings += staging.abort()
+            raise
+    report.publish_method = outcome.method.value
+    report.warnings += outcome.warnings
+    report.secret_hits = sweep.hits
+    return report
+
+
+def _build(
+    staging: Staging,
+    admission: Admission,
+    plan: ExportPlan,
+    install_root: Path,
+    sweep: _Sweep,
+    report: ExportReport,
+    environ: Mapping[str, str],
+    progress: Progress | None,
+) -> None:
+    """Fill the staging folder; the manifest is the last file written."""
+    root = staging.fd
+    extra: list[Dropped] = []
+    copy = _Copy(root, install_root, sweep, report, extra, progress)
+    try:
+        carried = copy.skills(plan)
+        copy.workspace(plan)
+        identity_present = plan.identity_path is None or _identity_present(root, plan.identity_path)
+        # finish_plan proves the closure on an otherwise empty install before we write it
+        fragment, dropped, risk_flags = finish_plan(
+            plan, carried, identity_present, extra, FORMAT_VERSION
+        )
+        config_bytes = render_config(fragment)
+        sweep.scan(CONFIG_NAME, config_bytes)
+        config_file = CopiedFile(
+            CONFIG_NAME, len(config_bytes), _write_new(root, CONFIG_NAME, config_bytes)
+        )
+        files = [config_file, *sorted(copy.files, key=lambda f: checksum_sort_key(f.relpath))]
+        checksums = render_checksums((f.xxh3_128, f.relpath) for f in files)
+        _write_new(root, CHECKSUMS_NAME, checksums)
+        report.files = len(files)
+        report.bytes = sum(f.size for f in files)
+        manifest = Manifest(
+            format_version=FORMAT_VERSION,
+            root_agent=plan.alias,
+            required_secrets=list(plan.required_secrets),
+            skill_bundles=carried,
+            provenance=Provenance(
+                exporter=f"bundler {__version__}", exported_at=exported_at(environ)
+            ),
+            contents=Contents(
+                files=report.files,
+                bytes=report.bytes,
+                checksums=CHECKSUMS_NAME,
+                checksums_xxh3_128=xxhash.xxh3_128_hexdigest(checksums),
+            ),
+            dropped=list(dropped),
+            risk_flags=list(risk_flags),
+        )
+        manifest_bytes = render_manifest(manifest)
+        sweep.scan(MANIFEST_NAME, manifest_bytes)
+        _write_new(root, MANIFEST_NAME, manifest_bytes)
+    except BundlerError:
+        raise
+    except OSError as err:
+        raise Refused(
+            f"could not build the bundle beside {escape_display(admission.dest_path)} "
+            f"({err.strerror or err}); the destination is unchanged",
+            path=admission.dest_path,
+        ) from err
+    report.skill_bundles = carried
+    report.required_secrets = list(plan.required_secrets)
+    report.dropped = list(dropped)
+    report.risk_flags = list(risk_flags)
+
+
+class _Copy:
+    """Copies the workspace and the skills into staging, collecting what the report needs."""
+
+    def __init__(
+        self,
+        root: int,
+        install_root: Path,
+        sweep: _Sweep,
+        report: ExportReport,
+        dropped: list[Dropped],
+        progress: Progress | None,
+    ) -> None:
+        self.root = root
+        self.install_root = install_root
+        self.sweep = sweep
+        self.report = report
+        self.dropped = dropped
+        self.progress = progress
+        self.files: list[CopiedFile] = []
+
+    def _tree(self, src_fd: int, dst_fd: int, prefix: str, **extra: Any) -> None:
+        for copied in copy_tree(
+            src_fd,
+            dst_fd,
+            prefix=prefix,
+            on_skip=self.report.skipped.record,
+            on_non_portable=self.report.skipped.record_non_portable,
+            observer=self.sweep.observer,
+            **extra,
+        ):
+            self.sweep.file_done(copied.relpath)
+            self.files.append(copied)
+            if self.progress is not None:
+                self.progress(copied.size)
+
+    def workspace(self, plan: ExportPlan) -> None:
+        """``workspace/``: the tree minus root memory, live stores reported as dropped (02 §7.1)."""
+        dst = _mkdir_open(self.root, "workspace")
+        try:
+            src = open_source_root(plan.workspace, install_root=self.install_root)
+            if src is None:
+                return  # a missing workspace is an empty one
+            try:
+                # root memory/ and MEMORY_SNAPSHOT.md: finish_plan reports them (always, format 1)
+                exclude = WorkspaceExclude(src)
+                live: list[str] = []
+                self._tree(src, dst, "workspace/", exclude=exclude, on_live_store=live.append)
+                self.dropped += [
+                    Dropped(path, "not_yet_portable", _LIVE_STORE_DETAIL) for path in live
+                ]
+            finally:
+                os.close(src)
+        finally:
+            os.close(dst)
+
+    def skills(self, plan: ExportPlan) -> list[str]:
+        """``skills/<b>/<skill>/`` per skill bundle that yields a skill; returns the aliases."""
+        carried: list[str] = []
+        skills_fd = -1
+        try:
+            for source in plan.skill_sources:
+                src = open_source_root(source.directory, install_root=self.install_root)
+                if src is None:
+                    self.dropped.append(
+                        Dropped(
+                            f"skills/{source.alias}",
+                            "source_missing",
+                            "the bundle folder does not exist",
+                        )
+                    )
+                    continue
+                try:
+                    selection = select_skills(src, include=source.include, exclude=source.exclude)
+                    self.dropped += [
+                        Dropped(f"skills/{source.alias}/{name}", "not_yet_portable", _NOT_A_SKILL)
+                        for name in selection.not_copied
+                    ]
+                    if not selection.admitted:
+                        self.dropped.append(
+                            Dropped(
+                                f"skills/{source.alias}",
+                                "source_missing",
+                                "no skill in the bundle folder was carried",
+                            )
+                        )
+                        continue
+                    if skills_fd < 0:
+                        skills_fd = _mkdir_open(self.root, "skills")
+                    bundle_fd = _mkdir_open(skills_fd, source.alias)
+                    try:
+                        for name, lst in selection.admitted:
+                            self._skill(src, bundle_fd, name, lst, f"skills/{source.alias}/{name}/")
+                    finally:
+                        os.close(bundle_fd)
+                    carried.append(source.alias)
+                finally:
+                    os.close(src)
+        finally:
+            if skills_fd >= 0:
+                os.close(skills_fd)
+        return carried
+
+    def _skill(
+        self, bundle_src: int, bundle_dst: int, name: str, lst: os.stat_result, prefix: str
+    ) -> None:
+        try:
+            src = open_dir_nofollow(bundle_src, name, lst)
+        except OSError as err:
+            raise Refused(
+                f"{escape_display(prefix)} changed while it was being exported ({err.strerror}); "
+                "stop the agent and try again",
+                path=prefix,
+            ) from err
+        try:
+            dst = _mkdir_open(bundle_dst, name)
+            try:
+                self._tree(src, dst, prefix)
+            finally:
+                os.close(dst)
+        finally:
+            os.close(src)
+
+
+_LIVE_STORE_DETAIL = (
+    "a SQLite database with a -wal or -journal beside it is a live store: copying it file by "
+    "file can tear it"
+)
+_NOT_A_SKILL = "not a skill folder holding SKILL.md, or a skill whose name is not portable"
+
+
+def _mkdir_open(parent_fd: int, name: str) -> int:
+    os.mkdir(name, _MKDIR_MODE, dir_fd=parent_fd)
+    return open_dir_nofollow(parent_fd, name)
+
+
+def _write_new(dir_fd: int, name: str, data: bytes) -> str:
+    """Create ``name`` (never over an existing entry) holding ``data``; returns its XXH3-128."""
+    fd = os.open(name, _CREATE, _GENERATED_MODE, dir_fd=dir_fd)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        # the creation mode went through the umask; the bundle's bytes and modes must not
+        os.fchmod(fd, _GENERATED_MODE)
+    finally:
+        os.close(fd)
+    return str(xxhash.xxh3_128_hexdigest(data))
+
+
+def _identity_present(root: int, identity_path: str) -> bool:
+    """True when ``workspace/<identity_path>`` was carried as a regular file."""
+    folder, _, name = f"workspace/{identity_path}".rpartition("/")
+    try:
+        fd = open_beneath(root, folder)
+    except OSError:
+        return False
+    try:
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return stat.S_ISREG(st.st_mode)
