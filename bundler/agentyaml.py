@@ -68,7 +68,7 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = Fal
             )
         if key in seen:
             raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {escape_display(str(key))!r}", key_node.start_mark
+                None, None, f"duplicate key '{escape_display(str(key))}'", key_node.start_mark
             )
         seen.add(key)
     return loader.construct_mapping(node, deep=deep)
@@ -202,11 +202,11 @@ def _describe(error: Any) -> tuple[list[str | int], str]:
         return where, f"must be {_TYPE_WORDS.get(wanted, wanted)}"
     if keyword == "required":
         missing = [key for key in rule if isinstance(instance, dict) and key not in instance]
-        return where, f"missing key {escape_display(', '.join(missing))!r}"
+        return where, f"missing key '{escape_display(', '.join(missing))}'"
     if keyword == "additionalProperties":
         known = set(error.schema.get("properties", {}))
         extra = sorted(str(key) for key in instance if key not in known)
-        return where, f"unknown key {escape_display(extra[0]) if extra else '?'!r}"
+        return where, f"unknown key '{escape_display(extra[0]) if extra else '?'}'"
     if keyword == "enum":
         return where, "must be one of " + ", ".join(str(choice) for choice in rule)
     if keyword == "maxLength":
@@ -220,7 +220,7 @@ def _describe(error: Any) -> tuple[list[str | int], str]:
         name = escape_display(str(instance))
         if instance == "files":
             return where, "volume name 'files' is taken (it is the home's files/ folder)"
-        return where, f"volume name {name!r} must be 1-32 lowercase letters, digits and dashes"
+        return where, f"volume name '{name}' must be 1-32 lowercase letters, digits and dashes"
     return where, f"does not satisfy the schema ({keyword})"
 
 
@@ -230,12 +230,12 @@ def validate_agent_yaml(document: dict[str, Any]) -> None:
 
     for key in document:
         if not isinstance(key, str):
-            raise _error([], f"key {escape_display(str(key))!r} must be a string")
+            raise _error([], f"key '{escape_display(str(key))}' must be a string")
     volumes = document.get("volumes")
     if isinstance(volumes, dict):
         for key in volumes:
             if not isinstance(key, str):
-                raise _error(["volumes"], f"volume name {escape_display(str(key))!r} must be text")
+                raise _error(["volumes"], f"volume name '{escape_display(str(key))}' must be text")
     validator = Draft202012Validator(schema.load("agent.schema.json"))
     errors = sorted(
         validator.iter_errors(document),

@@ -107,7 +107,7 @@ def expand_path(text: str, *, base: Path, home: Path, where: str) -> Path:
     """``text`` as an absolute path: ``~`` and ``~/x`` against ``home``, ``~user`` from the
     password database, a relative path against ``base``. Lexically normalised, not resolved."""
     if "\0" in text:
-        raise InvalidInput(f"{where}: contains a NUL character", path=where)
+        raise InvalidInput(f"{_shown(where)}: contains a NUL character", path=where)
     if text == "~" or text.startswith("~/"):
         path = str(home) + text[1:]
     elif text.startswith("~"):
@@ -116,12 +116,17 @@ def expand_path(text: str, *, base: Path, home: Path, where: str) -> Path:
             path = os.path.join(pwd.getpwnam(user).pw_dir, rest)
         except KeyError:
             raise InvalidInput(
-                f"{where}: no user named {escape_display(user)!r} for ~{escape_display(user)}",
+                f"{_shown(where)}: no user named '{escape_display(user)}'",
                 path=where,
             ) from None
     else:
         path = os.path.join(base, text)
     return Path(os.path.normpath(path))
+
+
+def _shown(where: str) -> str:
+    """``Agent.yaml:data.home`` as messages print it: ``Agent.yaml: data.home``."""
+    return where.replace(":", ": ", 1) if where.startswith("Agent.yaml:") else where
 
 
 def is_within(inner: Path, outer: Path) -> bool:
@@ -136,11 +141,13 @@ def _check_home(home: Path, user: Path, where: str) -> None:
     users = {user, Path(os.path.realpath(user))}
     for candidate in candidates:
         if candidate == Path("/"):
-            raise InvalidInput(f"{where}: the data home cannot be / (the whole disk)", path=where)
+            raise InvalidInput(
+                f"{_shown(where)}: the data home cannot be / (the whole disk)", path=where
+            )
         for folder in users:
             if is_within(folder, candidate):
                 raise InvalidInput(
-                    f"{where}: the data home cannot be or contain the user's home folder "
+                    f"{_shown(where)}: the data home cannot be or contain the user's home folder "
                     f"{escape_display(str(folder))}",
                     path=where,
                 )

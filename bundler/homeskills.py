@@ -205,7 +205,7 @@ def check_skill(name: str, description: str, content: str) -> None:
     """The limits of 04 §3 that depend on the arguments alone (pure)."""
     if SKILL_NAME_RE.fullmatch(name) is None:
         raise InvalidInput(
-            f"skill name {escape_display(name)!r}: must match [A-Za-z0-9_-][A-Za-z0-9._-]{{0,127}}",
+            f"skill name '{escape_display(name)}': must match [A-Za-z0-9_-][A-Za-z0-9._-]{{0,127}}",
             path=f"skills/{escape_display(name)}",
         )
     if len(description) > MAX_DESCRIPTION:

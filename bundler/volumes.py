@@ -76,7 +76,7 @@ def _check_entry(name: Any, entry: Any) -> tuple[str, Mode, str]:
     unknown = sorted(str(key) for key in entry if key not in _KEYS)
     if unknown:
         key = escape_display(unknown[0])
-        raise _volume_error(name, "keys", f"unknown key {key!r} (allowed: path, mode, description)")
+        raise _volume_error(name, "keys", f"unknown key '{key}' (allowed: path, mode, description)")
     path = entry.get("path")
     if not isinstance(path, str) or not path:
         raise _volume_error(name, "path", "path must be a non-empty string")
