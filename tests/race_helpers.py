@@ -87,48 +87,52 @@ def unmount(target: Path) -> None:
 # --- racing ---------------------------------------------------------------------------------
 
 RACER_SOURCE = r"""
-import os, random, sys, time
+import os, random, sys
+from bundler.durable import RENAME_EXCHANGE, renameat2
 root, outside, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
 rng = random.Random(seed)
-dirs = sorted(d for d in os.listdir(root) if d.startswith("d"))
-stop = time.monotonic() + 600
+dirs = sorted(os.path.join(root, d) for d in os.listdir(root) if d.startswith("d"))
+files = [os.path.join(d, "f%02d" % i) for d in dirs for i in range(20)]
+memory = os.path.join(root, "memory")
+partners = {}
+for name, target in (("link-out", os.path.join(outside, "secret.txt")),
+                     ("link-mem", os.path.join(memory, "brain.db")),
+                     ("dir-out", outside), ("dir-mem", memory)):
+    partners[name] = os.path.join(root, ".racer-" + name)
+    os.symlink(target, partners[name])
+partners["file"] = os.path.join(root, ".racer-file")
+with open(partners["file"], "wb") as fh:
+    fh.write(b"another regular file")
+partners["folder"] = os.path.join(root, ".racer-folder")
+os.mkdir(partners["folder"])
+with open(os.path.join(partners["folder"], "inner"), "wb") as fh:
+    fh.write(b"inner")
+# Every swap is one atomic RENAME_EXCHANGE, so the tree is never missing the entry: the swap
+# lands between the walker's classification and its open as often as the scheduler allows.
+# Bursts have an even length, so the tree returns to its original shape after each.
+ACTIONS = [
+    (files, "link-out"),   # a file becomes a link escaping the tree
+    (files, "link-mem"),   # a file becomes a link into memory/
+    (files, "file"),       # another file is renamed over an admitted one
+    (files, "folder"),     # a file becomes a folder
+    (dirs, "dir-out"),     # a folder becomes a link escaping the tree
+    (dirs, "dir-mem"),     # a folder becomes a link to memory/
+    (dirs, None),          # memory/ is moved into a folder, then back
+]
 sys.stdout.write("ready\n"); sys.stdout.flush()
-def quiet(fn, *a):
-    try:
-        fn(*a)
-    except OSError:
-        pass
-i = 0
-while time.monotonic() < stop:
-    i += 1
-    d = os.path.join(root, rng.choice(dirs))
-    f = os.path.join(d, "f%02d" % rng.randrange(20))
-    action = rng.randrange(7)
-    tmp = os.path.join(root, ".racer-%d" % i)
-    if action == 0:    # swap a file for a link escaping the tree
-        quiet(os.symlink, os.path.join(outside, "secret.txt"), tmp); quiet(os.rename, tmp, f)
-    elif action == 1:  # swap a file for a link to memory
-        quiet(os.symlink, os.path.join(root, "memory", "brain.db"), tmp); quiet(os.rename, tmp, f)
-    elif action == 2:  # rename another admitted file over this one
-        g = os.path.join(root, rng.choice(dirs), "f%02d" % rng.randrange(20))
-        quiet(os.rename, g, f)
-    elif action == 3:  # swap a whole folder for a link escaping the tree
-        quiet(os.rename, d, d + ".moved"); quiet(os.symlink, outside, d)
-        time.sleep(0.0005)
-        quiet(os.unlink, d); quiet(os.rename, d + ".moved", d)
-    elif action == 4:  # swap a folder for a link to memory
-        quiet(os.rename, d, d + ".moved"); quiet(os.symlink, os.path.join(root, "memory"), d)
-        time.sleep(0.0005)
-        quiet(os.unlink, d); quiet(os.rename, d + ".moved", d)
-    elif action == 5:  # move memory/ into a folder that may not be listed yet, then back
-        hidden = os.path.join(d, "moved-memory")
-        quiet(os.rename, os.path.join(root, "memory"), hidden)
-        time.sleep(0.0005)
-        quiet(os.rename, hidden, os.path.join(root, "memory"))
-    else:              # put a fresh regular file back
-        with open(tmp, "wb") as fh:
-            fh.write(b"fresh %d\n" % i)
-        quiet(os.rename, tmp, f)
+while True:
+    targets, partner = rng.choice(ACTIONS)
+    target = rng.choice(targets)
+    for _ in range(2 * rng.randrange(1, 50)):
+        try:
+            if partner is None:
+                hidden = os.path.join(target, "moved-memory")
+                os.rename(memory, hidden)
+                os.rename(hidden, memory)
+            else:
+                renameat2(-100, target, -100, partners[partner], RENAME_EXCHANGE)
+        except OSError:
+            pass
 """
 
 
