@@ -17,7 +17,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -206,7 +206,7 @@ def copy_tree(
     on_live_store: Callable[[str], None] | None = None,
     observer: Observer | None = None,
     dir_mode: int = 0o700,
-) -> Iterator[CopiedFile]:
+) -> Generator[CopiedFile, None, None]:
     """Copy the tree below ``src_root_fd`` into the existing folder ``dst_dir_fd``.
 
     Yields one :class:`CopiedFile` per copied regular file, in checksum order (02 §9.2), each

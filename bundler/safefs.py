@@ -22,7 +22,7 @@ import enum
 import errno
 import os
 import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -206,7 +206,7 @@ def walk(
     exclude: Exclude | None = None,
     on_skip: OnSkip | None = None,
     on_non_portable: Callable[[str], None] | None = None,
-) -> Iterator[Entry]:
+) -> Generator[Entry, None, None]:
     """Yield every admitted entry below the open folder ``root_fd``, in checksum order.
 
     ``exclude(rel, lstat)`` is asked for every classified folder and regular file, with ``rel``
