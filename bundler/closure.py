@@ -293,9 +293,13 @@ class _Planner:
             if is_populated(entry.pop(name, None)):
                 self.drop((*base, name), reason, why)
         a2a = entry.pop("a2a", None)
-        if isinstance(a2a, Mapping) and (
-            is_populated(a2a.get("published")) or is_populated(a2a.get("exposed_skills"))
-        ) or a2a is not None and not isinstance(a2a, Mapping) and is_populated(a2a):
+        if (
+            isinstance(a2a, Mapping)
+            and (is_populated(a2a.get("published")) or is_populated(a2a.get("exposed_skills")))
+            or a2a is not None
+            and not isinstance(a2a, Mapping)
+            and is_populated(a2a)
+        ):
             self.drop(
                 (*base, "a2a"),
                 DEFAULT_CLOSED,
@@ -482,22 +486,12 @@ class _Planner:
             )
             return None
         if not inside:
-            self.drop(
-                ("skills", name),
-                HOST_SPECIFIC,
-                "the bundle's folder lies outside shared/: its content was not copied",
-            )
+            # a bundle path, not a config path: written with "/" like the copier's rows
+            why = "the bundle's folder lies outside shared/: its content was not copied"
+            self.dropped.append(Dropped(f"skills/{name}", HOST_SPECIFIC, why))
             return None
-        include = (
-            [s for s in _table(raw).get("include", []) or [] if isinstance(s, str)]
-            if isinstance(raw.get("include", []), list)
-            else []
-        )
-        exclude = (
-            [s for s in _table(raw).get("exclude", []) or [] if isinstance(s, str)]
-            if isinstance(raw.get("exclude", []), list)
-            else []
-        )
+        include = [item for item in _list(raw.get("include")) if isinstance(item, str)]
+        exclude = [item for item in _list(raw.get("exclude")) if isinstance(item, str)]
         return SkillSource(name, folder, include, exclude, True)
 
     def mcp_servers(self) -> None:
