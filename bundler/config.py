@@ -20,6 +20,7 @@ import fcntl
 import getpass
 import json
 import os
+import re
 import stat
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -149,10 +150,23 @@ def parse_config_text(text: str, where: str) -> dict[str, Any]:
     try:
         return tomlcompat.loads(text)
     except tomlcompat.TOMLDecodeError as err:
-        reason = " ".join(str(err).splitlines())
-        raise InvalidInput(f"{where}: invalid TOML: {reason}", path=where) from None
+        raise InvalidInput(f"{where}: invalid TOML: {_safe_toml_reason(err)}", path=where) from None
     except RecursionError:
         raise InvalidInput(f"{where}: invalid TOML: nested too deeply", path=where) from None
+
+
+# the parser quotes the offending character ("Illegal character 'x'"), which could be a
+# character of a secret; only quoted TOML punctuation is kept
+_QUOTED = re.compile(r"'((?:[^'\\]|\\.)*)'")
+_TOML_PUNCTUATION = frozenset("=[]{},.#\"'")
+
+
+def _safe_toml_reason(err: ValueError) -> str:
+    def keep_punctuation(match: re.Match[str]) -> str:
+        quoted = match.group(1)
+        return match.group(0) if quoted and set(quoted) <= _TOML_PUNCTUATION else ""
+
+    return " ".join(_QUOTED.sub(keep_punctuation, str(err)).split())
 
 
 @dataclass
