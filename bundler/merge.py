@@ -97,6 +97,7 @@ class MergePlan:
     reused_with_secrets: list[str] = field(default_factory=list)
     secrets_filled: list[str] = field(default_factory=list)
     secrets_missing: list[str] = field(default_factory=list)
+    secret_sources: dict[str, str] = field(default_factory=dict)
     new_entries: list[NewEntry] = field(default_factory=list)
     agent_entry: dict[str, Any] = field(default_factory=dict)
     skills: list[SkillPlacement] = field(default_factory=list)
@@ -445,6 +446,7 @@ def plan_merge(
     }
     bound = _parse_binds(binds or {}, set(entries), target_config)
     given, required = _parse_secrets(secrets or {}, required_secrets)
+    sources = dict(zip(required, required_secrets, strict=True))
 
     # secret paths grouped by the entry holding them: (canonical path, path inside the entry)
     scrubbed: dict[EntryKey, list[tuple[tuple[str, ...], list[str]]]] = {}
@@ -530,6 +532,7 @@ def plan_merge(
             _place_skill(plan, name, final, value, key in renamed)
         for canonical, rest in scrubbed.get(key, []):
             final_path = format_path([*entry_segments(kind, final), *rest])
+            plan.secret_sources[final_path] = sources[canonical]
             (plan.secrets_filled if canonical in given else plan.secrets_missing).append(final_path)
         if key in renamed:
             plan.renamed[entry_path(kind, name)] = entry_path(kind, final)
