@@ -59,6 +59,8 @@ _F_OFD_GETLK = getattr(fcntl, "F_OFD_GETLK", 36)
 _FLOCK = struct.Struct("hhqqi4x")
 
 _ATTEMPTS = 3
+SNAPSHOT_PREFIX = ".bundler-snap-"
+"""Prefix of the private folder a leftover-store snapshot copies into (beside ``dest``)."""
 
 
 @dataclass(frozen=True)
@@ -222,7 +224,7 @@ def _read_leftover(source: Path, dest: Path, method: Method) -> bool:
     before = _state(source)
     if store_in_use(source):
         return False
-    with tempfile.TemporaryDirectory(prefix=".bundler-snap-", dir=dest.parent) as private:
+    with tempfile.TemporaryDirectory(prefix=SNAPSHOT_PREFIX, dir=dest.parent) as private:
         copy = Path(private) / "db"
         for suffix in ("", "-wal", "-journal"):
             # the -shm is rebuilt from the WAL; a copy of it could only be stale

@@ -1,0 +1,76 @@
+"""``bundler home backup``, ``home verify-backup`` and ``home restore`` (04 §5, 05 §3)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from bundler import backup as backups
+from bundler.cli.output import Output, Result
+from bundler.names import escape_display
+from bundler.restore import restore_home
+
+
+def backup(args: argparse.Namespace, out: Output) -> Result:
+    """Back up the data home; ``--json``: ``{"ok", "backup", "entries", "bytes"}``."""
+    report = backups.backup_home(Path(args.project), to=Path(args.to) if args.to else None)
+    skipped = report.skipped
+    warnings = []
+    if skipped.total:
+        counts = ", ".join(f"{n} {kind}" for kind, n in skipped.as_json().items() if n)
+        warnings.append(f"not in the backup: {counts} (links and special files are never copied)")
+    shown = escape_display(str(report.path))
+    return Result(
+        payload={
+            "backup": str(report.path),
+            "entries": report.entries,
+            "bytes": report.bytes,
+            "skipped": skipped.as_json(),
+            "skipped_paths": skipped.paths,
+        },
+        text=[] if out.quiet else [f"backup {shown}: {report.entries} files, {report.bytes} bytes"],
+        warnings=warnings,
+    )
+
+
+def verify_backup(args: argparse.Namespace, out: Output) -> Result:
+    """Check a backup zip, changing nothing; any failure is exit 3 (InvalidInput)."""
+    report = backups.verify_backup(Path(args.file))
+    shown = escape_display(str(report.path))
+    agent = escape_display(report.agent) if report.agent else "(no name)"
+    return Result(
+        payload={
+            "backup": str(report.path),
+            "format": report.format,
+            "created_at": report.created_at,
+            "agent": report.agent,
+            "entries": report.entries,
+            "bytes": report.bytes,
+        },
+        text=[]
+        if out.quiet
+        else [
+            f"{shown}: sound backup of {agent} taken {report.created_at}, "
+            f"{report.entries} files, {report.bytes} bytes"
+        ],
+    )
+
+
+def restore(args: argparse.Namespace, out: Output) -> Result:
+    """Restore a backup zip into the data home (or ``--home DIR``)."""
+    target = Path(args.target_home) if args.target_home else None
+    report = restore_home(Path(args.project), Path(args.file), home=target, force=args.force)
+    shown = escape_display(str(report.home))
+    lines = [f"restored {report.entries} files ({report.bytes} bytes) into {shown}"]
+    if report.kept:
+        lines.append(f"what was there is kept as {', '.join(report.kept)} until the next restore")
+    return Result(
+        payload={
+            "home": str(report.home),
+            "entries": report.entries,
+            "bytes": report.bytes,
+            "kept": report.kept,
+            "created_home": report.created_home,
+        },
+        text=[] if out.quiet else lines,
+    )
