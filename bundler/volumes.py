@@ -246,9 +246,10 @@ def split_volume(user_path: str) -> tuple[str, str]:
 def _components(volume: str, inner: str, shown: str) -> list[str]:
     """The normalised components of ``inner``; ``..`` may step back but never above the root."""
     if inner.startswith("/") or inner == "~" or inner.startswith("~/"):
+        # not echoed: a guessed machine path must not come back confirmed in any form
         raise JailError(
-            f"{shown}: full machine paths are refused; write volume:path, e.g. {volume}:notes.md",
-            path=shown,
+            f"full machine paths are refused; write volume:path, e.g. {volume}:notes.md",
+            path=f"{volume}:",
         )
     if "\0" in inner:
         raise JailError(f"{shown}: contains a NUL character", path=shown)
