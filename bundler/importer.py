@@ -22,13 +22,11 @@ from __future__ import annotations
 import contextlib
 import copy
 import errno
-import fcntl
 import getpass
 import json
 import os
 import shutil
 import stat
-import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -40,22 +38,21 @@ import tomlkit
 import xxhash
 
 from bundler import copytree, durable, layout, merge, safefs, schema, tomlcompat
+from bundler.config import append_audit, config_lock
 from bundler.configpath import format_path, parse_path
 from bundler.errors import BundlerError, InvalidInput, Refused, UsageError
+from bundler.manifest import parse_checksums
 from bundler.names import escape_display
 from bundler.validate import validate
-from bundler.manifest import parse_checksums
 from bundler.verify import CHECKSUMS, verify_bundle
 
 STAGING_PREFIX = ".bundler-import-"
 JOURNAL = "journal.toml"
 CONFIG = "config.toml"
-LOCK = ".config.lock"
 RECEIPTS = ("data", "state", "imports")
 AUDIT = ("data", "state", "config-audit.jsonl")
 UNRESTRICTED = ("workspace", "unrestricted_filesystem")
 RECEIPT_FORMAT = 1
-_LOCK_WAIT_SECONDS = 10.0
 _DIR_MODE = 0o755
 _FORBIDDEN_MODE_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX | 0o022
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
@@ -264,29 +261,6 @@ def _install_fd(install_root: Path, *, create: bool) -> Iterator[int]:
         raise Refused(f"{install_root} is not a folder", path=str(install_root)) from None
     try:
         yield fd
-    finally:
-        os.close(fd)
-
-
-@contextlib.contextmanager
-def config_lock(install_fd: int) -> Iterator[None]:
-    """Hold the exclusive ``flock`` on ``<install>/.config.lock`` (01 §6)."""
-    fd = os.open(
-        LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=install_fd
-    )
-    try:
-        deadline = time.monotonic() + _LOCK_WAIT_SECONDS
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise Refused(
-                        "config.toml is locked by another bundler command; try again", path=LOCK
-                    ) from None
-                time.sleep(0.05)
-        yield
     finally:
         os.close(fd)
 
@@ -569,37 +543,6 @@ def _write_new_file(dir_fd: int, stem: str, suffix: str, data: bytes) -> str:
             os.close(fd)
         durable.fsync_dir(dir_fd)
         return name
-
-
-def append_audit(install_fd: int, path: str, old: Any, new: Any, via: str) -> None:
-    """Append one line to ``data/state/config-audit.jsonl`` (01 §6)."""
-    dir_fd, _ = _ensure_dirs(install_fd, "/".join(AUDIT[:-1]))
-    try:
-        try:
-            user = getpass.getuser()
-        except (KeyError, OSError):
-            user = str(os.getuid())
-        line = {
-            "time": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "path": path,
-            "old": old,
-            "new": new,
-            "user": user,
-            "via": via,
-        }
-        fd = os.open(
-            AUDIT[-1],
-            os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
-            0o600,
-            dir_fd=dir_fd,
-        )
-        try:
-            os.write(fd, (json.dumps(line) + "\n").encode("utf-8"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    finally:
-        os.close(dir_fd)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1031,11 +974,7 @@ def _skills_differ(
         prefix = f"skills/{placement.source_alias}/"
         digests = listed or {}
         bundle_files = sorted(
-            (
-                (path[len(prefix) :], digests[path])
-                for path in digests
-                if path.startswith(prefix)
-            ),
+            ((path[len(prefix) :], digests[path]) for path in digests if path.startswith(prefix)),
             key=lambda item: os.fsencode(item[0]),
         )
         local_files: list[tuple[str, str]] = []
@@ -1136,7 +1075,7 @@ def import_bundle(
                 prompt,
                 dry_run=True,
             )[0]
-        stack.enter_context(config_lock(install_fd))
+        stack.enter_context(config_lock(install_root))
         config = read_config(install_fd, stack)
         result, new_text, staged = _plan(
             install_fd,
@@ -1394,9 +1333,9 @@ def _transact(
         raise
     # committed: what follows cannot undo the import, so failures are warnings (02 §8.4)
     try:
-        if merge._get(result.plan.agent_entry, UNRESTRICTED) is True:
+        if merge.value_at(result.plan.agent_entry, UNRESTRICTED) is True:
             append_audit(
-                install_fd,
+                install_root,
                 format_path(["agents", result.plan.agent, *UNRESTRICTED]),
                 False,
                 True,
@@ -1491,10 +1430,10 @@ def _remove_from_text(text: str, paths: Sequence[str]) -> str:
 
 
 def _pruned(value: Any) -> Any:
-    """``value`` without empty tables: removing the last entry of a map leaves one behind."""
+    """``value`` without empty tables or arrays: removing a map's last entry leaves one behind."""
     if isinstance(value, dict):
         out = {key: _pruned(sub) for key, sub in value.items()}
-        return {key: sub for key, sub in out.items() if sub != {}}
+        return {key: sub for key, sub in out.items() if sub not in ({}, [])}
     return value
 
 
@@ -1509,7 +1448,7 @@ def undo_import(install_root: Path, receipt: Path) -> UndoReport:
     data = _load_receipt(receipt)
     result = UndoReport(agent=str(data.get("agent", "")), receipt=str(receipt))
     with _install_fd(install_root, create=False) as install_fd, contextlib.ExitStack() as stack:
-        stack.enter_context(config_lock(install_fd))
+        stack.enter_context(config_lock(install_root))
         config = read_config(install_fd, stack)
         current = parse_config(config.text)
         changed: list[str] = []
@@ -1577,9 +1516,9 @@ def undo_import(install_root: Path, receipt: Path) -> UndoReport:
         txn.close()
         try:
             agent_path = ["agents", result.agent, *UNRESTRICTED]
-            if merge._get(current, agent_path) is True:
+            if merge.value_at(current, agent_path) is True:
                 append_audit(
-                    install_fd, format_path(agent_path), True, None, "agents import --undo"
+                    install_root, format_path(agent_path), True, None, "agents import --undo"
                 )
             _complete(install_fd, journal, dry_run=False)
         except (OSError, BundlerError) as err:
@@ -1670,7 +1609,7 @@ def recover_install(install_root: Path, dry_run: bool = False) -> list[str]:
         names = sorted(name for name in os.listdir(install_fd) if name.startswith(STAGING_PREFIX))
         if not names:
             return actions
-        stack.enter_context(config_lock(install_fd))
+        stack.enter_context(config_lock(install_root))
         config = read_config(install_fd, stack)
         for name in names:
             token = name[len(STAGING_PREFIX) :]

@@ -217,7 +217,7 @@ def _agent_schema() -> schema.Node | None:
 def references(entry: Mapping[str, Any], node: schema.Node | None, kind: str) -> Iterator[EntryKey]:
     """Every entry ``entry`` references, as ``(kind, name)``."""
     for rel, target in _ref_sites(node, kind):
-        value = _get(entry, rel)
+        value = value_at(entry, rel)
         for ref in value if isinstance(value, list) else [value]:
             if isinstance(ref, str) and ref:
                 yield target, ref
@@ -229,7 +229,7 @@ def rewrite_references(
     """A copy of ``entry`` with every reference found in ``mapping`` replaced by its new name."""
     out = copy.deepcopy(dict(entry))
     for rel, target in _ref_sites(node, kind):
-        value = _get(out, rel)
+        value = value_at(out, rel)
         if isinstance(value, str) and (target, value) in mapping:
             _set(out, rel, mapping[(target, value)])
         elif isinstance(value, list):
@@ -241,7 +241,8 @@ def rewrite_references(
     return out
 
 
-def _get(entry: Mapping[str, Any], rel: Sequence[str]) -> Any:
+def value_at(entry: Mapping[str, Any], rel: Sequence[str]) -> Any:
+    """The value at ``rel`` below ``entry``, or None when a step is missing."""
     node: Any = entry
     for part in rel:
         if not isinstance(node, dict) or part not in node:

@@ -1,0 +1,78 @@
+"""``bundler agents import BUNDLE`` and ``agents import --undo RECEIPT`` (03 §3, §4).
+
+No logic here: options are handed to :func:`bundler.importer.import_bundle` and
+:func:`bundler.importer.undo_import`, and their reports are printed. Secret values never pass
+through this module's output: reports name paths only.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from bundler import importer
+from bundler.cli.output import Output, Result
+from bundler.config import find_install_root
+from bundler.errors import UsageError
+from bundler.names import escape_display
+
+
+def import_bundle(args: argparse.Namespace, out: Output) -> Result:
+    """Import BUNDLE, or undo the import of ``--undo RECEIPT`` (exactly one of the two)."""
+    if (args.bundle is None) == (args.undo is None):
+        raise UsageError("agents import takes exactly one of BUNDLE or --undo RECEIPT")
+    install = find_install_root(args.install)
+    if args.undo is not None:
+        if args.as_alias or args.bind or args.secret or args.secrets_file or args.dry_run:
+            raise UsageError("--undo takes no other import option")
+        undone = importer.undo_import(install, Path(args.undo))
+        text = [f"removed {escape_display(path)}" for path in undone.removed_entries]
+        text += [f"removed folder {escape_display(path)}" for path in undone.removed_folders]
+        return Result(payload=undone.as_json(), text=[] if out.quiet else text, warnings=undone.warnings)
+    binds = dict(importer.split_assignment(raw, "--bind") for raw in args.bind)
+    prompter = None if out.json_mode else importer.default_prompter()
+    report = importer.import_bundle(
+        install,
+        Path(args.bundle),
+        as_alias=args.as_alias,
+        binds=binds,
+        secrets=list(args.secret),
+        secrets_file=Path(args.secrets_file) if args.secrets_file else None,
+        accept_risks=args.accept_risks,
+        dry_run=args.dry_run,
+        prompt=prompter,
+    )
+    return Result(payload=report.as_json(), text=[] if out.quiet else summary(report), warnings=report.warnings)
+
+
+def summary(report: importer.ImportReport) -> list[str]:
+    """The human-readable plan (dry run) or outcome of an import; every string escaped."""
+    plan = report.plan
+    head = "would import" if report.dry_run else "imported"
+    lines = [f"{head} agent {escape_display(plan.agent)} from {escape_display(report.bundle)}"]
+    lines.append(f"  workspace: {escape_display(report.workspace_target)}")
+    for alias, folder in report.skill_targets.items():
+        lines.append(f"  skills {escape_display(alias)}: {escape_display(folder)}")
+    for title, items in (("added", plan.added), ("reused", plan.reused), ("not needed", plan.unused)):
+        for item in items:
+            lines.append(f"  {title}: {escape_display(item)}")
+    for old, new in plan.renamed.items():
+        lines.append(f"  renamed: {escape_display(old)} -> {escape_display(new)}")
+    for old, local in plan.bound.items():
+        lines.append(f"  bound: {escape_display(old)} -> {escape_display(local)}")
+    for path in plan.reused_with_secrets:
+        lines.append(f"  uses the credentials of the existing {escape_display(path)}")
+    for path in report.skills_differ:
+        lines.append(f"  reused {escape_display(path)}: the bundle's skill files differ from the local folder's")
+    for flag in report.risk_flags:
+        detail = escape_display(flag.get("detail", ""))
+        lines.append(f"  risk {escape_display(flag['kind'])} {escape_display(flag['path'])}: {detail}")
+    for command in report.missing_commands:
+        lines.append(f"  not on PATH: {command}")
+    lines.extend(f"  note: {note}" for note in report.notes)
+    for path in plan.secrets_missing:
+        endpoint = report.endpoints.get(path, "")
+        lines.append(f"  secret needed (sent to {endpoint}): bundler config set {escape_display(path)}")
+    if report.receipt:
+        lines.append(f"  receipt: {escape_display(report.receipt)}")
+    return lines
