@@ -118,11 +118,15 @@ class ExportReport:
         }
 
 
+WITHHELD = "<name withheld: it holds a secret>"
+
+
 class _Sweep:
     """The exact-value sweep riding on the copy: one stream per file, fed every chunk.
 
     ``refuse`` raises at the end of the first file holding a secret, so the export stops before
-    copying more; ``warn`` collects every hit.
+    copying more; ``warn`` collects every hit; ``off`` sweeps no content. Whatever the mode,
+    :meth:`redact` keeps a secret that is part of a *name* out of every message and report.
     """
 
     def __init__(self, sweeper: Sweeper | None, mode: str) -> None:
@@ -131,6 +135,11 @@ class _Sweep:
         self.hits: list[Hit] = []
         self._stream: SweepStream | None = None
         self._current = ""
+
+    @property
+    def observer(self) -> Callable[[str, memoryview], None] | None:
+        """The hook to give ``copy_tree``, or None when no content is swept."""
+        return self.observe if self.sweeper is not None and self.mode != "off" else None
 
     def observe(self, relpath: str, chunk: memoryview) -> None:
         """``copy_tree``'s observer: every chunk of every carried file, in order."""
@@ -143,16 +152,36 @@ class _Sweep:
 
     def file_done(self, relpath: str) -> None:
         """Close the file's stream and sweep its relative path as well."""
-        if self.sweeper is None:
+        if self.observer is None:
             return
         if self._current == relpath:
             self._finish()
-        self._add(self.sweeper.scan_bytes(relpath, relpath.encode("utf-8")))
+        self._add(self._names_hits(relpath))
 
     def scan(self, name: str, data: bytes) -> None:
         """Sweep a whole rendered file (``config.toml``, the manifest)."""
-        if self.sweeper is not None:
+        if self.observer is not None:
+            assert self.sweeper is not None
             self._add(self.sweeper.scan_bytes(name, data))
+
+    def _names_hits(self, relpath: str) -> list[Hit]:
+        assert self.sweeper is not None
+        return self.sweeper.scan_bytes(relpath, relpath.encode("utf-8", "surrogateescape"))
+
+    def redact(self, relpath: str) -> str:
+        """``relpath`` with every component that holds a known secret replaced by a marker."""
+        if self.sweeper is None or not self._names_hits(relpath):
+            return relpath
+        parts = [WITHHELD if self._names_hits(part) else part for part in relpath.split("/")]
+        shown = "/".join(parts)
+        # a value holding "/" (base64 does) can span components: withhold all but the top
+        return shown if not self._names_hits(shown) else f"{parts[0]}/{WITHHELD}"
+
+    def scrub_message(self, text: str) -> str:
+        """``text`` with every word that holds a known secret withheld (error messages)."""
+        if self.sweeper is None or not self._names_hits(text):
+            return text
+        return " ".join(WITHHELD if self._names_hits(word) else word for word in text.split(" "))
 
     def _finish(self) -> None:
         if self._stream is not None:
@@ -160,22 +189,17 @@ class _Sweep:
             self._add(stream.close())
 
     def _add(self, hits: Sequence[Hit]) -> None:
-        for hit in hits:
+        for found in hits:
+            hit = Hit(self.redact(found.file), found.secret_path, found.encoding)
             if hit not in self.hits:
                 self.hits.append(hit)
-        if hits and self.mode == "refuse":
-            first = hits[0]
-            raise Refused(
-                f"{escape_display(first.file)} contains the value of {first.secret_path} "
-                f"({first.encoding}); remove it from the file (or pass --scan-secrets warn) "
-                "and export again",
-                path=first.file,
-            )
-
-    @property
-    def observer(self) -> Callable[[str, memoryview], None] | None:
-        """The hook to give ``copy_tree``, or None when nothing is swept."""
-        return self.observe if self.sweeper is not None else None
+            if self.mode == "refuse":
+                raise Refused(
+                    f"{escape_display(hit.file)} contains the value of {hit.secret_path} "
+                    f"({hit.encoding}); remove it from the file (or pass --scan-secrets warn) "
+                    "and export again",
+                    path=hit.file,
+                )
 
 
 def protected_paths(config: Mapping[str, Any], install_root: Path) -> list[Path]:
@@ -223,8 +247,11 @@ def export_agent(
     env = os.environ if environ is None else environ
     config = load_config(install_root, environ=env).data
     plan = plan_closure(config, alias, install_root)
-    targets, encrypted = sweep_targets(config) if scan_secrets != "off" else ([], 0)
+    # built even with --scan-secrets off: a secret in a file *name* must stay out of the report
+    targets, encrypted = sweep_targets(config)
     sweep = _Sweep(Sweeper(targets) if targets else None, scan_secrets)
+    if scan_secrets == "off":
+        encrypted = 0
     with admit(out, force=force, protected=protected_paths(config, install_root)) as admission:
         report = ExportReport(
             bundle=admission.dest_path, root_agent=alias, encrypted_not_swept=encrypted
@@ -234,6 +261,12 @@ def export_agent(
             _build(staging, admission, plan, install_root, sweep, report, env, progress)
             staging.flush()
             outcome = staging.publish()
+        except BundlerError as err:
+            if not staging.published:
+                report.warnings += staging.abort()
+            err.message = sweep.scrub_message(err.message)
+            err.path = sweep.scrub_message(err.path)
+            raise
         except BaseException:
             if not staging.published:
                 report.warnings += staging.abort()
@@ -241,7 +274,21 @@ def export_agent(
     report.publish_method = outcome.method.value
     report.warnings += outcome.warnings
     report.secret_hits = sweep.hits
+    _redact_report(report, sweep)
     return report
+
+
+def _redact_report(report: ExportReport, sweep: _Sweep) -> None:
+    """Withhold name components that hold a known secret from every listed path."""
+    skipped = report.skipped
+    skipped.paths = [sweep.redact(path) for path in skipped.paths]
+    skipped.non_portable_names = [sweep.redact(path) for path in skipped.non_portable_names]
+    report.dropped = [
+        Dropped(sweep.redact(row.path), row.reason, row.detail)
+        if row.path.startswith(("workspace/", "skills/"))
+        else row
+        for row in report.dropped
+    ]
 
 
 def _build(
