@@ -241,8 +241,12 @@ def _open_or_make(parent_fd: int, name: str, shown: str) -> tuple[int, bool]:
         pass
     try:
         return open_dir(name, dir_fd=parent_fd), made
-    except OSError as err:
-        reason = "a symbolic link" if err.errno == errno.ELOOP else "not a folder"
+    except OSError:
+        try:
+            is_link = stat.S_ISLNK(os.stat(name, dir_fd=parent_fd, follow_symlinks=False).st_mode)
+        except OSError:
+            is_link = False
+        reason = "a symbolic link" if is_link else "not a folder"
         raise Refused(f"{shown} is {reason}; remove it first", path=shown) from None
 
 
