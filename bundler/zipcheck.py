@@ -299,6 +299,13 @@ def _validate_schema(document: dict[str, Any]) -> None:
     if error is None:
         return
     where = "/".join(str(part) for part in error.absolute_path) or "(top level)"
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        known = error.schema.get("properties", {})
+        unknown = sorted(key for key in error.instance if key not in known)
+        raise InvalidInput(
+            f"{MANIFEST}: {show(where)} has unknown key {show(unknown[0])}",
+            path=f"{MANIFEST}:{show(where)}",
+        )
     # the validator's message may quote the value; name the field and the rule instead
     raise InvalidInput(
         f"{MANIFEST}: {show(where)} breaks the schema rule '{error.validator}'",

@@ -1,0 +1,363 @@
+"""Generators of hostile backup zips (06 §3 S2) and small helpers shared by the backup tests.
+
+Each generator writes one zip to the path it is given and returns a fragment the one-line error
+must contain (the offending entry, or ``backup.json``). Everything else in a hostile zip is
+valid, so the refusal can only come from the rule the case is named after. Names that
+:mod:`zipfile` would refuse to write (invalid UTF-8, a NUL) are produced by writing a placeholder
+of the same length and patching the bytes of the local header and the central directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import stat
+import struct
+import tempfile
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import xxhash
+
+
+def sqlite_bytes(rows: int = 20) -> bytes:
+    """The bytes of a small, sound SQLite database."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "chat.db"
+        conn = sqlite3.connect(path)
+        conn.execute("CREATE TABLE msg(id INTEGER PRIMARY KEY, body TEXT)")
+        conn.executemany("INSERT INTO msg(body) VALUES (?)", [(f"m{i}",) for i in range(rows)])
+        conn.commit()
+        conn.close()
+        return path.read_bytes()
+
+
+@dataclass
+class Item:
+    """One zip entry to write. ``listed``: put it in backup.json's entries (files only)."""
+
+    name: str
+    data: bytes = b""
+    mode: int = stat.S_IFREG | 0o644
+    compress: int = zipfile.ZIP_DEFLATED
+    listed: bool = True
+
+
+def digest(data: bytes) -> str:
+    return xxhash.xxh3_128(data).hexdigest()
+
+
+def base_items() -> list[Item]:
+    """A sound backup's entries: a database, two files, a skill and their folders."""
+    return [
+        Item("chat.db", sqlite_bytes()),
+        Item("files/", mode=stat.S_IFDIR | 0o755),
+        Item("files/a.txt", b"hello\n" * 10),
+        Item("files/notes/", mode=stat.S_IFDIR | 0o755),
+        Item("files/notes/b.md", b"# notes\n"),
+        Item("skills/", mode=stat.S_IFDIR | 0o755),
+        Item("skills/s1/", mode=stat.S_IFDIR | 0o755),
+        Item("skills/s1/SKILL.md", b"---\nname: s1\ndescription: d\n---\nbody\n"),
+    ]
+
+
+def manifest_for(items: list[Item], **overrides: Any) -> dict[str, Any]:
+    """A backup.json describing ``items`` (files listed, folders in ``folders``)."""
+    document: dict[str, Any] = {
+        "format": 1,
+        "tool": "bundler test",
+        "created_at": "2026-01-01T00:00:00Z",
+        "agent": "demo",
+        "entries": [
+            {"path": item.name, "size": len(item.data), "xxh3_128": digest(item.data)}
+            for item in items
+            if item.listed and not item.name.endswith("/")
+        ],
+        "folders": [item.name[:-1] for item in items if item.name.endswith("/") and item.listed],
+    }
+    document.update(overrides)
+    return document
+
+
+def write_zip(path: Path, items: list[Item], manifest: bytes | dict[str, Any] | None) -> None:
+    """Write ``items`` and (unless None) ``manifest`` as backup.json into a zip at ``path``."""
+    with zipfile.ZipFile(path, "w") as archive:
+        for item in items:
+            info = zipfile.ZipInfo(item.name, (2026, 1, 1, 0, 0, 0))
+            info.create_system = 3
+            info.external_attr = item.mode << 16
+            info.compress_type = item.compress if not item.name.endswith("/") else zipfile.ZIP_STORED
+            archive.writestr(info, item.data)
+        if manifest is not None:
+            data = manifest if isinstance(manifest, bytes) else json.dumps(manifest).encode()
+            archive.writestr("backup.json", data)
+
+
+def patch(path: Path, old: bytes, new: bytes) -> None:
+    """Replace every occurrence of ``old`` by ``new`` (same length) in the zip's bytes."""
+    assert len(old) == len(new)
+    data = path.read_bytes()
+    assert data.count(old) >= 2, "placeholder must be in local header and central directory"
+    path.write_bytes(data.replace(old, new))
+
+
+def set_flag(path: Path, name: str, bit: int) -> None:
+    """Set a general-purpose flag bit of entry ``name`` in its local header and directory record.
+
+    zipfile rewrites ``flag_bits`` when it writes, so flags it would never set are patched in.
+    """
+    data = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as archive:
+        info = archive.getinfo(name)
+    local = info.header_offset
+    struct.pack_into("<H", data, local + 6, struct.unpack_from("<H", data, local + 6)[0] | bit)
+    at = data.find(b"PK\x01\x02")
+    while at >= 0:
+        length = struct.unpack_from("<H", data, at + 28)[0]
+        if data[at + 46 : at + 46 + length] == name.encode():
+            flags = struct.unpack_from("<H", data, at + 8)[0]
+            struct.pack_into("<H", data, at + 8, flags | bit)
+            break
+        at = data.find(b"PK\x01\x02", at + 4)
+    path.write_bytes(bytes(data))
+
+
+def _encrypted(path: Path) -> str:
+    items = base_items() + [Item("files/secret.bin", b"x" * 40)]
+    write_zip(path, items, manifest_for(items))
+    set_flag(path, "files/secret.bin", 0x1)
+    return "files/secret.bin"
+
+
+def _with(extra: list[Item], *, drop: str | None = None, **overrides: Any) -> Callable[[Path], None]:
+    def build(path: Path) -> None:
+        items = [item for item in base_items() if item.name != drop] + extra
+        write_zip(path, items, manifest_for(items, **overrides))
+
+    return build
+
+
+Case = Callable[[Path], str]
+
+
+def _simple(extra: list[Item], expect: str, **kw: Any) -> Case:
+    build = _with(extra, **kw)
+
+    def case(path: Path) -> str:
+        build(path)
+        return expect
+
+    return case
+
+
+def _patched(placeholder: str, raw: bytes, expect: str) -> Case:
+    def case(path: Path) -> str:
+        items = base_items() + [Item(placeholder, b"x")]
+        write_zip(path, items, manifest_for(items))
+        patch(path, placeholder.encode("utf-8"), raw)
+        return expect
+
+    return case
+
+
+def _bomb(path: Path) -> str:
+    zeros = bytes(8 << 20)  # deflate reaches ~1030:1 on zeros: beyond the 1000:1 limit
+    items = base_items() + [Item("files/bomb.bin", zeros)]
+    write_zip(path, items, manifest_for(items))
+    return "files/bomb.bin"
+
+
+def _wrong_digest(path: Path) -> str:
+    items = base_items()
+    document = manifest_for(items)
+    for entry in document["entries"]:
+        if entry["path"] == "files/a.txt":
+            entry["xxh3_128"] = "0" * 32
+    write_zip(path, items, document)
+    return "files/a.txt"
+
+
+def _wrong_db_digest(path: Path) -> str:
+    items = base_items()
+    document = manifest_for(items)
+    document["entries"][0]["xxh3_128"] = "f" * 32
+    write_zip(path, items, document)
+    return "chat.db"
+
+
+def _wrong_size(path: Path) -> str:
+    items = base_items()
+    document = manifest_for(items)
+    for entry in document["entries"]:
+        if entry["path"] == "files/notes/b.md":
+            entry["size"] += 1
+    write_zip(path, items, document)
+    return "files/notes/b.md"
+
+
+def _listed_but_missing(path: Path) -> str:
+    items = base_items()
+    document = manifest_for(items)
+    document["entries"].append({"path": "files/ghost.txt", "size": 1, "xxh3_128": "0" * 32})
+    write_zip(path, items, document)
+    return "files/ghost.txt"
+
+
+def _manifest_bytes(raw: bytes) -> Case:
+    def case(path: Path) -> str:
+        write_zip(path, base_items(), raw)
+        return "backup.json"
+
+    return case
+
+
+def _manifest_dict(mutate: Callable[[dict[str, Any]], None]) -> Case:
+    def case(path: Path) -> str:
+        items = base_items()
+        document = manifest_for(items)
+        mutate(document)
+        write_zip(path, items, document)
+        return "backup.json"
+
+    return case
+
+
+def _no_manifest(path: Path) -> str:
+    write_zip(path, base_items(), None)
+    return "backup.json"
+
+
+def _corrupt_database(path: Path) -> str:
+    items = [Item("chat.db", b"SQLite format 3\x00" + os.urandom(4080))] + base_items()[1:]
+    write_zip(path, items, manifest_for(items))
+    return "chat.db"
+
+
+def _no_database(path: Path) -> str:
+    items = base_items()[1:]
+    write_zip(path, items, manifest_for(items))
+    return "chat.db"
+
+
+def _too_many_entries(path: Path) -> str:
+    """An end-of-central-directory record whose directory could hold over a million entries."""
+    write_zip(path, base_items(), manifest_for(base_items()))
+    data = bytearray(path.read_bytes())
+    at = data.rfind(b"PK\x05\x06")
+    struct.pack_into("<I", data, at + 12, 47_000_000)
+    path.write_bytes(bytes(data))
+    return "1000000 entries"
+
+
+def _not_a_zip(path: Path) -> str:
+    path.write_bytes(b"this is not a zip file at all" * 10)
+    return "not a zip file"
+
+
+def _lying_sizes(path: Path) -> str:
+    """A central directory whose size for files/a.txt disagrees with its data (CRC fails)."""
+    items = base_items()
+    write_zip(path, items, manifest_for(items))
+    data = path.read_bytes()
+    patched = data.replace(b"hello\n", b"jello\n") if b"hello\n" in data else data
+    if patched == data:  # deflated: flip a byte of the compressed data instead
+        with zipfile.ZipFile(path) as archive:
+            info = archive.getinfo("files/a.txt")
+        offset = info.header_offset + 30 + len(b"files/a.txt") + 2
+        raw = bytearray(data)
+        raw[offset] ^= 0xFF
+        patched = bytes(raw)
+    path.write_bytes(patched)
+    return "files/a.txt"
+
+
+CASES: dict[str, Case] = {
+    "zip_slip_dotdot_in_tree": _simple([Item("files/../../evil.txt", b"x")], "evil.txt"),
+    "zip_slip_dotdot_top": _simple([Item("../evil.txt", b"x")], "../evil.txt"),
+    "absolute_name": _simple([Item("/etc/evil.conf", b"x")], "/etc/evil.conf"),
+    "absolute_folder": _simple([Item("/tmp/evil/", mode=stat.S_IFDIR | 0o755)], "/tmp/evil/"),
+    "backslash_slip": _simple([Item("files\\..\\..\\evil.txt", b"x")], "evil.txt"),
+    "empty_component": _simple([Item("files//x.txt", b"x")], "files//x.txt"),
+    "dot_component": _simple([Item("files/./x.txt", b"x")], "files/./x.txt"),
+    "symlink_entry": _simple(
+        [Item("files/link", b"/etc/passwd", mode=stat.S_IFLNK | 0o777)], "files/link"
+    ),
+    "symlink_folder_entry": _simple(
+        [Item("skills/evil", b"/", mode=stat.S_IFLNK | 0o777)], "skills/evil"
+    ),
+    "fifo_entry": _simple([Item("files/pipe", b"", mode=stat.S_IFIFO | 0o644)], "files/pipe"),
+    "device_entry": _simple([Item("files/dev", b"", mode=stat.S_IFCHR | 0o644)], "files/dev"),
+    "duplicate_file": _simple([Item("files/a.txt", b"other")], "files/a.txt"),
+    "duplicate_database": _simple([Item("chat.db", sqlite_bytes(3))], "chat.db"),
+    "file_and_folder_clash": _simple([Item("files/a.txt/inner", b"x")], "files/a.txt/inner"),
+    "outside_allowed_top_file": _simple([Item("evil.sh", b"#!/bin/sh\n")], "evil.sh"),
+    "outside_allowed_backups": _simple([Item("backups/old.zip", b"x")], "backups/old.zip"),
+    "outside_allowed_sidecar": _simple([Item("chat.db-wal", b"x")], "chat.db-wal"),
+    "outside_allowed_readme": _simple([Item("README.md", b"x")], "README.md"),
+    "tree_root_as_file": _simple([Item("skills", b"x")], "skills", drop="skills/"),
+    "control_char_name": _simple([Item("files/a\x1b[2Jb", b"x")], "files/a\\x1b[2Jb"),
+    "unlisted_entry": _simple([Item("files/extra.txt", b"x", listed=False)], "files/extra.txt"),
+    "encrypted_flag": _encrypted,
+    "unsupported_compression": _simple(
+        [Item("files/b.bz2", b"y" * 100, compress=zipfile.ZIP_BZIP2)], "files/b.bz2"
+    ),
+    "zip_bomb": _bomb,
+    "wrong_digest": _wrong_digest,
+    "wrong_database_digest": _wrong_db_digest,
+    "wrong_declared_size": _wrong_size,
+    "listed_but_missing": _listed_but_missing,
+    "corrupt_data": _lying_sizes,
+    "non_utf8_name_flagged": _patched("files/é.txt", b"files/\xff\xfe.txt", "files/\\xff\\xfe.txt"),
+    "non_utf8_name_unflagged": _patched("files/q.txt", b"files/\x81.txt", "files/"),
+    "nul_in_name": _patched("files/aXb.txt", b"files/a\x00b.txt", "files/a"),
+    "newer_format": _manifest_dict(lambda d: d.update(format=2)),
+    "format_not_integer": _manifest_dict(lambda d: d.update(format="1")),
+    "manifest_not_json": _manifest_bytes(b"{not json"),
+    "manifest_duplicate_key": _manifest_bytes(b'{"format": 1, "format": 1}'),
+    "manifest_bad_schema": _manifest_dict(lambda d: d["entries"][0].update(size=-1)),
+    "manifest_unknown_key": _manifest_dict(lambda d: d.update(run="rm -rf /")),
+    "manifest_entry_unknown_key": _manifest_dict(lambda d: d["entries"][1].update(owner=0)),
+    "manifest_lists_escape": _manifest_dict(
+        lambda d: d["entries"].append({"path": "../x", "size": 0, "xxh3_128": "0" * 32})
+    ),
+    "missing_manifest": _no_manifest,
+    "corrupt_database": _corrupt_database,
+    "no_database": _no_database,
+    "declares_too_many_entries": _too_many_entries,
+    "not_a_zip": _not_a_zip,
+}
+
+
+def build(name: str, folder: Path) -> tuple[Path, str]:
+    """Write the hostile zip ``name`` into ``folder``; returns its path and the expected fragment."""
+    path = folder / f"{name}.zip"
+    expect = CASES[name](path)
+    return path, expect
+
+
+def tree_state(folder: Path) -> dict[str, tuple[str, bytes, int, int]]:
+    """Type, bytes, mode and mtime_ns of ``folder`` and everything below it (links not followed)."""
+    state: dict[str, tuple[str, bytes, int, int]] = {}
+    for root, dirs, files in os.walk(folder):
+        for name in [*dirs, *files]:
+            path = Path(root) / name
+            st = path.lstat()
+            kind = "dir" if stat.S_ISDIR(st.st_mode) else "link" if stat.S_ISLNK(st.st_mode) else "file"
+            data = path.read_bytes() if kind == "file" else os.readlink(path).encode() if kind == "link" else b""
+            state[str(path.relative_to(folder))] = (kind, data, st.st_mode, st.st_mtime_ns)
+    top = folder.lstat()
+    state["."] = ("dir", b"", top.st_mode, top.st_mtime_ns)
+    return state
+
+
+def content_state(folder: Path) -> dict[str, tuple[str, bytes, int]]:
+    """Like :func:`tree_state` without mtimes of folders (restore recreates folders)."""
+    return {
+        path: (kind, data, mode if kind != "dir" else 0)
+        for path, (kind, data, mode, _mtime) in tree_state(folder).items()
+        if path != "."
+    }
