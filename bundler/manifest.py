@@ -154,9 +154,29 @@ class Manifest:
         return data
 
 
+def _is_table_value(value: Any) -> bool:
+    return isinstance(value, Mapping) or (
+        bool(value) and isinstance(value, list) and all(isinstance(v, Mapping) for v in value)
+    )
+
+
 def render_manifest(manifest: Manifest) -> bytes:
-    """``zeroclaw-agent.toml`` as bytes, deterministic, keys in the order of 02 §9."""
-    return tomli_w.dumps(manifest.as_dict()).encode("utf-8")
+    """``zeroclaw-agent.toml`` as bytes, deterministic, keys in the order of 02 §9.
+
+    ``dropped`` and ``risk_flags`` are always written as arrays of tables (``[[dropped]]``),
+    however short, so the file reads the same whatever its content.
+    """
+    data = manifest.as_dict()
+    scalars = {key: value for key, value in data.items() if not _is_table_value(value)}
+    parts = [tomli_w.dumps(scalars)]
+    for key, value in data.items():
+        if key in scalars:
+            continue
+        if isinstance(value, Mapping):
+            parts.append(tomli_w.dumps({key: value}))
+        else:
+            parts.extend(f"[[{key}]]\n" + tomli_w.dumps(dict(item)) for item in value)
+    return "\n".join(part.rstrip("\n") + "\n" for part in parts).encode("utf-8")
 
 
 @cache
