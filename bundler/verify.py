@@ -31,6 +31,7 @@ from bundler import safefs, tomlcompat
 from bundler.copytree import digest_fd
 from bundler.errors import BundlerError, InvalidInput, Refused
 from bundler.fragment import Problem, display_path
+from bundler.manifest import parse_checksums, parse_manifest
 from bundler.names import escape_display, is_portable_alias, is_portable_name
 
 KNOWN_FORMATS = (1, 2)
@@ -181,101 +182,44 @@ def _parse_toml(name: str, raw: bytes) -> tuple[dict[str, Any] | None, Problem |
 # --------------------------------------------------------------------------- manifest
 
 
-def _manifest_problems(manifest: Mapping[str, Any]) -> list[Problem]:
-    """Schema and format checks of the manifest (02 §9, 10)."""
+def _manifest_error(exc: BundlerError) -> Problem:
+    message = exc.message.removeprefix(f"{MANIFEST}: ")
+    return Problem(MANIFEST, message)
+
+
+def _read_manifest(raw: bytes) -> tuple[dict[str, Any] | None, list[Problem]]:
+    """The manifest as a table, and what is wrong with it (02 §9, §10).
+
+    The schema, the format and format 2's ``[memory]`` are checked by
+    :func:`bundler.manifest.parse_manifest`; when it refuses, the raw table is still returned
+    so that the rest of the bundle can be checked and every failure reported.
+    """
+    table, problem = _parse_toml(MANIFEST, raw)
+    if table is None:
+        return None, [problem] if problem is not None else []
     problems: list[Problem] = []
-    version = manifest.get("format_version")
-    if not isinstance(version, int) or isinstance(version, bool):
-        problems.append(Problem(f"{MANIFEST}: format_version", "missing or not an integer"))
-    elif version not in KNOWN_FORMATS:
-        newest = max(KNOWN_FORMATS)
-        problems.append(
-            Problem(
-                f"{MANIFEST}: format_version",
-                f"format {version} was made by a newer tool (this bundler reads up to {newest}): "
-                "upgrade bundler",
-            )
-        )
+    manifest: dict[str, Any] = table
+    try:
+        manifest = parse_manifest(raw).as_dict()
+    except InvalidInput as exc:
+        problems.append(_manifest_error(exc))
     root = manifest.get("root_agent")
-    if not isinstance(root, str) or not root:
-        problems.append(Problem(f"{MANIFEST}: root_agent", "missing or not a string"))
-    else:
+    if isinstance(root, str) and root:
         problems += [
             Problem(f"{MANIFEST}: {p.path}", p.message)
             for p in fragment_rules.portable_alias_problems(root)
         ]
-    for key in ("required_secrets", "skill_bundles"):
-        value = manifest.get(key, [])
-        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            problems.append(Problem(f"{MANIFEST}: {key}", "must be an array of strings"))
-    flags = manifest.get("risk_flags", [])
-    if not isinstance(flags, list) or not all(
-        isinstance(flag, dict)
-        and all(isinstance(flag.get(k), str) for k in ("kind", "path", "detail"))
-        for flag in flags
-    ):
-        problems.append(
-            Problem(f"{MANIFEST}: risk_flags", "must be an array of {kind, path, detail} tables")
-        )
-    contents = manifest.get("contents")
-    if not isinstance(contents, dict):
-        problems.append(Problem(f"{MANIFEST}: contents", "missing [contents] table"))
-    else:
-        for key in ("files", "bytes"):
-            value = contents.get(key)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                problems.append(
-                    Problem(f"{MANIFEST}: contents.{key}", "missing or not a non-negative integer")
-                )
-        checksums = contents.get("checksums", CHECKSUMS)
-        if checksums != CHECKSUMS:
-            problems.append(Problem(f"{MANIFEST}: contents.checksums", f"must be {CHECKSUMS!r}"))
-    if version == 2:
-        memory = manifest.get("memory")
-        if not isinstance(memory, dict):
-            problems.append(
-                Problem(f"{MANIFEST}: memory", "a format 2 bundle needs its [memory] table")
-            )
-        else:
-            if memory.get("backend") != "sqlite":
-                problems.append(Problem(f"{MANIFEST}: memory.backend", 'must be "sqlite"'))
-            if memory.get("store") != MEMORY_STORE:
-                problems.append(Problem(f"{MANIFEST}: memory.store", f"must be {MEMORY_STORE!r}"))
-    return problems
+    return manifest, problems
 
 
-# --------------------------------------------------------------------------- checksums
-
-
-def parse_checksums(raw: bytes) -> tuple[dict[str, str], list[str], list[Problem]]:
-    """Parse ``checksums.xxh3`` (02 §9.2): ({path: digest}, paths in file order, problems)."""
-    digests: dict[str, str] = {}
-    order: list[str] = []
-    problems: list[Problem] = []
+def _read_checksums(raw: bytes) -> tuple[dict[str, str] | None, Problem | None]:
+    """``{path: digest}`` of ``checksums.xxh3`` (02 §9.2), or the first line at fault."""
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return digests, order, [Problem(CHECKSUMS, "not valid UTF-8")]
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    for number, line in enumerate(lines, start=1):
-        digest, sep, path = line.partition("  ")
-        where = f"{CHECKSUMS}: line {number}"
-        if (
-            not sep
-            or len(digest) != 32
-            or any(c not in "0123456789abcdef" for c in digest)
-            or not path
-        ):
-            problems.append(Problem(where, "not '<32 lowercase hex digits>  <path>'"))
-            continue
-        if path in digests:
-            problems.append(Problem(where, f"{escape_display(path)} is listed twice"))
-            continue
-        digests[path] = digest
-        order.append(path)
-    return digests, order, problems
+        pairs = parse_checksums(raw)
+    except InvalidInput as exc:
+        where = exc.path or CHECKSUMS  # "checksums.xxh3:<line>"
+        return None, Problem(where, exc.message.removeprefix(f"{where}: "))
+    return {path: digest for digest, path in pairs}, None
 
 
 # --------------------------------------------------------------------------- the tree
@@ -286,7 +230,6 @@ class _Tree:
     """What the walk found, beyond the errors it reported."""
 
     digests: dict[str, tuple[int, str]] = field(default_factory=dict)
-    order: list[str] = field(default_factory=list)
     config: bytes | None = None
     skill_dirs: dict[tuple[str, str], bool] = field(
         default_factory=dict
@@ -418,7 +361,6 @@ class _Walker:
             if sink is not None:
                 sink.close()
         self.tree.digests[rel] = (size, digest)
-        self.tree.order.append(rel)
 
     def _memory_sink(self) -> Any:
         # A private copy: SQLite never opens the bundle's own file, so nothing appears beside it.
@@ -449,15 +391,12 @@ class _Walker:
         if chunks is not None and size <= fragment_rules.MAX_CONFIG_BYTES:
             self.tree.config = b"".join(chunks)
         self.tree.digests[CONFIG] = (size, digest)
-        self.tree.order.append(CONFIG)
 
 
 # --------------------------------------------------------------------------- recomputed facts
 
 
-def _compare_checksums(
-    report: VerifyReport, tree: _Tree, listed: dict[str, str], order: list[str]
-) -> None:
+def _compare_checksums(report: VerifyReport, tree: _Tree, listed: dict[str, str]) -> None:
     for rel, (_size, digest) in tree.digests.items():
         expected = listed.get(rel)
         if expected is None:
@@ -475,10 +414,6 @@ def _compare_checksums(
                         f"listed in {CHECKSUMS} but not a regular file of the bundle",
                     )
                 )
-        if not report.errors and order != tree.order:
-            report.warnings.append(
-                Problem(CHECKSUMS, "lines are not in the canonical order (02 §9.2)")
-            )
 
 
 def _compare_contents(report: VerifyReport, manifest: Mapping[str, Any]) -> None:
@@ -528,7 +463,7 @@ def _recompute(
     report: VerifyReport, tree: _Tree, manifest: Mapping[str, Any], fragment: dict[str, Any]
 ) -> None:
     """Skill bundles, risk flags and required secrets from the fragment and the tree (03 §1)."""
-    from bundler.risk import compute_risk_flags  # type: ignore[import-untyped,unused-ignore]
+    from bundler.risk import compute_risk_flags
     from bundler.validate import validate
 
     root = str(manifest.get("root_agent", ""))
@@ -577,7 +512,8 @@ def _recompute(
             )
         )
     try:
-        report.risk_flags = list(compute_risk_flags(fragment, report.skill_bundles, version, root))
+        flags = compute_risk_flags(fragment, report.skill_bundles, version, root)
+        report.risk_flags = [flag.as_dict() for flag in flags]
     except (TypeError, ValueError, AttributeError, KeyError) as exc:
         report.errors.append(
             Problem(CONFIG, f"risk flags cannot be computed ({type(exc).__name__})")
@@ -664,12 +600,10 @@ def _verify_open(root_fd: int, report: VerifyReport, private: Path) -> None:
     elif raw_manifest is None:
         report.errors.append(Problem(MANIFEST, "missing: not a bundle"))
     else:
-        manifest, problem = _parse_toml(MANIFEST, raw_manifest)
-        if problem is not None:
-            report.errors.append(problem)
+        manifest, problems = _read_manifest(raw_manifest)
+        report.errors += problems
     if manifest is not None:
         report.manifest = manifest
-        report.errors += _manifest_problems(manifest)
         version = manifest.get("format_version")
         if isinstance(version, int) and version not in KNOWN_FORMATS:
             return  # a newer format: its rules are unknown, nothing more can be judged
@@ -677,7 +611,6 @@ def _verify_open(root_fd: int, report: VerifyReport, private: Path) -> None:
 
     raw_checksums, problem = _read_root_file(root_fd, CHECKSUMS, MAX_CHECKSUMS_BYTES)
     listed: dict[str, str] | None = None
-    order: list[str] = []
     if problem is not None:
         report.errors.append(problem)
     elif raw_checksums is None:
@@ -700,14 +633,15 @@ def _verify_open(root_fd: int, report: VerifyReport, private: Path) -> None:
                     "its digest does not match the manifest's contents.checksums_xxh3_128",
                 )
             )
-        listed, order, problems = parse_checksums(raw_checksums)
-        report.errors += problems
+        listed, problem = _read_checksums(raw_checksums)
+        if problem is not None:
+            report.errors.append(problem)
 
     tree = _Walker(root_fd, version, report, private).run()
     report.files = len(tree.digests)
     report.bytes = sum(size for size, _ in tree.digests.values())
     if listed is not None:
-        _compare_checksums(report, tree, listed, order)
+        _compare_checksums(report, tree, listed)
     if manifest is not None:
         _compare_contents(report, manifest)
 

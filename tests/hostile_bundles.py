@@ -1,0 +1,627 @@
+"""The hostile-bundle corpus (03 §5, 06 §3 S1), shared by the verify and import tests.
+
+Each case is a function ``(bundle: Path) -> str``: it receives a fresh copy of a valid bundle
+(:func:`bundlefactory.build_bundle`), turns it hostile **in place**, and returns a substring the
+refusal must contain (the entry or config path at fault, as printed, escaped). Most cases
+:func:`bundlefactory.reseal` afterwards, as an attacker would, so the checksums are consistent
+and the case exercises the check it names rather than a checksum mismatch.
+
+``CASES`` holds the fast cases; ``SLOW_CASES`` those that build a million entries.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import bundlefactory as bf
+
+Case = Callable[[Path], str]
+CASES: dict[str, Case] = {}
+SLOW_CASES: dict[str, Case] = {}
+
+
+def case(function: Case) -> Case:
+    """Register a fast case under its function name."""
+    CASES[function.__name__] = function
+    return function
+
+
+def slow_case(function: Case) -> Case:
+    """Register a case too expensive for every run."""
+    SLOW_CASES[function.__name__] = function
+    return function
+
+
+def _agent(data: dict[str, Any]) -> dict[str, Any]:
+    agent: dict[str, Any] = data["agents"][bf.ROOT_AGENT]
+    return agent
+
+
+# --------------------------------------------------------------------------- checksums and counts
+
+
+@case
+def swapped_checksums(bundle: Path) -> str:
+    lines = (bundle / bf.CHECKSUMS).read_text().splitlines(keepends=True)
+    first, second = (i for i, line in enumerate(lines) if line.endswith(("README.md\n", "today.md\n")))
+    digest_a, digest_b = lines[first][:32], lines[second][:32]
+    lines[first], lines[second] = digest_b + lines[first][32:], digest_a + lines[second][32:]
+    raw = "".join(lines).encode()
+    (bundle / bf.CHECKSUMS).write_bytes(raw)
+    bf.edit_manifest(bundle, lambda m: m["contents"].update(checksums_xxh3_128=_xxh(raw)))
+    return "workspace/README.md"
+
+
+def _xxh(raw: bytes) -> str:
+    import xxhash
+
+    return str(xxhash.xxh3_128(raw).hexdigest())
+
+
+@case
+def manifest_names_absent_file(bundle: Path) -> str:
+    raw = (bundle / bf.CHECKSUMS).read_bytes() + b"0" * 32 + b"  workspace/ghost.txt\n"
+    (bundle / bf.CHECKSUMS).write_bytes(raw)
+
+    def change(manifest: dict[str, Any]) -> None:
+        manifest["contents"]["checksums_xxh3_128"] = _xxh(raw)
+        manifest["contents"]["files"] += 1
+
+    bf.edit_manifest(bundle, change)
+    return "workspace/ghost.txt"
+
+
+@case
+def file_not_in_checksums(bundle: Path) -> str:
+    (bundle / "workspace" / "extra.txt").write_text("smuggled\n")
+    return "workspace/extra.txt"
+
+
+@case
+def modified_file_content(bundle: Path) -> str:
+    (bundle / "workspace" / "notes" / "today.md").write_text("changed after export\n")
+    return "workspace/notes/today.md"
+
+
+@case
+def bad_checksums_digest(bundle: Path) -> str:
+    bf.edit_manifest(bundle, lambda m: m["contents"].update(checksums_xxh3_128="0" * 32))
+    return "checksums.xxh3"
+
+
+@case
+def malformed_checksums_line(bundle: Path) -> str:
+    raw = (bundle / bf.CHECKSUMS).read_bytes() + b"not a digest line\n"
+    (bundle / bf.CHECKSUMS).write_bytes(raw)
+    bf.edit_manifest(bundle, lambda m: m["contents"].update(checksums_xxh3_128=_xxh(raw)))
+    return "checksums.xxh3:"
+
+
+@case
+def files_count_mismatch(bundle: Path) -> str:
+    bf.edit_manifest(bundle, lambda m: m["contents"].update(files=m["contents"]["files"] + 1))
+    return "contents.files"
+
+
+@case
+def bytes_count_mismatch(bundle: Path) -> str:
+    bf.edit_manifest(bundle, lambda m: m["contents"].update(bytes=m["contents"]["bytes"] - 1))
+    return "contents.bytes"
+
+
+@case
+def checksums_missing_format_2(bundle: Path) -> str:
+    _make_format_2(bundle)
+    (bundle / bf.CHECKSUMS).unlink()
+    return "checksums.xxh3"
+
+
+# --------------------------------------------------------------------------- manifest
+
+
+@case
+def newer_format(bundle: Path) -> str:
+    bf.edit_manifest(bundle, lambda m: m.update(format_version=3))
+    return "newer tool"
+
+
+@case
+def manifest_missing(bundle: Path) -> str:
+    (bundle / bf.MANIFEST).unlink()
+    return "zeroclaw-agent.toml"
+
+
+@case
+def manifest_not_toml(bundle: Path) -> str:
+    (bundle / bf.MANIFEST).write_text("format_version = = 1\n")
+    return "zeroclaw-agent.toml"
+
+
+@case
+def manifest_is_symlink(bundle: Path) -> str:
+    real = bundle.parent / f"{bundle.name}-real-manifest.toml"
+    (bundle / bf.MANIFEST).rename(real)
+    (bundle / bf.MANIFEST).symlink_to(real)
+    return "zeroclaw-agent.toml"
+
+
+@case
+def root_agent_dotdot(bundle: Path) -> str:
+    def change(data: dict[str, Any]) -> None:
+        data["agents"] = {"../evil": data["agents"][bf.ROOT_AGENT]}
+
+    bf.edit_config(bundle, change)
+    bf.edit_manifest(bundle, lambda m: m.update(root_agent="../evil"))
+    return "root_agent"
+
+
+@case
+def root_agent_not_portable(bundle: Path) -> str:
+    def change(data: dict[str, Any]) -> None:
+        data["agents"] = {"con": data["agents"][bf.ROOT_AGENT]}
+
+    bf.edit_config(bundle, change)
+    bf.edit_manifest(bundle, lambda m: m.update(root_agent="con"))
+    return "root_agent"
+
+
+@case
+def risk_flags_omit_grant(bundle: Path) -> str:
+    bf.edit_manifest(bundle, lambda m: m.update(risk_flags=[f for f in m["risk_flags"] if f["kind"] != "process_spawn"]))
+    return "process_spawn"
+
+
+@case
+def risk_flags_all_removed_after_granting_full(bundle: Path) -> str:
+    bf.edit_config(bundle, lambda d: d["risk_profiles"]["guarded"].update(level="full"))
+    return "full_autonomy"
+
+
+@case
+def risk_flag_detail_tampered(bundle: Path) -> str:
+    def change(manifest: dict[str, Any]) -> None:
+        for flag in manifest["risk_flags"]:
+            if flag["kind"] == "process_spawn":
+                flag["detail"] = "harmless"
+
+    bf.edit_manifest(bundle, change)
+    return "process_spawn"
+
+
+@case
+def skill_bundles_claims_absent(bundle: Path) -> str:
+    shutil.rmtree(bundle / "skills")
+    bf.reseal(bundle)
+    return "skill_bundles"
+
+
+@case
+def required_secret_not_secret(bundle: Path) -> str:
+    bf.edit_manifest(bundle, lambda m: m["required_secrets"].append("providers.models.anthropic.main.model"))
+    return "required_secrets"
+
+
+@case
+def required_secret_absent(bundle: Path) -> str:
+    bf.edit_manifest(bundle, lambda m: m["required_secrets"].append("providers.models.openai.nowhere.api_key"))
+    return "required_secrets"
+
+
+@case
+def format_2_without_memory_table(bundle: Path) -> str:
+    _make_format_2(bundle)
+    bf.edit_manifest(bundle, lambda m: m.pop("memory"))
+    return "memory"
+
+
+@case
+def format_2_corrupt_store(bundle: Path) -> str:
+    _make_format_2(bundle)
+    store = bundle / "memory" / "brain.db"
+    data = bytearray(store.read_bytes())
+    data[100:4096] = b"\xa5" * (4096 - 100)
+    store.write_bytes(bytes(data))
+    bf.reseal(bundle)
+    return "memory/brain.db"
+
+
+def _make_format_2(bundle: Path) -> None:
+    """Turn the format 1 copy into a valid format 2 bundle (then a case breaks one thing)."""
+    bf._write_store(bundle / "memory" / "brain.db")
+    (bundle / "memory" / "MEMORY_SNAPSHOT.md").write_text("# core memory\n")
+
+    def change(manifest: dict[str, Any]) -> None:
+        manifest["format_version"] = 2
+        manifest["memory"] = {"backend": "sqlite", "store": "memory/brain.db", "snapshot_at": "2026-11-29T14:00:00Z"}
+        manifest["dropped"] = []
+
+    bf.edit_manifest(bundle, change)
+    bf.recompute_flags(bundle)
+    bf.reseal(bundle)
+
+
+@case
+def memory_folder_in_format_1(bundle: Path) -> str:
+    (bundle / "memory").mkdir()
+    (bundle / "memory" / "brain.db").write_bytes(b"SQLite format 3\x00")
+    bf.reseal(bundle)
+    return "memory"
+
+
+@case
+def extra_file_in_memory_folder(bundle: Path) -> str:
+    _make_format_2(bundle)
+    (bundle / "memory" / "brain.db-wal").write_bytes(b"\x00" * 32)
+    bf.reseal(bundle)
+    return "memory/brain.db-wal"
+
+
+# --------------------------------------------------------------------------- tree
+
+
+@case
+def planted_memory_snapshot(bundle: Path) -> str:
+    (bundle / "workspace" / "MEMORY_SNAPSHOT.md").write_text("planted core memory\n")
+    bf.reseal(bundle)
+    return "workspace/MEMORY_SNAPSHOT.md"
+
+
+@case
+def planted_workspace_memory(bundle: Path) -> str:
+    (bundle / "workspace" / "memory").mkdir()
+    (bundle / "workspace" / "memory" / "brain.db").write_bytes(b"SQLite format 3\x00")
+    bf.reseal(bundle)
+    return "workspace/memory"
+
+
+@case
+def fifo_in_workspace(bundle: Path) -> str:
+    os.mkfifo(bundle / "workspace" / "pipe")
+    return "workspace/pipe"
+
+
+@case
+def socket_in_workspace(bundle: Path) -> str:
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    cwd = os.getcwd()
+    os.chdir(bundle / "workspace")  # a short relative name: socket paths are limited to ~107 bytes
+    try:
+        server.bind("sock")
+    finally:
+        os.chdir(cwd)
+        server.close()
+    return "workspace/sock"
+
+
+@case
+def hard_link_in_workspace(bundle: Path) -> str:
+    os.link(bundle / "workspace" / "README.md", bundle / "workspace" / "hard")
+    bf.reseal(bundle)
+    return "hard link"
+
+
+@case
+def symlink_escaping(bundle: Path) -> str:
+    (bundle / "workspace" / "passwd").symlink_to("/etc/passwd")
+    return "workspace/passwd"
+
+
+@case
+def symlink_inside_bundle(bundle: Path) -> str:
+    (bundle / "workspace" / "inner").symlink_to("README.md")
+    return "workspace/inner"
+
+
+@case
+def symlinked_skill_folder(bundle: Path) -> str:
+    skill = bundle / "skills" / bf.SKILL_BUNDLE / "search"
+    shutil.rmtree(skill / "scripts")
+    (skill / "scripts").symlink_to("/etc")
+    bf.reseal(bundle)
+    return "skills/research_tools/search/scripts"
+
+
+@case
+def symlinked_workspace_root(bundle: Path) -> str:
+    real = bundle.parent / f"{bundle.name}-real-workspace"
+    (bundle / "workspace").rename(real)
+    (bundle / "workspace").symlink_to(real)
+    bf.reseal(bundle)
+    return "workspace"
+
+
+@case
+def skill_folder_con(bundle: Path) -> str:
+    skills = bundle / "skills" / bf.SKILL_BUNDLE
+    (skills / "search").rename(skills / "con")
+    bf.reseal(bundle)
+    return "skills/research_tools/con"
+
+
+@case
+def skill_without_skill_md(bundle: Path) -> str:
+    (bundle / "skills" / bf.SKILL_BUNDLE / "loose").mkdir()
+    (bundle / "skills" / bf.SKILL_BUNDLE / "loose" / "run.sh").write_text("echo\n")
+    bf.reseal(bundle)
+    return "skills/research_tools/loose"
+
+
+@case
+def loose_file_in_skill_bundle(bundle: Path) -> str:
+    (bundle / "skills" / bf.SKILL_BUNDLE / "notes.txt").write_text("not a skill\n")
+    bf.reseal(bundle)
+    return "skills/research_tools/notes.txt"
+
+
+@case
+def skills_of_unnamed_bundle(bundle: Path) -> str:
+    extra = bundle / "skills" / "other_tools" / "x"
+    extra.mkdir(parents=True)
+    (extra / "SKILL.md").write_text("smuggled skill\n")
+    bf.reseal(bundle)
+    return "skills/other_tools"
+
+
+@case
+def excluded_skill_carried(bundle: Path) -> str:
+    bf.edit_config(bundle, lambda d: d["skill_bundles"][bf.SKILL_BUNDLE].update(exclude=["search"]))
+    return "skills/research_tools/search"
+
+
+@case
+def control_character_in_name(bundle: Path) -> str:
+    (bundle / "workspace" / "bad\x1bname").write_text("x\n")
+    return "workspace/bad\\x1bname"
+
+
+@case
+def invalid_utf8_name(bundle: Path) -> str:
+    os.close(os.open(os.path.join(os.fsencode(bundle / "workspace"), b"bad\xffname"), os.O_CREAT | os.O_WRONLY, 0o644))
+    return "workspace/bad\\xffname"
+
+
+@case
+def unexpected_root_entry(bundle: Path) -> str:
+    (bundle / "install.sh").write_text("#!/bin/sh\nrm -rf ~\n")
+    return "install.sh"
+
+
+@case
+def config_is_a_folder(bundle: Path) -> str:
+    (bundle / "config.toml").unlink()
+    (bundle / "config.toml").mkdir()
+    bf.reseal(bundle)
+    return "config.toml"
+
+
+@case
+def too_deep_tree(bundle: Path) -> str:
+    # 257 levels below the bundle root, built relative to a descriptor (paths would grow long)
+    fd = os.open(bundle / "workspace", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(257):
+            os.mkdir("d", dir_fd=fd)
+            child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    finally:
+        os.close(fd)
+    return "levels"
+
+
+@slow_case
+def million_and_one_entries(bundle: Path) -> str:
+    # Empty files in 1,001 folders: 1,000 * 1,000 + 1,001 folders + the bundle's own > 1,000,000
+    root = bundle / "workspace" / "many"
+    root.mkdir()
+    for i in range(1001):
+        folder = root / f"{i:04d}"
+        folder.mkdir()
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for j in range(1000):
+                os.close(os.open(str(j), os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=fd))
+        finally:
+            os.close(fd)
+    return "more than 1000000 entries"
+
+
+# --------------------------------------------------------------------------- config.toml
+
+
+@case
+def second_agent_hidden(bundle: Path) -> str:
+    bf.edit_config(bundle, lambda d: d["agents"].update(intruder={"model_provider": "anthropic.main", "risk_profile": "guarded"}))
+    return "agents.intruder"
+
+
+@case
+def reference_outside_fragment(bundle: Path) -> str:
+    bf.edit_config(bundle, lambda d: _agent(d).update(runtime_profile="turbo"))
+    return "agents.researcher.runtime_profile"
+
+
+@case
+def fallback_outside_fragment(bundle: Path) -> str:
+    bf.edit_config(bundle, lambda d: d["providers"]["models"]["anthropic"]["main"]["fallback"].append("openai.gone"))
+    return "providers.models.anthropic.main.fallback"
+
+
+@case
+def workspace_path_smuggled(bundle: Path) -> str:
+    bf.edit_config(bundle, lambda d: _agent(d).update(workspace={"path": "/home/victim"}))
+    return "agents.researcher.workspace.path"
+
+
+@case
+def workspace_access_smuggled(bundle: Path) -> str:
+    bf.edit_config(bundle, lambda d: _agent(d).update(workspace={"access": {"other": "read_write"}}))
+    return "agents.researcher.workspace.access"
+
+
+@case
+def channels_table_smuggled(bundle: Path) -> str:
+    bf.edit_config(bundle, lambda d: d.update(channels={"slack": {"team": {"token": "x"}}}))
+    return "channels"
+
+
+@case
+def cron_table_smuggled(bundle: Path) -> str:
+    bf.edit_config(bundle, lambda d: d.update(cron={"nightly": {"schedule": "0 * * * *"}}))
+    return "cron"
+
+
+@case
+def agent_channels_smuggled(bundle: Path) -> str:
+    bf.edit_config(bundle, lambda d: _agent(d).update(channels=["slack.team"]))
+    return "agents.researcher.channels"
+
+
+@case
+def agent_delegates_smuggled(bundle: Path) -> str:
+    bf.edit_config(bundle, lambda d: _agent(d).update(delegates=["root"]))
+    return "agents.researcher.delegates"
+
+
+@case
+def agent_a2a_smuggled(bundle: Path) -> str:
+    bf.edit_config(bundle, lambda d: _agent(d).update(a2a={"published": True}))
+    return "agents.researcher.a2a"
+
+
+@case
+def approval_route_smuggled(bundle: Path) -> str:
+    bf.edit_config(bundle, lambda d: d["risk_profiles"]["guarded"].update(approval_route={"approver_channel": "slack.x"}))
+    return "risk_profiles.guarded.approval_route"
+
+
+@case
+def delegate_same_risk_profile_true(bundle: Path) -> str:
+    bf.edit_config(bundle, lambda d: _agent(d).update(delegate_same_risk_profile=True))
+    return "agents.researcher.delegate_same_risk_profile"
+
+
+@case
+def enc2_in_non_secret_field(bundle: Path) -> str:
+    bf.edit_config(bundle, lambda d: d["providers"]["models"]["anthropic"]["main"].update(model="enc2:deadbeef"))
+    return "providers.models.anthropic.main.model"
+
+
+@case
+def non_empty_secret(bundle: Path) -> str:
+    bf.edit_config(bundle, lambda d: d["providers"]["models"]["anthropic"]["main"].update(api_key="sk-planted"))
+    return "providers.models.anthropic.main.api_key"
+
+
+@case
+def non_empty_secret_map_value(bundle: Path) -> str:
+    bf.edit_config(bundle, lambda d: d["mcp"]["servers"][0]["env"].update(GITHUB_TOKEN="ghp_planted"))
+    return "mcp.servers.github.env.GITHUB_TOKEN"
+
+
+@case
+def unknown_key(bundle: Path) -> str:
+    bf.edit_config(bundle, lambda d: _agent(d).update(nickname="r"))
+    return "agents.researcher.nickname"
+
+
+@case
+def global_mcp_setting(bundle: Path) -> str:
+    bf.edit_config(bundle, lambda d: d["mcp"].update(enabled=False))
+    return "mcp.enabled"
+
+
+@case
+def server_not_granted(bundle: Path) -> str:
+    bf.edit_config(bundle, lambda d: d["mcp"]["servers"].append({"name": "evil", "command": "sh", "args": ["-c", "id"]}))
+    return "mcp.servers.evil"
+
+
+@case
+def bundle_server_neither_carried_nor_excluded(bundle: Path) -> str:
+    bf.edit_config(bundle, lambda d: d["mcp_bundles"]["gh"]["servers"].append("ghost"))
+    return "mcp_bundles.gh.servers"
+
+
+@case
+def unreferenced_risk_profile(bundle: Path) -> str:
+    bf.edit_config(bundle, lambda d: d["risk_profiles"].update(spare={"level": "full"}))
+    return "risk_profiles.spare"
+
+
+@case
+def unreferenced_provider(bundle: Path) -> str:
+    bf.edit_config(bundle, lambda d: d["providers"]["models"].update(groq={"spare": {"api_key": ""}}))
+    return "providers.models.groq.spare"
+
+
+@case
+def identity_path_dotdot(bundle: Path) -> str:
+    bf.edit_config(bundle, lambda d: _agent(d).update(identity={"format": "aieos", "aieos_path": "../../etc/passwd"}))
+    return "agents.researcher.identity.aieos_path"
+
+
+@case
+def identity_path_under_memory(bundle: Path) -> str:
+    bf.edit_config(bundle, lambda d: _agent(d).update(identity={"format": "aieos", "aieos_path": "memory/brain.db"}))
+    return "agents.researcher.identity.aieos_path"
+
+
+@case
+def skill_directory_absolute(bundle: Path) -> str:
+    bf.edit_config(bundle, lambda d: d["skill_bundles"][bf.SKILL_BUNDLE].update(directory="/etc"))
+    return "skill_bundles.research_tools.directory"
+
+
+@case
+def invalid_value(bundle: Path) -> str:
+    bf.edit_config(bundle, lambda d: d["risk_profiles"]["guarded"].update(level="godmode"))
+    return "risk_profiles.guarded.level"
+
+
+@case
+def deep_toml_arrays(bundle: Path) -> str:
+    bf.write_config_text(bundle, "x = " + "[" * 100 + "]" * 100 + "\n")
+    return "config.toml"
+
+
+@case
+def deep_toml_dotted_keys(bundle: Path) -> str:
+    bf.write_config_text(bundle, "[" + ".".join(f"k{i}" for i in range(80)) + "]\nv = 1\n")
+    return "config.toml"
+
+
+@case
+def deep_toml_inline_tables(bundle: Path) -> str:
+    bf.write_config_text(bundle, "x = " + "{a = " * 70 + "1" + "}" * 70 + "\n")
+    return "config.toml"
+
+
+@case
+def config_not_toml(bundle: Path) -> str:
+    bf.write_config_text(bundle, "[agents.researcher\nmodel_provider = \n")
+    return "config.toml"
+
+
+@case
+def config_not_utf8(bundle: Path) -> str:
+    bf.write_config_text(bundle, b"model = \"\xff\xfe\"\n")
+    return "config.toml"
+
+
+@case
+def config_oversized(bundle: Path) -> str:
+    text = (bundle / "config.toml").read_text() + "# " + "x" * (16 * 1024 * 1024) + "\n"
+    bf.write_config_text(bundle, text)
+    return "config.toml"
+
+
+@case
+def agent_missing_from_fragment(bundle: Path) -> str:
+    bf.edit_manifest(bundle, lambda m: m.update(root_agent="someone_else"))
+    return "agents.someone_else"
