@@ -90,7 +90,9 @@ def write_zip(path: Path, items: list[Item], manifest: bytes | dict[str, Any] | 
             info = zipfile.ZipInfo(item.name, (2026, 1, 1, 0, 0, 0))
             info.create_system = 3
             info.external_attr = item.mode << 16
-            info.compress_type = item.compress if not item.name.endswith("/") else zipfile.ZIP_STORED
+            info.compress_type = (
+                item.compress if not item.name.endswith("/") else zipfile.ZIP_STORED
+            )
             archive.writestr(info, item.data)
         if manifest is not None:
             data = manifest if isinstance(manifest, bytes) else json.dumps(manifest).encode()
@@ -133,7 +135,9 @@ def _encrypted(path: Path) -> str:
     return "files/secret.bin"
 
 
-def _with(extra: list[Item], *, drop: str | None = None, **overrides: Any) -> Callable[[Path], None]:
+def _with(
+    extra: list[Item], *, drop: str | None = None, **overrides: Any
+) -> Callable[[Path], None]:
     def build(path: Path) -> None:
         items = [item for item in base_items() if item.name != drop] + extra
         write_zip(path, items, manifest_for(items, **overrides))
@@ -333,7 +337,7 @@ CASES: dict[str, Case] = {
 
 
 def build(name: str, folder: Path) -> tuple[Path, str]:
-    """Write the hostile zip ``name`` into ``folder``; returns its path and the expected fragment."""
+    """Write the hostile zip ``name`` into ``folder``: its path and the expected fragment."""
     path = folder / f"{name}.zip"
     expect = CASES[name](path)
     return path, expect
@@ -346,8 +350,20 @@ def tree_state(folder: Path) -> dict[str, tuple[str, bytes, int, int]]:
         for name in [*dirs, *files]:
             path = Path(root) / name
             st = path.lstat()
-            kind = "dir" if stat.S_ISDIR(st.st_mode) else "link" if stat.S_ISLNK(st.st_mode) else "file"
-            data = path.read_bytes() if kind == "file" else os.readlink(path).encode() if kind == "link" else b""
+            kind = (
+                "dir"
+                if stat.S_ISDIR(st.st_mode)
+                else "link"
+                if stat.S_ISLNK(st.st_mode)
+                else "file"
+            )
+            data = (
+                path.read_bytes()
+                if kind == "file"
+                else os.readlink(path).encode()
+                if kind == "link"
+                else b""
+            )
             state[str(path.relative_to(folder))] = (kind, data, st.st_mode, st.st_mtime_ns)
     top = folder.lstat()
     state["."] = ("dir", b"", top.st_mode, top.st_mtime_ns)
@@ -361,3 +377,66 @@ def content_state(folder: Path) -> dict[str, tuple[str, bytes, int]]:
         for path, (kind, data, mode, _mtime) in tree_state(folder).items()
         if path != "."
     }
+
+
+# --- homes and the real CLI ------------------------------------------------------------------
+
+
+def clean_env(user_home: Path) -> dict[str, str]:
+    """The environment for a CLI run: no BXAGENTS_* override, ``HOME`` pointing at a test folder."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("BXAGENTS_")}
+    env["HOME"] = str(user_home)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def make_project(tmp_path: Path, *, rows: int = 30) -> tuple[Path, Path]:
+    """A project whose Agent.yaml puts the data home at ``<project>/home``, with a database in
+    WAL-capable rollback mode, files (nested, with modes and an empty folder) and a skill."""
+    project = tmp_path / "project"
+    home = project / "home"
+    for folder in (
+        home / "files" / "notes" / "deep",
+        home / "files" / "empty",
+        home / "skills" / "s1",
+        home / "backups",
+    ):
+        folder.mkdir(parents=True)
+    os.chmod(home, 0o700)
+    (project / "Agent.yaml").write_text("name: demo\ndata:\n  home: ./home\n")
+    conn = sqlite3.connect(home / "chat.db")
+    conn.execute("CREATE TABLE msg(id INTEGER PRIMARY KEY, body TEXT)")
+    conn.executemany("INSERT INTO msg(body) VALUES (?)", [(f"message {i}",) for i in range(rows)])
+    conn.commit()
+    conn.close()
+    (home / "files" / "a.txt").write_text("alpha\n")
+    (home / "files" / "notes" / "b.md").write_bytes(os.urandom(5000))
+    (home / "files" / "notes" / "deep" / "c.bin").write_bytes(bytes(200_000))
+    (home / "files" / "script.sh").write_text("#!/bin/sh\necho hi\n")
+    os.chmod(home / "files" / "script.sh", 0o750)
+    (home / "skills" / "s1" / "SKILL.md").write_text("---\nname: s1\ndescription: d\n---\nbody\n")
+    return project, home
+
+
+def run_cli(*args: str, env: dict[str, str], cwd: Path | None = None) -> Any:
+    """Run ``python -m bundler ARGS`` as a real process; returns the CompletedProcess."""
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "bundler", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=300,
+    )
+
+
+def rows(database: Path) -> int:
+    """Row count of ``msg`` (opened immutable, so nothing is created beside it)."""
+    conn = sqlite3.connect(f"file:{database}?mode=ro&immutable=1", uri=True)
+    try:
+        return int(conn.execute("SELECT count(*) FROM msg").fetchone()[0])
+    finally:
+        conn.close()
