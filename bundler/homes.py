@@ -169,6 +169,14 @@ def resolve_home(project: Path, *, environ: Mapping[str, str] | None = None) -> 
     Raises :class:`InvalidInput` for a bad Agent.yaml, a name that cannot be a folder, or a home
     that is ``/`` or equals or contains the user's home folder.
     """
+    return resolve_home_with_config(project, environ=environ)[0]
+
+
+def resolve_home_with_config(
+    project: Path, *, environ: Mapping[str, str] | None = None
+) -> tuple[HomeResolution, dict[str, Any]]:
+    """:func:`resolve_home` and the validated Agent.yaml it read (empty when absent), so
+    callers that need both read the file once."""
     env: Mapping[str, str] = os.environ if environ is None else environ
     project = Path(os.path.abspath(project))
     user = user_home(env)
@@ -209,7 +217,7 @@ def resolve_home(project: Path, *, environ: Mapping[str, str] | None = None) -> 
     source = RULE_SOURCES[rule]
     if rule == 5 and name is not None:
         source = f"~/.bxagents/{safe_folder_name(name)}, the convention (agent name)"
-    return HomeResolution(home, rule, source, database, name, project)
+    return HomeResolution(home, rule, source, database, name, project), document
 
 
 def _mkdir_private(parent_fd: int, name: str) -> bool:

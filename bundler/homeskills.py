@@ -19,10 +19,10 @@ from typing import Literal
 
 import yaml
 
-from bundler.agentyaml import agent_can_save_skills, load_agent_yaml
+from bundler.agentyaml import agent_can_save_skills
 from bundler.durable import atomic_write, fsync_dir, open_dir
 from bundler.errors import InvalidInput, Refused
-from bundler.homes import HomeResolution, resolve_home
+from bundler.homes import HomeResolution, resolve_home, resolve_home_with_config
 from bundler.names import decode_name, escape_display, has_control_chars
 
 SKILL_NAME_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
@@ -266,9 +266,9 @@ def save_skill(
     characters, content over 20,000 characters. The write is atomic and durable.
     """
     text = render_skill(name, description, content)
-    resolution = resolve_home(project, environ=environ)
+    resolution, document = resolve_home_with_config(project, environ=environ)
     project = Path(os.path.abspath(project))
-    if not agent_can_save_skills(load_agent_yaml(project, required=False)):
+    if not agent_can_save_skills(document):
         raise Refused(
             "Agent.yaml: skills.agentCanSave is false; the agent cannot save skills",
             path="Agent.yaml:skills.agentCanSave",

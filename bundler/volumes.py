@@ -19,10 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from bundler.agentyaml import load_agent_yaml
 from bundler.durable import open_dir
 from bundler.errors import InvalidInput, Refused
-from bundler.homes import HomeResolution, expand_path, is_within, resolve_home, user_home
+from bundler.homes import (
+    HomeResolution,
+    expand_path,
+    is_within,
+    resolve_home_with_config,
+    user_home,
+)
 from bundler.names import escape_display
 
 VOLUME_NAME_RE = re.compile(r"[a-z0-9-]{1,32}")
@@ -177,10 +182,8 @@ def load_volumes(project: Path, *, environ: Mapping[str, str] | None = None) -> 
     ``toolOptions.bxai.allowedPaths`` has no volumes (an empty list). Creates nothing.
     """
     env: Mapping[str, str] = os.environ if environ is None else environ
-    resolution = resolve_home(project, environ=env)
-    project = Path(os.path.abspath(project))
-    document = load_agent_yaml(project, required=False)
-    return volumes_from(document, project, resolution, user_home(env))
+    resolution, document = resolve_home_with_config(project, environ=env)
+    return volumes_from(document, Path(os.path.abspath(project)), resolution, user_home(env))
 
 
 def list_allowed_directories(volumes: list[Volume]) -> list[dict[str, str]]:

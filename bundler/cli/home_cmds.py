@@ -9,10 +9,17 @@ from pathlib import Path
 
 from bundler.cli.output import Output, Result
 from bundler.errors import InvalidInput, Refused, UsageError
-from bundler.homes import home_sizes, init_home, is_writable, resolve_home
+from bundler.homes import (
+    home_sizes,
+    init_home,
+    is_writable,
+    resolve_home,
+    resolve_home_with_config,
+    user_home,
+)
 from bundler.homeskills import save_skill, skills_of
 from bundler.names import escape_display
-from bundler.volumes import list_allowed_directories, load_volumes
+from bundler.volumes import list_allowed_directories, load_volumes, volumes_from
 
 _MAX_SKILL_FILE = 1 << 20
 
@@ -37,8 +44,8 @@ def init(args: argparse.Namespace, out: Output) -> Result:
 def show(args: argparse.Namespace, out: Output) -> Result:
     """``home show``: the admin view (04 §4), paths included. Creates nothing."""
     project = _project(args)
-    resolution = resolve_home(project)
-    volumes = load_volumes(project)
+    resolution, document = resolve_home_with_config(project)
+    volumes = volumes_from(document, project, resolution, user_home(os.environ))
     sizes = home_sizes(resolution)
     writable = is_writable(resolution.home)
     payload = {
