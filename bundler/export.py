@@ -16,6 +16,7 @@ Any failure or signal before the swap removes staging and leaves the destination
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Callable, Mapping, Sequence
@@ -42,7 +43,7 @@ from bundler.manifest import (
     render_manifest,
 )
 from bundler.names import escape_display
-from bundler.publish import MANIFEST_NAME, Admission, Staging, admit
+from bundler.publish import MANIFEST_NAME, Staging, admit
 from bundler.risk import RiskFlag
 from bundler.safefs import (
     SkipCounts,
@@ -252,30 +253,57 @@ def export_agent(
     sweep = _Sweep(Sweeper(targets) if targets else None, scan_secrets)
     if scan_secrets == "off":
         encrypted = 0
-    with admit(out, force=force, protected=protected_paths(config, install_root)) as admission:
+    try:
+        admission = admit(out, force=force, protected=protected_paths(config, install_root))
+    except OSError as err:
+        raise _io_failure(os.fspath(out), "could not examine the destination", err) from err
+    with admission:
         report = ExportReport(
             bundle=admission.dest_path, root_agent=alias, encrypted_not_swept=encrypted
         )
-        staging = admission.stage()
         try:
-            _build(staging, admission, plan, install_root, sweep, report, env, progress)
-            staging.flush()
-            outcome = staging.publish()
+            staging = admission.stage()
+        except OSError as err:
+            raise _io_failure(
+                admission.dest_path, "could not create the staging folder", err
+            ) from err
+        try:
+            try:
+                _build(staging, plan, install_root, sweep, report, env, progress)
+                staging.flush()
+                outcome = staging.publish()
+            except OSError as err:
+                raise _io_failure(admission.dest_path, "could not write the bundle", err) from err
         except BundlerError as err:
-            if not staging.published:
-                report.warnings += staging.abort()
+            leftovers = [] if staging.published else staging.abort()
             err.message = sweep.scrub_message(err.message)
             err.path = sweep.scrub_message(err.path)
+            if leftovers:
+                err.message += f" (cleanup incomplete: {'; '.join(leftovers)})"
             raise
         except BaseException:
             if not staging.published:
-                report.warnings += staging.abort()
+                staging.abort()
             raise
     report.publish_method = outcome.method.value
     report.warnings += outcome.warnings
     report.secret_hits = sweep.hits
     _redact_report(report, sweep)
     return report
+
+
+def _io_failure(dest: str, what: str, err: OSError) -> Refused:
+    """A one-line error for an I/O failure before the swap: the destination is unchanged."""
+    reason = err.strerror or str(err)
+    hint = (
+        "free some space and try again"
+        if err.errno in (errno.ENOSPC, errno.EDQUOT)
+        else "check the disk and try again"
+    )
+    return Refused(
+        f"{what} beside {escape_display(dest)} ({reason}); the destination is unchanged: {hint}",
+        path=dest,
+    )
 
 
 def _redact_report(report: ExportReport, sweep: _Sweep) -> None:
@@ -293,7 +321,6 @@ def _redact_report(report: ExportReport, sweep: _Sweep) -> None:
 
 def _build(
     staging: Staging,
-    admission: Admission,
     plan: ExportPlan,
     install_root: Path,
     sweep: _Sweep,
@@ -305,52 +332,41 @@ def _build(
     root = staging.fd
     extra: list[Dropped] = []
     copy = _Copy(root, install_root, sweep, report, extra, progress)
-    try:
-        carried = copy.skills(plan)
-        copy.workspace(plan)
-        identity_present = plan.identity_path is None or _identity_present(root, plan.identity_path)
-        # finish_plan proves the closure on an otherwise empty install before we write it
-        fragment, dropped, risk_flags = finish_plan(
-            plan, carried, identity_present, extra, FORMAT_VERSION
-        )
-        config_bytes = render_config(fragment)
-        sweep.scan(CONFIG_NAME, config_bytes)
-        config_file = CopiedFile(
-            CONFIG_NAME, len(config_bytes), _write_new(root, CONFIG_NAME, config_bytes)
-        )
-        files = [config_file, *sorted(copy.files, key=lambda f: checksum_sort_key(f.relpath))]
-        checksums = render_checksums((f.xxh3_128, f.relpath) for f in files)
-        _write_new(root, CHECKSUMS_NAME, checksums)
-        report.files = len(files)
-        report.bytes = sum(f.size for f in files)
-        manifest = Manifest(
-            format_version=FORMAT_VERSION,
-            root_agent=plan.alias,
-            required_secrets=list(plan.required_secrets),
-            skill_bundles=carried,
-            provenance=Provenance(
-                exporter=f"bundler {__version__}", exported_at=exported_at(environ)
-            ),
-            contents=Contents(
-                files=report.files,
-                bytes=report.bytes,
-                checksums=CHECKSUMS_NAME,
-                checksums_xxh3_128=xxhash.xxh3_128_hexdigest(checksums),
-            ),
-            dropped=list(dropped),
-            risk_flags=list(risk_flags),
-        )
-        manifest_bytes = render_manifest(manifest)
-        sweep.scan(MANIFEST_NAME, manifest_bytes)
-        _write_new(root, MANIFEST_NAME, manifest_bytes)
-    except BundlerError:
-        raise
-    except OSError as err:
-        raise Refused(
-            f"could not build the bundle beside {escape_display(admission.dest_path)} "
-            f"({err.strerror or err}); the destination is unchanged",
-            path=admission.dest_path,
-        ) from err
+    carried = copy.skills(plan)
+    copy.workspace(plan)
+    identity_present = plan.identity_path is None or _identity_present(root, plan.identity_path)
+    # finish_plan proves the closure on an otherwise empty install before we write it
+    fragment, dropped, risk_flags = finish_plan(
+        plan, carried, identity_present, extra, FORMAT_VERSION
+    )
+    config_bytes = render_config(fragment)
+    sweep.scan(CONFIG_NAME, config_bytes)
+    config_file = CopiedFile(
+        CONFIG_NAME, len(config_bytes), _write_new(root, CONFIG_NAME, config_bytes)
+    )
+    files = [config_file, *sorted(copy.files, key=lambda f: checksum_sort_key(f.relpath))]
+    checksums = render_checksums((f.xxh3_128, f.relpath) for f in files)
+    _write_new(root, CHECKSUMS_NAME, checksums)
+    report.files = len(files)
+    report.bytes = sum(f.size for f in files)
+    manifest = Manifest(
+        format_version=FORMAT_VERSION,
+        root_agent=plan.alias,
+        required_secrets=list(plan.required_secrets),
+        skill_bundles=carried,
+        provenance=Provenance(exporter=f"bundler {__version__}", exported_at=exported_at(environ)),
+        contents=Contents(
+            files=report.files,
+            bytes=report.bytes,
+            checksums=CHECKSUMS_NAME,
+            checksums_xxh3_128=xxhash.xxh3_128_hexdigest(checksums),
+        ),
+        dropped=list(dropped),
+        risk_flags=list(risk_flags),
+    )
+    manifest_bytes = render_manifest(manifest)
+    sweep.scan(MANIFEST_NAME, manifest_bytes)
+    _write_new(root, MANIFEST_NAME, manifest_bytes)
     report.skill_bundles = carried
     report.required_secrets = list(plan.required_secrets)
     report.dropped = list(dropped)

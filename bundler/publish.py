@@ -321,6 +321,7 @@ class Staging:
         self.fd = fd
         self._record_fd = record_fd
         self.published = False
+        self._stranded: str | None = None
 
     @property
     def name(self) -> str:
@@ -376,21 +377,30 @@ class Staging:
         with _signals_deferred():
             self._close_fd()
             parent = self.admission.parent_fd
+            hint = f"run 'bundler recover {escape_display(self.admission.dest_path)}'"
+            if self._stranded is not None:
+                # the staging name holds something that is not ours: never remove it
+                self._release_record()
+                return [self._stranded]
+            retired = retired_name(self.token)
+            if _lstat_at(parent, retired) is not None:
+                # the fallback moved the destination aside and could not move it back
+                try:
+                    _rename_noreplace(parent, retired, self.admission.name)
+                except OSError as err:
+                    self._release_record()
+                    return [f"the previous content is at {retired} ({err.strerror}); {hint}"]
             try:
                 remove_tree_at(parent, self.name)
             except OSError as err:
-                problems.append(
-                    f"could not remove {self.name}: {err.strerror}; "
-                    f"run 'bundler recover {escape_display(self.admission.dest_path)}'"
-                )
+                problems.append(f"could not remove {self.name}: {err.strerror}; {hint}")
             else:
                 try:
                     fsync_dir(parent)
                     os.unlink(record_name(self.token), dir_fd=parent)
                 except OSError as err:
                     problems.append(
-                        f"could not remove {record_name(self.token)}: {err.strerror}; "
-                        f"run 'bundler recover {escape_display(self.admission.dest_path)}'"
+                        f"could not remove {record_name(self.token)}: {err.strerror}; {hint}"
                     )
             self._release_record()
         return problems
@@ -499,7 +509,16 @@ class Staging:
 
     def _exchange_back(self) -> None:
         adm = self.admission
-        renameat2(adm.parent_fd, self.name, adm.parent_fd, adm.name, RENAME_EXCHANGE)
+        try:
+            renameat2(adm.parent_fd, self.name, adm.parent_fd, adm.name, RENAME_EXCHANGE)
+        except OSError as err:
+            # the new bundle stays published and what was at the destination sits under the
+            # staging name: abort must not remove it
+            self._stranded = (
+                f"the destination's previous content could not be put back ({err.strerror}); "
+                f"it is at {self.name}: inspect it before running 'bundler recover'"
+            )
+            raise
 
     def _swap_fallback(self) -> PublishMethod:
         """Two renames (02 §8.3): destination → retired, staging → destination, undo on failure."""
