@@ -1041,13 +1041,11 @@ def import_bundle(
     install_root = Path(os.path.abspath(install_root))
     report = verify_bundle(bundle)
     if not report.ok:
-        first = report.errors[0]
-        more = (
-            f" (and {len(report.errors) - 1} more; see 'bundler bundle verify')"
-            if len(report.errors) > 1
-            else ""
-        )
-        raise InvalidInput(f"bundle failed verification: {first}{more}", path=first.path)
+        # one line naming the first few entries at fault; 'bundle verify' lists every one
+        shown = "; ".join(str(problem) for problem in report.errors[:3])
+        rest = len(report.errors) - 3
+        more = f" (and {rest} more; see 'bundler bundle verify')" if rest > 0 else ""
+        raise InvalidInput(f"bundle failed verification: {shown}{more}", path=report.errors[0].path)
     manifest = report.manifest or {}
     fragment = report.fragment or {}
     required = [p for p in manifest.get("required_secrets", []) if isinstance(p, str)]

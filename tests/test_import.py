@@ -1,0 +1,347 @@
+"""``bundler agents import`` end to end (03 §3): real bundles, real installs, real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import bundlefactory as bf
+import pytest
+from installs import run_cli
+
+from bundler import tomlcompat
+
+ANTHROPIC_KEY = "sk-ant-IMPORTED-key-zqxjvwqzqxjvwq"
+SECRET_ARGS = ["--secret", f"providers.models.anthropic.main.api_key={ANTHROPIC_KEY}"]
+
+
+def run_import(install: Path, *args: str, input_text: str | None = None) -> subprocess.CompletedProcess[str]:
+    return run_cli(["--install", str(install), "agents", "import", *args], input_text=input_text)
+
+
+def snapshot(install: Path) -> dict[str, tuple[Any, ...]]:
+    """Every entry of the install; ``.config.lock`` is the lock protocol's own file (01 §6)."""
+    if not install.exists():
+        return {}
+    return {rel: entry for rel, entry in bf.tree_snapshot(install).items() if rel != ".config.lock"}
+
+
+@pytest.fixture
+def bundle(tmp_path: Path) -> Path:
+    return bf.build_bundle(tmp_path / "bundle")
+
+
+@pytest.fixture
+def empty_install(tmp_path: Path) -> Path:
+    root = tmp_path / "target"
+    root.mkdir()
+    return root
+
+
+def changed_bundle(tmp_path: Path, change: Any, name: str = "changed") -> Path:
+    dest = bf.build_bundle(tmp_path / name)
+    bf.edit_config(dest, change)
+    bf.recompute_flags(dest)
+    bf.reseal(dest)
+    return dest
+
+
+def config_of(install: Path) -> dict[str, Any]:
+    return tomlcompat.loads((install / "config.toml").read_text(encoding="utf-8"))
+
+
+# --------------------------------------------------------------------------- the happy path
+
+
+def test_import_into_empty_install_creates_config_workspace_skills_receipt(bundle: Path, empty_install: Path) -> None:
+    result = run_import(empty_install, str(bundle), "--accept-risks", *SECRET_ARGS, "--json")
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["ok"] is True and document["agent"] == bf.ROOT_AGENT
+    assert "agents.researcher" in document["added"]
+    assert document["secrets_missing"] == ["mcp.servers.github.env.GITHUB_TOKEN", "providers.models.openai.backup.api_key"]
+    receipt = Path(document["receipt"])
+    assert receipt.parent == empty_install / "data" / "state" / "imports"
+    assert receipt.name.endswith(f"-{bf.ROOT_AGENT}.toml")
+    workspace = empty_install / "agents" / bf.ROOT_AGENT / "workspace"
+    for rel, body in bf.WORKSPACE_FILES.items():
+        assert (workspace / rel).read_bytes() == body
+    for rel, body in bf.SKILL_FILES.items():
+        assert (empty_install / "shared" / "skills" / bf.SKILL_BUNDLE / rel).read_bytes() == body
+    assert config_of(empty_install)["providers"]["models"]["anthropic"]["main"]["api_key"] == ANTHROPIC_KEY
+    assert not [name for name in os.listdir(empty_install) if name.startswith(".bundler-import-")]
+
+
+def test_modes_folders_0755_no_group_other_write_no_setuid(tmp_path: Path, empty_install: Path) -> None:
+    bundle = bf.build_bundle(tmp_path / "bundle")
+    risky = bundle / "workspace" / "notes" / "today.md"
+    os.chmod(risky, 0o6777)
+    os.chmod(bundle / "workspace" / "notes", 0o777)
+    bf.reseal(bundle)
+    result = run_import(empty_install, str(bundle), "--accept-risks")
+    assert result.returncode == 0, result.stderr
+    workspace = empty_install / "agents" / bf.ROOT_AGENT / "workspace"
+    assert stat.S_IMODE((workspace / "notes" / "today.md").stat().st_mode) == 0o755
+    for folder in (workspace, workspace / "notes", empty_install / "agents", empty_install / "shared" / "skills" / bf.SKILL_BUNDLE):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o755, folder
+
+
+def test_existing_config_bytes_kept_and_new_entries_appended(bundle: Path, tmp_path: Path) -> None:
+    install = tmp_path / "install"
+    install.mkdir()
+    original = (
+        "# hand-written, keep me\n[agents.lead]  # boss\nmodel_provider = \"openai.prod\"\nrisk_profile = \"strict\"\n\n"
+        "[providers.models.openai.prod]\napi_key = \"sk-local-prod-key-1234567890\"\nmodel = \"gpt\"\n\n"
+        "[risk_profiles.strict]\nlevel   =   \"readonly\"\n"
+    )
+    (install / "config.toml").write_text(original, encoding="utf-8")
+    os.chmod(install / "config.toml", 0o640)
+    result = run_import(install, str(bundle), "--accept-risks")
+    assert result.returncode == 0, result.stderr
+    after = (install / "config.toml").read_text(encoding="utf-8")
+    assert after.startswith(original)
+    assert "[agents.researcher]" in after[len(original) :]
+    assert stat.S_IMODE((install / "config.toml").stat().st_mode) == 0o640
+
+
+def test_dry_run_prints_plan_changes_nothing_lists_missing_mcp_command(tmp_path: Path, empty_install: Path) -> None:
+    def missing_command(data: dict[str, Any]) -> None:
+        data["mcp"]["servers"][0]["command"] = "bundler-test-no-such-command"
+
+    bundle = changed_bundle(tmp_path, missing_command)
+    before = snapshot(empty_install)
+    result = run_import(empty_install, str(bundle), "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert "would import agent researcher" in result.stdout
+    assert "not on PATH: mcp.servers.github.command: bundler-test-no-such-command" in result.stdout
+    assert "secret needed (sent to https://api.anthropic.com): bundler config set providers.models.anthropic.main.api_key" in result.stdout
+    assert "risk process_spawn mcp.servers.github.command" in result.stdout
+    assert f"workspace: {empty_install}/agents/researcher/workspace" in result.stdout
+    assert snapshot(empty_install) == before and not (empty_install / ".config.lock").exists()
+
+
+def test_consent_needed_without_accept_risks_nothing_changed(bundle: Path, empty_install: Path) -> None:
+    result = run_import(empty_install, str(bundle))
+    assert result.returncode == 1
+    assert "risk flag" in result.stderr and "--accept-risks" in result.stderr
+    assert snapshot(empty_install) == {}
+
+
+def test_format_2_memory_restored_into_workspace_memory(tmp_path: Path, empty_install: Path) -> None:
+    bundle = bf.build_bundle(tmp_path / "bundle2", format_version=2)
+    result = run_import(empty_install, str(bundle), "--accept-risks")
+    assert result.returncode == 0, result.stderr
+    memory = empty_install / "agents" / bf.ROOT_AGENT / "workspace" / "memory"
+    assert (memory / "brain.db").read_bytes() == (bundle / "memory" / "brain.db").read_bytes()
+    assert (memory / "MEMORY_SNAPSHOT.md").read_bytes() == b"# core memory\n"
+
+
+def test_unrestricted_filesystem_turned_on_is_audited(tmp_path: Path, empty_install: Path) -> None:
+    def unrestricted(data: dict[str, Any]) -> None:
+        data["agents"][bf.ROOT_AGENT]["workspace"] = {"unrestricted_filesystem": True}
+
+    bundle = changed_bundle(tmp_path, unrestricted)
+    result = run_import(empty_install, str(bundle), "--accept-risks")
+    assert result.returncode == 0, result.stderr
+    lines = (empty_install / "data" / "state" / "config-audit.jsonl").read_text().splitlines()
+    record = json.loads(lines[-1])
+    assert record["path"] == "agents.researcher.workspace.unrestricted_filesystem"
+    assert (record["old"], record["new"], record["via"]) == (False, True, "agents import")
+
+
+# --------------------------------------------------------------------------- collisions
+
+
+def test_same_bundle_twice_reuses_identical_and_namespaces_changed_with_refs_rewritten(
+    bundle: Path, tmp_path: Path, empty_install: Path
+) -> None:
+    assert run_import(empty_install, str(bundle), "--accept-risks").returncode == 0
+    again = run_import(empty_install, str(bundle), "--accept-risks", "--as", "second", "--json")
+    assert again.returncode == 0, again.stderr
+    document = json.loads(again.stdout)
+    assert document["added"] == ["agents.second"] and document["renamed"] == {}
+    assert "providers.models.anthropic.main" in document["reused"]
+    assert "mcp.servers.github" in document["reused"]
+
+    def other_backup(data: dict[str, Any]) -> None:
+        data["providers"]["models"]["openai"]["backup"]["model"] = "gpt-4.1"
+
+    changed = changed_bundle(tmp_path, other_backup)
+    third = run_import(empty_install, str(changed), "--accept-risks", "--as", "third", "--json")
+    assert third.returncode == 0, third.stderr
+    renamed = json.loads(third.stdout)["renamed"]
+    assert renamed == {
+        "providers.models.openai.backup": "providers.models.openai.third-backup",
+        "providers.models.anthropic.main": "providers.models.anthropic.third-main",
+    }
+    config = config_of(empty_install)
+    assert config["agents"]["third"]["model_provider"] == "anthropic.third-main"
+    assert config["providers"]["models"]["anthropic"]["third-main"]["fallback"] == ["openai.third-backup"]
+    assert config["providers"]["models"]["openai"]["backup"]["model"] == "gpt-4o"
+    assert config["agents"]["second"]["model_provider"] == "anthropic.main"
+
+
+def test_bind_to_local_profile_and_local_provider(bundle: Path, tmp_path: Path) -> None:
+    install = tmp_path / "install"
+    install.mkdir()
+    (install / "config.toml").write_text(
+        '[risk_profiles.strict]\nlevel = "readonly"\n\n'
+        '[providers.models.anthropic.prod]\napi_key = "sk-local-prod-key-abcdefgh"\nmodel = "claude"\n',
+        encoding="utf-8",
+    )
+    result = run_import(
+        install, str(bundle), "--accept-risks", "--json",
+        "--bind", "risk_profiles.guarded=strict",
+        "--bind", "providers.models.anthropic.main=anthropic.prod",
+    )
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["bound"] == {
+        "risk_profiles.guarded": "risk_profiles.strict",
+        "providers.models.anthropic.main": "providers.models.anthropic.prod",
+    }
+    agent = config_of(install)["agents"][bf.ROOT_AGENT]
+    assert (agent["risk_profile"], agent["model_provider"]) == ("strict", "anthropic.prod")
+    assert "providers.models.anthropic.main.api_key" not in document["secrets_missing"]
+    assert "guarded" not in config_of(install)["risk_profiles"]
+
+
+def test_missing_bind_target_is_an_error(bundle: Path, empty_install: Path) -> None:
+    result = run_import(empty_install, str(bundle), "--accept-risks", "--bind", "risk_profiles.guarded=nope")
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: --bind risk_profiles.guarded=nope: this install has no risk_profiles entry nope")
+    assert snapshot(empty_install) == {}
+
+
+def test_taken_alias_without_as_is_refused(bundle: Path, empty_install: Path) -> None:
+    assert run_import(empty_install, str(bundle), "--accept-risks").returncode == 0
+    before = snapshot(empty_install)
+    result = run_import(empty_install, str(bundle), "--accept-risks")
+    assert result.returncode == 1
+    assert "researcher is taken" in result.stderr and "--as" in result.stderr
+    assert snapshot(empty_install) == before
+
+
+def test_non_empty_workspace_target_is_refused(bundle: Path, empty_install: Path) -> None:
+    target = empty_install / "agents" / "researcher" / "workspace"
+    target.mkdir(parents=True)
+    (target / "mine.txt").write_text("do not touch\n")
+    before = snapshot(empty_install)
+    result = run_import(empty_install, str(bundle), "--accept-risks")
+    assert result.returncode == 1
+    assert "workspace exists and is not empty" in result.stderr
+    assert snapshot(empty_install) == before
+
+
+def test_empty_workspace_target_is_accepted(bundle: Path, empty_install: Path) -> None:
+    (empty_install / "agents" / "researcher" / "workspace").mkdir(parents=True)
+    result = run_import(empty_install, str(bundle), "--accept-risks")
+    assert result.returncode == 0, result.stderr
+    assert (empty_install / "agents" / "researcher" / "workspace" / "README.md").exists()
+
+
+def test_non_empty_skill_target_is_refused(bundle: Path, empty_install: Path) -> None:
+    (empty_install / "shared" / "skills" / bf.SKILL_BUNDLE / "x").mkdir(parents=True)
+    before = snapshot(empty_install)
+    result = run_import(empty_install, str(bundle), "--accept-risks")
+    assert result.returncode == 1
+    assert f"shared/skills/{bf.SKILL_BUNDLE} exists and is not empty" in result.stderr
+    assert snapshot(empty_install) == before
+
+
+def test_merged_config_invalid_is_refused_with_exit_3(bundle: Path, tmp_path: Path) -> None:
+    install = tmp_path / "install"
+    install.mkdir()
+    # an existing skill bundle already uses the folder the imported one resolves to
+    (install / "config.toml").write_text(f'[skill_bundles.mine]\ndirectory = "shared/skills/{bf.SKILL_BUNDLE}"\n')
+    before = snapshot(install)
+    result = run_import(install, str(bundle), "--accept-risks")
+    assert result.returncode == 3, result.stderr
+    assert "the merged config would be invalid" in result.stderr
+    assert snapshot(install) == before
+
+
+# --------------------------------------------------------------------------- secrets
+
+
+def test_secrets_file_fills_and_group_readable_file_is_refused(bundle: Path, tmp_path: Path, empty_install: Path) -> None:
+    secrets = tmp_path / "secrets.toml"
+    secrets.write_text(f'"providers.models.anthropic.main.api_key" = "{ANTHROPIC_KEY}"\n')
+    os.chmod(secrets, 0o640)
+    refused = run_import(empty_install, str(bundle), "--accept-risks", "--secrets-file", str(secrets))
+    assert refused.returncode == 1 and "readable by group or others" in refused.stderr
+    assert snapshot(empty_install) == {}
+    os.chmod(secrets, 0o600)
+    result = run_import(empty_install, str(bundle), "--accept-risks", "--secrets-file", str(secrets), "--json")
+    assert result.returncode == 0, result.stderr
+    assert "providers.models.anthropic.main.api_key" not in json.loads(result.stdout)["secrets_missing"]
+    assert config_of(empty_install)["providers"]["models"]["anthropic"]["main"]["api_key"] == ANTHROPIC_KEY
+
+
+def test_secret_values_never_leak_to_outputs_or_receipt(bundle: Path, tmp_path: Path, empty_install: Path) -> None:
+    file_secret = "ghp_FROMFILE-zqxjzqxjzqxjzqxjzqxj"
+    secrets = tmp_path / "secrets.toml"
+    secrets.write_text(f'"mcp.servers.github.env.GITHUB_TOKEN" = "{file_secret}"\n')
+    os.chmod(secrets, 0o600)
+    outputs = []
+    for extra in ((), ("--json",)):
+        target = tmp_path / f"target{len(outputs)}"
+        target.mkdir()
+        dry = run_import(target, str(bundle), *SECRET_ARGS, "--secrets-file", str(secrets), "--dry-run", *extra)
+        done = run_import(target, str(bundle), "--accept-risks", *SECRET_ARGS, "--secrets-file", str(secrets), *extra)
+        assert done.returncode == 0, done.stderr
+        outputs += [dry.stdout, dry.stderr, done.stdout, done.stderr]
+        outputs += [p.read_text() for p in (target / "data").rglob("*") if p.is_file()]
+    # a malformed --secret must not echo its value either
+    bad = run_import(empty_install, str(bundle), "--secret", f"not a path={ANTHROPIC_KEY}")
+    outputs += [bad.stdout, bad.stderr]
+    blob = "\n".join(outputs)
+    assert ANTHROPIC_KEY not in blob and file_secret not in blob
+    assert "command lines are visible" in blob or "visible to other users" in blob
+
+
+def test_unknown_secret_path_is_a_usage_error(bundle: Path, empty_install: Path) -> None:
+    result = run_import(empty_install, str(bundle), "--secret", "providers.models.openai.nope.api_key=x")
+    assert result.returncode == 2
+    assert "not a required secret" in result.stderr
+
+
+# --------------------------------------------------------------------------- hostile bundles
+
+
+def test_hostile_bundles_refused_by_import_install_byte_identical(tmp_path: Path) -> None:
+    import hostile_bundles
+
+    install = tmp_path / "install"
+    install.mkdir()
+    (install / "config.toml").write_text('[risk_profiles.mine]\nlevel = "readonly"\n')
+    before = snapshot(install)
+    good = bf.build_bundle(tmp_path / "good")
+    failures = []
+    for name, make in sorted(hostile_bundles.CASES.items()):
+        copy = tmp_path / f"h-{name}"
+        shutil.copytree(good, copy, symlinks=True)
+        expected = make(copy)
+        result = run_import(install, str(copy), "--accept-risks")
+        ok = (
+            result.returncode in (1, 3)
+            and "Traceback" not in result.stderr
+            and result.stderr.startswith("error: ")
+            and len(result.stderr.splitlines()) == 1
+            and expected in result.stderr
+        )
+        if not ok:
+            failures.append((name, result.returncode, result.stderr[-300:]))
+        assert snapshot(install) == before, name
+    assert not failures, failures
+    assert len(hostile_bundles.CASES) >= 30
+
+
+def test_usage_errors(bundle: Path, empty_install: Path) -> None:
+    assert run_import(empty_install).returncode == 2
+    assert run_import(empty_install, str(bundle), "--undo", "x.toml").returncode == 2
