@@ -51,6 +51,14 @@ class SkillInfo:
         return {"name": self.name, "description": self.description, "origin": self.origin}
 
 
+@dataclass(frozen=True)
+class SavedSkill:
+    """What :func:`save_skill` did: the skill, and warnings for a failure after the commit."""
+
+    skill: SkillInfo
+    warnings: list[str]
+
+
 def _open_level(base: Path, *parts: str) -> int | None:
     """Open ``base/parts...`` with no link followed below ``base``; None when absent."""
     try:
@@ -257,13 +265,15 @@ def save_skill(
     content: str,
     *,
     environ: Mapping[str, str] | None = None,
-) -> SkillInfo:
+) -> SavedSkill:
     """Write the agent skill ``<home>/skills/<name>/SKILL.md`` with every limit of 04 §3.
 
     Refused (exit 1): ``skills.agentCanSave: false``; a name an installed or project skill
     has; a 51st agent skill (replacing one is always allowed); a home that does not exist.
     Invalid (exit 3): a bad name, a description over 500 characters or with control
-    characters, content over 20,000 characters. The write is atomic and durable.
+    characters, content over 20,000 characters. The write is atomic and durable; a failure
+    before the rename leaves the previous SKILL.md and is refused, a failure of the fsync after
+    it is a warning in the answer (the skill is saved, 05 §2).
     """
     text = render_skill(name, description, content)
     resolution, document = resolve_home_with_config(project, environ=environ)
@@ -286,13 +296,33 @@ def save_skill(
             "run 'bundler home init' first",
             path=str(resolution.home),
         ) from None
+    data = text.encode("utf-8")
+    saved = SkillInfo(name, description, "agent")
     try:
-        skills_fd, made = _open_or_make(home_fd, "skills", "skills/")
-        if made:
-            fsync_dir(home_fd)
+        _write_skill(home_fd, name, data)
+    except OSError as err:
+        reason = os.strerror(err.errno or errno.EIO)
+        if _holds(home_fd, name, data):
+            # the rename (the commit point) happened; only a later fsync failed
+            warning = f"skill {name}: saved, but flushing it to disk failed ({reason})"
+            return SavedSkill(saved, [warning])
+        raise Refused(
+            f"skill {name}: could not be written ({reason}); the previous SKILL.md, if any, "
+            "is intact",
+            path=f"skills/{name}",
+        ) from None
     finally:
         os.close(home_fd)
+    return SavedSkill(saved, [])
+
+
+def _write_skill(home_fd: int, name: str, data: bytes) -> None:
+    """``skills/<name>/SKILL.md`` below ``home_fd``: folders made 0700 and fsynced, the file
+    written by :func:`~bundler.durable.atomic_write`. OSError passes through."""
+    skills_fd, made = _open_or_make(home_fd, "skills", "skills/")
     try:
+        if made:
+            fsync_dir(home_fd)
         own = _own_skill_names(skills_fd)
         if name not in own and len(own) >= MAX_AGENT_SKILLS:
             raise Refused(
@@ -301,18 +331,29 @@ def save_skill(
                 path=f"skills/{name}",
             )
         folder_fd, made = _open_or_make(skills_fd, name, f"skills/{name}")
-        if made:
-            fsync_dir(skills_fd)
         try:
-            atomic_write(folder_fd, SKILL_FILE, text.encode("utf-8"), mode=0o600)
-        except OSError as err:
-            raise Refused(
-                f"skill {name}: could not be written ({os.strerror(err.errno or errno.EIO)}); "
-                "the previous SKILL.md, if any, is intact",
-                path=f"skills/{name}",
-            ) from None
+            if made:
+                fsync_dir(skills_fd)
+            atomic_write(folder_fd, SKILL_FILE, data, mode=0o600)
         finally:
             os.close(folder_fd)
     finally:
         os.close(skills_fd)
-    return SkillInfo(name, description, "agent")
+
+
+def _holds(home_fd: int, name: str, data: bytes) -> bool:
+    """Whether ``skills/<name>/SKILL.md`` holds exactly ``data`` (read without following)."""
+    try:
+        fd = os.open(
+            f"skills/{name}/{SKILL_FILE}",
+            os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC,
+            dir_fd=home_fd,
+        )
+    except OSError:
+        return False
+    try:
+        return os.read(fd, len(data) + 1) == data
+    except OSError:
+        return False
+    finally:
+        os.close(fd)

@@ -111,8 +111,9 @@ def skills(args: argparse.Namespace, out: Output) -> Result:
             raise UsageError("home skills save needs NAME, --description TEXT and --file FILE")
         saved = save_skill(project, args.name, args.description, _read_skill_file(args.file))
         return Result(
-            payload={"saved": saved.as_json()},
-            text=[f"saved agent skill {saved.name}"] if not out.quiet else [],
+            payload={"saved": saved.skill.as_json()},
+            text=[f"saved agent skill {saved.skill.name}"] if not out.quiet else [],
+            warnings=saved.warnings,
         )
     if args.name or args.description is not None or args.file:
         raise UsageError("NAME, --description and --file are for 'home skills save'")
