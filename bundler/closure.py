@@ -543,16 +543,22 @@ class _Planner:
             prune_defaults(entry, self.node("mcp_bundles", alias))
 
     def first_servers(self, wanted: set[str]) -> dict[str, Mapping[str, Any]]:
-        """The first ``mcp.servers`` entry of each wanted name; stops once all are found."""
+        """The first ``mcp.servers`` entry of each wanted name; stops once all are found.
+
+        This is the one loop over a config-sized list, so it is kept tight: ``dict`` checks
+        (TOML tables load as dicts) instead of the much slower abstract ``Mapping`` check.
+        """
         found: dict[str, Mapping[str, Any]] = {}
-        if not wanted:
+        pending = set(wanted)
+        if not pending:
             return found
         for server in _list(_table(self.config.get("mcp")).get("servers")):
-            if isinstance(server, Mapping):
+            if isinstance(server, dict):
                 name = server.get("name")
-                if isinstance(name, str) and name in wanted and name not in found:
+                if type(name) is str and name in pending:
                     found[name] = server
-                    if len(found) == len(wanted):
+                    pending.discard(name)
+                    if not pending:
                         break
         return found
 

@@ -280,7 +280,14 @@ class Sweeper:
         self._owners = owners
         self._patterns = sorted(owners, key=len, reverse=True)
         self.max_length = max((len(p) for p in self._patterns), default=0)
+        self.min_length = min((len(p) for p in self._patterns), default=0)
         self._regex = re.compile(_trie_regex(self._patterns)) if self._patterns else None
+        # Prefilter: every byte of every pattern belongs to a small alphabet, so a match lies
+        # inside a run of at least min_length such bytes. ``bytes.translate`` marks them and
+        # ``bytes.find`` jumps between runs at C speed; the (slow) regex only sees the runs.
+        alphabet = {byte for pattern in self._patterns for byte in pattern}
+        self._mask = bytes(1 if byte in alphabet else 0 for byte in range(256))
+        self._run = b"\x01" * self.min_length
 
     @property
     def empty(self) -> bool:
@@ -290,23 +297,39 @@ class Sweeper:
     def _scan(
         self, name: str, data: bytes | memoryview, found: dict[tuple[str, str], None]
     ) -> None:
-        regex = self._regex
-        if regex is None:
+        if self._regex is None or len(data) < self.min_length:
             return
-        position = 0
+        buffer = data if isinstance(data, bytes) else bytes(data)
+        mask = buffer.translate(self._mask)
+        position, size = 0, len(mask)
         while True:
-            match = regex.search(data, position)
+            start = mask.find(self._run, position)
+            if start < 0:
+                return
+            end = mask.find(b"\x00", start + self.min_length)
+            end = size if end < 0 else end
+            self._scan_run(buffer, start, end, found)
+            position = end
+
+    def _scan_run(
+        self, buffer: bytes, start: int, end: int, found: dict[tuple[str, str], None]
+    ) -> None:
+        regex = self._regex
+        assert regex is not None
+        position = start
+        while True:
+            match = regex.search(buffer, position, end)
             if match is None:
                 return
-            start = match.start()
+            at = match.start()
             # The regex reports the longest pattern at this start; any shorter pattern that
             # also starts here (a secret contained in another) is found by checking them all.
-            window = bytes(data[start : start + self.max_length])
+            window = buffer[at : min(at + self.max_length, end)]
             for pattern in self._patterns:
                 if window.startswith(pattern):
                     for owner in self._owners[pattern]:
                         found[owner] = None
-            position = start + 1
+            position = at + 1
 
     def scan_bytes(self, name: str, data: bytes | memoryview) -> list[Hit]:
         """Every secret found in ``data`` (the bytes, or the relative path, of ``name``)."""
