@@ -410,3 +410,56 @@ def test_resolve_leaks_no_descriptor(jail: list[Volume], setup: Setup) -> None:
         with pytest.raises(JailError):
             resolve("notes:nope/x", "write", jail)
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+# --- racing the jail --------------------------------------------------------------------------
+
+_RACER = """
+import os, sys
+volume, outside = sys.argv[1], sys.argv[2]
+sub, real = os.path.join(volume, "sub"), os.path.join(volume, "sub.real")
+leaf = os.path.join(real, "file.txt")
+while True:
+    os.rename(sub, real)
+    os.symlink(outside, sub)
+    os.rename(leaf, leaf + ".kept")
+    os.symlink(os.path.join(outside, "file.txt"), leaf)
+    os.unlink(sub)
+    os.rename(real, sub)
+    os.unlink(os.path.join(sub, "file.txt"))
+    os.rename(os.path.join(sub, "file.txt.kept"), os.path.join(sub, "file.txt"))
+"""
+
+
+@pytest.mark.slow
+def test_swapping_folders_and_files_for_links_never_leaks_outside(setup: Setup) -> None:
+    """06 §3 R3 for the jail: a process swaps ``sub`` for a link to the outside folder and
+    ``sub/file.txt`` for a link to an outside file, in a loop; every read either answers the
+    volume's own bytes or is refused."""
+    import subprocess
+    import sys
+
+    iterations = int(os.environ.get("BUNDLER_SLOW_SAMPLE") or 3000)
+    (setup.notes / "sub").mkdir()
+    (setup.notes / "sub" / "file.txt").write_bytes(b"inside")
+    (setup.outside / "file.txt").write_bytes(SECRET)
+    volume_yaml(setup, f"  notes:\n    path: {setup.notes}\n    mode: rw\n")
+    volumes = setup.volumes()
+    racer = subprocess.Popen([sys.executable, "-c", _RACER, str(setup.notes), str(setup.outside)])
+    answers = {"inside": 0, "refused": 0}
+    try:
+        for _ in range(iterations):
+            try:
+                data = read("notes:sub/file.txt", volumes)
+            except (JailError, OSError):
+                answers["refused"] += 1
+                continue
+            assert data == b"inside", "a read through the jail answered bytes from outside"
+            answers["inside"] += 1
+        racing = racer.poll() is None
+    finally:
+        racer.kill()
+        racer.wait()
+    assert racing, "the racer stopped early, so nothing was raced"
+    assert answers["inside"] + answers["refused"] == iterations
+    print(answers)
