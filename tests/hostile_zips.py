@@ -15,6 +15,7 @@ import sqlite3
 import stat
 import struct
 import tempfile
+import warnings
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -85,7 +86,8 @@ def manifest_for(items: list[Item], **overrides: Any) -> dict[str, Any]:
 
 def write_zip(path: Path, items: list[Item], manifest: bytes | dict[str, Any] | None) -> None:
     """Write ``items`` and (unless None) ``manifest`` as backup.json into a zip at ``path``."""
-    with zipfile.ZipFile(path, "w") as archive:
+    with zipfile.ZipFile(path, "w") as archive, warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # duplicate names are the point of some cases
         for item in items:
             info = zipfile.ZipInfo(item.name, (2026, 1, 1, 0, 0, 0))
             info.create_system = 3
