@@ -38,6 +38,8 @@ DEFAULT_CLOSED = "default_closed"
 PRIVATE_DATA = "private_data"
 NOT_YET_PORTABLE = "not_yet_portable"
 SOURCE_MISSING = "source_missing"
+_UNKNOWN_KEY_DETAIL = "the schema does not describe this key, so it cannot be checked for secrets"
+
 __all__ = [
     "Dropped",
     "ExportPlan",
@@ -184,7 +186,9 @@ def _same(value: Any, default: Any) -> bool:
     if isinstance(value, dict):
         return value.keys() == default.keys() and all(_same(value[k], default[k]) for k in value)
     if isinstance(value, list):
-        return len(value) == len(default) and all(_same(a, b) for a, b in zip(value, default))
+        return len(value) == len(default) and all(
+            _same(a, b) for a, b in zip(value, default, strict=True)
+        )
     return bool(value == default)
 
 
@@ -255,7 +259,7 @@ class _Planner:
                     self.drop(
                         (*segments, key),
                         NOT_YET_PORTABLE,
-                        "the schema does not describe this key, so it cannot be checked for secrets",
+                        _UNKNOWN_KEY_DETAIL,
                     )
             elif (
                 isinstance(entry[key], dict)
@@ -283,7 +287,7 @@ class _Planner:
         source = _table(self.config.get("agents")).get(self.alias)
         if not isinstance(source, Mapping):
             raise Refused(
-                f"unknown agent {format_path([self.alias])}: no [agents.{format_path([self.alias])}] in the config",
+                f"unknown agent {format_path([self.alias])}: the config has no such agent",
                 path=format_path(["agents", self.alias]),
             )
         entry = copy.deepcopy(dict(source))
@@ -360,7 +364,8 @@ class _Planner:
             return None  # malformed: carried as is, and validation of the closure names it
         if not self.family_known(category, parts[0]):
             raise InvalidInput(
-                f"{format_path(where)}: unknown provider family {format_path([parts[0]])} in providers.{category}",
+                f"{format_path(where)}: unknown provider family "
+                f"{format_path([parts[0]])} in providers.{category}",
                 path=format_path(where),
             )
         return parts
@@ -426,7 +431,8 @@ class _Planner:
                     self.drop(
                         path,
                         SOURCE_MISSING,
-                        f"beyond MAX_FALLBACK_DEPTH ({MAX_FALLBACK_DEPTH}): the runtime never follows it",
+                        f"beyond MAX_FALLBACK_DEPTH ({MAX_FALLBACK_DEPTH}): "
+                        "the runtime never follows it",
                         index=i,
                     )
                     continue
@@ -482,7 +488,8 @@ class _Planner:
             self.drop(
                 ("skill_bundles", name),
                 HOST_SPECIFIC,
-                "the alias is not a portable folder name: rename the bundle; its content was not copied",
+                "the alias is not a portable folder name: rename the bundle; "
+                "its content was not copied",
             )
             return None
         if not inside:
@@ -534,7 +541,8 @@ class _Planner:
                     self.drop(
                         ("mcp_bundles", alias, "servers"),
                         SOURCE_MISSING,
-                        "names no MCP server of this install; removed so a same-named server on the target is not granted by accident",
+                        "names no MCP server of this install; removed so a same-named "
+                        "server on the target is not granted by accident",
                         index=i,
                     )
                     continue
@@ -569,7 +577,8 @@ class _Planner:
         base = ("agents", self.alias)
         if not is_portable_alias(self.alias):
             self.warnings.append(
-                f"agent alias {format_path([self.alias])} is not a portable alias: the target will refuse to import it under this name (use --as)"
+                f"agent alias {format_path([self.alias])} is not a portable alias: the target "
+                "will refuse to import it under this name (use --as)"
             )
         identity_path = self.identity(agent)
         risk = agent.get("risk_profile")
@@ -609,7 +618,8 @@ class _Planner:
         ciphertext = find_ciphertext(self.fragment)
         if ciphertext:
             raise Refused(
-                f"{ciphertext[0]} holds an encrypted value (enc:/enc2:) outside a secret field: it cannot travel; clear or move it and export again",
+                f"{ciphertext[0]} holds an encrypted value (enc:/enc2:) outside a secret field: "
+                "it cannot travel; clear or move it and export again",
                 path=ciphertext[0],
             )
         workspace_path = _table(agent_source_workspace(self.config, self.alias)).get("path")

@@ -65,7 +65,7 @@ _SUMMARY_TOP = (
 
 @dataclass(frozen=True)
 class Dropped:
-    """Something populated that does not travel: a config or bundle path, a reason, a detail (02 §3)."""
+    """Something populated that stays behind: a config or bundle path, reason, detail (02 §3)."""
 
     path: str
     reason: str
@@ -306,7 +306,7 @@ def render_config(fragment: Mapping[str, Any]) -> bytes:
 
 
 def checksum_sort_key(path: str) -> tuple[bytes, ...]:
-    """Depth-first order with each folder's names sorted by bytes: ``a/c`` before ``a-b`` (02 §9.2)."""
+    """Depth-first, each folder's names sorted by bytes: ``a/c`` before ``a-b`` (02 §9.2)."""
     return tuple(path.encode("utf-8", "surrogateescape").split(b"/"))
 
 

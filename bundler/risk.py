@@ -145,13 +145,15 @@ def _risk_profile_flags(alias: str, profile: Mapping[str, Any], out: list[RiskFl
         add(
             ENV_PASSTHROUGH,
             "shell_env_passthrough",
-            f"environment variables passed to commands: {_listing(profile.get('shell_env_passthrough'))}",
+            "environment variables passed to commands: "
+            + _listing(profile.get("shell_env_passthrough")),
         )
     if _nonempty(profile.get("allowed_roots")):
         add(
             EXTRA_FILESYSTEM_ROOTS,
             "allowed_roots",
-            f"folders outside the workspace the agent may use: {_listing(profile.get('allowed_roots'))}",
+            "folders outside the workspace the agent may use: "
+            + _listing(profile.get("allowed_roots")),
         )
     if _table(profile.get("delegation_policy")).get("mode") == "allow":
         add(
@@ -311,7 +313,8 @@ def compute_risk_flags(
             RiskFlag(
                 CARRIED_SKILLS,
                 format_path(["skill_bundles", bundle]),
-                "skill files (scripts, references, assets) travel in the bundle and can run on the target",
+                "skill files (scripts, references, assets) travel in the bundle "
+                "and can run on the target",
             )
         )
     if format_version == 2:

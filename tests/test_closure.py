@@ -835,7 +835,8 @@ def test_quoted_required_secret_path_is_accepted_by_config_set(tmp_path: Path) -
 
     text = (
         MINIMAL_CONFIG
-        + '\n[providers.models.anthropic.main.extra_headers]\n"X-Org.Id" = "org-secret-0000000000"\n'
+        + "\n[providers.models.anthropic.main.extra_headers]\n"
+        + '"X-Org.Id" = "org-secret-0000000000"\n'
     )
     root = make_install(tmp_path, text)
     config = loads(text)

@@ -128,7 +128,8 @@ def test_process_spawn_repeats_command_and_args_verbatim() -> None:
     assert flag == RiskFlag(
         "process_spawn",
         "mcp.servers.github.command",
-        "starts a local process on the target host: npx -y @modelcontextprotocol/server-github --flag=a b",
+        "starts a local process on the target host: "
+        "npx -y @modelcontextprotocol/server-github --flag=a b",
     )
 
 

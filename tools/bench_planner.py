@@ -196,7 +196,8 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     big, small, ratio = measure_planner(args.repeat, args.inner)
     print(
-        f"P5 planning: 5,000-agent config {big * 1e3:.3f} ms, 50-agent config {small * 1e3:.3f} ms, ratio {ratio:.2f}x (bar <= 3x, goal <= 1.5x)"
+        f"P5 planning: 5,000-agent config {big * 1e3:.3f} ms, "
+        f"50-agent config {small * 1e3:.3f} ms, ratio {ratio:.2f}x (bar <= 3x, goal <= 1.5x)"
     )
     if args.sweep:
         for kind in ("random", "text"):
