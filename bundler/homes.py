@@ -259,6 +259,20 @@ def _make_home(home: Path) -> list[str]:
     return made
 
 
+def _remove_stale_temporaries(dir_fd: int, name: str) -> None:
+    """Remove ``.<name>.tmp-*`` regular files a killed earlier :func:`_write_once` left."""
+    prefix = f".{name}.tmp-"
+    with os.scandir(dir_fd) as entries:
+        stale = [
+            e.name
+            for e in entries
+            if e.name.startswith(prefix) and e.is_file(follow_symlinks=False)
+        ]
+    for entry in stale:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(entry, dir_fd=dir_fd)
+
+
 def _write_once(dir_fd: int, name: str, data: bytes) -> bool:
     """Write ``name`` durably unless it exists; never replaces (a link, not a rename, puts it in
     place, so a file made meanwhile by someone else wins). True when written."""
@@ -317,6 +331,7 @@ def init_home(resolution: HomeResolution) -> list[str]:
         for folder in FOLDERS:
             if _mkdir_private(home_fd, folder):
                 actions.append(f"created {folder}/ (0700)")
+        _remove_stale_temporaries(home_fd, README_NAME)
         if _write_once(home_fd, README_NAME, README_TEXT.encode("utf-8")):
             actions.append(f"wrote {README_NAME}")
         fsync_dir(home_fd)
