@@ -50,7 +50,9 @@ FRAGMENT: dict[str, Any] = {
     },
     "providers": {
         "models": {
-            "anthropic": {"main": {"api_key": "", "model": "claude-sonnet", "fallback": ["openai.backup"]}},
+            "anthropic": {
+                "main": {"api_key": "", "model": "claude-sonnet", "fallback": ["openai.backup"]}
+            },
             "openai": {"backup": {"api_key": "", "model": "gpt-4o"}},
         }
     },
@@ -108,7 +110,9 @@ def _write_store(path: Path) -> None:
     conn = sqlite3.connect(path)
     try:
         conn.execute("CREATE TABLE memories (id INTEGER PRIMARY KEY, body TEXT)")
-        conn.executemany("INSERT INTO memories (body) VALUES (?)", [(f"memory {i}",) for i in range(50)])
+        conn.executemany(
+            "INSERT INTO memories (body) VALUES (?)", [(f"memory {i}",) for i in range(50)]
+        )
         conn.commit()
     finally:
         conn.close()
@@ -198,7 +202,9 @@ def recompute_flags(bundle: Path) -> None:
 
     manifest = read_manifest(bundle)
     data = tomlcompat.loads((bundle / "config.toml").read_text(encoding="utf-8"))
-    flags = compute_risk_flags(data, manifest.get("skill_bundles", []), manifest["format_version"], manifest["root_agent"])
+    flags = compute_risk_flags(
+        data, manifest.get("skill_bundles", []), manifest["format_version"], manifest["root_agent"]
+    )
     manifest["risk_flags"] = [flag.as_dict() for flag in flags]
     write_manifest(bundle, manifest)
 
@@ -206,7 +212,9 @@ def recompute_flags(bundle: Path) -> None:
 # --------------------------------------------------------------------------- the good bundle
 
 
-def build_bundle(dest: Path, *, format_version: int = 1, config: dict[str, Any] | None = None) -> Path:
+def build_bundle(
+    dest: Path, *, format_version: int = 1, config: dict[str, Any] | None = None
+) -> Path:
     """Write a valid bundle of agent ``researcher`` at ``dest`` (which must not exist)."""
     from bundler.risk import compute_risk_flags
 
@@ -233,13 +241,25 @@ def build_bundle(dest: Path, *, format_version: int = 1, config: dict[str, Any] 
         "dropped": []
         if format_version == 2
         else [
-            {"path": "workspace/MEMORY_SNAPSHOT.md", "reason": "private_data", "detail": "always (format 1)"},
-            {"path": "workspace/memory", "reason": "not_yet_portable", "detail": "always (format 1)"},
+            {
+                "path": "workspace/MEMORY_SNAPSHOT.md",
+                "reason": "private_data",
+                "detail": "always (format 1)",
+            },
+            {
+                "path": "workspace/memory",
+                "reason": "not_yet_portable",
+                "detail": "always (format 1)",
+            },
         ],
         "risk_flags": [flag.as_dict() for flag in flags],
     }
     if format_version == 2:
-        manifest["memory"] = {"backend": "sqlite", "store": "memory/brain.db", "snapshot_at": "2026-11-29T14:00:00Z"}
+        manifest["memory"] = {
+            "backend": "sqlite",
+            "store": "memory/brain.db",
+            "snapshot_at": "2026-11-29T14:00:00Z",
+        }
     write_manifest(dest, manifest)
     reseal(dest)
     return dest
@@ -302,7 +322,11 @@ def write_install(root: Path, *, memory: bool = False) -> Path:
     for rel, body in WORKSPACE_FILES.items():
         _write(workspace / rel, body)
     for rel, body in SKILL_FILES.items():
-        _write(root / "shared" / "skills" / SKILL_BUNDLE / rel, body, 0o755 if rel.endswith(".sh") else 0o644)
+        _write(
+            root / "shared" / "skills" / SKILL_BUNDLE / rel,
+            body,
+            0o755 if rel.endswith(".sh") else 0o644,
+        )
     if memory:
         _write_store(workspace / "memory" / "brain.db")
         _write(workspace / "MEMORY_SNAPSHOT.md", b"# core memory\n")
@@ -313,7 +337,13 @@ def export_bundle(install: Path, out: Path, *, include_memory: bool = False) -> 
     """Export ``researcher`` of ``install`` to ``out`` with the real exporter (in process)."""
     from bundler.export import export_agent
 
-    export_agent(install, ROOT_AGENT, out, include_memory=include_memory, environ={"SOURCE_DATE_EPOCH": "1700000000"})
+    export_agent(
+        install,
+        ROOT_AGENT,
+        out,
+        include_memory=include_memory,
+        environ={"SOURCE_DATE_EPOCH": "1700000000"},
+    )
     return out
 
 
@@ -334,7 +364,14 @@ def tree_snapshot(root: Path) -> dict[str, tuple[Any, ...]]:
             if stat.S_ISLNK(st.st_mode):
                 snap[rel] = ("link", os.readlink(path))
             elif stat.S_ISREG(st.st_mode):
-                snap[rel] = ("file", st.st_mode, st.st_size, st.st_mtime_ns, st.st_ino, path.read_bytes())
+                snap[rel] = (
+                    "file",
+                    st.st_mode,
+                    st.st_size,
+                    st.st_mtime_ns,
+                    st.st_ino,
+                    path.read_bytes(),
+                )
             else:
                 snap[rel] = ("other", st.st_mode, st.st_mtime_ns, st.st_ino)
     return snap

@@ -48,7 +48,9 @@ def _agent(data: dict[str, Any]) -> dict[str, Any]:
 @case
 def swapped_checksums(bundle: Path) -> str:
     lines = (bundle / bf.CHECKSUMS).read_text().splitlines(keepends=True)
-    first, second = (i for i, line in enumerate(lines) if line.endswith(("README.md\n", "today.md\n")))
+    first, second = (
+        i for i, line in enumerate(lines) if line.endswith(("README.md\n", "today.md\n"))
+    )
     digest_a, digest_b = lines[first][:32], lines[second][:32]
     lines[first], lines[second] = digest_b + lines[first][32:], digest_a + lines[second][32:]
     raw = "".join(lines).encode()
@@ -172,7 +174,10 @@ def root_agent_not_portable(bundle: Path) -> str:
 
 @case
 def risk_flags_omit_grant(bundle: Path) -> str:
-    bf.edit_manifest(bundle, lambda m: m.update(risk_flags=[f for f in m["risk_flags"] if f["kind"] != "process_spawn"]))
+    bf.edit_manifest(
+        bundle,
+        lambda m: m.update(risk_flags=[f for f in m["risk_flags"] if f["kind"] != "process_spawn"]),
+    )
     return "process_spawn"
 
 
@@ -202,13 +207,17 @@ def skill_bundles_claims_absent(bundle: Path) -> str:
 
 @case
 def required_secret_not_secret(bundle: Path) -> str:
-    bf.edit_manifest(bundle, lambda m: m["required_secrets"].append("providers.models.anthropic.main.model"))
+    bf.edit_manifest(
+        bundle, lambda m: m["required_secrets"].append("providers.models.anthropic.main.model")
+    )
     return "required_secrets"
 
 
 @case
 def required_secret_absent(bundle: Path) -> str:
-    bf.edit_manifest(bundle, lambda m: m["required_secrets"].append("providers.models.openai.nowhere.api_key"))
+    bf.edit_manifest(
+        bundle, lambda m: m["required_secrets"].append("providers.models.openai.nowhere.api_key")
+    )
     return "required_secrets"
 
 
@@ -237,7 +246,11 @@ def _make_format_2(bundle: Path) -> None:
 
     def change(manifest: dict[str, Any]) -> None:
         manifest["format_version"] = 2
-        manifest["memory"] = {"backend": "sqlite", "store": "memory/brain.db", "snapshot_at": "2026-11-29T14:00:00Z"}
+        manifest["memory"] = {
+            "backend": "sqlite",
+            "store": "memory/brain.db",
+            "snapshot_at": "2026-11-29T14:00:00Z",
+        }
         manifest["dropped"] = []
 
     bf.edit_manifest(bundle, change)
@@ -381,7 +394,13 @@ def control_character_in_name(bundle: Path) -> str:
 
 @case
 def invalid_utf8_name(bundle: Path) -> str:
-    os.close(os.open(os.path.join(os.fsencode(bundle / "workspace"), b"bad\xffname"), os.O_CREAT | os.O_WRONLY, 0o644))
+    os.close(
+        os.open(
+            os.path.join(os.fsencode(bundle / "workspace"), b"bad\xffname"),
+            os.O_CREAT | os.O_WRONLY,
+            0o644,
+        )
+    )
     return "workspace/bad\\xffname"
 
 
@@ -436,7 +455,12 @@ def million_and_one_entries(bundle: Path) -> str:
 
 @case
 def second_agent_hidden(bundle: Path) -> str:
-    bf.edit_config(bundle, lambda d: d["agents"].update(intruder={"model_provider": "anthropic.main", "risk_profile": "guarded"}))
+    bf.edit_config(
+        bundle,
+        lambda d: d["agents"].update(
+            intruder={"model_provider": "anthropic.main", "risk_profile": "guarded"}
+        ),
+    )
     return "agents.intruder"
 
 
@@ -448,7 +472,10 @@ def reference_outside_fragment(bundle: Path) -> str:
 
 @case
 def fallback_outside_fragment(bundle: Path) -> str:
-    bf.edit_config(bundle, lambda d: d["providers"]["models"]["anthropic"]["main"]["fallback"].append("openai.gone"))
+    bf.edit_config(
+        bundle,
+        lambda d: d["providers"]["models"]["anthropic"]["main"]["fallback"].append("openai.gone"),
+    )
     return "providers.models.anthropic.main.fallback"
 
 
@@ -460,7 +487,9 @@ def workspace_path_smuggled(bundle: Path) -> str:
 
 @case
 def workspace_access_smuggled(bundle: Path) -> str:
-    bf.edit_config(bundle, lambda d: _agent(d).update(workspace={"access": {"other": "read_write"}}))
+    bf.edit_config(
+        bundle, lambda d: _agent(d).update(workspace={"access": {"other": "read_write"}})
+    )
     return "agents.researcher.workspace.access"
 
 
@@ -496,7 +525,12 @@ def agent_a2a_smuggled(bundle: Path) -> str:
 
 @case
 def approval_route_smuggled(bundle: Path) -> str:
-    bf.edit_config(bundle, lambda d: d["risk_profiles"]["guarded"].update(approval_route={"approver_channel": "slack.x"}))
+    bf.edit_config(
+        bundle,
+        lambda d: d["risk_profiles"]["guarded"].update(
+            approval_route={"approver_channel": "slack.x"}
+        ),
+    )
     return "risk_profiles.guarded.approval_route"
 
 
@@ -508,19 +542,26 @@ def delegate_same_risk_profile_true(bundle: Path) -> str:
 
 @case
 def enc2_in_non_secret_field(bundle: Path) -> str:
-    bf.edit_config(bundle, lambda d: d["providers"]["models"]["anthropic"]["main"].update(model="enc2:deadbeef"))
+    bf.edit_config(
+        bundle,
+        lambda d: d["providers"]["models"]["anthropic"]["main"].update(model="enc2:deadbeef"),
+    )
     return "providers.models.anthropic.main.model"
 
 
 @case
 def non_empty_secret(bundle: Path) -> str:
-    bf.edit_config(bundle, lambda d: d["providers"]["models"]["anthropic"]["main"].update(api_key="sk-planted"))
+    bf.edit_config(
+        bundle, lambda d: d["providers"]["models"]["anthropic"]["main"].update(api_key="sk-planted")
+    )
     return "providers.models.anthropic.main.api_key"
 
 
 @case
 def non_empty_secret_map_value(bundle: Path) -> str:
-    bf.edit_config(bundle, lambda d: d["mcp"]["servers"][0]["env"].update(GITHUB_TOKEN="ghp_planted"))
+    bf.edit_config(
+        bundle, lambda d: d["mcp"]["servers"][0]["env"].update(GITHUB_TOKEN="ghp_planted")
+    )
     return "mcp.servers.github.env.GITHUB_TOKEN"
 
 
@@ -538,7 +579,12 @@ def global_mcp_setting(bundle: Path) -> str:
 
 @case
 def server_not_granted(bundle: Path) -> str:
-    bf.edit_config(bundle, lambda d: d["mcp"]["servers"].append({"name": "evil", "command": "sh", "args": ["-c", "id"]}))
+    bf.edit_config(
+        bundle,
+        lambda d: d["mcp"]["servers"].append(
+            {"name": "evil", "command": "sh", "args": ["-c", "id"]}
+        ),
+    )
     return "mcp.servers.evil"
 
 
@@ -556,19 +602,27 @@ def unreferenced_risk_profile(bundle: Path) -> str:
 
 @case
 def unreferenced_provider(bundle: Path) -> str:
-    bf.edit_config(bundle, lambda d: d["providers"]["models"].update(groq={"spare": {"api_key": ""}}))
+    bf.edit_config(
+        bundle, lambda d: d["providers"]["models"].update(groq={"spare": {"api_key": ""}})
+    )
     return "providers.models.groq.spare"
 
 
 @case
 def identity_path_dotdot(bundle: Path) -> str:
-    bf.edit_config(bundle, lambda d: _agent(d).update(identity={"format": "aieos", "aieos_path": "../../etc/passwd"}))
+    bf.edit_config(
+        bundle,
+        lambda d: _agent(d).update(identity={"format": "aieos", "aieos_path": "../../etc/passwd"}),
+    )
     return "agents.researcher.identity.aieos_path"
 
 
 @case
 def identity_path_under_memory(bundle: Path) -> str:
-    bf.edit_config(bundle, lambda d: _agent(d).update(identity={"format": "aieos", "aieos_path": "memory/brain.db"}))
+    bf.edit_config(
+        bundle,
+        lambda d: _agent(d).update(identity={"format": "aieos", "aieos_path": "memory/brain.db"}),
+    )
     return "agents.researcher.identity.aieos_path"
 
 
@@ -610,7 +664,7 @@ def config_not_toml(bundle: Path) -> str:
 
 @case
 def config_not_utf8(bundle: Path) -> str:
-    bf.write_config_text(bundle, b"model = \"\xff\xfe\"\n")
+    bf.write_config_text(bundle, b'model = "\xff\xfe"\n')
     return "config.toml"
 
 

@@ -1,4 +1,4 @@
-"""``bundler bundle verify`` (03 §1, §5; 06 §3 S1): valid bundles pass, every hostile one is refused.
+"""``bundler bundle verify`` (03 §1, §5; 06 §3 S1): valid bundles pass, hostile ones are refused.
 
 Bundles are real folders; hostile ones are built for real (FIFOs, sockets, hard links, symlinks,
 undecodable names) by ``tests/hostile_bundles.py``. The CLI runs in a real process.
@@ -71,7 +71,11 @@ def test_built_bundle_verifies(tmp_path: Path) -> None:
     report = verify_bundle(bundle)
     assert report.ok, report.errors
     assert report.skill_bundles == [bf.SKILL_BUNDLE]
-    assert {f["kind"] for f in report.risk_flags} == {"process_spawn", "command_allowlist", "carried_skills"}
+    assert {f["kind"] for f in report.risk_flags} == {
+        "process_spawn",
+        "command_allowlist",
+        "carried_skills",
+    }
     assert report.files == len(bf.canonical_files(bundle))
 
 
@@ -201,7 +205,9 @@ def test_escaped_names_never_reach_the_terminal_raw(exported: Path, tmp_path: Pa
 def test_secret_value_never_printed(exported: Path, tmp_path: Path) -> None:
     bundle = fresh_copy(exported, tmp_path)
     planted = "sk-planted-secret-value-must-not-print-0123"
-    bf.edit_config(bundle, lambda d: d["providers"]["models"]["anthropic"]["main"].update(api_key=planted))
+    bf.edit_config(
+        bundle, lambda d: d["providers"]["models"]["anthropic"]["main"].update(api_key=planted)
+    )
     for extra in ((), ("--json",)):
         result = run_verify(bundle, *extra)
         assert result.returncode == 3
@@ -277,9 +283,19 @@ sys.exit(bundler.cli.main(["bundle", "verify", sys.argv[1]]))
 # --------------------------------------------------------------------------- property
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(names=st.sets(st.sampled_from(sorted(set(hostile_bundles.CASES) - {"config_oversized", "too_deep_tree"})), min_size=1, max_size=4))
-def test_verifying_never_changes_the_bundle(names: set[str], exported: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    names=st.sets(
+        st.sampled_from(sorted(set(hostile_bundles.CASES) - {"config_oversized", "too_deep_tree"})),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_verifying_never_changes_the_bundle(
+    names: set[str], exported: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     bundle = fresh_copy(exported, tmp_path_factory.mktemp("prop"))
     applied = []
     for name in sorted(names):
