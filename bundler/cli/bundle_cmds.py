@@ -66,7 +66,8 @@ def _rich(report: InspectReport) -> None:
     for title, rows in report.sections():
         table = Table(title=title, title_justify="left")
         for column in report.columns(title):
-            table.add_column(column)
+            # fold, never truncate: a cut-off path or command could hide what is granted
+            table.add_column(column, overflow="fold")
         for row in rows:
             table.add_row(*(Text(cell) for cell in row))
         if not rows:
