@@ -485,7 +485,7 @@ def _recover_one(home_fd: int, name: str, dry_run: bool) -> str:
             if not dry_run:
                 _discard_staging(home_fd, name, staging_fd)
             verb = "would remove" if dry_run else "removed"
-            return f"{verb} {shown}: a restore interrupted before it changed the home"
+            return f"{verb} {shown}: the staging folder of a restore that never started its swap"
         last_src = journal.moves[journal.step][0] if journal.moves else ""
         forward = journal.state == "committed" or (
             journal.step == len(journal.moves) - 1 and not _exists(home_fd, last_src)

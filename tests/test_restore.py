@@ -206,7 +206,8 @@ def test_restore_refuses_while_an_interrupted_restore_waits_for_recover(tmp_path
     with pytest.raises(Refused, match="recover --home"):
         restore(tmp_path, project, zip_path)
     assert recover_home(home) == [
-        f"removed {STAGING_PREFIX}abcdefabcdef: a restore interrupted before it changed the home"
+        f"removed {STAGING_PREFIX}abcdefabcdef: the staging folder of a restore that never "
+        "started its swap"
     ]
     restore(tmp_path, project, zip_path)
 
