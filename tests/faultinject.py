@@ -9,7 +9,9 @@ Reusable by every crash test of the project::
         assert result.fired
 
 strace counts ``when=N`` per system call (not across the set) and per process, so a call is
-addressed as (syscall, index-within-that-syscall). Runs must be deterministic for the indexes of
+addressed as (syscall, index-within-that-syscall) in the traced command's own process; calls of
+its children (``ctypes.util.find_library`` runs ``ldconfig``, for one) are numbered apart and
+left out. Runs must be deterministic for the indexes of
 a clean traced run to hit the same calls under injection: set ``PYTHONDONTWRITEBYTECODE=1`` and a
 fixed ``SOURCE_DATE_EPOCH`` in ``env``.
 """
@@ -28,7 +30,7 @@ from typing import Literal
 
 Fault = Literal["SIGKILL", "EIO", "ENOSPC"]
 
-_LINE_RE = re.compile(r"^(?:\d+\s+)?([a-z_0-9]+)\(")
+_LINE_RE = re.compile(r"^(?:(\d+)\s+)?([a-z_0-9]+)\(")
 _CWD_RE = re.compile(r"AT_FDCWD<[^>]*>")
 
 
@@ -72,21 +74,11 @@ def ptrace_unavailable() -> str | None:
 
 def _strace(log: str, trace: Sequence[str], extra: Sequence[str]) -> list[str]:
     strace = shutil.which("strace") or "strace"
-    # -y: decode descriptors into paths, so callers can pick the calls on their own files
-    return [
-        strace,
-        "-f",
-        "-qq",
-        "-y",
-        "-e",
-        "signal=none",
-        "-e",
-        f"trace={','.join(trace)}",
-        "-o",
-        log,
-        *extra,
-        "--",
-    ]
+    # -y: decode descriptors into paths, so callers can pick the calls on their own files;
+    # execve: the command's own exec is the log's first line, which tells its pid from children's
+    traced = ",".join(["execve", *trace])
+    options = ["-f", "-qq", "-y", "-e", "signal=none", "-e", f"trace={traced}", "-o", log]
+    return [strace, *options, *extra, "--"]
 
 
 def _run(
@@ -103,17 +95,20 @@ def _run(
 
 
 def parse_calls(log: str, syscalls: Sequence[str]) -> list[Call]:
-    """Every call of ``syscalls`` in an strace log, numbered per system call in order."""
+    """The calls of ``syscalls`` made by the first process of an strace log, numbered per call."""
     counters: dict[str, int] = {}
     calls: list[Call] = []
     wanted = set(syscalls)
+    main_pid: str | None = None
     for line in log.splitlines():
-        if "resumed>" in line:
-            continue
         match = _LINE_RE.match(line)
-        if match is None or match.group(1) not in wanted:
+        if match is None:
             continue
-        name = match.group(1)
+        pid, name = match.groups()
+        if main_pid is None:
+            main_pid = pid
+        if pid != main_pid or "resumed>" in line or name not in wanted:
+            continue
         counters[name] = counters.get(name, 0) + 1
         calls.append(Call(name, counters[name], line))
     return calls
@@ -167,7 +162,10 @@ def run_with_fault(
         with open(log_path, encoding="utf-8", errors="replace") as handle:
             log = handle.read()
     killed = done.returncode in (-9, 128 + 9)
-    fired = "(INJECTED)" in log or (fault == "SIGKILL" and killed)
+    lines = log.splitlines()
+    main_pid = lines[0].split(" ", 1)[0] if lines else ""
+    fired = any(line.startswith(main_pid + " ") and "(INJECTED)" in line for line in lines)
+    fired = fired or (fault == "SIGKILL" and killed)
     return FaultRun(done.returncode, done.stdout, done.stderr, fired, killed, log)
 
 

@@ -31,9 +31,19 @@ from test_export_kit import (
     workspace,
 )
 
-R1_SYSCALLS = ["rename", "renameat", "renameat2", "unlink", "unlinkat", "rmdir", "fsync", "fdatasync", "syncfs"]
+R1_SYSCALLS = [
+    "rename",
+    "renameat",
+    "renameat2",
+    "unlink",
+    "unlinkat",
+    "rmdir",
+    "fsync",
+    "fdatasync",
+    "syncfs",
+]
 R2_SYSCALLS = ["write", "fsync", "syncfs", "renameat2", "openat"]
-FAST_SAMPLE = 6
+FAST_SAMPLE = 4
 
 
 def _slow_count() -> int | None:
@@ -103,7 +113,9 @@ def _scenario(tmp_path: Path, force: bool) -> Scenario:
 
 
 def _calls(scenario: Scenario, syscalls: list[str]) -> list[Call]:
-    done, calls = trace_calls(scenario.cmd, syscalls, env=cli_env(), cwd="/", relevant=str(scenario.parent))
+    done, calls = trace_calls(
+        scenario.cmd, syscalls, env=cli_env(), cwd="/", relevant=str(scenario.parent)
+    )
     assert done.returncode == 0, done.stderr
     scenario.reset()
     assert calls, "the traced export made none of the calls under test"
@@ -114,7 +126,9 @@ def _assert_old_or_new_after_recover(scenario: Scenario, call: Call) -> None:
     recovered = bundler("recover", str(scenario.out))
     assert recovered.returncode == 0, f"{call}: {recovered.stderr}"
     state = scenario.state()
-    assert state in (scenario.old, scenario.new), f"{call}: destination is neither the old nor the new bundle"
+    assert state in (scenario.old, scenario.new), (
+        f"{call}: destination is neither the old nor the new bundle"
+    )
     if state is not None:
         check_bundle(scenario.out)
     assert hidden_leftovers(scenario.parent) == [], call
@@ -126,7 +140,9 @@ def _r1(tmp_path: Path, force: bool, count: int | None) -> None:
     calls = _calls(scenario, R1_SYSCALLS)
     fired = 0
     for call in sample(calls, count):
-        result = run_with_fault(scenario.cmd, call.syscall, call.index, "SIGKILL", env=cli_env(), cwd="/")
+        result = run_with_fault(
+            scenario.cmd, call.syscall, call.index, "SIGKILL", env=cli_env(), cwd="/"
+        )
         fired += result.killed
         if not result.killed:
             assert result.returncode == 0, f"{call}: {result.stderr}"
@@ -136,13 +152,17 @@ def _r1(tmp_path: Path, force: bool, count: int | None) -> None:
 
 
 @pytest.mark.parametrize("force", [False, True], ids=["vacant", "force"])
-def test_r1_sigkill_sample_then_recover_gives_old_or_new_bundle(tmp_path: Path, force: bool) -> None:
+def test_r1_sigkill_sample_then_recover_gives_old_or_new_bundle(
+    tmp_path: Path, force: bool
+) -> None:
     _r1(tmp_path, force, FAST_SAMPLE)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("force", [False, True], ids=["vacant", "force"])
-def test_r1_sigkill_at_every_call_index_then_recover_gives_old_or_new_bundle(tmp_path: Path, force: bool) -> None:
+def test_r1_sigkill_at_every_call_index_then_recover_gives_old_or_new_bundle(
+    tmp_path: Path, force: bool
+) -> None:
     _r1(tmp_path, force, _slow_count())
 
 
@@ -153,7 +173,9 @@ def _r2(tmp_path: Path, force: bool, count: int | None) -> None:
     outcomes = {0: 0, 1: 0}
     for number, call in enumerate(sample(calls, count)):
         fault = "EIO" if number % 2 == 0 else "ENOSPC"
-        result = run_with_fault(scenario.cmd, call.syscall, call.index, fault, env=cli_env(), cwd="/")
+        result = run_with_fault(
+            scenario.cmd, call.syscall, call.index, fault, env=cli_env(), cwd="/"
+        )
         assert result.fired, f"{call}: the fault did not fire"
         assert "Traceback" not in result.stderr, f"{call}: {result.stderr}"
         assert result.returncode in (0, 1), f"{call}: exit {result.returncode}: {result.stderr}"
@@ -162,7 +184,9 @@ def _r2(tmp_path: Path, force: bool, count: int | None) -> None:
             lines = result.stderr.splitlines()
             assert len(lines) == 1 and lines[0].startswith("error: "), f"{call}: {result.stderr}"
             assert scenario.state() == before, f"{call}: destination changed by a failed export"
-            assert hidden_leftovers(scenario.parent) == [], f"{call}: leftovers after a failed export"
+            assert hidden_leftovers(scenario.parent) == [], (
+                f"{call}: leftovers after a failed export"
+            )
         else:
             assert scenario.state() == scenario.new, f"{call}: exit 0 without the new bundle"
             if hidden_leftovers(scenario.parent):
@@ -181,7 +205,9 @@ def test_r2_io_fault_sample_fails_cleanly_or_publishes(tmp_path: Path, force: bo
 
 @pytest.mark.slow
 @pytest.mark.parametrize("force", [False, True], ids=["vacant", "force"])
-def test_r2_io_faults_at_50_or_more_call_indexes_fail_cleanly_or_publish(tmp_path: Path, force: bool) -> None:
+def test_r2_io_faults_at_50_or_more_call_indexes_fail_cleanly_or_publish(
+    tmp_path: Path, force: bool
+) -> None:
     count = _slow_count()
     _r2(tmp_path, force, max(count, 1) if count is not None else 60)
 
@@ -200,11 +226,17 @@ def _r4(tmp_path: Path, rounds: int) -> None:
     for number in range(rounds):
         procs = {
             alias: subprocess.Popen(
-                export_cmd(install, out, "--force", alias=alias), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+                export_cmd(install, out, "--force", alias=alias),
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
             )
             for alias in ("researcher", "writer")
         }
-        results = {alias: (proc.wait(timeout=120), proc.communicate()) for alias, proc in procs.items()}
+        results = {
+            alias: (proc.wait(timeout=120), proc.communicate()) for alias, proc in procs.items()
+        }
         codes = {alias: code for alias, (code, _) in results.items()}
         assert set(codes.values()) <= {0, 1}, results
         assert 0 in codes.values(), results
@@ -214,7 +246,9 @@ def _r4(tmp_path: Path, rounds: int) -> None:
         assert state in (refs["researcher"], refs["writer"]), f"round {number}: a mix"
         check_bundle(out)
         winners = [alias for alias, code in codes.items() if code == 0]
-        assert any(state == refs[alias] for alias in winners), f"round {number}: a refused export published"
+        assert any(state == refs[alias] for alias in winners), (
+            f"round {number}: a refused export published"
+        )
         assert hidden_leftovers(parent) == [], f"round {number}"
         if number % 2:
             shutil.rmtree(out)  # alternate between a vacant and an occupied destination
