@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""P1 and P4 of 06 §1: ``agents export`` vs ``cp -a --reflink=never && sync -f``; peak memory.
+
+    python tools/bench.py export [--root /tmp/bundler-bench] [--rounds 3] [--no-large]
+                                 [--large-files 200000] [--profile FILE]
+
+The install has 50 agents and 100 secret values (so the sweep runs at full width); agent
+``a00``'s workspace is the reference tree (:mod:`reftree`, seeded). Both sides are whole
+processes; each runs once untimed, then they are timed alternately ``--rounds`` times and the
+median of the per-round ratios is reported (bar <= 1.5x). Defaults stay on: the secret sweep
+and durability. P4 is the export child's peak RSS (``ru_maxrss`` from ``wait4``) on the
+reference tree and on a 200,000-file tree of tiny files (bar: <= 80 MB both, second <= 1.25x
+the first). ``--profile FILE`` writes a cProfile of one export instead of timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import statistics
+import string
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BAR_RATIO = 1.5
+BAR_MEMORY_MB = 80.0
+BAR_MEMORY_GROWTH = 1.25
+AGENTS = 50
+SECRETS = 100
+
+
+def _config(seed: int = 7) -> str:
+    """50 agents, 100 model providers each with a 40-character key: 100 sweep targets."""
+    rng = random.Random(seed)
+    alphabet = string.ascii_letters + string.digits
+    lines = ['[risk_profiles.rp]\nlevel = "supervised"\n']
+    for index in range(SECRETS):
+        key = "sk-bench-" + "".join(rng.choice(alphabet) for _ in range(32))
+        lines.append(f'[providers.models.openai.p{index:03d}]\napi_key = "{key}"\n')
+    for index in range(AGENTS):
+        lines.append(
+            f'[agents.a{index:02d}]\nmodel_provider = "openai.p{index:03d}"\nrisk_profile = "rp"\n'
+        )
+    return "\n".join(lines)
+
+
+def _ensure_install(root: Path, name: str, **tree: int) -> Path:
+    """An install ``root/name`` whose agent ``a00`` has the tree ``tree`` as its workspace."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from reftree import make_reference_tree
+
+    install = root / name
+    stamp = root / f"{name}.params"
+    wanted = repr(sorted(tree.items())) + _config()
+    if install.exists() and stamp.exists() and stamp.read_text() == wanted:
+        return install
+    if install.exists():
+        shutil.rmtree(install)
+    print(f"  generating {install} ...", flush=True)
+    install.mkdir(parents=True)
+    (install / "config.toml").write_text(_config())
+    make_reference_tree(install / "agents" / "a00" / "workspace", **tree)
+    stamp.write_text(wanted)
+    return install
+
+
+def _run(argv: list[str]) -> tuple[float, float]:
+    """Run a command; (wall seconds, peak RSS in MB of that process)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise SystemExit(f"{argv[:4]} failed with exit {code}")
+    return elapsed, usage.ru_maxrss / 1024  # Linux reports KiB
+
+
+def _export(install: Path, out: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "bundler",
+        "--install",
+        str(install),
+        "--quiet",
+        "agents",
+        "export",
+        "a00",
+        "--out",
+        str(out),
+    ]
+
+
+def _cp(src: Path, dst: Path) -> list[str]:
+    return ["sh", "-c", 'cp -a --reflink=never "$1" "$2" && sync -f "$2"', "cp", str(src), str(dst)]
+
+
+def _fresh(path: Path) -> None:
+    if path.exists():
+        shutil.rmtree(path)
+    # the removal's write-back must not be billed to the next timed command
+    os.sync()
+
+
+def p1(install: Path, work: Path, rounds: int) -> tuple[float, list[float], list[float], float]:
+    """(median ratio, export seconds, cp seconds, export peak MB) on ``install``."""
+    workspace = install / "agents" / "a00" / "workspace"
+    out, copy = work / "bundle", work / "cp"
+    ours_s: list[float] = []
+    cp_s: list[float] = []
+    peak = 0.0
+    for index in range(rounds + 1):
+        _fresh(out)
+        seconds, rss = _run(_export(install, out))
+        peak = max(peak, rss)
+        _fresh(copy)
+        base, _ = _run(_cp(workspace, copy))
+        if index:  # the first pair warms the caches, untimed
+            ours_s.append(seconds)
+            cp_s.append(base)
+    _fresh(out)
+    _fresh(copy)
+    ratios = [a / b for a, b in zip(ours_s, cp_s)]
+    return statistics.median(ratios), ours_s, cp_s, peak
+
+
+def _peak(install: Path, work: Path) -> float:
+    out = work / "bundle"
+    _fresh(out)
+    _run(_export(install, out))  # warm
+    _fresh(out)
+    _seconds, rss = _run(_export(install, out))
+    _fresh(out)
+    return rss
+
+
+def _profile(install: Path, work: Path, target: str) -> int:
+    out = work / "bundle"
+    _fresh(out)
+    code = subprocess.call(
+        [sys.executable, "-m", "cProfile", "-o", target, *_export(install, out)[1:]]
+    )
+    _fresh(out)
+    print(f"profile written to {target} (python -m pstats {target})")
+    return code
+
+
+def main(argv: list[str]) -> int:
+    """Run P1 and P4; print the figures and whether the bars hold (exit 1 when one fails)."""
+    parser = argparse.ArgumentParser(prog="bench.py export", description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=Path("/tmp/bundler-bench"))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-large", action="store_true", help="skip the 200,000-file P4 tree")
+    parser.add_argument("--large-files", type=int, default=200_000)
+    parser.add_argument("--profile", metavar="FILE")
+    args = parser.parse_args(argv)
+    args.root.mkdir(parents=True, exist_ok=True)
+    work = args.root / "export-work"
+    work.mkdir(exist_ok=True)
+    install = _ensure_install(args.root, "export-install")
+    if args.profile:
+        return _profile(install, work, args.profile)
+    ratio, ours, cps, peak = p1(install, work, args.rounds)
+    ok = ratio <= BAR_RATIO
+    print(
+        f"P1 export vs cp -a && sync -f: median ratio {ratio:.2f}x (bar <= {BAR_RATIO}x) {'ok' if ok else 'FAIL'}"
+    )
+    print(
+        f"   export s: {' '.join(f'{s:.2f}' for s in ours)}   cp s: {' '.join(f'{s:.2f}' for s in cps)}"
+    )
+    print(
+        f"P4 peak memory, reference tree (20,020 files): {peak:.1f} MB (bar <= {BAR_MEMORY_MB:.0f} MB)"
+    )
+    ok = ok and peak <= BAR_MEMORY_MB
+    if not args.no_large:
+        large = _ensure_install(
+            args.root,
+            "export-install-large",
+            files=args.large_files,
+            big_files=0,
+            min_size=0,
+            max_size=64,
+        )
+        large_peak = _peak(large, work)
+        growth = large_peak / peak
+        good = large_peak <= BAR_MEMORY_MB and growth <= BAR_MEMORY_GROWTH
+        print(
+            f"P4 peak memory, {args.large_files:,} tiny files: {large_peak:.1f} MB, "
+            f"{growth:.2f}x the reference tree (bar <= {BAR_MEMORY_MB:.0f} MB and "
+            f"<= {BAR_MEMORY_GROWTH}x) {'ok' if good else 'FAIL'}"
+        )
+        ok = ok and good
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
