@@ -125,7 +125,7 @@ def p1(install: Path, work: Path, rounds: int) -> tuple[float, list[float], list
             cp_s.append(base)
     _fresh(out)
     _fresh(copy)
-    ratios = [a / b for a, b in zip(ours_s, cp_s)]
+    ratios = [a / b for a, b in zip(ours_s, cp_s, strict=True)]
     return statistics.median(ratios), ours_s, cp_s, peak
 
 
@@ -150,6 +150,10 @@ def _profile(install: Path, work: Path, target: str) -> int:
     return code
 
 
+def _times(values: list[float]) -> str:
+    return " ".join(f"{value:.2f}" for value in values)
+
+
 def main(argv: list[str]) -> int:
     """Run P1 and P4; print the figures and whether the bars hold (exit 1 when one fails)."""
     parser = argparse.ArgumentParser(prog="bench.py export", description=__doc__.splitlines()[0])
@@ -167,15 +171,10 @@ def main(argv: list[str]) -> int:
         return _profile(install, work, args.profile)
     ratio, ours, cps, peak = p1(install, work, args.rounds)
     ok = ratio <= BAR_RATIO
-    print(
-        f"P1 export vs cp -a && sync -f: median ratio {ratio:.2f}x (bar <= {BAR_RATIO}x) {'ok' if ok else 'FAIL'}"
-    )
-    print(
-        f"   export s: {' '.join(f'{s:.2f}' for s in ours)}   cp s: {' '.join(f'{s:.2f}' for s in cps)}"
-    )
-    print(
-        f"P4 peak memory, reference tree (20,020 files): {peak:.1f} MB (bar <= {BAR_MEMORY_MB:.0f} MB)"
-    )
+    verdict = "ok" if ok else "FAIL"
+    print(f"P1 export vs cp -a && sync -f: median {ratio:.2f}x (bar <= {BAR_RATIO}x) {verdict}")
+    print(f"   export s: {_times(ours)}   cp s: {_times(cps)}")
+    print(f"P4 peak memory, reference tree: {peak:.1f} MB (bar <= {BAR_MEMORY_MB:.0f} MB)")
     ok = ok and peak <= BAR_MEMORY_MB
     if not args.no_large:
         large = _ensure_install(
