@@ -596,11 +596,17 @@ class _Run:
     def agents(self) -> None:
         agents = _table(self.config.get("agents"))
         backend_default = schema.default_of(schema.resolve(["agents", "_", "memory", "backend"])[1])
-        backends = {
-            alias: _get(entry, ("memory", "backend")) or backend_default
-            for alias, entry in agents.items()
-            if isinstance(entry, dict)
-        }
+        backends: dict[str, str | None] = {}
+        for alias, entry in agents.items():
+            backend = _get(entry, ("memory", "backend")) if isinstance(entry, dict) else None
+            # a backend of the wrong type has its schema finding; here it matches nothing
+            backends[alias] = (
+                backend_default
+                if backend is None
+                else backend
+                if isinstance(backend, str)
+                else None
+            )
         for alias, entry in agents.items():
             if not isinstance(entry, dict):
                 continue
@@ -718,7 +724,11 @@ class _Run:
     def mcp(self) -> None:
         mcp = _table(self.config.get("mcp"))
         servers = _list(mcp.get("servers"))
-        names = {entry.get("name") for entry in servers if isinstance(entry, dict)}
+        names = {
+            entry.get("name")
+            for entry in servers
+            if isinstance(entry, dict) and isinstance(entry.get("name"), str)
+        }
         for bundle, entry in _table(self.config.get("mcp_bundles")).items():
             for index, name in enumerate(_list(_table(entry).get("servers"))):
                 if isinstance(name, str) and name not in names:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bundler import schema, tomlcompat
-from bundler.validate import check_value, schema_findings
+from bundler.validate import Finding, check_value, schema_findings, validate
 
 PARSEABLE = [case for case in hostile_configs() if case.kind]
 
@@ -72,3 +73,19 @@ def test_check_value_uses_the_same_messages() -> None:
         "must be at most 2.0",
     )
     assert check_value(node, 1.5, segments) == []
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(BASE_PATHS), junk), min_size=1, max_size=4))
+def test_validate_never_raises_on_any_value_anywhere(replacements: list[tuple[Any, Any]]) -> None:
+    config = copy.deepcopy(base_config())
+    for path, value in replacements:
+        target: Any = config
+        try:
+            for step in path[:-1]:
+                target = target[step]
+            target[path[-1]] = value
+        except (KeyError, IndexError, TypeError):
+            continue  # an earlier replacement removed this path
+    errors, warnings = validate(config, Path("/srv/install"))
+    assert all(isinstance(f, Finding) for f in [*errors, *warnings])
