@@ -665,3 +665,34 @@ def test_entry_fields_describe_the_opened_object(tmp_path: Path) -> None:
     (entry,) = entries
     assert (entry.relpath, entry.rel, entry.name, entry.kind) == ("p/f", "f", "f", "file")
     assert entry.stat.st_size == 5
+
+
+# --- streaming -----------------------------------------------------------------------------
+
+
+def walk_peak_bytes(root: Path, folders: int, per_folder: int) -> int:
+    import tracemalloc
+
+    for folder in range(folders):
+        sub = root / f"d{folder:04d}"
+        sub.mkdir()
+        for index in range(per_folder):
+            (sub / f"file-{index:04d}").write_bytes(b"")
+    fd = open_root(root)
+    try:
+        tracemalloc.start()
+        count = sum(1 for _ in walk(fd))
+        _current, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    finally:
+        os.close(fd)
+    assert count == folders * (per_folder + 1)
+    return peak
+
+
+def test_walk_memory_does_not_grow_with_the_number_of_files(tmp_path: Path) -> None:
+    (tmp_path / "small").mkdir()
+    (tmp_path / "large").mkdir()
+    small = walk_peak_bytes(tmp_path / "small", 3, 20)
+    large = walk_peak_bytes(tmp_path / "large", 40, 20)  # 13x the files, same folder width
+    assert large < small * 1.5 + 16_384, (small, large)
