@@ -51,7 +51,9 @@ __all__ = [
     "commit_staged_config",
     "config_lock",
     "discard_staged_config",
+    "GuardedChange",
     "find_install_root",
+    "guarded_changes",
     "format_value",
     "load_config",
     "lookup",
@@ -370,8 +372,7 @@ def _apply(loaded: LoadedConfig, environ: Mapping[str, str]) -> None:
         touched.append((name, segments))
         loaded.overridden.add(path)
         loaded.override_vars[path] = name
-    for name, segments in touched:
-        _check_guarded_change(loaded.file_data, data, segments, loaded.install_root, name)
+    _check_override_guards(loaded, data, touched)
     loaded.data = data
 
 
@@ -413,43 +414,84 @@ def _effective(data: Mapping[str, Any], segments: list[str]) -> Any:
     return value if found else schema_default(segments)[1]
 
 
-def _check_guarded_change(
-    before: Mapping[str, Any],
-    after: Mapping[str, Any],
-    segments: list[str],
-    install_root: Path,
-    variable: str,
+_UNRESTRICTED = ("workspace", "unrestricted_filesystem")
+_BACKEND = ("memory", "backend")
+
+
+@dataclass(frozen=True)
+class GuardedChange:
+    """One agent's changed ``unrestricted_filesystem`` or ``memory.backend`` (effective)."""
+
+    alias: str
+    segments: tuple[str, ...]
+    old: Any
+    new: Any
+
+    @property
+    def path(self) -> str:
+        """The config path of the changed field."""
+        return format_path(self.segments)
+
+    @property
+    def is_unrestricted(self) -> bool:
+        """True for ``workspace.unrestricted_filesystem``, False for ``memory.backend``."""
+        return self.segments[2:] == _UNRESTRICTED
+
+
+def guarded_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[GuardedChange]:
+    """Every agent whose escape hatch or memory backend differs between two configs.
+
+    Compared on effective values (schema defaults filled in) for every agent of either config,
+    so a change made by replacing a whole table (``agents.a.workspace``, ``agents.a``) is
+    caught as surely as one made at the field itself.
+    """
+    aliases: dict[str, None] = {}
+    for config in (before, after):
+        agents = config.get("agents")
+        if isinstance(agents, dict):
+            aliases.update(dict.fromkeys(agents))
+    changes = []
+    for alias in aliases:
+        for field_name in (_UNRESTRICTED, _BACKEND):
+            segments = ["agents", alias, *field_name]
+            old, new = _effective(before, segments), _effective(after, segments)
+            if old != new:
+                changes.append(GuardedChange(alias, tuple(segments), old, new))
+    return changes
+
+
+def _backend_locked(change: GuardedChange, configs: list[Mapping[str, Any]], root: Path) -> bool:
+    # the workspace may differ between the configs (a path changed alongside): ask both
+    return any(memory_backend_locked(config, change.alias, root) for config in configs)
+
+
+def _check_override_guards(
+    loaded: LoadedConfig, after: Mapping[str, Any], touched: list[tuple[str, list[str]]]
 ) -> None:
     """Overrides may not open the filesystem escape hatch nor change a locked memory backend."""
-    if _is_unrestricted_path(segments):
-        if _effective(after, segments) is True and _effective(before, segments) is not True:
+    for change in guarded_changes(loaded.file_data, after):
+        variable = next(
+            (
+                name
+                for name, segments in touched
+                if tuple(segments) == change.segments[: len(segments)]
+            ),
+            touched[0][0],
+        )
+        if change.is_unrestricted and change.new is True:
             raise Refused(
-                f"environment variable {variable}: an override may not turn "
-                f"{format_path(segments)} on; use 'bundler config set' (audited)",
+                f"environment variable {variable}: an override may not turn {change.path} on; "
+                "use 'bundler config set' (audited)",
                 path=variable,
             )
-    elif (
-        _is_backend_path(segments)
-        and _effective(after, segments) != _effective(before, segments)
-        and memory_backend_locked(after, segments[1], install_root)
-    ):
-        raise Refused(
-            f"environment variable {variable}: memory backend is locked: agent "
-            f"{format_path(segments[1:2])} has written memory",
-            path=variable,
-        )
-
-
-def _is_unrestricted_path(segments: list[str]) -> bool:
-    return (
-        len(segments) == 4
-        and segments[0] == "agents"
-        and segments[2:] == ["workspace", "unrestricted_filesystem"]
-    )
-
-
-def _is_backend_path(segments: list[str]) -> bool:
-    return len(segments) == 4 and segments[0] == "agents" and segments[2:] == ["memory", "backend"]
+        if not change.is_unrestricted and _backend_locked(
+            change, [loaded.file_data, after], loaded.install_root
+        ):
+            raise Refused(
+                f"environment variable {variable}: memory backend is locked: agent "
+                f"{format_path([change.alias])} has written memory",
+                path=variable,
+            )
 
 
 # --- the memory backend lock ---------------------------------------------------------------------
@@ -732,16 +774,16 @@ def set_config_value(install_root: Path, path: str, raw_value: str, *, via: str)
         _set_in_document(document, segments, value, canonical)
         new_text = document.as_string()
         after = parse_config_text(new_text, str(config_path))
-        if (
-            _is_backend_path(segments)
-            and _effective(after, segments) != _effective(before, segments)
-            and memory_backend_locked(before, segments[1], install_root)
-        ):
-            raise Refused(
-                f"{canonical}: memory backend is locked: the workspace's memory/ folder "
-                "holds this agent's memory; export it first or keep the backend",
-                path=canonical,
-            )
+        changes = guarded_changes(before, after)
+        for change in changes:
+            if not change.is_unrestricted and _backend_locked(
+                change, [before, after], install_root
+            ):
+                raise Refused(
+                    f"{change.path}: memory backend is locked: the workspace's memory/ folder "
+                    "holds this agent's memory; export it first or keep the backend",
+                    path=change.path,
+                )
         errors, _warnings = validate(after, install_root)
         if errors:
             shown = "; ".join(finding.line() for finding in errors[:5])
@@ -753,10 +795,9 @@ def set_config_value(install_root: Path, path: str, raw_value: str, *, via: str)
         if new_text == text:
             return canonical
         write_config_text(install_root, new_text, identity)
-        if _is_unrestricted_path(segments):
-            old, new = _effective(before, segments), _effective(after, segments)
-            if old != new:
-                append_audit(install_root, canonical, old, new, via)
+        for change in changes:
+            if change.is_unrestricted:
+                append_audit(install_root, change.path, change.old, change.new, via)
     return canonical
 
 

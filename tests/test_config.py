@@ -498,3 +498,38 @@ def test_config_set_locked_backend_exits_1(example: Path) -> None:
     )
     assert result.returncode == 1
     assert "memory backend is locked" in result.stderr
+
+
+def test_guarded_fields_cannot_be_changed_through_a_parent_table(example: Path) -> None:
+    path = example / "config.toml"
+    before = file_state(path)
+    with pytest.raises(Refused, match="memory backend is locked"):
+        cfg.set_config_value(example, "agents.ops.memory", '{ backend = "none" }', via="test")
+    assert file_state(path) == before
+    cfg.set_config_value(
+        example, "agents.writer.workspace", "{ unrestricted_filesystem = true }", via="config set"
+    )
+    [record] = [
+        json.loads(line)
+        for line in (example / "data/state/config-audit.jsonl").read_text().splitlines()
+    ]
+    assert record["path"] == "agents.writer.workspace.unrestricted_filesystem"
+    assert (record["old"], record["new"]) == (False, True)
+
+
+def test_override_of_parent_table_cannot_open_the_escape_hatch(install: Path) -> None:
+    name = "ZEROCLAW_agents__researcher__workspace"
+    with pytest.raises(Refused, match=name):
+        cfg.load_config(install, environ={name: "{ unrestricted_filesystem = true }"})
+
+
+def test_override_cannot_dodge_the_lock_by_moving_the_workspace(install: Path) -> None:
+    memory = install / "agents" / "researcher" / "workspace" / "memory"
+    memory.mkdir(parents=True)
+    (memory / "brain.db").write_bytes(b"SQLite format 3\0")
+    env = {
+        "ZEROCLAW_agents__researcher__workspace__path": str(install / "empty-elsewhere"),
+        "ZEROCLAW_agents__researcher__memory__backend": "markdown",
+    }
+    with pytest.raises(Refused, match="memory backend is locked"):
+        cfg.load_config(install, environ=env)
