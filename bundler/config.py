@@ -767,6 +767,9 @@ def set_config_value(install_root: Path, path: str, raw_value: str, *, via: str)
         )
     value = parse_value(raw_value, node, canonical)
     config_path = layout.config_file(install_root)
+    if not os.path.lexists(config_path):
+        # checked before taking the lock, whose file would otherwise be created in a non-install
+        raise Refused(f"no config.toml in {install_root}", path=str(config_path))
     with config_lock(install_root):
         text, identity = read_config_snapshot(install_root)
         before = parse_config_text(text, str(config_path))

@@ -533,3 +533,9 @@ def test_override_cannot_dodge_the_lock_by_moving_the_workspace(install: Path) -
     }
     with pytest.raises(Refused, match="memory backend is locked"):
         cfg.load_config(install, environ=env)
+
+
+def test_config_set_without_config_creates_nothing(tmp_path: Path) -> None:
+    with pytest.raises(Refused, match="no config.toml in"):
+        cfg.set_config_value(tmp_path, "agents.a.enabled", "false", via="test")
+    assert list(tmp_path.iterdir()) == []

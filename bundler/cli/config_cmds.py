@@ -51,7 +51,7 @@ def validate(args: argparse.Namespace, out: Output) -> Result:
         "warnings": [finding.as_dict() for finding in warnings],
     }
     if not errors:
-        return Result(payload=payload, text=text if not out.quiet or warnings else [])
+        return Result(payload=payload, text=text)
     config_file = layout.config_file(root)
     return Result(
         payload=payload,
