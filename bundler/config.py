@@ -37,7 +37,7 @@ from bundler import layout, schema, tomlcompat
 from bundler.configpath import format_path, parse_path
 from bundler.durable import fsync_dir, open_dir, random_token
 from bundler.errors import InvalidInput, Refused, UsageError
-from bundler.validate import check_value, validate
+from bundler.validate import check_value, describe, validate
 
 __all__ = [
     "AUDIT_RELATIVE_PATH",
@@ -312,15 +312,9 @@ def parse_value(raw: str, node: schema.Node | None, path: str) -> Any:
         parsed = {}
     # more keys than one means the text smuggled in a second line: not a single value
     if set(parsed) != {"value"}:
-        expected = "a value" if node is None else _describe(node)
+        expected = "a value" if node is None else describe(node)
         raise InvalidInput(f"{path}: the value is not a TOML value; expected {expected}", path=path)
     return parsed["value"]
-
-
-def _describe(node: schema.Node) -> str:
-    from bundler.validate import describe
-
-    return describe(node)
 
 
 # --- environment overrides -----------------------------------------------------------------------

@@ -8,6 +8,10 @@ import json
 import os
 import shutil
 import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -539,3 +543,91 @@ def test_config_set_without_config_creates_nothing(tmp_path: Path) -> None:
     with pytest.raises(Refused, match="no config.toml in"):
         cfg.set_config_value(tmp_path, "agents.a.enabled", "false", via="test")
     assert list(tmp_path.iterdir()) == []
+
+
+# --- unprivileged reads and writes ---------------------------------------------------------------
+
+# The interpreter lives under /root (mode 0700 here), so the child starts as root, imports the
+# CLI and loads the schema (package data), then drops to uid/gid 65534 before it runs: the
+# command itself is unprivileged.
+_AS_NOBODY = (
+    "import os, sys; import bundler.cli, bundler.cli.config_cmds, bundler.cli.output; "
+    "import bundler.schema; bundler.schema.config_schema(); "
+    "os.setgroups([]); os.setgid(65534); os.setuid(65534); "
+    "sys.exit(bundler.cli.main(sys.argv[1:]))"
+)
+
+
+@pytest.fixture
+def open_install(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """An install that user 65534 can reach (pytest's tmp_path is 0700 root)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to drop privileges to uid 65534 in a child")
+    parent = Path(tempfile.mkdtemp(prefix="bundler-h1-", dir="/tmp"))
+    parent.chmod(0o755)
+    root = make_install(parent, MINIMAL_CONFIG)
+    root.chmod(0o755)
+    yield root
+    shutil.rmtree(parent)
+
+
+def _run_as_nobody(args: list[str]) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZEROCLAW_")}
+    return subprocess.run(
+        [sys.executable, "-c", _AS_NOBODY, *args],
+        capture_output=True,
+        text=True,
+        cwd="/",
+        env=env,
+        timeout=60,
+    )
+
+
+def test_unreadable_config_is_a_one_line_refusal(open_install: Path) -> None:
+    (open_install / "config.toml").chmod(0o600)
+    result = _run_as_nobody(["--install", str(open_install), "config", "validate"])
+    assert result.returncode == 1
+    assert (
+        result.stderr == f"error: cannot open {open_install / 'config.toml'}: Permission denied\n"
+    )
+
+
+def test_config_set_in_unwritable_install_changes_nothing(open_install: Path) -> None:
+    (open_install / "config.toml").chmod(0o644)
+    before = file_state(open_install / "config.toml")
+    result = _run_as_nobody(
+        ["--install", str(open_install), "config", "set", "agents.researcher.enabled", "false"]
+    )
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: cannot open the config lock")
+    assert "Traceback" not in result.stderr
+    assert file_state(open_install / "config.toml") == before
+    assert sorted(p.name for p in open_install.iterdir()) == ["config.toml"]
+
+
+def test_concurrent_config_sets_lose_no_update(tmp_path: Path) -> None:
+    profiles = "".join(f'\n[risk_profiles.r{i}]\nlevel = "readonly"\n' for i in range(8))
+    root = make_install(tmp_path, MINIMAL_CONFIG + profiles)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZEROCLAW_")}
+    runs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "bundler",
+                "--install",
+                str(root),
+                "config",
+                "set",
+                f"risk_profiles.r{i}.level",
+                "full",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        for i in range(8)
+    ]
+    assert [run.wait(timeout=120) for run in runs] == [0] * 8
+    data = cfg.load_config(root, environ={}).data
+    assert [data["risk_profiles"][f"r{i}"]["level"] for i in range(8)] == ["full"] * 8
