@@ -120,6 +120,7 @@ def nesting_depth(text: str) -> int:
     base = 0  # depth a value container opened now would sit below
     dots = 0
     aot = False
+    arrays_seen = 0
     pos = 0
     while True:
         match = _TOKEN.search(text, pos)
@@ -145,13 +146,19 @@ def nesting_depth(text: str) -> int:
             pos += 1 if aot else 0
             mode = "header"
         elif token == "]" and mode == "header":
-            table_depth = dots + 1 + (1 if aot else 0)
+            segments = dots + 1
+            # A header below an earlier [[array]] lands inside its last element: one more level
+            # per such prefix. Which prefixes match is not tracked, so count the worst case.
+            table_depth = segments + min(segments - (1 if aot else 0), arrays_seen)
+            if aot:
+                table_depth += 1
+                arrays_seen += 1
             deepest = max(deepest, table_depth)
             pos += 1 if aot and text.startswith("]", pos) else 0
             mode, dots = "rest", 0
         elif token == "=" and mode == "key":
             outer = stack[-1][1] if stack else table_depth
-            base = outer + dots + 1
+            base = outer + dots
             deepest = max(deepest, base)
             mode, dots = "value", 0
         elif token in "[{" and mode == "value":
