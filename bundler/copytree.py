@@ -163,7 +163,7 @@ class _Copier:
         except OSError as exc:
             raise _write_failure(relpath, exc) from exc
         try:
-            size, digest = self._pump(entry.fd, dst, count, relpath)
+            size, digest = self._pump(entry.fd, dst, count, entry.stat.st_size, relpath)
             src = entry.stat
             os.fchmod(dst, stat.S_IMODE(src.st_mode) & _MODE_BITS)
             os.utime(dst, ns=(src.st_atime_ns, src.st_mtime_ns))
@@ -179,7 +179,7 @@ class _Copier:
                 return True
         return False
 
-    def _pump(self, src: int, dst: int, count: int, relpath: str) -> tuple[int, str]:
+    def _pump(self, src: int, dst: int, count: int, expected: int, relpath: str) -> tuple[int, str]:
         hasher = xxhash.xxh3_128()
         observer = self.observer
         size = 0
@@ -191,6 +191,10 @@ class _Copier:
             while chunk:
                 chunk = chunk[os.write(dst, chunk) :]
             size += count
+            if count < len(self.buf) and size == expected:
+                # A short read that reached the size fstat gave is the end: saves a read call
+                # per small file. Bytes appended later are not in this copy, as with any read.
+                break
             count = _read(src, self.buf, relpath)
         return size, hasher.hexdigest()
 

@@ -21,6 +21,7 @@ import contextlib
 import enum
 import errno
 import os
+import re
 import stat
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
@@ -40,7 +41,8 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: an entry classified regular but swapped for a FIFO must not block the open;
 # O_NOCTTY: nor may a swapped-in terminal become our controlling terminal.
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
-_UNREADABLE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EIO})
+# Most names are printable ASCII: one regex match instead of a per-character control check.
+_PLAIN_ASCII = re.compile(rb"[\x20-\x7e]+")
 
 SYMLINK_MESSAGE = "point the config at the real folder and export again"
 
@@ -232,7 +234,7 @@ def walk(
             name = level.names[level.index]
             level.index += 1
             raw = os.fsencode(name)
-            text = decode_name(raw)
+            text = name if _PLAIN_ASCII.fullmatch(raw) else decode_name(raw)
             if text is None:
                 skip(SkipKind.BAD_NAME, prefix + level.rel + display_name(raw))
                 continue

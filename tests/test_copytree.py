@@ -268,3 +268,34 @@ def test_make_durable_flushes_with_each_method(dirs: tuple[Path, Path], method: 
     assert used in ("syncfs", "fsync")
     if method != "auto":
         assert used == method
+
+
+@pytest.mark.parametrize("size", [0, 1, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, 2 << 20])
+def test_copy_exact_at_buffer_boundaries(dirs: tuple[Path, Path], size: int) -> None:
+    src, dst = dirs
+    data = os.urandom(size)
+    (src / "f").write_bytes(data)
+    (copied,), _, _ = copy(src, dst)
+    assert (dst / "f").read_bytes() == data
+    assert copied.size == size and copied.xxh3_128 == xxhash.xxh3_128(data).hexdigest()
+
+
+def test_file_growing_after_classification_is_copied_to_its_end(dirs: tuple[Path, Path]) -> None:
+    src, dst = dirs
+    (src / "log").write_bytes(b"start\n")
+    src_fd = open_source_root(src, install_root=None)
+    assert src_fd is not None
+    dst_fd = os.open(dst, os.O_RDONLY | os.O_DIRECTORY)
+
+    def grow(rel: str, _st: os.stat_result) -> bool:
+        with open(src / rel, "ab") as handle:
+            handle.write(b"appended before the open\n")
+        return False
+
+    try:
+        (copied,) = list(copy_tree(src_fd, dst_fd, exclude=grow))
+    finally:
+        os.close(src_fd)
+        os.close(dst_fd)
+    assert (dst / "log").read_bytes() == b"start\nappended before the open\n"
+    assert copied.size == 31
