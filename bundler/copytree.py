@@ -248,21 +248,27 @@ def make_durable(root_fd: int, *, method: DurableMethod = "auto") -> str:
 
     ``auto`` uses one ``syncfs`` where the kernel reports write-back errors through it
     (Linux >= 5.8), else fsyncs every file and folder below the root and the root itself.
-    Failures raise :class:`Refused`.
+    The root's own name in its parent is the caller's to make durable (it renames it anyway).
+    Failures raise :class:`Refused` (naming the file in ``fsync`` mode).
     """
     chosen = method
     if chosen == "auto":
         chosen = "syncfs" if durable.SYNCFS_REPORTS_ERRORS else "fsync"
+    current = "."
     try:
         if chosen == "syncfs":
             durable.syncfs(root_fd)
         else:
             for entry in walk(root_fd):
+                current = entry.relpath
                 os.fsync(entry.fd)
+            current = "."
             os.fsync(root_fd)
     except OSError as exc:
         reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        where = "the copy" if current == "." else current
         raise Refused(
-            f"could not make the copy durable ({reason}): check the disk and try again"
+            f"could not make {where} durable ({reason}): check the disk and try again",
+            path=current,
         ) from exc
     return chosen
