@@ -235,8 +235,13 @@ def _mkdir_private(parent_fd: int, name: str) -> bool:
                 path=name,
             ) from None
         return False
-    # mkdir's mode is filtered by the umask; the home must be exactly private
-    os.chmod(name, 0o700, dir_fd=parent_fd, follow_symlinks=False)
+    # mkdir's mode is filtered by the umask; the home must be exactly private. fchmod on the
+    # opened folder: chmod without following links is not portable (fchmodat NOFOLLOW)
+    fd = open_dir(name, dir_fd=parent_fd)
+    try:
+        os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
     return True
 
 

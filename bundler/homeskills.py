@@ -243,12 +243,11 @@ def _open_or_make(parent_fd: int, name: str, shown: str) -> tuple[int, bool]:
     made = False
     try:
         os.mkdir(name, 0o700, dir_fd=parent_fd)
-        os.chmod(name, 0o700, dir_fd=parent_fd, follow_symlinks=False)
         made = True
     except FileExistsError:
         pass
     try:
-        return open_dir(name, dir_fd=parent_fd), made
+        fd = open_dir(name, dir_fd=parent_fd)
     except OSError:
         try:
             is_link = stat.S_ISLNK(os.stat(name, dir_fd=parent_fd, follow_symlinks=False).st_mode)
@@ -256,6 +255,14 @@ def _open_or_make(parent_fd: int, name: str, shown: str) -> tuple[int, bool]:
             is_link = False
         reason = "a symbolic link" if is_link else "not a folder"
         raise Refused(f"{shown} is {reason}; remove it first", path=shown) from None
+    if made:
+        # mkdir's mode is filtered by the umask; skill folders are exactly private
+        try:
+            os.fchmod(fd, 0o700)
+        except OSError:
+            os.close(fd)
+            raise
+    return fd, made
 
 
 def save_skill(

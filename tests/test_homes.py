@@ -451,3 +451,23 @@ def test_doctor_home_reports_home_rule_and_writable_creating_nothing(
     assert snapshot_tree(world.root) == before
     assert any("rule 5" in note for note in notes)
     assert any("can be written" in note for note in notes)
+
+
+def test_cli_doctor_reports_the_data_home_and_creates_nothing(world: World) -> None:
+    world.agent_yaml("name: nano\n")
+    env = clean_env(world.user)
+    before = snapshot_tree(world.root)
+    result = run_cli("doctor", "--project", str(world.project), "--json", env=env)
+    assert snapshot_tree(world.root) == before
+    document = json.loads(result.stdout)
+    notes = " ".join(document["notes"])
+    assert "rule 5" in notes and "can be written" in notes
+    assert not any("data home" in problem for problem in document["problems"])
+
+
+def test_cli_doctor_bad_agent_yaml_is_a_problem_exit_3(world: World) -> None:
+    world.agent_yaml("volumes:\n  Bad:\n    path: /tmp\n")
+    result = run_cli("doctor", "--project", str(world.project), env=clean_env(world.user))
+    assert result.returncode == 3
+    assert "problem: data home: Agent.yaml: volumes: volume name 'Bad'" in result.stdout
+    assert "Traceback" not in result.stderr
