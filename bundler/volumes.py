@@ -149,7 +149,8 @@ def volumes_from(
         )
     real_user = Path(os.path.realpath(user))
     real_home = Path(os.path.realpath(resolution.home))
-    files_path = Path(os.path.realpath(resolution.home / FILES))
+    # files/ itself is not resolved: were it a link, resolve() must refuse it, not follow it
+    files_path = real_home / FILES
     volumes = [Volume(FILES, files_path, "rw", FILES_DESCRIPTION, _identity(files_path))]
     for name, entry in raw.items():
         written, mode, description = _check_entry(name, entry)

@@ -463,3 +463,10 @@ def test_swapping_folders_and_files_for_links_never_leaks_outside(setup: Setup) 
     assert racing, "the racer stopped early, so nothing was raced"
     assert answers["inside"] + answers["refused"] == iterations
     print(answers)
+
+
+def test_files_folder_replaced_by_a_link_is_refused(setup: Setup) -> None:
+    setup.home.mkdir()
+    (setup.home / "files").symlink_to(setup.outside)
+    volumes = setup.volumes()
+    jail_refused("secret.txt", "read", volumes, "volume files is not available", setup.root)
