@@ -395,7 +395,8 @@ def _lstat_rel(install_fd: int, rel: str) -> os.stat_result | None:
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
             raise Refused(
-                f"{escape_display(head)} is a symbolic link or not a folder: import refuses to write through it",
+                f"{escape_display(head)} is a symbolic link or not a folder: import refuses to "
+                "write through it",
                 path=head,
             ) from None
         raise
@@ -632,7 +633,8 @@ class _Transaction:
             state = _target_state(self.install_fd, move["dst"])
             if state == "occupied":
                 raise Refused(
-                    f"{escape_display(move['dst'])} appeared or was filled meanwhile; nothing changed",
+                    f"{escape_display(move['dst'])} appeared or was filled meanwhile; nothing "
+                    "changed",
                     path=move["dst"],
                 )
             _rename_rel(self.install_fd, move["src"], move["dst"], replace_empty=state == "empty")
@@ -792,7 +794,8 @@ def _collect_secrets(
         values.update(load_secrets_file(secrets_file))
     if secret_args:
         warnings.append(
-            "--secret values are visible to other users of this machine (ps, shell history); prefer --secrets-file"
+            "--secret values are visible to other users of this machine (ps, shell history); "
+            "prefer --secrets-file"
         )
     for raw in secret_args:
         path, value = split_assignment(raw, "--secret")
@@ -801,7 +804,7 @@ def _collect_secrets(
 
 
 def load_secrets_file(path: Path) -> dict[str, str]:
-    """A ``--secrets-file``: a TOML table of secret paths; refused when group or others can read it."""
+    """A ``--secrets-file``: a TOML table of secret paths; refused when group/others can read it."""
     shown = escape_display(str(path))
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
@@ -873,7 +876,7 @@ def _stage_folder(
     listed: dict[str, str] | None,
     copied: set[str],
 ) -> str:
-    """Copy the sources of one staged folder, check every digest, fix modes; returns its tree digest."""
+    """Copy one staged folder's sources, check every digest, fix modes; returns its tree digest."""
     os.mkdir(staged.label, 0o700, dir_fd=staging_fd)
     root_fd = safefs.open_dir_nofollow(staging_fd, staged.label)
     files: list[tuple[str, int, str]] = []
@@ -883,7 +886,8 @@ def _stage_folder(
                 src_fd = safefs.open_beneath(bundle_fd, source)
             except OSError:
                 raise InvalidInput(
-                    f"{escape_display(source)}: missing or not a folder in the bundle; verify it again",
+                    f"{escape_display(source)}: missing or not a folder in the bundle; verify "
+                    "it again",
                     path=source,
                 ) from None
             try:
@@ -904,7 +908,8 @@ def _stage_folder(
                     ):
                         if listed is not None and listed.get(item.relpath) != item.xxh3_128:
                             raise InvalidInput(
-                                f"{escape_display(item.relpath)}: does not match its verified checksum; verify the bundle again",
+                                f"{escape_display(item.relpath)}: does not match its verified "
+                                "checksum; verify the bundle again",
                                 path=item.relpath,
                             )
                         copied.add(item.relpath)
@@ -1005,14 +1010,16 @@ def _consent(
     if not flags or accept_risks:
         return
     lines = [
-        f"{escape_display(f['kind'])} {escape_display(f['path'])}: {escape_display(f.get('detail', ''))}"
+        f"{escape_display(f['kind'])} {escape_display(f['path'])}: "
+        f"{escape_display(f.get('detail', ''))}"
         for f in flags
     ]
     question = "This bundle grants:\n  " + "\n  ".join(lines) + "\nImport it? Type yes to accept"
     if prompter is not None and prompter.confirm(question):
         return
     raise Refused(
-        f"the bundle carries {len(flags)} risk flag(s); review them ('bundler bundle inspect') and pass --accept-risks or answer yes at a terminal; nothing changed",
+        f"the bundle carries {len(flags)} risk flag(s); review them ('bundler bundle inspect') "
+        "and pass --accept-risks or answer yes at a terminal; nothing changed",
         path="risk_flags",
     )
 
@@ -1047,7 +1054,6 @@ def import_bundle(
         more = f" (and {rest} more; see 'bundler bundle verify')" if rest > 0 else ""
         raise InvalidInput(f"bundle failed verification: {shown}{more}", path=report.errors[0].path)
     manifest = report.manifest or {}
-    fragment = report.fragment or {}
     required = [p for p in manifest.get("required_secrets", []) if isinstance(p, str)]
     given, warnings = _collect_secrets(secrets, secrets_file)
 
@@ -1156,7 +1162,8 @@ def _plan(
             )
             if folder.startswith(".."):
                 raise Refused(
-                    f"skill_bundles.{escape_display(placement.target_alias)}: its folder is outside the install",
+                    f"skill_bundles.{escape_display(placement.target_alias)}: its folder is "
+                    "outside the install",
                     path=f"skill_bundles.{placement.target_alias}",
                 )
             staged.append(
@@ -1170,7 +1177,8 @@ def _plan(
     for item in staged:
         if _target_state(install_fd, item.target) == "occupied":
             raise Refused(
-                f"{escape_display(str(install_root / item.target))} exists and is not empty; nothing changed (import with --as, or move it away)",
+                f"{escape_display(str(install_root / item.target))} exists and is not empty; "
+                "nothing changed (import with --as, or move it away)",
                 path=str(install_root / item.target),
             )
     result.notes = notes
@@ -1281,7 +1289,8 @@ def _transact(
             if listed is not None and copied != expected:
                 missing = sorted(expected - copied)[0]
                 raise InvalidInput(
-                    f"{escape_display(missing)}: vanished from the bundle after verification; verify it again",
+                    f"{escape_display(missing)}: vanished from the bundle after verification; "
+                    "verify it again",
                     path=missing,
                 )
         finally:
@@ -1318,7 +1327,8 @@ def _transact(
         problems = [line for line in leftovers if line.startswith("left ") or line.startswith("(")]
         if problems:
             raise Refused(
-                f"import failed and could not be fully undone; run 'bundler recover --install {install_root}'",
+                "import failed and could not be fully undone; run 'bundler recover --install "
+                f"{install_root}'",
                 path=str(install_root),
             ) from err
         if isinstance(err, BundlerError):
@@ -1346,7 +1356,8 @@ def _transact(
     except (OSError, BundlerError) as err:
         txn.close()
         result.warnings.append(
-            f"imported, but finishing failed ({err}); run 'bundler recover --install {install_root}'"
+            f"imported, but finishing failed ({err}); run 'bundler recover --install "
+            f"{install_root}'"
         )
 
 
@@ -1471,7 +1482,8 @@ def undo_import(install_root: Path, receipt: Path) -> UndoReport:
         errors, _ = validate(parse_config(new_text or ""), install_root)
         if errors:
             raise InvalidInput(
-                f"cannot undo: the config without the imported entries would be invalid: {errors[0].line()}",
+                "cannot undo: the config without the imported entries would be invalid: "
+                f"{errors[0].line()}",
                 path=errors[0].path,
             )
         token = durable.random_token()
@@ -1521,7 +1533,8 @@ def undo_import(install_root: Path, receipt: Path) -> UndoReport:
             _complete(install_fd, journal, dry_run=False)
         except (OSError, BundlerError) as err:
             result.warnings.append(
-                f"undone, but tidying up failed ({err}); run 'bundler recover --install {install_root}'"
+                f"undone, but tidying up failed ({err}); run 'bundler recover --install "
+                f"{install_root}'"
             )
         result.removed_entries = paths
         result.removed_folders = [str(install_root / folder["path"]) for folder in folders]
@@ -1636,8 +1649,10 @@ def recover_install(install_root: Path, dry_run: bool = False) -> list[str]:
                 actions += _complete(install_fd, journal, dry_run=dry_run)
             else:
                 raise Refused(
-                    f"{name}: config.toml matches neither the state before nor after this {journal.kind}; "
-                    f"it lists targets {', '.join(m['dst'] for m in journal.moves) or 'none'}; resolve by hand",
+                    f"{name}: config.toml matches neither the state before nor after this "
+                    f"{journal.kind}; "
+                    f"it lists targets {', '.join(m['dst'] for m in journal.moves) or 'none'}; "
+                    "resolve by hand",
                     path=str(install_root / name),
                 )
     return actions

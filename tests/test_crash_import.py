@@ -22,7 +22,17 @@ import bundlefactory as bf
 import pytest
 from faultinject import Call, ptrace_unavailable, run_with_fault, sample, trace_calls
 
-R1_SYSCALLS = ["rename", "renameat", "renameat2", "unlink", "unlinkat", "rmdir", "fsync", "fdatasync", "syncfs"]
+R1_SYSCALLS = [
+    "rename",
+    "renameat",
+    "renameat2",
+    "unlink",
+    "unlinkat",
+    "rmdir",
+    "fsync",
+    "fdatasync",
+    "syncfs",
+]
 R2_SYSCALLS = ["write", "fsync", "syncfs", "renameat2", "openat"]
 FAST_SAMPLE = 6
 SECRET = "sk-ant-CRASHTEST-zqxjzqxjzqxjzqxjzq"
@@ -51,7 +61,14 @@ def cli_env() -> dict[str, str]:
 
 
 def bundler(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bundler", *args], capture_output=True, text=True, env=cli_env(), cwd="/", timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "bundler", *args],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        cwd="/",
+        timeout=120,
+    )
 
 
 def state(install: Path) -> State:
@@ -81,8 +98,17 @@ class Scenario:
     @property
     def cmd(self) -> list[str]:
         return [
-            sys.executable, "-m", "bundler", "--install", str(self.install), "agents", "import",
-            str(self.bundle), "--accept-risks", "--secret", f"providers.models.anthropic.main.api_key={SECRET}",
+            sys.executable,
+            "-m",
+            "bundler",
+            "--install",
+            str(self.install),
+            "agents",
+            "import",
+            str(self.bundle),
+            "--accept-risks",
+            "--secret",
+            f"providers.models.anthropic.main.api_key={SECRET}",
         ]
 
     def reset(self) -> None:
@@ -102,7 +128,9 @@ def _scenario(tmp_path: Path) -> Scenario:
     install = tmp_path / "install"
     shutil.copytree(pristine, install)
     reference = Scenario(install, pristine, bundle, state(install), {})
-    done = subprocess.run(reference.cmd, capture_output=True, text=True, env=cli_env(), cwd="/", timeout=120)
+    done = subprocess.run(
+        reference.cmd, capture_output=True, text=True, env=cli_env(), cwd="/", timeout=120
+    )
     assert done.returncode == 0, done.stderr
     new = state(install)
     assert new["<receipts>"] == b"1"
@@ -112,7 +140,9 @@ def _scenario(tmp_path: Path) -> Scenario:
 
 
 def _calls(scenario: Scenario, syscalls: list[str]) -> list[Call]:
-    done, calls = trace_calls(scenario.cmd, syscalls, env=cli_env(), cwd="/", relevant=str(scenario.install))
+    done, calls = trace_calls(
+        scenario.cmd, syscalls, env=cli_env(), cwd="/", relevant=str(scenario.install)
+    )
     assert done.returncode == 0, done.stderr
     scenario.reset()
     assert calls, "the traced import made none of the calls under test"
@@ -120,29 +150,41 @@ def _calls(scenario: Scenario, syscalls: list[str]) -> list[Call]:
 
 
 def _leftovers(install: Path) -> list[str]:
-    return [name for name in os.listdir(install) if name.startswith((".bundler-import-", ".config.toml.bundler-"))]
+    return [
+        name
+        for name in os.listdir(install)
+        if name.startswith((".bundler-import-", ".config.toml.bundler-"))
+    ]
 
 
 def _assert_old_or_new_after_recover(scenario: Scenario, call: Call) -> None:
     recovered = bundler("recover", "--install", str(scenario.install))
     assert recovered.returncode == 0, f"{call}: {recovered.stderr}"
     now = state(scenario.install)
-    assert now in (scenario.old, scenario.new), f"{call}: install is neither before nor after the import"
+    assert now in (scenario.old, scenario.new), (
+        f"{call}: install is neither before nor after the import"
+    )
     assert _leftovers(scenario.install) == [], call
     again = bundler("recover", "--install", str(scenario.install))
-    assert again.returncode == 0 and state(scenario.install) == now, f"{call}: recovery is not idempotent"
+    assert again.returncode == 0 and state(scenario.install) == now, (
+        f"{call}: recovery is not idempotent"
+    )
 
 
 def _kill_each(scenario: Scenario, calls: list[Call]) -> None:
     for call in calls:
-        run = run_with_fault(scenario.cmd, call.syscall, call.index, "SIGKILL", env=cli_env(), cwd="/")
+        run = run_with_fault(
+            scenario.cmd, call.syscall, call.index, "SIGKILL", env=cli_env(), cwd="/"
+        )
         assert run.fired, call
         assert SECRET not in run.stdout + run.stderr
         for leftover in _leftovers(scenario.install):
             path = scenario.install / leftover
-            for file in (path.rglob("*") if path.is_dir() else [path]):
+            for file in path.rglob("*") if path.is_dir() else [path]:
                 if file.is_file() and file.name in ("journal.toml",):
-                    assert SECRET.encode() not in file.read_bytes(), f"{call}: secret in the journal"
+                    assert SECRET.encode() not in file.read_bytes(), (
+                        f"{call}: secret in the journal"
+                    )
         _assert_old_or_new_after_recover(scenario, call)
         scenario.reset()
 
@@ -152,14 +194,24 @@ def test_sigkill_sample_then_recover_gives_old_or_new_install(tmp_path: Path) ->
     _kill_each(scenario, sample(_calls(scenario, R1_SYSCALLS), FAST_SAMPLE))
 
 
-def test_sigkill_at_the_commit_rename_leaves_recoverable_journal_without_secret(tmp_path: Path) -> None:
+def test_sigkill_at_the_commit_rename_leaves_recoverable_journal_without_secret(
+    tmp_path: Path,
+) -> None:
     scenario = _scenario(tmp_path)
-    calls = [c for c in _calls(scenario, ["rename", "renameat", "renameat2"]) if "config.toml" in c.line]
+    calls = [
+        c for c in _calls(scenario, ["rename", "renameat", "renameat2"]) if "config.toml" in c.line
+    ]
     assert calls, "no config rename traced"
     commit = calls[-1]
-    run = run_with_fault(scenario.cmd, commit.syscall, commit.index, "SIGKILL", env=cli_env(), cwd="/")
+    run = run_with_fault(
+        scenario.cmd, commit.syscall, commit.index, "SIGKILL", env=cli_env(), cwd="/"
+    )
     assert run.killed
-    staging = [scenario.install / name for name in _leftovers(scenario.install) if name.startswith(".bundler-import-")]
+    staging = [
+        scenario.install / name
+        for name in _leftovers(scenario.install)
+        if name.startswith(".bundler-import-")
+    ]
     assert len(staging) == 1
     journal = (staging[0] / "journal.toml").read_bytes()
     assert SECRET.encode() not in journal and b"agents/researcher/workspace" in journal

@@ -20,7 +20,9 @@ ANTHROPIC_KEY = "sk-ant-IMPORTED-key-zqxjvwqzqxjvwq"
 SECRET_ARGS = ["--secret", f"providers.models.anthropic.main.api_key={ANTHROPIC_KEY}"]
 
 
-def run_import(install: Path, *args: str, input_text: str | None = None) -> subprocess.CompletedProcess[str]:
+def run_import(
+    install: Path, *args: str, input_text: str | None = None
+) -> subprocess.CompletedProcess[str]:
     return run_cli(["--install", str(install), "agents", "import", *args], input_text=input_text)
 
 
@@ -58,13 +60,18 @@ def config_of(install: Path) -> dict[str, Any]:
 # --------------------------------------------------------------------------- the happy path
 
 
-def test_import_into_empty_install_creates_config_workspace_skills_receipt(bundle: Path, empty_install: Path) -> None:
+def test_import_into_empty_install_creates_config_workspace_skills_receipt(
+    bundle: Path, empty_install: Path
+) -> None:
     result = run_import(empty_install, str(bundle), "--accept-risks", *SECRET_ARGS, "--json")
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["ok"] is True and document["agent"] == bf.ROOT_AGENT
     assert "agents.researcher" in document["added"]
-    assert document["secrets_missing"] == ["mcp.servers.github.env.GITHUB_TOKEN", "providers.models.openai.backup.api_key"]
+    assert document["secrets_missing"] == [
+        "mcp.servers.github.env.GITHUB_TOKEN",
+        "providers.models.openai.backup.api_key",
+    ]
     receipt = Path(document["receipt"])
     assert receipt.parent == empty_install / "data" / "state" / "imports"
     assert receipt.name.endswith(f"-{bf.ROOT_AGENT}.toml")
@@ -73,11 +80,16 @@ def test_import_into_empty_install_creates_config_workspace_skills_receipt(bundl
         assert (workspace / rel).read_bytes() == body
     for rel, body in bf.SKILL_FILES.items():
         assert (empty_install / "shared" / "skills" / bf.SKILL_BUNDLE / rel).read_bytes() == body
-    assert config_of(empty_install)["providers"]["models"]["anthropic"]["main"]["api_key"] == ANTHROPIC_KEY
+    assert (
+        config_of(empty_install)["providers"]["models"]["anthropic"]["main"]["api_key"]
+        == ANTHROPIC_KEY
+    )
     assert not [name for name in os.listdir(empty_install) if name.startswith(".bundler-import-")]
 
 
-def test_modes_folders_0755_no_group_other_write_no_setuid(tmp_path: Path, empty_install: Path) -> None:
+def test_modes_folders_0755_no_group_other_write_no_setuid(
+    tmp_path: Path, empty_install: Path
+) -> None:
     bundle = bf.build_bundle(tmp_path / "bundle")
     risky = bundle / "workspace" / "notes" / "today.md"
     os.chmod(risky, 0o6777)
@@ -87,7 +99,12 @@ def test_modes_folders_0755_no_group_other_write_no_setuid(tmp_path: Path, empty
     assert result.returncode == 0, result.stderr
     workspace = empty_install / "agents" / bf.ROOT_AGENT / "workspace"
     assert stat.S_IMODE((workspace / "notes" / "today.md").stat().st_mode) == 0o755
-    for folder in (workspace, workspace / "notes", empty_install / "agents", empty_install / "shared" / "skills" / bf.SKILL_BUNDLE):
+    for folder in (
+        workspace,
+        workspace / "notes",
+        empty_install / "agents",
+        empty_install / "shared" / "skills" / bf.SKILL_BUNDLE,
+    ):
         assert stat.S_IMODE(folder.stat().st_mode) == 0o755, folder
 
 
@@ -95,9 +112,11 @@ def test_existing_config_bytes_kept_and_new_entries_appended(bundle: Path, tmp_p
     install = tmp_path / "install"
     install.mkdir()
     original = (
-        "# hand-written, keep me\n[agents.lead]  # boss\nmodel_provider = \"openai.prod\"\nrisk_profile = \"strict\"\n\n"
-        "[providers.models.openai.prod]\napi_key = \"sk-local-prod-key-1234567890\"\nmodel = \"gpt\"\n\n"
-        "[risk_profiles.strict]\nlevel   =   \"readonly\"\n"
+        '# hand-written, keep me\n[agents.lead]  # boss\nmodel_provider = "openai.prod"\n'
+        'risk_profile = "strict"\n\n'
+        '[providers.models.openai.prod]\napi_key = "sk-local-prod-key-1234567890"\n'
+        'model = "gpt"\n\n'
+        '[risk_profiles.strict]\nlevel   =   "readonly"\n'
     )
     (install / "config.toml").write_text(original, encoding="utf-8")
     os.chmod(install / "config.toml", 0o640)
@@ -109,7 +128,9 @@ def test_existing_config_bytes_kept_and_new_entries_appended(bundle: Path, tmp_p
     assert stat.S_IMODE((install / "config.toml").stat().st_mode) == 0o640
 
 
-def test_dry_run_prints_plan_changes_nothing_lists_missing_mcp_command(tmp_path: Path, empty_install: Path) -> None:
+def test_dry_run_prints_plan_changes_nothing_lists_missing_mcp_command(
+    tmp_path: Path, empty_install: Path
+) -> None:
     def missing_command(data: dict[str, Any]) -> None:
         data["mcp"]["servers"][0]["command"] = "bundler-test-no-such-command"
 
@@ -119,20 +140,27 @@ def test_dry_run_prints_plan_changes_nothing_lists_missing_mcp_command(tmp_path:
     assert result.returncode == 0, result.stderr
     assert "would import agent researcher" in result.stdout
     assert "not on PATH: mcp.servers.github.command: bundler-test-no-such-command" in result.stdout
-    assert "secret needed (sent to https://api.anthropic.com): bundler config set providers.models.anthropic.main.api_key" in result.stdout
+    assert (
+        "secret needed (sent to https://api.anthropic.com): bundler config set "
+        "providers.models.anthropic.main.api_key" in result.stdout
+    )
     assert "risk process_spawn mcp.servers.github.command" in result.stdout
     assert f"workspace: {empty_install}/agents/researcher/workspace" in result.stdout
     assert snapshot(empty_install) == before and not (empty_install / ".config.lock").exists()
 
 
-def test_consent_needed_without_accept_risks_nothing_changed(bundle: Path, empty_install: Path) -> None:
+def test_consent_needed_without_accept_risks_nothing_changed(
+    bundle: Path, empty_install: Path
+) -> None:
     result = run_import(empty_install, str(bundle))
     assert result.returncode == 1
     assert "risk flag" in result.stderr and "--accept-risks" in result.stderr
     assert snapshot(empty_install) == {}
 
 
-def test_format_2_memory_restored_into_workspace_memory(tmp_path: Path, empty_install: Path) -> None:
+def test_format_2_memory_restored_into_workspace_memory(
+    tmp_path: Path, empty_install: Path
+) -> None:
     bundle = bf.build_bundle(tmp_path / "bundle2", format_version=2)
     result = run_import(empty_install, str(bundle), "--accept-risks")
     assert result.returncode == 0, result.stderr
@@ -181,7 +209,9 @@ def test_same_bundle_twice_reuses_identical_and_namespaces_changed_with_refs_rew
     }
     config = config_of(empty_install)
     assert config["agents"]["third"]["model_provider"] == "anthropic.third-main"
-    assert config["providers"]["models"]["anthropic"]["third-main"]["fallback"] == ["openai.third-backup"]
+    assert config["providers"]["models"]["anthropic"]["third-main"]["fallback"] == [
+        "openai.third-backup"
+    ]
     assert config["providers"]["models"]["openai"]["backup"]["model"] == "gpt-4o"
     assert config["agents"]["second"]["model_provider"] == "anthropic.main"
 
@@ -191,13 +221,19 @@ def test_bind_to_local_profile_and_local_provider(bundle: Path, tmp_path: Path) 
     install.mkdir()
     (install / "config.toml").write_text(
         '[risk_profiles.strict]\nlevel = "readonly"\n\n'
-        '[providers.models.anthropic.prod]\napi_key = "sk-local-prod-key-abcdefgh"\nmodel = "claude"\n',
+        '[providers.models.anthropic.prod]\napi_key = "sk-local-prod-key-abcdefgh"\n'
+        'model = "claude"\n',
         encoding="utf-8",
     )
     result = run_import(
-        install, str(bundle), "--accept-risks", "--json",
-        "--bind", "risk_profiles.guarded=strict",
-        "--bind", "providers.models.anthropic.main=anthropic.prod",
+        install,
+        str(bundle),
+        "--accept-risks",
+        "--json",
+        "--bind",
+        "risk_profiles.guarded=strict",
+        "--bind",
+        "providers.models.anthropic.main=anthropic.prod",
     )
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
@@ -212,9 +248,13 @@ def test_bind_to_local_profile_and_local_provider(bundle: Path, tmp_path: Path) 
 
 
 def test_missing_bind_target_is_an_error(bundle: Path, empty_install: Path) -> None:
-    result = run_import(empty_install, str(bundle), "--accept-risks", "--bind", "risk_profiles.guarded=nope")
+    result = run_import(
+        empty_install, str(bundle), "--accept-risks", "--bind", "risk_profiles.guarded=nope"
+    )
     assert result.returncode == 1
-    assert result.stderr.startswith("error: --bind risk_profiles.guarded=nope: this install has no risk_profiles entry nope")
+    assert result.stderr.startswith(
+        "error: --bind risk_profiles.guarded=nope: this install has no risk_profiles entry nope"
+    )
     assert snapshot(empty_install) == {}
 
 
@@ -258,7 +298,9 @@ def test_merged_config_invalid_is_refused_with_exit_3(bundle: Path, tmp_path: Pa
     install = tmp_path / "install"
     install.mkdir()
     # an existing skill bundle already uses the folder the imported one resolves to
-    (install / "config.toml").write_text(f'[skill_bundles.mine]\ndirectory = "shared/skills/{bf.SKILL_BUNDLE}"\n')
+    (install / "config.toml").write_text(
+        f'[skill_bundles.mine]\ndirectory = "shared/skills/{bf.SKILL_BUNDLE}"\n'
+    )
     before = snapshot(install)
     result = run_import(install, str(bundle), "--accept-risks")
     assert result.returncode == 3, result.stderr
@@ -269,21 +311,35 @@ def test_merged_config_invalid_is_refused_with_exit_3(bundle: Path, tmp_path: Pa
 # --------------------------------------------------------------------------- secrets
 
 
-def test_secrets_file_fills_and_group_readable_file_is_refused(bundle: Path, tmp_path: Path, empty_install: Path) -> None:
+def test_secrets_file_fills_and_group_readable_file_is_refused(
+    bundle: Path, tmp_path: Path, empty_install: Path
+) -> None:
     secrets = tmp_path / "secrets.toml"
     secrets.write_text(f'"providers.models.anthropic.main.api_key" = "{ANTHROPIC_KEY}"\n')
     os.chmod(secrets, 0o640)
-    refused = run_import(empty_install, str(bundle), "--accept-risks", "--secrets-file", str(secrets))
+    refused = run_import(
+        empty_install, str(bundle), "--accept-risks", "--secrets-file", str(secrets)
+    )
     assert refused.returncode == 1 and "readable by group or others" in refused.stderr
     assert snapshot(empty_install) == {}
     os.chmod(secrets, 0o600)
-    result = run_import(empty_install, str(bundle), "--accept-risks", "--secrets-file", str(secrets), "--json")
+    result = run_import(
+        empty_install, str(bundle), "--accept-risks", "--secrets-file", str(secrets), "--json"
+    )
     assert result.returncode == 0, result.stderr
-    assert "providers.models.anthropic.main.api_key" not in json.loads(result.stdout)["secrets_missing"]
-    assert config_of(empty_install)["providers"]["models"]["anthropic"]["main"]["api_key"] == ANTHROPIC_KEY
+    assert (
+        "providers.models.anthropic.main.api_key"
+        not in json.loads(result.stdout)["secrets_missing"]
+    )
+    assert (
+        config_of(empty_install)["providers"]["models"]["anthropic"]["main"]["api_key"]
+        == ANTHROPIC_KEY
+    )
 
 
-def test_secret_values_never_leak_to_outputs_or_receipt(bundle: Path, tmp_path: Path, empty_install: Path) -> None:
+def test_secret_values_never_leak_to_outputs_or_receipt(
+    bundle: Path, tmp_path: Path, empty_install: Path
+) -> None:
     file_secret = "ghp_FROMFILE-zqxjzqxjzqxjzqxjzqxj"
     secrets = tmp_path / "secrets.toml"
     secrets.write_text(f'"mcp.servers.github.env.GITHUB_TOKEN" = "{file_secret}"\n')
@@ -292,8 +348,18 @@ def test_secret_values_never_leak_to_outputs_or_receipt(bundle: Path, tmp_path: 
     for extra in ((), ("--json",)):
         target = tmp_path / f"target{len(outputs)}"
         target.mkdir()
-        dry = run_import(target, str(bundle), *SECRET_ARGS, "--secrets-file", str(secrets), "--dry-run", *extra)
-        done = run_import(target, str(bundle), "--accept-risks", *SECRET_ARGS, "--secrets-file", str(secrets), *extra)
+        dry = run_import(
+            target, str(bundle), *SECRET_ARGS, "--secrets-file", str(secrets), "--dry-run", *extra
+        )
+        done = run_import(
+            target,
+            str(bundle),
+            "--accept-risks",
+            *SECRET_ARGS,
+            "--secrets-file",
+            str(secrets),
+            *extra,
+        )
         assert done.returncode == 0, done.stderr
         outputs += [dry.stdout, dry.stderr, done.stdout, done.stderr]
         outputs += [p.read_text() for p in (target / "data").rglob("*") if p.is_file()]
@@ -306,7 +372,9 @@ def test_secret_values_never_leak_to_outputs_or_receipt(bundle: Path, tmp_path: 
 
 
 def test_unknown_secret_path_is_a_usage_error(bundle: Path, empty_install: Path) -> None:
-    result = run_import(empty_install, str(bundle), "--secret", "providers.models.openai.nope.api_key=x")
+    result = run_import(
+        empty_install, str(bundle), "--secret", "providers.models.openai.nope.api_key=x"
+    )
     assert result.returncode == 2
     assert "not a required secret" in result.stderr
 

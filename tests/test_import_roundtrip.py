@@ -1,6 +1,7 @@
-"""Round trip (issue 5): export every agent of ``examples/install``, import each into an empty install
-with ``--accept-risks`` and every secret given, export again: ``config.toml`` and ``checksums.xxh3``
-are byte-identical, and no given secret value appears in any output, receipt or bundle."""
+"""Round trip (issue 5): export every agent of ``examples/install``, import each into an empty
+install with ``--accept-risks`` and every secret given, export again: ``config.toml`` and
+``checksums.xxh3`` are byte-identical, and no given secret value appears in any output, receipt
+or bundle."""
 
 from __future__ import annotations
 
@@ -21,7 +22,13 @@ EXAMPLE = REPO / "examples" / "install"
 def bundler(*args: str) -> subprocess.CompletedProcess[str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("ZEROCLAW_")}
     env.update(SOURCE_DATE_EPOCH="1700000000", PYTHONDONTWRITEBYTECODE="1")
-    return subprocess.run([sys.executable, "-m", "bundler", *args], capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "bundler", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
 
 
 def example_agents() -> list[str]:
@@ -30,19 +37,36 @@ def example_agents() -> list[str]:
 
 
 @pytest.mark.parametrize("alias", example_agents())
-def test_export_import_export_gives_identical_config_and_checksums(alias: str, tmp_path: Path) -> None:
+def test_export_import_export_gives_identical_config_and_checksums(
+    alias: str, tmp_path: Path
+) -> None:
     first = tmp_path / "first"
     exported = bundler("--install", str(EXAMPLE), "agents", "export", alias, "--out", str(first))
     assert exported.returncode == 0, exported.stderr
     manifest = tomlcompat.loads((first / "zeroclaw-agent.toml").read_text(encoding="utf-8"))
-    secrets = {path: f"roundtrip-{index:02d}-zqxjzqxjzqxjzqxj" for index, path in enumerate(manifest["required_secrets"])}
+    secrets = {
+        path: f"roundtrip-{index:02d}-zqxjzqxjzqxjzqxj"
+        for index, path in enumerate(manifest["required_secrets"])
+    }
     secrets_file = tmp_path / "secrets.toml"
-    secrets_file.write_text("".join(f"{json.dumps(path)} = {json.dumps(value)}\n" for path, value in secrets.items()))
+    secrets_file.write_text(
+        "".join(f"{json.dumps(path)} = {json.dumps(value)}\n" for path, value in secrets.items())
+    )
     os.chmod(secrets_file, 0o600)
 
     target = tmp_path / "target"
     target.mkdir()
-    imported = bundler("--install", str(target), "agents", "import", str(first), "--accept-risks", "--secrets-file", str(secrets_file), "--json")
+    imported = bundler(
+        "--install",
+        str(target),
+        "agents",
+        "import",
+        str(first),
+        "--accept-risks",
+        "--secrets-file",
+        str(secrets_file),
+        "--json",
+    )
     assert imported.returncode == 0, imported.stderr
     document = json.loads(imported.stdout)
     assert document["secrets_missing"] == [] and document["renamed"] == {}

@@ -34,7 +34,11 @@ def imported(tmp_path: Path, config: str | None = USER_CONFIG) -> tuple[Path, Pa
 
 
 def folders(install: Path) -> set[str]:
-    return {str(p.relative_to(install)) for p in install.rglob("*") if "data" not in p.relative_to(install).parts}
+    return {
+        str(p.relative_to(install))
+        for p in install.rglob("*")
+        if "data" not in p.relative_to(install).parts
+    }
 
 
 def test_undo_restores_pre_import_config_bytes_and_removes_folders(tmp_path: Path) -> None:
@@ -58,7 +62,13 @@ def test_undo_of_import_into_empty_install_removes_config(tmp_path: Path) -> Non
 
 def test_undo_ignores_secrets_filled_in_after_import(tmp_path: Path) -> None:
     install, receipt = imported(tmp_path)
-    filled = bundler(install, "config", "set", "providers.models.openai.backup.api_key", "sk-filled-later-abcdefghijkl")
+    filled = bundler(
+        install,
+        "config",
+        "set",
+        "providers.models.openai.backup.api_key",
+        "sk-filled-later-abcdefghijkl",
+    )
     if filled.returncode != 0 and "not implemented" in filled.stderr:
         pytest.skip("config set has not landed yet")
     assert filled.returncode == 0, filled.stderr
@@ -92,7 +102,9 @@ def test_undo_refuses_when_the_workspace_changed(tmp_path: Path) -> None:
 
 def test_undo_refuses_when_a_later_import_uses_the_entries(tmp_path: Path) -> None:
     install, receipt = imported(tmp_path)
-    again = bundler(install, "agents", "import", str(tmp_path / "bundle"), "--as", "second", "--accept-risks")
+    again = bundler(
+        install, "agents", "import", str(tmp_path / "bundle"), "--as", "second", "--accept-risks"
+    )
     assert again.returncode == 0, again.stderr
     before = bf.tree_snapshot(install)
     result = bundler(install, "agents", "import", "--undo", str(receipt))

@@ -28,7 +28,9 @@ def import_bundle(args: argparse.Namespace, out: Output) -> Result:
         undone = importer.undo_import(install, Path(args.undo))
         text = [f"removed {escape_display(path)}" for path in undone.removed_entries]
         text += [f"removed folder {escape_display(path)}" for path in undone.removed_folders]
-        return Result(payload=undone.as_json(), text=[] if out.quiet else text, warnings=undone.warnings)
+        return Result(
+            payload=undone.as_json(), text=[] if out.quiet else text, warnings=undone.warnings
+        )
     binds = dict(importer.split_assignment(raw, "--bind") for raw in args.bind)
     prompter = None if out.json_mode else importer.default_prompter()
     report = importer.import_bundle(
@@ -42,7 +44,11 @@ def import_bundle(args: argparse.Namespace, out: Output) -> Result:
         dry_run=args.dry_run,
         prompt=prompter,
     )
-    return Result(payload=report.as_json(), text=[] if out.quiet else summary(report), warnings=report.warnings)
+    return Result(
+        payload=report.as_json(),
+        text=[] if out.quiet else summary(report),
+        warnings=report.warnings,
+    )
 
 
 def summary(report: importer.ImportReport) -> list[str]:
@@ -53,7 +59,11 @@ def summary(report: importer.ImportReport) -> list[str]:
     lines.append(f"  workspace: {escape_display(report.workspace_target)}")
     for alias, folder in report.skill_targets.items():
         lines.append(f"  skills {escape_display(alias)}: {escape_display(folder)}")
-    for title, items in (("added", plan.added), ("reused", plan.reused), ("not needed", plan.unused)):
+    for title, items in (
+        ("added", plan.added),
+        ("reused", plan.reused),
+        ("not needed", plan.unused),
+    ):
         for item in items:
             lines.append(f"  {title}: {escape_display(item)}")
     for old, new in plan.renamed.items():
@@ -63,16 +73,23 @@ def summary(report: importer.ImportReport) -> list[str]:
     for path in plan.reused_with_secrets:
         lines.append(f"  uses the credentials of the existing {escape_display(path)}")
     for path in report.skills_differ:
-        lines.append(f"  reused {escape_display(path)}: the bundle's skill files differ from the local folder's")
+        lines.append(
+            f"  reused {escape_display(path)}: the bundle's skill files differ from the local "
+            "folder's"
+        )
     for flag in report.risk_flags:
         detail = escape_display(flag.get("detail", ""))
-        lines.append(f"  risk {escape_display(flag['kind'])} {escape_display(flag['path'])}: {detail}")
+        lines.append(
+            f"  risk {escape_display(flag['kind'])} {escape_display(flag['path'])}: {detail}"
+        )
     for command in report.missing_commands:
         lines.append(f"  not on PATH: {command}")
     lines.extend(f"  note: {note}" for note in report.notes)
     for path in plan.secrets_missing:
         endpoint = report.endpoints.get(path, "")
-        lines.append(f"  secret needed (sent to {endpoint}): bundler config set {escape_display(path)}")
+        lines.append(
+            f"  secret needed (sent to {endpoint}): bundler config set {escape_display(path)}"
+        )
     if report.receipt:
         lines.append(f"  receipt: {escape_display(report.receipt)}")
     return lines
