@@ -299,3 +299,66 @@ def test_file_growing_after_classification_is_copied_to_its_end(dirs: tuple[Path
         os.close(dst_fd)
     assert (dst / "log").read_bytes() == b"start\nappended before the open\n"
     assert copied.size == 31
+
+
+FAULT_SCRIPT = """
+import os, sys
+from pathlib import Path
+from bundler.copytree import copy_tree, make_durable
+from bundler.errors import Refused
+from bundler.safefs import open_source_root
+src = open_source_root(Path(sys.argv[1]), install_root=None)
+dst = os.open(sys.argv[2], os.O_RDONLY | os.O_DIRECTORY)
+try:
+    for _ in copy_tree(src, dst, prefix="workspace/"):
+        pass
+    make_durable(dst, method="fsync")
+except Refused as exc:
+    print(exc.message)
+    sys.exit(exc.code)
+"""
+
+
+@pytest.mark.parametrize(
+    ("syscall", "expected"),
+    [
+        ("fsync", "could not make a durable (Input/output error)"),
+        ("write", "cannot write workspace/a (Input/output error): check the disk"),
+        ("readv", "cannot read workspace/a (Input/output error): check the disk"),
+    ],
+)
+def test_io_error_refused_naming_the_file(
+    dirs: tuple[Path, Path], syscall: str, expected: str
+) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("strace") is None:
+        pytest.skip("strace is needed to inject a real EIO into the copying process")
+    src, dst = dirs
+    (src / "a").write_bytes(b"payload")
+    result = subprocess.run(
+        [
+            "strace",
+            "-f",
+            "-qq",
+            "-o",
+            "/dev/null",
+            "-e",
+            f"trace={syscall}",
+            "-e",
+            f"inject={syscall}:error=EIO:when=1",
+            sys.executable,
+            "-c",
+            FAULT_SCRIPT,
+            str(src),
+            str(dst),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.strip().startswith(expected)
+    assert "Traceback" not in result.stderr
