@@ -439,7 +439,9 @@ class Staging:
         """
         adm = self.admission
         self._close_fd()
-        interrupted: Interrupted | None = None
+        interrupted = False
+        # signals wait until the swap and its follow-up are done: an interrupt can no longer
+        # undo the publication, only leave leftovers behind
         try:
             with _signals_deferred():
                 self._recheck()
@@ -448,17 +450,13 @@ class Staging:
                 else:
                     method = self._swap_occupied()
                 self.published = True
-        except Interrupted as err:  # delivered when signals are released
+                outcome = PublishOutcome(method=method)
+                self._after_swap(outcome.warnings)
+        except Interrupted:  # delivered as the signals are released
             if not self.published:
                 raise
-            interrupted = err
-        outcome = PublishOutcome(method=method)
-        try:
-            with _signals_deferred():
-                self._after_swap(outcome.warnings)
-        except Interrupted as err:
-            interrupted = err
-        if interrupted is not None:
+            interrupted = True
+        if interrupted:
             outcome.warnings.append(
                 f"interrupted after the bundle was published; run "
                 f"'bundler recover {escape_display(adm.dest_path)}' to clear leftovers"
