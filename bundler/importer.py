@@ -22,16 +22,17 @@ from __future__ import annotations
 import contextlib
 import copy
 import errno
+import functools
 import getpass
 import json
 import os
 import shutil
 import stat
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 import tomli_w
 import tomlkit
@@ -145,6 +146,35 @@ class UndoReport:
             "removed": self.removed_entries,
             "removed_folders": self.removed_folders,
         }
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _io_errors_refused(action: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Turn an unexpected I/O error (EIO, ENOSPC, EACCES…) into a one-line refusal (05 §3).
+
+    Failures inside a transaction are handled there (rollback, or a warning after the commit);
+    this covers reading the bundle, the config and the targets before anything changes.
+    """
+
+    def decorate(function: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(function)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return function(*args, **kwargs)
+            except OSError as err:
+                reason = os.strerror(err.errno) if err.errno else str(err)
+                where = escape_display(os.fsdecode(err.filename)) if err.filename else ""
+                at = f" at {where}" if where else ""
+                raise Refused(
+                    f"{action} failed{at} ({reason}); nothing was committed", path=where
+                ) from None
+
+        return wrapper
+
+    return decorate
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1024,6 +1054,7 @@ def _consent(
     )
 
 
+@_io_errors_refused("import")
 def import_bundle(
     install_root: Path,
     bundle: Path,
@@ -1446,6 +1477,7 @@ def _pruned(value: Any) -> Any:
     return value
 
 
+@_io_errors_refused("undo")
 def undo_import(install_root: Path, receipt: Path) -> UndoReport:
     """Remove exactly what the import recorded in ``receipt`` added (03 §4), transactionally.
 
@@ -1604,6 +1636,7 @@ def _temp_configs(dir_fd: int, token: str) -> list[str]:
     ]
 
 
+@_io_errors_refused("recovery")
 def recover_install(install_root: Path, dry_run: bool = False) -> list[str]:
     """Finish or roll back interrupted imports and undos of an install (03 §6).
 
