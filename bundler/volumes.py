@@ -338,9 +338,12 @@ def _step(fd: int, part: str, display: str, walked: str, volume_name: str) -> in
             raise JailError(
                 f"{display}: {here} is a symbolic link (refused)", path=display
             ) from None
-        if info is None or err.errno == errno.ENOENT:
+        if err.errno == errno.ENOENT:
             raise JailError(f"{display}: folder {here} does not exist", path=display) from None
-        raise JailError(f"{display}: {here} is not a folder", path=display) from None
+        if info is not None and not stat.S_ISDIR(info.st_mode):
+            raise JailError(f"{display}: {here} is not a folder", path=display) from None
+        reason = os.strerror(err.errno or errno.EIO)
+        raise JailError(f"{display}: {here} cannot be reached ({reason})", path=display) from None
 
 
 def _check_final(fd: int, name: str, display: str) -> bool:
@@ -349,6 +352,9 @@ def _check_final(fd: int, name: str, display: str) -> bool:
         info = os.stat(name, dir_fd=fd, follow_symlinks=False)
     except FileNotFoundError:
         return False
+    except OSError as err:
+        reason = os.strerror(err.errno or errno.EIO)
+        raise JailError(f"{display}: cannot be reached ({reason})", path=display) from None
     if stat.S_ISLNK(info.st_mode):
         raise JailError(f"{display}: is a symbolic link (refused)", path=display)
     return True

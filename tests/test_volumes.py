@@ -470,3 +470,8 @@ def test_files_folder_replaced_by_a_link_is_refused(setup: Setup) -> None:
     (setup.home / "files").symlink_to(setup.outside)
     volumes = setup.volumes()
     jail_refused("secret.txt", "read", volumes, "volume files is not available", setup.root)
+
+
+def test_overlong_name_is_a_jail_error_not_an_os_error(jail: list[Volume], setup: Setup) -> None:
+    jail_refused("notes:" + "n" * 300, "read", jail, "cannot be reached", setup.root)
+    jail_refused("notes:" + "n" * 300 + "/x", "read", jail, "cannot be reached", setup.root)
