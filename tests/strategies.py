@@ -134,9 +134,56 @@ def _servers(d: _Draw, names: list[str]) -> list[dict[str, Any]]:
     return servers
 
 
+def _inject_hostile(d: _Draw, config: dict[str, Any]) -> None:
+    """Wrong types and escaped ciphertext where a hand-edited or hostile config may have them."""
+    agents = list(config["agents"].values())
+    victim = d.draw(st.sampled_from(agents))
+    damage = d.draw(
+        st.sampled_from(
+            [
+                "model_type",
+                "bundle_string",
+                "fallback_string",
+                "profile_string",
+                "server_junk",
+                "server_name_list",
+                "ciphertext",
+                "workspace_string",
+                "ciphertext_list",
+            ]
+        )
+    )
+    models = config["providers"]["models"]
+    first_family = next(iter(models))
+    first_provider = next(iter(models[first_family].values()))
+    if damage == "model_type":
+        victim["model_provider"] = 5
+    elif damage == "bundle_string":
+        victim["mcp_bundles"] = "m0"
+    elif damage == "fallback_string":
+        first_provider["fallback"] = "openai.p0"
+    elif damage == "profile_string":
+        config["risk_profiles"][
+            victim["risk_profile"] if victim["risk_profile"] in config["risk_profiles"] else "r0"
+        ] = "strict"
+    elif damage == "server_junk":
+        config["mcp"]["servers"].insert(0, "not a table")
+    elif damage == "server_name_list":
+        config["mcp"]["servers"].insert(0, {"name": ["github"], "command": "x"})
+    elif damage == "ciphertext":
+        first_provider["model"] = "enc:" + d.draw(words)
+    elif damage == "workspace_string":
+        victim["workspace"] = "/srv/ws"
+    else:
+        victim["skill_bundles"] = ["enc2:" + d.draw(words)]
+
+
 @st.composite
-def installs(draw: st.DrawFn, max_agents: int = 6) -> Install:
-    """A whole install's config with 1..``max_agents`` agents and the secrets it holds."""
+def installs(draw: st.DrawFn, max_agents: int = 6, hostile: bool = False) -> Install:
+    """A whole install's config with 1..``max_agents`` agents and the secrets it holds.
+
+    With ``hostile``, one wrong type or escaped ciphertext is injected somewhere.
+    """
     d = _Draw(draw)
     models, model_refs = _providers(d, draw(st.integers(1, 8)))
     config: dict[str, Any] = {"providers": {"models": models}}
@@ -239,4 +286,6 @@ def installs(draw: st.DrawFn, max_agents: int = 6) -> Install:
             agent["nickname"] = d.draw(words)
         agents[f"a{i}"] = agent
     config["agents"] = agents
+    if hostile:
+        _inject_hostile(d, config)
     return Install(config, d.secrets)

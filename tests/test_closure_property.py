@@ -70,6 +70,12 @@ def test_every_closure_validates_alone_or_refuses_naming_a_field(install: Instal
     _check_install(install)
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(installs(hostile=True))
+def test_hostile_types_and_ciphertext_refuse_naming_a_field_never_crash(install: Install) -> None:
+    _check_install(install)
+
+
 @pytest.mark.slow
 @settings(
     max_examples=int(os.environ.get("BUNDLER_SLOW_SAMPLE", "1500")),
