@@ -204,7 +204,8 @@ class ResolvedPath:
     ``dir_fd`` is an open descriptor of the folder holding ``name`` (owned: close it, or use
     the object as a context manager). For the volume's own root, ``name`` is ``"."`` and
     ``dir_fd`` is the root. ``display`` is ``volume:relative`` for results and messages.
-    ``exists`` says whether ``name`` is there (as a file or a real folder).
+    ``exists`` says whether ``name`` is there (as a file or a real folder); ``access`` is the
+    mode it was resolved for, and :meth:`open` refuses write flags unless that was a write.
     """
 
     volume: Volume
@@ -213,6 +214,7 @@ class ResolvedPath:
     dir_fd: int
     name: str
     exists: bool
+    access: Access = "read"
 
     def close(self) -> None:
         """Close ``dir_fd``."""
@@ -229,8 +231,20 @@ class ResolvedPath:
     def open(self, flags: int = os.O_RDONLY, mode: int = 0o600) -> int:
         """Open ``name`` below ``dir_fd`` with ``O_NOFOLLOW`` (and ``O_NONBLOCK`` for reads, so a
         FIFO swapped in cannot hang the tool); only a regular file is answered."""
+        writing = flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND)
+        if writing and (self.access not in _WRITES or self.volume.mode == "ro"):
+            # a path resolved for reading must not become a way to write a read-only volume
+            raise JailError(f"{self.display}: was resolved for {self.access}", path=self.display)
         safe_flags = flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-        fd = os.open(self.name, safe_flags, mode, dir_fd=self.dir_fd)
+        try:
+            fd = os.open(self.name, safe_flags, mode, dir_fd=self.dir_fd)
+        except OSError as err:
+            reason = (
+                "is a symbolic link (refused)"
+                if err.errno == errno.ELOOP
+                else f"cannot be opened ({os.strerror(err.errno or errno.EIO)})"
+            )
+            raise JailError(f"{self.display}: {reason}", path=self.display) from None
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
             raise JailError(f"{self.display}: is not a regular file", path=self.display)
@@ -313,12 +327,12 @@ def resolve(user_path: str, mode: Access, volumes: list[Volume]) -> ResolvedPath
             os.close(fd)
             fd = child
         if not parts:
-            return ResolvedPath(volume, "", display, fd, ".", True)
+            return ResolvedPath(volume, "", display, fd, ".", True, mode)
         name = parts[-1]
         exists = _check_final(fd, name, display)
         if not exists and mode not in ("write",):
             raise JailError(f"{display}: does not exist", path=display)
-        return ResolvedPath(volume, "/".join(parts), display, fd, name, exists)
+        return ResolvedPath(volume, "/".join(parts), display, fd, name, exists, mode)
     except BaseException:
         os.close(fd)
         raise

@@ -475,3 +475,23 @@ def test_files_folder_replaced_by_a_link_is_refused(setup: Setup) -> None:
 def test_overlong_name_is_a_jail_error_not_an_os_error(jail: list[Volume], setup: Setup) -> None:
     jail_refused("notes:" + "n" * 300, "read", jail, "cannot be reached", setup.root)
     jail_refused("notes:" + "n" * 300 + "/x", "read", jail, "cannot be reached", setup.root)
+
+
+def test_path_resolved_for_reading_cannot_be_opened_for_writing(
+    jail: list[Volume], setup: Setup
+) -> None:
+    for path in ("docs:manual.md", "notes:todo.md"):
+        with resolve(path, "read", jail) as found, pytest.raises(JailError, match="resolved for"):
+            found.open(os.O_WRONLY | os.O_TRUNC)
+    assert (setup.docs / "manual.md").read_text() == "manual"
+    assert (setup.notes / "todo.md").read_text() == "todo"
+
+
+def test_link_swapped_in_after_resolution_is_refused_at_open(
+    jail: list[Volume], setup: Setup
+) -> None:
+    with resolve("notes:todo.md", "read", jail) as found:
+        os.unlink(setup.notes / "todo.md")
+        (setup.notes / "todo.md").symlink_to(setup.outside / "secret.txt")
+        with pytest.raises(JailError, match="is a symbolic link"):
+            found.open()
