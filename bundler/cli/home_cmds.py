@@ -97,6 +97,12 @@ def _read_skill_file(path: str) -> str:
             f"--file {escape_display(path)}: cannot be read ({os.strerror(err.errno or 0)})",
             path=path,
         ) from None
+    if len(data) > _MAX_SKILL_FILE:
+        raise InvalidInput(
+            f"--file {escape_display(path)}: is larger than {_MAX_SKILL_FILE} bytes "
+            "(a skill holds at most 20,000 characters)",
+            path=path,
+        )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
