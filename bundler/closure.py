@@ -248,11 +248,7 @@ class _Planner:
         if node is None:
             return
         for key in list(entry):
-            sub_node = (
-                schema.child(node, key)
-                if not node.get("x-secret")
-                else node.get("additionalProperties")
-            )
+            sub_node = schema.child(node, key)
             if sub_node is None:
                 value = entry.pop(key)
                 if is_populated(value):
@@ -292,18 +288,16 @@ class _Planner:
             )
         entry = copy.deepcopy(dict(source))
         base = ("agents", self.alias)
-        self.remove_unknown(entry, self.node(*base), base)
+        # removed fields first, so nothing inside them is reported a second time as unknown
         for name, reason, why in _REMOVED_AGENT_FIELDS:
             if is_populated(entry.pop(name, None)):
                 self.drop((*base, name), reason, why)
         a2a = entry.pop("a2a", None)
-        if (
-            isinstance(a2a, Mapping)
-            and (is_populated(a2a.get("published")) or is_populated(a2a.get("exposed_skills")))
-            or a2a is not None
-            and not isinstance(a2a, Mapping)
-            and is_populated(a2a)
-        ):
+        if isinstance(a2a, Mapping):
+            a2a_open = is_populated(a2a.get("published")) or is_populated(a2a.get("exposed_skills"))
+        else:
+            a2a_open = is_populated(a2a)
+        if a2a_open:
             self.drop(
                 (*base, "a2a"),
                 DEFAULT_CLOSED,
@@ -321,6 +315,7 @@ class _Planner:
             for name, reason, why in _REMOVED_WORKSPACE_FIELDS:
                 if is_populated(workspace.pop(name, None)):
                     self.drop((*base, "workspace", name), reason, why)
+        self.remove_unknown(entry, self.node(*base), base)
         for kind in _BUNDLE_KINDS:
             if kind in entry:
                 cleaned = _aliases(entry[kind])
