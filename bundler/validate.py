@@ -469,20 +469,31 @@ def _families(category: str) -> frozenset[str]:
     return frozenset(node["propertyNames"]["enum"])
 
 
+@dataclass(frozen=True)
+class _RefField:
+    """A reference field of an entry, read from the schema's ``x-ref`` marks."""
+
+    segments: tuple[str, ...]  # below the entry
+    target: str  # the map it points into: ``providers.models``, ``risk_profiles``...
+    is_list: bool
+    required: bool  # in its table's ``required``: an empty value is an error
+
+
 @cache
-def _ref_fields(kind: str) -> tuple[tuple[tuple[str, ...], str, bool], ...]:
+def _ref_fields(kind: str) -> tuple[_RefField, ...]:
     """The ``x-ref`` fields of an ``agents`` or ``runtime_profiles`` entry.
 
-    Each is ``(segments below the entry, target map, is_list)``; read from the schema so that a
-    new reference field needs no code here.
+    Read from the schema, so a new reference field needs no code here.
     """
     entry = schema.config_schema()["properties"][kind]["additionalProperties"]
-    found: list[tuple[tuple[str, ...], str, bool]] = []
+    found: list[_RefField] = []
 
     def walk(node: Mapping[str, Any], prefix: tuple[str, ...]) -> None:
+        required = node.get("required", [])
         for name, sub in node.get("properties", {}).items():
             if "x-ref" in sub:
-                found.append(((*prefix, name), sub["x-ref"], sub.get("type") == "array"))
+                is_list = sub.get("type") == "array"
+                found.append(_RefField((*prefix, name), sub["x-ref"], is_list, name in required))
             elif sub.get("type") == "object":
                 walk(sub, (*prefix, name))
 
@@ -537,39 +548,36 @@ class _Run:
 
     # -- references ----------------------------------------------------------------------
 
-    def provider_exists(self, category: str, ref: str) -> str | None:
-        """None when ``ref`` names an existing provider of ``category``, else why not."""
+    def provider_problem(self, category: str, ref: str) -> tuple[str, str] | None:
+        """None when ``ref`` names an existing provider of ``category``, else (kind, message)."""
         parts = ref.split(".")
         if len(parts) != 2 or not all(parts):
-            return "must be <family>.<alias>"
+            return INVALID_FORMAT, "must be <family>.<alias>"
         family, alias = parts
         if family not in self.families[category]:
-            return f"names an unknown {category} provider family"
+            return INVALID_VALUE, f"names an unknown {category} provider family"
         providers = _table(self.config.get("providers"))
         if alias not in _table(_table(providers.get(category)).get(family)):
-            return f"no providers.{category} entry {format_path(parts)}"
+            return DANGLING_REFERENCE, f"no providers.{category} entry {format_path(parts)}"
         return None
 
-    def check_ref(self, segments: Sequence[str], target: str, ref: Any, required: bool) -> None:
+    def check_ref(self, segments: list[str], field: _RefField, ref: Any, in_list: bool) -> None:
         if not isinstance(ref, str):
             return  # the schema has reported the type
+        target = field.target
         if not ref:
-            if required:
+            # an empty scalar ref means "none" unless required; an empty list entry names nothing
+            if field.required:
                 self.error(REQUIRED_FIELD_EMPTY, segments, f"is required (an entry of {target})")
-            elif isinstance(segments[-1], str) and segments[-1].isdigit():
+            elif in_list:
                 self.error(
                     DANGLING_REFERENCE, segments, f"is empty; must name an entry of {target}"
                 )
             return
         if target.startswith("providers."):
-            category = target.split(".", 1)[1]
-            problem = self.provider_exists(category, ref)
-            if problem == "must be <family>.<alias>":
-                self.error(INVALID_FORMAT, segments, problem)
-            elif problem and problem.startswith("names an unknown"):
-                self.error(INVALID_VALUE, segments, problem)
-            elif problem:
-                self.error(DANGLING_REFERENCE, segments, problem)
+            problem = self.provider_problem(target.split(".", 1)[1], ref)
+            if problem:
+                self.error(problem[0], segments, problem[1])
         elif target == "channels":
             parts = ref.split(".")
             if len(parts) != 2 or not all(parts):
@@ -580,16 +588,14 @@ class _Run:
             self.error(DANGLING_REFERENCE, segments, f"no {target} entry {format_path([ref])}")
 
     def check_refs_of(self, kind: str, alias: str, entry: Mapping[str, Any]) -> None:
-        for field, target, is_list in _ref_fields(kind):
-            value = _get(entry, field)
-            base = [kind, alias, *field]
-            if is_list:
+        for field in _ref_fields(kind):
+            value = _get(entry, field.segments)
+            base = [kind, alias, *field.segments]
+            if field.is_list:
                 for index, ref in enumerate(_list(value)):
-                    self.check_ref([*base, str(index)], target, ref, required=False)
-            elif value is None:
-                continue  # absent: the schema default (or its ``required``) covers it
-            else:
-                self.check_ref(base, target, value, required=field == ("model_provider",))
+                    self.check_ref([*base, str(index)], field, ref, in_list=True)
+            elif value is not None:  # absent: the default applies, or ``required`` reported it
+                self.check_ref(base, field, value, in_list=False)
 
     # -- rule 2: agents -------------------------------------------------------------------
 
@@ -796,7 +802,7 @@ class _Run:
             for ref in _list(_table(entry).get("fallback")):
                 if not isinstance(ref, str):
                     continue
-                if ref in edges and self.provider_exists("models", ref) is None:
+                if ref in edges and self.provider_problem("models", ref) is None:
                     edges[node].append(ref)
                 else:
                     self.warn(
@@ -829,10 +835,10 @@ class _Run:
         roots: list[str] = []
         for kind in ("agents", "runtime_profiles"):
             for entry in _table(self.config.get(kind)).values():
-                for field, target, is_list in _ref_fields(kind):
-                    if target != "providers.models" or is_list:
+                for field in _ref_fields(kind):
+                    if field.target != "providers.models" or field.is_list:
                         continue
-                    ref = _get(_table(entry), field)
+                    ref = _get(_table(entry), field.segments)
                     if isinstance(ref, str) and ref:
                         roots.append(ref)
         return roots
