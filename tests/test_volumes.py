@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 from hostile_agent_yaml import clean_env, run_cli, snapshot_tree
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from bundler.errors import InvalidInput
-from bundler.homes import init_home, resolve_home
+from bundler.homes import init_home, resolve_home, safe_folder_name
 from bundler.volumes import (
     JailError,
     Volume,
@@ -495,3 +497,52 @@ def test_link_swapped_in_after_resolution_is_refused_at_open(
         (setup.notes / "todo.md").symlink_to(setup.outside / "secret.txt")
         with pytest.raises(JailError, match="is a symbolic link"):
             found.open()
+
+
+# --- properties ------------------------------------------------------------------------------
+
+
+_COMPONENTS = st.sampled_from(["a", "b", "..", ".", "", "link", "file.txt", "~", "x:y"])
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    parts=st.lists(_COMPONENTS, max_size=8), prefix=st.sampled_from(["", "notes:", "/", "files:"])
+)
+def test_any_resolution_stays_inside_its_volume(
+    jail: list[Volume], setup: Setup, parts: list[str], prefix: str
+) -> None:
+    """Whatever the path, a resolution either is refused or holds a folder inside the volume
+    (checked through the kernel's own name of the open descriptor)."""
+    tree = setup.notes
+    if not (tree / "a").exists():
+        for base in (tree, setup.home / "files"):
+            (base / "a" / "b").mkdir(parents=True)
+            (base / "file.txt").write_text("f")
+            (base / "link").symlink_to(setup.outside)
+            (base / "a" / "link").symlink_to(setup.outside)
+    text = prefix + "/".join(parts)
+    try:
+        found = resolve(text, "write", jail)
+    except JailError as err:
+        assert str(setup.root) not in err.message
+        return
+    with found:
+        held = Path(os.readlink(f"/proc/self/fd/{found.dir_fd}"))
+        assert held == found.volume.path or found.volume.path in held.parents
+        assert found.display.startswith(f"{found.volume.name}:")
+        assert not (found.name != "." and (held / found.name).is_symlink())
+
+
+@given(name=st.text(min_size=1, max_size=40))
+def test_safe_folder_name_keeps_one_character_per_code_point(name: str) -> None:
+    try:
+        folder = safe_folder_name(name)
+    except InvalidInput:
+        assert set(name) <= {"."}
+        return
+    assert len(folder) == len(name)
+    assert all(c.isascii() and (c.isalnum() or c in ".-_") for c in folder)
+    assert folder not in (".", "..")
