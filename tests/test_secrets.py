@@ -9,6 +9,8 @@ import urllib.parse
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bundler.secrets import (
     Hit,
@@ -251,3 +253,43 @@ def test_sweep_of_utf8_secret() -> None:
     sweeper = Sweeper([SweepTarget("p", value)])
     assert sweeper.scan_bytes("f", value.encode()) == [Hit("f", "p", "raw")]
     assert Hit("g", "p", "json-escaped") in sweeper.scan_bytes("g", json.dumps(value).encode())
+
+
+def _naive_hits(targets: list[SweepTarget], name: str, data: bytes) -> set[Hit]:
+    return {
+        Hit(name, target.config_path, encoding)
+        for target in targets
+        for encoding, pattern in encodings_of(target.value)
+        if pattern in data
+    }
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    values=st.lists(
+        st.text(min_size=8, max_size=30).filter(lambda v: not v.startswith(("enc:", "enc2:"))),
+        min_size=1,
+        max_size=6,
+    ),
+    noise=st.binary(max_size=400),
+    placements=st.lists(
+        st.tuples(st.integers(0, 5), st.integers(0, 6), st.integers(0, 400)), max_size=6
+    ),
+    chunk=st.integers(1, 64),
+)
+def test_sweep_agrees_with_a_naive_search_of_every_encoding(
+    values: list[str], noise: bytes, placements: list[tuple[int, int, int]], chunk: int
+) -> None:
+    targets = [SweepTarget(f"s{i}", value) for i, value in enumerate(values)]
+    data = bytearray(noise)
+    for which, form, at in placements:
+        forms = encodings_of(values[which % len(values)])
+        data[at:at] = forms[form % len(forms)][1]
+    blob = bytes(data)
+    sweeper = Sweeper(targets)
+    expected = _naive_hits(targets, "f", blob)
+    assert set(sweeper.scan_bytes("f", blob)) == expected
+    stream = sweeper.stream("f")
+    for offset in range(0, len(blob), chunk):
+        stream.feed(blob[offset : offset + chunk])
+    assert set(stream.close()) == expected
