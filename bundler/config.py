@@ -829,12 +829,15 @@ def _set_in_document(
                     path=canonical,
                 )
             if len(rest) == 1:
-                container[index] = _to_item(value, inline=True)
+                if not _replace_table_contents(container[index], value):
+                    container[index] = _to_item(value, inline=True)
                 return
             container = container[index]
         elif isinstance(container, (Container, Table, InlineTable, OutOfOrderTableProxy)):
             if segment in container and len(rest) > 1:
                 container = container[segment]
+            elif segment in container and _replace_table_contents(container[segment], value):
+                return
             else:
                 _add_missing(container, rest, value)
                 return
@@ -844,6 +847,22 @@ def _set_in_document(
             )
         node = schema.child(node, segment)
     raise UsageError(f"{canonical}: empty config path", path=canonical)  # pragma: no cover
+
+
+def _replace_table_contents(table: Any, value: Any) -> bool:
+    """Give a ``[table]`` (or ``[[array]]`` entry) exactly ``value``'s keys, key by key.
+
+    Replacing the table object instead would drop its header's comments and the comments and
+    blank lines that follow it in the file. Returns False (nothing done) unless both are tables.
+    """
+    if not isinstance(table, Table) or not isinstance(value, Mapping):
+        return False
+    for key in [key for key in table if key not in value]:
+        del table[key]
+    for key, sub in value.items():
+        if not (key in table and _replace_table_contents(table[key], sub)):
+            table[key] = _to_item(sub, inline=True)
+    return True
 
 
 def _add_missing(container: Any, rest: list[str], value: Any) -> None:

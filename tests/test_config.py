@@ -631,3 +631,29 @@ def test_concurrent_config_sets_lose_no_update(tmp_path: Path) -> None:
     assert [run.wait(timeout=120) for run in runs] == [0] * 8
     data = cfg.load_config(root, environ={}).data
     assert [data["risk_profiles"][f"r{i}"]["level"] for i in range(8)] == ["full"] * 8
+
+
+def test_replacing_a_whole_table_keeps_the_comments_around_it(example: Path) -> None:
+    path = example / "config.toml"
+    before = path.read_text()
+    cfg.set_config_value(
+        example,
+        "mcp.servers.docs",
+        '{ name = "docs", transport = "sse", url = "https://docs2.example.com/sse" }',
+        via="test",
+    )
+    assert changed_lines(before, path.read_text()) == [
+        '-url = "https://docs.example.com/sse"',
+        '+url = "https://docs2.example.com/sse"',
+    ]
+    middle = path.read_text()
+    cfg.set_config_value(example, "risk_profiles.permissive", '{ level = "full" }', via="test")
+    assert "# the ops agent may run anything below" in path.read_text()
+    assert set(changed_lines(middle, path.read_text())) == {
+        "-workspace_only = false",
+        '-allowed_commands = ["git", "make", "systemctl", "docker"]',
+        '-allowed_roots = ["/srv", "/var/log"]',
+        "-require_approval_for_medium_risk = false",
+        "-block_high_risk_commands = false",
+        '-delegation_policy = { mode = "allow" }',
+    }
