@@ -16,10 +16,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from bundler import safefs, tomlcompat
 from bundler.copytree import digest_fd
 from bundler.errors import BundlerError, InvalidInput, Refused
 from bundler.fragment import Problem, display_path
-from bundler.manifest import parse_checksums, parse_manifest
+from bundler.manifest import checksum_sort_key, parse_checksums, parse_manifest
 from bundler.names import escape_display, is_portable_alias, is_portable_name
 
 KNOWN_FORMATS = (1, 2)
@@ -212,8 +213,39 @@ def _read_manifest(raw: bytes) -> tuple[dict[str, Any] | None, list[Problem]]:
     return manifest, problems
 
 
+# Strictly narrower than what bundler.manifest.parse_checksums accepts, but checked by the
+# regex engine instead of per character: a 1,000,000-line file must not dominate verify (P3).
+_CHECKSUM_LINE = re.compile(r"([0-9a-f]{32})  ([^\x00-\x1f\x7f-\x9f]+)")
+
+
+def _parse_checksums_fast(raw: bytes) -> dict[str, str] | None:
+    """The common case of a well-formed file; None sends it to the reference parser."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if text and not text.endswith("\n"):
+        return None
+    listed: dict[str, str] = {}
+    previous: tuple[bytes, ...] = ()
+    for line in text[:-1].split("\n") if text else []:
+        match = _CHECKSUM_LINE.fullmatch(line)
+        if match is None:
+            return None
+        digest, path = match.groups()
+        key = checksum_sort_key(path)
+        if key <= previous or any(part in ("", ".", "..") for part in path.split("/")):
+            return None  # out of order, repeated, or not a normalised relative path
+        previous = key
+        listed[path] = digest
+    return listed
+
+
 def _read_checksums(raw: bytes) -> tuple[dict[str, str] | None, Problem | None]:
     """``{path: digest}`` of ``checksums.xxh3`` (02 §9.2), or the first line at fault."""
+    fast = _parse_checksums_fast(raw)
+    if fast is not None:
+        return fast, None
     try:
         pairs = parse_checksums(raw)
     except InvalidInput as exc:
@@ -223,6 +255,17 @@ def _read_checksums(raw: bytes) -> tuple[dict[str, str] | None, Problem | None]:
 
 
 # --------------------------------------------------------------------------- the tree
+
+# Names this plain are portable unless their stem is a reserved device name, which only the
+# full rule knows: asking it for every one of a million names would dominate verify (P3).
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]{1,60}(?:\.[A-Za-z0-9_-]{1,60}){0,3}")  # <= 243 bytes
+_DEVICE_STEMS = ("con", "prn", "aux", "nul", "com", "lpt")
+
+
+def _portable(name: str) -> bool:
+    if _PLAIN_NAME.fullmatch(name) and name[:3].lower() not in _DEVICE_STEMS:
+        return True
+    return is_portable_name(name)
 
 
 @dataclass
@@ -262,6 +305,7 @@ class _Walker:
         """Structure rules (02 §1, 03 §1): report a misplaced entry and do not descend into it."""
         reason = self._misplaced(rel, stat.S_ISDIR(st.st_mode))
         if reason is None:
+            self._warn_non_portable(rel)
             return False
         self.error(escape_display(rel), reason)
         return True
@@ -304,20 +348,24 @@ class _Walker:
             return reason
         return None
 
-    def on_non_portable(self, relpath: str) -> None:
-        parts = relpath.split("/")
-        if parts[0] == "workspace" or (parts[0] == "skills" and len(parts) > 3):
+    def _warn_non_portable(self, rel: str) -> None:
+        """A workspace or skill file whose name is not portable travels, with a warning (7.3)."""
+        parts = rel.split("/")
+        in_files = parts[0] == "workspace" or (parts[0] == "skills" and len(parts) > 3)
+        if in_files and not _portable(parts[-1]):
             self.report.warnings.append(
-                Problem(relpath, "name is not portable (it may not exist on other systems)")
+                Problem(
+                    escape_display(rel),
+                    "name is not portable (it may not exist on other systems)",
+                )
             )
 
     def run(self) -> _Tree:
         count = 0
-        entries: Generator[safefs.Entry, None, None] = safefs.walk(  # type: ignore[assignment]
+        entries = safefs.walk(
             self.root_fd,
             exclude=self.exclude,
             on_skip=self.on_skip,
-            on_non_portable=self.on_non_portable,
         )
         try:
             for entry in entries:
