@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLE_INSTALL
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from installs import MINIMAL_CONFIG, make_install, run_cli
 
 from bundler import config as cfg
@@ -657,3 +659,21 @@ def test_replacing_a_whole_table_keeps_the_comments_around_it(example: Path) -> 
         "-block_high_risk_commands = false",
         '-delegation_policy = { mode = "allow" }',
     }
+
+
+def test_secret_on_the_command_line_gets_a_warning(install: Path) -> None:
+    key = "providers.models.anthropic.main.api_key"
+    result = run_cli(["--install", str(install), "config", "set", key, CANARY])
+    assert result.returncode == 0
+    assert result.stderr.startswith(f"warning: the value of secret {key}")
+    assert CANARY not in result.stdout + result.stderr
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(value=st.text(max_size=40))
+def test_config_set_string_round_trips_any_text(install: Path, value: str) -> None:
+    cfg.set_config_value(install, "agents.researcher.workspace.path", value, via="test")
+    data = cfg.load_config(install, environ={}).data
+    assert data["agents"]["researcher"]["workspace"]["path"] == value

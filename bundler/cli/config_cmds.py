@@ -103,7 +103,14 @@ def set_value(args: argparse.Namespace, out: Output) -> Result:
     root = find_install_root(args.install)
     raw = args.value if args.value is not None else _read_value_from_stdin(args.path)
     path = set_config_value(root, args.path, raw, via="config set")
-    return Result(payload={"path": path}, text=[] if out.quiet else [f"set {escape_display(path)}"])
+    warnings = []
+    if args.value is not None and canonical_segments(args.path)[2]:
+        warnings.append(
+            f"the value of secret {path} was given on the command line, where other users and "
+            "the shell history can see it; next time omit VALUE and type it when asked"
+        )
+    text = [] if out.quiet else [f"set {escape_display(path)}"]
+    return Result(payload={"path": path}, text=text, warnings=warnings)
 
 
 def agents_list(args: argparse.Namespace, out: Output) -> Result:
