@@ -57,8 +57,8 @@ def iter_leaves(
 ) -> Iterator[Leaf]:
     """Every scalar of ``tree`` (and every value of a secret map, whatever its type).
 
-    Walks alongside the config schema, so each leaf knows whether it is secret. Iterative in
-    spirit but recursion-bounded by the config's nesting, which a parsed TOML document limits.
+    Walks alongside the config schema, so each leaf knows whether it is secret. Recursive: the
+    depth is that of the parsed TOML document, which the loaders bound.
     """
     start = schema.config_schema() if node is None and not segments else node
     yield from _walk(tree, start, segments, known=start is not None, in_secret_map=False)
@@ -131,12 +131,11 @@ def _scrub(value: Any, node: Node | None, segments: tuple[str, ...], out: set[st
                     out.add(format_path(path))
                 continue
             sub_node = schema.child(node, str(key))
-            if (
-                sub_node is not None
-                and sub_node.get("x-secret")
-                and sub_node.get("type") != "object"
-            ):
-                if _is_populated(value[key]):
+            if sub_node is not None and sub_node.get("x-secret"):
+                if sub_node.get("type") == "object" and isinstance(value[key], dict):
+                    _scrub(value[key], sub_node, path, out)
+                elif _is_populated(value[key]):
+                    # a secret field, or a secret map of the wrong type: nothing of it travels
                     value[key] = ""
                     out.add(format_path(path))
                 continue

@@ -293,3 +293,11 @@ def test_sweep_agrees_with_a_naive_search_of_every_encoding(
     for offset in range(0, len(blob), chunk):
         stream.feed(blob[offset : offset + chunk])
     assert set(stream.close()) == expected
+
+
+def test_secret_map_of_the_wrong_type_is_scrubbed_whole() -> None:
+    fragment: dict[str, Any] = {
+        "providers": {"models": {"openai": {"m": {"extra_headers": "Bearer wrong-type-secret"}}}}
+    }
+    assert scrub(fragment) == ["providers.models.openai.m.extra_headers"]
+    assert fragment["providers"]["models"]["openai"]["m"]["extra_headers"] == ""
