@@ -677,3 +677,22 @@ def test_config_set_string_round_trips_any_text(install: Path, value: str) -> No
     cfg.set_config_value(install, "agents.researcher.workspace.path", value, via="test")
     data = cfg.load_config(install, environ={}).data
     assert data["agents"]["researcher"]["workspace"]["path"] == value
+
+
+def test_config_validate_reports_bad_override_naming_the_variable(install: Path) -> None:
+    name = "ZEROCLAW_agents__researcher__bogus"
+    result = run_cli(["--install", str(install), "config", "validate"], env={name: CANARY})
+    assert result.returncode == 3
+    assert result.stderr == (
+        f"error: environment variable {name}: agents.researcher.bogus is not a config field\n"
+    )
+
+
+def test_config_validate_marks_findings_on_overridden_values(install: Path) -> None:
+    name = "ZEROCLAW_agents__researcher__risk_profile"
+    result = run_cli(["--install", str(install), "config", "validate"], env={name: "ghost"})
+    assert result.returncode == 3
+    assert result.stdout == (
+        "dangling_reference agents.researcher.risk_profile: no risk_profiles entry ghost"
+        f" (value from environment variable {name})\n"
+    )
