@@ -51,6 +51,7 @@ __all__ = [
     "commit_staged_config",
     "config_lock",
     "discard_staged_config",
+    "effective_value",
     "GuardedChange",
     "find_install_root",
     "guarded_changes",
@@ -255,6 +256,25 @@ def schema_default(segments: list[str]) -> tuple[bool, Any]:
     """``(True, default)`` when the schema gives the path a default, else ``(False, None)``."""
     node = schema.resolve(segments)[1]
     return schema.has_default(node), schema.default_of(node)
+
+
+def effective_value(data: Mapping[str, Any], segments: list[str]) -> tuple[str, Any]:
+    """What ``config get`` answers: ``("set", v)``, ``("default", v)`` or ``("absent", None)``.
+
+    A default answers only for a missing *field* of an entry that exists: the memory backend of
+    an agent that is not in the config has no default, the agent is simply absent.
+    """
+    found, value = lookup(data, segments)
+    if found:
+        return "set", value
+    node: schema.Node | None = schema.config_schema()
+    for depth, segment in enumerate(segments):
+        is_field = node is not None and segment in node.get("properties", {})
+        if not is_field and not lookup(data, segments[: depth + 1])[0]:
+            return "absent", None  # an alias or map key that does not exist
+        node = schema.child(node, segment)
+    has_default, default = schema_default(segments)
+    return ("default", default) if has_default else ("absent", None)
 
 
 def redact(value: Any, segments: list[str], *, secret: bool | None = None) -> Any:

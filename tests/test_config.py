@@ -696,3 +696,12 @@ def test_config_validate_marks_findings_on_overridden_values(install: Path) -> N
         "dangling_reference agents.researcher.risk_profile: no risk_profiles entry ghost"
         f" (value from environment variable {name})\n"
     )
+
+
+def test_effective_value_defaults_only_for_fields_of_existing_entries() -> None:
+    data = {"agents": {"a": {"model_provider": "x.y"}}}
+    assert cfg.effective_value(data, ["agents", "a", "model_provider"]) == ("set", "x.y")
+    assert cfg.effective_value(data, ["agents", "a", "memory", "backend"]) == ("default", "sqlite")
+    assert cfg.effective_value(data, ["agents", "b", "memory", "backend"]) == ("absent", None)
+    assert cfg.effective_value(data, ["agents", "a", "classifier_provider"]) == ("default", "")
+    assert cfg.effective_value(data, ["mcp", "enabled"]) == ("default", True)

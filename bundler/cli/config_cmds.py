@@ -11,12 +11,11 @@ from bundler import layout
 from bundler.cli.output import Output, Result
 from bundler.config import (
     canonical_segments,
+    effective_value,
     find_install_root,
     format_value,
     load_config,
-    lookup,
     redact,
-    schema_default,
     set_config_value,
 )
 from bundler.configpath import format_path
@@ -27,9 +26,11 @@ from bundler.validate import validate as validate_config
 
 
 def _override_note(path: str, override_vars: dict[str, str]) -> str | None:
-    """The variable overriding ``path`` or a value below it, if any."""
+    """The variable overriding ``path``, a table holding it, or a value below it, if any."""
     for overridden, variable in override_vars.items():
-        if overridden == path or overridden.startswith(path + "."):
+        if path == overridden or path.startswith((overridden + ".", overridden + '."')):
+            return variable
+        if overridden.startswith((path + ".", path + '."')):
             return variable
     return None
 
@@ -68,13 +69,10 @@ def get(args: argparse.Namespace, out: Output) -> Result:
     loaded = load_config(root)
     segments, _node, secret = canonical_segments(args.path)
     path = format_path(segments)
-    found, value = lookup(loaded.data, segments)
-    is_default = False
-    if not found:
-        has_default, value = schema_default(segments)
-        if not has_default:
-            raise Refused(f"{path} is not set in {layout.config_file(root)}", path=path)
-        is_default = True
+    state, value = effective_value(loaded.data, segments)
+    if state == "absent":
+        raise Refused(f"{path} is not set in {layout.config_file(root)}", path=path)
+    is_default = state == "default"
     shown: Any = value if args.reveal else redact(value, segments)
     variable = _override_note(path, loaded.override_vars)
     warnings = [f"{path} is overridden by environment variable {variable}"] if variable else []
