@@ -6,6 +6,7 @@ Shared by every helper's tests; keep it small and free of assertions.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -48,6 +49,19 @@ def make_install(
         else:
             target.write_text(content, encoding="utf-8")
     return root
+
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def copy_example(tmp_path: Path, which: str = "install") -> Path:
+    """A private copy of ``examples/<which>`` (``install`` or ``project``) under ``tmp_path``.
+
+    Tests that change an example must use a copy: the originals are the README's demo.
+    """
+    target = tmp_path / f"example-{which}"
+    shutil.copytree(EXAMPLES / which, target, symlinks=True)
+    return target
 
 
 def run_cli(
