@@ -14,7 +14,15 @@ from bundler.errors import UsageError
 
 _BARE_SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
 _ESCAPES = {'"': '"', "\\": "\\", "b": "\b", "t": "\t", "n": "\n", "f": "\f", "r": "\r"}
-_ESCAPE_OUT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+_ESCAPE_OUT = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\b": "\\b",
+    "\t": "\\t",
+    "\n": "\\n",
+    "\f": "\\f",
+    "\r": "\\r",
+}
 
 
 def format_segment(segment: str) -> str:
@@ -76,7 +84,11 @@ def _parse_quoted(path: str, start: int) -> tuple[str, int]:
                 continue
             width = {"u": 4, "U": 8}.get(code)
             digits = path[i + 2 : i + 2 + width] if width else ""
-            if width and len(digits) == width and all(c in "0123456789abcdefABCDEF" for c in digits):
+            if (
+                width
+                and len(digits) == width
+                and all(c in "0123456789abcdefABCDEF" for c in digits)
+            ):
                 try:
                     out.append(chr(int(digits, 16)))
                 except ValueError:

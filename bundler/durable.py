@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno
@@ -70,7 +71,9 @@ def fsync_dir(dir_fd: int) -> None:
     os.fsync(dir_fd)
 
 
-def open_dir(path: str | os.PathLike[str], *, dir_fd: int | None = None, follow: bool = False) -> int:
+def open_dir(
+    path: str | os.PathLike[str], *, dir_fd: int | None = None, follow: bool = False
+) -> int:
     """Open a folder read-only; with ``follow=False`` a symbolic link is refused (ELOOP/ENOTDIR)."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     return os.open(path, flags, dir_fd=dir_fd)
@@ -84,7 +87,12 @@ def atomic_write(dir_fd: int, name: str, data: bytes, *, mode: int = 0o600) -> N
     file is untouched.
     """
     tmp = f".{name}.tmp-{random_token()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+    fd = os.open(
+        tmp,
+        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+        0o600,
+        dir_fd=dir_fd,
+    )
     try:
         try:
             view = memoryview(data)
@@ -97,9 +105,7 @@ def atomic_write(dir_fd: int, name: str, data: bytes, *, mode: int = 0o600) -> N
             os.close(fd)
         os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp, dir_fd=dir_fd)
-        except OSError:
-            pass
         raise
     fsync_dir(dir_fd)

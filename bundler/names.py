@@ -31,7 +31,8 @@ def has_control_chars(name: str) -> bool:
 def decode_name(raw: bytes) -> str | None:
     """The name as text when it is valid UTF-8 without control characters, else None.
 
-    Such names cannot be written into a manifest, ``checksums.xxh3`` or JSON (02 §7.2 ``bad_names``).
+    Such names cannot be written into a manifest, ``checksums.xxh3`` or JSON
+    (02 §7.2 ``bad_names``).
     """
     try:
         text = raw.decode("utf-8")

@@ -21,8 +21,8 @@ _SOURCE_TREE_MANIFESTS = Path(__file__).resolve().parent.parent / "manifests"
 
 @cache
 def load(name: str) -> Node:
-    """The schema ``manifests/<name>``: package data in a wheel, the source tree's folder in a checkout."""
-    packaged = resources.files("bundler").joinpath("manifests", name)
+    """The schema ``manifests/<name>``: package data in a wheel, else the checkout's folder."""
+    packaged = resources.files("bundler").joinpath("manifests").joinpath(name)
     if packaged.is_file():
         data: Node = json.loads(packaged.read_text(encoding="utf-8"))
         return data
@@ -92,7 +92,7 @@ def resolve(segments: Sequence[str]) -> tuple[list[str], Node | None, bool]:
 
 
 def is_secret(segments: Sequence[str]) -> bool:
-    """True when the value at ``segments`` is secret (a secret field, or a value of a secret map)."""
+    """True when the value at ``segments`` is secret (a secret field or a secret map's value)."""
     return resolve(segments)[2]
 
 

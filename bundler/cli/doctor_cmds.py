@@ -34,7 +34,10 @@ def _install_findings(install_arg: str | None) -> tuple[list[str], list[str]]:
         notes.append(f"config: {escape_display(str(install / 'config.toml'))} is valid")
     leftovers = sorted(name for name in os.listdir(install) if name.startswith(".bundler-import-"))
     for name in leftovers:
-        problems.append(f"interrupted import left {escape_display(name)}: run 'bundler recover --install {escape_display(str(install))}'")
+        problems.append(
+            f"interrupted import left {escape_display(name)}: "
+            f"run 'bundler recover --install {escape_display(str(install))}'"
+        )
     return problems, notes
 
 
@@ -45,9 +48,15 @@ def _path_findings(path: Path) -> tuple[list[str], list[str]]:
     problems: list[str] = []
     notes: list[str] = []
     if rename_exchange_works(path):
-        notes.append(f"{escape_display(str(path))}: RENAME_EXCHANGE works (exports replace bundles atomically)")
+        notes.append(
+            f"{escape_display(str(path))}: RENAME_EXCHANGE works "
+            "(exports replace bundles atomically)"
+        )
     else:
-        notes.append(f"{escape_display(str(path))}: RENAME_EXCHANGE is not supported; --force exports use the two-rename fallback")
+        notes.append(
+            f"{escape_display(str(path))}: RENAME_EXCHANGE is not supported; "
+            "--force exports use the two-rename fallback"
+        )
     for line in scan_leftovers(path):
         problems.append(line)
     return problems, notes

@@ -49,8 +49,10 @@ class Output:
 
     @property
     def shows_progress(self) -> bool:
-        """Progress is drawn on stderr only on a terminal, never with --quiet/--json/--no-progress."""
-        return self.progress_allowed and not self.quiet and not self.json_mode and sys.stderr.isatty()
+        """Progress goes to stderr on a terminal only, never with --quiet/--json/--no-progress."""
+        return (
+            self.progress_allowed and not self.quiet and not self.json_mode and sys.stderr.isatty()
+        )
 
     @contextmanager
     def progress(self, description: str, total: int | None) -> Iterator[Callable[[int], None]]:
@@ -60,7 +62,9 @@ class Output:
             return
         from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
 
-        with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), transient=True) as bar:
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), DownloadColumn(), transient=True
+        ) as bar:
             task = bar.add_task(escape_display(description), total=total)
             yield lambda n: bar.advance(task, n)
 
@@ -74,7 +78,11 @@ class Output:
         if self.json_mode:
             document: dict[str, Any] = {"ok": result.code == 0, **result.payload}
             if result.code != 0:
-                document["error"] = {"code": result.code, "message": result.error_message or "failed", "path": result.error_path}
+                document["error"] = {
+                    "code": result.code,
+                    "message": result.error_message or "failed",
+                    "path": result.error_path,
+                }
             if result.warnings and "warnings" not in document:
                 document["warnings"] = result.warnings
             print(json.dumps(document, ensure_ascii=False, sort_keys=False))
@@ -91,7 +99,15 @@ class Output:
         """Print an error on one line (or as the JSON envelope); returns its exit code."""
         message = " ".join(str(err.message).splitlines())
         if self.json_mode:
-            print(json.dumps({"ok": False, "error": {"code": err.code, "message": message, "path": err.path}}, ensure_ascii=False))
+            print(
+                json.dumps(
+                    {
+                        "ok": False,
+                        "error": {"code": err.code, "message": message, "path": err.path},
+                    },
+                    ensure_ascii=False,
+                )
+            )
         else:
             print(f"error: {message}", file=sys.stderr)
         return err.code

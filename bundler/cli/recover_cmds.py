@@ -11,9 +11,20 @@ from bundler.errors import UsageError
 
 def recover(args: argparse.Namespace, out: Output) -> Result:
     """Exactly one of DEST, ``--install``, ``--home`` or ``--scan`` (02 §8.5); otherwise exit 2."""
-    chosen = [name for name, value in (("DEST", args.dest), ("--install", args.install), ("--home", args.home), ("--scan", args.scan)) if value]
+    chosen = [
+        name
+        for name, value in (
+            ("DEST", args.dest),
+            ("--install", args.install),
+            ("--home", args.home),
+            ("--scan", args.scan),
+        )
+        if value
+    ]
     if len(chosen) != 1:
-        raise UsageError("recover takes exactly one of DEST, --install DIR, --home DIR or --scan DIR")
+        raise UsageError(
+            "recover takes exactly one of DEST, --install DIR, --home DIR or --scan DIR"
+        )
     if args.scan:
         from bundler.publish import scan_leftovers
 
@@ -31,4 +42,6 @@ def recover(args: argparse.Namespace, out: Output) -> Result:
 
         actions = recover_home(Path(args.home), dry_run=args.dry_run)
     text = actions if actions else ["nothing to do"]
-    return Result(payload={"actions": actions}, text=[line for line in text] if not out.quiet else [])
+    return Result(
+        payload={"actions": actions}, text=[line for line in text] if not out.quiet else []
+    )
