@@ -262,3 +262,33 @@ def test_io_fault_at_every_call_fails_cleanly_or_completes(tmp_path: Path, fault
     scenario = _scenario(tmp_path)
     calls = _calls(scenario, R2_SYSCALLS)
     _fail_each(scenario, sample(calls, _slow_count() or max(50, len(calls))), fault)
+
+
+def test_recover_removes_staging_without_journal(tmp_path: Path) -> None:
+    install = tmp_path / "install"
+    (install / ".bundler-import-AAAAAAAAAAAA" / "workspace").mkdir(parents=True)
+    (install / ".bundler-import-AAAAAAAAAAAA" / "workspace" / "f").write_text("staged\n")
+    (install / ".config.toml.bundler-AAAAAAAAAAAA").write_text("half a config")
+    (install / "config.toml").write_text(USER_CONFIG)
+    result = bundler("recover", "--install", str(install), "--json")
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in install.iterdir()) == [".config.lock", "config.toml"]
+    assert (install / "config.toml").read_text() == USER_CONFIG
+
+
+def test_recover_refuses_when_config_matches_neither_digest(tmp_path: Path) -> None:
+    scenario = _scenario(tmp_path)
+    calls = [
+        c for c in _calls(scenario, ["rename", "renameat", "renameat2"]) if "config.toml" in c.line
+    ]
+    run = run_with_fault(
+        scenario.cmd, calls[-1].syscall, calls[-1].index, "SIGKILL", env=cli_env(), cwd="/"
+    )
+    assert run.killed
+    (scenario.install / "config.toml").write_text(USER_CONFIG + "# edited meanwhile\n")
+    before = state(scenario.install)
+    dry = bundler("recover", "--install", str(scenario.install), "--dry-run")
+    result = bundler("recover", "--install", str(scenario.install))
+    assert dry.returncode == 1 and result.returncode == 1
+    assert "matches neither" in result.stderr and "agents/researcher/workspace" in result.stderr
+    assert state(scenario.install) == before
