@@ -413,3 +413,32 @@ def test_hostile_bundles_refused_by_import_install_byte_identical(tmp_path: Path
 def test_usage_errors(bundle: Path, empty_install: Path) -> None:
     assert run_import(empty_install).returncode == 2
     assert run_import(empty_install, str(bundle), "--undo", "x.toml").returncode == 2
+
+
+def test_symlinked_parent_of_a_target_is_refused(
+    bundle: Path, tmp_path: Path, empty_install: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (empty_install / "agents").symlink_to(elsewhere)
+    before = snapshot(empty_install)
+    result = run_import(empty_install, str(bundle), "--accept-risks")
+    assert result.returncode == 1
+    assert "agents" in result.stderr and "symbolic link" in result.stderr
+    assert snapshot(empty_install) == before and list(elsewhere.iterdir()) == []
+
+
+def test_bind_mcp_server_to_local_server(bundle: Path, tmp_path: Path) -> None:
+    install = tmp_path / "install"
+    install.mkdir()
+    (install / "config.toml").write_text('[[mcp.servers]]\nname = "gh-local"\ncommand = "gh-mcp"\n')
+    result = run_import(
+        install, str(bundle), "--accept-risks", "--bind", "mcp.servers.github=gh-local", "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["bound"] == {"mcp.servers.github": "mcp.servers.gh-local"}
+    config = config_of(install)
+    assert config["mcp_bundles"]["gh"]["servers"] == ["gh-local"]
+    assert [server["name"] for server in config["mcp"]["servers"]] == ["gh-local"]
+    assert "mcp.servers.github.env.GITHUB_TOKEN" not in document["secrets_missing"]
