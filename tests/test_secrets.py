@@ -301,3 +301,29 @@ def test_secret_map_of_the_wrong_type_is_scrubbed_whole() -> None:
     }
     assert scrub(fragment) == ["providers.models.openai.m.extra_headers"]
     assert fragment["providers"]["models"]["openai"]["m"]["extra_headers"] == ""
+
+
+@pytest.mark.parametrize("chunk", [1 << 20, 4096, 1000])
+def test_sweep_in_dense_base64_and_hex_data_finds_every_placement(chunk: int) -> None:
+    rng = random.Random(chunk)
+    values = [
+        "".join(rng.choice("ABCDEFGHabcdefgh0123456789") for _ in range(rng.randint(15, 40)))
+        for _ in range(8)
+    ]
+    values.append("short-09")  # below 15 bytes: the trie engine's
+    targets = [SweepTarget(f"s{i}", value) for i, value in enumerate(values)]
+    for filler in (base64.b64encode(rng.randbytes(60_000)), rng.randbytes(40_000).hex().encode()):
+        data = bytearray(filler)
+        for i in range(0, len(values), 2):
+            forms = encodings_of(values[i])
+            at = rng.randrange(len(data))
+            data[at:at] = forms[rng.randrange(len(forms))][1]
+        blob = bytes(data)
+        expected = _naive_hits(targets, "f", blob)
+        assert {hit.secret_path for hit in expected} >= {f"s{i}" for i in range(0, len(values), 2)}
+        sweeper = Sweeper(targets)
+        assert set(sweeper.scan_bytes("f", blob)) == expected
+        stream = sweeper.stream("f")
+        for offset in range(0, len(blob), chunk):
+            stream.feed(memoryview(blob)[offset : offset + chunk])
+        assert set(stream.close()) == expected
