@@ -15,6 +15,7 @@ timed many times, alternating the two configs, and the median ratio is printed.
 from __future__ import annotations
 
 import argparse
+import base64
 import os
 import random
 import statistics
@@ -150,7 +151,7 @@ def measure_planner(repeat: int, inner: int) -> tuple[float, float, float]:
 
 
 def measure_sweep(megabytes: int, kind: str) -> float:
-    """MB/s of the sweep with 100 secrets (06 §1) over ``kind`` data: random bytes or text."""
+    """MB/s of the sweep with 100 secrets (06 §1) over ``kind`` data: random, text or base64."""
     rng = random.Random(11)
     secrets_config = {
         "providers": {
@@ -165,6 +166,8 @@ def measure_sweep(megabytes: int, kind: str) -> float:
     sweeper = Sweeper(targets)
     if kind == "random":
         data = os.urandom(1 << 20) * megabytes
+    elif kind == "base64":
+        data = base64.b64encode(os.urandom(megabytes * 3 << 18))[: megabytes << 20]
     else:
         words = [_token(rng, rng.randint(2, 9)).lower() for _ in range(2000)]
         line = " ".join(rng.choice(words) for _ in range(200000)).encode()
@@ -200,7 +203,7 @@ def main(argv: list[str]) -> int:
         f"50-agent config {small * 1e3:.3f} ms, ratio {ratio:.2f}x (bar <= 3x, goal <= 1.5x)"
     )
     if args.sweep:
-        for kind in ("random", "text"):
+        for kind in ("random", "text", "base64"):
             rate = measure_sweep(args.sweep, kind)
             print(
                 f"sweep ({kind} bytes): {rate:.1f} MB/s over {args.sweep} MB, 100 secrets, one pass"
