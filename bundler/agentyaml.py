@@ -58,9 +58,11 @@ class _Loader(yaml.SafeLoader):
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> Any:
-    loader.flatten_mapping(node)
     seen: set[Hashable] = set()
+    # explicit keys only: a key that overrides one brought in by a merge (<<) is legitimate
     for key_node, _value_node in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
         key = loader.construct_object(key_node, deep=True)
         if not isinstance(key, Hashable):
             raise yaml.constructor.ConstructorError(
@@ -71,6 +73,7 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = Fal
                 None, None, f"duplicate key '{escape_display(str(key))}'", key_node.start_mark
             )
         seen.add(key)
+    loader.flatten_mapping(node)
     return loader.construct_mapping(node, deep=deep)
 
 

@@ -546,3 +546,12 @@ def test_safe_folder_name_keeps_one_character_per_code_point(name: str) -> None:
     assert len(folder) == len(name)
     assert all(c.isascii() and (c.isalnum() or c in ".-_") for c in folder)
     assert folder not in (".", "..")
+
+
+def test_yaml_merge_key_override_is_not_a_duplicate(setup: Setup) -> None:
+    setup.agent_yaml(
+        f"name: nano\ndata:\n  home: {setup.home}\n"
+        f"defaults: &vol\n  path: {setup.notes}\n  mode: ro\n"
+        "volumes:\n  notes:\n    <<: *vol\n    mode: rw\n"
+    )
+    assert [(v.name, v.mode) for v in setup.volumes()] == [("files", "rw"), ("notes", "rw")]
