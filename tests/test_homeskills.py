@@ -331,3 +331,13 @@ def test_cli_home_skills_save_limits_exit_codes(proj: Project) -> None:
     assert taken.returncode == 1 and "Traceback" not in taken.stderr
     missing = run_cli("home", "skills", "save", "x", *project, env=env)
     assert missing.returncode == 2
+
+
+def test_skill_folders_with_undecodable_or_control_names_are_not_listed(proj: Project) -> None:
+    skills = os.fsencode(proj.home / "skills")
+    for raw in (b"bad\xff", b"ctl\x1b[31m"):
+        os.mkdir(skills + b"/" + raw)
+        with open(skills + b"/" + raw + b"/SKILL.md", "wb") as handle:
+            handle.write(b"---\ndescription: hidden\n---\n")
+    proj.skill("agent", "good", "shown")
+    assert proj.listing() == [("good", "shown", "agent", False)]
