@@ -15,6 +15,7 @@ import copy
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -546,23 +547,25 @@ class _Planner:
             prune_defaults(entry, self.node("mcp_bundles", alias))
 
     def first_servers(self, wanted: set[str]) -> dict[str, Mapping[str, Any]]:
-        """The first ``mcp.servers`` entry of each wanted name; stops once all are found.
+        """The first ``mcp.servers`` entry of each wanted name (01 §3.5).
 
-        This is the one loop over a config-sized list, so it is kept tight: ``dict`` checks
-        (TOML tables load as dicts) instead of the much slower abstract ``Mapping`` check.
+        This is the one scan over a config-sized list, so it runs in C: the names are read by
+        ``map(dict.get, ...)`` and each wanted name is located by ``list.index``, which stops
+        at the first entry with exactly that name.
         """
         found: dict[str, Mapping[str, Any]] = {}
-        pending = set(wanted)
-        if not pending:
+        servers = _list(_table(self.config.get("mcp")).get("servers"))
+        if not wanted or not servers:
             return found
-        for server in _list(_table(self.config.get("mcp")).get("servers")):
-            if isinstance(server, dict):
-                name = server.get("name")
-                if type(name) is str and name in pending:
-                    found[name] = server
-                    pending.discard(name)
-                    if not pending:
-                        break
+        try:
+            names: list[Any] = list(map(dict.get, servers, repeat("name")))
+        except TypeError:  # an entry that is not a table: read the names one by one
+            names = [s.get("name") if isinstance(s, dict) else None for s in servers]
+        for name in wanted:
+            try:
+                found[name] = servers[names.index(name)]
+            except ValueError:
+                continue
         return found
 
     # -- the whole plan --
