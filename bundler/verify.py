@@ -582,6 +582,15 @@ def _recompute(
             report.errors.append(
                 Problem(path, f"{finding.kind}: {escape_display(finding.message)}")
             )
+    identity = fragment_rules.lookup(fragment, ["agents", root, "identity", "aieos_path"])[1]
+    carried = f"workspace/{identity}" in tree.digests
+    if isinstance(identity, str) and identity and not tree.stopped and not carried:
+        report.errors.append(
+            Problem(
+                display_path(["agents", root, "identity", "aieos_path"]),
+                "names no file under workspace/ (an export drops a missing identity path)",
+            )
+        )
     if version == 2:
         backend = fragment_rules.lookup(fragment, ["agents", root, "memory", "backend"])
         if backend[0] and backend[1] != "sqlite":

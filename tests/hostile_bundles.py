@@ -679,3 +679,14 @@ def config_oversized(bundle: Path) -> str:
 def agent_missing_from_fragment(bundle: Path) -> str:
     bf.edit_manifest(bundle, lambda m: m.update(root_agent="someone_else"))
     return "agents.someone_else"
+
+
+@case
+def identity_path_names_no_file(bundle: Path) -> str:
+    bf.edit_config(
+        bundle,
+        lambda d: _agent(d).update(
+            identity={"format": "aieos", "aieos_path": "identity/aieos.json"}
+        ),
+    )
+    return "agents.researcher.identity.aieos_path"

@@ -308,3 +308,17 @@ def test_verifying_never_changes_the_bundle(
     assert bf.tree_snapshot(bundle) == before
     if applied:
         assert not report.ok
+
+
+def test_identity_path_naming_a_carried_file_verifies(exported: Path, tmp_path: Path) -> None:
+    bundle = fresh_copy(exported, tmp_path)
+    (bundle / "workspace" / "identity").mkdir()
+    (bundle / "workspace" / "identity" / "aieos.json").write_text("{}\n")
+    bf.edit_config(
+        bundle,
+        lambda d: d["agents"][bf.ROOT_AGENT].update(
+            identity={"format": "aieos", "aieos_path": "identity/aieos.json"}
+        ),
+    )
+    report = verify_bundle(bundle)
+    assert report.ok, report.errors
