@@ -848,3 +848,12 @@ def test_quoted_required_secret_path_is_accepted_by_config_set(tmp_path: Path) -
     assert loads((root / "config.toml").read_text())["providers"]["models"]["anthropic"]["main"][
         "extra_headers"
     ] == {"X-Org.Id": "new-org-value"}
+
+
+def test_server_entries_that_are_not_tables_grant_nothing_and_do_not_hide_others() -> None:
+    config = _mcp_config()
+    config["mcp"]["servers"][0:0] = ["junk", {"name": ["github"], "command": "list-name"}, 7]
+    p = plan(config)
+    names = [server["name"] for server in p.fragment["mcp"]["servers"]]
+    assert names == ["github", "browser", "db"]
+    assert p.fragment["mcp"]["servers"][0]["command"] == "npx"
