@@ -29,9 +29,8 @@ def test_hostile_config_refused_by_config_validate(tmp_path: Path, case: Hostile
     assert result.stderr.startswith("error: ")
     assert len(result.stderr.splitlines()) == 1
     if case.kind:
-        assert f"{case.kind} {case.path}: " in result.stdout.splitlines()[0] or any(
-            line.startswith(f"{case.kind} {case.path}: ") for line in result.stdout.splitlines()
-        ), result.stdout
+        lines = result.stdout.splitlines()
+        assert any(line.startswith(f"{case.kind} {case.path}: ") for line in lines), lines
     else:
         # bad TOML: the one error line names the file, with line and column
         assert str(root / case.path) in result.stderr
