@@ -857,3 +857,24 @@ def test_server_entries_that_are_not_tables_grant_nothing_and_do_not_hide_others
     names = [server["name"] for server in p.fragment["mcp"]["servers"]]
     assert names == ["github", "browser", "db"]
     assert p.fragment["mcp"]["servers"][0]["command"] == "npx"
+
+
+def test_bench_planner_builds_both_configs_and_reports_a_ratio(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "bench_planner", Path(__file__).resolve().parent.parent / "tools" / "bench_planner.py"
+    )
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    big = bench.build_config(5000, 5000, 2000)
+    assert len(big["agents"]) == 5000 and len(big["mcp"]["servers"]) == 2000
+    assert sum(len(v) for v in big["providers"]["models"].values()) >= 5000
+    small_plan = plan_closure(bench.build_config(50, 50, 20), bench.AGENT, ROOT)
+    big_plan = plan_closure(big, bench.AGENT, ROOT)
+    assert render_config(small_plan.fragment) == render_config(big_plan.fragment)  # same closure
+    assert bench.main(["--repeat", "1", "--inner", "1"]) in (0, 1)
+    assert "ratio" in capsys.readouterr().out
