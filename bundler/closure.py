@@ -80,6 +80,9 @@ _REMOVED_AGENT_FIELDS = (
     ("delegates", RELATIONAL, "delegates name other agents of this install"),
     ("cron_jobs", NOT_YET_PORTABLE, "cron jobs are not carried yet"),
 )
+_REMOVED_RISK_FIELDS = (
+    ("approval_route", HOST_SPECIFIC, "it names an approval channel of this host"),
+)
 _REMOVED_WORKSPACE_FIELDS = (
     ("path", HOST_SPECIFIC, "the workspace goes to the target's default location"),
     ("access", RELATIONAL, "grants name other agents of this install"),
@@ -265,12 +268,26 @@ class _Planner:
             ):
                 self.remove_unknown(entry[key], sub_node, (*segments, key))
 
-    def carry(self, kind: str, alias: str, *, prune: bool) -> Node | None:
-        """A copy of ``<kind>.<alias>`` without unknown keys (pruned unless told otherwise)."""
+    def carry(
+        self,
+        kind: str,
+        alias: str,
+        *,
+        prune: bool,
+        removed: Sequence[tuple[str, str, str]] = (),
+    ) -> Node | None:
+        """A copy of ``<kind>.<alias>`` without unknown keys (pruned unless told otherwise).
+
+        ``removed`` lists ``(key, reason, why)`` of fields that never travel; they are taken
+        out first, so nothing inside them is reported a second time as an unknown key.
+        """
         source = _table(self.config.get(kind)).get(alias)
         if not isinstance(source, Mapping):
             return None
         entry = copy.deepcopy(dict(source))
+        for key, reason, why in removed:
+            if is_populated(entry.pop(key, None)):
+                self.drop((kind, alias, key), reason, why)
         node = self.node(kind, alias)
         self.remove_unknown(entry, node, (kind, alias))
         if prune:
@@ -581,15 +598,7 @@ class _Planner:
         identity_path = self.identity(agent)
         risk = agent.get("risk_profile")
         if isinstance(risk, str) and risk:
-            profile = self.carry("risk_profiles", risk, prune=False)
-            if profile is not None and is_populated(profile.pop("approval_route", None)):
-                self.drop(
-                    ("risk_profiles", risk, "approval_route"),
-                    HOST_SPECIFIC,
-                    "it names an approval channel of this host",
-                )
-            elif profile is not None:
-                profile.pop("approval_route", None)
+            self.carry("risk_profiles", risk, prune=False, removed=_REMOVED_RISK_FIELDS)
         runtime = agent.get("runtime_profile")
         model_roots: list[tuple[str, str]] = []
         for name, category in AGENT_PROVIDER_FIELDS:

@@ -878,3 +878,15 @@ def test_bench_planner_builds_both_configs_and_reports_a_ratio(
     assert render_config(small_plan.fragment) == render_config(big_plan.fragment)  # same closure
     assert bench.main(["--repeat", "1", "--inner", "1"]) in (0, 1)
     assert "ratio" in capsys.readouterr().out
+
+
+def test_unknown_key_inside_approval_route_is_not_reported_twice() -> None:
+    config = base()
+    config["risk_profiles"]["guarded"]["approval_route"] = {
+        "approver_channel": "telegram.main",
+        "odd": 1,
+    }
+    p = plan(config)
+    assert [row.path for row in p.dropped if "approval_route" in row.path] == [
+        "risk_profiles.guarded.approval_route"
+    ]
