@@ -174,3 +174,54 @@ def test_required_secret_paths() -> None:
         "required_secrets[1]",
         "required_secrets[2]",
     ]
+
+
+# --------------------------------------------------------------------------- robustness
+
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.text(max_size=8), st.floats(allow_nan=False)
+)
+schema_words = st.sampled_from(
+    [
+        "agents",
+        bf.ROOT_AGENT,
+        "providers",
+        "models",
+        "openai",
+        "main",
+        "fallback",
+        "mcp",
+        "servers",
+        "name",
+        "env",
+        "mcp_bundles",
+        "exclude",
+        "skill_bundles",
+        "risk_profile",
+        "runtime_profile",
+        "risk_profiles",
+        "runtime_profiles",
+        "context_compression",
+        "summary_provider",
+        "identity",
+        "aieos_path",
+        "workspace",
+        "api_key",
+        "directory",
+    ]
+)
+messy = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(schema_words, inner, max_size=4),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(schema_words, messy, max_size=5))
+def test_check_form_never_raises_on_any_shape(data: dict[str, Any]) -> None:
+    problems = rules.check_form(data, bf.ROOT_AGENT)
+    assert all(isinstance(problem, rules.Problem) for problem in problems)
+    rules.required_secret_problems(data, bf.REQUIRED_SECRETS)
+    for path in bf.REQUIRED_SECRETS:
+        rules.secret_endpoint(data, path.split("."))
