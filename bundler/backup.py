@@ -26,6 +26,7 @@ import time
 import zipfile
 import zlib
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,7 +38,7 @@ from bundler.errors import InvalidInput, Refused
 from bundler.homes import HomeResolution, resolve_home
 from bundler.names import escape_display
 from bundler.safefs import SkipCounts, open_dir_nofollow, rmtree_at, walk
-from bundler.snapshot import SNAPSHOT_PREFIX, integrity_ok, snapshot_database
+from bundler.snapshot import SNAPSHOT_PREFIX, check_snapshot, integrity_ok, snapshot_database
 from bundler.zipcheck import (
     DATABASE,
     FORMAT,
@@ -55,7 +56,7 @@ from bundler.zipcheck import (
 
 BACKUPS = "backups"
 TEMP_PREFIX = ".backup-"
-_SAMPLE = 64 << 10
+_SAMPLE = 4 << 10
 # Below this sample ratio deflate gains too little to pay for itself (random or compressed data)
 _INCOMPRESSIBLE = 1.02
 _ZIP64_FROM = 1 << 30
@@ -399,35 +400,42 @@ def _backup_into(
     resolution: HomeResolution, home_fd: int, folder: Path, target_fd: int, requested: str | None
 ) -> BackupReport:
     with _temp_file(target_fd, ".db") as db_name, _temp_file(target_fd, ".zip") as zip_name:
-        info = snapshot_database(resolution.database, folder / db_name, method="vacuum")
-        plan = _Plan(resolution, home_fd, folder / db_name)
-        while True:
-            skipped = SkipCounts()
-            fd = os.open(
-                zip_name,
-                os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                0o600,
-                dir_fd=target_fd,
-            )
-            try:
-                with (
-                    os.fdopen(os.dup(fd), "w+b") as raw,
-                    zipfile.ZipFile(raw, "w", allowZip64=True) as archive,
-                ):
-                    entries, total = _write_zip(archive, plan, skipped)
-                os.fsync(fd)
-            except _StoreInstead as again:
-                plan.force_stored.add(again.name)
-                continue
-            finally:
-                os.close(fd)
-            break
+        info = snapshot_database(
+            resolution.database, folder / db_name, method="vacuum", check=False
+        )
+        # SQLite releases the GIL: the integrity check runs on the second core while we zip
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            checked = pool.submit(check_snapshot, resolution.database, folder / db_name)
+            plan = _Plan(resolution, home_fd, folder / db_name)
+            entries, total, skipped = _write_until_done(plan, target_fd, zip_name)
+            checked.result()
         # the snapshot passed integrity_check and the digests tie the zip's copy to it
         with open_zip(folder / zip_name) as archive:
             check_contents(archive, check_database=False)
         final = _publish_name(target_fd, zip_name, requested)
         durable.fsync_dir(target_fd)
     return BackupReport(folder / final, entries, total, skipped, info.read_as)
+
+
+def _write_until_done(plan: _Plan, target_fd: int, zip_name: str) -> tuple[int, int, SkipCounts]:
+    """Write the zip; again with an entry stored when it compressed beyond the margin."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    while True:
+        skipped = SkipCounts()
+        fd = os.open(zip_name, flags, 0o600, dir_fd=target_fd)
+        try:
+            with (
+                os.fdopen(os.dup(fd), "w+b") as raw,
+                zipfile.ZipFile(raw, "w", allowZip64=True) as archive,
+            ):
+                entries, total = _write_zip(archive, plan, skipped)
+            os.fsync(fd)
+        except _StoreInstead as again:
+            plan.force_stored.add(again.name)
+            continue
+        finally:
+            os.close(fd)
+        return entries, total, skipped
 
 
 def _publish_name(target_fd: int, zip_name: str, requested: str | None) -> str:

@@ -250,7 +250,9 @@ def _read_live(source: Path, dest: Path, method: Method) -> None:
         _copy_out(conn, dest, method)
 
 
-def snapshot_database(source: Path, dest: Path, *, method: Method) -> SnapshotInfo:
+def snapshot_database(
+    source: Path, dest: Path, *, method: Method, check: bool = True
+) -> SnapshotInfo:
     """Write a consistent, integrity-checked copy of the SQLite store ``source`` to ``dest``.
 
     ``dest`` must not exist; it is created ``0600``. ``method`` is ``"vacuum"`` (``VACUUM
@@ -258,24 +260,31 @@ def snapshot_database(source: Path, dest: Path, *, method: Method) -> SnapshotIn
     source, its sidecars and their modes and mtimes are never changed when no process is using
     the store; with a server attached only SQLite's own shared-memory read marks are touched.
 
-    Raises :class:`Refused` (a missing store, a link, a store that cannot be read) and
-    :class:`Refused` too when the store is not SQLite or its snapshot fails ``integrity_check``;
-    ``dest`` is removed then.
+    Raises :class:`Refused` for a missing store, a link, a store that cannot be read or is not
+    SQLite, and a snapshot that fails ``integrity_check``; ``dest`` is removed then.
+    ``check=False`` leaves the integrity check to the caller (:func:`check_snapshot`), which
+    may then run it alongside other work.
     """
     _check_source(source)
     _create_empty(dest)
     try:
         info = _snapshot_into(source, dest, method)
-        if not integrity_ok(dest):
-            raise Refused(
-                f"{source} fails PRAGMA integrity_check: repair the database before copying it",
-                path=str(source),
-            )
+        if check:
+            check_snapshot(source, dest)
         return info
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(dest)
         raise
+
+
+def check_snapshot(source: Path, dest: Path) -> None:
+    """Raise :class:`Refused` naming ``source`` unless its snapshot ``dest`` passes the check."""
+    if not integrity_ok(dest):
+        raise Refused(
+            f"{source} fails PRAGMA integrity_check: repair the database before copying it",
+            path=str(source),
+        )
 
 
 def _snapshot_into(source: Path, dest: Path, method: Method) -> SnapshotInfo:

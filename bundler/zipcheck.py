@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import struct
 import zipfile
@@ -29,7 +30,7 @@ import xxhash
 
 from bundler import schema
 from bundler.errors import InvalidInput, Refused
-from bundler.names import escape_display, has_control_chars
+from bundler.names import escape_display
 
 FORMAT = 1
 """The newest backup format this tool reads and the one it writes."""
@@ -46,6 +47,9 @@ MAX_MANIFEST_BYTES = 512 << 20
 MAX_COMPONENT_BYTES = 255
 MAX_DEPTH = 256
 
+CONTROL_CHARS = re.compile("[\x00-\x1f\x7f-\x9f]")
+"""C0, DEL and C1: :func:`bundler.names.has_control_chars` as one regex search, because it runs
+on every entry of a million-entry index (a test keeps the two equal)."""
 _UTF8_FLAG = 0x800
 _ENCRYPTED_FLAG = 0x1
 _CENTRAL_RECORD_MIN = 46
@@ -82,15 +86,18 @@ def path_problem(path: str, *, folder: bool = False) -> str | None:
     parts = path.split("/")
     if ".." in parts:
         return "has a .. component"
-    if any(part in ("", ".") for part in parts):
+    if "" in parts or "." in parts:
         return "has an empty or . component"
-    if has_control_chars(path):
+    if CONTROL_CHARS.search(path):
         return "contains a control character"
     if not folder and path in (MANIFEST, DATABASE):
         return None
     if parts[0] not in TREES or (len(parts) == 1 and not folder):
         return "is not backup.json, chat.db or a path below files/ or skills/"
-    if any(len(part.encode("utf-8", "surrogatepass")) > MAX_COMPONENT_BYTES for part in parts):
+    # a component beyond 255 bytes needs at least 64 characters (UTF-8 uses at most 4 per one)
+    if len(path) > MAX_COMPONENT_BYTES // 4 and any(
+        len(part.encode("utf-8", "surrogatepass")) > MAX_COMPONENT_BYTES for part in parts
+    ):
         return f"has a component longer than {MAX_COMPONENT_BYTES} bytes"
     if len(parts) > MAX_DEPTH + 1:
         return f"is more than {MAX_DEPTH} levels deep"
@@ -291,26 +298,109 @@ def parse_index(data: bytes) -> BackupIndex:
     )
 
 
+_LISTS = ("entries", "folders")
+# keywords the per-item fast path below understands; any other sends items to jsonschema
+_FLAT_KEYWORDS = frozenset(
+    {"type", "minimum", "maximum", "minLength", "maxLength", "pattern", "description"}
+)
+
+
+def _schema_error(where: str, rule: str) -> InvalidInput:
+    # the validator's message may quote the value; name the field and the rule instead
+    return InvalidInput(
+        f"{MANIFEST}: {show(where)} breaks the schema rule '{rule}'",
+        path=f"{MANIFEST}:{show(where)}",
+    )
+
+
+def _flat_problem(value: Any, rules: dict[str, Any]) -> str | None:
+    """The first rule of a flat (non-object) schema that ``value`` breaks, or None."""
+    kind = rules.get("type")
+    if kind == "integer" and (not isinstance(value, int) or isinstance(value, bool)):
+        return "type"
+    if kind == "string" and not isinstance(value, str):
+        return "type"
+    if "minimum" in rules and value < rules["minimum"]:
+        return "minimum"
+    if "maximum" in rules and value > rules["maximum"]:
+        return "maximum"
+    if "minLength" in rules and len(value) < rules["minLength"]:
+        return "minLength"
+    if "maxLength" in rules and len(value) > rules["maxLength"]:
+        return "maxLength"
+    if "pattern" in rules and re.search(rules["pattern"], value) is None:
+        return "pattern"
+    return None
+
+
+def _fast_items_supported(items: dict[str, Any]) -> bool:
+    if items.get("type") != "object":
+        return set(items) <= _FLAT_KEYWORDS
+    fields = items.get("properties", {}).values()
+    return items.get("additionalProperties") is False and all(
+        set(rules) <= _FLAT_KEYWORDS for rules in fields
+    )
+
+
+def _check_items(key: str, values: list[Any], items: dict[str, Any]) -> None:
+    """Check a list's items against the schema's ``items`` without jsonschema's per-node cost.
+
+    The rules are read from the schema (one source of truth); a million-entry index is checked
+    in a fraction of the time a generic validator takes.
+    """
+    if items.get("type") != "object":
+        for index, value in enumerate(values):
+            rule = _flat_problem(value, items)
+            if rule:
+                raise _schema_error(f"{key}/{index}", rule)
+        return
+    fields: dict[str, Any] = items.get("properties", {})
+    required = items.get("required", [])
+    for index, value in enumerate(values):
+        if not isinstance(value, dict):
+            raise _schema_error(f"{key}/{index}", "type")
+        for name in required:
+            if name not in value:
+                raise _schema_error(f"{key}/{index}", "required")
+        for name, field_value in value.items():
+            rules = fields.get(name)
+            if rules is None:
+                raise InvalidInput(
+                    f"{MANIFEST}: {key}/{index} has unknown key {show(name)}",
+                    path=f"{MANIFEST}:{key}/{index}",
+                )
+            rule = _flat_problem(field_value, rules)
+            if rule:
+                raise _schema_error(f"{key}/{index}/{name}", rule)
+
+
 def _validate_schema(document: dict[str, Any]) -> None:
     import jsonschema
 
-    validator = jsonschema.Draft202012Validator(schema.load("backup.schema.json"))
-    error = next(iter(validator.iter_errors(document)), None)
-    if error is None:
-        return
-    where = "/".join(str(part) for part in error.absolute_path) or "(top level)"
-    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-        known = error.schema.get("properties", {})
-        unknown = sorted(key for key in error.instance if key not in known)
-        raise InvalidInput(
-            f"{MANIFEST}: {show(where)} has unknown key {show(unknown[0])}",
-            path=f"{MANIFEST}:{show(where)}",
-        )
-    # the validator's message may quote the value; name the field and the rule instead
-    raise InvalidInput(
-        f"{MANIFEST}: {show(where)} breaks the schema rule '{error.validator}'",
-        path=f"{MANIFEST}:{show(where)}",
-    )
+    root = schema.load("backup.schema.json")
+    validator = jsonschema.Draft202012Validator(root)
+    fast: dict[str, tuple[list[Any], dict[str, Any]]] = {}
+    for key in _LISTS:
+        values = document.get(key)
+        spec = root["properties"][key]
+        if isinstance(values, list) and _fast_items_supported(spec["items"]):
+            if len(values) > spec.get("maxItems", len(values)):
+                raise _schema_error(key, "maxItems")
+            fast[key] = (values, spec["items"])
+    light = {key: ([] if key in fast else value) for key, value in document.items()}
+    error = next(iter(validator.iter_errors(light)), None)
+    if error is not None:
+        where = "/".join(str(part) for part in error.absolute_path) or "(top level)"
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            known = error.schema.get("properties", {})
+            unknown = sorted(key for key in error.instance if key not in known)
+            raise InvalidInput(
+                f"{MANIFEST}: {show(where)} has unknown key {show(unknown[0])}",
+                path=f"{MANIFEST}:{show(where)}",
+            )
+        raise _schema_error(where, str(error.validator))
+    for key, (values, items) in fast.items():
+        _check_items(key, values, items)
 
 
 def match_index(index: BackupIndex, infos: Sequence[zipfile.ZipInfo]) -> list[zipfile.ZipInfo]:
