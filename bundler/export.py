@@ -26,15 +26,17 @@ from typing import Any
 
 import xxhash
 
-from bundler import __version__
+from bundler import __version__, schema
 from bundler.closure import Dropped, ExportPlan, finish_plan, plan_closure
 from bundler.config import load_config
-from bundler.copytree import CopiedFile, copy_tree
+from bundler.configpath import format_path
+from bundler.copytree import CopiedFile, copy_tree, digest_fd
 from bundler.errors import BundlerError, Refused, UsageError
 from bundler.layout import skill_bundle_dir, workspace_dir
 from bundler.manifest import (
     Contents,
     Manifest,
+    Memory,
     Provenance,
     checksum_sort_key,
     exported_at,
@@ -54,8 +56,11 @@ from bundler.safefs import (
     select_skills,
 )
 from bundler.secrets import Hit, Sweeper, SweepStream, sweep_targets
+from bundler.snapshot import snapshot_database
 
 FORMAT_VERSION = 1
+MEMORY_FORMAT_VERSION = 2
+MEMORY_STORE = "memory/brain.db"
 SCAN_MODES = ("refuse", "warn", "off")
 CONFIG_NAME = "config.toml"
 CHECKSUMS_NAME = "checksums.xxh3"
@@ -233,8 +238,10 @@ def export_agent(
 ) -> ExportReport:
     """Export agent ``alias`` of the install at ``install_root`` to the bundle folder ``out``.
 
-    ``force`` replaces an existing bundle (never another folder). ``scan_secrets`` is
-    ``refuse`` (a known secret in a carried file fails the export), ``warn`` or ``off``.
+    ``force`` replaces an existing bundle (never another folder). ``include_memory`` makes a
+    format 2 bundle carrying a consistent snapshot of the SQLite memory (02 §10).
+    ``scan_secrets`` is ``refuse`` (a known secret in a carried file fails the export),
+    ``warn`` or ``off``.
     ``environ`` supplies the ``ZEROCLAW_*`` overrides and ``SOURCE_DATE_EPOCH`` (default:
     ``os.environ``). ``progress(n)`` is called with the byte count of each copied file.
 
@@ -243,11 +250,11 @@ def export_agent(
     """
     if scan_secrets not in SCAN_MODES:
         raise UsageError(f"--scan-secrets must be one of {', '.join(SCAN_MODES)}")
-    if include_memory:
-        raise Refused("--include-memory is not available yet")
     env = os.environ if environ is None else environ
     config = load_config(install_root, environ=env).data
     plan = plan_closure(config, alias, install_root)
+    if include_memory:
+        _check_memory_backend(config, alias)
     # built even with --scan-secrets off: a secret in a file *name* must stay out of the report
     targets, encrypted = sweep_targets(config)
     sweep = _Sweep(Sweeper(targets) if targets else None, scan_secrets)
@@ -259,7 +266,10 @@ def export_agent(
         raise _io_failure(os.fspath(out), "could not examine the destination", err) from err
     with admission:
         report = ExportReport(
-            bundle=admission.dest_path, root_agent=alias, encrypted_not_swept=encrypted
+            bundle=admission.dest_path,
+            root_agent=alias,
+            format_version=MEMORY_FORMAT_VERSION if include_memory else FORMAT_VERSION,
+            encrypted_not_swept=encrypted,
         )
         try:
             staging = admission.stage()
@@ -329,16 +339,17 @@ def _build(
     progress: Progress | None,
 ) -> None:
     """Fill the staging folder; the manifest is the last file written."""
+    version = report.format_version
     root = staging.fd
     extra: list[Dropped] = []
     copy = _Copy(root, install_root, sweep, report, extra, progress)
     carried = copy.skills(plan)
     copy.workspace(plan)
+    if version == MEMORY_FORMAT_VERSION:
+        copy.memory(plan)
     identity_present = plan.identity_path is None or _identity_present(root, plan.identity_path)
     # finish_plan proves the closure on an otherwise empty install before we write it
-    fragment, dropped, risk_flags = finish_plan(
-        plan, carried, identity_present, extra, FORMAT_VERSION
-    )
+    fragment, dropped, risk_flags = finish_plan(plan, carried, identity_present, extra, version)
     config_bytes = render_config(fragment)
     sweep.scan(CONFIG_NAME, config_bytes)
     config_file = CopiedFile(
@@ -350,7 +361,7 @@ def _build(
     report.files = len(files)
     report.bytes = sum(f.size for f in files)
     manifest = Manifest(
-        format_version=FORMAT_VERSION,
+        format_version=version,
         root_agent=plan.alias,
         required_secrets=list(plan.required_secrets),
         skill_bundles=carried,
@@ -363,6 +374,9 @@ def _build(
         ),
         dropped=list(dropped),
         risk_flags=list(risk_flags),
+        memory=Memory(backend="sqlite", store=MEMORY_STORE, snapshot_at=exported_at(environ))
+        if version == MEMORY_FORMAT_VERSION
+        else None,
     )
     manifest_bytes = render_manifest(manifest)
     sweep.scan(MANIFEST_NAME, manifest_bytes)
@@ -393,13 +407,16 @@ class _Copy:
         self.progress = progress
         self.files: list[CopiedFile] = []
 
-    def _tree(self, src_fd: int, dst_fd: int, prefix: str, **extra: Any) -> None:
+    def _tree(
+        self, src_fd: int, dst_fd: int, prefix: str, *, counted: bool = True, **extra: Any
+    ) -> None:
+        skipped = self.report.skipped
         for copied in copy_tree(
             src_fd,
             dst_fd,
             prefix=prefix,
-            on_skip=self.report.skipped.record,
-            on_non_portable=self.report.skipped.record_non_portable,
+            on_skip=skipped.record if counted else None,
+            on_non_portable=skipped.record_non_portable if counted else None,
             observer=self.sweep.observer,
             **extra,
         ):
@@ -427,6 +444,49 @@ class _Copy:
                 os.close(src)
         finally:
             os.close(dst)
+
+    def memory(self, plan: ExportPlan) -> None:
+        """Format 2 (02 §10): a consistent snapshot of ``memory/brain.db`` and the root snapshot.
+
+        The workspace and its ``memory`` folder are opened no-follow and then addressed through
+        ``/proc/self/fd``, so SQLite reads exactly the folders that were checked, and writes into
+        exactly our staging folder, whatever is renamed meanwhile.
+        """
+        src = open_source_root(plan.workspace, install_root=self.install_root)
+        if src is None:
+            raise _no_brain(plan)
+        try:
+            try:
+                memory_fd = open_dir_nofollow(src, "memory")
+            except OSError as err:
+                if err.errno == errno.ENOENT:
+                    raise _no_brain(plan) from None
+                raise Refused(
+                    f"{escape_display(str(plan.workspace))}/memory is not a folder or is a "
+                    f"symbolic link ({err.strerror}): point the config at the real workspace",
+                    path="workspace/memory",
+                ) from err
+            dst = _mkdir_open(self.root, "memory")
+            try:
+                source = Path(f"/proc/self/fd/{memory_fd}/brain.db")
+                if not os.path.lexists(source):
+                    raise _no_brain(plan)
+                snapshot_database(source, Path(f"/proc/self/fd/{dst}/brain.db"), method="backup")
+                fd = os.open("brain.db", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dst)
+                try:
+                    size, digest = digest_fd(fd, relpath=MEMORY_STORE, observer=self.sweep.observer)
+                finally:
+                    os.close(fd)
+                self.sweep.file_done(MEMORY_STORE)
+                self.files.append(CopiedFile(MEMORY_STORE, size, digest))
+                # the root MEMORY_SNAPSHOT.md alone, under 7.2's rules (its skips were counted
+                # by the workspace walk already, so none are counted here)
+                self._tree(src, dst, "memory/", exclude=_only_memory_snapshot, counted=False)
+            finally:
+                os.close(dst)
+                os.close(memory_fd)
+        finally:
+            os.close(src)
 
     def skills(self, plan: ExportPlan) -> list[str]:
         """``skills/<b>/<skill>/`` per skill bundle that yields a skill; returns the aliases."""
@@ -501,6 +561,35 @@ _LIVE_STORE_DETAIL = (
     "file can tear it"
 )
 _NOT_A_SKILL = "not a skill folder holding SKILL.md, or a skill whose name is not portable"
+
+
+def _only_memory_snapshot(rel: str, _st: os.stat_result) -> bool:
+    return rel != "MEMORY_SNAPSHOT.md"
+
+
+def _no_brain(plan: ExportPlan) -> Refused:
+    where = escape_display(str(plan.workspace))
+    return Refused(
+        f"--include-memory: there is no {where}/memory/brain.db to carry; export without it",
+        path="workspace/memory/brain.db",
+    )
+
+
+def _check_memory_backend(config: Mapping[str, Any], alias: str) -> None:
+    """Format 2 carries only a SQLite store (02 §10); any other backend is refused."""
+    agent = config.get("agents", {}).get(alias, {})
+    memory = agent.get("memory") if isinstance(agent, Mapping) else None
+    node = schema.resolve(["agents", alias, "memory", "backend"])[1]
+    backend = memory.get("backend") if isinstance(memory, Mapping) else None
+    if backend is None:
+        backend = schema.default_of(node)
+    if backend != "sqlite":
+        where = format_path(["agents", alias, "memory", "backend"])
+        raise Refused(
+            f"--include-memory carries only SQLite memory, and {escape_display(where)} is "
+            f"{escape_display(str(backend))}; export without --include-memory",
+            path=where,
+        )
 
 
 def _mkdir_open(parent_fd: int, name: str) -> int:

@@ -6,6 +6,7 @@ import base64
 import json
 import os
 import shutil
+import sqlite3
 import stat
 import subprocess
 import tempfile
@@ -437,10 +438,71 @@ def test_unknown_agent_refused(install: Path, tmp_path: Path) -> None:
     assert os.listdir(tmp_path) == ["install", "install-writer"]
 
 
-def test_include_memory_is_refused_for_now(install: Path, tmp_path: Path) -> None:
+def _real_brain(install: Path) -> Path:
+    brain = workspace(install) / "memory" / "brain.db"
+    brain.unlink()
+    with sqlite3.connect(brain) as conn:
+        conn.execute("CREATE TABLE facts (id INTEGER PRIMARY KEY, text TEXT)")
+        conn.executemany(
+            "INSERT INTO facts (text) VALUES (?)", [(f"fact {i}",) for i in range(200)]
+        )
+    conn.close()
+    return brain
+
+
+def test_include_memory_carries_a_consistent_snapshot_as_format_2(
+    install: Path, tmp_path: Path
+) -> None:
+    brain = _real_brain(install)
+    before = snapshot(workspace(install))
+    out = tmp_path / "bundle"
+    done = _export(install, out, "--include-memory", "--json")
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["format_version"] == 2
+    manifest = check_bundle(out)
+    assert manifest["format_version"] == 2
+    assert manifest["memory"] == {
+        "backend": "sqlite",
+        "store": "memory/brain.db",
+        "snapshot_at": "2026-11-18T11:06:40Z",
+    }
+    assert {"kind": "carried_memory", "path": "agents.researcher.memory"} in [
+        {"kind": f["kind"], "path": f["path"]} for f in payload["risk_flags"]
+    ]
+    assert not any(
+        row["path"].startswith("workspace/memory") or "MEMORY_SNAPSHOT" in row["path"]
+        for row in payload["dropped"]
+    )
+    assert (out / "memory" / "MEMORY_SNAPSHOT.md").read_text() == "private core memory\n"
+    assert not (out / "workspace" / "memory").exists()
+    assert not (out / "workspace" / "MEMORY_SNAPSHOT.md").exists()
+    with sqlite3.connect(out / "memory" / "brain.db") as conn:
+        assert conn.execute("SELECT count(*) FROM facts").fetchone() == (200,)
+    conn.close()
+    assert snapshot(workspace(install)) == before
+    assert sorted(os.listdir(brain.parent)) == ["brain.db"]
+
+
+def test_include_memory_refused_for_a_non_sqlite_backend(install: Path, tmp_path: Path) -> None:
+    config = install / "config.toml"
+    config.write_text(
+        config.read_text().replace(
+            "[agents.researcher]\n", '[agents.researcher]\nmemory.backend = "markdown"\n'
+        )
+    )
     done = _export(install, tmp_path / "bundle", "--include-memory")
-    assert done.returncode == 1 and "--include-memory" in done.stderr
+    assert done.returncode == 1 and "agents.researcher.memory.backend" in done.stderr
     assert not (tmp_path / "bundle").exists()
+
+
+def test_include_memory_refused_without_a_store(install: Path, tmp_path: Path) -> None:
+    (workspace(install) / "memory" / "brain.db").unlink()
+    done = _export(install, tmp_path / "bundle", "--include-memory")
+    assert done.returncode == 1 and "brain.db" in done.stderr
+    assert done.stderr.count("\n") == 1
+    assert not (tmp_path / "bundle").exists()
+    assert hidden_leftovers(tmp_path) == []
 
 
 def test_symlinked_workspace_root_refused(install: Path, tmp_path: Path) -> None:

@@ -205,6 +205,7 @@ def check_bundle(folder: Path) -> dict[str, object]:
         "checksums.xxh3",
         "workspace",
         "skills",
+        "memory",
     }
     xxhsum = shutil.which("xxhsum")
     if xxhsum is not None:
