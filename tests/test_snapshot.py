@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bundler.errors import Refused
-from bundler.snapshot import integrity_ok, snapshot_database, store_in_use
+from bundler.snapshot import integrity_ok, open_readonly, snapshot_database, store_in_use
 
 
 def tree_state(folder: Path) -> dict[str, tuple[bytes, int, int]]:
@@ -199,13 +199,11 @@ def test_existing_destination_is_never_overwritten(tmp_path: Path) -> None:
     assert (tmp_path / "snap.db").read_bytes() == b"keep"
 
 
-def test_hostile_schema_trigger_functions_do_not_run(tmp_path: Path) -> None:
-    """trusted_schema=OFF: a view calling a side-effect function is not evaluated when copying."""
-    db = tmp_path / "chat.db"
-    make_store(db, wal=False)
-    conn = sqlite3.connect(db)
-    conn.execute("CREATE VIEW v AS SELECT load_extension('/nonexistent') AS x")
-    conn.commit()
-    conn.close()
-    snapshot_database(db, tmp_path / "snap.db", method="vacuum")
-    assert count(tmp_path / "snap.db") == 200
+def test_every_connection_runs_with_trusted_schema_off(tmp_path: Path) -> None:
+    """A hostile schema cannot make the reader run SQL functions it did not ask for."""
+    make_store(tmp_path / "chat.db", wal=False)
+    for immutable in (True, False):
+        with open_readonly(tmp_path / "chat.db", immutable=immutable) as conn:
+            assert conn.execute("PRAGMA trusted_schema").fetchone() == (0,)
+            with pytest.raises(sqlite3.OperationalError, match="readonly"):
+                conn.execute("INSERT INTO msg(body) VALUES ('x')")
