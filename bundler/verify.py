@@ -40,6 +40,8 @@ MANIFEST = "zeroclaw-agent.toml"
 CONFIG = "config.toml"
 CHECKSUMS = "checksums.xxh3"
 MAX_ENTRIES = 1_000_000
+# A tree of a million FIFOs must not become a million-line report held in memory.
+MAX_LISTED_TREE_ERRORS = 10_000
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 # 1,000,000 lines of "<32 hex>  <path>" with long paths fit comfortably
 MAX_CHECKSUMS_BYTES = 512 * 1024 * 1024
@@ -282,6 +284,10 @@ class _Tree:
     stopped: bool = False
 
 
+class _TooManyEntries(Exception):
+    """Raised from a walk callback to stop at :data:`MAX_ENTRIES` (the walk closes its fds)."""
+
+
 class _Walker:
     """One pass over the bundle: structure rules, skips as errors, digests of regular files."""
 
@@ -294,12 +300,26 @@ class _Walker:
         self.private_dir = private_dir
         self.tree = _Tree()
         self.buffer = bytearray(1 << 20)
+        self.entries = 0
+        self.listed = 0
 
     def error(self, path: str, message: str) -> None:
-        self.report.errors.append(Problem(path, message))
+        if self.listed < MAX_LISTED_TREE_ERRORS:
+            self.report.errors.append(Problem(path, message))
+        self.listed += 1
+
+    def count(self, path: str) -> None:
+        """Count one entry (admitted, skipped or misplaced); stop the walk past the limit."""
+        self.entries += 1
+        if self.entries > MAX_ENTRIES:
+            self.report.errors.append(
+                Problem(path, f"the bundle has more than {MAX_ENTRIES} entries; stopped here")
+            )
+            raise _TooManyEntries
 
     def on_skip(self, kind: safefs.SkipKind, path: str) -> None:
         self.error(path, _SKIP_MESSAGES[kind])
+        self.count(path)
 
     def exclude(self, rel: str, st: os.stat_result) -> bool:
         """Structure rules (02 §1, 03 §1): report a misplaced entry and do not descend into it."""
@@ -308,6 +328,7 @@ class _Walker:
             self._warn_non_portable(rel)
             return False
         self.error(escape_display(rel), reason)
+        self.count(escape_display(rel))
         return True
 
     def _misplaced(self, rel: str, is_dir: bool) -> str | None:
@@ -361,29 +382,23 @@ class _Walker:
             )
 
     def run(self) -> _Tree:
-        count = 0
-        entries = safefs.walk(
-            self.root_fd,
-            exclude=self.exclude,
-            on_skip=self.on_skip,
-        )
+        """Walk the whole bundle (or up to a limit); errors go straight into the report."""
+        entries = safefs.walk(self.root_fd, exclude=self.exclude, on_skip=self.on_skip)
         try:
             for entry in entries:
-                count += 1
-                if count > MAX_ENTRIES:
-                    self.error(
-                        entry.relpath,
-                        f"the bundle has more than {MAX_ENTRIES} entries; stopped here",
-                    )
-                    self.tree.stopped = True
-                    break
+                self.count(entry.relpath)
                 if entry.kind == "file":
                     self._file(entry)
+        except _TooManyEntries:
+            self.tree.stopped = True
         except BundlerError as exc:  # deeper than 256 levels, unreadable entry, link swapped in
             self.error(escape_display(exc.path or "."), exc.message)
             self.tree.stopped = True
         finally:
             entries.close()
+        if self.listed > MAX_LISTED_TREE_ERRORS:
+            unlisted = self.listed - MAX_LISTED_TREE_ERRORS
+            self.report.errors.append(Problem(".", f"{unlisted} more entries at fault, not listed"))
         return self.tree
 
     def _file(self, entry: safefs.Entry) -> None:
@@ -417,27 +432,26 @@ class _Walker:
         return open(target, "wb")  # noqa: SIM115 - closed by the caller after the stream
 
     def _config(self, entry: safefs.Entry) -> None:
-        if entry.stat.st_size > fragment_rules.MAX_CONFIG_BYTES:
-            self.error(
-                CONFIG, f"larger than {fragment_rules.MAX_CONFIG_BYTES} bytes (at most 16 MiB)"
-            )
-            chunks: list[bytes] | None = None
-        else:
-            chunks = []
+        limit = fragment_rules.MAX_CONFIG_BYTES
+        kept: list[bytes] = []
+        held = 0
+
+        def keep(_rel: str, chunk: memoryview) -> None:
+            # hash everything, hold at most the limit (the file may grow while it is read)
+            nonlocal held
+            if held + len(chunk) <= limit:
+                kept.append(bytes(chunk))
+            held += len(chunk)
+
         try:
-            size, digest = digest_fd(
-                entry.fd,
-                relpath=CONFIG,
-                observer=None
-                if chunks is None
-                else (lambda _rel, chunk: chunks.append(bytes(chunk))),
-                buffer=self.buffer,
-            )
+            size, digest = digest_fd(entry.fd, relpath=CONFIG, observer=keep, buffer=self.buffer)
         except BundlerError as exc:
             self.error(CONFIG, exc.message)
             return
-        if chunks is not None and size <= fragment_rules.MAX_CONFIG_BYTES:
-            self.tree.config = b"".join(chunks)
+        if size > limit:
+            self.error(CONFIG, f"larger than {limit} bytes (at most 16 MiB)")
+        else:
+            self.tree.config = b"".join(kept)
         self.tree.digests[CONFIG] = (size, digest)
 
 

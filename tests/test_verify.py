@@ -322,3 +322,33 @@ def test_identity_path_naming_a_carried_file_verifies(exported: Path, tmp_path: 
     )
     report = verify_bundle(bundle)
     assert report.ok, report.errors
+
+
+def test_entry_limit_counts_skipped_entries_too(
+    exported: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The real limit is 1,000,000 (slow test above); a lower one shows links count toward it.
+    import bundler.verify as verify_module
+
+    monkeypatch.setattr(verify_module, "MAX_ENTRIES", 40)
+    bundle = fresh_copy(exported, tmp_path)
+    for index in range(60):
+        (bundle / "workspace" / f"link{index:02d}").symlink_to("README.md")
+    report = verify_bundle(bundle)
+    assert any("more than 40 entries" in p.message for p in report.errors)
+    assert len(report.errors) < 60
+
+
+def test_tree_errors_are_capped_with_a_count(
+    exported: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bundler.verify as verify_module
+
+    monkeypatch.setattr(verify_module, "MAX_LISTED_TREE_ERRORS", 5)
+    bundle = fresh_copy(exported, tmp_path)
+    for index in range(20):
+        os.mkfifo(bundle / "workspace" / f"fifo{index:02d}")
+    report = verify_bundle(bundle)
+    fifo_errors = [p for p in report.errors if p.path.startswith("workspace/fifo")]
+    assert len(fifo_errors) == 5
+    assert any(p.message == "15 more entries at fault, not listed" for p in report.errors)
