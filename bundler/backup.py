@@ -390,6 +390,13 @@ def backup_home(
         target_fd = _open_target(folder, create=requested is None)
         try:
             return _backup_into(resolution, home_fd, folder, target_fd, requested)
+        except OSError as exc:
+            shown = escape_display(str(folder))
+            raise Refused(
+                f"backup failed ({os.strerror(exc.errno or errno.EIO)}) writing in {shown}; "
+                "no backup was published",
+                path=shown,
+            ) from exc
         finally:
             os.close(target_fd)
     finally:

@@ -70,7 +70,8 @@ class RestoreReport:
     """A finished restore: the home, files restored (``chat.db`` included) and their bytes.
 
     ``kept``: the ``*.before-restore`` names now holding what was there before;
-    ``created_home``: the home did not exist and was created as a first start does.
+    ``created_home``: the home did not exist and was created as a first start does;
+    ``warnings``: failures after the commit point (the restore stands; ``recover`` tidies up).
     """
 
     home: Path
@@ -78,6 +79,7 @@ class RestoreReport:
     bytes: int
     kept: list[str] = field(default_factory=list)
     created_home: bool = False
+    warnings: list[str] = field(default_factory=list)
 
 
 # --- names of the swap -----------------------------------------------------------------------
@@ -266,6 +268,18 @@ def restore_home(
     What was there is kept as ``*.before-restore`` for one restore.
     """
     resolution = _target(project, home, environ)
+    try:
+        return _restore(resolution, zip_path, force)
+    except OSError as exc:
+        shown = escape_display(str(resolution.home))
+        raise Refused(
+            f"restore into {shown} failed ({os.strerror(exc.errno or errno.EIO)}); nothing was "
+            f"swapped (if in doubt, run 'bundler recover --home {shown}')",
+            path=shown,
+        ) from exc
+
+
+def _restore(resolution: HomeResolution, zip_path: Path, force: bool) -> RestoreReport:
     target = resolution.home
     with open_zip(zip_path) as archive:
         index, files = check_contents(archive, check_database=True)
@@ -294,10 +308,11 @@ def restore_home(
                     with contextlib.suppress(OSError):
                         os.rmdir(tree, dir_fd=home_fd)
             _refuse_interrupted(home_fd, target)
-            kept = _stage_and_swap(archive, index, files, home_fd, target)
+            warnings: list[str] = []
+            kept = _stage_and_swap(archive, index, files, home_fd, target, warnings)
         finally:
             os.close(home_fd)
-    return RestoreReport(target, len(files), total, kept, created)
+    return RestoreReport(target, len(files), total, kept, created, warnings)
 
 
 def _refuse_interrupted(home_fd: int, home: Path) -> None:
@@ -371,6 +386,7 @@ def _stage_and_swap(
     files: list[zipfile.ZipInfo],
     home_fd: int,
     home: Path,
+    warnings: list[str],
 ) -> list[str]:
     token = durable.random_token()
     staging = f"{STAGING_PREFIX}{token}"
@@ -405,12 +421,21 @@ def _stage_and_swap(
                 journal.step = step
                 journal.write(staging_fd)
                 _rename(home_fd, src, dst)
-            journal.state = "committed"
-            journal.write(staging_fd)
         except BaseException as exc:
             _roll_back_after_failure(home_fd, staging, staging_fd, journal, home, exc)
             raise
-        _finish(home_fd, staging, staging_fd)
+        # commit point: every move is done, the home holds the new state whole; from here a
+        # failure is a warning and recover (which sees the last move done) only tidies up
+        try:
+            journal.state = "committed"
+            journal.write(staging_fd)
+            _finish(home_fd, staging, staging_fd)
+        except OSError as exc:
+            shown = escape_display(str(home))
+            warnings.append(
+                f"restored, but {staging} could not be removed "
+                f"({os.strerror(exc.errno or errno.EIO)}): run 'bundler recover --home {shown}'"
+            )
     finally:
         os.close(staging_fd)
     return [kept for item, kept in current_items() if item in present]
@@ -442,8 +467,6 @@ def _undo(home_fd: int, moves: list[tuple[str, str]]) -> None:
 def _roll_back_after_failure(
     home_fd: int, staging: str, staging_fd: int, journal: Journal, home: Path, exc: BaseException
 ) -> None:
-    if journal.state == "committed":
-        return
     try:
         _undo(home_fd, journal.moves)
         _finish(home_fd, staging, staging_fd)

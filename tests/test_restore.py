@@ -236,8 +236,11 @@ def test_journal_round_trips_and_a_planted_move_is_refused() -> None:
         parse_journal(Journal("T", "swapping", 9, journal.moves).render(), "T")
 
 
-def _swap_state(home: Path, zip_path: Path, stop_after: int, tmp_path: Path) -> None:
-    """Run a restore's swap by hand up to ``stop_after`` renames, as a crash would leave it."""
+def _swap_state(
+    home: Path, zip_path: Path, stop_after: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stop a real restore's swap before rename ``stop_after`` (0-based) without its in-process
+    rollback, leaving the home as a SIGKILL at that point would."""
     from bundler import restore as module
 
     real_rename = module._rename
@@ -249,25 +252,16 @@ def _swap_state(home: Path, zip_path: Path, stop_after: int, tmp_path: Path) -> 
         calls["n"] += 1
         real_rename(home_fd, src, dst)
 
-    def no_rollback(*_args: object) -> None:
-        return None
-
-    module._rename = crashing  # type: ignore[assignment]
-    module._roll_back_after_failure = no_rollback  # type: ignore[assignment]
-    try:
+    with monkeypatch.context() as patch:
+        patch.setattr(module, "_rename", crashing)
+        patch.setattr(module, "_roll_back_after_failure", lambda *_args: None)
         with pytest.raises(KeyboardInterrupt):
             restore_home(tmp_path, zip_path, home=home, force=True, environ=env_for(tmp_path))
-    finally:
-        module._rename = real_rename  # type: ignore[assignment]
-        module._roll_back_after_failure = _ROLLBACK  # type: ignore[assignment]
-
-
-from bundler.restore import _roll_back_after_failure as _ROLLBACK  # noqa: E402
 
 
 @pytest.mark.parametrize("stop_after", range(7))  # this home makes 7 renames
 def test_recover_after_interrupted_swap_gives_old_or_new_state_whole(
-    tmp_path: Path, stop_after: int
+    tmp_path: Path, stop_after: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """In-process variant of the crash sweep: the swap stops after N renames (R1's states)."""
     project, home = make_project(tmp_path)
@@ -278,7 +272,7 @@ def test_recover_after_interrupted_swap_gives_old_or_new_state_whole(
     os.rename(home / "skills", home / "skills.before-restore")  # a previous set exists
     old = content_state(home)
     old_files = content_state(home / "files")
-    _swap_state(home, zip_path, stop_after, tmp_path)
+    _swap_state(home, zip_path, stop_after, tmp_path, monkeypatch)
     actions = recover_home(home)
     assert len(actions) == 1
     assert not [n for n in os.listdir(home) if n.startswith(STAGING_PREFIX)]
@@ -292,10 +286,10 @@ def test_recover_after_interrupted_swap_gives_old_or_new_state_whole(
         assert content_state(home / "files.before-restore") == old_files
 
 
-def test_recover_dry_run_changes_nothing(tmp_path: Path) -> None:
+def test_recover_dry_run_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     project, home = make_project(tmp_path)
     zip_path = take_backup(tmp_path, project)
-    _swap_state(home, zip_path, 2, tmp_path)
+    _swap_state(home, zip_path, 2, tmp_path, monkeypatch)
     before = tree_state(home)
     actions = recover_home(home, dry_run=True)
     assert actions and actions[0].startswith("would roll back")

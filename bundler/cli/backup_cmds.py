@@ -73,4 +73,5 @@ def restore(args: argparse.Namespace, out: Output) -> Result:
             "created_home": report.created_home,
         },
         text=[] if out.quiet else lines,
+        warnings=report.warnings,
     )
