@@ -327,3 +327,19 @@ def test_sweep_in_dense_base64_and_hex_data_finds_every_placement(chunk: int) ->
         for offset in range(0, len(blob), chunk):
             stream.feed(memoryview(blob)[offset : offset + chunk])
         assert set(stream.close()) == expected
+
+
+def test_long_secrets_sampled_with_a_stride_are_found_at_every_offset() -> None:
+    rng = random.Random(3)
+    values = [
+        "".join(rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZ") for _ in range(n)) for n in (40, 47, 63)
+    ]
+    sweeper = Sweeper([SweepTarget(f"s{i}", value) for i, value in enumerate(values)])
+    filler = base64.b64encode(rng.randbytes(12_000))
+    for i, value in enumerate(values):
+        for offset in range(0, 70):
+            at = 4096 + offset
+            blob = filler[:at] + value.encode() + filler[at:]
+            assert Hit("f", f"s{i}", "raw") in sweeper.scan_bytes("f", blob), (i, offset)
+            sparse = rng.randbytes(at) + value.encode() + rng.randbytes(100)
+            assert Hit("f", f"s{i}", "raw") in sweeper.scan_bytes("f", sparse), (i, offset)
