@@ -550,11 +550,12 @@ def test_config_set_without_config_creates_nothing(tmp_path: Path) -> None:
 # --- unprivileged reads and writes ---------------------------------------------------------------
 
 # The interpreter lives under /root (mode 0700 here), so the child starts as root, imports the
-# CLI and loads the schema (package data), then drops to uid/gid 65534 before it runs: the
-# command itself is unprivileged.
+# CLI, the schema (package data) and what argparse imports lazily (Python 3.10: gettext,
+# locale), then drops to uid/gid 65534 before it runs: the command itself is unprivileged.
 _AS_NOBODY = (
     "import os, sys; import bundler.cli, bundler.cli.config_cmds, bundler.cli.output; "
-    "import bundler.schema; bundler.schema.config_schema(); "
+    "import bundler.schema, gettext, locale; bundler.schema.config_schema(); "
+    "bundler.cli.build_parser(); "
     "os.setgroups([]); os.setgid(65534); os.setuid(65534); "
     "sys.exit(bundler.cli.main(sys.argv[1:]))"
 )
