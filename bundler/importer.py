@@ -1703,7 +1703,22 @@ def default_prompter() -> Prompter | None:
             return getpass.getpass(f"{path} (sent to {endpoint}; empty to skip): ")
 
         def confirm(self, question: str) -> bool:
-            print(question, end=": ", file=sys.stderr, flush=True)
-            return sys.stdin.readline().strip() == "yes"
+            # ask where getpass asks: the terminal itself, not a redirected stderr
+            try:
+                fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+            except OSError:
+                fd = -1
+            if fd >= 0:
+                try:
+                    os.write(fd, (question + ": ").encode("utf-8", "replace"))
+                    answer = b""
+                    while not answer.endswith(b"\n") and (chunk := os.read(fd, 1024)):
+                        answer += chunk
+                    return answer.strip() == b"yes"
+                finally:
+                    os.close(fd)
+            else:
+                print(question, end=": ", file=sys.stderr, flush=True)
+                return sys.stdin.readline().strip() == "yes"
 
     return _Terminal()

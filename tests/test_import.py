@@ -442,3 +442,70 @@ def test_bind_mcp_server_to_local_server(bundle: Path, tmp_path: Path) -> None:
     assert config["mcp_bundles"]["gh"]["servers"] == ["gh-local"]
     assert [server["name"] for server in config["mcp"]["servers"]] == ["gh-local"]
     assert "mcp.servers.github.env.GITHUB_TOKEN" not in document["secrets_missing"]
+
+
+def test_terminal_prompts_for_secrets_without_echo_and_for_consent(
+    bundle: Path, empty_install: Path
+) -> None:
+    import fcntl
+    import pty
+    import select
+    import sys
+    import termios
+
+    master, slave = pty.openpty()
+
+    def controlling_terminal() -> None:
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    screen = b""
+
+    def answer(prompt: bytes, line: bytes) -> None:
+        # getpass flushes pending input when it turns echo off: type only once asked
+        nonlocal screen
+        while prompt not in screen:
+            ready, _, _ = select.select([master], [], [], 60)
+            assert ready, (screen, proc.poll())
+            screen += os.read(master, 65536)
+        screen = screen.replace(prompt, b"<asked>", 1)
+        os.write(master, line)
+
+    token = "ghp_TYPEDatTHEprompt-zqxjzqxjzqxj"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZEROCLAW_")}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bundler",
+            "--install",
+            str(empty_install),
+            "agents",
+            "import",
+            str(bundle),
+        ],
+        stdin=slave,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=controlling_terminal,
+        env=env,
+    )
+    os.close(slave)
+    try:
+        answer(
+            b"GITHUB_TOKEN (sent to npx -y @modelcontextprotocol/server-github",
+            token.encode() + b"\n",
+        )
+        answer(b"api_key (sent to https://api.anthropic.com", b"\n")
+        answer(b"api_key (sent to https://api.openai.com/v1", b"\n")
+        answer(b"Type yes to accept", b"yes\n")
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    assert proc.returncode == 0, err
+    assert b"process_spawn mcp.servers.github.command" in screen
+    assert token.encode() not in screen + out + err
+    server = config_of(empty_install)["mcp"]["servers"][0]
+    assert server["env"]["GITHUB_TOKEN"] == token
