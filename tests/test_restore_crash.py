@@ -113,6 +113,68 @@ def test_restore_killed_at_sampled_calls_recovers_to_old_or_new_state(tmp_path: 
     assert _sweep(tmp_path, 6) == 6
 
 
+FAULT_SYSCALLS = ["write", "fsync", "syncfs", "renameat2", "openat"]
+
+
+def _fault_sweep(tmp_path: Path, count: int | None) -> tuple[int, int]:
+    """06 §2 R2 for restore: EIO/ENOSPC at sampled calls; (refused runs, completed runs)."""
+    reason = ptrace_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    pristine, zip_path, env = _prepare(tmp_path)
+    env["SOURCE_DATE_EPOCH"] = "1700000000"
+    home = tmp_path / "target" / "home"
+    home.parent.mkdir()
+    cmd = [
+        sys.executable,
+        "-m",
+        "bundler",
+        "home",
+        "restore",
+        str(zip_path),
+        "--home",
+        str(home),
+        "--force",
+    ]
+    _fresh(pristine, home)
+    done, calls = trace_calls(cmd, FAULT_SYSCALLS, env=env, relevant=str(home))
+    assert done.returncode == 0, done.stderr
+    new_state = content_state(home)
+    old_state = content_state(pristine)
+    refused = completed = 0
+    for index, call in enumerate(sample(calls, count)):
+        fault = "EIO" if index % 2 == 0 else "ENOSPC"
+        _fresh(pristine, home)
+        run = run_with_fault(cmd, call.syscall, call.index, fault, env=env)  # type: ignore[arg-type]
+        assert run.fired, call.line
+        assert "Traceback" not in run.stderr, (call.line, run.stderr)
+        if run.returncode == 1:
+            lines = run.stderr.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith("error: "), (call.line, run.stderr)
+            assert content_state(home) == old_state, f"refused at {call.line} but the home changed"
+            refused += 1
+        else:
+            assert run.returncode == 0, (call.line, run.returncode, run.stderr)
+            assert run_cli("recover", "--home", str(home), env=env).returncode == 0
+            assert content_state(home) == new_state, f"{call.line}: exit 0 but not the new state"
+            completed += 1
+        assert not [n for n in os.listdir(home) if n.startswith(".restore-")], call.line
+    return refused, completed
+
+
+def test_restore_io_faults_at_sampled_calls_fail_cleanly_or_complete(tmp_path: Path) -> None:
+    refused, completed = _fault_sweep(tmp_path, 6)
+    assert refused + completed == 6 and refused >= 1
+
+
+@pytest.mark.slow
+def test_restore_io_faults_at_many_calls_fail_cleanly_or_complete(tmp_path: Path) -> None:
+    """06 §2 R2: at least 50 fault runs (BUNDLER_SLOW_SAMPLE overrides the count)."""
+    wanted = os.environ.get("BUNDLER_SLOW_SAMPLE")
+    refused, completed = _fault_sweep(tmp_path, int(wanted) if wanted else 60)
+    assert refused >= 1
+
+
 @pytest.mark.slow
 def test_restore_killed_at_every_call_recovers_to_old_or_new_state(tmp_path: Path) -> None:
     """06 §2 R1 for restore: every call index (BUNDLER_SLOW_SAMPLE runs a spread sample)."""
