@@ -641,6 +641,7 @@ class _Transaction:
         self.staging_fd = -1
         self.committed = False
         self.created_staging = False
+        self.after_commit_error: OSError | None = None
 
     def open_staging(self) -> int:
         os.mkdir(self.staging, 0o700, dir_fd=self.install_fd)
@@ -682,9 +683,13 @@ class _Transaction:
                 dst_dir_fd=self.config.dir_fd,
             )
         self.committed = True
-        durable.fsync_dir(self.config.dir_fd)
-        if self.config.dir_fd != self.install_fd:
-            durable.fsync_dir(self.install_fd)
+        try:
+            durable.fsync_dir(self.config.dir_fd)
+            if self.config.dir_fd != self.install_fd:
+                durable.fsync_dir(self.install_fd)
+        except OSError as err:
+            # after the commit nothing can be undone: the caller reports it as a warning
+            self.after_commit_error = err
 
     def rollback(self) -> list[str]:
         """Undo everything before the commit; returns what could not be undone."""
@@ -1371,23 +1376,29 @@ def _transact(
             ) from err
         raise
     # committed: what follows cannot undo the import, so failures are warnings (02 §8.4)
-    try:
+    txn.close()
+    failures = [str(txn.after_commit_error)] if txn.after_commit_error is not None else []
+
+    def audit() -> None:
         if merge.value_at(result.plan.agent_entry, UNRESTRICTED) is True:
-            append_audit(
-                install_root,
-                format_path(["agents", result.plan.agent, *UNRESTRICTED]),
-                False,
-                True,
-                "agents import",
-            )
+            path = format_path(["agents", result.plan.agent, *UNRESTRICTED])
+            append_audit(install_root, path, False, True, "agents import")
+
+    def receipt() -> None:
         result.receipt = str(install_root / write_receipt(install_fd, journal))
-        txn.close()
+
+    def tidy() -> None:
         safefs.rmtree_at(install_fd, txn.staging)
         durable.fsync_dir(install_fd)
-    except (OSError, BundlerError) as err:
-        txn.close()
+
+    for step in (audit, receipt, tidy):
+        try:
+            step()
+        except (OSError, BundlerError) as err:
+            failures.append(str(err))
+    if failures:
         result.warnings.append(
-            f"imported, but finishing failed ({err}); run 'bundler recover --install "
+            f"imported, but finishing failed ({failures[0]}); run 'bundler recover --install "
             f"{install_root}'"
         )
 
@@ -1557,6 +1568,8 @@ def undo_import(install_root: Path, receipt: Path) -> UndoReport:
             raise
         txn.close()
         try:
+            if txn.after_commit_error is not None:
+                raise txn.after_commit_error
             agent_path = ["agents", result.agent, *UNRESTRICTED]
             if merge.value_at(current, agent_path) is True:
                 append_audit(
