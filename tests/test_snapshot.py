@@ -207,3 +207,31 @@ def test_every_connection_runs_with_trusted_schema_off(tmp_path: Path) -> None:
             assert conn.execute("PRAGMA trusted_schema").fetchone() == (0,)
             with pytest.raises(sqlite3.OperationalError, match="readonly"):
                 conn.execute("INSERT INTO msg(body) VALUES ('x')")
+
+
+def test_hot_rollback_journal_is_rolled_back_in_a_private_copy_only(tmp_path: Path) -> None:
+    """A writer killed mid-transaction leaves a hot -journal; the snapshot holds the last commit."""
+    home = tmp_path / "home"
+    home.mkdir()
+    make_store(home / "chat.db", rows=300, wal=False)
+    code = (
+        "import sqlite3, os, sys\n"
+        "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "c.execute('PRAGMA cache_size=1')\n"  # spill changed pages into the file before commit
+        "c.execute('BEGIN')\n"
+        "c.execute('UPDATE msg SET body = ?', ('overwritten' * 20,))\n"
+        "c.execute('INSERT INTO msg(body) SELECT body FROM msg')\n"
+        "os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", code, str(home / "chat.db")], check=True)
+    assert Path(f"{home / 'chat.db'}-journal").stat().st_size > 0
+    before = tree_state(home)
+    info = snapshot_database(home / "chat.db", tmp_path / "snap.db", method="vacuum")
+    assert info.read_as == "leftover"
+    assert tree_state(home) == before
+    assert count(tmp_path / "snap.db") == 300
+    conn = sqlite3.connect(f"file:{tmp_path / 'snap.db'}?mode=ro", uri=True)
+    assert conn.execute("SELECT count(*) FROM msg WHERE body LIKE 'overwritten%'").fetchone() == (
+        0,
+    )
+    conn.close()
