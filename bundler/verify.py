@@ -304,8 +304,9 @@ class _Walker:
         self.listed = 0
 
     def error(self, path: str, message: str) -> None:
+        # walk paths exclude control characters but may hold bidi controls: escape here, once
         if self.listed < MAX_LISTED_TREE_ERRORS:
-            self.report.errors.append(Problem(path, message))
+            self.report.errors.append(Problem(escape_display(path), escape_display(message)))
         self.listed += 1
 
     def count(self, path: str) -> None:
@@ -313,7 +314,10 @@ class _Walker:
         self.entries += 1
         if self.entries > MAX_ENTRIES:
             self.report.errors.append(
-                Problem(path, f"the bundle has more than {MAX_ENTRIES} entries; stopped here")
+                Problem(
+                    escape_display(path),
+                    f"the bundle has more than {MAX_ENTRIES} entries; stopped here",
+                )
             )
             raise _TooManyEntries
 
@@ -547,7 +551,9 @@ def _recompute(
             entry = fragment_rules.lookup(fragment, ["skill_bundles", bundle])[1]
             include = entry.get("include", []) if isinstance(entry, dict) else []
             exclude = entry.get("exclude", []) if isinstance(entry, dict) else []
-            if skill in (exclude or []) or (include and skill not in include):
+            include = include if isinstance(include, list) else []
+            exclude = exclude if isinstance(exclude, list) else []
+            if skill in exclude or (include and skill not in include):
                 report.errors.append(
                     Problem(
                         escape_display(f"skills/{bundle}/{skill}"),

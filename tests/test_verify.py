@@ -352,3 +352,14 @@ def test_tree_errors_are_capped_with_a_count(
     fifo_errors = [p for p in report.errors if p.path.startswith("workspace/fifo")]
     assert len(fifo_errors) == 5
     assert any(p.message == "15 more entries at fault, not listed" for p in report.errors)
+
+
+def test_bidi_controls_in_a_link_name_are_escaped(exported: Path, tmp_path: Path) -> None:
+    bundle = fresh_copy(exported, tmp_path)
+    (bundle / "workspace" / "invoice\u202etxt.exe").symlink_to("/etc/passwd")
+    result = run_verify(bundle)
+    assert result.returncode == 3
+    assert "\u202e" not in result.stderr
+    assert "error: workspace/invoice\\u202etxt.exe: a symbolic link" in result.stderr
+    document = json.loads(run_verify(bundle, "--json").stdout)
+    assert "workspace/invoice\\u202etxt.exe" in [error["path"] for error in document["errors"]]
