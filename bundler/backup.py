@@ -147,8 +147,14 @@ def verify_backup(path: Path) -> VerifyReport:
     passing ``integrity_check``. Raises :class:`InvalidInput` (exit 3) naming the entry at
     fault, :class:`Refused` when the file cannot be opened.
     """
-    with open_zip(path) as archive:
-        index, files = check_contents(archive, check_database=True)
+    try:
+        with open_zip(path) as archive:
+            index, files = check_contents(archive, check_database=True)
+    except OSError as exc:
+        shown = escape_display(str(path))
+        raise Refused(
+            f"cannot read {shown} ({os.strerror(exc.errno or errno.EIO)})", path=shown
+        ) from exc
     total = sum(info.file_size for info in files)
     return VerifyReport(path, index.format, index.created_at, index.agent, len(files), total)
 

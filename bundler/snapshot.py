@@ -137,10 +137,16 @@ def open_readonly(path: Path, *, immutable: bool) -> Iterator[sqlite3.Connection
 
 
 def integrity_ok(path: Path) -> bool:
-    """True when ``PRAGMA integrity_check`` of the file says ``ok`` (opened immutable)."""
+    """True when ``PRAGMA integrity_check`` of the file says ``ok`` (opened immutable).
+
+    A file that is not SQLite or is corrupt answers False; a failure to open or read it (an
+    I/O error, a missing file) raises ``OSError`` instead, so it is not mistaken for corruption.
+    """
     try:
         with open_readonly(path, immutable=True) as conn:
             rows = conn.execute("PRAGMA integrity_check").fetchall()
+    except sqlite3.OperationalError as exc:
+        raise OSError(errno.EIO, f"cannot read {path} ({exc})") from exc
     except sqlite3.DatabaseError:
         return False
     return rows == [("ok",)]
