@@ -382,8 +382,13 @@ def test_unknown_secret_path_is_a_usage_error(bundle: Path, empty_install: Path)
 # --------------------------------------------------------------------------- hostile bundles
 
 
-def test_hostile_bundles_refused_by_import_install_byte_identical(tmp_path: Path) -> None:
+def test_hostile_bundles_refused_by_import_install_byte_identical(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The whole corpus through the real CLI entry point (in process: the corpus is large)."""
     import hostile_bundles
+
+    from bundler.cli import main
 
     install = tmp_path / "install"
     install.mkdir()
@@ -395,19 +400,40 @@ def test_hostile_bundles_refused_by_import_install_byte_identical(tmp_path: Path
         copy = tmp_path / f"h-{name}"
         shutil.copytree(good, copy, symlinks=True)
         expected = make(copy)
-        result = run_import(install, str(copy), "--accept-risks")
-        ok = (
-            result.returncode in (1, 3)
-            and "Traceback" not in result.stderr
-            and result.stderr.startswith("error: ")
-            and len(result.stderr.splitlines()) == 1
-            and expected in result.stderr
-        )
-        if not ok:
-            failures.append((name, result.returncode, result.stderr[-300:]))
+        code = main(["--install", str(install), "agents", "import", str(copy), "--accept-risks"])
+        captured = capsys.readouterr()
+        lines = captured.err.splitlines()
+        if not (
+            code == 3
+            and len(lines) == 1
+            and lines[0].startswith("error: ")
+            and expected in lines[0]
+        ):
+            failures.append((name, code, captured.err[-300:]))
+        assert captured.out == "", name
         assert snapshot(install) == before, name
     assert not failures, failures
     assert len(hostile_bundles.CASES) >= 30
+
+
+@pytest.mark.parametrize(
+    "case", ["fifo_in_workspace", "hard_link_in_workspace", "second_agent_hidden"]
+)
+def test_hostile_bundle_in_a_real_process_exit_3_no_traceback(
+    case: str, tmp_path: Path, empty_install: Path
+) -> None:
+    import hostile_bundles
+
+    bundle = bf.build_bundle(tmp_path / "bundle")
+    expected = hostile_bundles.CASES[case](bundle)
+    result = run_import(empty_install, str(bundle), "--accept-risks")
+    assert result.returncode == 3
+    assert (
+        result.stderr.startswith("error: bundle failed verification: ")
+        and expected in result.stderr
+    )
+    assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
+    assert snapshot(empty_install) == {}
 
 
 def test_usage_errors(bundle: Path, empty_install: Path) -> None:
