@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Safe copy of the 06 §1 reference tree vs ``cp -a --reflink=never SRC X && sync -f X``.
 
-    python tools/bench.py copy [--root /tmp/bundler-bench] [--rounds 3] [--no-large]
-                               [--compare] [--large-files 200000]
+    python tools/bench.py copy [--root /tmp/bundler-bench] [--rounds 3] [--compare]
+                               [--parts ratio,large,durable,method] [--large-files 200000]
 
 Each side runs once untimed, then the two are timed alternately ``--rounds`` times; the median
 of the per-round ratios is reported (target <= 1.3x). Both sides are whole processes (the copy
@@ -171,6 +171,49 @@ def _copy_with_copy_file_range(src_fd: int, dst_fd: int) -> None:
             os.close(stack.pop())
 
 
+def _ratio_part(ref: Path, dst: Path, rounds: int, files: int) -> tuple[bool, float]:
+    ours, cp, peak = _alternate("copy", _ours(ref, dst), "cp -a", _cp(ref, dst), dst, rounds)
+    ratio = _median_ratio(ours, cp)
+    print(
+        f"copy vs cp -a --reflink=never && sync -f: median ratio {ratio:.2f}x "
+        f"(target <= {TARGET_RATIO}x); median times {statistics.median(ours):.2f}s vs "
+        f"{statistics.median(cp):.2f}s"
+    )
+    print(f"peak memory, {files}-file tree: {peak:.1f} MB (target <= {TARGET_MEMORY_MB:.0f})")
+    return ratio <= TARGET_RATIO and peak <= TARGET_MEMORY_MB, peak
+
+
+def _compare_part(ref: Path, dst: Path, rounds: int, what: str) -> None:
+    if what == "durable":
+        a, b = ("syncfs", {"durable": "syncfs"}), ("fsync-each", {"durable": "fsync"})
+    else:
+        a, b = ("read+write", {"method": "rw"}), ("copy_file_range+read", {"method": "cfr"})
+    times_a, times_b, _ = _alternate(
+        a[0], _ours(ref, dst, **a[1]), b[0], _ours(ref, dst, **b[1]), dst, rounds
+    )
+    print(f"{a[0]} / {b[0]}: median ratio {_median_ratio(times_a, times_b):.2f}")
+
+
+def _large_part(root: Path, dst: Path, files: int) -> tuple[bool, float]:
+    large = _ensure_tree(
+        root,
+        f"tiny-{files}",
+        files=files,
+        folders=files // 100,
+        big_files=0,
+        min_size=0,
+        max_size=64,
+    )
+    _fresh(dst)
+    elapsed, peak = _run(_ours(large, dst))
+    _fresh(dst)
+    print(
+        f"peak memory, {files}-file tree: {peak:.1f} MB "
+        f"(target <= {TARGET_MEMORY_MB:.0f}; copy took {elapsed:.1f}s)"
+    )
+    return peak <= TARGET_MEMORY_MB, peak
+
+
 def main(argv: list[str]) -> int:
     """Run the benchmark; exit 0 when the ratio and memory targets hold, else 1."""
     parser = argparse.ArgumentParser(prog="bench.py copy", description=__doc__.splitlines()[0])
@@ -178,8 +221,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--files", type=int, default=20000)
     parser.add_argument("--large-files", type=int, default=200000)
-    parser.add_argument("--no-large", action="store_true", help="skip the 200,000-file tree")
-    parser.add_argument("--compare", action="store_true", help="also time the alternatives")
+    parser.add_argument(
+        "--parts",
+        default="ratio,large",
+        help="comma-separated: ratio, large (200,000-file memory), durable, method",
+    )
+    parser.add_argument("--compare", action="store_true", help="same as adding durable,method")
     parser.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--durable", default="auto", help=argparse.SUPPRESS)
     parser.add_argument("--method", default="rw", help=argparse.SUPPRESS)
@@ -187,64 +234,23 @@ def main(argv: list[str]) -> int:
     if args.child:
         return _child(args.child[0], args.child[1], args.durable, args.method)
 
+    parts = set(args.parts.split(",")) | ({"durable", "method"} if args.compare else set())
     args.root.mkdir(parents=True, exist_ok=True)
     ref = _ensure_tree(args.root, f"ref-{args.files}", files=args.files)
     dst = args.root / "copy-out"
     print(f"  reference tree: {ref}; {args.rounds} alternating rounds", flush=True)
-    ours, cp, peak = _alternate("copy", _ours(ref, dst), "cp -a", _cp(ref, dst), dst, args.rounds)
-    ratio = _median_ratio(ours, cp)
-    ok = ratio <= TARGET_RATIO and peak <= TARGET_MEMORY_MB
-    print(
-        f"copy vs cp -a --reflink=never && sync -f: median ratio {ratio:.2f}x "
-        f"(target <= {TARGET_RATIO}x); median times {statistics.median(ours):.2f}s vs "
-        f"{statistics.median(cp):.2f}s"
-    )
-    print(f"peak memory, {args.files}-file tree: {peak:.1f} MB (target <= {TARGET_MEMORY_MB:.0f})")
-
-    if args.compare:
-        syncfs_t, fsync_t, _ = _alternate(
-            "syncfs",
-            _ours(ref, dst, durable="syncfs"),
-            "fsync-each",
-            _ours(ref, dst, durable="fsync"),
-            dst,
-            args.rounds,
-        )
-        print(
-            f"durability: syncfs / fsync-each median ratio {_median_ratio(syncfs_t, fsync_t):.2f}"
-        )
-        rw_t, cfr_t, _ = _alternate(
-            "read+write",
-            _ours(ref, dst, method="rw"),
-            "copy_file_range+read",
-            _ours(ref, dst, method="cfr"),
-            dst,
-            args.rounds,
-        )
-        print(
-            f"copy method: read+write / copy_file_range+read median ratio "
-            f"{_median_ratio(rw_t, cfr_t):.2f}"
-        )
-
-    if not args.no_large:
-        large = _ensure_tree(
-            args.root,
-            f"tiny-{args.large_files}",
-            files=args.large_files,
-            folders=args.large_files // 100,
-            big_files=0,
-            min_size=0,
-            max_size=64,
-        )
-        _fresh(dst)
-        elapsed, large_peak = _run(_ours(large, dst))
-        _fresh(dst)
-        ok = ok and large_peak <= TARGET_MEMORY_MB
-        print(
-            f"peak memory, {args.large_files}-file tree: {large_peak:.1f} MB "
-            f"(target <= {TARGET_MEMORY_MB:.0f}; {large_peak / peak:.2f}x the "
-            f"{args.files}-file tree; copy took {elapsed:.1f}s)"
-        )
+    ok = True
+    peak = 0.0
+    if "ratio" in parts:
+        ok, peak = _ratio_part(ref, dst, args.rounds, args.files)
+    for what in ("durable", "method"):
+        if what in parts:
+            _compare_part(ref, dst, args.rounds, what)
+    if "large" in parts:
+        large_ok, large_peak = _large_part(args.root, dst, args.large_files)
+        ok = ok and large_ok
+        if peak:
+            print(f"  the {args.large_files}-file peak is {large_peak / peak:.2f}x the other")
     return 0 if ok else 1
 
 
