@@ -292,3 +292,56 @@ def test_recover_refuses_when_config_matches_neither_digest(tmp_path: Path) -> N
     assert dry.returncode == 1 and result.returncode == 1
     assert "matches neither" in result.stderr and "agents/researcher/workspace" in result.stderr
     assert state(scenario.install) == before
+
+
+def _undo_scenario(tmp_path: Path) -> tuple[Scenario, list[str], State, State]:
+    """An install right after the import, the undo command, and its states before and after."""
+    scenario = _scenario(tmp_path)
+    done = subprocess.run(
+        scenario.cmd, capture_output=True, text=True, env=cli_env(), cwd="/", timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    imported = tmp_path / "imported"
+    shutil.copytree(scenario.install, imported, symlinks=True)
+    receipt = next((scenario.install / "data" / "state" / "imports").iterdir())
+    cmd = [
+        sys.executable,
+        "-m",
+        "bundler",
+        "--install",
+        str(scenario.install),
+        "agents",
+        "import",
+        "--undo",
+        str(receipt),
+    ]
+    undone = subprocess.run(
+        cmd, capture_output=True, text=True, env=cli_env(), cwd="/", timeout=120
+    )
+    assert undone.returncode == 0, undone.stderr
+    after = state(scenario.install)
+    assert (scenario.install / "config.toml").read_text() == USER_CONFIG
+    return (
+        Scenario(scenario.install, imported, scenario.bundle, state(imported), after),
+        cmd,
+        state(imported),
+        after,
+    )
+
+
+def test_sigkill_during_undo_then_recover_gives_before_or_after(tmp_path: Path) -> None:
+    scenario, cmd, before, after = _undo_scenario(tmp_path)
+    scenario.reset()
+    done, calls = trace_calls(
+        cmd, R1_SYSCALLS, env=cli_env(), cwd="/", relevant=str(scenario.install)
+    )
+    assert done.returncode == 0, done.stderr
+    scenario.reset()
+    for call in sample(calls, FAST_SAMPLE if _slow_count() is None else _slow_count()):
+        run = run_with_fault(cmd, call.syscall, call.index, "SIGKILL", env=cli_env(), cwd="/")
+        assert run.fired, call
+        recovered = bundler("recover", "--install", str(scenario.install))
+        assert recovered.returncode == 0, f"{call}: {recovered.stderr}"
+        assert state(scenario.install) in (before, after), call
+        assert _leftovers(scenario.install) == [], call
+        scenario.reset()
