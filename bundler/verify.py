@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import tomli_w
 import xxhash
 
 from bundler import fragment as fragment_rules
@@ -190,22 +191,33 @@ def _manifest_error(exc: BundlerError) -> Problem:
     return Problem(MANIFEST, message)
 
 
-def _read_manifest(raw: bytes) -> tuple[dict[str, Any] | None, list[Problem]]:
+def _read_manifest(raw: bytes, *, legacy: bool) -> tuple[dict[str, Any] | None, list[Problem]]:
     """The manifest as a table, and what is wrong with it (02 §9, §10).
 
     The schema, the format and format 2's ``[memory]`` are checked by
     :func:`bundler.manifest.parse_manifest`; when it refuses, the raw table is still returned
-    so that the rest of the bundle can be checked and every failure reported.
+    so that the rest of the bundle can be checked and every failure reported. ``legacy`` (no
+    ``checksums.xxh3`` in the bundle) lets a format 1 manifest omit the checksums keys, as
+    older exporters wrote it (03 §1).
     """
     table, problem = _parse_toml(MANIFEST, raw)
     if table is None:
         return None, [problem] if problem is not None else []
     problems: list[Problem] = []
     manifest: dict[str, Any] = table
+    contents = table.get("contents")
+    filled: list[str] = []
+    if legacy and table.get("format_version") == 1 and isinstance(contents, dict):
+        placeholders = {"checksums": CHECKSUMS, "checksums_xxh3_128": "0" * 32}
+        filled = [key for key in placeholders if key not in contents]
+        contents.update({key: placeholders[key] for key in filled})
+        raw = tomli_w.dumps(table).encode("utf-8")
     try:
         manifest = parse_manifest(raw).as_dict()
     except InvalidInput as exc:
         problems.append(_manifest_error(exc))
+    for key in filled:  # placeholders for the schema only: the bundle never said them
+        manifest["contents"].pop(key, None)
     root = manifest.get("root_agent")
     if isinstance(root, str) and root:
         problems += [
@@ -671,13 +683,15 @@ def verify_bundle(path: Path) -> VerifyReport:
 
 def _verify_open(root_fd: int, report: VerifyReport, private: Path) -> None:
     raw_manifest, problem = _read_root_file(root_fd, MANIFEST, MAX_MANIFEST_BYTES)
+    raw_checksums, checksums_problem = _read_root_file(root_fd, CHECKSUMS, MAX_CHECKSUMS_BYTES)
     manifest: dict[str, Any] | None = None
     if problem is not None:
         report.errors.append(problem)
     elif raw_manifest is None:
         report.errors.append(Problem(MANIFEST, "missing: not a bundle"))
     else:
-        manifest, problems = _read_manifest(raw_manifest)
+        legacy = raw_checksums is None and checksums_problem is None
+        manifest, problems = _read_manifest(raw_manifest, legacy=legacy)
         report.errors += problems
     if manifest is not None:
         report.manifest = manifest
@@ -686,10 +700,9 @@ def _verify_open(root_fd: int, report: VerifyReport, private: Path) -> None:
             return  # a newer format: its rules are unknown, nothing more can be judged
     version = report.format_version or 1
 
-    raw_checksums, problem = _read_root_file(root_fd, CHECKSUMS, MAX_CHECKSUMS_BYTES)
     listed: dict[str, str] | None = None
-    if problem is not None:
-        report.errors.append(problem)
+    if checksums_problem is not None:
+        report.errors.append(checksums_problem)
     elif raw_checksums is None:
         if version == 1:
             report.warnings.append(

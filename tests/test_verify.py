@@ -363,3 +363,31 @@ def test_bidi_controls_in_a_link_name_are_escaped(exported: Path, tmp_path: Path
     assert "error: workspace/invoice\\u202etxt.exe: a symbolic link" in result.stderr
     document = json.loads(run_verify(bundle, "--json").stdout)
     assert "workspace/invoice\\u202etxt.exe" in [error["path"] for error in document["errors"]]
+
+
+def test_older_format_1_manifest_without_checksums_keys_verifies_with_warning(
+    exported: Path, tmp_path: Path
+) -> None:
+    bundle = fresh_copy(exported, tmp_path)
+    (bundle / bf.CHECKSUMS).unlink()
+
+    def older(manifest: dict[str, object]) -> None:
+        contents = manifest["contents"]
+        assert isinstance(contents, dict)
+        del contents["checksums"], contents["checksums_xxh3_128"]
+
+    bf.edit_manifest(bundle, older)
+    report = verify_bundle(bundle)
+    assert report.ok, report.errors
+    assert [w.path for w in report.warnings] == [bf.CHECKSUMS]
+    assert report.manifest is not None and "checksums_xxh3_128" not in report.manifest["contents"]
+
+
+def test_format_2_manifest_must_keep_its_checksums_keys(
+    built_format_2: Path, tmp_path: Path
+) -> None:
+    bundle = fresh_copy(built_format_2, tmp_path)
+    (bundle / bf.CHECKSUMS).unlink()
+    bf.edit_manifest(bundle, lambda m: m["contents"].pop("checksums_xxh3_128"))
+    report = verify_bundle(bundle)
+    assert {p.path for p in report.errors} >= {bf.MANIFEST, bf.CHECKSUMS}
