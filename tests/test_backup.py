@@ -144,7 +144,9 @@ def test_default_name_takes_the_next_suffix_when_taken(tmp_path: Path) -> None:
     report = backup(tmp_path, project)
     assert report.path.name.endswith("-2.zip")  # type: ignore[attr-defined]
     for second in range(3):
-        assert (home / "backups" / default_backup_name(now + timedelta(seconds=second))).read_bytes() == b"x"
+        assert (
+            home / "backups" / default_backup_name(now + timedelta(seconds=second))
+        ).read_bytes() == b"x"
 
 
 def test_default_backup_name_is_utc() -> None:
@@ -157,7 +159,9 @@ def test_existing_to_is_never_replaced_exit_1(tmp_path: Path) -> None:
     project, _home = make_project(tmp_path)
     target = tmp_path / "mine.zip"
     target.write_bytes(b"precious")
-    done = run_cli("home", "backup", "--project", str(project), "--to", str(target), env=env_for(tmp_path))
+    done = run_cli(
+        "home", "backup", "--project", str(project), "--to", str(target), env=env_for(tmp_path)
+    )
     assert done.returncode == 1
     assert done.stderr.startswith("error: ") and "exists" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
@@ -168,7 +172,16 @@ def test_to_a_new_file_elsewhere(tmp_path: Path) -> None:
     project, _home = make_project(tmp_path)
     target = tmp_path / "out" / "b.zip"
     target.parent.mkdir()
-    done = run_cli("home", "backup", "--project", str(project), "--to", str(target), "--json", env=env_for(tmp_path))
+    done = run_cli(
+        "home",
+        "backup",
+        "--project",
+        str(project),
+        "--to",
+        str(target),
+        "--json",
+        env=env_for(tmp_path),
+    )
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout)
     assert answer["ok"] is True and answer["backup"] == str(target)
@@ -208,7 +221,9 @@ def test_links_special_files_and_hard_links_are_skipped_and_counted(tmp_path: Pa
     assert answer["skipped"]["hard_links"] == 2  # both names of the linked file
     with zipfile.ZipFile(answer["backup"]) as archive:
         names = archive.namelist()
-        assert not any("escape" in n or "pipe" in n or "dir-link" in n or "a.txt" in n for n in names)
+        assert not any(
+            "escape" in n or "pipe" in n or "dir-link" in n or "a.txt" in n for n in names
+        )
         assert all(b"secret outside" not in archive.read(n) for n in names if not n.endswith("/"))
 
 
@@ -295,3 +310,10 @@ def test_invalid_agent_yaml_is_invalid_input(tmp_path: Path) -> None:
     (project / "Agent.yaml").write_text("name: [1, 2]\n")
     with pytest.raises(InvalidInput):
         backup(tmp_path, project)
+
+
+def test_to_in_a_missing_folder_is_refused(tmp_path: Path) -> None:
+    project, _home = make_project(tmp_path)
+    with pytest.raises(Refused, match="does not exist"):
+        backup(tmp_path, project, to=tmp_path / "missing" / "b.zip")
+    assert not (tmp_path / "missing").exists()

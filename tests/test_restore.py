@@ -307,3 +307,51 @@ def test_restore_zip_listing_is_not_a_zip_path_problem(tmp_path: Path) -> None:
         assert not any(n.startswith("skills") for n in archive.namelist())
     restore(tmp_path, project, zip_path)
     assert (home / "skills").is_dir() and os.listdir(home / "skills") == []
+
+
+@pytest.mark.parametrize("where", ["/", "user", "parent-of-user"])
+def test_restore_home_that_is_root_or_holds_the_user_home_is_refused(
+    tmp_path: Path, where: str
+) -> None:
+    project, _home = make_project(tmp_path)
+    zip_path = take_backup(tmp_path, project)
+    target = {"/": Path("/"), "user": tmp_path / "user", "parent-of-user": tmp_path}[where]
+    with pytest.raises(Refused, match="holds your home folder"):
+        restore(tmp_path, project, zip_path, home=target)
+
+
+def test_restore_refuses_a_database_outside_the_home(tmp_path: Path) -> None:
+    project, _home = make_project(tmp_path)
+    zip_path = take_backup(tmp_path, project)
+    env = env_for(tmp_path) | {"BXAGENTS_DB": str(tmp_path / "elsewhere" / "other.db")}
+    with pytest.raises(Refused, match="BXAGENTS_DB"):
+        restore_home(project, zip_path, environ=env)
+
+
+def test_recover_refuses_a_planted_journal_and_moves_nothing(tmp_path: Path) -> None:
+    _project, home = make_project(tmp_path)
+    staging = home / f"{STAGING_PREFIX}abcdefabcdef"
+    staging.mkdir()
+    (staging / "journal.toml").write_bytes(
+        Journal("abcdefabcdef", "swapping", 0, [("files", "../../stolen")]).render()
+    )
+    before = tree_state(home)
+    done = run_cli("recover", "--home", str(home), env=env_for(tmp_path))
+    assert done.returncode == 3
+    assert done.stderr.startswith("error: ") and "never makes" in done.stderr
+    assert tree_state(home) == before
+
+
+def test_restore_of_a_missing_zip_is_refused_exit_1(tmp_path: Path) -> None:
+    project, home = make_project(tmp_path)
+    before = tree_state(home)
+    done = run_cli(
+        "home",
+        "restore",
+        str(tmp_path / "nope.zip"),
+        "--project",
+        str(project),
+        env=env_for(tmp_path),
+    )
+    assert done.returncode == 1 and "cannot open" in done.stderr
+    assert tree_state(home) == before
