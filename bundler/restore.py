@@ -282,6 +282,14 @@ def restore_home(
 def _restore(resolution: HomeResolution, zip_path: Path, force: bool) -> RestoreReport:
     target = resolution.home
     with open_zip(zip_path) as archive:
+        # sizes from the checked directory: a zip that cannot fit is refused before it is read
+        declared = sum(info.file_size for info in archive.infolist())
+        probe = _nearest_existing(target)
+        probe_fd = durable.open_dir(probe if probe.is_dir() else probe.parent, follow=True)
+        try:
+            check_free_space(declared, probe_fd, escape_display(str(probe)))
+        finally:
+            os.close(probe_fd)
         index, files = check_contents(archive, check_database=True)
         total = sum(info.file_size for info in files)
         busy = _busy(target)
@@ -291,12 +299,6 @@ def _restore(resolution: HomeResolution, zip_path: Path, force: bool) -> Restore
                 "or chat; stop it and try again (or restore with --force)",
                 path=escape_display(str(target / busy[0])),
             )
-        probe = _nearest_existing(target)
-        probe_fd = durable.open_dir(probe if probe.is_dir() else probe.parent, follow=True)
-        try:
-            check_free_space(total, probe_fd, escape_display(str(probe)))
-        finally:
-            os.close(probe_fd)
         created = not os.path.lexists(target)
         if created:
             init_home(resolution)

@@ -355,3 +355,23 @@ def test_restore_of_a_missing_zip_is_refused_exit_1(tmp_path: Path) -> None:
     )
     assert done.returncode == 1 and "cannot open" in done.stderr
     assert tree_state(home) == before
+
+
+def test_restore_that_does_not_fit_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    import subprocess
+
+    small = tmp_path / "small"
+    small.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=128k", "tmpfs", str(small)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()[:100]}")
+    try:
+        project, _home = make_project(tmp_path)
+        zip_path = take_backup(tmp_path, project)  # holds more than 128 KiB
+        with pytest.raises(Refused, match="free"):
+            restore(tmp_path, project, zip_path, home=small / "home")
+        assert os.listdir(small) == []
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
