@@ -33,7 +33,7 @@ from bundler import safefs, tomlcompat
 from bundler.copytree import digest_fd
 from bundler.errors import BundlerError, InvalidInput, Refused
 from bundler.fragment import Problem, display_path
-from bundler.manifest import checksum_sort_key, parse_checksums, parse_manifest
+from bundler.manifest import parse_checksums, parse_manifest
 from bundler.names import escape_display, is_portable_alias, is_portable_name
 
 KNOWN_FORMATS = (1, 2)
@@ -228,8 +228,13 @@ def _read_manifest(raw: bytes, *, legacy: bool) -> tuple[dict[str, Any] | None, 
 
 
 # Strictly narrower than what bundler.manifest.parse_checksums accepts, but checked by the
-# regex engine instead of per character: a 1,000,000-line file must not dominate verify (P3).
-_CHECKSUM_LINE = re.compile(r"([0-9a-f]{32})  ([^\x00-\x1f\x7f-\x9f]+)")
+# regex engine over the whole text instead of line by line in Python: a 1,000,000-line file
+# must not dominate verify (P3). Anything it does not accept goes to the reference parser.
+_CHECKSUMS_TEXT = re.compile(r"(?:[0-9a-f]{32}  [^\x00-\x1f\x7f-\x9f]+\n)*")
+# An empty, "." or ".." component shows as one of these (a path holding two spaces before
+# a "/" also matches: it merely takes the reference parser's slower road).
+_BAD_COMPONENT_MARKS = ("//", "/./", "/../", "/\n", "/.\n", "/..\n", "  /", "  ./", "  ../")
+_BAD_LAST_MARKS = ("  .\n", "  ..\n")
 
 
 def _parse_checksums_fast(raw: bytes) -> dict[str, str] | None:
@@ -238,21 +243,18 @@ def _parse_checksums_fast(raw: bytes) -> dict[str, str] | None:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    if text and not text.endswith("\n"):
+    if _CHECKSUMS_TEXT.fullmatch(text) is None:
         return None
-    listed: dict[str, str] = {}
-    previous: tuple[bytes, ...] = ()
-    for line in text[:-1].split("\n") if text else []:
-        match = _CHECKSUM_LINE.fullmatch(line)
-        if match is None:
-            return None
-        digest, path = match.groups()
-        key = checksum_sort_key(path)
-        if key <= previous or any(part in ("", ".", "..") for part in path.split("/")):
-            return None  # out of order, repeated, or not a normalised relative path
-        previous = key
-        listed[path] = digest
-    return listed
+    if any(mark in text for mark in _BAD_COMPONENT_MARKS + _BAD_LAST_MARKS):
+        return None
+    lines = text.split("\n")[:-1]
+    # Component-wise byte order (02 §9.2) is plain string order once "/" sorts below every
+    # character a path may hold: no control character is allowed, so "\x00" does. (Code point
+    # order of str equals byte order of UTF-8.)
+    keys = [line[34:] for line in text.replace("/", "\x00").split("\n")[:-1]]
+    if keys != sorted(keys) or len(set(keys)) != len(keys):
+        return None  # out of order or repeated
+    return {line[34:]: line[:32] for line in lines}
 
 
 def _read_checksums(raw: bytes) -> tuple[dict[str, str] | None, Problem | None]:
@@ -339,16 +341,16 @@ class _Walker:
 
     def exclude(self, rel: str, st: os.stat_result) -> bool:
         """Structure rules (02 §1, 03 §1): report a misplaced entry and do not descend into it."""
-        reason = self._misplaced(rel, stat.S_ISDIR(st.st_mode))
+        parts = rel.split("/")
+        reason = self._misplaced(parts, stat.S_ISDIR(st.st_mode))
         if reason is None:
-            self._warn_non_portable(rel)
+            self._warn_non_portable(rel, parts)
             return False
         self.error(escape_display(rel), reason)
         self.count(escape_display(rel))
         return True
 
-    def _misplaced(self, rel: str, is_dir: bool) -> str | None:
-        parts = rel.split("/")
+    def _misplaced(self, parts: list[str], is_dir: bool) -> str | None:
         top = parts[0]
         if len(parts) == 1:
             if top in (MANIFEST, CONFIG, CHECKSUMS):
@@ -385,9 +387,8 @@ class _Walker:
             return reason
         return None
 
-    def _warn_non_portable(self, rel: str) -> None:
+    def _warn_non_portable(self, rel: str, parts: list[str]) -> None:
         """A workspace or skill file whose name is not portable travels, with a warning (7.3)."""
-        parts = rel.split("/")
         in_files = parts[0] == "workspace" or (parts[0] == "skills" and len(parts) > 3)
         if in_files and not _portable(parts[-1]):
             self.report.warnings.append(
