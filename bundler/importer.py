@@ -1395,7 +1395,9 @@ def _transact(
         try:
             step()
         except (OSError, BundlerError) as err:
+            # the journal stays until every step is done: recovery finishes from it
             failures.append(str(err))
+            break
     if failures:
         result.warnings.append(
             f"imported, but finishing failed ({failures[0]}); run 'bundler recover --install "
