@@ -394,8 +394,13 @@ def _stage_and_swap(
     staging = f"{STAGING_PREFIX}{token}"
     journal = Journal(token)
     os.mkdir(staging, 0o700, dir_fd=home_fd)
-    durable.fsync_dir(home_fd)
-    staging_fd = open_dir_nofollow(home_fd, staging)
+    try:
+        durable.fsync_dir(home_fd)
+        staging_fd = open_dir_nofollow(home_fd, staging)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.rmdir(staging, dir_fd=home_fd)
+        raise
     try:
         try:
             journal.write(staging_fd)
@@ -406,6 +411,8 @@ def _stage_and_swap(
                 raise InvalidInput(
                     "backup entry chat.db: fails PRAGMA integrity_check", path=DATABASE
                 )
+            present = {name for item in current_items() for name in item if _exists(home_fd, name)}
+            journal.moves = plan_moves(token, present)
         except BaseException as exc:
             _discard_staging(home_fd, staging, staging_fd)
             if isinstance(exc, OSError):
@@ -415,8 +422,6 @@ def _stage_and_swap(
                     path=escape_display(str(home)),
                 ) from exc
             raise
-        present = {name for item in current_items() for name in item if _exists(home_fd, name)}
-        journal.moves = plan_moves(token, present)
         journal.state = "swapping"
         try:
             for step, (src, dst) in enumerate(journal.moves):
