@@ -604,6 +604,7 @@ class Journal:
     receipt_text: str = ""
     restore_empty: list[dict[str, Any]] = field(default_factory=list)
     remove_parents: list[str] = field(default_factory=list)
+    audit: list[dict[str, Any]] = field(default_factory=list)
 
     def dumps(self) -> bytes:
         """The journal as TOML bytes."""
@@ -745,15 +746,30 @@ def _roll_back(
     return actions
 
 
-def _complete(install_fd: int, journal: Journal, *, dry_run: bool) -> list[str]:
-    """Finish a committed transaction: receipt, tidy folders, remove staging."""
+def _complete(
+    install_root: Path, install_fd: int, journal: Journal, *, dry_run: bool
+) -> tuple[list[str], str]:
+    """Finish a committed transaction: receipt, audit, tidy folders, remove staging (last, so
+    that a failure or crash on the way leaves the journal for ``recover --install``).
+
+    Returns the actions and the receipt's install-relative path (``""`` for an undo). An audit
+    line may be written twice when a crash hits between it and the staging removal: a repeated
+    line is better than a lost one.
+    """
     actions: list[str] = []
+    receipt = ""
     if journal.receipt_text:
         name = _receipt_present(install_fd, journal)
         if name is None:
             actions.append("wrote the import receipt")
             if not dry_run:
-                write_receipt(install_fd, journal)
+                receipt = write_receipt(install_fd, journal)
+        else:
+            receipt = "/".join([*RECEIPTS, name])
+    for line in journal.audit:
+        actions.append(f"audited {line['path']}")
+        if not dry_run:
+            append_audit(install_root, line["path"], line["old"], line["new"], line["via"])
     for empty in journal.restore_empty:
         if _lstat_rel(install_fd, empty["path"]) is None:
             actions.append(f"re-created empty folder {empty['path']}")
@@ -771,7 +787,7 @@ def _complete(install_fd: int, journal: Journal, *, dry_run: bool) -> list[str]:
     if not dry_run:
         safefs.rmtree_at(install_fd, staging_name(journal.token))
         durable.fsync_dir(install_fd)
-    return actions
+    return actions, receipt
 
 
 def _receipt_present(install_fd: int, journal: Journal) -> str | None:
@@ -1347,6 +1363,9 @@ def _transact(
         ]
         journal.parents = parents
         journal.emptied = emptied
+        if merge.value_at(result.plan.agent_entry, UNRESTRICTED) is True:
+            path = format_path(["agents", result.plan.agent, *UNRESTRICTED])
+            journal.audit = [{"path": path, "old": False, "new": True, "via": "agents import"}]
         journal.receipt_text = _receipt_text(
             result, report, config, new_text, journal, staged, trees, emptied, parents
         )
@@ -1377,30 +1396,16 @@ def _transact(
         raise
     # committed: what follows cannot undo the import, so failures are warnings (02 §8.4)
     txn.close()
-    failures = [str(txn.after_commit_error)] if txn.after_commit_error is not None else []
-
-    def audit() -> None:
-        if merge.value_at(result.plan.agent_entry, UNRESTRICTED) is True:
-            path = format_path(["agents", result.plan.agent, *UNRESTRICTED])
-            append_audit(install_root, path, False, True, "agents import")
-
-    def receipt() -> None:
-        result.receipt = str(install_root / write_receipt(install_fd, journal))
-
-    def tidy() -> None:
-        safefs.rmtree_at(install_fd, txn.staging)
-        durable.fsync_dir(install_fd)
-
-    for step in (audit, receipt, tidy):
-        try:
-            step()
-        except (OSError, BundlerError) as err:
-            # the journal stays until every step is done: recovery finishes from it
-            failures.append(str(err))
-            break
-    if failures:
+    failure = str(txn.after_commit_error) if txn.after_commit_error is not None else ""
+    try:
+        result.receipt = str(
+            install_root / _complete(install_root, install_fd, journal, dry_run=False)[1]
+        )
+    except (OSError, BundlerError) as err:
+        failure = failure or str(err)
+    if failure:
         result.warnings.append(
-            f"imported, but finishing failed ({failures[0]}); run 'bundler recover --install "
+            f"imported, but finishing failed ({failure}); run 'bundler recover --install "
             f"{install_root}'"
         )
 
@@ -1542,6 +1547,11 @@ def undo_import(install_root: Path, receipt: Path) -> UndoReport:
             restore_empty=list(data.get("emptied", [])),
             remove_parents=list(data.get("created_parents", [])),
         )
+        agent_path = ["agents", result.agent, *UNRESTRICTED]
+        if merge.value_at(current, agent_path) is True:
+            # the entry goes away, so the flag is off again (false is its default)
+            line = {"path": format_path(agent_path), "old": True, "new": False}
+            journal.audit = [{**line, "via": "agents import --undo"}]
         txn = _Transaction(install_fd, config, journal)
         try:
             txn.open_staging()
@@ -1569,18 +1579,14 @@ def undo_import(install_root: Path, receipt: Path) -> UndoReport:
                 ) from err
             raise
         txn.close()
+        failure = str(txn.after_commit_error) if txn.after_commit_error is not None else ""
         try:
-            if txn.after_commit_error is not None:
-                raise txn.after_commit_error
-            agent_path = ["agents", result.agent, *UNRESTRICTED]
-            if merge.value_at(current, agent_path) is True:
-                append_audit(
-                    install_root, format_path(agent_path), True, None, "agents import --undo"
-                )
-            _complete(install_fd, journal, dry_run=False)
+            _complete(install_root, install_fd, journal, dry_run=False)
         except (OSError, BundlerError) as err:
+            failure = failure or str(err)
+        if failure:
             result.warnings.append(
-                f"undone, but tidying up failed ({err}); run 'bundler recover --install "
+                f"undone, but tidying up failed ({failure}); run 'bundler recover --install "
                 f"{install_root}'"
             )
         result.removed_entries = paths
@@ -1694,7 +1700,7 @@ def recover_install(install_root: Path, dry_run: bool = False) -> list[str]:
                     actions.append(f"removed {tmp}")
                     if not dry_run:
                         os.unlink(tmp, dir_fd=config.dir_fd)
-                actions += _complete(install_fd, journal, dry_run=dry_run)
+                actions += _complete(install_root, install_fd, journal, dry_run=dry_run)[0]
             else:
                 raise Refused(
                     f"{name}: config.toml matches neither the state before nor after this "

@@ -169,7 +169,7 @@ def test_format_2_memory_restored_into_workspace_memory(
     assert (memory / "MEMORY_SNAPSHOT.md").read_bytes() == b"# core memory\n"
 
 
-def test_unrestricted_filesystem_turned_on_is_audited(tmp_path: Path, empty_install: Path) -> None:
+def test_unrestricted_filesystem_turned_on_and_off_is_audited(tmp_path: Path, empty_install: Path) -> None:
     def unrestricted(data: dict[str, Any]) -> None:
         data["agents"][bf.ROOT_AGENT]["workspace"] = {"unrestricted_filesystem": True}
 
@@ -180,6 +180,12 @@ def test_unrestricted_filesystem_turned_on_is_audited(tmp_path: Path, empty_inst
     record = json.loads(lines[-1])
     assert record["path"] == "agents.researcher.workspace.unrestricted_filesystem"
     assert (record["old"], record["new"], record["via"]) == (False, True, "agents import")
+    receipt = next((empty_install / "data" / "state" / "imports").iterdir())
+    undone = run_cli(["--install", str(empty_install), "agents", "import", "--undo", str(receipt)])
+    assert undone.returncode == 0, undone.stderr
+    lines = (empty_install / "data" / "state" / "config-audit.jsonl").read_text().splitlines()
+    record = json.loads(lines[-1])
+    assert (record["old"], record["new"], record["via"]) == (True, False, "agents import --undo")
 
 
 # --------------------------------------------------------------------------- collisions
