@@ -28,10 +28,10 @@ BAR_RATIO = 1.5
 
 def _bundle(root: Path) -> Path:
     """The reference bundle, exported once from the reference install."""
-    install = _ensure_install(root, "install")
+    install = _ensure_install(root, "export-install")
     bundle = root / "import-bundle"
     stamp = root / "import-bundle.params"
-    wanted = (root / "install.params").read_text()
+    wanted = (root / "export-install.params").read_text()
     if bundle.exists() and stamp.exists() and stamp.read_text() == wanted:
         return bundle
     _fresh(bundle)
