@@ -20,7 +20,7 @@ import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,7 @@ MEMORY_FILES = ("MEMORY_SNAPSHOT.md", "brain.db")
 MEMORY_STORE = "memory/brain.db"
 # An "empty install" for validate(): validate is pure, so this path is never touched.
 _EMPTY_INSTALL = Path("/nonexistent/bundler-verify-empty-install")
+Progress = Callable[[int], None]
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
 
 _NOT_IN_BUNDLE = (
@@ -306,9 +307,15 @@ class _Walker:
     """One pass over the bundle: structure rules, skips as errors, digests of regular files."""
 
     def __init__(
-        self, root_fd: int, format_version: int, report: VerifyReport, private_dir: Path
+        self,
+        root_fd: int,
+        format_version: int,
+        report: VerifyReport,
+        private_dir: Path,
+        progress: Progress | None,
     ) -> None:
         self.root_fd = root_fd
+        self.progress = progress
         self.format_version = format_version
         self.report = report
         self.private_dir = private_dir
@@ -441,6 +448,8 @@ class _Walker:
             if sink is not None:
                 sink.close()
         self.tree.digests[rel] = (size, digest)
+        if self.progress is not None:
+            self.progress(size)
 
     def _memory_sink(self) -> Any:
         # A private copy: SQLite never opens the bundle's own file, so nothing appears beside it.
@@ -665,24 +674,27 @@ def _private_dir() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def verify_bundle(path: Path) -> VerifyReport:
+def verify_bundle(path: Path, *, progress: Progress | None = None) -> VerifyReport:
     """Check the bundle folder ``path`` completely (03 §1), changing nothing.
 
     Returns a :class:`VerifyReport` listing every error and warning. Raises :class:`Refused`
     when ``path`` does not exist or cannot be read and :class:`InvalidInput` when it is a
     symbolic link or not a folder; everything wrong *inside* the bundle is a report error.
+    ``progress(n)`` is called with the byte count of each file read.
     """
     report = VerifyReport(path=Path(os.path.abspath(path)))
     root_fd = _open_root(path)
     try:
         with _private_dir() as private:
-            _verify_open(root_fd, report, private)
+            _verify_open(root_fd, report, private, progress)
     finally:
         os.close(root_fd)
     return report
 
 
-def _verify_open(root_fd: int, report: VerifyReport, private: Path) -> None:
+def _verify_open(
+    root_fd: int, report: VerifyReport, private: Path, progress: Progress | None
+) -> None:
     raw_manifest, problem = _read_root_file(root_fd, MANIFEST, MAX_MANIFEST_BYTES)
     raw_checksums, checksums_problem = _read_root_file(root_fd, CHECKSUMS, MAX_CHECKSUMS_BYTES)
     manifest: dict[str, Any] | None = None
@@ -728,7 +740,7 @@ def _verify_open(root_fd: int, report: VerifyReport, private: Path) -> None:
         if problem is not None:
             report.errors.append(problem)
 
-    tree = _Walker(root_fd, version, report, private).run()
+    tree = _Walker(root_fd, version, report, private, progress).run()
     report.files = len(tree.digests)
     report.bytes = sum(size for size, _ in tree.digests.values())
     if listed is not None:
@@ -921,13 +933,13 @@ def _escaped_rows(rows: Any) -> list[dict[str, str]]:
     return out
 
 
-def inspect_bundle(path: Path) -> InspectReport:
+def inspect_bundle(path: Path, *, progress: Progress | None = None) -> InspectReport:
     """Verify ``path`` and describe it for a person (03 §2); raises like :func:`verify_bundle`.
 
     Raises :class:`InvalidInput` when the manifest cannot be read at all (there is nothing to
     describe); otherwise the report carries the verification errors beside the description.
     """
-    checked = verify_bundle(path)
+    checked = verify_bundle(path, progress=progress)
     manifest = checked.manifest
     if manifest is None:
         first = checked.errors[0] if checked.errors else Problem(MANIFEST, "unreadable")

@@ -22,7 +22,8 @@ def _error_lines(first: str, rest: list[str], json_mode: bool) -> str:
 
 def verify(args: argparse.Namespace, out: Output) -> Result:
     """Verify a bundle; exit 3 listing every error when anything is wrong."""
-    report = verify_bundle(Path(args.dir))
+    with out.progress("verifying", None) as advance:
+        report = verify_bundle(Path(args.dir), progress=advance)
     payload = report.as_json()
     warnings = [f"{w.path}: {w.message}" for w in report.warnings]
     if report.ok:
@@ -77,7 +78,8 @@ def _rich(report: InspectReport) -> None:
 
 def inspect(args: argparse.Namespace, out: Output) -> Result:
     """Show what a bundle holds and grants: a table on a terminal, plain lines otherwise."""
-    report = inspect_bundle(Path(args.dir))
+    with out.progress("verifying", None) as advance:
+        report = inspect_bundle(Path(args.dir), progress=advance)
     payload: dict[str, Any] = report.as_json()
     warnings = [f"{w.path}: {w.message}" for w in report.verify.warnings]
     text: list[str] = []
