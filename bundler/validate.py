@@ -803,6 +803,15 @@ class _Run:
                     )
                 elif isinstance(url, str) and not _is_http_url(url):
                     self.error(INVALID_FORMAT, [*base, "url"], "must be an http(s) URL with a host")
+            # a CA certificate pins TLS, which only an https url uses (01 §3.6)
+            ca_cert, url = server.get("tls_ca_cert_path"), server.get("url")
+            https = isinstance(url, str) and url.lower().startswith("https://")
+            if isinstance(ca_cert, str) and ca_cert and not https:
+                self.error(
+                    INVALID_VALUE,
+                    [*base, "tls_ca_cert_path"],
+                    "is allowed only with an https url",
+                )
 
     # -- warnings: fallbacks --------------------------------------------------------------------
 

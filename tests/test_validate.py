@@ -465,3 +465,13 @@ def test_validates_a_one_agent_fragment() -> None:
 def test_relative_install_root_compares_lexically() -> None:
     config = {"skill_bundles": {"a": {"directory": "shared/skills/a"}, "b": {}}}
     assert validate(config, Path("relative/install"))[0] == []
+
+
+def test_mcp_tls_ca_cert_only_with_https_url(config: dict[str, Any]) -> None:
+    web = config["mcp"]["servers"][1]
+    web["tls_ca_cert_path"] = "/etc/ssl/ca.pem"
+    assert run(config)[0] == []  # https://mcp.example.com
+    web["url"] = "http://mcp.example.com"
+    assert kinds_at(config, "mcp.servers.web.tls_ca_cert_path") == {INVALID_VALUE}
+    config["mcp"]["servers"][0]["tls_ca_cert_path"] = "/etc/ssl/ca.pem"  # stdio: no url at all
+    assert kinds_at(config, "mcp.servers.gh.tls_ca_cert_path") == {INVALID_VALUE}
