@@ -443,6 +443,14 @@ _CASES: list[tuple[str, Mutation, str, str]] = [
         "invalid_format",
     ),
     (
+        "mcp_ca_cert_without_https",
+        lambda c: _server(c, "web").update(
+            url="http://mcp.example.com", tls_ca_cert_path="/etc/ssl/" + CANARY
+        ),
+        "mcp.servers.web.tls_ca_cert_path",
+        "invalid_value",
+    ),
+    (
         "mcp_bad_transport",
         lambda c: _server(c, "web").update(transport="carrier-pigeon"),
         "mcp.servers.web.transport",
