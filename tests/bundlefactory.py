@@ -216,11 +216,12 @@ def build_bundle(
     dest: Path, *, format_version: int = 1, config: dict[str, Any] | None = None
 ) -> Path:
     """Write a valid bundle of agent ``researcher`` at ``dest`` (which must not exist)."""
+    from bundler.manifest import render_config
     from bundler.risk import compute_risk_flags
 
     data = fragment() if config is None else config
     dest.mkdir(mode=0o755)
-    (dest / "config.toml").write_bytes(tomli_w.dumps(data).encode("utf-8"))
+    (dest / "config.toml").write_bytes(render_config(data))  # the exporter's own rendering
     (dest / "workspace").mkdir()
     for rel, body in WORKSPACE_FILES.items():
         _write(dest / "workspace" / rel, body)

@@ -44,8 +44,16 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def built_format_2(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A format 2 bundle written part by part (the exporter does not write format 2 yet)."""
+    """A format 2 bundle written part by part by the factory."""
     return bf.build_bundle(tmp_path_factory.mktemp("built") / "bundle", format_version=2)
+
+
+@pytest.fixture(scope="session")
+def exported_format_2(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A format 2 bundle made by the real exporter (--include-memory)."""
+    base = tmp_path_factory.mktemp("exported2")
+    install = bf.write_install(base / "install", memory=True)
+    return bf.export_bundle(install, base / "bundle", include_memory=True)
 
 
 def fresh_copy(good: Path, tmp_path: Path) -> Path:
@@ -91,13 +99,18 @@ def test_verify_json_reports_ok_and_counts(exported: Path) -> None:
     assert document["checksums_xxh3_128"] == manifest["contents"]["checksums_xxh3_128"]
 
 
-def test_format_2_store_checked_from_a_private_copy(built_format_2: Path) -> None:
-    before = bf.tree_snapshot(built_format_2)
-    result = run_verify(built_format_2)
+@pytest.mark.parametrize("made_by", ["exported_format_2", "built_format_2"])
+def test_format_2_store_checked_from_a_private_copy(
+    made_by: str, request: pytest.FixtureRequest
+) -> None:
+    bundle: Path = request.getfixturevalue(made_by)
+    before = bf.tree_snapshot(bundle)
+    result = run_verify(bundle)
     assert result.returncode == 0, result.stderr
+    assert "format 2 bundle" in result.stdout
     # No -journal, -wal or -shm appeared beside the store, and nothing changed.
-    assert bf.tree_snapshot(built_format_2) == before
-    assert sorted(os.listdir(built_format_2 / "memory")) == ["MEMORY_SNAPSHOT.md", "brain.db"]
+    assert bf.tree_snapshot(bundle) == before
+    assert sorted(os.listdir(bundle / "memory")) == ["MEMORY_SNAPSHOT.md", "brain.db"]
 
 
 def test_format_2_risk_flags_include_carried_memory(built_format_2: Path) -> None:
