@@ -567,7 +567,7 @@ class _Run:
             return INVALID_VALUE, f"names an unknown {category} provider family"
         providers = _table(self.config.get("providers"))
         if alias not in _table(_table(providers.get(category)).get(family)):
-            return DANGLING_REFERENCE, f"no providers.{category} entry {format_path(parts)}"
+            return DANGLING_REFERENCE, f"names no existing providers.{category} entry"
         return None
 
     def check_ref(self, segments: list[str], field: _RefField, ref: Any, in_list: bool) -> None:
@@ -592,9 +592,9 @@ class _Run:
             if len(parts) != 2 or not all(parts):
                 self.error(INVALID_FORMAT, segments, "must be <type>.<alias>")
             elif parts[1] not in _table(_table(self.config.get("channels")).get(parts[0])):
-                self.error(DANGLING_REFERENCE, segments, f"no channels entry {format_path(parts)}")
+                self.error(DANGLING_REFERENCE, segments, "names no existing channels entry")
         elif ref not in _table(self.config.get(target)):
-            self.error(DANGLING_REFERENCE, segments, f"no {target} entry {format_path([ref])}")
+            self.error(DANGLING_REFERENCE, segments, f"names no existing {target} entry")
 
     def check_refs_of(self, kind: str, alias: str, entry: Mapping[str, Any]) -> None:
         by_key = _ref_fields_by_key(kind)
@@ -658,9 +658,9 @@ class _Run:
             if target == alias:
                 self.error(INVALID_VALUE, segments, "an agent cannot delegate to itself")
             elif target not in agents:
-                self.error(DANGLING_REFERENCE, segments, f"no agents entry {format_path([target])}")
+                self.error(DANGLING_REFERENCE, segments, "names no existing agents entry")
             elif target in seen:
-                self.error(INVALID_VALUE, segments, f"repeats delegate {format_path([target])}")
+                self.error(INVALID_VALUE, segments, "repeats an earlier delegate")
             seen.add(target)
 
     def workspace_grants(
@@ -676,7 +676,7 @@ class _Run:
             if target == alias:
                 self.error(INVALID_VALUE, segments, "an agent cannot grant access to itself")
             elif target not in agents:
-                self.error(DANGLING_REFERENCE, segments, f"no agents entry {format_path([target])}")
+                self.error(DANGLING_REFERENCE, segments, "is not an agent of this config")
         backend = backends.get(alias)
         for index, item in enumerate(_list(workspace.get("read_memory_from"))):
             restricted = isinstance(item, dict)
@@ -689,12 +689,12 @@ class _Run:
                     INVALID_VALUE, segments, "an agent cannot read its own memory through a grant"
                 )
             elif target not in agents:
-                self.error(DANGLING_REFERENCE, segments, f"no agents entry {format_path([target])}")
+                self.error(DANGLING_REFERENCE, segments, "names no existing agents entry")
             elif backends.get(target) != backend:
                 self.error(
                     INVALID_VALUE,
                     segments,
-                    f"agent {format_path([target])} uses another memory backend than this agent",
+                    "the agent it names uses another memory backend than this agent",
                 )
             elif restricted and backend in _CATEGORYLESS_BACKENDS:
                 self.error(
@@ -759,7 +759,7 @@ class _Run:
                     self.warn(
                         UNKNOWN_MCP_SERVER,
                         ["mcp_bundles", bundle, "servers", str(index)],
-                        f"no mcp.servers entry is named {format_path([name])}; it grants nothing",
+                        "names no mcp.servers entry; it grants nothing",
                     )
         if mcp.get("enabled", True) is False:
             return
@@ -826,16 +826,17 @@ class _Run:
                 where[node] = ["providers", "models", family, alias, "fallback"]
         for node, segments in where.items():
             entry = _get(models, segments[2:4])
-            for ref in _list(_table(entry).get("fallback")):
+            for index, ref in enumerate(_list(_table(entry).get("fallback"))):
                 if not isinstance(ref, str):
                     continue
                 if ref in edges and self.provider_problem("models", ref) is None:
                     edges[node].append(ref)
                 else:
+                    # addressed by index: text that names no provider is not echoed
                     self.warn(
                         FALLBACK_DANGLING,
-                        segments,
-                        f"fallback {ref!s} does not resolve; it is skipped",
+                        [*segments, str(index)],
+                        "names no existing model provider; the runtime skips it",
                     )
         component = _strong_components(edges)
         roots = self.model_roots()

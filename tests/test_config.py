@@ -694,7 +694,7 @@ def test_config_validate_marks_findings_on_overridden_values(install: Path) -> N
     result = run_cli(["--install", str(install), "config", "validate"], env={name: "ghost"})
     assert result.returncode == 3
     assert result.stdout == (
-        "dangling_reference agents.researcher.risk_profile: no risk_profiles entry ghost"
+        "dangling_reference agents.researcher.risk_profile: names no existing risk_profiles entry"
         f" (value from environment variable {name})\n"
     )
 

@@ -362,7 +362,7 @@ def test_fallback_dangling_is_a_warning(config: dict[str, Any]) -> None:
     errors, warnings = run(config)
     assert errors == []
     assert [(w.kind, w.path) for w in warnings] == [
-        (FALLBACK_DANGLING, "providers.models.openai.backup.fallback")
+        (FALLBACK_DANGLING, "providers.models.openai.backup.fallback.0")
     ]
 
 
@@ -475,3 +475,22 @@ def test_mcp_tls_ca_cert_only_with_https_url(config: dict[str, Any]) -> None:
     assert kinds_at(config, "mcp.servers.web.tls_ca_cert_path") == {INVALID_VALUE}
     config["mcp"]["servers"][0]["tls_ca_cert_path"] = "/etc/ssl/ca.pem"  # stdio: no url at all
     assert kinds_at(config, "mcp.servers.gh.tls_ca_cert_path") == {INVALID_VALUE}
+
+
+def test_messages_never_echo_a_reference_value(config: dict[str, Any]) -> None:
+    # a secret pasted into a reference field by mistake must not be printed back
+    agent = config["agents"]["researcher"]
+    agent.update(
+        model_provider=f"anthropic.{CANARY}",
+        tts_provider=f"elevenlabs.{CANARY}",
+        risk_profile=CANARY,
+        skill_bundles=[CANARY],
+        channels=[f"slack.{CANARY}"],
+        delegates=[CANARY, "writer", "writer"],
+    )
+    agent["workspace"]["read_memory_from"] = [CANARY]
+    config["providers"]["models"]["openai"]["backup"]["fallback"] = [CANARY, f"groq.{CANARY}"]
+    config["mcp_bundles"]["mb"]["servers"] = [CANARY]
+    errors, warnings = run(config)
+    assert len(errors) >= 8 and len(warnings) == 3
+    assert not any(CANARY in f.message for f in [*errors, *warnings])
