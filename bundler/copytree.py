@@ -1,4 +1,4 @@
-"""Copying a walked tree (02 §7): XXH3-128 in the same pass, ``O_EXCL`` writes, durability.
+"""Copying a walked tree (02 §7): ``O_EXCL`` writes, XXH3-128 digests, durability.
 
 The source side is :func:`bundler.safefs.walk`, so everything it skips or refuses applies here.
 The destination side is created through folder descriptors too: folders 0700, files with
@@ -6,10 +6,11 @@ The destination side is created through folder descriptors too: folders 0700, fi
 instead of being written through), then given the source's permission bits less setuid,
 setgid and sticky, and its access and modification times (ns).
 
-Bytes are moved with ``read``/``write`` through one reused buffer: the digest and the exporter's
-secret sweep (``observer``) must see every byte anyway, and on the reference tree a read+write
-pass measured faster than ``copy_file_range`` followed by a second read for hashing (see
-``tools/bench_copy.py``).
+Bytes move with ``copy_file_range`` (falling back to read+write through one reused buffer),
+then the copy is read back from the page cache for its XXH3-128 digest and for ``observer``
+(the exporter's secret sweep), so digest and sweep describe exactly the bytes that travel even
+when the source changes during the copy. Measured on the reference tree (tools/bench_copy.py
+``--parts method``), this beat read+write-and-hash in one pass for small and large files.
 """
 
 from __future__ import annotations
@@ -28,14 +29,19 @@ from bundler.errors import Refused
 from bundler.safefs import Entry, Exclude, OnSkip, walk
 
 BUFFER_SIZE = 1 << 20
+CFR_CHUNK = 1 << 30
 LIVE_STORE_MAGIC = b"SQLite format 3\x00"
 # A database with one of these beside it is being written by a server (02 §3 `workspace/<path>`).
 LIVE_STORE_MARKERS = ("-wal", "-journal")
 # Sidecars of a skipped live store are skipped with it: alone they are a torn store.
 LIVE_STORE_SIDECARS = ("-wal", "-journal", "-shm")
 
-_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_RDWR: the copy is read back for its digest (see _Copier._digest_written)
+_CREATE_FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _MODE_BITS = 0o777  # setuid, setgid and sticky never travel
+_CFR_UNSUPPORTED = frozenset(
+    {errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EBADF, errno.ETXTBSY}
+)
 
 Observer = Callable[[str, memoryview], None]
 DurableMethod = Literal["auto", "syncfs", "fsync"]
@@ -80,17 +86,26 @@ def _read(fd: int, buf: bytearray, relpath: str) -> int:
     try:
         return os.readv(fd, [buf])
     except OSError as exc:
-        raise Refused(
-            f"cannot read {relpath} ({os.strerror(exc.errno or errno.EIO)}): "
-            "check the disk and try again",
-            path=relpath,
-        ) from exc
+        raise _read_failure(relpath, exc) from exc
+
+
+def _failure(verb: str, relpath: str, exc: OSError) -> Refused:
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    hint = "free some space" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "check the disk"
+    return Refused(f"cannot {verb} {relpath} ({reason}): {hint} and try again", path=relpath)
 
 
 def _write_failure(relpath: str, exc: OSError) -> Refused:
-    reason = os.strerror(exc.errno) if exc.errno else str(exc)
-    hint = "free some space" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "check the disk"
-    return Refused(f"cannot write {relpath} ({reason}): {hint} and try again", path=relpath)
+    return _failure("write", relpath, exc)
+
+
+def _copy_failure(relpath: str, exc: OSError) -> Refused:
+    # One system call reads the source and writes the copy: the errno says which failed.
+    return _failure("copy", relpath, exc)
+
+
+def _read_failure(relpath: str, exc: OSError) -> Refused:
+    return _failure("read", relpath, exc)
 
 
 def _has_live_marker(parent_fd: int, name: str) -> bool:
@@ -112,6 +127,7 @@ class _Copier:
         observer: Observer | None,
         on_live_store: Callable[[str], None] | None,
         dir_mode: int,
+        use_copy_file_range: bool,
     ) -> None:
         self.dst_stack = [dst_dir_fd]  # dst_stack[d - 1] holds entries of depth d
         self.buf = bytearray(BUFFER_SIZE)
@@ -119,6 +135,7 @@ class _Copier:
         self.observer = observer
         self.on_live_store = on_live_store
         self.dir_mode = dir_mode
+        self.use_cfr = use_copy_file_range and hasattr(os, "copy_file_range")
         self.live_stores: set[str] = set()
 
     def close(self) -> None:
@@ -145,17 +162,7 @@ class _Copier:
     def copy_file(self, entry: Entry) -> CopiedFile | None:
         self.truncate(entry.depth)
         relpath = entry.relpath
-        if self.on_live_store is not None and self._is_live_sidecar(entry):
-            self.on_live_store(relpath)
-            return None
-        count = _read(entry.fd, self.buf, relpath)
-        if (
-            self.on_live_store is not None
-            and count >= len(LIVE_STORE_MAGIC)
-            and self.buf[: len(LIVE_STORE_MAGIC)] == LIVE_STORE_MAGIC
-            and _has_live_marker(entry.parent_fd, entry.name)
-        ):
-            self.live_stores.add(relpath)
+        if self.on_live_store is not None and self._is_live_store(entry):
             self.on_live_store(relpath)
             return None
         try:
@@ -163,40 +170,89 @@ class _Copier:
         except OSError as exc:
             raise _write_failure(relpath, exc) from exc
         try:
-            size, digest = self._pump(entry.fd, dst, count, entry.stat.st_size, relpath)
+            try:
+                written = self._transfer(entry.fd, dst, entry.stat.st_size, relpath)
+            except OSError as exc:
+                raise _copy_failure(relpath, exc) from exc
+            size, digest = self._digest_written(dst, written, relpath)
             src = entry.stat
-            os.fchmod(dst, stat.S_IMODE(src.st_mode) & _MODE_BITS)
-            os.utime(dst, ns=(src.st_atime_ns, src.st_mtime_ns))
-        except OSError as exc:
-            raise _write_failure(relpath, exc) from exc
+            try:
+                os.fchmod(dst, stat.S_IMODE(src.st_mode) & _MODE_BITS)
+                os.utime(dst, ns=(src.st_atime_ns, src.st_mtime_ns))
+            except OSError as exc:
+                raise _write_failure(relpath, exc) from exc
         finally:
             os.close(dst)
         return CopiedFile(relpath, size, digest)
 
-    def _is_live_sidecar(self, entry: Entry) -> bool:
+    def _is_live_store(self, entry: Entry) -> bool:
+        """A live SQLite store or a sidecar of one (02 §3 ``workspace/<path>``)."""
+        relpath = entry.relpath
         for suffix in LIVE_STORE_SIDECARS:
-            if entry.relpath.endswith(suffix) and entry.relpath[: -len(suffix)] in self.live_stores:
+            if relpath.endswith(suffix) and relpath[: -len(suffix)] in self.live_stores:
                 return True
+        if entry.stat.st_size < len(LIVE_STORE_MAGIC):
+            return False
+        try:
+            head = os.pread(entry.fd, len(LIVE_STORE_MAGIC), 0)
+        except OSError as exc:
+            raise _read_failure(relpath, exc) from exc
+        if head == LIVE_STORE_MAGIC and _has_live_marker(entry.parent_fd, entry.name):
+            self.live_stores.add(relpath)
+            return True
         return False
 
-    def _pump(self, src: int, dst: int, count: int, expected: int, relpath: str) -> tuple[int, str]:
+    def _transfer(self, src: int, dst: int, expected: int, relpath: str) -> int:
+        """Move the source's bytes into ``dst``; the byte count.
+
+        ``copy_file_range`` keeps the data in the kernel; it measured faster than read+write on
+        both small and large files (tools/bench_copy.py). Where the kernel or filesystem pair
+        refuses it (EXDEV across filesystems on Linux >= 5.19, ENOSYS...), read+write is used.
+        A call that reaches the size fstat gave ends the copy without one more call to see EOF.
+        """
+        written = 0
+        if self.use_cfr:
+            try:
+                while True:
+                    count = os.copy_file_range(src, dst, CFR_CHUNK)
+                    written += count
+                    if not count or (written == expected and count < CFR_CHUNK):
+                        return written
+            except OSError as exc:
+                if written or exc.errno not in _CFR_UNSUPPORTED:
+                    raise
+                self.use_cfr = False
+        while True:
+            count = os.readv(src, [self.buf])
+            chunk = self.view[:count]
+            while chunk:
+                chunk = chunk[os.write(dst, chunk) :]
+            written += count
+            if not count or (written == expected and count < BUFFER_SIZE):
+                return written
+
+    def _digest_written(self, dst: int, written: int, relpath: str) -> tuple[int, str]:
+        """Hash (and show the observer) the bytes as they are in the copy, not the source.
+
+        Reading the copy back (from the page cache) guarantees that the digest and the secret
+        sweep describe exactly the bytes that travel, even if the source changes meanwhile.
+        """
         hasher = xxhash.xxh3_128()
         observer = self.observer
-        size = 0
-        while count:
+        offset = 0
+        while offset < written:
+            try:
+                count = os.preadv(dst, [self.buf], offset)
+            except OSError as exc:
+                raise _read_failure(relpath, exc) from exc
+            if not count:
+                break
             chunk = self.view[:count]
             hasher.update(chunk)
             if observer is not None:
                 observer(relpath, chunk)
-            while chunk:
-                chunk = chunk[os.write(dst, chunk) :]
-            size += count
-            if count < len(self.buf) and size == expected:
-                # A short read that reached the size fstat gave is the end: saves a read call
-                # per small file. Bytes appended later are not in this copy, as with any read.
-                break
-            count = _read(src, self.buf, relpath)
-        return size, hasher.hexdigest()
+            offset += count
+        return offset, hasher.hexdigest()
 
 
 def copy_tree(
@@ -210,6 +266,7 @@ def copy_tree(
     on_live_store: Callable[[str], None] | None = None,
     observer: Observer | None = None,
     dir_mode: int = 0o700,
+    use_copy_file_range: bool = True,
 ) -> Generator[CopiedFile, None, None]:
     """Copy the tree below ``src_root_fd`` into the existing folder ``dst_dir_fd``.
 
@@ -219,12 +276,14 @@ def copy_tree(
     and ``on_non_portable`` are passed to :func:`bundler.safefs.walk`. With ``on_live_store``
     set, a file starting with ``SQLite format 3\\0`` that has a ``-wal`` or ``-journal`` beside
     it is not copied but reported there, and so are that store's sidecars. ``observer`` sees
-    every chunk of every copied file (the secret sweep), in order.
+    every chunk of every copied file (the secret sweep), in order, read back from the copy so
+    that it sees exactly the bytes that travel. ``use_copy_file_range=False`` forces the
+    read+write path (benchmarks and tests; it is also the automatic fallback).
 
     Raises :class:`Refused` for whatever the walk refuses and for write failures (ENOSPC, EIO,
     a name already present in the destination). Neither root descriptor is closed.
     """
-    copier = _Copier(dst_dir_fd, observer, on_live_store, dir_mode)
+    copier = _Copier(dst_dir_fd, observer, on_live_store, dir_mode, use_copy_file_range)
     try:
         for entry in walk(
             src_root_fd,

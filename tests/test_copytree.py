@@ -26,7 +26,12 @@ def dirs(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
 
 
 def copy(
-    src: Path, dst: Path, *, prefix: str = "workspace/", workspace: bool = True
+    src: Path,
+    dst: Path,
+    *,
+    prefix: str = "workspace/",
+    workspace: bool = True,
+    use_cfr: bool = True,
 ) -> tuple[list[CopiedFile], SkipCounts, list[str]]:
     src_fd = open_source_root(src, install_root=None)
     assert src_fd is not None
@@ -41,6 +46,7 @@ def copy(
                 exclude=WorkspaceExclude(src_fd) if workspace else None,
                 on_skip=counts.record,
                 on_live_store=live.append,
+                use_copy_file_range=use_cfr,
             )
         )
     finally:
@@ -206,7 +212,8 @@ def test_planted_destination_symlink_not_written_through(
     assert (tmp_path / "victim").read_text() == "intact"
 
 
-def test_observer_sees_every_byte_in_order(dirs: tuple[Path, Path]) -> None:
+@pytest.mark.parametrize("use_cfr", [True, False], ids=["copy_file_range", "read_write"])
+def test_observer_sees_every_byte_in_order(dirs: tuple[Path, Path], use_cfr: bool) -> None:
     src, dst = dirs
     payload = os.urandom(2 * (1 << 20) + 5)
     (src / "x").write_bytes(payload)
@@ -220,6 +227,7 @@ def test_observer_sees_every_byte_in_order(dirs: tuple[Path, Path]) -> None:
             src_fd,
             dst_fd,
             observer=lambda path, chunk: seen.setdefault(path, bytearray()).extend(chunk),
+            use_copy_file_range=use_cfr,
         ):
             pass
     finally:
@@ -228,7 +236,8 @@ def test_observer_sees_every_byte_in_order(dirs: tuple[Path, Path]) -> None:
     assert seen == {"x": bytearray(payload), "y": bytearray(b"tail")}
 
 
-def test_disk_full_refused_naming_the_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("use_cfr", [True, False], ids=["copy_file_range", "read_write"])
+def test_disk_full_refused_naming_the_file(tmp_path: Path, use_cfr: bool) -> None:
     mnt = tmp_path / "small"
     if not can_mount_tmpfs(mnt):
         pytest.skip("this host forbids mounting a tmpfs (needed for a real ENOSPC)")
@@ -236,8 +245,8 @@ def test_disk_full_refused_naming_the_file(tmp_path: Path) -> None:
         src = tmp_path / "src"
         src.mkdir()
         (src / "huge").write_bytes(os.urandom(2 << 20))  # the tmpfs holds 1 MiB
-        with pytest.raises(Refused, match=r"cannot write workspace/huge \(No space left") as r:
-            copy(src, mnt)
+        with pytest.raises(Refused, match=r"cannot copy workspace/huge \(No space left") as r:
+            copy(src, mnt, use_cfr=use_cfr)
         assert r.value.path == "workspace/huge"
     finally:
         unmount(mnt)
@@ -270,12 +279,13 @@ def test_make_durable_flushes_with_each_method(dirs: tuple[Path, Path], method: 
         assert used == method
 
 
+@pytest.mark.parametrize("use_cfr", [True, False], ids=["copy_file_range", "read_write"])
 @pytest.mark.parametrize("size", [0, 1, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, 2 << 20])
-def test_copy_exact_at_buffer_boundaries(dirs: tuple[Path, Path], size: int) -> None:
+def test_copy_exact_at_buffer_boundaries(dirs: tuple[Path, Path], size: int, use_cfr: bool) -> None:
     src, dst = dirs
     data = os.urandom(size)
     (src / "f").write_bytes(data)
-    (copied,), _, _ = copy(src, dst)
+    (copied,), _, _ = copy(src, dst, use_cfr=use_cfr)
     assert (dst / "f").read_bytes() == data
     assert copied.size == size and copied.xxh3_128 == xxhash.xxh3_128(data).hexdigest()
 
@@ -310,7 +320,7 @@ from bundler.safefs import open_source_root
 src = open_source_root(Path(sys.argv[1]), install_root=None)
 dst = os.open(sys.argv[2], os.O_RDONLY | os.O_DIRECTORY)
 try:
-    for _ in copy_tree(src, dst, prefix="workspace/"):
+    for _ in copy_tree(src, dst, prefix="workspace/", use_copy_file_range=sys.argv[3] == "cfr"):
         pass
     make_durable(dst, method="fsync")
 except Refused as exc:
@@ -320,15 +330,17 @@ except Refused as exc:
 
 
 @pytest.mark.parametrize(
-    ("syscall", "expected"),
+    ("syscall", "method", "expected"),
     [
-        ("fsync", "could not make a durable (Input/output error)"),
-        ("write", "cannot write workspace/a (Input/output error): check the disk"),
-        ("readv", "cannot read workspace/a (Input/output error): check the disk"),
+        ("fsync", "cfr", "could not make a durable (Input/output error)"),
+        ("copy_file_range", "cfr", "cannot copy workspace/a (Input/output error): check the disk"),
+        ("write", "rw", "cannot copy workspace/a (Input/output error): check the disk"),
+        ("readv", "rw", "cannot copy workspace/a (Input/output error): check the disk"),
+        ("preadv,preadv2", "cfr", "cannot read workspace/a (Input/output error): check the disk"),
     ],
 )
 def test_io_error_refused_naming_the_file(
-    dirs: tuple[Path, Path], syscall: str, expected: str
+    dirs: tuple[Path, Path], syscall: str, method: str, expected: str
 ) -> None:
     import shutil
     import subprocess
@@ -354,6 +366,7 @@ def test_io_error_refused_naming_the_file(
             FAULT_SCRIPT,
             str(src),
             str(dst),
+            method,
         ],
         capture_output=True,
         text=True,
