@@ -9,8 +9,9 @@ of the per-round ratios is reported (target <= 1.3x). Both sides are whole proce
 is ``copy_tree`` + ``make_durable`` in a child), and peak memory is the child's ``ru_maxrss``
 from ``wait4``, for the reference tree and for a 200,000-file tree of tiny files (<= 80 MB
 both). ``--compare`` also times the alternatives the copier was chosen over: one ``syncfs``
-vs an fsync of every file and folder, and read+write vs ``copy_file_range`` plus a second read
-for the digest. Trees are generated (seeded, :mod:`reftree`) under ``--root`` and reused.
+vs an fsync of every file and folder, and ``copy_file_range`` plus a read-back for the digest
+vs read+write hashing in the same pass. Trees are generated (seeded, :mod:`reftree`) under
+``--root`` and reused.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def _run(argv: list[str]) -> tuple[float, float]:
     return elapsed, usage.ru_maxrss / 1024  # Linux reports KiB
 
 
-def _ours(src: Path, dst: Path, *, durable: str = "auto", method: str = "rw") -> list[str]:
+def _ours(src: Path, dst: Path, *, durable: str = "auto", method: str = "cfr") -> list[str]:
     return [
         sys.executable,
         str(Path(__file__).resolve()),
@@ -126,49 +127,13 @@ def _child(src: Path, dst: Path, durable: str, method: str) -> int:
     assert src_fd is not None
     dst_fd = os.open(dst, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        if method == "cfr":
-            _copy_with_copy_file_range(src_fd, dst_fd)
-        else:
-            for _copied in copy_tree(src_fd, dst_fd):
-                pass
+        for _copied in copy_tree(src_fd, dst_fd, use_copy_file_range=method == "cfr"):
+            pass
         make_durable(dst_fd, method=durable)  # type: ignore[arg-type]
     finally:
         os.close(src_fd)
         os.close(dst_fd)
     return 0
-
-
-def _copy_with_copy_file_range(src_fd: int, dst_fd: int) -> None:
-    """The rejected alternative: in-kernel copy, then a second read of the source to hash it."""
-    import stat
-
-    from bundler.copytree import digest_fd
-    from bundler.safefs import walk
-
-    stack = [dst_fd]
-    buffer = bytearray(1 << 20)
-    try:
-        for entry in walk(src_fd):
-            while len(stack) > entry.depth:
-                os.close(stack.pop())
-            if entry.kind == "dir":
-                os.mkdir(entry.name, 0o700, dir_fd=stack[-1])
-                stack.append(os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=stack[-1]))
-                continue
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-            dst = os.open(entry.name, flags, 0o600, dir_fd=stack[-1])
-            try:
-                while os.copy_file_range(entry.fd, dst, 1 << 30):
-                    pass
-                os.lseek(entry.fd, 0, os.SEEK_SET)
-                digest_fd(entry.fd, buffer=buffer)
-                os.fchmod(dst, stat.S_IMODE(entry.stat.st_mode) & 0o777)
-                os.utime(dst, ns=(entry.stat.st_atime_ns, entry.stat.st_mtime_ns))
-            finally:
-                os.close(dst)
-    finally:
-        while len(stack) > 1:
-            os.close(stack.pop())
 
 
 def _ratio_part(ref: Path, dst: Path, rounds: int, files: int) -> tuple[bool, float]:
@@ -187,7 +152,7 @@ def _compare_part(ref: Path, dst: Path, rounds: int, what: str) -> None:
     if what == "durable":
         a, b = ("syncfs", {"durable": "syncfs"}), ("fsync-each", {"durable": "fsync"})
     else:
-        a, b = ("read+write", {"method": "rw"}), ("copy_file_range+read", {"method": "cfr"})
+        a, b = ("copy_file_range+read-back", {"method": "cfr"}), ("read+write", {"method": "rw"})
     times_a, times_b, _ = _alternate(
         a[0], _ours(ref, dst, **a[1]), b[0], _ours(ref, dst, **b[1]), dst, rounds
     )
@@ -229,7 +194,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--compare", action="store_true", help="same as adding durable,method")
     parser.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--durable", default="auto", help=argparse.SUPPRESS)
-    parser.add_argument("--method", default="rw", help=argparse.SUPPRESS)
+    parser.add_argument("--method", default="cfr", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         return _child(args.child[0], args.child[1], args.durable, args.method)
