@@ -550,21 +550,25 @@ def _mkdir_rel(install_fd: int, rel: str, mode: int) -> None:
         os.close(fd)
 
 
+def partial_name(stem: str) -> str:
+    """The temporary name a receipt is written under before it gets its real name."""
+    return f".{stem}.partial"
+
+
 def _write_new_file(dir_fd: int, stem: str, suffix: str, data: bytes) -> str:
-    """Write ``data`` durably under ``stem + suffix`` or ``stem-2 + suffix``…; never replaces."""
-    counter = 1
-    while True:
-        name = f"{stem}{suffix}" if counter == 1 else f"{stem}-{counter}{suffix}"
-        try:
-            fd = os.open(
-                name,
-                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                0o600,
-                dir_fd=dir_fd,
-            )
-        except FileExistsError:
-            counter += 1
-            continue
+    """Write ``data`` durably under ``stem + suffix`` or ``stem-2 + suffix``…; never replaces.
+
+    The bytes go to :func:`partial_name` first and are fsynced; only a complete file is linked
+    to its real name, so a reader (and recovery) never meets a torn receipt.
+    """
+    tmp = partial_name(stem)
+    fd = os.open(
+        tmp,
+        os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+        0o600,
+        dir_fd=dir_fd,
+    )
+    try:
         try:
             view = memoryview(data)
             while view:
@@ -572,8 +576,21 @@ def _write_new_file(dir_fd: int, stem: str, suffix: str, data: bytes) -> str:
             os.fsync(fd)
         finally:
             os.close(fd)
-        durable.fsync_dir(dir_fd)
-        return name
+        counter = 1
+        while True:
+            name = f"{stem}{suffix}" if counter == 1 else f"{stem}-{counter}{suffix}"
+            try:
+                os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+                break
+            except FileExistsError:
+                counter += 1
+        os.unlink(tmp, dir_fd=dir_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise
+    durable.fsync_dir(dir_fd)
+    return name
 
 
 # ---------------------------------------------------------------------------------------------
@@ -759,6 +776,7 @@ def _complete(
     actions: list[str] = []
     receipt = ""
     if journal.receipt_text:
+        _remove_partial_receipt(install_fd, journal, actions, dry_run=dry_run)
         name = _receipt_present(install_fd, journal)
         if name is None:
             actions.append("wrote the import receipt")
@@ -788,6 +806,25 @@ def _complete(
         safefs.rmtree_at(install_fd, staging_name(journal.token))
         durable.fsync_dir(install_fd)
     return actions, receipt
+
+
+def _remove_partial_receipt(
+    install_fd: int, journal: Journal, actions: list[str], *, dry_run: bool
+) -> None:
+    """Remove a receipt a crash left half-written under its temporary name."""
+    try:
+        fd = safefs.open_beneath(install_fd, "/".join(RECEIPTS))
+    except OSError:
+        return
+    try:
+        os.stat(partial_name(journal.receipt_stem), dir_fd=fd, follow_symlinks=False)
+        actions.append("removed a half-written receipt")
+        if not dry_run:
+            os.unlink(partial_name(journal.receipt_stem), dir_fd=fd)
+    except FileNotFoundError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _receipt_present(install_fd: int, journal: Journal) -> str | None:
