@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import fcntl
 import json
 import os
+import pty
+import select
 import shutil
 import stat
 import subprocess
@@ -706,3 +709,36 @@ def test_effective_value_defaults_only_for_fields_of_existing_entries() -> None:
     assert cfg.effective_value(data, ["agents", "b", "memory", "backend"]) == ("absent", None)
     assert cfg.effective_value(data, ["agents", "a", "classifier_provider"]) == ("default", "")
     assert cfg.effective_value(data, ["mcp", "enabled"]) == ("default", True)
+
+
+def test_config_set_from_a_terminal_does_not_echo(install: Path) -> None:
+    key = "providers.models.anthropic.main.api_key"
+    typed = "sk-FAKE-typed-at-a-terminal-0042"
+    pid, master = pty.fork()
+    if pid == 0:  # the child: the CLI with the pty as its controlling terminal
+        os.execve(
+            sys.executable,
+            [sys.executable, "-m", "bundler", "--install", str(install), "config", "set", key],
+            {k: v for k, v in os.environ.items() if not k.startswith("ZEROCLAW_")},
+        )
+    seen = b""
+
+    def read_some() -> bytes:
+        ready, _, _ = select.select([master], [], [], 60)
+        assert ready, f"the CLI said nothing for 60 s: {seen!r}"
+        return os.read(master, 1024)
+
+    try:
+        while b"not echoed" not in seen:
+            seen += read_some()
+        os.write(master, typed.encode() + b"\n")
+        with contextlib.suppress(OSError):  # EIO once the child closes the terminal
+            while chunk := read_some():
+                seen += chunk
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(master)
+    assert os.waitstatus_to_exitcode(status) == 0, seen
+    assert typed.encode() not in seen
+    revealed = run_cli(["--install", str(install), "config", "get", key, "--reveal"])
+    assert revealed.stdout == typed + "\n"
