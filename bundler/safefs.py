@@ -396,7 +396,9 @@ def _open_component(parent_fd: int, name: str, shown: str, target: Path) -> int 
             what = f"{where}is a symbolic link"
             raise Refused(f"{shown} {what}: {SYMLINK_MESSAGE}", path=shown) from exc
         if exc.errno == errno.ENOTDIR:
-            raise Refused(f"{shown} is not a folder: {SYMLINK_MESSAGE}", path=shown) from exc
+            raise Refused(
+                f"{shown} is not a folder: point the config at a folder and try again", path=shown
+            ) from exc
         raise _refuse_unreadable(shown, exc) from exc
 
 
