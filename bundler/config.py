@@ -16,6 +16,7 @@ any of them may be a secret. Messages name config paths and variable names only.
 
 from __future__ import annotations
 
+import copy
 import fcntl
 import getpass
 import json
@@ -25,7 +26,7 @@ import stat
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import date, datetime, time, timezone
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,7 @@ __all__ = [
     "find_install_root",
     "guarded_changes",
     "format_value",
+    "to_jsonable",
     "load_config",
     "lookup",
     "memory_backend_locked",
@@ -302,6 +304,17 @@ def redact(value: Any, segments: list[str], *, secret: bool | None = None) -> An
     return value
 
 
+def to_jsonable(value: Any) -> Any:
+    """``value`` with TOML dates and times as RFC 3339 strings, so ``--json`` can print it."""
+    if isinstance(value, dict):
+        return {str(key): to_jsonable(sub) for key, sub in value.items()}
+    if isinstance(value, list):
+        return [to_jsonable(sub) for sub in value]
+    if isinstance(value, (datetime, date, time)):
+        return value.isoformat()
+    return value
+
+
 def format_value(value: Any) -> str:
     """A value as ``config get`` prints it: strings bare, everything else as a TOML value."""
     if isinstance(value, str):
@@ -361,7 +374,7 @@ def _apply(loaded: LoadedConfig, environ: Mapping[str, str]) -> None:
     overrides = override_variables(environ)
     if not overrides:
         return
-    data = json.loads(json.dumps(loaded.file_data))  # a deep copy the file's data never sees
+    data = copy.deepcopy(loaded.file_data)  # the file's data never sees an override
     touched: list[tuple[str, list[str]]] = []
     for name, raw_segments in overrides:
         if not all(raw_segments):

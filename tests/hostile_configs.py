@@ -9,6 +9,7 @@ printed either.
 from __future__ import annotations
 
 import copy
+import datetime
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -115,6 +116,12 @@ _CASES: list[tuple[str, Mutation, str, str]] = [
     (
         "model_provider_wrong_type",
         lambda c: _researcher(c).update(model_provider=42),
+        "agents.researcher.model_provider",
+        "invalid_value",
+    ),
+    (
+        "model_provider_is_a_date",
+        lambda c: _researcher(c).update(model_provider=datetime.date(2024, 1, 1)),
         "agents.researcher.model_provider",
         "invalid_value",
     ),

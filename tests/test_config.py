@@ -742,3 +742,25 @@ def test_config_set_from_a_terminal_does_not_echo(install: Path) -> None:
     assert typed.encode() not in seen
     revealed = run_cli(["--install", str(install), "config", "get", key, "--reveal"])
     assert revealed.stdout == typed + "\n"
+
+
+DATED_CONFIG = MINIMAL_CONFIG + "\n[cron.daily]\nstart = 2024-01-01T08:00:00Z\nday = 2024-01-01\n"
+
+
+def test_toml_dates_survive_overrides_and_json_output(tmp_path: Path) -> None:
+    root = make_install(tmp_path, DATED_CONFIG)
+    env = {"ZEROCLAW_agents__researcher__enabled": "true"}
+    assert cfg.load_config(root, environ=env).data["cron"]["daily"]["day"].year == 2024
+    got = run_cli(["--install", str(root), "--json", "config", "get", "cron.daily"], env=env)
+    assert got.returncode == 0, got.stderr
+    assert json.loads(got.stdout)["value"] == {
+        "start": "2024-01-01T08:00:00+00:00",
+        "day": "2024-01-01",
+    }
+
+
+def test_agents_list_json_with_a_date_where_a_string_belongs(tmp_path: Path) -> None:
+    root = make_install(tmp_path, MINIMAL_CONFIG.replace('"anthropic.main"', "2024-01-01", 1))
+    listed = run_cli(["--install", str(root), "agents", "list", "--json"])
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout)["agents"][0]["model_provider"] == "2024-01-01"

@@ -17,6 +17,7 @@ from bundler.config import (
     load_config,
     redact,
     set_config_value,
+    to_jsonable,
 )
 from bundler.configpath import format_path
 from bundler.errors import EXIT_INVALID, Refused
@@ -78,7 +79,7 @@ def get(args: argparse.Namespace, out: Output) -> Result:
     warnings = [f"{path} is overridden by environment variable {variable}"] if variable else []
     payload = {
         "path": path,
-        "value": shown,
+        "value": to_jsonable(shown),
         "secret": secret,
         "default": is_default,
         "overridden_by": variable,
@@ -134,4 +135,4 @@ def agents_list(args: argparse.Namespace, out: Output) -> Result:
             f"{escape_display(str(row['alias'])):<{width}}  {enabled:<7}  "
             f"{escape_display(str(row['model_provider']))}"
         )
-    return Result(payload={"agents": rows}, text=text)
+    return Result(payload={"agents": to_jsonable(rows)}, text=text)
