@@ -22,6 +22,8 @@ junk = st.recursive(
     | st.booleans()
     | st.integers(-5, 700)
     | st.floats(-1, 3, allow_nan=False)
+    | st.dates()
+    | st.datetimes()
     | st.sampled_from(["", "x", "a.b", "http://h", "/abs", "stdio", "sse", "BAD-NAME", "full"]),
     lambda inner: (
         st.lists(inner, max_size=3)
