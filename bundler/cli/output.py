@@ -85,7 +85,7 @@ class Output:
                 }
             if result.warnings and "warnings" not in document:
                 document["warnings"] = result.warnings
-            print(json.dumps(document, ensure_ascii=False, sort_keys=False))
+            print(json.dumps(document, ensure_ascii=False, default=str))
             return result.code
         for warning in result.warnings:
             print(f"warning: {warning}", file=sys.stderr)
