@@ -167,11 +167,14 @@ def test_hostile_bundle_refused(name: str, exported: Path, tmp_path: Path) -> No
 @pytest.mark.parametrize("name", sorted(hostile_bundles.SLOW_CASES))
 def test_hostile_bundle_refused_slow(name: str, exported: Path, tmp_path: Path) -> None:
     bundle = fresh_copy(exported, tmp_path)
-    expected = hostile_bundles.SLOW_CASES[name](bundle)
-    result = run_verify(bundle)
-    assert result.returncode == 3
-    assert "Traceback" not in result.stderr
-    assert expected in result.stderr
+    try:
+        expected = hostile_bundles.SLOW_CASES[name](bundle)
+        result = run_verify(bundle)
+        assert result.returncode == 3
+        assert "Traceback" not in result.stderr
+        assert expected in result.stderr
+    finally:
+        shutil.rmtree(bundle)  # a million files must not outlive the test in pytest's tmp
 
 
 def test_hostile_bundle_json_envelope(exported: Path, tmp_path: Path) -> None:
