@@ -35,7 +35,7 @@ from e2e_helpers import (
     write_config,
     write_secrets_file,
 )
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 from strategies import Install, installs
 
@@ -49,7 +49,7 @@ from bundler.validate import validate
 from bundler.verify import verify_bundle
 
 ENV = {"SOURCE_DATE_EPOCH": FIXED_EPOCH}
-DEFAULT_EXAMPLES = 15
+DEFAULT_EXAMPLES = 10
 # every example runs real exports, imports and processes: shrinking a failure would take many
 # minutes, and the unshrunk example (printed in full) already names the files and config
 NO_SHRINK = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target]
@@ -210,7 +210,9 @@ def _refused_for_a_kept_host_specific_entry(
     """
     if code != Refused.code:
         return False
-    flagged = {row["path"] for row in manifest.get("dropped", []) if row["reason"] == "host_specific"}
+    flagged = {
+        row["path"] for row in manifest.get("dropped", []) if row["reason"] == "host_specific"
+    }
     return bool(document["error"]["path"] in flagged)
 
 
@@ -232,6 +234,7 @@ def _round_trip(
         document = json.loads(imported.stdout)
         assert not leaks_in(imported.stdout + imported.stderr, given.values())
         if _refused_for_a_kept_host_specific_entry(imported.returncode, document, manifest):
+            event("import refused a kept non-portable skill bundle alias")
             return
         assert imported.returncode == 0, imported.stdout + imported.stderr
         assert document["ok"] and document["secrets_missing"] == []
@@ -248,6 +251,7 @@ def _round_trip(
             assert not leaks_in(err.message, given.values())
             envelope = {"error": {"code": err.code, "path": err.path}}
             if _refused_for_a_kept_host_specific_entry(err.code, envelope, manifest):
+                event("import refused a kept non-portable skill bundle alias")
                 return
             raise
         assert report.plan.summary()["secrets_missing"] == []
@@ -265,6 +269,7 @@ def _round_trip(
     assert tree_leaks(again, given.values()) == []
     assert not [p for p in target.iterdir() if p.name.startswith(".bundler-import-")]
     assert list((target / "data" / "state" / "imports").glob("*.toml"))
+    event("round trip byte-identical")
 
 
 def _export_cli(root: Path, alias: str, out: Path, secrets: set[str]) -> BundlerError | None:
@@ -309,6 +314,9 @@ def _check_scenario(scenario: Scenario, tmp: Path, *, cli: bool = True) -> None:
             except BundlerError as err:
                 refusal = err
         planted = scenario.plant is not None and scenario.plant[0] == alias
+        event(f"export refused (exit {refusal.code})" if refusal else "exported")
+        if planted:
+            event("planted secret " + ("refused" if refusal else "CARRIED"))
         if refusal is not None:
             _assert_refusal_names_a_field(refusal, secrets)
             assert not out.exists() or not any(out.iterdir())
@@ -316,7 +324,9 @@ def _check_scenario(scenario: Scenario, tmp: Path, *, cli: bool = True) -> None:
                 # the sweep's refusal (exit 1), not some other complaint
                 assert refusal.code == Refused.code, refusal.message
             continue
-        assert not planted, f"export carried a planted secret: {scenario.plant and scenario.plant[1]}"
+        assert not planted, (
+            f"export carried a planted secret: {scenario.plant and scenario.plant[1]}"
+        )
         manifest = _check_bundle(out, alias, scenario, tmp)
         if via_cli:
             inspected = bundler_cli(["bundle", "inspect", str(out), "--json"])
