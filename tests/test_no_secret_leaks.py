@@ -1,0 +1,500 @@
+"""Leak hunts through the real CLI (01 §6, 02 §5, 03 §3.1.6, 05 §3): "no message ever contains
+a secret". Each test plants a value, drives one command that handles it, and searches every
+stream, ``--json`` document and file the command could write for the value's bytes (raw, and
+base64 / URL-encoded / JSON-escaped where a file could carry them).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tomli_w
+import xxhash
+from e2e_helpers import bundler_cli, leaks_in, tree_leaks, write_secrets_file
+from installs import copy_example
+
+from bundler import tomlcompat
+
+# special characters make the URL-encoded and JSON-escaped forms differ from the raw one
+LEAK = 'sk-LEAK/+"\u00e9&=?%0123456789abcdefXYZ'
+LEAK_TOML = json.dumps(LEAK)
+PLAIN = "sk-PLAINLEAK0123456789abcdefXYZ"  # a JSON string is a valid TOML basic string
+ANTHROPIC_KEY = "sk-FAKE-anthropic-0000000000000000"  # examples/install, researcher's provider
+EXAMPLE_SECRETS = {
+    "providers.models.anthropic.main.api_key": ANTHROPIC_KEY,
+    "providers.models.openai.backup.api_key": "sk-FAKE-openai-backup-111111111111",
+    "providers.models.openai.backup.extra_headers.OpenAI-Organization": "org-FAKE-2222222222222222",
+    "providers.models.openai.summariser.api_key": "sk-FAKE-openai-summary-3333333333",
+    "providers.models.groq.fast.api_key": "sk-FAKE-groq-444444444444444444",
+    "providers.tts.elevenlabs.narrator.api_key": "sk-FAKE-elevenlabs-55555555555555",
+    "providers.transcription.deepgram.notes.api_key": "sk-FAKE-deepgram-6666666666666666",
+    "providers.transcription.local_whisper.desk.bearer_token": "sk-FAKE-whisper-77777777777777777",
+    "mcp.servers.github.env.GITHUB_TOKEN": "ghp_FAKE888888888888888888",
+    "mcp.servers.search.headers.Authorization": "Bearer sk-FAKE-search-999999999999",
+}
+# tables holding those secrets: asking for a whole table must mask what is inside
+SECRET_TABLES = [
+    "providers.models.anthropic.main",
+    "providers.models.openai.backup.extra_headers",
+    "providers.transcription",
+    "mcp.servers.github",
+    "mcp.servers.search.headers",
+    "mcp",
+    "providers",
+]
+CLOSURE_OF_RESEARCHER = "providers.models.anthropic.main.api_key"
+
+
+def _no_leak(result: Any, secrets: list[str] | set[str] | tuple[str, ...]) -> None:
+    """Neither stream holds any secret; no traceback reached the user."""
+    assert leaks_in(result.stdout, secrets) == []
+    assert leaks_in(result.stderr, secrets) == []
+    assert "Traceback" not in result.stderr
+
+
+def _both(args: list[str], **kwargs: Any) -> tuple[Any, Any]:
+    """The command run twice: human output and ``--json``."""
+    return bundler_cli(args, **kwargs), bundler_cli([*args, "--json"], **kwargs)
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One private copy of ``examples/install`` for the read-only tests of this module."""
+    return copy_example(tmp_path_factory.mktemp("leaks"))
+
+
+def _example_with_leak(tmp_path: Path) -> Path:
+    """A copy of the example whose researcher's API key is :data:`LEAK`."""
+    root = copy_example(tmp_path)
+    config = root / "config.toml"
+    text = config.read_text(encoding="utf-8")
+    config.write_text(text.replace(json.dumps(ANTHROPIC_KEY), LEAK_TOML, 1), encoding="utf-8")
+    return root
+
+
+# --- config get -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", [*EXAMPLE_SECRETS, *SECRET_TABLES])
+def test_config_get_without_reveal_masks_every_secret_path(example: Path, path: str) -> None:
+    human, machine = _both(["--install", str(example), "config", "get", path])
+    assert human.returncode == 0 and machine.returncode == 0, human.stderr
+    _no_leak(human, list(EXAMPLE_SECRETS.values()))
+    _no_leak(machine, list(EXAMPLE_SECRETS.values()))
+    assert json.loads(machine.stdout)["ok"] is True
+
+
+def test_config_get_reveal_prints_the_value_so_the_oracle_can_see_it(example: Path) -> None:
+    revealed = bundler_cli(
+        ["--install", str(example), "config", "get", CLOSURE_OF_RESEARCHER, "--reveal"]
+    )
+    assert revealed.returncode == 0
+    assert leaks_in(revealed.stdout, [ANTHROPIC_KEY]) != []
+
+
+# --- config set -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("via", ["argument", "stdin"])
+def test_config_set_secret_refused_by_an_invalid_sibling_does_not_echo_it(
+    tmp_path: Path, via: str
+) -> None:
+    root = copy_example(tmp_path)
+    config = root / "config.toml"
+    text = config.read_text(encoding="utf-8")
+    # an invalid sibling makes every edit of this file fail validation
+    config.write_text(text.replace("temperature = 0.7", 'temperature = "hot"', 1))
+    before = config.read_bytes()
+    args = ["--install", str(root), "config", "set", CLOSURE_OF_RESEARCHER]
+    for json_flag in ([], ["--json"]):
+        if via == "argument":
+            result = bundler_cli([*args, LEAK, *json_flag])
+        else:
+            result = bundler_cli([*args, *json_flag], input_text=LEAK + "\n")
+        assert result.returncode == 3, result.stderr
+        _no_leak(result, [LEAK])
+    assert config.read_bytes() == before
+    assert tree_leaks(root, [LEAK]) == []
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        # a secret map given something that is not a TOML table
+        ("mcp.servers.github.env", "{GITHUB_TOKEN = " + LEAK),
+        ("mcp.servers.github.env", LEAK),
+        # a non-secret field given a value of the wrong type: still a value given to config set
+        ("providers.models.anthropic.main.max_tokens", LEAK),
+        ("providers.models.anthropic.main.temperature", f"[{LEAK_TOML}]"),
+        # a path that does not exist
+        ("providers.models.anthropic.main.api_kee", LEAK),
+    ],
+)
+def test_config_set_bad_value_is_refused_without_echoing_it(
+    tmp_path: Path, path: str, value: str
+) -> None:
+    root = copy_example(tmp_path)
+    before = (root / "config.toml").read_bytes()
+    human, machine = _both(["--install", str(root), "config", "set", path, value])
+    for result in (human, machine):
+        assert result.returncode in (1, 2, 3), result.stderr
+        _no_leak(result, [LEAK])
+    assert (root / "config.toml").read_bytes() == before
+
+
+# --- config validate --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "bad_value",
+    [
+        "12345678901234567890123",  # an integer where a string belongs
+        f"[{LEAK_TOML}]",  # an array holding the secret
+        f"{{ nested = {{ deeper = {LEAK_TOML} }} }}",  # tables holding the secret
+        json.dumps("A" * 5000 + LEAK[3:]),  # overlong
+    ],
+)
+@pytest.mark.parametrize(
+    "field",
+    [
+        "providers.models.anthropic.main.api_key",
+        "providers.models.openai.backup.extra_headers",
+        "mcp.servers.github.env",
+    ],
+)
+def test_config_validate_of_a_wrongly_typed_secret_names_the_path_only(
+    tmp_path: Path, field: str, bad_value: str
+) -> None:
+    root = copy_example(tmp_path)
+    config = tomlcompat.loads((root / "config.toml").read_text(encoding="utf-8"))
+    value = tomlcompat.loads(f"v = {bad_value}")["v"]
+    if field.startswith("mcp"):
+        config["mcp"]["servers"][0]["env"] = value
+    elif field.endswith("extra_headers"):
+        config["providers"]["models"]["openai"]["backup"]["extra_headers"] = value
+    else:
+        config["providers"]["models"]["anthropic"]["main"]["api_key"] = value
+    (root / "config.toml").write_text(tomli_w.dumps(config), encoding="utf-8")
+    planted = [v for v in (LEAK, LEAK[3:], "12345678901234567890123") if v in bad_value]
+    human, machine = _both(["--install", str(root), "config", "validate"])
+    if not isinstance(value, str):
+        assert human.returncode == 3, human.stdout + human.stderr
+        assert field in human.stdout + human.stderr
+    for result in (human, machine):
+        _no_leak(result, planted)
+    json.loads(machine.stdout)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("ZEROCLAW_providers__models__anthropic__main__api_kee", LEAK),  # no such field
+        ("ZEROCLAW_providers__models__anthropic__main__max_tokens", LEAK),  # wrong type
+        ("ZEROCLAW_mcp__servers__github__env", LEAK),  # not a TOML table
+        ("ZEROCLAW_mcp__servers__github__env", "{GITHUB_TOKEN = [" + LEAK_TOML + "]}"),
+        ("ZEROCLAW_providers__models__anthropic__main__api_key", LEAK),  # valid: must be masked
+    ],
+)
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["config", "validate"],
+        ["config", "get", "providers.models.anthropic.main"],
+        ["config", "get", "mcp.servers.github"],
+        ["agents", "export", "researcher", "--out", "{out}"],
+    ],
+    ids=["validate", "get-provider", "get-server", "export"],
+)
+def test_env_override_holding_a_secret_is_never_echoed(
+    tmp_path: Path, variable: str, value: str, command: list[str]
+) -> None:
+    root = copy_example(tmp_path)
+    out = tmp_path / "bundle"
+    args = ["--install", str(root), *(part.replace("{out}", str(out)) for part in command)]
+    human, machine = _both(args, env={variable: value})
+    for result in (human, machine):
+        _no_leak(result, [LEAK])
+    json.loads(machine.stdout)
+    assert tree_leaks(out, [LEAK]) == []
+
+
+# --- agents import: --secret and --secrets-file ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def researcher_bundle(example: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example's researcher exported once (read-only for the import tests)."""
+    out = tmp_path_factory.mktemp("bundle") / "researcher"
+    done = bundler_cli(
+        ["--install", str(example), "agents", "export", "researcher", "--out", str(out)]
+    )
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def _import(target: Path, bundle: Path, *extra: str) -> tuple[Any, Any]:
+    base = ["--install", str(target), "agents", "import", str(bundle), "--accept-risks", *extra]
+    return bundler_cli(base), bundler_cli([*base, "--json"])
+
+
+def _state_leaks(target: Path, secrets: list[str]) -> list[str]:
+    """Leaks anywhere in the target install except the one intended place, config.toml."""
+    return [leak for leak in tree_leaks(target, secrets) if not leak.startswith("config.toml:")]
+
+
+@pytest.mark.parametrize(
+    ("argument", "value"),
+    [
+        (f"providers.models.nobody.main.api_key={LEAK}", LEAK),  # not a required path
+        (f"not a path={LEAK}", LEAK),  # not a config path at all
+        # without "=" or '"' in the value, so that where it is split is not in doubt
+        (f'"unterminated={PLAIN}', PLAIN),  # a quoted segment that never closes
+        pytest.param(
+            PLAIN,  # the value alone, PATH= forgotten
+            PLAIN,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="importer.split_assignment shows text.split('=')[0], i.e. the whole "
+                "value, when a --secret argument has no '='",
+            ),
+        ),
+    ],
+    ids=["unknown-path", "bad-path", "unterminated-quote", "no-equals"],
+)
+def test_import_secret_with_a_bad_path_never_echoes_the_value(
+    tmp_path: Path, researcher_bundle: Path, argument: str, value: str
+) -> None:
+    target = tmp_path / "target"
+    human, machine = _import(target, researcher_bundle, "--secret", argument)
+    for result in (human, machine):
+        _no_leak(result, [value])
+    json.loads(machine.stdout)
+    # the value was for no required path: it belongs nowhere, not even in config.toml
+    assert tree_leaks(target, [value]) == []
+
+
+def test_import_secret_with_a_good_path_lands_only_in_config_toml(
+    tmp_path: Path, researcher_bundle: Path
+) -> None:
+    manifest = tomlcompat.loads((researcher_bundle / "zeroclaw-agent.toml").read_text())
+    assert CLOSURE_OF_RESEARCHER in manifest["required_secrets"]
+    target = tmp_path / "target"
+    human = bundler_cli(
+        [
+            "--install", str(target), "agents", "import", str(researcher_bundle),
+            "--accept-risks", "--secret", f"{CLOSURE_OF_RESEARCHER}={LEAK}",
+        ]
+    )  # fmt: skip
+    assert human.returncode == 0, human.stderr
+    _no_leak(human, [LEAK])
+    assert "visible" in human.stderr  # command lines are visible to others (03 §3.1.6)
+    imported = tomlcompat.loads((target / "config.toml").read_text(encoding="utf-8"))
+    assert imported["providers"]["models"]["anthropic"]["main"]["api_key"] == LEAK
+    assert _state_leaks(target, [LEAK]) == []
+    assert not [p for p in target.iterdir() if p.name.startswith(".bundler-import-")]
+
+    again = tmp_path / "again"
+    machine = bundler_cli(
+        [
+            "--install", str(tmp_path / "target2"), "agents", "import", str(researcher_bundle),
+            "--accept-risks", "--secret", f"{CLOSURE_OF_RESEARCHER}={LEAK}", "--json",
+        ]
+    )  # fmt: skip
+    assert machine.returncode == 0, machine.stderr
+    _no_leak(machine, [LEAK])
+    assert _state_leaks(tmp_path / "target2", [LEAK]) == []
+    # re-export of the imported agent: the value is scrubbed again and swept for
+    exported = bundler_cli(
+        ["--install", str(target), "agents", "export", "researcher", "--out", str(again), "--json"]
+    )
+    assert exported.returncode == 0, exported.stderr
+    _no_leak(exported, [LEAK])
+    assert tree_leaks(again, [LEAK]) == []
+
+
+def test_import_secret_into_a_failing_import_leaves_no_trace(
+    tmp_path: Path, researcher_bundle: Path
+) -> None:
+    # the target already has an agent named researcher: the import is refused after the
+    # secrets were read; nothing (journal, staging, receipt) may keep the value
+    target = copy_example(tmp_path)
+    before = (target / "config.toml").read_bytes()
+    human, machine = _import(
+        target, researcher_bundle, "--secret", f"{CLOSURE_OF_RESEARCHER}={LEAK}"
+    )
+    for result in (human, machine):
+        assert result.returncode == 1, result.stderr
+        _no_leak(result, [LEAK])
+    assert (target / "config.toml").read_bytes() == before
+    assert tree_leaks(target, [LEAK]) == []
+
+
+@pytest.mark.parametrize("mode", [0o640, 0o604, 0o644])
+def test_group_or_world_readable_secrets_file_is_refused_without_echoing_values(
+    tmp_path: Path, researcher_bundle: Path, mode: int
+) -> None:
+    secrets_file = write_secrets_file(tmp_path / "s.toml", {CLOSURE_OF_RESEARCHER: LEAK}, mode)
+    target = tmp_path / "target"
+    human, machine = _import(target, researcher_bundle, "--secrets-file", str(secrets_file))
+    for result in (human, machine):
+        assert result.returncode == 1, result.stderr
+        _no_leak(result, [LEAK])
+    assert "secrets" in human.stderr
+    assert tree_leaks(target, [LEAK]) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"{json.dumps(CLOSURE_OF_RESEARCHER)} = {LEAK}\n",  # unquoted: not TOML
+        f"{json.dumps(CLOSURE_OF_RESEARCHER)} = [{LEAK_TOML}]\n",  # not a string
+        f"{json.dumps(CLOSURE_OF_RESEARCHER)} = {{ x = {LEAK_TOML} }}\n",  # a table
+    ],
+    ids=["not-toml", "array", "table"],
+)
+def test_malformed_secrets_file_is_refused_without_echoing_values(
+    tmp_path: Path, researcher_bundle: Path, text: str
+) -> None:
+    secrets_file = tmp_path / "s.toml"
+    secrets_file.write_text(text, encoding="utf-8")
+    os.chmod(secrets_file, 0o600)
+    target = tmp_path / "target"
+    human, machine = _import(target, researcher_bundle, "--secrets-file", str(secrets_file))
+    for result in (human, machine):
+        _no_leak(result, [LEAK])
+    json.loads(machine.stdout)
+    assert _state_leaks(target, [LEAK]) == []
+
+
+# --- agents export --scan-secrets refuse ----------------------------------------------------
+
+
+def _leak_files() -> dict[str, tuple[str, bytes]]:
+    raw = LEAK.encode()
+    return {
+        "raw": ("notes/raw.txt", b"key: " + raw + b"\n"),
+        "base64-0": ("notes/b0.txt", base64.b64encode(raw)),
+        "base64-1": ("notes/b1.txt", base64.b64encode(b"x" + raw)),
+        "base64-2": ("notes/b2.txt", base64.b64encode(b"xy" + raw + b"tail")),
+        "url-encoded": ("notes/url.txt", b"?key=" + urllib.parse.quote(LEAK, safe="").encode()),
+        "url-plus": ("notes/url2.txt", urllib.parse.quote_plus(LEAK).encode()),
+        "json-escaped": ("notes/cfg.json", json.dumps({"key": LEAK}).encode()),
+        "json-utf8": ("notes/cfg8.json", json.dumps({"key": LEAK}, ensure_ascii=False).encode()),
+    }
+
+
+@pytest.mark.parametrize("form", list(_leak_files()))
+def test_export_refuses_a_workspace_file_holding_the_key_and_never_prints_it(
+    tmp_path: Path, form: str
+) -> None:
+    root = _example_with_leak(tmp_path)
+    rel, data = _leak_files()[form]
+    target = root / "agents" / "researcher" / "workspace" / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+    out = tmp_path / "bundle"
+    human, machine = _both(
+        ["--install", str(root), "agents", "export", "researcher", "--out", str(out)]
+    )
+    for result in (human, machine):
+        assert result.returncode == 1, result.stdout + result.stderr
+        _no_leak(result, [LEAK])
+    assert rel in human.stderr and CLOSURE_OF_RESEARCHER in human.stderr
+    error = json.loads(machine.stdout)["error"]
+    assert error["path"] == f"workspace/{rel}"
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".zeroclaw-export-")]
+
+
+@pytest.mark.parametrize("scan", ["refuse", "warn", "off"])
+@pytest.mark.parametrize("where", ["file", "folder"])
+def test_export_with_the_key_in_a_file_name_never_prints_the_name(
+    tmp_path: Path, scan: str, where: str
+) -> None:
+    root = copy_example(tmp_path)
+    workspace = root / "agents" / "researcher" / "workspace"
+    if where == "file":
+        (workspace / f"{ANTHROPIC_KEY}.txt").write_text("harmless\n")
+    else:
+        (workspace / "keys" / ANTHROPIC_KEY).mkdir(parents=True)
+        (workspace / "keys" / ANTHROPIC_KEY / "readme.md").write_text("harmless\n")
+    out = tmp_path / "bundle"
+    args = ["--install", str(root), "agents", "export", "researcher", "--out", str(out)]
+    human = bundler_cli([*args, "--scan-secrets", scan])
+    _no_leak(human, [ANTHROPIC_KEY])
+    machine = bundler_cli([*args, "--scan-secrets", scan, "--json", "--force"])
+    _no_leak(machine, [ANTHROPIC_KEY])
+    document = json.loads(machine.stdout)
+    if scan == "refuse":
+        assert human.returncode == 1 and document["ok"] is False
+        assert not out.exists()
+    else:
+        assert human.returncode == 0, human.stderr
+        if scan == "warn":
+            assert document["secret_hits"], document
+
+
+# --- bundle verify / inspect / import of a smuggled secret ----------------------------------
+
+
+def _rehash(bundle: Path) -> None:
+    """Recompute checksums and the manifest's digests so only the fragment rules can object."""
+    lines = []
+    total = 0
+    for line in (bundle / "checksums.xxh3").read_text().splitlines():
+        _digest, rel = line.split("  ", 1)
+        data = (bundle / rel).read_bytes()
+        total += len(data)
+        lines.append(f"{xxhash.xxh3_128_hexdigest(data)}  {rel}")
+    checksums = ("\n".join(lines) + "\n").encode()
+    (bundle / "checksums.xxh3").write_bytes(checksums)
+    manifest = tomlcompat.loads((bundle / "zeroclaw-agent.toml").read_text())
+    manifest["contents"]["bytes"] = total
+    manifest["contents"]["checksums_xxh3_128"] = xxhash.xxh3_128_hexdigest(checksums)
+    (bundle / "zeroclaw-agent.toml").write_text(tomli_w.dumps(manifest))
+
+
+@pytest.mark.parametrize(
+    ("needle", "replacement", "field"),
+    [
+        ('api_key = ""', f"api_key = {LEAK_TOML}", "api_key"),
+        ('GITHUB_TOKEN = ""', f"GITHUB_TOKEN = {LEAK_TOML}", "GITHUB_TOKEN"),
+        ('api_key = ""', f"api_key = [{LEAK_TOML}]", "api_key"),
+        ('api_key = ""', "api_key = " + json.dumps("enc2:" + LEAK[3:]), "api_key"),
+    ],
+    ids=["api-key", "mcp-env", "api-key-array", "ciphertext"],
+)
+def test_bundle_smuggling_a_secret_value_is_refused_and_the_value_never_printed(
+    tmp_path: Path, example: Path, needle: str, replacement: str, field: str
+) -> None:
+    bundle = tmp_path / "bundle"
+    agent = "researcher" if field == "api_key" else "writer"
+    made = bundler_cli(["--install", str(example), "agents", "export", agent, "--out", str(bundle)])
+    assert made.returncode == 0, made.stderr
+    config = bundle / "config.toml"
+    text = config.read_text(encoding="utf-8")
+    assert needle in text
+    config.write_text(text.replace(needle, replacement, 1), encoding="utf-8")
+    _rehash(bundle)
+    planted = [LEAK, LEAK[3:]]
+    for command in (["bundle", "verify"], ["bundle", "inspect"]):
+        human, machine = _both([*command, str(bundle)])
+        for result in (human, machine):
+            assert result.returncode == 3, result.stdout + result.stderr
+            _no_leak(result, planted)
+        document = json.loads(machine.stdout)
+        assert document["ok"] is False
+        assert field in human.stdout + human.stderr
+        assert "checksum" not in json.dumps(document.get("errors", ""))
+    target = tmp_path / "target"
+    human, machine = _import(target, bundle)
+    for result in (human, machine):
+        assert result.returncode == 3, result.stderr
+        _no_leak(result, planted)
+    assert not target.exists() or tree_leaks(target, planted) == []
