@@ -2,8 +2,9 @@
 
 A writer goes through these steps; what is durable after each:
 
-1. :func:`config_lock`: an exclusive ``flock`` on ``<install>/.config.lock``. Nothing written;
-   the lock serialises bundler's writers and dies with the process, so a crash leaves none.
+1. :func:`config_lock`: an exclusive ``flock`` on ``<install>/.config.lock`` (the empty lock
+   file is created 0600 if absent). The lock serialises bundler's writers and is released when
+   the process dies, so a crash never leaves the install locked.
 2. :func:`bundler.configfile.read_config_snapshot`: the text and its identity (device, inode,
    size, mtime) from the descriptor read. Nothing written.
 3. :func:`stage_config_text`: the new text in ``.config.toml.tmp-<random>`` beside the real
@@ -13,7 +14,8 @@ A writer goes through these steps; what is durable after each:
 4. :func:`commit_staged_config`: if the identity still matches, rename the staged file over
    ``config.toml`` (the commit point: readers see the old file or the new one, never a mix),
    then fsync the folder. Durable after the folder fsync: the new file under its real name.
-   A changed identity removes the staged file and refuses; nothing is written.
+   A changed identity removes the staged file and refuses; nothing is written. Bundler's
+   writers hold the lock, so the identity check only has to catch an editor outside it.
 5. :func:`append_audit`: one JSON line appended to ``data/state/config-audit.jsonl`` and
    fsynced, with any folder it had to create. Durable: the record.
 
