@@ -79,6 +79,7 @@ def guarded_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list
 
 
 def backend_locked(change: GuardedChange, configs: list[Mapping[str, Any]], root: Path) -> bool:
+    """True when a memory backend ``change`` would orphan memory under any of ``configs``."""
     # the workspace may differ between the configs (a path changed alongside): ask both
     return any(memory_backend_locked(config, change.alias, root) for config in configs)
 

@@ -68,6 +68,7 @@ def lookup(data: Mapping[str, Any], segments: list[str]) -> tuple[bool, Any]:
 
 
 def list_index(items: list[Any], segment: str, node: schema.Node | None) -> int | None:
+    """The index ``segment`` names in ``items``: by key field when keyed, else as a number."""
     key = node.get("x-keyed-by") if node else None
     if key:
         for index, entry in enumerate(items):
