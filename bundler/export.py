@@ -19,10 +19,11 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import xxhash
 
@@ -339,10 +340,26 @@ def _build(
     progress: Progress | None,
 ) -> None:
     """Fill the staging folder; the manifest is the last file written."""
-    version = report.format_version
     root = staging.fd
     extra: list[Dropped] = []
-    copy = _Copy(root, install_root, sweep, report, extra, progress)
+    with _Checksums() as checksums:
+        copy = _Copy(root, install_root, sweep, report, extra, progress, checksums)
+        _build_in(staging, plan, copy, sweep, report, environ, extra, checksums)
+
+
+def _build_in(
+    staging: Staging,
+    plan: ExportPlan,
+    copy: _Copy,
+    sweep: _Sweep,
+    report: ExportReport,
+    environ: Mapping[str, str],
+    extra: list[Dropped],
+    checksums: _Checksums,
+) -> None:
+    """The body of :func:`_build`, with the copier and the checksum spool in hand."""
+    version = report.format_version
+    root = staging.fd
     carried = copy.skills(plan)
     copy.workspace(plan)
     if version == MEMORY_FORMAT_VERSION:
@@ -352,14 +369,11 @@ def _build(
     fragment, dropped, risk_flags = finish_plan(plan, carried, identity_present, extra, version)
     config_bytes = render_config(fragment)
     sweep.scan(CONFIG_NAME, config_bytes)
-    config_file = CopiedFile(
-        CONFIG_NAME, len(config_bytes), _write_new(root, CONFIG_NAME, config_bytes)
-    )
-    files = [config_file, *sorted(copy.files, key=lambda f: checksum_sort_key(f.relpath))]
-    checksums = render_checksums((f.xxh3_128, f.relpath) for f in files)
-    _write_new(root, CHECKSUMS_NAME, checksums)
-    report.files = len(files)
-    report.bytes = sum(f.size for f in files)
+    digest = _write_new(root, CONFIG_NAME, config_bytes)
+    checksums.add(CONFIG_NAME, CopiedFile(CONFIG_NAME, len(config_bytes), digest))
+    checksums_digest = checksums.write(root, CHECKSUMS_NAME)
+    report.files = checksums.files
+    report.bytes = checksums.bytes
     manifest = Manifest(
         format_version=version,
         root_agent=plan.alias,
@@ -370,7 +384,7 @@ def _build(
             files=report.files,
             bytes=report.bytes,
             checksums=CHECKSUMS_NAME,
-            checksums_xxh3_128=xxhash.xxh3_128_hexdigest(checksums),
+            checksums_xxh3_128=checksums_digest,
         ),
         dropped=list(dropped),
         risk_flags=list(risk_flags),
@@ -398,6 +412,7 @@ class _Copy:
         report: ExportReport,
         dropped: list[Dropped],
         progress: Progress | None,
+        checksums: _Checksums,
     ) -> None:
         self.root = root
         self.install_root = install_root
@@ -405,10 +420,17 @@ class _Copy:
         self.report = report
         self.dropped = dropped
         self.progress = progress
-        self.files: list[CopiedFile] = []
+        self.checksums = checksums
 
     def _tree(
-        self, src_fd: int, dst_fd: int, prefix: str, *, counted: bool = True, **extra: Any
+        self,
+        src_fd: int,
+        dst_fd: int,
+        prefix: str,
+        *,
+        section: str,
+        counted: bool = True,
+        **extra: Any,
     ) -> None:
         skipped = self.report.skipped
         for copied in copy_tree(
@@ -421,7 +443,7 @@ class _Copy:
             **extra,
         ):
             self.sweep.file_done(copied.relpath)
-            self.files.append(copied)
+            self.checksums.add(section, copied)
             if self.progress is not None:
                 self.progress(copied.size)
 
@@ -436,7 +458,14 @@ class _Copy:
                 # root memory/ and MEMORY_SNAPSHOT.md: finish_plan reports them (always, format 1)
                 exclude = WorkspaceExclude(src)
                 live: list[str] = []
-                self._tree(src, dst, "workspace/", exclude=exclude, on_live_store=live.append)
+                self._tree(
+                    src,
+                    dst,
+                    "workspace/",
+                    section="workspace",
+                    exclude=exclude,
+                    on_live_store=live.append,
+                )
                 self.dropped += [
                     Dropped(path, "not_yet_portable", _LIVE_STORE_DETAIL) for path in live
                 ]
@@ -471,6 +500,16 @@ class _Copy:
                 source = Path(f"/proc/self/fd/{memory_fd}/brain.db")
                 if not os.path.lexists(source):
                     raise _no_brain(plan)
+                # the root MEMORY_SNAPSHOT.md alone, under 7.2's rules (its skips were counted
+                # by the workspace walk already); first, as "M" sorts before "b" (02 §9.2)
+                self._tree(
+                    src,
+                    dst,
+                    "memory/",
+                    section="memory",
+                    exclude=_only_memory_snapshot,
+                    counted=False,
+                )
                 snapshot_database(source, Path(f"/proc/self/fd/{dst}/brain.db"), method="backup")
                 fd = os.open("brain.db", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dst)
                 try:
@@ -478,10 +517,7 @@ class _Copy:
                 finally:
                     os.close(fd)
                 self.sweep.file_done(MEMORY_STORE)
-                self.files.append(CopiedFile(MEMORY_STORE, size, digest))
-                # the root MEMORY_SNAPSHOT.md alone, under 7.2's rules (its skips were counted
-                # by the workspace walk already, so none are counted here)
-                self._tree(src, dst, "memory/", exclude=_only_memory_snapshot, counted=False)
+                self.checksums.add("memory", CopiedFile(MEMORY_STORE, size, digest))
             finally:
                 os.close(dst)
                 os.close(memory_fd)
@@ -524,7 +560,8 @@ class _Copy:
                     bundle_fd = _mkdir_open(skills_fd, source.alias)
                     try:
                         for name, lst in selection.admitted:
-                            self._skill(src, bundle_fd, name, lst, f"skills/{source.alias}/{name}/")
+                            prefix = f"skills/{source.alias}/{name}/"
+                            self._skill(src, bundle_fd, name, lst, prefix)
                     finally:
                         os.close(bundle_fd)
                     carried.append(source.alias)
@@ -549,7 +586,8 @@ class _Copy:
         try:
             dst = _mkdir_open(bundle_dst, name)
             try:
-                self._tree(src, dst, prefix)
+                # one section per bundle: its skills come in name order already
+                self._tree(src, dst, prefix, section="/".join(prefix.split("/")[:2]))
             finally:
                 os.close(dst)
         finally:
@@ -590,6 +628,57 @@ def _check_memory_backend(config: Mapping[str, Any], alias: str) -> None:
             f"{escape_display(str(backend))}; export without --include-memory",
             path=where,
         )
+
+
+class _Checksums:
+    """The lines of ``checksums.xxh3``, spooled to unnamed temporary files, one per section.
+
+    A section is a top-level entry (``config.toml``, ``memory``, ``workspace``) or one skill
+    bundle (``skills/<b>``). Every tree is walked in checksum order already (02 §9.2), so only
+    the sections are ordered at the end: nothing per file stays in memory (P4: peak memory must
+    not grow with the number of files).
+    """
+
+    def __init__(self) -> None:
+        self._sections: dict[str, IO[bytes]] = {}
+        self.files = 0
+        self.bytes = 0
+
+    def __enter__(self) -> _Checksums:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for spool in self._sections.values():
+            spool.close()
+        self._sections.clear()
+
+    def add(self, section: str, copied: CopiedFile) -> None:
+        """Append the line of one carried file to its section."""
+        spool = self._sections.get(section)
+        if spool is None:
+            # closed by __exit__: the spools live as long as the build
+            spool = self._sections[section] = tempfile.TemporaryFile()  # noqa: SIM115
+        spool.write(render_checksums([(copied.xxh3_128, copied.relpath)]))
+        self.files += 1
+        self.bytes += copied.size
+
+    def write(self, dir_fd: int, name: str) -> str:
+        """Create ``name`` in ``dir_fd`` from the sections in order; returns its XXH3-128."""
+        hasher = xxhash.xxh3_128()
+        fd = os.open(name, _CREATE, _GENERATED_MODE, dir_fd=dir_fd)
+        try:
+            for section in sorted(self._sections, key=checksum_sort_key):
+                spool = self._sections[section]
+                spool.seek(0)
+                while chunk := spool.read(1 << 20):
+                    hasher.update(chunk)
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[os.write(fd, view) :]
+            os.fchmod(fd, _GENERATED_MODE)
+        finally:
+            os.close(fd)
+        return str(hasher.hexdigest())
 
 
 def _mkdir_open(parent_fd: int, name: str) -> int:
