@@ -10,6 +10,7 @@ import base64
 import json
 import os
 import shutil
+import sys
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,8 @@ from typing import Any
 import pytest
 import tomli_w
 import xxhash
-from e2e_helpers import bundler_cli, leaks_in, tree_leaks, write_secrets_file
+from e2e_helpers import FIXED_EPOCH, bundler_cli, leaks_in, tree_leaks, write_secrets_file
+from faultinject import ptrace_unavailable, run_with_fault, sample, trace_calls
 from installs import copy_example
 
 from bundler import tomlcompat
@@ -500,3 +502,57 @@ def test_bundle_smuggling_a_secret_value_is_refused_and_the_value_never_printed(
     assert imported.returncode == 3, imported.stderr
     _no_leak(imported, planted)
     assert not target.exists() or tree_leaks(target, planted) == []
+
+
+# --- a crashed import: journal, staging, temporary config, recovery -------------------------
+
+
+def _holders(root: Path, secrets: list[str]) -> set[str]:
+    """The entries under ``root`` that hold a secret (by name or content)."""
+    return {leak.split(":", 1)[0] for leak in tree_leaks(root, secrets)}
+
+
+def _slow_sample() -> int | None:
+    """How many calls the slow variant kills at: BUNDLER_SLOW_SAMPLE, else every one."""
+    raw = os.environ.get("BUNDLER_SLOW_SAMPLE")
+    return None if raw is None else int(raw)
+
+
+@pytest.mark.parametrize(
+    "calls", [4, pytest.param(None, marks=pytest.mark.slow)], ids=["sample", "all"]
+)
+def test_import_killed_at_any_step_keeps_the_secret_only_in_config_files(
+    tmp_path: Path, researcher_bundle: Path, calls: int | None
+) -> None:
+    reason = ptrace_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    secrets_file = write_secrets_file(tmp_path / "s.toml", {CLOSURE_OF_RESEARCHER: LEAK})
+    target = tmp_path / "target"
+    cmd = [
+        sys.executable, "-m", "bundler", "--install", str(target), "agents", "import",
+        str(researcher_bundle), "--accept-risks", "--secrets-file", str(secrets_file),
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZEROCLAW_")}
+    env.update(SOURCE_DATE_EPOCH=FIXED_EPOCH, PYTHONDONTWRITEBYTECODE="1")
+    target.mkdir()
+    clean, traced = trace_calls(cmd, ["fsync", "rename", "renameat2"], env=env, relevant="target")
+    assert clean.returncode == 0, clean.stderr
+    chosen = sample(traced, calls if calls is not None else _slow_sample())
+    assert chosen
+    for call in chosen:
+        shutil.rmtree(target)
+        target.mkdir()
+        run = run_with_fault(cmd, call.syscall, call.index, "SIGKILL", env=env)
+        assert run.fired, call
+        _no_leak(run, [LEAK])
+        # the merged config (committed or its temporary twin) is the one intended holder
+        holders = _holders(target, [LEAK])
+        assert all(h == "config.toml" or h.startswith(".config.toml.bundler-") for h in holders), (
+            call,
+            holders,
+        )
+        recovered = bundler_cli(["recover", "--install", str(target), "--json"])
+        assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+        _no_leak(recovered, [LEAK])
+        assert _holders(target, [LEAK]) <= {"config.toml"}, call
