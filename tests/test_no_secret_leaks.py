@@ -556,3 +556,52 @@ def test_import_killed_at_any_step_keeps_the_secret_only_in_config_files(
         assert recovered.returncode == 0, recovered.stdout + recovered.stderr
         _no_leak(recovered, [LEAK])
         assert _holders(target, [LEAK]) <= {"config.toml"}, call
+
+
+def test_import_dry_run_plan_never_prints_given_secrets(
+    tmp_path: Path, researcher_bundle: Path
+) -> None:
+    secrets_file = write_secrets_file(tmp_path / "s.toml", {CLOSURE_OF_RESEARCHER: LEAK})
+    target = tmp_path / "target"
+    target.mkdir()
+    args = ["--install", str(target), "agents", "import", str(researcher_bundle), "--dry-run"]
+    runs = [
+        *_both([*args, "--secrets-file", str(secrets_file)]),
+        bundler_cli([*args, "--secret", f"{CLOSURE_OF_RESEARCHER}={PLAIN}"]),
+    ]
+    for result in runs:
+        assert result.returncode == 0, result.stderr
+        _no_leak(result, [LEAK, PLAIN])
+    assert list(target.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        f"api_key = {LEAK_TOML[:-1]}\n",  # unterminated string
+        f"api_key = {LEAK_TOML} {LEAK_TOML}\n",  # two values on one line
+        f"api_key = {LEAK_TOML}\napi_key = {LEAK_TOML}\n",  # duplicate key
+    ],
+    ids=["unterminated", "two-values", "duplicate"],
+)
+@pytest.mark.parametrize(
+    "command",
+    [["config", "validate"], ["config", "get", "agents"], ["agents", "export", "researcher"]],
+    ids=["validate", "get", "export"],
+)
+def test_unparseable_config_error_never_quotes_the_line_holding_a_secret(
+    tmp_path: Path, broken: str, command: list[str]
+) -> None:
+    root = copy_example(tmp_path)
+    config = root / "config.toml"
+    text = config.read_text(encoding="utf-8")
+    config.write_text(text.replace(f"api_key = {json.dumps(ANTHROPIC_KEY)}\n", broken, 1))
+    args = ["--install", str(root), *command]
+    if command[0] == "agents":
+        args += ["--out", str(tmp_path / "bundle")]
+    human = bundler_cli(args)
+    assert human.returncode == 3, human.stdout + human.stderr
+    _no_leak(human, [LEAK, LEAK[:-1]])
+    machine = bundler_cli([*args, "--json"])
+    _no_leak(machine, [LEAK, LEAK[:-1]])
+    assert json.loads(machine.stdout)["ok"] is False
