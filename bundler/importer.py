@@ -45,7 +45,7 @@ from bundler.errors import BundlerError, InvalidInput, Refused, UsageError
 from bundler.manifest import parse_checksums
 from bundler.names import escape_display
 from bundler.validate import validate
-from bundler.verify import CHECKSUMS, verify_bundle
+from bundler.verify import CHECKSUMS, VerifyReport, verify_bundle
 
 STAGING_PREFIX = ".bundler-import-"
 JOURNAL = "journal.toml"
@@ -612,7 +612,7 @@ class Journal:
     old_config: str
     new_config: str
     config_tmp: str
-    config_dir: str
+    config_dir: str  # for a person reading the journal; recovery opens config.toml anew
     moves: list[dict[str, str]] = field(default_factory=list)
     moved: list[str] = field(default_factory=list)
     parents: list[str] = field(default_factory=list)
@@ -1193,7 +1193,7 @@ def _plan(
     install_fd: int,
     install_root: Path,
     bundle: Path,
-    report: Any,
+    report: VerifyReport,
     config: ConfigFile,
     required: list[str],
     given: dict[str, str],
@@ -1289,7 +1289,7 @@ def _plan(
 
 def _receipt_text(
     result: ImportReport,
-    report: Any,
+    report: VerifyReport,
     config: ConfigFile,
     new_text: str,
     journal: Journal,
@@ -1340,7 +1340,7 @@ def _transact(
     install_fd: int,
     install_root: Path,
     bundle: Path,
-    report: Any,
+    report: VerifyReport,
     config: ConfigFile,
     result: ImportReport,
     new_text: str,

@@ -169,7 +169,9 @@ def test_format_2_memory_restored_into_workspace_memory(
     assert (memory / "MEMORY_SNAPSHOT.md").read_bytes() == b"# core memory\n"
 
 
-def test_unrestricted_filesystem_turned_on_and_off_is_audited(tmp_path: Path, empty_install: Path) -> None:
+def test_unrestricted_filesystem_turned_on_and_off_is_audited(
+    tmp_path: Path, empty_install: Path
+) -> None:
     def unrestricted(data: dict[str, Any]) -> None:
         data["agents"][bf.ROOT_AGENT]["workspace"] = {"unrestricted_filesystem": True}
 
@@ -541,3 +543,23 @@ def test_terminal_prompts_for_secrets_without_echo_and_for_consent(
     assert token.encode() not in screen + out + err
     server = config_of(empty_install)["mcp"]["servers"][0]
     assert server["env"]["GITHUB_TOKEN"] == token
+
+
+def test_reused_skill_bundle_with_different_local_files_is_listed(
+    bundle: Path, empty_install: Path
+) -> None:
+    assert run_import(empty_install, str(bundle), "--accept-risks").returncode == 0
+    same = run_import(empty_install, str(bundle), "--dry-run", "--as", "second", "--json")
+    assert json.loads(same.stdout)["skills_differ"] == []
+    (empty_install / "shared" / "skills" / bf.SKILL_BUNDLE / "search" / "SKILL.md").write_text(
+        "edited here\n"
+    )
+    result = run_import(empty_install, str(bundle), "--accept-risks", "--as", "second", "--json")
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert f"skill_bundles.{bf.SKILL_BUNDLE}" in document["reused"]
+    assert document["skills_differ"] == [f"skill_bundles.{bf.SKILL_BUNDLE}"]
+    # the local content is kept
+    assert (
+        empty_install / "shared" / "skills" / bf.SKILL_BUNDLE / "search" / "SKILL.md"
+    ).read_text() == "edited here\n"
