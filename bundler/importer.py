@@ -1004,6 +1004,7 @@ def _stage_folder(
                         inner = item.relpath[len(source) + 1 :]
                         files.append((f"{sub}/{inner}" if sub else inner, item.size, item.xxh3_128))
                     _fix_modes(dst_fd, modes)
+                    os.fchmod(dst_fd, _DIR_MODE)  # a sub-folder made here (memory/)
                 finally:
                     os.close(dst_fd)
             finally:

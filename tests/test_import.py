@@ -167,6 +167,7 @@ def test_format_2_memory_restored_into_workspace_memory(
     memory = empty_install / "agents" / bf.ROOT_AGENT / "workspace" / "memory"
     assert (memory / "brain.db").read_bytes() == (bundle / "memory" / "brain.db").read_bytes()
     assert (memory / "MEMORY_SNAPSHOT.md").read_bytes() == b"# core memory\n"
+    assert stat.S_IMODE(memory.stat().st_mode) == 0o755
 
 
 def test_unrestricted_filesystem_turned_on_and_off_is_audited(
