@@ -320,6 +320,8 @@ def _check_scenario(scenario: Scenario, tmp: Path, *, cli: bool = True) -> None:
         if refusal is not None:
             _assert_refusal_names_a_field(refusal, secrets)
             assert not out.exists() or not any(out.iterdir())
+            # a refused export leaves no staging folder beside the destination (02 §8.4)
+            assert not list(tmp.glob(".zeroclaw-export-*"))
             if planted and plannable:
                 # the sweep's refusal (exit 1), not some other complaint
                 assert refusal.code == Refused.code, refusal.message
