@@ -564,3 +564,23 @@ def test_reused_skill_bundle_with_different_local_files_is_listed(
     assert (
         empty_install / "shared" / "skills" / bf.SKILL_BUNDLE / "search" / "SKILL.md"
     ).read_text() == "edited here\n"
+
+
+@pytest.mark.slow
+def test_slow_hostile_bundles_refused_by_import(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import hostile_bundles
+
+    from bundler.cli import main
+
+    install = tmp_path / "install"
+    install.mkdir()
+    for name, make in sorted(hostile_bundles.SLOW_CASES.items()):
+        bundle = bf.build_bundle(tmp_path / f"h-{name}")
+        expected = make(bundle)
+        code = main(["--install", str(install), "agents", "import", str(bundle), "--accept-risks"])
+        err = capsys.readouterr().err
+        assert code == 3 and expected in err and len(err.splitlines()) == 1, (name, err[-300:])
+        assert snapshot(install) == {}
+        shutil.rmtree(bundle)
