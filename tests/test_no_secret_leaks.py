@@ -27,6 +27,7 @@ from bundler import tomlcompat
 # special characters make the URL-encoded and JSON-escaped forms differ from the raw one
 LEAK = 'sk-LEAK/+"\u00e9&=?%0123456789abcdefXYZ'
 LEAK_TOML = json.dumps(LEAK)
+LEAK_URL = urllib.parse.quote(LEAK, safe="")
 PLAIN = "sk-PLAINLEAK0123456789abcdefXYZ"  # a JSON string is a valid TOML basic string
 ANTHROPIC_KEY = "sk-FAKE-anthropic-0000000000000000"  # examples/install, researcher's provider
 EXAMPLE_SECRETS = {
@@ -600,3 +601,65 @@ def test_unparseable_config_error_never_quotes_the_line_holding_a_secret(
     machine = bundler_cli([*args, "--json"])
     _no_leak(machine, [LEAK, LEAK[:-1]])
     assert json.loads(machine.stdout)["ok"] is False
+
+
+@pytest.mark.parametrize(
+    ("agent", "old", "new"),
+    [
+        # the key copied into fields that travel as they are (02 §5.4): the rendered
+        # config.toml is swept too (02 §5.3), so the export must refuse
+        ("writer", 'args = ["stdio"]', f'args = ["stdio", "--token", {LEAK_TOML}]'),
+        ("researcher", 'model = "claude-sonnet"', f"model = {LEAK_TOML}"),
+        (
+            "researcher",
+            'model = "claude-sonnet"',
+            f'model = "claude-sonnet"\nuri = "https://me:{LEAK_URL}@x.example/v1"',
+        ),
+        (
+            "researcher",
+            '"notes/papers"]',
+            f'"notes/papers", {json.dumps("https://x.example/?key=" + LEAK)}]',
+        ),
+    ],
+    ids=["mcp-args", "model", "uri-userinfo", "knowledge-source"],
+)
+def test_export_refuses_a_secret_copied_into_a_field_that_is_not_scrubbed(
+    tmp_path: Path, agent: str, old: str, new: str
+) -> None:
+    root = _example_with_leak(tmp_path)
+    config = root / "config.toml"
+    text = config.read_text(encoding="utf-8")
+    assert old in text
+    config.write_text(text.replace(old, new, 1), encoding="utf-8")
+    out = tmp_path / "bundle"
+    args = ["--install", str(root), "agents", "export", agent, "--out", str(out)]
+    human, machine = _both(args)
+    for result in (human, machine):
+        assert result.returncode == 1, result.stdout + result.stderr
+        _no_leak(result, [LEAK])
+    assert "config.toml" in human.stderr and CLOSURE_OF_RESEARCHER in human.stderr
+    assert not out.exists()
+
+
+def test_export_refusing_a_too_deep_tree_withholds_a_folder_name_holding_a_secret(
+    tmp_path: Path,
+) -> None:
+    root = copy_example(tmp_path)
+    top = root / "agents" / "researcher" / "workspace" / ANTHROPIC_KEY
+    top.mkdir()
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(260):  # deeper than the 256 levels an export accepts (02 §7.2)
+            os.mkdir("d", dir_fd=fd)
+            child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    finally:
+        os.close(fd)
+    args = ["--install", str(root), "agents", "export", "researcher"]
+    human = bundler_cli([*args, "--out", str(tmp_path / "b1"), "--scan-secrets", "off"])
+    machine = bundler_cli([*args, "--out", str(tmp_path / "b2"), "--json"])
+    for result in (human, machine):
+        assert result.returncode == 1, result.stdout + result.stderr
+        _no_leak(result, [ANTHROPIC_KEY])
+    assert "256" in human.stderr
