@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -23,10 +24,13 @@ from faultinject import ptrace_unavailable, run_with_fault, sample, trace_calls
 from installs import copy_example
 
 from bundler import tomlcompat
+from bundler.errors import BundlerError
+from bundler.export import export_agent
 
 # special characters make the URL-encoded and JSON-escaped forms differ from the raw one
 LEAK = 'sk-LEAK/+"\u00e9&=?%0123456789abcdefXYZ'
 LEAK_TOML = json.dumps(LEAK)
+NOBODY = 65534
 LEAK_URL = urllib.parse.quote(LEAK, safe="")
 PLAIN = "sk-PLAINLEAK0123456789abcdefXYZ"  # a JSON string is a valid TOML basic string
 ANTHROPIC_KEY = "sk-FAKE-anthropic-0000000000000000"  # examples/install, researcher's provider
@@ -663,3 +667,62 @@ def test_export_refusing_a_too_deep_tree_withholds_a_folder_name_holding_a_secre
         assert result.returncode == 1, result.stdout + result.stderr
         _no_leak(result, [ANTHROPIC_KEY])
     assert "256" in human.stderr
+
+
+def _export_as_nobody(install: Path, out: Path, scan: str) -> dict[str, Any]:
+    """``export_agent`` run in a forked child that dropped root, so permissions bite.
+
+    The interpreter lives under /root, which nobody cannot reach, so the CLI cannot be started
+    as nobody here; a fork keeps the already imported library and only changes the user.
+    """
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            try:
+                export_agent(install, "researcher", out, scan_secrets=scan, environ={})
+                outcome: dict[str, Any] = {"ok": True}
+            except BundlerError as err:
+                outcome = {"ok": False, "code": err.code, "message": err.message, "path": err.path}
+            os.write(write_end, json.dumps(outcome).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as reader:
+        data = reader.read()
+    os.waitpid(pid, 0)
+    return dict(json.loads(data))
+
+
+@pytest.mark.parametrize(
+    ("name", "scan"),
+    [(f"{ANTHROPIC_KEY}.txt", "refuse"), (f"{ANTHROPIC_KEY}.txt", "off"), ("plain.txt", "refuse")],
+    ids=["secret-name", "secret-name-scan-off", "control"],
+)
+def test_export_refusing_an_unreadable_file_withholds_a_name_holding_a_secret(
+    name: str, scan: str
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to hand the install to another user")
+    base = Path(tempfile.mkdtemp(prefix="h9-nobody-", dir="/tmp"))
+    try:
+        os.chmod(base, 0o755)
+        install = copy_example(base)
+        unreadable = install / "agents" / "researcher" / "workspace" / name
+        unreadable.write_text("harmless\n")
+        for folder, dirs, files in os.walk(base):
+            for entry in [folder, *(os.path.join(folder, n) for n in dirs + files)]:
+                os.chown(entry, NOBODY, NOBODY, follow_symlinks=False)
+        os.chmod(unreadable, 0)
+        outcome = _export_as_nobody(install, base / "bundle", scan)
+    finally:
+        shutil.rmtree(base)
+    assert outcome["ok"] is False and outcome["code"] == 1, outcome
+    assert "read" in outcome["message"]
+    if name == "plain.txt":
+        assert name in outcome["message"]  # the control: an ordinary name is named
+    assert leaks_in(outcome["message"] + outcome["path"], [ANTHROPIC_KEY]) == []
