@@ -5,7 +5,8 @@ Orchestration only; every decision lives in the module that owns it:
 * :mod:`bundler.closure` — what travels (pure), :mod:`bundler.risk`, :mod:`bundler.secrets`;
 * :mod:`bundler.safefs` / :mod:`bundler.copytree` — reading the sources without following links;
 * :mod:`bundler.manifest` — the bytes of ``config.toml``, ``checksums.xxh3``, the manifest;
-* :mod:`bundler.publish` — admission, staging, durability, the swap and the rollback.
+* :mod:`bundler.publish` — admission, staging, durability, the swap and the rollback;
+* :mod:`bundler.snapshot` — the consistent SQLite copy of format 2 (``--include-memory``).
 
 The order matters for crash safety and truthfulness: the destination is admitted before
 anything is created; the trees are copied (and swept, in the same pass) into staging; the
