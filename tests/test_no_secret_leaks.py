@@ -19,13 +19,24 @@ from typing import Any
 import pytest
 import tomli_w
 import xxhash
-from e2e_helpers import FIXED_EPOCH, bundler_cli, leaks_in, tree_leaks, write_secrets_file
+from e2e_helpers import (
+    FIXED_EPOCH,
+    bundler_cli,
+    leaks_in,
+    tree_leaks,
+    write_config,
+    write_secrets_file,
+)
 from faultinject import ptrace_unavailable, run_with_fault, sample, trace_calls
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from installs import copy_example
+from strategies import installs
 
 from bundler import tomlcompat
 from bundler.errors import BundlerError
 from bundler.export import export_agent
+from bundler.validate import validate
 
 # special characters make the URL-encoded and JSON-escaped forms differ from the raw one
 LEAK = 'sk-LEAK/+"\u00e9&=?%0123456789abcdefXYZ'
@@ -726,3 +737,87 @@ def test_export_refusing_an_unreadable_file_withholds_a_name_holding_a_secret(
     if name == "plain.txt":
         assert name in outcome["message"]  # the control: an ordinary name is named
     assert leaks_in(outcome["message"] + outcome["path"], [ANTHROPIC_KEY]) == []
+
+
+# --- property: a secret in a wrongly typed place is never quoted -----------------------------
+
+
+def _secret_slots(node: Any, secrets: set[str]) -> list[tuple[Any, Any]]:
+    """(container, key) of every string leaf of ``node`` that is a drawn secret value."""
+    slots: list[tuple[Any, Any]] = []
+    items = (
+        node.items()
+        if isinstance(node, dict)
+        else enumerate(node)
+        if isinstance(node, list)
+        else []
+    )
+    for key, value in items:
+        if isinstance(value, str) and value in secrets:
+            slots.append((node, key))
+        else:
+            slots.extend(_secret_slots(value, secrets))
+    return slots
+
+
+WRAPPERS = [
+    lambda v: [v],
+    lambda v: {"nested": v},
+    lambda v: {"nested": [v]},
+    lambda v: [[v], 1],
+    lambda v: {"a": {"b": {"c": v}}},
+]
+
+
+@st.composite
+def wrongly_typed_secrets(draw: st.DrawFn) -> tuple[dict[str, Any], set[str]]:
+    """An install where a few secret values sit inside a list or table of the wrong type."""
+    install = draw(installs(max_agents=3))
+    slots = _secret_slots(install.config, install.secrets)
+    if slots:
+        for index in draw(st.sets(st.integers(0, len(slots) - 1), min_size=1, max_size=3)):
+            container, key = slots[index]
+            container[key] = draw(st.sampled_from(WRAPPERS))(container[key])
+    return install.config, install.secrets
+
+
+def _check_typed(drawn: tuple[dict[str, Any], set[str]], tmp: Path) -> None:
+    """Validation findings, export refusals and bundles hold none of the secrets."""
+    config, secrets = drawn
+    root = write_config(tmp / "install", config)
+    errors, warnings = validate(config, root)
+    for finding in [*errors, *warnings]:
+        assert leaks_in(finding.line(), secrets) == [], finding.path
+    for alias in config["agents"]:
+        out = tmp / f"bundle-{alias}"
+        try:
+            export_agent(root, alias, out, environ={})
+        except BundlerError as err:
+            assert err.path
+            assert leaks_in(err.message + err.path, secrets) == [], err.path
+            continue
+        assert tree_leaks(out, secrets) == []
+
+
+_QUIET = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=_QUIET)
+@given(drawn=wrongly_typed_secrets())
+def test_findings_and_refusals_never_quote_a_wrongly_typed_secret(
+    drawn: tuple[dict[str, Any], set[str]], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    _check_typed(drawn, tmp_path_factory.mktemp("typed"))
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=int(os.environ.get("BUNDLER_SLOW_SAMPLE", "500")),
+    deadline=None,
+    suppress_health_check=_QUIET,
+)
+@given(drawn=wrongly_typed_secrets())
+def test_findings_and_refusals_never_quote_a_wrongly_typed_secret_at_scale(
+    drawn: tuple[dict[str, Any], set[str]], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    _check_typed(drawn, tmp_path_factory.mktemp("typed"))
