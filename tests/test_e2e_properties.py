@@ -217,7 +217,12 @@ def _refused_for_a_kept_host_specific_entry(
 
 
 def _round_trip(
-    bundle: Path, alias: str, manifest: dict[str, Any], tmp: Path, via_cli: bool
+    bundle: Path,
+    alias: str,
+    manifest: dict[str, Any],
+    tmp: Path,
+    via_cli: bool,
+    source_secrets: set[str],
 ) -> None:
     """Import into an empty install, export again: same config.toml and checksums."""
     given = _fresh_secrets(list(manifest["required_secrets"]), alias)
@@ -267,6 +272,8 @@ def _round_trip(
     ]
     assert others == []
     assert tree_leaks(again, given.values()) == []
+    # nothing of the source install reached the target (the bundle held none of it)
+    assert tree_leaks(target, source_secrets) == []
     assert not [p for p in target.iterdir() if p.name.startswith(".bundler-import-")]
     assert list((target / "data" / "state" / "imports").glob("*.toml"))
     event("round trip byte-identical")
@@ -309,7 +316,8 @@ def _check_scenario(scenario: Scenario, tmp: Path, *, cli: bool = True) -> None:
             refusal = _export_cli(root, alias, out, secrets)
         else:
             try:
-                export_agent(root, alias, out, environ=ENV)
+                report = export_agent(root, alias, out, environ=ENV)
+                assert leaks_in(json.dumps(report.as_json()), secrets) == []
                 refusal = None
             except BundlerError as err:
                 refusal = err
@@ -334,7 +342,7 @@ def _check_scenario(scenario: Scenario, tmp: Path, *, cli: bool = True) -> None:
             inspected = bundler_cli(["bundle", "inspect", str(out), "--json"])
             assert inspected.returncode == 0, inspected.stderr
             assert not leaks_in(inspected.stdout + inspected.stderr, secrets)
-        _round_trip(out, alias, manifest, tmp, via_cli)
+        _round_trip(out, alias, manifest, tmp, via_cli, secrets)
 
 
 @settings(
