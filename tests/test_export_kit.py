@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import os
+import stat
 import shutil
 import subprocess
 import sys
@@ -155,7 +156,9 @@ def snapshot(folder: Path) -> dict[str, tuple[int, bytes | None]]:
             rel = os.path.relpath(full, folder)
             if os.path.islink(full):
                 found[rel] = (st.st_mode, os.readlink(full).encode())
-            elif os.path.isdir(full):
+            elif not stat.S_ISREG(st.st_mode):
+                # folders, and FIFOs or sockets other tests left in a shared parent: opening
+                # a FIFO would block, and only their presence and mode matter here
                 found[rel] = (st.st_mode, None)
             else:
                 found[rel] = (st.st_mode, Path(full).read_bytes())
