@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import base64
 import os
-import stat
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
