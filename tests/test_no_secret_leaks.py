@@ -193,7 +193,9 @@ def test_config_validate_of_a_wrongly_typed_secret_names_the_path_only(
     human, machine = _both(["--install", str(root), "config", "validate"])
     assert human.returncode == 3, human.stdout + human.stderr
     assert field in human.stdout + human.stderr
-    for result in (human, machine):
+    doctor = bundler_cli(["--install", str(root), "doctor", "--json"])
+    assert doctor.returncode == 3, doctor.stdout + doctor.stderr
+    for result in (human, machine, doctor):
         _no_leak(result, planted)
     json.loads(machine.stdout)
 
@@ -821,3 +823,47 @@ def test_findings_and_refusals_never_quote_a_wrongly_typed_secret_at_scale(
     drawn: tuple[dict[str, Any], set[str]], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     _check_typed(drawn, tmp_path_factory.mktemp("typed"))
+
+
+def test_import_undo_after_filling_a_secret_prints_none_of_it(
+    tmp_path: Path, researcher_bundle: Path
+) -> None:
+    target = tmp_path / "target"
+    secrets_file = write_secrets_file(tmp_path / "s.toml", {CLOSURE_OF_RESEARCHER: LEAK})
+    imported = bundler_cli(
+        [
+            "--install", str(target), "agents", "import", str(researcher_bundle),
+            "--accept-risks", "--secrets-file", str(secrets_file), "--json",
+        ]
+    )  # fmt: skip
+    assert imported.returncode == 0, imported.stderr
+    receipt = json.loads(imported.stdout)["receipt"]
+    # filling in a secret after an import is expected and does not block the undo (03 §4)
+    filled = bundler_cli(
+        ["--install", str(target), "config", "set", "providers.models.openai.backup.api_key"],
+        input_text=PLAIN + "\n",
+    )
+    assert filled.returncode == 0, filled.stderr
+    _no_leak(filled, [LEAK, PLAIN])
+    undone = bundler_cli(
+        ["--install", str(target), "agents", "import", "--undo", receipt, "--json"]
+    )
+    assert undone.returncode == 0, undone.stdout + undone.stderr
+    _no_leak(undone, [LEAK, PLAIN])
+    assert tree_leaks(target, [LEAK, PLAIN]) == []
+
+
+@pytest.mark.parametrize("via", ["argument", "stdin"])
+def test_config_set_of_a_secret_prints_only_its_path(tmp_path: Path, via: str) -> None:
+    root = copy_example(tmp_path)
+    args = ["--install", str(root), "config", "set", CLOSURE_OF_RESEARCHER]
+    for value, json_flag in ((LEAK, []), (PLAIN, ["--json"])):
+        if via == "argument":
+            result = bundler_cli([*args, value, *json_flag])
+        else:
+            result = bundler_cli([*args, *json_flag], input_text=value + "\n")
+        assert result.returncode == 0, result.stderr
+        _no_leak(result, [LEAK, PLAIN])
+        written = tomlcompat.loads((root / "config.toml").read_text(encoding="utf-8"))
+        assert written["providers"]["models"]["anthropic"]["main"]["api_key"] == value
+    assert _state_leaks(root, [LEAK, PLAIN]) == []
