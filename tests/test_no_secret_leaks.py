@@ -208,6 +208,7 @@ def test_config_validate_of_a_wrongly_typed_secret_names_the_path_only(
         ("ZEROCLAW_mcp__servers__github__env", LEAK),  # not a TOML table
         ("ZEROCLAW_mcp__servers__github__env", "{GITHUB_TOKEN = [" + LEAK_TOML + "]}"),
         ("ZEROCLAW_providers__models__anthropic__main__api_key", LEAK),  # valid: must be masked
+        ("ZEROCLAW_channels__slack__team__bot_token", LEAK),  # an opaque table: not a field
     ],
 )
 def test_env_override_holding_a_secret_is_never_echoed(
@@ -867,3 +868,24 @@ def test_config_set_of_a_secret_prints_only_its_path(tmp_path: Path, via: str) -
         written = tomlcompat.loads((root / "config.toml").read_text(encoding="utf-8"))
         assert written["providers"]["models"]["anthropic"]["main"]["api_key"] == value
     assert _state_leaks(root, [LEAK, PLAIN]) == []
+
+
+def test_export_scan_warn_reports_the_hit_by_path_never_by_value(tmp_path: Path) -> None:
+    root = _example_with_leak(tmp_path)
+    rel, data = _leak_files()["json-escaped"]
+    target = root / "agents" / "researcher" / "workspace" / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+    args = ["--install", str(root), "agents", "export", "researcher", "--scan-secrets", "warn"]
+    human = bundler_cli([*args, "--out", str(tmp_path / "b1")])
+    machine = bundler_cli([*args, "--out", str(tmp_path / "b2"), "--json"])
+    for result in (human, machine):
+        assert result.returncode == 0, result.stderr
+        _no_leak(result, [LEAK])
+    hits = json.loads(machine.stdout)["secret_hits"]
+    assert {"file": f"workspace/{rel}", "secret_path": CLOSURE_OF_RESEARCHER} == {
+        key: hits[0][key] for key in ("file", "secret_path")
+    }
+    # the carried file is the user's choice under warn; config.toml and the manifest hold none
+    for name in ("config.toml", "zeroclaw-agent.toml", "checksums.xxh3"):
+        assert leaks_in((tmp_path / "b2" / name).read_bytes(), [LEAK]) == []
