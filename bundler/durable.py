@@ -79,6 +79,34 @@ def open_dir(
     return os.open(path, flags, dir_fd=dir_fd)
 
 
+def temporary_name(name: str) -> str:
+    """A hidden, unguessable sibling name for building ``name`` before it is put in place."""
+    return f".{name}.tmp-{random_token()}"
+
+
+def write_synced(
+    dir_fd: int, name: str, data: bytes, *, mode: int = 0o600, truncate: bool = False
+) -> None:
+    """Create ``name`` in ``dir_fd`` holding ``data``; when it returns, the bytes are durable.
+
+    The file is created 0600 with ``O_EXCL`` (``truncate=True``: an existing regular file is
+    reused, for names that belong to the caller alone), never through a symbolic link, and gets
+    ``mode`` only once its bytes are written. The folder entry itself is not yet durable: the
+    caller renames or links the file into place and then fsyncs the folder.
+    """
+    exclusive = os.O_TRUNC if truncate else os.O_EXCL
+    flags = os.O_WRONLY | os.O_CREAT | exclusive | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(name, flags, 0o600, dir_fd=dir_fd)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fchmod(fd, mode)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def atomic_write(dir_fd: int, name: str, data: bytes, *, mode: int = 0o600) -> None:
     """Replace ``name`` in the folder ``dir_fd`` with ``data``, durably and atomically.
 
@@ -86,23 +114,9 @@ def atomic_write(dir_fd: int, name: str, data: bytes, *, mode: int = 0o600) -> N
     over ``name`` and fsyncs the folder. On any failure the temporary file is removed and the old
     file is untouched.
     """
-    tmp = f".{name}.tmp-{random_token()}"
-    fd = os.open(
-        tmp,
-        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-        0o600,
-        dir_fd=dir_fd,
-    )
+    tmp = temporary_name(name)
     try:
-        try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            os.fchmod(fd, mode)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_synced(dir_fd, tmp, data, mode=mode)
         os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         with contextlib.suppress(OSError):

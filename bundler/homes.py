@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bundler.agentyaml import agent_name, load_agent_yaml
-from bundler.durable import fsync_dir, open_dir, random_token
+from bundler.durable import fsync_dir, open_dir, temporary_name, write_synced
 from bundler.errors import InvalidInput, Refused
 from bundler.names import escape_display
 
@@ -286,22 +286,9 @@ def _write_once(dir_fd: int, name: str, data: bytes) -> bool:
         return False
     except FileNotFoundError:
         pass
-    tmp = f".{name}.tmp-{random_token()}"
-    fd = os.open(
-        tmp,
-        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-        0o600,
-        dir_fd=dir_fd,
-    )
+    tmp = temporary_name(name)
     try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fchmod(fd, 0o600)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_synced(dir_fd, tmp, data)
         try:
             os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
             written = True
