@@ -244,10 +244,12 @@ def _round_trip(
         assert imported.returncode == 0, imported.stdout + imported.stderr
         assert document["ok"] and document["secrets_missing"] == []
         assert not leaks_in(imported.stdout + imported.stderr, given.values())
+        # --json on success here (the first export used the human output)
         exported = bundler_cli(
-            ["--install", str(target), "agents", "export", alias, "--out", str(again)]
+            ["--install", str(target), "agents", "export", alias, "--out", str(again), "--json"]
         )
         assert exported.returncode == 0, exported.stderr
+        assert json.loads(exported.stdout)["required_secrets"] == manifest["required_secrets"]
         assert not leaks_in(exported.stdout + exported.stderr, given.values())
     else:
         try:
