@@ -109,14 +109,23 @@ def scenarios(draw: st.DrawFn, hostile: bool = False) -> Scenario:
     }
     plain = sorted(set(_plain_secrets(install.config, install.secrets)))
     plant = None
-    if plain and draw(st.booleans()):
+    wants_plant: bool = draw(st.booleans())
+    if plain and wants_plant:
         plant = (
             draw(st.sampled_from(install.agents)),
             draw(st.sampled_from(PLANT_FORMS)),
             draw(st.sampled_from(plain)),
         )
-    flags = [draw(st.booleans()) for _ in range(4)]
-    return Scenario(install, files, plant, *flags, plain=plain)
+    return Scenario(
+        install,
+        files,
+        plant,
+        symlink_out=draw(st.booleans()),
+        fifo=draw(st.booleans()),
+        hard_link=draw(st.booleans()),
+        memory_secret=draw(st.booleans()),
+        plain=plain,
+    )
 
 
 def _planted_file(form: str, secret: str) -> tuple[str, bytes]:
