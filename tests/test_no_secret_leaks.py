@@ -477,8 +477,10 @@ def _rehash(bundle: Path) -> None:
         ('GITHUB_TOKEN = ""', f"GITHUB_TOKEN = {LEAK_TOML}", "GITHUB_TOKEN"),
         ('api_key = ""', f"api_key = [{LEAK_TOML}]", "api_key"),
         ('api_key = ""', "api_key = " + json.dumps("enc2:" + LEAK[3:]), "api_key"),
+        # a key the schema does not know: verify refuses it by path, never by value
+        ('api_key = ""', f'api_key = ""\nvendor_token = {LEAK_TOML}', "vendor_token"),
     ],
-    ids=["api-key", "mcp-env", "api-key-array", "ciphertext"],
+    ids=["api-key", "mcp-env", "api-key-array", "ciphertext", "unknown-key"],
 )
 def test_bundle_smuggling_a_secret_value_is_refused_and_the_value_never_printed(
     tmp_path: Path,
