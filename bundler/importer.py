@@ -39,7 +39,7 @@ import tomlkit
 import xxhash
 
 from bundler import copytree, durable, layout, merge, safefs, schema, tomlcompat
-from bundler.config import append_audit, config_lock
+from bundler.config import LOCK_NAME, append_audit, config_lock
 from bundler.configpath import format_path, parse_path
 from bundler.errors import BundlerError, InvalidInput, Refused, UsageError
 from bundler.manifest import parse_checksums
@@ -277,10 +277,18 @@ def _rel(path: Path, root: Path) -> str:
 
 @contextlib.contextmanager
 def _install_fd(install_root: Path, *, create: bool) -> Iterator[int]:
-    """The install root opened as a folder (links above it are the operator's and followed)."""
+    """The install root opened as a folder (links above it are the operator's and followed).
+
+    With ``create`` a missing install folder is made (an empty install is valid, 01 §1); when
+    the import then fails, the folder (and the lock file made in it) is removed again.
+    """
+    created = False
     if create:
-        with contextlib.suppress(FileExistsError):
+        try:
             os.mkdir(install_root, _DIR_MODE)
+            created = True
+        except FileExistsError:
+            pass
     try:
         fd = os.open(install_root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -291,6 +299,13 @@ def _install_fd(install_root: Path, *, create: bool) -> Iterator[int]:
         raise Refused(f"{install_root} is not a folder", path=str(install_root)) from None
     try:
         yield fd
+    except BaseException:
+        if created:
+            with contextlib.suppress(OSError):
+                os.unlink(LOCK_NAME, dir_fd=fd)
+            with contextlib.suppress(OSError):
+                os.rmdir(install_root)
+        raise
     finally:
         os.close(fd)
 

@@ -584,3 +584,14 @@ def test_slow_hostile_bundles_refused_by_import(
         assert code == 3 and expected in err and len(err.splitlines()) == 1, (name, err[-300:])
         assert snapshot(install) == {}
         shutil.rmtree(bundle)
+
+
+def test_missing_install_folder_is_created_and_removed_again_on_refusal(
+    bundle: Path, tmp_path: Path
+) -> None:
+    install = tmp_path / "new-install"
+    refused = run_import(install, str(bundle))  # no consent
+    assert refused.returncode == 1 and not install.exists()
+    result = run_import(install, str(bundle), "--accept-risks")
+    assert result.returncode == 0, result.stderr
+    assert (install / "config.toml").exists() and stat.S_IMODE(install.stat().st_mode) == 0o755
