@@ -49,7 +49,7 @@ from bundler.validate import validate
 from bundler.verify import verify_bundle
 
 ENV = {"SOURCE_DATE_EPOCH": FIXED_EPOCH}
-DEFAULT_EXAMPLES = 8
+DEFAULT_EXAMPLES = 6
 # every example runs real exports, imports and processes: shrinking a failure would take many
 # minutes, and the unshrunk example (printed in full) already names the files and config
 NO_SHRINK = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target]
