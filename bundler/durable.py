@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import errno
 import os
 import platform
@@ -26,7 +25,8 @@ RENAME_EXCHANGE = 2
 UNSUPPORTED_ERRNOS = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EPERM})
 
 _TOKEN_ALPHABET = string.ascii_letters + string.digits
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+# the already-loaded C library: find_library would start an ldconfig child on every run
+_libc = ctypes.CDLL(None, use_errno=True)
 
 
 def random_token(length: int = 12) -> str:
