@@ -208,8 +208,12 @@ def tree_digest(files: Iterable[tuple[str, int, str]]) -> str:
     return hasher.hexdigest()
 
 
-def split_assignment(text: str, option: str) -> tuple[str, str]:
-    """``PATH=VALUE`` split at the first ``=`` outside a quoted path segment."""
+def split_assignment(text: str, option: str, *, secret: bool = False) -> tuple[str, str]:
+    """``PATH=VALUE`` split at the first ``=`` outside a quoted path segment.
+
+    With ``secret`` (always for ``--secret``) an argument that does not split is never shown,
+    not even in part: when ``PATH=`` was forgotten, the whole argument is the secret value.
+    """
     quoted = escaped = False
     for index, ch in enumerate(text):
         if escaped:
@@ -220,7 +224,12 @@ def split_assignment(text: str, option: str) -> tuple[str, str]:
             quoted = not quoted
         elif ch == "=" and not quoted:
             return text[:index], text[index + 1 :]
-    shown = escape_display(text.split("=", 1)[0]) if option == "--secret" else escape_display(text)
+    if secret or option == "--secret":
+        raise UsageError(
+            f"{option}: expected PATH=VALUE (the argument is not shown: it may be a secret)",
+            path=option,
+        )
+    shown = escape_display(text)
     raise UsageError(f"{option} {shown}: expected PATH=VALUE", path=shown)
 
 
@@ -901,7 +910,7 @@ def _collect_secrets(
             "prefer --secrets-file"
         )
     for raw in secret_args:
-        path, value = split_assignment(raw, "--secret")
+        path, value = split_assignment(raw, "--secret", secret=True)
         values[path] = value
     return values, warnings
 

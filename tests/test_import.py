@@ -15,6 +15,8 @@ import pytest
 from installs import run_cli
 
 from bundler import tomlcompat
+from bundler.errors import UsageError
+from bundler.importer import split_assignment
 
 ANTHROPIC_KEY = "sk-ant-IMPORTED-key-zqxjvwqzqxjvwq"
 SECRET_ARGS = ["--secret", f"providers.models.anthropic.main.api_key={ANTHROPIC_KEY}"]
@@ -386,6 +388,25 @@ def test_unknown_secret_path_is_a_usage_error(bundle: Path, empty_install: Path)
     )
     assert result.returncode == 2
     assert "not a required secret" in result.stderr
+
+
+def test_secret_argument_without_path_is_a_usage_error_that_never_shows_it(
+    bundle: Path, empty_install: Path
+) -> None:
+    """03 §3.1.6: a ``--secret`` missing ``PATH=`` is the bare value; no part of it is shown."""
+    with pytest.raises(UsageError) as caught:
+        split_assignment(ANTHROPIC_KEY, "--secret")
+    assert ANTHROPIC_KEY not in str(caught.value) and ANTHROPIC_KEY not in str(caught.value.path)
+    assert "not shown" in str(caught.value)
+    # a --bind argument carries no secret: it is named so the user can find it
+    with pytest.raises(UsageError, match="no-equals-here"):
+        split_assignment("no-equals-here", "--bind")
+    for extra in ([], ["--json"]):
+        result = run_import(empty_install, str(bundle), "--secret", ANTHROPIC_KEY, *extra)
+        assert result.returncode == 2
+        assert ANTHROPIC_KEY not in result.stdout + result.stderr
+        assert "Traceback" not in result.stderr
+    assert snapshot(empty_install) == {}
 
 
 # --------------------------------------------------------------------------- hostile bundles

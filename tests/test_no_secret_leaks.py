@@ -267,15 +267,7 @@ def _state_leaks(target: Path, secrets: list[str]) -> list[str]:
         (f"not a path={LEAK}", LEAK),  # not a config path at all
         # without "=" or '"' in the value, so that where it is split is not in doubt
         (f'"unterminated={PLAIN}', PLAIN),  # a quoted segment that never closes
-        pytest.param(
-            PLAIN,  # the value alone, PATH= forgotten
-            PLAIN,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="importer.split_assignment shows text.split('=')[0], i.e. the whole "
-                "value, when a --secret argument has no '='",
-            ),
-        ),
+        (PLAIN, PLAIN),  # the value alone, PATH= forgotten
     ],
     ids=["unknown-path", "bad-path", "unterminated-quote", "no-equals"],
 )
