@@ -711,6 +711,23 @@ FAMILY_DEFAULT_ENDPOINTS: dict[str, dict[str, str]] = {
 }
 
 
+def family_default_endpoint(category: str, family: str, entry: Mapping[str, Any]) -> str | None:
+    """The endpoint a provider family uses when the entry sets no ``uri``, or None if unknown.
+
+    ``category`` is ``models``, ``tts`` or ``transcription``; azure and bedrock defaults are
+    filled from the entry's ``resource``/``region``. The one table of defaults: the import's
+    secret prompt and the export's report both read it, so they never disagree.
+    """
+    default = FAMILY_DEFAULT_ENDPOINTS.get(category, {}).get(family)
+    if default is None:
+        return None
+    for placeholder, key in (("<resource>", "resource"), ("<region>", "region")):
+        value = entry.get(key)
+        if placeholder in default and isinstance(value, str) and value:
+            default = default.replace(placeholder, value)
+    return default
+
+
 def secret_endpoint(fragment: Mapping[str, Any], segments: Sequence[str]) -> str:
     """Where the secret at config path ``segments`` will be sent, for a person to judge.
 
@@ -725,12 +742,7 @@ def secret_endpoint(fragment: Mapping[str, Any], segments: Sequence[str]) -> str
         uri = entry.get("uri")
         if isinstance(uri, str) and uri:
             return uri
-        default = FAMILY_DEFAULT_ENDPOINTS.get(category, {}).get(family, "(unknown family)")
-        for placeholder, key in (("<resource>", "resource"), ("<region>", "region")):
-            value = entry.get(key)
-            if placeholder in default and isinstance(value, str) and value:
-                default = default.replace(placeholder, value)
-        return default
+        return family_default_endpoint(category, family, entry) or "(unknown family)"
     if len(segments) >= 4 and list(segments[:2]) == ["mcp", "servers"]:
         found, server = lookup(fragment, segments[:3])
         if not found or not isinstance(server, dict):

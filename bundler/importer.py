@@ -38,7 +38,7 @@ import tomli_w
 import tomlkit
 import xxhash
 
-from bundler import copytree, durable, layout, merge, safefs, schema, tomlcompat
+from bundler import copytree, durable, fragment, layout, merge, safefs, schema, tomlcompat
 from bundler.config import LOCK_NAME, append_audit, config_lock
 from bundler.configpath import format_path, parse_path
 from bundler.errors import BundlerError, InvalidInput, Refused, UsageError
@@ -57,24 +57,6 @@ RECEIPT_FORMAT = 1
 _DIR_MODE = 0o755
 _FORBIDDEN_MODE_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX | 0o022
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
-
-# where a family sends its key when the provider sets no ``uri`` (shown at the secret prompt)
-FAMILY_ENDPOINTS = {
-    "openai": "https://api.openai.com/v1",
-    "anthropic": "https://api.anthropic.com",
-    "gemini": "https://generativelanguage.googleapis.com",
-    "openrouter": "https://openrouter.ai/api/v1",
-    "groq": "https://api.groq.com/openai/v1",
-    "mistral": "https://api.mistral.ai/v1",
-    "deepseek": "https://api.deepseek.com",
-    "xai": "https://api.x.ai/v1",
-    "together": "https://api.together.xyz/v1",
-    "fireworks": "https://api.fireworks.ai/inference/v1",
-    "ollama": "http://localhost:11434",
-    "elevenlabs": "https://api.elevenlabs.io",
-    "deepgram": "https://api.deepgram.com",
-    "assemblyai": "https://api.assemblyai.com",
-}
 
 
 class Prompter(Protocol):
@@ -269,7 +251,10 @@ def endpoint_of(config: Mapping[str, Any], path: str) -> str:
     if entry.get("uri"):
         return escape_display(str(entry["uri"]))
     family = name.split(".", 1)[0]
-    return FAMILY_ENDPOINTS.get(family, f"the default endpoint of {escape_display(family)}")
+    default = fragment.family_default_endpoint(kind.split(".", 1)[1], family, entry)
+    if default is None:
+        return f"the default endpoint of {escape_display(family)}"
+    return escape_display(default)
 
 
 def _receipt_stamp(now: datetime) -> str:

@@ -16,7 +16,8 @@ from installs import run_cli
 
 from bundler import tomlcompat
 from bundler.errors import UsageError
-from bundler.importer import split_assignment
+from bundler.fragment import FAMILY_DEFAULT_ENDPOINTS
+from bundler.importer import endpoint_of, split_assignment
 
 ANTHROPIC_KEY = "sk-ant-IMPORTED-key-zqxjvwqzqxjvwq"
 SECRET_ARGS = ["--secret", f"providers.models.anthropic.main.api_key={ANTHROPIC_KEY}"]
@@ -616,3 +617,29 @@ def test_missing_install_folder_is_created_and_removed_again_on_refusal(
     result = run_import(install, str(bundle), "--accept-risks")
     assert result.returncode == 0, result.stderr
     assert (install / "config.toml").exists() and stat.S_IMODE(install.stat().st_mode) == 0o755
+
+
+def test_secret_prompt_endpoint_reads_the_one_family_default_table() -> None:
+    """03 §3.1.6: the prompt names where a key goes; family defaults come from fragment's table."""
+    config = {
+        "providers": {
+            "models": {
+                "openai": {"main": {}},
+                "azure": {"a": {"resource": "contoso"}},
+                "custom": {"c": {"uri": "https://llm.example/v1"}},
+            },
+            "tts": {"elevenlabs": {"voice": {}}},
+            "transcription": {"deepgram": {"ears": {}}},
+        },
+        "mcp": {"servers": [{"name": "remote", "url": "https://tools.example/mcp"}]},
+    }
+    cases = {
+        "providers.models.openai.main.api_key": FAMILY_DEFAULT_ENDPOINTS["models"]["openai"],
+        "providers.models.azure.a.api_key": "https://contoso.openai.azure.com",
+        "providers.models.custom.c.api_key": "https://llm.example/v1",
+        "providers.tts.elevenlabs.voice.api_key": FAMILY_DEFAULT_ENDPOINTS["tts"]["elevenlabs"],
+        "providers.transcription.deepgram.ears.api_key": "https://api.deepgram.com",
+        "mcp.servers.remote.headers.Authorization": "https://tools.example/mcp",
+    }
+    for path, expected in cases.items():
+        assert endpoint_of(config, path) == expected, path
