@@ -164,6 +164,7 @@ def test_hostile_bundle_refused(name: str, exported: Path, tmp_path: Path) -> No
 
 
 @pytest.mark.slow
+@pytest.mark.huge
 @pytest.mark.parametrize("name", sorted(hostile_bundles.SLOW_CASES))
 def test_hostile_bundle_refused_slow(name: str, exported: Path, tmp_path: Path) -> None:
     bundle = fresh_copy(exported, tmp_path)
