@@ -589,6 +589,7 @@ def test_reused_skill_bundle_with_different_local_files_is_listed(
 
 
 @pytest.mark.slow
+@pytest.mark.huge
 def test_slow_hostile_bundles_refused_by_import(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
