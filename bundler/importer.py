@@ -219,23 +219,9 @@ def import_bundle(
         ) as install_fd,
         contextlib.ExitStack() as stack,
     ):
-        if dry_run:
-            config = read_config(install_fd, stack)
-            return _plan(
-                install_fd,
-                install_root,
-                bundle,
-                report,
-                config,
-                required,
-                given,
-                as_alias,
-                binds,
-                warnings,
-                prompt,
-                dry_run=True,
-            )[0]
-        stack.enter_context(config_lock(install_root))
+        if not dry_run:
+            # a dry run writes nothing, so it need not wait for (or block) a writer
+            stack.enter_context(config_lock(install_root))
         config = read_config(install_fd, stack)
         result, new_text, staged = _plan(
             install_fd,
@@ -249,8 +235,10 @@ def import_bundle(
             binds,
             warnings,
             prompt,
-            dry_run=False,
+            dry_run=dry_run,
         )
+        if dry_run:
+            return result
         _consent(report.risk_flags, accept_risks, prompt)
         _transact(install_fd, install_root, bundle, report, config, result, new_text, staged)
         return result

@@ -400,20 +400,9 @@ def write_new_file(dir_fd: int, stem: str, suffix: str, data: bytes) -> str:
     to its real name, so a reader (and recovery) never meets a torn receipt.
     """
     tmp = partial_name(stem)
-    fd = os.open(
-        tmp,
-        os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-        0o600,
-        dir_fd=dir_fd,
-    )
     try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        # the partial name is ours alone (recovery removes it), so a leftover is reused
+        durable.write_synced(dir_fd, tmp, data, truncate=True)
         counter = 1
         while True:
             name = f"{stem}{suffix}" if counter == 1 else f"{stem}-{counter}{suffix}"
