@@ -232,9 +232,11 @@ def _open_to_nobody(root: Path) -> None:
 
 
 # The interpreter lives under /root (mode 0700 here), so the child starts as root, imports the
-# CLI, then drops to uid/gid 65534 before it runs: the export itself is unprivileged.
+# CLI and what argparse imports lazily (gettext, locale: with LANG set, building the parser
+# imports locale), then drops to uid/gid 65534 before it runs: the export is unprivileged.
 _DROP_PRIVILEGES = (
     "import os, sys; import bundler.cli, bundler.cli.export_cmds, bundler.cli.output; "
+    "import gettext, locale; bundler.cli.build_parser(); "
     "os.setgroups([]); os.setgid(65534); os.setuid(65534); "
     "sys.exit(bundler.cli.main(sys.argv[1:]))"
 )

@@ -288,6 +288,8 @@ import os, sys, sqlite3, tempfile, shutil, json
 from pathlib import Path
 import bundler.cli, bundler.cli.bundle_cmds, bundler.cli.output, bundler.verify, bundler.risk
 import bundler.snapshot, bundler.manifest, bundler.validate
+import gettext, locale  # argparse imports them lazily (with LANG set); /root is unreadable later
+bundler.cli.build_parser()
 from bundler import schema
 schema.config_schema(); schema.load("bundle-manifest.schema.json")
 bundler.validate.validate({}, Path("/nonexistent"))
