@@ -89,6 +89,11 @@ def _listing(value: Any) -> str:
     return ", ".join(_strings(value))
 
 
+def _host_path(path: str, value: str) -> RiskFlag:
+    """The ``host_path`` flag: one wording for every field that names a file of this host."""
+    return RiskFlag(HOST_PATH, path, f"names a file of the exporting host: {value}")
+
+
 def _risk_profile_flags(alias: str, profile: Mapping[str, Any], out: list[RiskFlag]) -> None:
     def add(kind: str, key: str, detail: str) -> None:
         out.append(RiskFlag(kind, format_path(["risk_profiles", alias, *key.split("/")]), detail))
@@ -201,11 +206,7 @@ def _server_flags(server: Mapping[str, Any], out: list[RiskFlag]) -> None:
         )
     cert = server.get("tls_ca_cert_path")
     if isinstance(cert, str) and cert:
-        out.append(
-            RiskFlag(
-                HOST_PATH, path("tls_ca_cert_path"), f"names a file of the exporting host: {cert}"
-            )
-        )
+        out.append(_host_path(path("tls_ca_cert_path"), cert))
 
 
 def _provider_flags(
@@ -232,18 +233,10 @@ def _provider_flags(
                 f"starts a local process on the target host: {binary}",
             )
         )
-        out.append(
-            RiskFlag(
-                HOST_PATH, path("binary_path"), f"names a file of the exporting host: {binary}"
-            )
-        )
+        out.append(_host_path(path("binary_path"), binary))
     cert = provider.get("tls_ca_cert_path")
     if isinstance(cert, str) and cert:
-        out.append(
-            RiskFlag(
-                HOST_PATH, path("tls_ca_cert_path"), f"names a file of the exporting host: {cert}"
-            )
-        )
+        out.append(_host_path(path("tls_ca_cert_path"), cert))
     if provider.get("requires_openai_auth") is True:
         out.append(
             RiskFlag(
@@ -301,13 +294,8 @@ def compute_risk_flags(
             else []
         ):
             if isinstance(source, str) and source and not _URL_SCHEME.match(source):
-                out.append(
-                    RiskFlag(
-                        HOST_PATH,
-                        f"{format_path(['knowledge_bundles', str(alias), 'sources'])}[{i}]",
-                        f"names a file of the exporting host: {source}",
-                    )
-                )
+                sources = format_path(["knowledge_bundles", str(alias), "sources"])
+                out.append(_host_path(f"{sources}[{i}]", source))
     for bundle in carried_skill_bundles:
         out.append(
             RiskFlag(
