@@ -1,0 +1,143 @@
+"""The package's layering holds: imports point down, never up, never across siblings, no cycles.
+
+The layers, top to bottom (docs/architecture.md): ``cli`` → ``install`` → ``bundle`` →
+``config`` | ``home`` → ``fs`` → ``rules`` → ``errors``. ``config`` and ``home`` sit side by
+side and share nothing; a rule both need belongs in ``rules``. Every import counts, the ones
+inside functions too: a lazy import that runs up a layer is still a dependency that runs up.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "bundler"
+
+LAYERS = {
+    "errors": 0,
+    "rules": 1,
+    "fs": 2,
+    "config": 3,
+    "home": 3,
+    "bundle": 4,
+    "install": 5,
+    "cli": 6,
+}
+# the package root (version) and the ``python -m bundler`` entry point sit outside the layers
+OUTSIDE = {"bundler", "bundler.__main__"}
+# the pure layer does no file I/O: these modules may not even be imported there
+IO_MODULES = {"shutil", "subprocess", "fcntl", "sqlite3", "socket", "tempfile", "zipfile"}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _imports(path: Path, name: str) -> set[str]:
+    """Every bundler module (or package) ``path`` imports, wherever the import statement is."""
+    found: set[str] = set()
+    known = _modules()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "bundler")
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".")[: -node.level] if not path.name == "__init__.py" else (
+                    name.split(".")[: len(name.split(".")) - node.level + 1]
+                )
+                module = ".".join([*base, node.module] if node.module else base)
+            else:
+                module = node.module or ""
+            if module.split(".")[0] != "bundler":
+                continue
+            for alias in node.names:
+                # ``from bundler.fs import safefs`` imports the submodule, not just the package
+                sub = f"{module}.{alias.name}"
+                found.add(sub if sub in known else module)
+    return found
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    if module in OUTSIDE or len(parts) < 2:
+        return None
+    return parts[1]
+
+
+def _graph() -> dict[str, set[str]]:
+    return {name: _imports(path, name) for name, path in _modules().items()}
+
+
+def test_every_module_belongs_to_a_layer() -> None:
+    strays = [m for m in _modules() if m not in OUTSIDE and _layer(m) not in LAYERS]
+    assert strays == [], f"modules outside the layers (move them into one): {strays}"
+
+
+def test_no_import_runs_up_a_layer_or_across_siblings() -> None:
+    violations = []
+    for module, imported in _graph().items():
+        here = _layer(module)
+        if here is None:
+            continue
+        for target in imported:
+            there = _layer(target)
+            if there is None or there == here:
+                continue
+            if LAYERS[there] > LAYERS[here]:
+                violations.append(f"{module} imports {target} (up: {here} → {there})")
+            elif LAYERS[there] == LAYERS[here]:
+                violations.append(f"{module} imports {target} (across siblings {here} ↔ {there})")
+    assert violations == []
+
+
+def test_import_graph_has_no_cycles() -> None:
+    graph = _graph()
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in graph or nxt in OUTSIDE:
+                continue
+            if state.get(nxt) == 1:
+                cycles.append([*stack[stack.index(nxt) :], nxt] if nxt in stack else [node, nxt])
+            elif nxt not in state:
+                visit(nxt, [*stack, nxt])
+        state[node] = 2
+
+    for start in sorted(graph):
+        if start not in state:
+            visit(start, [start])
+    assert cycles == [], f"import cycles: {cycles}"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in _modules() if _layer(m) == "rules"))
+def test_rules_import_no_io_module(module: str) -> None:
+    path = _modules()[module]
+    imported: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            imported.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            imported.add(node.module.split(".")[0])
+    assert imported & IO_MODULES == set()
+
+
+def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
+    """The walk really finds imports inside functions (or the tests above would prove nothing)."""
+    source = PACKAGE / "rules" / "names.py"
+    found = _imports(source, "bundler.rules.names")
+    probe = tmp_path / "probe.py"
+    probe.write_text("def f():\n    from bundler.cli.output import Output\n    return Output\n")
+    assert "bundler.cli.output" in _imports(probe, "bundler.rules.probe")
+    assert all(_layer(m) in ("rules", "errors", None) for m in found)
