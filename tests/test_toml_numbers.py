@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from bundlefactory import reseal
 
-from bundler import tomlcompat
+from bundler.rules import tomlcompat
 
 ROOT = Path(__file__).resolve().parent.parent
 LONG = "9" * 5000

@@ -9,13 +9,14 @@ from pathlib import Path
 
 from bundler.cli.output import Output, Result
 from bundler.errors import EXIT_INVALID, BundlerError
-from bundler.names import escape_display
+from bundler.rules.names import escape_display
 
 
 def _install_findings(install_arg: str | None) -> tuple[list[str], list[str]]:
     """(problems, notes) about the install: validity and import leftovers."""
-    from bundler.config import find_install_root, load_config
-    from bundler.validate import validate
+    from bundler.config.file import find_install_root
+    from bundler.config.store import load_config
+    from bundler.rules.validate import validate
 
     problems: list[str] = []
     notes: list[str] = []
@@ -43,7 +44,7 @@ def _install_findings(install_arg: str | None) -> tuple[list[str], list[str]]:
 
 def _path_findings(path: Path) -> tuple[list[str], list[str]]:
     """(problems, notes) for a destination folder: RENAME_EXCHANGE support and export leftovers."""
-    from bundler.publish import rename_exchange_works, scan_leftovers
+    from bundler.bundle.publish import rename_exchange_works, scan_leftovers
 
     problems: list[str] = []
     notes: list[str] = []

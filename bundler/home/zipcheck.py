@@ -1,0 +1,694 @@
+"""The rules a backup zip must pass (04 §5.2, §5.3.1), shared by backup, verify-backup and restore.
+
+One module spells them so that a backup can never hold an entry its restore would refuse: the
+backup asks :func:`path_problem` of every entry it is about to write, verify-backup and restore
+ask it of every entry they read.
+
+Reading is defensive from the first byte: the entry count is taken from the end-of-central-
+directory record before :mod:`zipfile` builds its list (a million-entry zip is refused without
+allocating a million objects), names are checked as raw flags and bytes (an entry claiming UTF-8
+that is not, a NUL inside a name), sizes and compression ratios come from the central directory,
+and content is streamed with a hard stop at the size ``backup.json`` declares.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import struct
+import zipfile
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import xxhash
+
+from bundler.errors import InvalidInput, Refused
+from bundler.rules import schema
+from bundler.rules.names import CONTROL_CHARS, escape_display
+
+FORMAT = 1
+"""The newest backup format this tool reads and the one it writes."""
+MANIFEST = "backup.json"
+DATABASE = "chat.db"
+TREES = ("files", "skills")
+MAX_ENTRIES = 1_000_000
+MAX_ENTRY_SIZE = 64 << 30
+MAX_RATIO = 1000
+"""Restore refuses an entry that decompresses to more than this many times its stored size."""
+STORE_ABOVE_RATIO = 100
+"""Backup stores uncompressed an entry that would compress beyond this, keeping a wide margin."""
+MAX_MANIFEST_BYTES = 512 << 20
+MAX_MTIME_NS = (1 << 63) - 1
+"""The latest ``mtime_ns`` a backup carries: a signed 64-bit nanosecond count, which every
+``time_t`` of 64 bits holds, so no listed time can overflow ``os.utime``."""
+_MAX_INT_DIGITS = 20
+"""Digits of the longest integer backup.json can hold (2**64 has 20); longer ones are refused
+before Python converts them (a 5000-digit number raises ValueError in ``int``)."""
+MAX_COMPONENT_BYTES = 255
+MAX_DEPTH = 256
+
+_UTF8_FLAG = 0x800
+_ENCRYPTED_FLAG = 0x1
+_DESCRIPTOR_FLAG = 0x8
+_KNOWN_FLAGS = _UTF8_FLAG | _DESCRIPTOR_FLAG | 0x6 | _ENCRYPTED_FLAG
+"""Flags a backup entry may carry: UTF-8 name, data descriptor, deflate level (bits 1-2); the
+encrypted bit is known so that it is refused by name. Any other bit changes how the entry is
+read (patched data, strong encryption, masked headers...) and is refused."""
+_UNIX = 3
+_MAX_EXTRACT_VERSION = 63
+_LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
+_ZIP64_SIZE = 0xFFFFFFFF
+_CENTRAL_RECORD_MIN = 46
+_EOCD = b"PK\x05\x06"
+_EOCD64_LOCATOR = b"PK\x06\x07"
+_EOCD64 = b"PK\x06\x06"
+_CHUNK = 1 << 20
+
+
+def show(name: str) -> str:
+    """An entry name made safe to print (05 §3)."""
+    return escape_display(name)
+
+
+def _invalid(name: str, what: str) -> InvalidInput:
+    shown = show(name)
+    return InvalidInput(f"backup entry {shown}: {what}", path=shown)
+
+
+# --- names -----------------------------------------------------------------------------------
+
+
+def path_problem(path: str, *, folder: bool = False) -> str | None:
+    """Why ``path`` may not be an entry of a backup, or None when it may.
+
+    ``path`` is ``/``-separated without a trailing slash. Files may be ``backup.json``,
+    ``chat.db`` or a path below ``files/`` or ``skills/``; folders (``folder=True``) may be
+    ``files``, ``skills`` or a path below them.
+    """
+    if path.startswith("/"):
+        return "is an absolute path"
+    if "\\" in path:
+        return "contains a backslash"
+    parts = path.split("/")
+    if ".." in parts:
+        return "has a .. component"
+    if "" in parts or "." in parts:
+        return "has an empty or . component"
+    if CONTROL_CHARS.search(path):
+        return "contains a control character"
+    if not folder and path in (MANIFEST, DATABASE):
+        return None
+    if parts[0] not in TREES or (len(parts) == 1 and not folder):
+        return "is not backup.json, chat.db or a path below files/ or skills/"
+    # a component beyond 255 bytes needs at least 64 characters (UTF-8 uses at most 4 per one)
+    if len(path) > MAX_COMPONENT_BYTES // 4 and any(
+        len(part.encode("utf-8", "surrogatepass")) > MAX_COMPONENT_BYTES for part in parts
+    ):
+        return f"has a component longer than {MAX_COMPONENT_BYTES} bytes"
+    if len(parts) > MAX_DEPTH + 1:
+        return f"is more than {MAX_DEPTH} levels deep"
+    return None
+
+
+def _kind_problem(info: zipfile.ZipInfo) -> str | None:
+    unix_mode = info.external_attr >> 16
+    kind = stat.S_IFMT(unix_mode)
+    if stat.S_ISLNK(unix_mode):
+        return "is a symbolic link"
+    if info.filename.endswith("/"):
+        return None if kind in (0, stat.S_IFDIR) else "is a folder entry with a non-folder mode"
+    if kind not in (0, stat.S_IFREG) or info.external_attr & 0x10:
+        return f"is not a regular file (mode {unix_mode:o})"
+    return None
+
+
+def _date_valid(date_time: tuple[int, int, int, int, int, int]) -> bool:
+    _year, month, day, hour, minute, second = date_time
+    return 1 <= month <= 12 and 1 <= day <= 31 and hour < 24 and minute < 60 and second < 60
+
+
+def _record_problem(info: zipfile.ZipInfo) -> str | None:
+    """The first numeric field of the directory record out of what a backup can hold."""
+    if info.create_system != _UNIX:
+        return f"does not carry a Unix mode (made by system {info.create_system}, not {_UNIX})"
+    if info.extract_version > _MAX_EXTRACT_VERSION:
+        return f"needs zip version {info.extract_version / 10:.1f} to extract"
+    unknown = info.flag_bits & ~_KNOWN_FLAGS
+    if unknown:
+        return f"uses general-purpose flags {unknown:#06x} this reader does not support"
+    if info.volume != 0:
+        return f"lies on disk {info.volume}: a backup is one file"
+    if info.internal_attr & ~1:
+        return f"has internal attributes {info.internal_attr:#06x} a backup never sets"
+    if not _date_valid(info.date_time):
+        return "has an invalid date or time in the zip directory"
+    return None
+
+
+def check_infos(infos: Sequence[zipfile.ZipInfo]) -> None:
+    """Refuse (InvalidInput, naming the entry) anything 04 §5.3.1 refuses in the directory.
+
+    Every numeric field of each record is checked here, before anything uses it.
+    """
+    if len(infos) > MAX_ENTRIES:
+        raise InvalidInput(f"backup holds {len(infos)} entries, more than {MAX_ENTRIES}")
+    seen: set[str] = set()
+    files: list[str] = []
+    for info in infos:
+        name = info.orig_filename
+        if "\x00" in name or info.filename != name:
+            raise _invalid(name, "has a NUL character in its name")
+        if not info.flag_bits & _UTF8_FLAG and not name.isascii():
+            raise _invalid(name, "has a name that is not marked as UTF-8")
+        if info.flag_bits & _ENCRYPTED_FLAG:
+            raise _invalid(name, "is encrypted")
+        folder = name.endswith("/")
+        path = name[:-1] if folder else name
+        problem = path_problem(path, folder=folder) or _kind_problem(info) or _record_problem(info)
+        if problem:
+            raise _invalid(name, problem)
+        if path in seen:
+            raise _invalid(name, "appears more than once")
+        seen.add(path)
+        if folder:
+            continue
+        files.append(path)
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise _invalid(name, f"uses unsupported compression method {info.compress_type}")
+        if info.file_size > MAX_ENTRY_SIZE:
+            raise _invalid(name, f"is larger than {MAX_ENTRY_SIZE >> 30} GiB")
+        if info.file_size > MAX_RATIO * info.compress_size:
+            raise _invalid(name, f"has a compression ratio beyond {MAX_RATIO}:1 (a zip bomb?)")
+        if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
+            raise _invalid(name, "is stored with a size different from its stored length")
+    file_set = set(files)
+    for path in files:
+        # a file that is also the folder of another entry cannot be extracted
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            if "/".join(parts[:depth]) in file_set:
+                raise _invalid(path, "lies below an entry that is a file")
+
+
+# --- the central directory, read before zipfile is asked --------------------------------------
+
+
+@dataclass(frozen=True)
+class EndRecord:
+    """What the end-of-central-directory records (ZIP64 where present) declare, checked."""
+
+    count: int
+    directory_size: int
+    directory_offset: int
+
+    @property
+    def bound(self) -> int:
+        """The most entries the directory can hold: the larger of the declared count and what
+        its byte size could hold, so a record that lies low cannot smuggle a million entries."""
+        return max(self.count, self.directory_size // _CENTRAL_RECORD_MIN)
+
+
+def _not_a_backup_zip(what: str) -> InvalidInput:
+    return InvalidInput(f"not a zip file this tool reads ({what})")
+
+
+def read_end_record(fp: BinaryIO) -> EndRecord:
+    """Read and check the end-of-central-directory record (and ZIP64 record) before zipfile.
+
+    Every number is checked: the archive lies on one disk, both entry counts agree, the comment
+    ends the file, and the directory ends exactly where the end record begins (zipfile would
+    otherwise shift every entry's offset by the difference, or seek to a negative position).
+    """
+    size = fp.seek(0, os.SEEK_END)
+    tail_len = min(size, 22 + 0xFFFF + 20)
+    fp.seek(size - tail_len)
+    tail = fp.read(tail_len)
+    at = tail.rfind(_EOCD)
+    if at < 0 or at + 22 > len(tail):
+        raise InvalidInput("not a zip file (no end of central directory record)")
+    disk, cd_disk, on_disk, count, cd_size, cd_offset, comment = struct.unpack_from(
+        "<HHHHIIH", tail, at + 4
+    )
+    if at + 22 + comment != len(tail):
+        raise _not_a_backup_zip(
+            "the end of central directory record's comment does not end the file"
+        )
+    directory_end = size - tail_len + at
+    if at >= 20 and tail[at - 20 : at - 16] == _EOCD64_LOCATOR:
+        locator_disk, offset, disks = struct.unpack_from("<IQI", tail, at - 20 + 4)
+        locator_at = directory_end - 20
+        if locator_disk != 0 or disks != 1:
+            raise _not_a_backup_zip("the zip64 locator names more than one disk")
+        if offset + 56 > locator_at:
+            raise InvalidInput("not a zip file (bad zip64 end of central directory locator)")
+        fp.seek(offset)
+        record = fp.read(56)
+        if record[:4] != _EOCD64:
+            raise InvalidInput("not a zip file (bad zip64 end of central directory record)")
+        length, _made, _needed, disk, cd_disk, on_disk, count, cd_size, cd_offset = (
+            struct.unpack_from("<QHHIIQQQQ", record, 4)
+        )
+        if offset + 12 + length != locator_at:
+            raise _not_a_backup_zip("the zip64 end record does not end at its locator")
+        directory_end = offset
+    end = EndRecord(int(count), int(cd_size), int(cd_offset))
+    if end.bound > MAX_ENTRIES + 1:
+        # first: what the record declares is refused before anything else is believed
+        raise InvalidInput(f"the zip declares more than {MAX_ENTRIES} entries")
+    if disk != 0 or cd_disk != 0:
+        raise _not_a_backup_zip(f"spans several disks (disk {disk}, directory on disk {cd_disk})")
+    if on_disk != count:
+        raise _not_a_backup_zip(f"the end record declares {count} entries and {on_disk} on disk")
+    if cd_offset + cd_size != directory_end:
+        raise _not_a_backup_zip(
+            "the central directory is not where the end record says: data before or inside it"
+        )
+    return end
+
+
+def declared_entry_bound(fp: BinaryIO) -> int:
+    """The most entries the central directory can hold (see :meth:`EndRecord.bound`)."""
+    return read_end_record(fp).bound
+
+
+@contextmanager
+def open_zip(path: Path) -> Iterator[zipfile.ZipFile]:
+    """Open a backup zip for reading after the entry-count check; the directory is checked.
+
+    Raises :class:`Refused` when the file is missing or not a regular file and
+    :class:`InvalidInput` for anything wrong inside it.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        raise Refused(
+            f"cannot open {path} ({os.strerror(exc.errno or 0)}): name an existing backup zip",
+            path=str(path),
+        ) from exc
+    with os.fdopen(fd, "rb") as fp:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise Refused(f"{path} is not a regular file", path=str(path))
+        try:
+            end = read_end_record(fp)
+        except InvalidInput as exc:
+            raise InvalidInput(f"{path}: {exc.message}", path=str(path)) from None
+        try:
+            archive = zipfile.ZipFile(fp)
+        except UnicodeDecodeError as exc:
+            raw = exc.object if isinstance(exc.object, bytes) else b""
+            name = raw.decode("utf-8", "backslashreplace")
+            raise _invalid(name, "has a name that is not valid UTF-8") from None
+        except (
+            zipfile.BadZipFile,
+            zipfile.LargeZipFile,
+            struct.error,
+            ValueError,
+            NotImplementedError,  # a directory record needing a zip version beyond 6.3
+        ) as exc:
+            raise InvalidInput(f"{path}: not a readable zip file ({exc})", path=str(path)) from None
+        with archive:
+            infos = archive.infolist()
+            if len(infos) != end.count:
+                raise InvalidInput(
+                    f"{path}: the end of central directory record declares {end.count} entries, "
+                    f"the directory holds {len(infos)}",
+                    path=str(path),
+                )
+            check_infos(infos)
+            yield archive
+
+
+# --- backup.json -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One file of ``backup.json``."""
+
+    path: str
+    size: int
+    xxh3_128: str
+    mtime_ns: int | None
+
+
+@dataclass(frozen=True)
+class BackupIndex:
+    """``backup.json`` parsed and checked against ``manifests/backup.schema.json``."""
+
+    format: int
+    tool: str
+    created_at: str
+    agent: str | None
+    files: dict[str, Listed]
+    folders: tuple[str, ...]
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise InvalidInput(f"{MANIFEST}: key {show(key)} appears twice", path=MANIFEST)
+        result[key] = value
+    return result
+
+
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > _MAX_INT_DIGITS:
+        raise InvalidInput(
+            f"{MANIFEST}: holds an integer of {len(text)} digits (at most {_MAX_INT_DIGITS})",
+            path=MANIFEST,
+        )
+    return int(text)
+
+
+def _refuse_constant(name: str) -> Any:
+    # json accepts NaN and Infinity, which JSON itself does not have
+    raise InvalidInput(f"{MANIFEST}: {name} is not a JSON number", path=MANIFEST)
+
+
+def _is_int(value: Any) -> bool:
+    """A JSON integer: not a bool, not a float (jsonschema's "integer" admits 1.0)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _bounded(value: Any, low: int, high: int, where: str) -> int:
+    """``value`` checked for type and range here, where numbers become what reaches
+    ``os.utime`` and size sums: the schema says the same, this does not depend on it."""
+    if not _is_int(value) or not low <= value <= high:
+        raise InvalidInput(
+            f"{MANIFEST}: {where} must be an integer from {low} to {high}",
+            path=f"{MANIFEST}:{where}",
+        )
+    return int(value)
+
+
+def parse_index(data: bytes) -> BackupIndex:
+    """Parse ``backup.json``; a newer ``format`` is refused before the schema is applied.
+
+    Every number is range-checked before it is used: integers longer than 20 digits, NaN and
+    Infinity are refused while parsing, floats and bools where integers belong afterwards.
+    """
+    try:
+        document = json.loads(
+            data.decode("utf-8"),
+            object_pairs_hook=_no_duplicate_keys,
+            parse_int=_parse_int,
+            parse_constant=_refuse_constant,
+        )
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise InvalidInput(f"{MANIFEST}: not valid UTF-8 JSON ({exc})", path=MANIFEST) from None
+    if not isinstance(document, dict):
+        raise InvalidInput(f"{MANIFEST}: must be a JSON object", path=MANIFEST)
+    version = document.get("format")
+    if "format" in document and not _is_int(version):
+        raise _schema_error("format", "type")
+    if isinstance(version, int) and version > FORMAT:
+        raise InvalidInput(
+            f"{MANIFEST}: format {version} is newer than this bundler knows ({FORMAT}): "
+            "restore it with a newer bundler",
+            path=f"{MANIFEST}:format",
+        )
+    _validate_schema(document)
+    files: dict[str, Listed] = {}
+    for number, item in enumerate(document["entries"]):
+        size = _bounded(item["size"], 0, MAX_ENTRY_SIZE, f"entries/{number}/size")
+        mtime_ns = item.get("mtime_ns")
+        if mtime_ns is not None:
+            mtime_ns = _bounded(mtime_ns, 0, MAX_MTIME_NS, f"entries/{number}/mtime_ns")
+        if "mode" in item:
+            _bounded(item["mode"], 0, 0o7777, f"entries/{number}/mode")
+        path = item["path"]
+        problem = path_problem(path)
+        if problem is None and path == MANIFEST:
+            problem = "lists backup.json itself"
+        if problem:
+            raise InvalidInput(f"{MANIFEST}: entry {show(path)} {problem}", path=show(path))
+        if path in files:
+            raise InvalidInput(f"{MANIFEST}: entry {show(path)} is listed twice", path=show(path))
+        files[path] = Listed(path, size, item["xxh3_128"], mtime_ns)
+    folders = tuple(document.get("folders", ()))
+    for folder in folders:
+        problem = path_problem(folder, folder=True)
+        if problem:
+            raise InvalidInput(f"{MANIFEST}: folder {show(folder)} {problem}", path=show(folder))
+    if DATABASE not in files:
+        raise InvalidInput(f"{MANIFEST}: lists no chat.db: not a data-home backup", path=MANIFEST)
+    return BackupIndex(
+        document["format"],
+        document["tool"],
+        document["created_at"],
+        document["agent"],
+        files,
+        folders,
+    )
+
+
+_LISTS = ("entries", "folders")
+# keywords the per-item fast path below understands; any other sends items to jsonschema
+_FLAT_KEYWORDS = frozenset(
+    {"type", "minimum", "maximum", "minLength", "maxLength", "pattern", "description"}
+)
+
+
+def _schema_error(where: str, rule: str) -> InvalidInput:
+    # the validator's message may quote the value; name the field and the rule instead
+    return InvalidInput(
+        f"{MANIFEST}: {show(where)} breaks the schema rule '{rule}'",
+        path=f"{MANIFEST}:{show(where)}",
+    )
+
+
+def _flat_problem(value: Any, rules: dict[str, Any]) -> str | None:
+    """The first rule of a flat (non-object) schema that ``value`` breaks, or None."""
+    kind = rules.get("type")
+    if kind == "integer" and (not isinstance(value, int) or isinstance(value, bool)):
+        return "type"
+    if kind == "string" and not isinstance(value, str):
+        return "type"
+    if "minimum" in rules and value < rules["minimum"]:
+        return "minimum"
+    if "maximum" in rules and value > rules["maximum"]:
+        return "maximum"
+    if "minLength" in rules and len(value) < rules["minLength"]:
+        return "minLength"
+    if "maxLength" in rules and len(value) > rules["maxLength"]:
+        return "maxLength"
+    if "pattern" in rules and re.search(rules["pattern"], value) is None:
+        return "pattern"
+    return None
+
+
+def _fast_items_supported(items: dict[str, Any]) -> bool:
+    if items.get("type") != "object":
+        return set(items) <= _FLAT_KEYWORDS
+    fields = items.get("properties", {}).values()
+    return items.get("additionalProperties") is False and all(
+        set(rules) <= _FLAT_KEYWORDS for rules in fields
+    )
+
+
+def _check_items(key: str, values: list[Any], items: dict[str, Any]) -> None:
+    """Check a list's items against the schema's ``items`` without jsonschema's per-node cost.
+
+    The rules are read from the schema (one source of truth); a million-entry index is checked
+    in a fraction of the time a generic validator takes.
+    """
+    if items.get("type") != "object":
+        for index, value in enumerate(values):
+            rule = _flat_problem(value, items)
+            if rule:
+                raise _schema_error(f"{key}/{index}", rule)
+        return
+    fields: dict[str, Any] = items.get("properties", {})
+    required = items.get("required", [])
+    for index, value in enumerate(values):
+        if not isinstance(value, dict):
+            raise _schema_error(f"{key}/{index}", "type")
+        for name in required:
+            if name not in value:
+                raise _schema_error(f"{key}/{index}", "required")
+        for name, field_value in value.items():
+            rules = fields.get(name)
+            if rules is None:
+                raise InvalidInput(
+                    f"{MANIFEST}: {key}/{index} has unknown key {show(name)}",
+                    path=f"{MANIFEST}:{key}/{index}",
+                )
+            rule = _flat_problem(field_value, rules)
+            if rule:
+                raise _schema_error(f"{key}/{index}/{name}", rule)
+
+
+def _validate_schema(document: dict[str, Any]) -> None:
+    import jsonschema
+
+    root = schema.load("backup.schema.json")
+    validator = jsonschema.Draft202012Validator(root)
+    fast: dict[str, tuple[list[Any], dict[str, Any]]] = {}
+    for key in _LISTS:
+        values = document.get(key)
+        spec = root["properties"][key]
+        if isinstance(values, list) and _fast_items_supported(spec["items"]):
+            if len(values) > spec.get("maxItems", len(values)):
+                raise _schema_error(key, "maxItems")
+            fast[key] = (values, spec["items"])
+    light = {key: ([] if key in fast else value) for key, value in document.items()}
+    error = next(iter(validator.iter_errors(light)), None)
+    if error is not None:
+        where = "/".join(str(part) for part in error.absolute_path) or "(top level)"
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            known = error.schema.get("properties", {})
+            unknown = sorted(key for key in error.instance if key not in known)
+            raise InvalidInput(
+                f"{MANIFEST}: {show(where)} has unknown key {show(unknown[0])}",
+                path=f"{MANIFEST}:{show(where)}",
+            )
+        raise _schema_error(where, str(error.validator))
+    for key, (values, items) in fast.items():
+        _check_items(key, values, items)
+
+
+def match_index(index: BackupIndex, infos: Sequence[zipfile.ZipInfo]) -> list[zipfile.ZipInfo]:
+    """The file entries of the zip (``backup.json`` excepted) after checking each is listed.
+
+    Every file entry must be in ``entries`` with the size the zip gives it, every folder entry
+    in ``folders``, and everything listed must be in the zip.
+    """
+    files: list[zipfile.ZipInfo] = []
+    folders = set(index.folders)
+    present: set[str] = set()
+    for info in infos:
+        name = info.filename
+        if name == MANIFEST:
+            continue
+        if name.endswith("/"):
+            if name[:-1] not in folders:
+                raise _invalid(name, "is not listed in backup.json")
+            present.add(name)
+            continue
+        listed = index.files.get(name)
+        if listed is None:
+            raise _invalid(name, "is not listed in backup.json")
+        if listed.size != info.file_size:
+            raise _invalid(name, "has a size different from the one backup.json lists")
+        present.add(name)
+        files.append(info)
+    for path in (*index.files, *(f"{folder}/" for folder in index.folders)):
+        if path not in present:
+            raise _invalid(path, "is listed in backup.json but missing from the zip")
+    return files
+
+
+def read_index(archive: zipfile.ZipFile) -> BackupIndex:
+    """Read and parse ``backup.json`` of an opened backup (at most :data:`MAX_MANIFEST_BYTES`)."""
+    try:
+        info = archive.getinfo(MANIFEST)
+    except KeyError:
+        raise InvalidInput(f"the zip holds no {MANIFEST}: not a data-home backup") from None
+    if info.file_size > MAX_MANIFEST_BYTES:
+        raise _invalid(MANIFEST, f"is larger than {MAX_MANIFEST_BYTES >> 20} MiB")
+    chunks: list[bytes] = []
+    stream_entry(archive, info, info.file_size, None, chunks.append)
+    return parse_index(b"".join(chunks))
+
+
+# --- content ---------------------------------------------------------------------------------
+
+
+def stream_entry(
+    archive: zipfile.ZipFile,
+    info: zipfile.ZipInfo,
+    size: int,
+    digest: str | None,
+    sink: Callable[[bytes], object],
+) -> None:
+    """Feed the entry's bytes to ``sink``, stopping hard past ``size``; check the digest.
+
+    Raises :class:`InvalidInput` naming the entry when it holds more or fewer bytes than
+    ``size``, when its digest is not ``digest``, or when zipfile finds it corrupt (CRC, header).
+    """
+    _check_local_header(archive, info)
+    hasher = xxhash.xxh3_128()
+    total = 0
+    try:
+        with archive.open(info) as source:
+            while True:
+                chunk = source.read(min(_CHUNK, size - total + 1))
+                if not chunk:
+                    break
+                total += len(chunk)
+                if total > size:
+                    raise _invalid(info.filename, f"holds more than its declared {size} bytes")
+                hasher.update(chunk)
+                sink(chunk)
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, ValueError) as exc:
+        raise _invalid(info.filename, f"cannot be read ({exc})") from None
+    if total != size:
+        raise _invalid(info.filename, f"holds {total} bytes, not the declared {size}")
+    if digest is not None and hasher.hexdigest() != digest:
+        raise _invalid(info.filename, "does not match its xxh3_128 digest in backup.json")
+
+
+def _check_local_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> None:
+    """Refuse an entry whose local header says something else than its directory record.
+
+    zipfile reads only the name from the local header; another tool reads the rest, so a
+    backup whose two headers disagree would mean different things to different readers.
+    """
+    fp = archive.fp
+    if fp is None:
+        return
+    fp.seek(info.header_offset)
+    raw = fp.read(_LOCAL_HEADER.size)
+    if len(raw) < _LOCAL_HEADER.size or raw[:4] != b"PK\x03\x04":
+        raise _invalid(info.filename, "has no local header where the directory says")
+    _sig, version, flags, method, _time, _date, crc, packed, size, _name, _extra = (
+        _LOCAL_HEADER.unpack(raw)
+    )
+    if version > _MAX_EXTRACT_VERSION:
+        problem = f"needs zip version {version / 10:.1f} to extract (local header)"
+    elif flags != info.flag_bits:
+        problem = "has local header flags different from its directory record"
+    elif method != info.compress_type:
+        problem = "has a local header compression method different from its directory record"
+    elif flags & _DESCRIPTOR_FLAG:
+        problem = None  # CRC and sizes follow the data; zipfile checks the CRC as it reads
+    elif crc != info.CRC:
+        problem = "has a local header CRC different from its directory record"
+    elif packed not in (_ZIP64_SIZE, info.compress_size) or size not in (
+        _ZIP64_SIZE,
+        info.file_size,
+    ):
+        problem = "has local header sizes different from its directory record"
+    else:
+        problem = None
+    if problem:
+        raise _invalid(info.filename, problem)
+
+
+def restored_mode(info: zipfile.ZipInfo) -> int:
+    """Permission bits for an extracted entry: never setuid, setgid, sticky or group/other write.
+
+    The owner keeps read and write (and search on folders) so the restored home stays usable.
+    """
+    bits = (info.external_attr >> 16) & 0o777
+    if info.filename.endswith("/"):
+        return ((bits or 0o700) & 0o755) | 0o700
+    return ((bits or 0o600) & 0o755) | 0o600
+
+
+def check_free_space(total: int, dir_fd: int, where: str) -> None:
+    """Refuse (exit 1) when ``total`` bytes do not fit in the filesystem of ``dir_fd``."""
+    vfs = os.fstatvfs(dir_fd)
+    free = vfs.f_bavail * vfs.f_frsize
+    if total > free:
+        raise Refused(
+            f"the backup needs {total} bytes but {where} has {free} free: free some space",
+            path=where,
+        )
