@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from hostile_zips import (
     CASES,
+    NUMERIC_MANIFEST_CASES,
+    NUMERIC_ZIP_CASES,
     Item,
     base_items,
     build,
@@ -180,6 +182,29 @@ def test_hostile_zip_is_refused_before_anything_changes(tmp_path: Path, case: st
     assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
     assert expect in lines[0]
     assert "Traceback" not in done.stderr
+    assert tree_state(home) == before
+
+
+@pytest.mark.parametrize("case", sorted(NUMERIC_MANIFEST_CASES) + sorted(NUMERIC_ZIP_CASES))
+def test_number_out_of_range_fails_verify_and_restore_with_exit_3(
+    tmp_path: Path, case: str
+) -> None:
+    """Issue 11 item 6: an out-of-range number verified, then crashed restore (OverflowError).
+
+    Every number of backup.json and of the zip's records is checked before it is used.
+    """
+    project, home = make_project(tmp_path)
+    zip_path, expect = build(case, tmp_path)
+    before = tree_state(home)
+    for args in (
+        ("home", "verify-backup", str(zip_path)),
+        ("home", "restore", str(zip_path), "--project", str(project)),
+    ):
+        done = run_cli(*args, env=env_for(tmp_path))
+        assert done.returncode == 3, (args[1], done.stderr)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+        assert expect in lines[0] and "Traceback" not in done.stderr
     assert tree_state(home) == before
 
 
@@ -375,3 +400,60 @@ def test_restore_that_does_not_fit_is_refused_before_anything_is_written(tmp_pat
         assert os.listdir(small) == []
     finally:
         subprocess.run(["umount", str(small)], check=True)
+
+
+def test_zip64_records_and_headers_of_a_sound_backup_pass_the_numeric_checks(
+    tmp_path: Path,
+) -> None:
+    """The end-record and local-header checks read ZIP64 too: a ZIP64 end record (more than
+    65,535 entries) and a ZIP64 local header (sizes 0xFFFFFFFF) of a sound backup verify."""
+    big = Item("files/zip64-header.txt", b"zip64 local header\n", compress=zipfile.ZIP_STORED)
+    folders = [Item(f"files/d{i}/", mode=stat.S_IFDIR | 0o755) for i in range(70_000)]
+    items = base_items() + folders
+    path = tmp_path / "zip64.zip"
+    write_zip(path, items, None)
+    with zipfile.ZipFile(path, "a") as archive:
+        info = zipfile.ZipInfo(big.name, (2026, 1, 1, 0, 0, 0))
+        info.create_system = 3
+        info.external_attr = big.mode << 16
+        with archive.open(info, "w", force_zip64=True) as sink:
+            sink.write(big.data)
+        archive.writestr("backup.json", json.dumps(manifest_for([*items, big])))
+    raw = path.read_bytes()
+    assert b"PK\x06\x06" in raw, "a ZIP64 end record"
+    with zipfile.ZipFile(path) as archive:
+        at = archive.getinfo(big.name).header_offset
+    assert raw[at + 18 : at + 26] == b"\xff" * 8, "ZIP64 sizes in the local header"
+    done = run_cli("home", "verify-backup", str(path), env=env_for(tmp_path))
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(
+    "field",
+    ["step = true", "step = 1.0", "step = -2", "format = 2", "format = true", "format = 1.0"],
+)
+def test_journal_numbers_out_of_range_or_of_another_type_are_refused(field: str) -> None:
+    """The restore journal's numbers are checked like backup.json's (issue 11 item 6)."""
+    journal = Journal("T", "swapping", 1, plan_moves("T", {"chat.db", "files"}))
+    key = field.split(" = ")[0]
+    lines = [
+        line for line in journal.render().decode().splitlines() if not line.startswith(key + " ")
+    ]
+    planted = "\n".join([field, *lines]) + "\n"
+    with pytest.raises(InvalidInput, match="not a journal this tool wrote"):
+        parse_journal(planted.encode(), "T")
+
+
+def test_recover_refuses_a_journal_whose_format_is_true_with_exit_3(tmp_path: Path) -> None:
+    project, home = make_project(tmp_path)
+    token = "abcdefabcdef"
+    staging = home / f"{STAGING_PREFIX}{token}"
+    staging.mkdir()
+    journal = Journal(token, "swapping", 0, plan_moves(token, {"chat.db", "files"}))
+    text = journal.render().decode().replace("format = 1", "format = true")
+    (staging / "journal.toml").write_text(text)
+    before = tree_state(home)
+    done = run_cli("recover", "--home", str(home), env=env_for(tmp_path))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "journal.toml" in done.stderr and "Traceback" not in done.stderr
+    assert tree_state(home) == before
