@@ -16,7 +16,7 @@ from bundlefactory import reseal
 
 from bundler.rules import tomlcompat
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LONG = "9" * 5000
 
 
