@@ -224,9 +224,7 @@ class _Copier:
                 self.use_cfr = False
         while True:
             count = os.readv(src, [self.buf])
-            chunk = self.view[:count]
-            while chunk:
-                chunk = chunk[os.write(dst, chunk) :]
+            durable.write_all(dst, self.view[:count])
             written += count
             if not count or (written == expected and count < BUFFER_SIZE):
                 return written

@@ -28,7 +28,7 @@ from typing import IO, Any
 
 import xxhash
 
-from bundler import __version__, schema
+from bundler import __version__, durable, schema
 from bundler.closure import Dropped, ExportPlan, finish_plan, plan_closure
 from bundler.config import load_config
 from bundler.configpath import format_path
@@ -673,9 +673,7 @@ class _Checksums:
                 spool.seek(0)
                 while chunk := spool.read(1 << 20):
                     hasher.update(chunk)
-                    view = memoryview(chunk)
-                    while view:
-                        view = view[os.write(fd, view) :]
+                    durable.write_all(fd, chunk)
             os.fchmod(fd, _GENERATED_MODE)
         finally:
             os.close(fd)
@@ -691,9 +689,7 @@ def _write_new(dir_fd: int, name: str, data: bytes) -> str:
     """Create ``name`` (never over an existing entry) holding ``data``; returns its XXH3-128."""
     fd = os.open(name, _CREATE, _GENERATED_MODE, dir_fd=dir_fd)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        durable.write_all(fd, data)
         # the creation mode went through the umask; the bundle's bytes and modes must not
         os.fchmod(fd, _GENERATED_MODE)
     finally:

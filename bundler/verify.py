@@ -30,6 +30,7 @@ import xxhash
 
 from bundler import fragment as fragment_rules
 from bundler import safefs, tomlcompat
+from bundler.configfile import MAX_CONFIG_BYTES
 from bundler.copytree import digest_fd
 from bundler.errors import BundlerError, InvalidInput, Refused
 from bundler.fragment import Problem, display_path
@@ -458,7 +459,7 @@ class _Walker:
         return open(target, "wb")  # noqa: SIM115 - closed by the caller after the stream
 
     def _config(self, entry: safefs.Entry) -> None:
-        limit = fragment_rules.MAX_CONFIG_BYTES
+        limit = MAX_CONFIG_BYTES
         kept: list[bytes] = []
         held = 0
 
