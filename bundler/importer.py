@@ -26,19 +26,17 @@ import tomli_w
 
 from bundler import copytree, durable, layout, merge
 from bundler.config import config_lock
+from bundler.configfile import ConfigFile, read_config_file
 from bundler.configpath import format_path
 from bundler.errors import BundlerError, InvalidInput, Refused
 from bundler.importfs import (
     CONFIG,
-    ConfigFile,
     entry_digest,
     io_errors_refused,
     lstat_rel,
     missing_parents,
     open_install,
-    parse_config,
     partial_name,
-    read_config,
     relative_to_install,
     target_state,
     tree_digest,
@@ -91,9 +89,7 @@ __all__ = [
     "flatten_secrets",
     "import_bundle",
     "load_secrets_file",
-    "parse_config",
     "partial_name",
-    "read_config",
     "recover_install",
     "split_assignment",
     "staging_name",
@@ -222,7 +218,7 @@ def import_bundle(
         if not dry_run:
             # a dry run writes nothing, so it need not wait for (or block) a writer
             stack.enter_context(config_lock(install_root))
-        config = read_config(install_fd, stack)
+        config = read_config_file(install_fd, install_root, stack, missing_ok=True)
         result, new_text, staged = _plan(
             install_fd,
             install_root,
@@ -259,7 +255,7 @@ def _plan(
     *,
     dry_run: bool,
 ) -> tuple[ImportReport, str, list[Staged]]:
-    target = parse_config(config.text)
+    target = config.parse()
     plan = merge.plan_merge(
         target, report.fragment or {}, required, as_alias=as_alias, binds=binds, secrets=given
     )

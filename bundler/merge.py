@@ -27,6 +27,7 @@ import tomlkit
 import tomlkit.items
 
 from bundler import schema, tomlcompat
+from bundler.configfile import toml_error_reason
 from bundler.configpath import format_path, format_segment, parse_path
 from bundler.errors import InvalidInput, Refused, UsageError
 from bundler.names import escape_display, is_portable_alias
@@ -673,7 +674,8 @@ def render_config_text(old_text: str, plan: MergePlan) -> tuple[str, list[str]]:
         reparsed = tomlcompat.loads(text)
     except tomlcompat.TOMLDecodeError as err:
         raise Refused(
-            f"config.toml: cannot append the imported entries ({err}); nothing changed",
+            f"config.toml: cannot append the imported entries ({toml_error_reason(err)}); "
+            "nothing changed",
             path="config.toml",
         ) from None
     if reparsed != plan.merged:

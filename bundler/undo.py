@@ -21,6 +21,7 @@ import tomlkit
 
 from bundler import durable, merge, tomlcompat
 from bundler.config import config_lock
+from bundler.configfile import parse_config_text, read_config_file
 from bundler.configpath import format_path, parse_path
 from bundler.errors import BundlerError, InvalidInput, Refused
 from bundler.importfs import (
@@ -28,8 +29,6 @@ from bundler.importfs import (
     entry_digest,
     io_errors_refused,
     open_install,
-    parse_config,
-    read_config,
     tree_at,
     xxh,
 )
@@ -158,8 +157,8 @@ def undo_import(install_root: Path, receipt: Path) -> UndoReport:
     result = UndoReport(agent=str(data.get("agent", "")), receipt=str(receipt))
     with open_install(install_root, create=False) as install_fd, contextlib.ExitStack() as stack:
         stack.enter_context(config_lock(install_root))
-        config = read_config(install_fd, stack)
-        current = parse_config(config.text)
+        config = read_config_file(install_fd, install_root, stack, missing_ok=True)
+        current = config.parse()
         changed: list[str] = []
         paths = [str(entry["path"]) for entry in data["entries"]]
         for entry in data["entries"]:
@@ -179,7 +178,7 @@ def undo_import(install_root: Path, receipt: Path) -> UndoReport:
                 path=str(receipt),
             )
         new_text = _undone_text(config.text, current, paths, data)
-        errors, _ = validate(parse_config(new_text or ""), install_root)
+        errors, _ = validate(parse_config_text(new_text or "", config.where), install_root)
         if errors:
             raise InvalidInput(
                 "cannot undo: the config without the imported entries would be invalid: "
@@ -266,7 +265,7 @@ def _undone_text(
                 if _pruned(tomlcompat.loads(candidate)) == expected:
                     return candidate
     candidate = _remove_from_text(text, paths)
-    if _pruned(parse_config(candidate)) != expected:
+    if _pruned(parse_config_text(candidate, CONFIG)) != expected:
         raise Refused(
             "cannot undo: config.toml could not be edited to remove exactly the imported entries",
             path=CONFIG,

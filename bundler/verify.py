@@ -30,7 +30,7 @@ import xxhash
 
 from bundler import fragment as fragment_rules
 from bundler import safefs, tomlcompat
-from bundler.configfile import MAX_CONFIG_BYTES
+from bundler.configfile import MAX_CONFIG_BYTES, toml_error_reason
 from bundler.copytree import digest_fd
 from bundler.errors import BundlerError, InvalidInput, Refused
 from bundler.fragment import Problem, display_path
@@ -182,7 +182,7 @@ def _parse_toml(name: str, raw: bytes) -> tuple[dict[str, Any] | None, Problem |
     try:
         return tomlcompat.loads(text), None
     except (tomlcompat.TOMLDecodeError, RecursionError) as exc:
-        return None, Problem(name, f"not valid TOML ({escape_display(str(exc))})")
+        return None, Problem(name, f"not valid TOML ({escape_display(toml_error_reason(exc))})")
 
 
 # --------------------------------------------------------------------------- manifest
