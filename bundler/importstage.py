@@ -23,7 +23,7 @@ from bundler.importfs import (
     tree_digest,
     xxh,
 )
-from bundler.manifest import parse_checksums
+from bundler.manifest import checksums_by_path
 from bundler.names import escape_display
 from bundler.verify import CHECKSUMS
 
@@ -58,7 +58,7 @@ def read_checksums(bundle_fd: int, expected_digest: str) -> dict[str, str] | Non
         raise InvalidInput(
             "checksums.xxh3 changed after verification; verify the bundle again", path=CHECKSUMS
         )
-    return {path: digest for digest, path in parse_checksums(raw)}
+    return checksums_by_path(raw)
 
 
 def _refuse_skip(kind: safefs.SkipKind, path: str) -> None:
