@@ -10,7 +10,8 @@ stays importable from here (its users import ``bundler.config``):
 * :mod:`bundler.configfile`: finding the install root, reading and parsing ``config.toml``.
 * :mod:`bundler.configvalues`: values at config paths (lookup, defaults, redaction, typing).
 * :mod:`bundler.overrides`: ``ZEROCLAW_a__b__c`` environment overrides.
-* :mod:`bundler.configguards`: the escape hatch and the memory backend lock.
+* :mod:`bundler.configguards`: which changes touch the escape hatch or the memory backend.
+* :mod:`bundler.memorylock`: whether a memory backend is locked (a scan of the workspace).
 * :mod:`bundler.configwrite`: the write protocol of 01 §6 (lock, stage, commit, audit).
 
 No message built here contains a value from the config, the environment or the command line:
@@ -42,12 +43,7 @@ from bundler.configfile import (
     read_config_file,
     read_config_snapshot,
 )
-from bundler.configguards import (
-    GuardedChange,
-    backend_locked,
-    guarded_changes,
-    memory_backend_locked,
-)
+from bundler.configguards import GuardedChange, guarded_changes
 from bundler.configpath import format_path
 from bundler.configvalues import (
     canonical_segments,
@@ -75,6 +71,7 @@ from bundler.configwrite import (
     write_config_text,
 )
 from bundler.errors import InvalidInput, Refused, UsageError
+from bundler.memorylock import backend_locked, memory_backend_locked
 from bundler.overrides import ENV_PREFIX, apply_overrides, override_variables
 from bundler.validate import validate
 

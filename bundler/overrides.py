@@ -15,10 +15,11 @@ from typing import Any
 
 from bundler import schema
 from bundler.configfile import LoadedConfig
-from bundler.configguards import backend_locked, guarded_changes
+from bundler.configguards import guarded_changes
 from bundler.configpath import format_path
 from bundler.configvalues import list_index, parse_value
 from bundler.errors import InvalidInput, Refused
+from bundler.memorylock import backend_locked
 from bundler.schemacheck import check_value
 
 __all__ = ["ENV_PREFIX", "apply_overrides", "override_variables"]

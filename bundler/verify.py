@@ -239,6 +239,7 @@ def _read_checksums(raw: bytes) -> tuple[dict[str, str] | None, Problem | None]:
 
 # --------------------------------------------------------------------------- the tree
 
+
 @dataclass
 class _Tree:
     """What the walk found, beyond the errors it reported."""
