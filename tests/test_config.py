@@ -343,14 +343,18 @@ def test_guard_rule_is_pure_and_the_memory_scan_lives_apart(tmp_path: Path) -> N
     from bundler import configguards
 
     tree = ast.parse(Path(configguards.__file__).read_text(encoding="utf-8"))
-    imported = {
-        alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
-    } | {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    nodes = list(ast.walk(tree))
+    imported = {a.name for node in nodes if isinstance(node, ast.Import) for a in node.names}
+    imported |= {node.module or "" for node in nodes if isinstance(node, ast.ImportFrom)}
     assert not imported & {"os", "stat", "pathlib", "bundler.durable", "bundler.layout"}
     before = {"agents": {"a": {"memory": {"backend": "sqlite"}}}}
     after = {"agents": {"a": {"memory": {"backend": "markdown"}}}}
     (change,) = configguards.guarded_changes(before, after)
-    assert (change.path, change.old, change.new) == ("agents.a.memory.backend", "sqlite", "markdown")
+    assert (change.path, change.old, change.new) == (
+        "agents.a.memory.backend",
+        "sqlite",
+        "markdown",
+    )
     assert list(tmp_path.iterdir()) == []
 
 
