@@ -16,7 +16,7 @@ import pytest
 from hostile_agent_yaml import clean_env, run_cli, snapshot_tree
 from race_helpers import run_as_nobody
 
-from bundler.cli.home_cmds import doctor_home
+from bundler.doctor import home_findings as doctor_home
 from bundler.errors import InvalidInput, Refused
 from bundler.homes import (
     README_NAME,
