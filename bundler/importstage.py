@@ -102,9 +102,10 @@ def stage_folder(
                     return False
 
                 try:
-                    for item in copytree.copy_tree(
-                        src_fd, dst_fd, prefix=f"{source}/", exclude=note, on_skip=_refuse_skip
-                    ):
+                    options = copytree.CopyOptions(
+                        prefix=f"{source}/", exclude=note, on_skip=_refuse_skip
+                    )
+                    for item in copytree.copy_tree(src_fd, dst_fd, options):
                         if listed is not None and listed.get(item.relpath) != item.xxh3_128:
                             raise InvalidInput(
                                 f"{escape_display(item.relpath)}: does not match its verified "
