@@ -260,9 +260,9 @@ def _undone_text(
         if old_digest == "absent" and old_bytes == 0 and expected == {}:
             return None
         if xxh(prefix) == old_digest:
-            with contextlib.suppress(UnicodeDecodeError, tomlcompat.TOMLDecodeError):
+            with contextlib.suppress(UnicodeDecodeError, InvalidInput):
                 candidate = prefix.decode("utf-8")
-                if _pruned(tomlcompat.loads(candidate)) == expected:
+                if _pruned(parse_config_text(candidate, CONFIG)) == expected:
                     return candidate
     candidate = _remove_from_text(text, paths)
     if _pruned(parse_config_text(candidate, CONFIG)) != expected:
