@@ -1,6 +1,6 @@
 """Whether an agent's memory backend is locked: its ``<workspace>/memory/`` holds data.
 
-The rule of which changes need asking is pure (:mod:`bundler.configguards`); this module is the
+The rule of which changes need asking is pure (:mod:`bundler.config.guards`); this module is the
 disk scan that answers it, descriptor-relative and without following symbolic links below the
 workspace.
 """
@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bundler import layout
-from bundler.configguards import GuardedChange
-from bundler.durable import open_dir
+from bundler.config.guards import GuardedChange
+from bundler.fs.durable import open_dir
+from bundler.rules import layout
 
 __all__ = ["backend_locked", "memory_backend_locked"]
 
