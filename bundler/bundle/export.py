@@ -47,6 +47,7 @@ from bundler.bundle.manifest import (
 from bundler.bundle.publish import MANIFEST_NAME, Staging, admit
 from bundler.config.store import load_config
 from bundler.errors import BundlerError, Refused, UsageError
+from bundler.fs import durable
 from bundler.fs.copytree import CopiedFile, copy_tree, digest_fd
 from bundler.fs.safefs import (
     SkipCounts,
@@ -677,9 +678,7 @@ class _Checksums:
                 spool.seek(0)
                 while chunk := spool.read(1 << 20):
                     hasher.update(chunk)
-                    view = memoryview(chunk)
-                    while view:
-                        view = view[os.write(fd, view) :]
+                    durable.write_all(fd, chunk)
             os.fchmod(fd, _GENERATED_MODE)
         finally:
             os.close(fd)
@@ -695,9 +694,7 @@ def _write_new(dir_fd: int, name: str, data: bytes) -> str:
     """Create ``name`` (never over an existing entry) holding ``data``; returns its XXH3-128."""
     fd = os.open(name, _CREATE, _GENERATED_MODE, dir_fd=dir_fd)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        durable.write_all(fd, data)
         # the creation mode went through the umask; the bundle's bytes and modes must not
         os.fchmod(fd, _GENERATED_MODE)
     finally:

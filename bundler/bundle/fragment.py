@@ -5,8 +5,8 @@ reaches (02 §2), scrubbed (02 §5) and sanitised (02 §3); anything else in the
 there by someone else and could, once imported, grant more than the manifest admits. Every
 function here reports *all* it finds as :class:`Problem` values instead of stopping at the first.
 
-Raw-text limits (:data:`MAX_CONFIG_BYTES`, :func:`nesting_depth`) are checked before parsing so a
-hostile file cannot exhaust the parser.
+Raw-text limits (:data:`bundler.config.file.MAX_CONFIG_BYTES`, :func:`nesting_depth`) are
+checked before parsing so a hostile file cannot exhaust the parser.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from bundler.rules import schema
 from bundler.rules.names import escape_display, is_portable_alias, safe_relative_path
 from bundler.rules.paths import format_path, parse_path
 
-MAX_CONFIG_BYTES = 16 * 1024 * 1024
 MAX_NESTING = 64
 MAX_FALLBACK_DEPTH = 3
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import re
 import shutil
 import stat
 import tempfile
@@ -30,7 +29,8 @@ import xxhash
 
 from bundler.bundle import fragment as fragment_rules
 from bundler.bundle.fragment import Problem, display_path
-from bundler.bundle.manifest import parse_checksums, parse_manifest
+from bundler.bundle.manifest import checksums_by_path, parse_manifest
+from bundler.config.file import MAX_CONFIG_BYTES, toml_error_reason
 from bundler.errors import BundlerError, InvalidInput, Refused
 from bundler.fs import safefs
 from bundler.fs.copytree import digest_fd
@@ -182,7 +182,7 @@ def _parse_toml(name: str, raw: bytes) -> tuple[dict[str, Any] | None, Problem |
     try:
         return tomlcompat.loads(text), None
     except (tomlcompat.TOMLDecodeError, RecursionError) as exc:
-        return None, Problem(name, f"not valid TOML ({escape_display(str(exc))})")
+        return None, Problem(name, f"not valid TOML ({escape_display(toml_error_reason(exc))})")
 
 
 # --------------------------------------------------------------------------- manifest
@@ -229,61 +229,16 @@ def _read_manifest(raw: bytes, *, legacy: bool) -> tuple[dict[str, Any] | None, 
     return manifest, problems
 
 
-# Strictly narrower than what bundler.bundle.manifest.parse_checksums accepts, but checked by the
-# regex engine over the whole text instead of line by line in Python: a 1,000,000-line file
-# must not dominate verify (P3). Anything it does not accept goes to the reference parser.
-_CHECKSUMS_TEXT = re.compile(r"(?:[0-9a-f]{32}  [^\x00-\x1f\x7f-\x9f]+\n)*")
-# An empty, "." or ".." component shows as one of these (a path holding two spaces before
-# a "/" also matches: it merely takes the reference parser's slower road).
-_BAD_COMPONENT_MARKS = ("//", "/./", "/../", "/\n", "/.\n", "/..\n", "  /", "  ./", "  ../")
-_BAD_LAST_MARKS = ("  .\n", "  ..\n")
-
-
-def _parse_checksums_fast(raw: bytes) -> dict[str, str] | None:
-    """The common case of a well-formed file; None sends it to the reference parser."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    if _CHECKSUMS_TEXT.fullmatch(text) is None:
-        return None
-    if any(mark in text for mark in _BAD_COMPONENT_MARKS + _BAD_LAST_MARKS):
-        return None
-    lines = text.split("\n")[:-1]
-    # Component-wise byte order (02 §9.2) is plain string order once "/" sorts below every
-    # character a path may hold: no control character is allowed, so "\x00" does. (Code point
-    # order of str equals byte order of UTF-8.)
-    keys = [line[34:] for line in text.replace("/", "\x00").split("\n")[:-1]]
-    if keys != sorted(keys) or len(set(keys)) != len(keys):
-        return None  # out of order or repeated
-    return {line[34:]: line[:32] for line in lines}
-
-
 def _read_checksums(raw: bytes) -> tuple[dict[str, str] | None, Problem | None]:
     """``{path: digest}`` of ``checksums.xxh3`` (02 §9.2), or the first line at fault."""
-    fast = _parse_checksums_fast(raw)
-    if fast is not None:
-        return fast, None
     try:
-        pairs = parse_checksums(raw)
+        return checksums_by_path(raw), None
     except InvalidInput as exc:
         where = exc.path or CHECKSUMS  # "checksums.xxh3:<line>"
         return None, Problem(where, exc.message.removeprefix(f"{where}: "))
-    return {path: digest for digest, path in pairs}, None
 
 
 # --------------------------------------------------------------------------- the tree
-
-# Names this plain are portable unless their stem is a reserved device name, which only the
-# full rule knows: asking it for every one of a million names would dominate verify (P3).
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]{1,60}(?:\.[A-Za-z0-9_-]{1,60}){0,3}")  # <= 243 bytes
-_DEVICE_STEMS = ("con", "prn", "aux", "nul", "com", "lpt")
-
-
-def _portable(name: str) -> bool:
-    if _PLAIN_NAME.fullmatch(name) and name[:3].lower() not in _DEVICE_STEMS:
-        return True
-    return is_portable_name(name)
 
 
 @dataclass
@@ -398,7 +353,7 @@ class _Walker:
     def _warn_non_portable(self, rel: str, parts: list[str]) -> None:
         """A workspace or skill file whose name is not portable travels, with a warning (7.3)."""
         in_files = parts[0] == "workspace" or (parts[0] == "skills" and len(parts) > 3)
-        if in_files and not _portable(parts[-1]):
+        if in_files and not is_portable_name(parts[-1]):
             self.report.warnings.append(
                 Problem(
                     escape_display(rel),
@@ -459,7 +414,7 @@ class _Walker:
         return open(target, "wb")  # noqa: SIM115 - closed by the caller after the stream
 
     def _config(self, entry: safefs.Entry) -> None:
-        limit = fragment_rules.MAX_CONFIG_BYTES
+        limit = MAX_CONFIG_BYTES
         kept: list[bytes] = []
         held = 0
 

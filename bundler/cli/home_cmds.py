@@ -1,5 +1,5 @@
 """``bundler home init | show | volumes | skills``: thin handlers over the data-home library
-(04 §1-§4), plus :func:`doctor_home` for ``bundler doctor --project``."""
+(04 §1-§4); ``bundler doctor --project`` asks :func:`bundler.install.doctor.home_findings`."""
 
 from __future__ import annotations
 
@@ -132,22 +132,3 @@ def skills(args: argparse.Namespace, out: Output) -> Result:
         for s in listed
     ]
     return Result(payload={"skills": active, "shadowed": shadowed}, text=text or ["no skills"])
-
-
-def doctor_home(project: Path) -> list[str]:
-    """Findings about the data home for ``bundler doctor --project``: where it is, the rule
-    that found it, whether it can be written. Creates nothing; a problem raises
-    :class:`~bundler.errors.BundlerError` (unwritable home: :class:`InvalidInput`)."""
-    resolution = resolve_home(project)
-    home = escape_display(str(resolution.home))
-    notes = [f"data home {home} (rule {resolution.rule}: {escape_display(resolution.source)})"]
-    if not is_writable(resolution.home):
-        where = str(resolution.home)
-        message = f"data home {home} (rule {resolution.rule}) cannot be written"
-        raise InvalidInput(message, path=where)
-    notes.append(f"data home {home} can be written")
-    if not resolution.home.exists():
-        notes.append(f"data home {home} does not exist yet ('bundler home init' creates it)")
-    volumes = load_volumes(project)
-    notes.append(f"volumes: {', '.join(v.name for v in volumes) or 'none'}")
-    return notes

@@ -33,9 +33,7 @@ def import_bundle(args: argparse.Namespace, out: Output) -> Result:
         )
     binds = dict(importer.split_assignment(raw, "--bind") for raw in args.bind)
     prompter = None if out.json_mode else importer.default_prompter()
-    report = importer.import_bundle(
-        install,
-        Path(args.bundle),
+    options = importer.ImportOptions(
         as_alias=args.as_alias,
         binds=binds,
         secrets=list(args.secret),
@@ -44,6 +42,7 @@ def import_bundle(args: argparse.Namespace, out: Output) -> Result:
         dry_run=args.dry_run,
         prompt=prompter,
     )
+    report = importer.import_bundle(install, Path(args.bundle), options)
     return Result(
         payload=report.as_json(),
         text=[] if out.quiet else summary(report),

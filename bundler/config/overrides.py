@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from bundler.config.file import LoadedConfig
-from bundler.config.guards import backend_locked, guarded_changes
+from bundler.config.guards import guarded_changes
+from bundler.config.memorylock import backend_locked
 from bundler.errors import InvalidInput, Refused
 from bundler.rules import schema
 from bundler.rules.paths import format_path

@@ -10,7 +10,8 @@ stays importable from here (its users import ``bundler.config.store``):
 * :mod:`bundler.config.file`: finding the install root, reading and parsing ``config.toml``.
 * :mod:`bundler.rules.values`: values at config paths (lookup, defaults, redaction, typing).
 * :mod:`bundler.config.overrides`: ``ZEROCLAW_a__b__c`` environment overrides.
-* :mod:`bundler.config.guards`: the escape hatch and the memory backend lock.
+* :mod:`bundler.config.guards`: which changes touch the escape hatch or the memory backend.
+* :mod:`bundler.config.memorylock`: whether a memory backend is locked (a scan of the workspace).
 * :mod:`bundler.config.write`: the write protocol of 01 §6 (lock, stage, commit, audit).
 
 No message built here contains a value from the config, the environment or the command line:
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -32,18 +34,17 @@ from bundler.config import overrides
 from bundler.config.file import (
     CONFIG_DIR_VARIABLE,
     MAX_CONFIG_BYTES,
+    ConfigFile,
     ConfigIdentity,
     LoadedConfig,
     find_install_root,
+    open_install_root,
     parse_config_text,
+    read_config_file,
     read_config_snapshot,
 )
-from bundler.config.guards import (
-    GuardedChange,
-    backend_locked,
-    guarded_changes,
-    memory_backend_locked,
-)
+from bundler.config.guards import GuardedChange, guarded_changes
+from bundler.config.memorylock import backend_locked, memory_backend_locked
 from bundler.config.overrides import ENV_PREFIX, apply_overrides, override_variables
 from bundler.config.write import (
     AUDIT_RELATIVE_PATH,
@@ -54,6 +55,7 @@ from bundler.config.write import (
     config_lock,
     discard_staged_config,
     stage_config_text,
+    write_config,
     write_config_text,
 )
 from bundler.errors import InvalidInput, Refused, UsageError
@@ -80,6 +82,7 @@ __all__ = [
     "ENV_PREFIX",
     "LOCK_NAME",
     "MAX_CONFIG_BYTES",
+    "ConfigFile",
     "ConfigIdentity",
     "GuardedChange",
     "LoadedConfig",
@@ -101,12 +104,14 @@ __all__ = [
     "override_variables",
     "parse_config_text",
     "parse_value",
+    "read_config_file",
     "read_config_snapshot",
     "redact",
     "schema_default",
     "set_config_value",
     "stage_config_text",
     "to_jsonable",
+    "write_config",
     "write_config_text",
 ]
 
@@ -151,9 +156,16 @@ def set_config_value(install_root: Path, path: str, raw_value: str, *, via: str)
     if not os.path.lexists(config_path):
         # checked before taking the lock, whose file would otherwise be created in a non-install
         raise Refused(f"no config.toml in {install_root}", path=str(config_path))
-    with config_lock(install_root):
-        text, identity = read_config_snapshot(install_root)
-        before = parse_config_text(text, str(config_path))
+    with (
+        config_lock(install_root),
+        open_install_root(install_root, for_writing=True) as install_fd,
+        ExitStack() as stack,
+    ):
+        if install_fd is None:  # removed since the check above
+            raise Refused(f"no config.toml in {install_root}", path=str(config_path))
+        config = read_config_file(install_fd, install_root, stack)
+        text = config.text
+        before = config.parse()
         document = _parse_document(text, str(config_path))
         _set_in_document(document, segments, value, canonical)
         new_text = document.as_string()
@@ -176,7 +188,7 @@ def set_config_value(install_root: Path, path: str, raw_value: str, *, via: str)
             )
         if new_text == text:
             return canonical
-        write_config_text(install_root, new_text, identity)
+        write_config(config, new_text)
         for change in changes:
             if change.is_unrestricted:
                 append_audit(install_root, change.path, change.old, change.new, via)

@@ -1,25 +1,31 @@
-"""The write protocol of 01 §6 for ``config.toml``, shared by ``config set``, import and undo.
+"""The write protocol of 01 §6 for ``config.toml``: the one writer, for ``config set``, import,
+undo and recovery alike.
 
 A writer goes through these steps; what is durable after each:
 
 1. :func:`config_lock`: an exclusive ``flock`` on ``<install>/.config.lock`` (the empty lock
    file is created 0600 if absent). The lock serialises bundler's writers and is released when
    the process dies, so a crash never leaves the install locked.
-2. :func:`bundler.config.file.read_config_snapshot`: the text and its identity (device, inode,
-   size, mtime) from the descriptor read. Nothing written.
-3. :func:`stage_config_text`: the new text in ``.config.toml.tmp-<random>`` beside the real
-   file (behind a symlinked ``config.toml``, beside its target), created 0600, then given the
-   original's owner and mode, then fsynced. Durable: the staged file's bytes; ``config.toml``
-   is untouched, so a crash here leaves only a stray temporary file.
-4. :func:`commit_staged_config`: if the identity still matches, rename the staged file over
+2. :func:`bundler.config.file.read_config_file`: the text and its identity (device, inode,
+   size, mtime) from the descriptor read, and the folder holding the real file. Nothing
+   written.
+3. :func:`stage_config`: the new text in a temporary file beside the real file (behind a
+   symlinked ``config.toml``, beside its target), created 0600, then given the original's
+   owner and mode, then fsynced. Durable: the staged file's bytes; ``config.toml`` is
+   untouched, so a crash here leaves only a stray temporary file. ``config set`` names it
+   ``.config.toml.tmp-<random>``; an import or undo names it after its journal's token, so
+   that recovery finds it.
+4. :func:`commit_config`: if the identity still matches, rename the staged file over
    ``config.toml`` (the commit point: readers see the old file or the new one, never a mix),
-   then fsync the folder. Durable after the folder fsync: the new file under its real name.
-   A changed identity removes the staged file and refuses; nothing is written. Bundler's
-   writers hold the lock, so the identity check only has to catch an editor outside it.
+   then the caller fsyncs the folder. Durable after the folder fsync: the new file under its
+   real name. A changed identity removes the staged file and refuses; nothing is written.
+   Bundler's writers hold the lock, so the identity check only has to catch an editor
+   outside it.
 5. :func:`append_audit`: one JSON line appended to ``data/state/config-audit.jsonl`` and
    fsynced, with any folder it had to create. Durable: the record.
 
-:func:`write_config_text` is steps 3 and 4 together, for callers that stage nothing else.
+:func:`write_config` is steps 3 and 4 and the fsync together, for callers that stage nothing
+else; :func:`write_config_text` and its companions are the same for a caller holding a path.
 """
 
 from __future__ import annotations
@@ -28,28 +34,33 @@ import fcntl
 import getpass
 import json
 import os
-import stat
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from contextlib import ExitStack, contextmanager, suppress
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from bundler.config.file import ConfigIdentity, config_target
+from bundler.config.file import ConfigFile, ConfigIdentity, open_install_root, read_config_file
 from bundler.errors import Refused
-from bundler.fs.durable import fsync_dir, open_dir, random_token
+from bundler.fs import durable
+from bundler.fs.durable import fsync_dir, open_dir
 from bundler.rules import layout
+from bundler.rules.names import escape_display
 
 __all__ = [
     "AUDIT_RELATIVE_PATH",
     "LOCK_NAME",
     "StagedConfig",
     "append_audit",
+    "check_config_unchanged",
+    "commit_config",
     "commit_staged_config",
     "config_lock",
     "discard_staged_config",
+    "stage_config",
     "stage_config_text",
+    "write_config",
     "write_config_text",
 ]
 
@@ -74,6 +85,112 @@ def config_lock(install_root: Path) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
+def stage_config(config: ConfigFile, temp_name: str, new_text: str) -> None:
+    """Step 3: write ``new_text`` to ``temp_name`` beside the real file ``config`` was read from.
+
+    The file is created 0600 (it may hold secrets) and only then given the original's owner
+    and mode, so it is never readable more widely than the file it replaces; then fsynced. The
+    folder entry is not yet durable. On failure the temporary file is removed and the
+    ``OSError`` raised: an import's rollback and ``config set`` word it differently.
+    """
+    fd = os.open(
+        temp_name,
+        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+        0o600,
+        dir_fd=config.dir_fd,
+    )
+    try:
+        try:
+            durable.write_all(fd, new_text.encode("utf-8"))
+            if config.exists:
+                _copy_owner(fd, config)
+            os.fchmod(fd, config.mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        _unlink_quietly(temp_name, config.dir_fd)
+        raise
+
+
+def _copy_owner(fd: int, config: ConfigFile) -> None:
+    info = os.fstat(fd)
+    if (info.st_uid, info.st_gid) != (config.uid, config.gid):
+        # not ours to give away when unprivileged: the file then stays ours, with the same mode
+        with suppress(PermissionError):
+            os.fchown(fd, config.uid, config.gid)
+
+
+def _unlink_quietly(name: str, dir_fd: int) -> None:
+    with suppress(OSError):
+        os.unlink(name, dir_fd=dir_fd)
+
+
+def check_config_unchanged(config: ConfigFile) -> None:
+    """Refuse when ``config.toml`` is no longer the file ``config`` was read from.
+
+    Bundler's writers hold :func:`config_lock`, so this only has to catch an editor outside it.
+    """
+    try:
+        info = os.stat(config.name, dir_fd=config.dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        now = None
+    else:
+        now = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+    if now != config.identity:
+        raise Refused(
+            f"{config.where} changed since it was read; nothing was written, run the command again",
+            path=config.where,
+        )
+
+
+def commit_config(config: ConfigFile, temp_name: str | None) -> None:
+    """Step 4, the commit point: rename ``temp_name`` over the real file (None: unlink it).
+
+    Refused (the staged file removed) when the file changed since ``config`` was read. Readers
+    see the old file or the new one, never a mix. The folder is not yet fsynced: the caller
+    decides what a failure to make the rename durable means (after the commit it cannot be
+    rolled back). Any other failure raises the ``OSError``.
+    """
+    try:
+        check_config_unchanged(config)
+    except Refused:
+        if temp_name is not None:
+            _unlink_quietly(temp_name, config.dir_fd)
+        raise
+    if temp_name is None:
+        # undo of an import into an empty install: before it there was no config.toml
+        os.unlink(config.name, dir_fd=config.dir_fd)
+    else:
+        os.rename(temp_name, config.name, src_dir_fd=config.dir_fd, dst_dir_fd=config.dir_fd)
+
+
+def write_config(config: ConfigFile, new_text: str) -> None:
+    """Steps 3 and 4 and the folder fsync: replace the file ``config`` was read from, durably.
+
+    The caller holds :func:`config_lock`. Failures are ``Refused`` and leave no staged file.
+    """
+    temp_name = durable.temporary_name(config.name)
+    target = escape_display(_real_path(config))
+    try:
+        stage_config(config, temp_name, new_text)
+    except OSError as err:
+        raise Refused(f"cannot write beside {target}: {err.strerror}", path=config.where) from None
+    try:
+        commit_config(config, temp_name)
+    except OSError as err:
+        _unlink_quietly(temp_name, config.dir_fd)
+        raise Refused(f"cannot replace {target}: {err.strerror}", path=config.where) from None
+    durable.fsync_dir(config.dir_fd)
+
+
+def _real_path(config: ConfigFile) -> str:
+    return os.path.join(os.path.realpath(f"/proc/self/fd/{config.dir_fd}"), config.name)
+
+
+# ------------------------------------------------------------------- for callers holding a path
+
+
 @dataclass(frozen=True)
 class StagedConfig:
     """A new ``config.toml`` written durably under a temporary name beside the real file."""
@@ -83,103 +200,48 @@ class StagedConfig:
     target_name: str
 
 
+@contextmanager
+def _config_for_writing(install_root: Path) -> Iterator[ConfigFile]:
+    """``config.toml`` read now (absent allowed), in a folder a writer can fsync."""
+    with open_install_root(install_root, for_writing=True) as install_fd, ExitStack() as stack:
+        if install_fd is None:
+            where = layout.config_file(install_root)
+            raise Refused(f"cannot open {install_root}: no such folder", path=str(where))
+        yield read_config_file(install_fd, install_root, stack, missing_ok=True)
+
+
 def stage_config_text(install_root: Path, new_text: str) -> StagedConfig:
-    """Write ``new_text`` to a temporary file beside the real ``config.toml`` and fsync it.
-
-    The file is created 0600 (it may hold secrets) and only then given the original's owner
-    and mode, so it is never readable more widely than the file it replaces.
-    """
-    target = config_target(install_root)
-    try:
-        original: os.stat_result | None = os.stat(target, follow_symlinks=False)
-    except FileNotFoundError:
-        original = None
-    temp_name = f".{target.name}.tmp-{random_token()}"
-    dir_fd = _open_config_dir(target)
-    try:
-        fd = os.open(
-            temp_name,
-            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-            0o600,
-            dir_fd=dir_fd,
-        )
+    """:func:`stage_config` under a fresh temporary name, for a caller holding only a path."""
+    with _config_for_writing(install_root) as config:
+        temp_name = durable.temporary_name(config.name)
         try:
-            try:
-                view = memoryview(new_text.encode("utf-8"))
-                while view:
-                    view = view[os.write(fd, view) :]
-                if original is not None:
-                    _copy_owner_and_mode(fd, original)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        except BaseException:
-            _unlink_quietly(temp_name, dir_fd)
-            raise
-    except OSError as err:
-        raise Refused(f"cannot write beside {target}: {err.strerror}", path=str(target)) from None
-    finally:
-        os.close(dir_fd)
-    return StagedConfig(target.parent, temp_name, target.name)
-
-
-def _open_config_dir(target: Path) -> int:
-    try:
-        return open_dir(target.parent, follow=True)
-    except OSError as err:
-        raise Refused(
-            f"cannot open {target.parent}: {err.strerror}", path=str(target.parent)
-        ) from None
-
-
-def _copy_owner_and_mode(fd: int, original: os.stat_result) -> None:
-    info = os.fstat(fd)
-    if (info.st_uid, info.st_gid) != (original.st_uid, original.st_gid):
-        # not ours to give away when unprivileged: the file then stays ours, with the same mode
-        with suppress(PermissionError):
-            os.fchown(fd, original.st_uid, original.st_gid)
-    os.fchmod(fd, stat.S_IMODE(original.st_mode))
-
-
-def _unlink_quietly(name: str, dir_fd: int) -> None:
-    with suppress(OSError):
-        os.unlink(name, dir_fd=dir_fd)
-
-
-def _identity_now(target: Path) -> ConfigIdentity | None:
-    try:
-        info = os.stat(target, follow_symlinks=False)
-    except FileNotFoundError:
-        return None
-    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+            stage_config(config, temp_name, new_text)
+        except OSError as err:
+            target = escape_display(_real_path(config))
+            raise Refused(
+                f"cannot write beside {target}: {err.strerror}", path=config.where
+            ) from None
+        directory = Path(os.path.realpath(f"/proc/self/fd/{config.dir_fd}"))
+        return StagedConfig(directory, temp_name, config.name)
 
 
 def commit_staged_config(
     install_root: Path, staged: StagedConfig, expected_identity: ConfigIdentity | None
 ) -> None:
-    """Rename a staged config over the real one (the commit point), then fsync the folder.
+    """:func:`commit_config` and the folder fsync, for a caller holding only a path.
 
     Refused (exit 1, the staged file removed) when ``config.toml`` changed since it was read:
     ``expected_identity`` None means it must still be absent.
     """
-    target = staged.directory / staged.target_name
-    dir_fd = _open_config_dir(target)
-    try:
-        if _identity_now(target) != expected_identity:
-            _unlink_quietly(staged.temp_name, dir_fd)
-            raise Refused(
-                f"{layout.config_file(install_root)} changed since it was read; nothing was "
-                "written, run the command again",
-                path=str(target),
-            )
+    with _config_for_writing(install_root) as current:
+        config = replace(current, identity=expected_identity)
         try:
-            os.rename(staged.temp_name, staged.target_name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            commit_config(config, staged.temp_name)
         except OSError as err:
-            _unlink_quietly(staged.temp_name, dir_fd)
-            raise Refused(f"cannot replace {target}: {err.strerror}", path=str(target)) from None
-        fsync_dir(dir_fd)
-    finally:
-        os.close(dir_fd)
+            _unlink_quietly(staged.temp_name, config.dir_fd)
+            target = escape_display(_real_path(config))
+            raise Refused(f"cannot replace {target}: {err.strerror}", path=config.where) from None
+        durable.fsync_dir(config.dir_fd)
 
 
 def discard_staged_config(staged: StagedConfig) -> None:
@@ -191,9 +253,9 @@ def discard_staged_config(staged: StagedConfig) -> None:
 def write_config_text(
     install_root: Path, new_text: str, expected_identity: ConfigIdentity | None
 ) -> None:
-    """Replace ``config.toml`` atomically and durably; the caller holds :func:`config_lock`."""
-    staged = stage_config_text(install_root, new_text)
-    commit_staged_config(install_root, staged, expected_identity)
+    """:func:`write_config` for a caller holding a path and the identity it read earlier."""
+    with _config_for_writing(install_root) as current:
+        write_config(replace(current, identity=expected_identity), new_text)
 
 
 def append_audit(install_root: Path, path: str, old: Any, new: Any, via: str) -> None:

@@ -19,8 +19,8 @@ import errno
 import os
 import stat
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 import xxhash
 
@@ -121,21 +121,14 @@ def _has_live_marker(parent_fd: int, name: str) -> bool:
 class _Copier:
     """State of one :func:`copy_tree` call: destination folder stack, buffer, live stores."""
 
-    def __init__(
-        self,
-        dst_dir_fd: int,
-        observer: Observer | None,
-        on_live_store: Callable[[str], None] | None,
-        dir_mode: int,
-        use_copy_file_range: bool,
-    ) -> None:
+    def __init__(self, dst_dir_fd: int, options: CopyOptions) -> None:
         self.dst_stack = [dst_dir_fd]  # dst_stack[d - 1] holds entries of depth d
         self.buf = bytearray(BUFFER_SIZE)
         self.view = memoryview(self.buf)
-        self.observer = observer
-        self.on_live_store = on_live_store
-        self.dir_mode = dir_mode
-        self.use_cfr = use_copy_file_range and hasattr(os, "copy_file_range")
+        self.observer = options.observer
+        self.on_live_store = options.on_live_store
+        self.dir_mode = options.dir_mode
+        self.use_cfr = options.use_copy_file_range and hasattr(os, "copy_file_range")
         self.live_stores: set[str] = set()
 
     def close(self) -> None:
@@ -224,9 +217,7 @@ class _Copier:
                 self.use_cfr = False
         while True:
             count = os.readv(src, [self.buf])
-            chunk = self.view[:count]
-            while chunk:
-                chunk = chunk[os.write(dst, chunk) :]
+            durable.write_all(dst, self.view[:count])
             written += count
             if not count or (written == expected and count < BUFFER_SIZE):
                 return written
@@ -255,42 +246,52 @@ class _Copier:
         return offset, hasher.hexdigest()
 
 
-def copy_tree(
-    src_root_fd: int,
-    dst_dir_fd: int,
-    *,
-    prefix: str = "",
-    exclude: Exclude | None = None,
-    on_skip: OnSkip | None = None,
-    on_non_portable: Callable[[str], None] | None = None,
-    on_live_store: Callable[[str], None] | None = None,
-    observer: Observer | None = None,
-    dir_mode: int = 0o700,
-    use_copy_file_range: bool = True,
-) -> Generator[CopiedFile, None, None]:
-    """Copy the tree below ``src_root_fd`` into the existing folder ``dst_dir_fd``.
+@dataclass(frozen=True)
+class CopyOptions:
+    """How :func:`copy_tree` copies: what it reports, skips, shows and how it writes.
 
-    Yields one :class:`CopiedFile` per copied regular file, in checksum order (02 §9.2), each
-    after its bytes and metadata are written (not yet durable: call :func:`make_durable`).
     ``prefix`` is prepended to every reported path (``"workspace/"``). ``exclude``, ``on_skip``
     and ``on_non_portable`` are passed to :func:`bundler.fs.safefs.walk`. With ``on_live_store``
     set, a file starting with ``SQLite format 3\\0`` that has a ``-wal`` or ``-journal`` beside
     it is not copied but reported there, and so are that store's sidecars. ``observer`` sees
     every chunk of every copied file (the secret sweep), in order, read back from the copy so
-    that it sees exactly the bytes that travel. ``use_copy_file_range=False`` forces the
-    read+write path (benchmarks and tests; it is also the automatic fallback).
+    that it sees exactly the bytes that travel. Folders are created ``dir_mode``.
+    ``use_copy_file_range=False`` forces the read+write path (benchmarks and tests; it is also
+    the automatic fallback).
+    """
+
+    prefix: str = ""
+    exclude: Exclude | None = None
+    on_skip: OnSkip | None = None
+    on_non_portable: Callable[[str], None] | None = None
+    on_live_store: Callable[[str], None] | None = None
+    observer: Observer | None = None
+    dir_mode: int = 0o700
+    use_copy_file_range: bool = True
+
+
+def copy_tree(
+    src_root_fd: int, dst_dir_fd: int, options: CopyOptions | None = None, **fields: Any
+) -> Generator[CopiedFile, None, None]:
+    """Copy the tree below ``src_root_fd`` into the existing folder ``dst_dir_fd``.
+
+    Yields one :class:`CopiedFile` per copied regular file, in checksum order (02 §9.2), each
+    after its bytes and metadata are written (not yet durable: call :func:`make_durable`).
+    ``options`` (:class:`CopyOptions`) says how; its fields may also be given as keywords
+    (``prefix="workspace/"``), which replace those of ``options``.
 
     Raises :class:`Refused` for whatever the walk refuses and for write failures (ENOSPC, EIO,
     a name already present in the destination). Neither root descriptor is closed.
     """
-    copier = _Copier(dst_dir_fd, observer, on_live_store, dir_mode, use_copy_file_range)
+    chosen = replace(options or CopyOptions(), **fields)
+    copier = _Copier(dst_dir_fd, chosen)
     try:
         for entry in walk(
             src_root_fd,
-            prefix=prefix,
-            exclude=exclude,
-            on_skip=on_skip,
-            on_non_portable=on_non_portable,
+            prefix=chosen.prefix,
+            exclude=chosen.exclude,
+            on_skip=chosen.on_skip,
+            on_non_portable=chosen.on_non_portable,
         ):
             if entry.kind == "dir":
                 copier.make_dir(entry)

@@ -66,6 +66,13 @@ def syncfs(fd: int) -> None:
         raise OSError(err, os.strerror(err))
 
 
+def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    """Write every byte of ``data`` to ``fd``: ``write(2)`` may take fewer bytes than offered."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def fsync_dir(dir_fd: int) -> None:
     """Make the entries of an open folder durable."""
     os.fsync(dir_fd)
@@ -98,9 +105,7 @@ def write_synced(
     flags = os.O_WRONLY | os.O_CREAT | exclusive | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(name, flags, 0o600, dir_fd=dir_fd)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        write_all(fd, data)
         os.fchmod(fd, mode)
         os.fsync(fd)
     finally:

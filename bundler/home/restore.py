@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import stat
 import zipfile
@@ -360,13 +361,8 @@ def _extract(
         finally:
             os.close(parent_fd)
         try:
-
-            def write_all(chunk: bytes, fd: int = fd) -> None:
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(fd, view) :]
-
-            stream_entry(archive, info, listed.size, listed.xxh3_128, write_all)
+            sink = functools.partial(durable.write_all, fd)
+            stream_entry(archive, info, listed.size, listed.xxh3_128, sink)
             os.fchmod(fd, restored_mode(info))
             if listed.mtime_ns is not None:
                 try:

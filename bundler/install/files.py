@@ -16,19 +16,18 @@ import json
 import os
 import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import xxhash
 
 from bundler.config.write import LOCK_NAME
-from bundler.errors import InvalidInput, Refused
+from bundler.errors import Refused
 from bundler.fs import copytree, durable, safefs
-from bundler.rules import layout, schema, tomlcompat
+from bundler.rules import layout, schema
 from bundler.rules.names import escape_display
 
-CONFIG = "config.toml"
+CONFIG = layout.CONFIG_NAME
 
 
 DIR_MODE = 0o755
@@ -128,104 +127,6 @@ def open_install(install_root: Path, *, create: bool) -> Iterator[int]:
             with contextlib.suppress(OSError):
                 os.rmdir(install_root)
         raise
-    finally:
-        os.close(fd)
-
-
-@dataclass
-class ConfigFile:
-    """``config.toml`` as read under the lock: text, identity, and where its real file lives."""
-
-    text: str
-    exists: bool
-    identity: tuple[int, int, int, int] | None
-    mode: int
-    uid: int
-    gid: int
-    dir_fd: int  # the folder holding the real file (the install, or a symlink's target folder)
-    name: str
-
-    @property
-    def digest(self) -> str:
-        """XXH3-128 of the bytes, or ``absent``."""
-        return xxh(self.text.encode("utf-8")) if self.exists else "absent"
-
-
-def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-
-
-def read_config(install_fd: int, stack: contextlib.ExitStack) -> ConfigFile:
-    """Read ``config.toml`` (a symlinked one through its target's folder); absent is allowed."""
-    dir_fd, name = install_fd, CONFIG
-    with contextlib.suppress(FileNotFoundError):
-        if stat.S_ISLNK(os.stat(CONFIG, dir_fd=install_fd, follow_symlinks=False).st_mode):
-            real = Path(os.path.realpath(f"/proc/self/fd/{install_fd}/{CONFIG}"))
-            dir_fd = os.open(real.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            stack.callback(os.close, dir_fd)
-            name = real.name
-    try:
-        fd = os.open(name, READ_FLAGS, dir_fd=dir_fd)
-    except FileNotFoundError:
-        return ConfigFile("", False, None, 0o600, os.getuid(), os.getgid(), dir_fd, name)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise Refused("config.toml is not a regular file", path=CONFIG)
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-    try:
-        text = b"".join(chunks).decode("utf-8")
-    except UnicodeDecodeError:
-        raise InvalidInput("config.toml is not valid UTF-8", path=CONFIG) from None
-    return ConfigFile(
-        text, True, _identity(st), stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, dir_fd, name
-    )
-
-
-def parse_config(text: str) -> dict[str, Any]:
-    """The config's data; a config that does not parse is invalid input (exit 3)."""
-    try:
-        return tomlcompat.loads(text)
-    except tomlcompat.TOMLDecodeError as err:
-        raise InvalidInput(
-            f"config.toml does not parse ({err}); fix it first", path=CONFIG
-        ) from None
-
-
-def check_unchanged(config: ConfigFile) -> None:
-    """Refuse when ``config.toml`` is no longer the file read under the lock (edited meanwhile)."""
-    try:
-        st = os.stat(config.name, dir_fd=config.dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        st = None
-    now = _identity(st) if st is not None else None
-    if now != config.identity:
-        raise Refused(
-            "config.toml changed while this command ran; nothing changed, run it again", path=CONFIG
-        )
-
-
-def write_temp_config(config: ConfigFile, tmp_name: str, text: str) -> None:
-    """Create the new config beside the real one: 0600, then the original's mode and owner."""
-    fd = os.open(
-        tmp_name,
-        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-        0o600,
-        dir_fd=config.dir_fd,
-    )
-    try:
-        view = memoryview(text.encode("utf-8"))
-        while view:
-            view = view[os.write(fd, view) :]
-        if config.exists:
-            with contextlib.suppress(PermissionError):
-                os.fchown(fd, config.uid, config.gid)
-        os.fchmod(fd, config.mode)
-        os.fsync(fd)
     finally:
         os.close(fd)
 

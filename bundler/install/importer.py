@@ -17,7 +17,7 @@ import os
 import shutil
 import stat
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from typing import Any
 import tomli_w
 
 from bundler.bundle.verify import VerifyReport, verify_bundle
+from bundler.config.file import ConfigFile, read_config_file
 from bundler.config.write import config_lock
 from bundler.errors import BundlerError, InvalidInput, Refused
 from bundler.fs import copytree, durable
@@ -40,15 +41,12 @@ from bundler.install.bind_secrets import (
 )
 from bundler.install.files import (
     CONFIG,
-    ConfigFile,
     entry_digest,
     io_errors_refused,
     lstat_rel,
     missing_parents,
     open_install,
-    parse_config,
     partial_name,
-    read_config,
     relative_to_install,
     target_state,
     tree_digest,
@@ -89,6 +87,7 @@ __all__ = [
     "STAGING_PREFIX",
     "UNRESTRICTED",
     "ConfigFile",
+    "ImportOptions",
     "ImportReport",
     "Journal",
     "Prompter",
@@ -99,9 +98,7 @@ __all__ = [
     "flatten_secrets",
     "import_bundle",
     "load_secrets_file",
-    "parse_config",
     "partial_name",
-    "read_config",
     "recover_install",
     "split_assignment",
     "staging_name",
@@ -187,28 +184,50 @@ def _consent(
     )
 
 
-@io_errors_refused("import")
-def import_bundle(
-    install_root: Path,
-    bundle: Path,
-    *,
-    as_alias: str | None = None,
-    binds: Mapping[str, str] | None = None,
-    secrets: Sequence[str] = (),
-    secrets_file: Path | None = None,
-    accept_risks: bool = False,
-    dry_run: bool = False,
-    prompt: Prompter | None = None,
-) -> ImportReport:
-    """Import the bundle folder ``bundle`` into the install at ``install_root`` (03 §3).
+@dataclass(frozen=True)
+class ImportOptions:
+    """What the caller asked of an import: the options of ``agents import``.
 
     ``binds`` maps fragment entry paths to local references; ``secrets`` are ``PATH=VALUE``
     strings as given to ``--secret``; ``prompt`` (a terminal) asks for missing secrets and for
-    consent. Raises :class:`InvalidInput` (exit 3) when the bundle fails verification or the
-    merged config is invalid, :class:`Refused` (exit 1) for refusals and failures before the
-    commit (the install is then byte-identical to before), :class:`UsageError` for malformed
-    options. With ``dry_run`` nothing is changed or created.
+    consent. With ``dry_run`` nothing is changed or created.
     """
+
+    as_alias: str | None = None
+    binds: Mapping[str, str] | None = None
+    secrets: Sequence[str] = ()
+    secrets_file: Path | None = None
+    accept_risks: bool = False
+    dry_run: bool = False
+    prompt: Prompter | None = None
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One import's fixed inputs, handed to each step instead of a dozen parameters."""
+
+    install_fd: int
+    install_root: Path
+    bundle: Path
+    report: VerifyReport
+    config: ConfigFile
+    required: list[str]
+    options: ImportOptions
+
+
+@io_errors_refused("import")
+def import_bundle(
+    install_root: Path, bundle: Path, options: ImportOptions | None = None, **fields: Any
+) -> ImportReport:
+    """Import the bundle folder ``bundle`` into the install at ``install_root`` (03 §3).
+
+    ``options`` says what was asked (:class:`ImportOptions`); its fields may also be given as
+    keywords (``accept_risks=True``), which replace those of ``options``. Raises
+    :class:`InvalidInput` (exit 3) when the bundle fails verification or the merged config is
+    invalid, :class:`Refused` (exit 1) for refusals and failures before the commit (the
+    install is then byte-identical to before), :class:`UsageError` for malformed options.
+    """
+    chosen = replace(options or ImportOptions(), **fields)
     install_root = Path(os.path.abspath(install_root))
     report = verify_bundle(bundle)
     if not report.ok:
@@ -219,7 +238,8 @@ def import_bundle(
         raise InvalidInput(f"bundle failed verification: {shown}{more}", path=report.errors[0].path)
     manifest = report.manifest or {}
     required = [p for p in manifest.get("required_secrets", []) if isinstance(p, str)]
-    given, warnings = collect_secrets(secrets, secrets_file)
+    given, warnings = collect_secrets(chosen.secrets, chosen.secrets_file)
+    dry_run = chosen.dry_run
 
     with (
         open_install(
@@ -230,62 +250,60 @@ def import_bundle(
         if not dry_run:
             # a dry run writes nothing, so it need not wait for (or block) a writer
             stack.enter_context(config_lock(install_root))
-        config = read_config(install_fd, stack)
-        result, new_text, staged = _plan(
-            install_fd,
-            install_root,
-            bundle,
-            report,
-            config,
-            required,
-            given,
-            as_alias,
-            binds,
-            warnings,
-            prompt,
-            dry_run=dry_run,
-        )
+        config = read_config_file(install_fd, install_root, stack, missing_ok=True)
+        run = _Run(install_fd, install_root, bundle, report, config, required, chosen)
+        result, new_text, staged = _plan(run, given, warnings)
         if dry_run:
             return result
-        _consent(report.risk_flags, accept_risks, prompt)
-        _transact(install_fd, install_root, bundle, report, config, result, new_text, staged)
+        _consent(report.risk_flags, chosen.accept_risks, chosen.prompt)
+        _transact(run, result, new_text, staged)
         return result
 
 
 def _plan(
-    install_fd: int,
-    install_root: Path,
-    bundle: Path,
-    report: VerifyReport,
-    config: ConfigFile,
-    required: list[str],
-    given: dict[str, str],
-    as_alias: str | None,
-    binds: Mapping[str, str] | None,
-    warnings: list[str],
-    prompt: Prompter | None,
-    *,
-    dry_run: bool,
+    run: _Run, given: dict[str, str], warnings: list[str]
 ) -> tuple[ImportReport, str, list[Staged]]:
-    target = parse_config(config.text)
-    plan = merge.plan_merge(
-        target, report.fragment or {}, required, as_alias=as_alias, binds=binds, secrets=given
+    """Plan the merge (asking for missing secrets), lay out the result, then probe the disk."""
+    target = run.config.parse()
+    plan = _merge(run, target, given)
+    asked = _ask_for_secrets(plan, given, run.options)
+    if asked is not None:
+        plan = _merge(run, target, asked)
+    result, new_text, staged = _lay_out(run, plan)
+    result.warnings = warnings
+    _probe(run, result, staged)
+    return result, new_text, staged
+
+
+def _merge(run: _Run, target: dict[str, Any], secrets: Mapping[str, str]) -> merge.MergePlan:
+    """The pure merge plan of the bundle's fragment into ``target``."""
+    return merge.plan_merge(
+        target,
+        run.report.fragment or {},
+        run.required,
+        as_alias=run.options.as_alias,
+        binds=run.options.binds,
+        secrets=dict(secrets),
     )
-    if plan.secrets_missing and prompt is not None and not dry_run:
-        asked = dict(given)
-        for final in plan.secrets_missing:
-            value = prompt.secret(final, endpoint_of(plan.merged, final))
-            if value:
-                asked[plan.secret_sources[final]] = value
-        if len(asked) > len(given):
-            plan = merge.plan_merge(
-                target,
-                report.fragment or {},
-                required,
-                as_alias=as_alias,
-                binds=binds,
-                secrets=asked,
-            )
+
+
+def _ask_for_secrets(
+    plan: merge.MergePlan, given: Mapping[str, str], options: ImportOptions
+) -> dict[str, str] | None:
+    """The secrets with those a terminal gave for the missing ones; None when none was given."""
+    if not plan.secrets_missing or options.prompt is None or options.dry_run:
+        return None
+    asked = dict(given)
+    for final in plan.secrets_missing:
+        value = options.prompt.secret(final, endpoint_of(plan.merged, final))
+        if value:
+            asked[plan.secret_sources[final]] = value
+    return asked if len(asked) > len(given) else None
+
+
+def _lay_out(run: _Run, plan: merge.MergePlan) -> tuple[ImportReport, str, list[Staged]]:
+    """Pure: the merged config validated and rendered, and where each staged folder goes."""
+    install_root = run.install_root
     errors, _ = validate(plan.merged, install_root)
     if errors:
         shown = "; ".join(f.line() for f in errors[:5])
@@ -294,20 +312,23 @@ def _plan(
             f"the merged config would be invalid: {shown}{more}; nothing changed",
             path=errors[0].path,
         )
-    new_text, notes = merge.render_config_text(config.text, plan)
+    new_text, notes = merge.render_config_text(run.config.text, plan)
 
     workspace = relative_to_install(
         layout.workspace_dir(plan.merged, plan.agent, install_root), install_root
     )
-    version = report.format_version or 1
     sources = [("workspace", "")]
-    if version == 2:
+    if (run.report.format_version or 1) == 2:
         sources.append(("memory", "memory"))
     staged = [Staged("workspace", sources, workspace)]
     result = ImportReport(
-        str(bundle), plan, list(report.risk_flags), dry_run, str(install_root / workspace)
+        str(run.bundle),
+        plan,
+        list(run.report.risk_flags),
+        run.options.dry_run,
+        str(install_root / workspace),
     )
-    carried = list(report.skill_bundles)
+    carried = list(run.report.skill_bundles)
     for placement in plan.skills:
         if placement.action in ("added", "renamed") and placement.source_alias in carried:
             folder = relative_to_install(
@@ -328,42 +349,49 @@ def _plan(
                 )
             )
             result.skill_targets[placement.target_alias] = str(install_root / folder)
+    result.notes = notes
+    result.endpoints = {path: endpoint_of(plan.merged, path) for path in plan.secrets_missing}
+    return result, new_text, staged
+
+
+def _probe(run: _Run, result: ImportReport, staged: list[Staged]) -> None:
+    """What the disk says: occupied targets (refused), missing MCP commands, differing skills."""
+    install_root = run.install_root
     for item in staged:
-        if target_state(install_fd, item.target) == "occupied":
+        if target_state(run.install_fd, item.target) == "occupied":
             raise Refused(
                 f"{escape_display(str(install_root / item.target))} exists and is not empty; "
                 "nothing changed (import with --as, or move it away)",
                 path=str(install_root / item.target),
             )
-    result.notes = notes
-    result.warnings = warnings
-    result.missing_commands = _missing_commands(plan)
-    result.endpoints = {path: endpoint_of(plan.merged, path) for path in plan.secrets_missing}
-    bundle_fd = os.open(bundle, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    result.missing_commands = _missing_commands(result.plan)
+    checksums_digest = run.report.checksums_digest
+    bundle_fd = os.open(run.bundle, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        listed = (
-            read_checksums(bundle_fd, report.checksums_digest) if report.checksums_digest else None
-        )
+        listed = read_checksums(bundle_fd, checksums_digest) if checksums_digest else None
         result.skills_differ = differing_skills(
-            bundle_fd, install_fd, install_root, plan, listed, carried
+            bundle_fd,
+            run.install_fd,
+            install_root,
+            result.plan,
+            listed,
+            list(run.report.skill_bundles),
         )
     finally:
         os.close(bundle_fd)
-    return result, new_text, staged
 
 
 def _receipt_text(
+    run: _Run,
     result: ImportReport,
-    report: VerifyReport,
-    config: ConfigFile,
     new_text: str,
     journal: Journal,
     staged: list[Staged],
     trees: dict[str, str],
-    emptied: list[dict[str, Any]],
-    parents: list[str],
 ) -> str:
+    """The receipt undo reads (03 §4); ``journal`` already holds the moves it records."""
     plan = result.plan
+    config = run.config
     entries = [
         {"path": new.path, "digest": entry_digest(new.value, new.segments)}
         for new in plan.new_entries
@@ -382,7 +410,7 @@ def _receipt_text(
         "source_agent": plan.source_agent,
         "imported_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "bundle": str(result.bundle),
-        "bundle_checksums_xxh3_128": report.checksums_digest,
+        "bundle_checksums_xxh3_128": run.report.checksums_digest,
         "old_config_xxh3_128": config.digest,
         "old_config_bytes": len(config.text.encode("utf-8")),
         "new_config_xxh3_128": xxh(new_text.encode("utf-8")),
@@ -395,23 +423,21 @@ def _receipt_text(
         "accepted_risk_flags": result.risk_flags,
         "entries": entries,
         "folders": [{"path": item.target, "tree": trees[item.label]} for item in staged],
-        "emptied": emptied,
-        "created_parents": parents,
+        "emptied": journal.emptied,
+        "created_parents": journal.parents,
     }
     return tomli_w.dumps(document)
 
 
-def _transact(
-    install_fd: int,
-    install_root: Path,
-    bundle: Path,
-    report: VerifyReport,
-    config: ConfigFile,
-    result: ImportReport,
-    new_text: str,
-    staged: list[Staged],
-) -> None:
+def _transact(run: _Run, result: ImportReport, new_text: str, staged: list[Staged]) -> None:
     """03 §3.2, steps 1-5."""
+    install_fd, install_root, bundle, report, config = (
+        run.install_fd,
+        run.install_root,
+        run.bundle,
+        run.report,
+        run.config,
+    )
     token = durable.random_token()
     journal = Journal(
         kind="import",
@@ -468,9 +494,7 @@ def _transact(
         if merge.value_at(result.plan.agent_entry, UNRESTRICTED) is True:
             path = format_path(["agents", result.plan.agent, *UNRESTRICTED])
             journal.audit = [{"path": path, "old": False, "new": True, "via": "agents import"}]
-        journal.receipt_text = _receipt_text(
-            result, report, config, new_text, journal, staged, trees, emptied, parents
-        )
+        journal.receipt_text = _receipt_text(run, result, new_text, journal, staged, trees)
         txn.write_journal()
         txn.run(new_text)
     except BaseException as err:

@@ -36,27 +36,24 @@ from typing import Any
 
 import tomli_w
 
-from bundler.config.write import append_audit, config_lock
+from bundler.config.file import ConfigFile, read_config_file
+from bundler.config.write import append_audit, commit_config, config_lock, stage_config
 from bundler.errors import Refused
 from bundler.fs import durable, safefs
 from bundler.install.files import (
     DIR_MODE,
     READ_FLAGS,
-    ConfigFile,
-    check_unchanged,
     ensure_dirs,
     io_errors_refused,
     lstat_rel,
     mkdir_rel,
     open_install,
     partial_name,
-    read_config,
     rename_rel,
     rmdir_rel,
     target_state,
     tree_at,
     write_new_file,
-    write_temp_config,
 )
 from bundler.rules import tomlcompat
 from bundler.rules.names import escape_display
@@ -151,7 +148,7 @@ class Transaction:
     def run(self, new_text: str | None) -> None:
         """Steps 2-4 of 03 §3.2 (the journal is already durable); None removes config.toml."""
         if new_text is not None:
-            write_temp_config(self.config, self.journal.config_tmp, new_text)
+            stage_config(self.config, self.journal.config_tmp, new_text)
             durable.fsync_dir(self.config.dir_fd)
         for parent in self.journal.parents:
             mkdir_rel(self.install_fd, parent, DIR_MODE)
@@ -166,17 +163,8 @@ class Transaction:
             rename_rel(self.install_fd, move["src"], move["dst"], replace_empty=state == "empty")
             self.journal.moved.append(move["dst"])
             self.write_journal()
-        check_unchanged(self.config)
-        if new_text is None:
-            # undo of an import into an empty install: before it there was no config.toml
-            os.unlink(self.config.name, dir_fd=self.config.dir_fd)
-        else:
-            os.rename(
-                self.journal.config_tmp,
-                self.config.name,
-                src_dir_fd=self.config.dir_fd,
-                dst_dir_fd=self.config.dir_fd,
-            )
+        # None: undo of an import into an empty install, which had no config.toml before
+        commit_config(self.config, None if new_text is None else self.journal.config_tmp)
         self.committed = True
         try:
             durable.fsync_dir(self.config.dir_fd)
@@ -384,7 +372,7 @@ def recover_install(install_root: Path, dry_run: bool = False) -> list[str]:
         if not names:
             return actions
         stack.enter_context(config_lock(install_root))
-        config = read_config(install_fd, stack)
+        config = read_config_file(install_fd, install_root, stack, missing_ok=True)
         for name in names:
             token = name[len(STAGING_PREFIX) :]
             journal = _journal_of(install_fd, name)

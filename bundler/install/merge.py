@@ -26,6 +26,7 @@ import tomli_w
 import tomlkit
 import tomlkit.items
 
+from bundler.config.file import toml_error_reason
 from bundler.errors import InvalidInput, Refused, UsageError
 from bundler.rules import schema, tomlcompat
 from bundler.rules.names import escape_display, is_portable_alias
@@ -673,7 +674,8 @@ def render_config_text(old_text: str, plan: MergePlan) -> tuple[str, list[str]]:
         reparsed = tomlcompat.loads(text)
     except tomlcompat.TOMLDecodeError as err:
         raise Refused(
-            f"config.toml: cannot append the imported entries ({err}); nothing changed",
+            f"config.toml: cannot append the imported entries ({toml_error_reason(err)}); "
+            "nothing changed",
             path="config.toml",
         ) from None
     if reparsed != plan.merged:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bundler.bundle.manifest import parse_checksums
+from bundler.bundle.manifest import checksums_by_path
 from bundler.bundle.verify import CHECKSUMS
 from bundler.errors import InvalidInput
 from bundler.fs import copytree, safefs
@@ -60,7 +60,7 @@ def read_checksums(bundle_fd: int, expected_digest: str) -> dict[str, str] | Non
         raise InvalidInput(
             "checksums.xxh3 changed after verification; verify the bundle again", path=CHECKSUMS
         )
-    return {path: digest for digest, path in parse_checksums(raw)}
+    return checksums_by_path(raw)
 
 
 def _refuse_skip(kind: safefs.SkipKind, path: str) -> None:
@@ -104,9 +104,10 @@ def stage_folder(
                     return False
 
                 try:
-                    for item in copytree.copy_tree(
-                        src_fd, dst_fd, prefix=f"{source}/", exclude=note, on_skip=_refuse_skip
-                    ):
+                    options = copytree.CopyOptions(
+                        prefix=f"{source}/", exclude=note, on_skip=_refuse_skip
+                    )
+                    for item in copytree.copy_tree(src_fd, dst_fd, options):
                         if listed is not None and listed.get(item.relpath) != item.xxh3_128:
                             raise InvalidInput(
                                 f"{escape_display(item.relpath)}: does not match its verified "

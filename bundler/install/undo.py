@@ -19,6 +19,7 @@ from typing import Any
 
 import tomlkit
 
+from bundler.config.file import parse_config_text, read_config_file
 from bundler.config.write import config_lock
 from bundler.errors import BundlerError, InvalidInput, Refused
 from bundler.fs import durable
@@ -28,8 +29,6 @@ from bundler.install.files import (
     entry_digest,
     io_errors_refused,
     open_install,
-    parse_config,
-    read_config,
     tree_at,
     xxh,
 )
@@ -160,8 +159,8 @@ def undo_import(install_root: Path, receipt: Path) -> UndoReport:
     result = UndoReport(agent=str(data.get("agent", "")), receipt=str(receipt))
     with open_install(install_root, create=False) as install_fd, contextlib.ExitStack() as stack:
         stack.enter_context(config_lock(install_root))
-        config = read_config(install_fd, stack)
-        current = parse_config(config.text)
+        config = read_config_file(install_fd, install_root, stack, missing_ok=True)
+        current = config.parse()
         changed: list[str] = []
         paths = [str(entry["path"]) for entry in data["entries"]]
         for entry in data["entries"]:
@@ -181,7 +180,7 @@ def undo_import(install_root: Path, receipt: Path) -> UndoReport:
                 path=str(receipt),
             )
         new_text = _undone_text(config.text, current, paths, data)
-        errors, _ = validate(parse_config(new_text or ""), install_root)
+        errors, _ = validate(parse_config_text(new_text or "", config.where), install_root)
         if errors:
             raise InvalidInput(
                 "cannot undo: the config without the imported entries would be invalid: "
@@ -263,12 +262,12 @@ def _undone_text(
         if old_digest == "absent" and old_bytes == 0 and expected == {}:
             return None
         if xxh(prefix) == old_digest:
-            with contextlib.suppress(UnicodeDecodeError, tomlcompat.TOMLDecodeError):
+            with contextlib.suppress(UnicodeDecodeError, InvalidInput):
                 candidate = prefix.decode("utf-8")
-                if _pruned(tomlcompat.loads(candidate)) == expected:
+                if _pruned(parse_config_text(candidate, CONFIG)) == expected:
                     return candidate
     candidate = _remove_from_text(text, paths)
-    if _pruned(parse_config(candidate)) != expected:
+    if _pruned(parse_config_text(candidate, CONFIG)) != expected:
         raise Refused(
             "cannot undo: config.toml could not be edited to remove exactly the imported entries",
             path=CONFIG,

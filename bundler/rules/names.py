@@ -67,8 +67,15 @@ def non_portable_reason(name: str) -> str | None:
     return None
 
 
+# Names this plain pass every rule but the reserved stems at a regex's cost: readers ask for
+# every one of a million names in a big tree (06 P3).
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]{1,60}(?:\.[A-Za-z0-9_-]{1,60}){0,3}")  # <= 243 bytes
+
+
 def is_portable_name(name: str) -> bool:
     """True when ``name`` is a portable file name (02 §7.3)."""
+    if _PLAIN_NAME.fullmatch(name):
+        return name.split(".", 1)[0].upper() not in _RESERVED_DEVICE_NAMES
     return non_portable_reason(name) is None
 
 

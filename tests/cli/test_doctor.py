@@ -107,3 +107,21 @@ def test_doctor_rename_probe_leaves_nothing_behind(install: Path, tmp_path: Path
     assert {k: v for k, v in after.items() if k != "exports"} == {
         k: v for k, v in before.items() if k != "exports"
     }
+
+
+def test_doctor_checks_are_a_library_the_cli_only_words(install: Path, tmp_path: Path) -> None:
+    # the checks answer a report to any caller; the CLI prints the same findings
+    from bundler.install.doctor import diagnose
+
+    (install / ".bundler-import-AAAAAAAAAAAA").mkdir()
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    before = tree(install)
+    report = diagnose(str(install), dest)
+    assert tree(install) == before and list(dest.iterdir()) == []
+    assert any("interrupted import left .bundler-import-AAAAAAAAAAAA" in p for p in report.problems)
+    assert any("RENAME_EXCHANGE" in note for note in report.notes)
+    done = doctor("--install", str(install), "doctor", "--path", str(dest), "--json", home=tmp_path)
+    assert done.returncode == 3
+    document = json.loads(done.stdout)
+    assert (document["problems"], document["notes"]) == (report.problems, report.notes)

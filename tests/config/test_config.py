@@ -335,6 +335,29 @@ def test_memory_lock_sees_data_in_subfolders_and_not_through_symlinks(install: P
     assert cfg.memory_backend_locked(data, "researcher", install)
 
 
+def test_guard_rule_is_pure_and_the_memory_scan_lives_apart(tmp_path: Path) -> None:
+    # configguards decides which changes are guarded from two configs alone; asking the disk
+    # whether a memory backend is locked is memorylock's job
+    import ast
+
+    from bundler.config import guards as configguards
+
+    tree = ast.parse(Path(configguards.__file__).read_text(encoding="utf-8"))
+    nodes = list(ast.walk(tree))
+    imported = {a.name for node in nodes if isinstance(node, ast.Import) for a in node.names}
+    imported |= {node.module or "" for node in nodes if isinstance(node, ast.ImportFrom)}
+    assert not imported & {"os", "stat", "pathlib", "bundler.fs.durable", "bundler.rules.layout"}
+    before = {"agents": {"a": {"memory": {"backend": "sqlite"}}}}
+    after = {"agents": {"a": {"memory": {"backend": "markdown"}}}}
+    (change,) = configguards.guarded_changes(before, after)
+    assert (change.path, change.old, change.new) == (
+        "agents.a.memory.backend",
+        "sqlite",
+        "markdown",
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_unrestricted_filesystem_change_is_audited(install: Path) -> None:
     config_path = "agents.researcher.workspace.unrestricted_filesystem"
     cfg.set_config_value(install, config_path, "true", via="config set")

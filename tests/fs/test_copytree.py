@@ -375,3 +375,29 @@ def test_io_error_refused_naming_the_file(
     assert result.returncode == 1, result.stderr
     assert result.stdout.strip().startswith(expected)
     assert "Traceback" not in result.stderr
+
+
+def test_copy_options_object_and_keywords_choose_the_same_copy(dirs: tuple[Path, Path]) -> None:
+    # one frozen options object carries what was eight keywords; a keyword replaces its field
+    from bundler.fs.copytree import CopyOptions
+
+    src, dst = dirs
+    (src / "notes.md").write_text("hello\n")
+    (dst / "a").mkdir()
+    (dst / "b").mkdir()
+    src_fd = os.open(src, os.O_RDONLY | os.O_DIRECTORY)
+    options = CopyOptions(prefix="workspace/", use_copy_file_range=False)
+    try:
+        for name, extra in (("a", {}), ("b", {"prefix": "memory/"})):
+            dst_fd = os.open(dst / name, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                (copied,) = list(copy_tree(src_fd, dst_fd, options, **extra))
+            finally:
+                os.close(dst_fd)
+            assert copied.relpath == extra.get("prefix", "workspace/") + "notes.md"
+            assert (dst / name / "notes.md").read_text() == "hello\n"
+        with pytest.raises(TypeError):
+            list(copy_tree(src_fd, src_fd, options, no_such_option=True))
+    finally:
+        os.close(src_fd)
+    assert options.prefix == "workspace/"

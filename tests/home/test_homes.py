@@ -16,7 +16,6 @@ import pytest
 from hostile_agent_yaml import clean_env, run_cli, snapshot_tree
 from race_helpers import run_as_nobody
 
-from bundler.cli.home_cmds import doctor_home
 from bundler.errors import InvalidInput, Refused
 from bundler.home.homes import (
     README_NAME,
@@ -27,6 +26,7 @@ from bundler.home.homes import (
     resolve_home,
     safe_folder_name,
 )
+from bundler.install.doctor import home_findings as doctor_home
 
 
 @dataclass

@@ -15,6 +15,7 @@ import pytest
 from installs import run_cli
 
 from bundler.bundle.fragment import FAMILY_DEFAULT_ENDPOINTS
+from bundler.config.file import MAX_CONFIG_BYTES
 from bundler.errors import UsageError
 from bundler.install.bind_secrets import endpoint_of, split_assignment
 from bundler.rules import tomlcompat
@@ -317,6 +318,39 @@ def test_merged_config_invalid_is_refused_with_exit_3(bundle: Path, tmp_path: Pa
     result = run_import(install, str(bundle), "--accept-risks")
     assert result.returncode == 3, result.stderr
     assert "the merged config would be invalid" in result.stderr
+    assert snapshot(install) == before
+
+
+def test_target_config_parse_error_never_shows_a_secret_looking_value(
+    bundle: Path, tmp_path: Path
+) -> None:
+    # tomllib names a table declared twice by its key, and a key may be anything, a secret too;
+    # import reads the target through the one config reader, whose errors give a position only
+    secret = "sk-ant-TARGETPARSE-zqxjvwqzqxjvwqzq"
+    install = tmp_path / "install"
+    install.mkdir()
+    (install / "config.toml").write_text(
+        f'[risk_profiles."{secret}"]\nlevel = "readonly"\n[risk_profiles."{secret}"]\n'
+    )
+    before = snapshot(install)
+    for args in ([str(bundle), "--accept-risks"], [str(bundle), "--dry-run"]):
+        result = run_import(install, *args)
+        assert result.returncode == 3, result.stderr
+        assert "invalid TOML" in result.stderr and "line 3" in result.stderr
+        assert secret not in result.stdout + result.stderr
+        assert snapshot(install) == before
+
+
+def test_target_config_over_the_one_size_limit_is_refused_unread(
+    bundle: Path, tmp_path: Path
+) -> None:
+    install = tmp_path / "install"
+    install.mkdir()
+    (install / "config.toml").write_text("# " + "x" * MAX_CONFIG_BYTES + "\n")
+    before = snapshot(install)
+    result = run_import(install, str(bundle), "--accept-risks")
+    assert result.returncode == 1, result.stderr
+    assert f"larger than {MAX_CONFIG_BYTES} bytes" in result.stderr
     assert snapshot(install) == before
 
 

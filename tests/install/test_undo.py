@@ -116,3 +116,21 @@ def test_undo_of_not_a_receipt_is_invalid_input(tmp_path: Path) -> None:
     bogus.write_text("hello = 1\n")
     result = bundler(install, "agents", "import", "--undo", str(bogus))
     assert result.returncode == 3 and "not an import receipt" in result.stderr
+
+
+def test_undo_and_recover_never_show_a_secret_looking_value_of_a_broken_config(
+    tmp_path: Path,
+) -> None:
+    # undo and recovery read config.toml through the one reader: a parse error names a position
+    install, receipt = imported(tmp_path)
+    secret = "sk-ant-UNDOPARSE-zqxjvwqzqxjvwqzq"
+    broken = f'[risk_profiles."{secret}"]\nlevel = "readonly"\n[risk_profiles."{secret}"]\n'
+    (install / "config.toml").write_text(broken, encoding="utf-8")
+    undo = bundler(install, "agents", "import", "--undo", str(receipt))
+    assert undo.returncode == 3, undo.stderr
+    assert "invalid TOML" in undo.stderr and secret not in undo.stdout + undo.stderr
+    (install / ".bundler-import-AAAAAAAAAAAA").mkdir()
+    recover = bundler(install, "recover")
+    assert recover.returncode == 0, recover.stderr
+    assert secret not in recover.stdout + recover.stderr
+    assert (install / "config.toml").read_text(encoding="utf-8") == broken

@@ -101,3 +101,13 @@ def test_a_portable_name_never_holds_a_separator_or_control(name: str) -> None:
     if is_portable_name(name):
         assert "/" not in name and "\\" not in name and name not in (".", "..")
         assert decode_name(name.encode("utf-8", "surrogatepass")) == name
+
+
+_STEMS = st.sampled_from(["con", "CON", "Com1", "lpt9", "nul", "aux", "prn", "conx", "com", "-"])
+_PLAIN_PARTS = st.one_of(_STEMS, st.text("aZ09_-", min_size=1, max_size=62))
+
+
+@given(st.lists(_PLAIN_PARTS, min_size=1, max_size=5).map(".".join))
+def test_plain_name_shortcut_agrees_with_the_full_rule(name: str) -> None:
+    # is_portable_name skips the full rule for plain ASCII names; the reserved stems still count
+    assert is_portable_name(name) == (non_portable_reason(name) is None)
