@@ -3,7 +3,7 @@
 :func:`build_bundle` writes a bundle of agent ``researcher`` (providers with a fallback, risk and
 runtime profiles, a skill bundle with one skill, an MCP bundle granting a stdio server, a small
 workspace) directly from its parts, the way 02 §1/§9 describe, with risk flags from the one
-implementation (:func:`bundler.risk.compute_risk_flags`). :func:`export_bundle` makes the same
+implementation (:func:`bundler.rules.risk.compute_risk_flags`). :func:`export_bundle` makes the same
 agent through the real exporter, from the install :func:`write_install` creates.
 
 Hostile variants change one thing and then :func:`reseal` the bundle (rewrite
@@ -23,7 +23,7 @@ from typing import Any
 import tomli_w
 import xxhash
 
-from bundler import tomlcompat
+from bundler.rules import tomlcompat
 
 ROOT_AGENT = "researcher"
 SKILL_BUNDLE = "research_tools"
@@ -198,7 +198,7 @@ def write_config_text(bundle: Path, text: str | bytes) -> None:
 
 def recompute_flags(bundle: Path) -> None:
     """Set the manifest's ``risk_flags`` to what the fragment grants (after a config edit)."""
-    from bundler.risk import compute_risk_flags
+    from bundler.rules.risk import compute_risk_flags
 
     manifest = read_manifest(bundle)
     data = tomlcompat.loads((bundle / "config.toml").read_text(encoding="utf-8"))
@@ -216,8 +216,8 @@ def build_bundle(
     dest: Path, *, format_version: int = 1, config: dict[str, Any] | None = None
 ) -> Path:
     """Write a valid bundle of agent ``researcher`` at ``dest`` (which must not exist)."""
-    from bundler.manifest import render_config
-    from bundler.risk import compute_risk_flags
+    from bundler.bundle.manifest import render_config
+    from bundler.rules.risk import compute_risk_flags
 
     data = fragment() if config is None else config
     dest.mkdir(mode=0o755)
@@ -336,7 +336,7 @@ def write_install(root: Path, *, memory: bool = False) -> Path:
 
 def export_bundle(install: Path, out: Path, *, include_memory: bool = False) -> Path:
     """Export ``researcher`` of ``install`` to ``out`` with the real exporter (in process)."""
-    from bundler.export import export_agent
+    from bundler.bundle.export import export_agent
 
     export_agent(
         install,

@@ -1,6 +1,6 @@
 """Leak oracles and small builders for the end-to-end property and leak-hunting tests.
 
-The encodings here are computed independently of :mod:`bundler.secrets` on purpose: a test
+The encodings here are computed independently of :mod:`bundler.rules.secrets` on purpose: a test
 that searched with the code under test could not catch that code missing a form.
 """
 

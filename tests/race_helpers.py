@@ -88,7 +88,7 @@ def unmount(target: Path) -> None:
 
 RACER_SOURCE = r"""
 import os, random, sys
-from bundler.durable import RENAME_EXCHANGE, renameat2
+from bundler.fs.durable import RENAME_EXCHANGE, renameat2
 root, outside, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
 rng = random.Random(seed)
 dirs = sorted(os.path.join(root, d) for d in os.listdir(root) if d.startswith("d"))

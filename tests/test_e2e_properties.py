@@ -39,14 +39,14 @@ from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 from strategies import Install, installs
 
-from bundler import tomlcompat
-from bundler.closure import plan_closure
+from bundler.bundle.closure import plan_closure
+from bundler.bundle.export import export_agent
+from bundler.bundle.verify import verify_bundle
 from bundler.errors import BundlerError, Refused
-from bundler.export import export_agent
-from bundler.importer import import_bundle
-from bundler.layout import skill_bundle_dir, workspace_dir
-from bundler.validate import validate
-from bundler.verify import verify_bundle
+from bundler.install.importer import import_bundle
+from bundler.rules import tomlcompat
+from bundler.rules.layout import skill_bundle_dir, workspace_dir
+from bundler.rules.validate import validate
 
 ENV = {"SOURCE_DATE_EPOCH": FIXED_EPOCH}
 DEFAULT_EXAMPLES = 6

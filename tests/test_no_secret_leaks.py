@@ -33,10 +33,10 @@ from hypothesis import strategies as st
 from installs import copy_example
 from strategies import installs
 
-from bundler import tomlcompat
+from bundler.bundle.export import export_agent
 from bundler.errors import BundlerError
-from bundler.export import export_agent
-from bundler.validate import validate
+from bundler.rules import tomlcompat
+from bundler.rules.validate import validate
 
 # special characters make the URL-encoded and JSON-escaped forms differ from the raw one
 LEAK = 'sk-LEAK/+"\u00e9&=?%0123456789abcdefXYZ'

@@ -168,7 +168,7 @@ def _profile(project: Path, out: Path) -> None:
     import cProfile
     import pstats
 
-    from bundler.backup import backup_home
+    from bundler.home.backup import backup_home
 
     _clean(out)
     profiler = cProfile.Profile()

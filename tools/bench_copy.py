@@ -119,8 +119,8 @@ def _median_ratio(times_a: list[float], times_b: list[float]) -> float:
 
 def _child(src: Path, dst: Path, durable: str, method: str) -> int:
     """The measured copy: open, copy (digests computed), make durable."""
-    from bundler.copytree import copy_tree, make_durable
-    from bundler.safefs import open_source_root
+    from bundler.fs.copytree import copy_tree, make_durable
+    from bundler.fs.safefs import open_source_root
 
     os.mkdir(dst, 0o700)
     src_fd = open_source_root(src, install_root=None)

@@ -83,7 +83,7 @@ def _times(values: list[float]) -> str:
 def _profile(bundle: Path, target: str) -> int:
     import cProfile
 
-    from bundler.verify import verify_bundle
+    from bundler.bundle.verify import verify_bundle
 
     cProfile.runctx(
         "verify_bundle(bundle)", {"verify_bundle": verify_bundle, "bundle": bundle}, {}, target

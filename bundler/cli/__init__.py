@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 from bundler import __version__
 from bundler.cli.output import Output, Result
 from bundler.errors import BundlerError, Interrupted, UsageError
-from bundler.names import escape_display
+from bundler.rules.names import escape_display
 
 # command words -> "module:function" of its handler
 HANDLERS: dict[tuple[str, ...], str] = {

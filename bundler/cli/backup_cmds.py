@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bundler import backup as backups
 from bundler.cli.output import Output, Result
-from bundler.names import escape_display
-from bundler.restore import restore_home
+from bundler.home import backup as backups
+from bundler.home.restore import restore_home
+from bundler.rules.names import escape_display
 
 
 def backup(args: argparse.Namespace, out: Output) -> Result:

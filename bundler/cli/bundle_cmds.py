@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bundler.bundle.verify import InspectReport, inspect_bundle, verify_bundle
 from bundler.cli.output import Output, Result
 from bundler.errors import EXIT_INVALID
-from bundler.names import escape_display
-from bundler.verify import InspectReport, inspect_bundle, verify_bundle
+from bundler.rules.names import escape_display
 
 
 def _error_lines(first: str, rest: list[str], json_mode: bool) -> str:

@@ -1,4 +1,4 @@
-"""``config validate|get|set`` and ``agents list``: thin handlers over :mod:`bundler.config`."""
+"""``config validate|get|set`` and ``agents list``: thin handlers over the config layer."""
 
 from __future__ import annotations
 
@@ -7,23 +7,22 @@ import getpass
 import sys
 from typing import Any
 
-from bundler import layout
 from bundler.cli.output import Output, Result
-from bundler.config import (
+from bundler.config.file import find_install_root
+from bundler.config.store import load_config, set_config_value
+from bundler.errors import EXIT_INVALID, Refused
+from bundler.rules import layout
+from bundler.rules.findings import Finding
+from bundler.rules.names import escape_display
+from bundler.rules.paths import format_path
+from bundler.rules.validate import validate as validate_config
+from bundler.rules.values import (
     canonical_segments,
     effective_value,
-    find_install_root,
     format_value,
-    load_config,
     redact,
-    set_config_value,
     to_jsonable,
 )
-from bundler.configpath import format_path
-from bundler.errors import EXIT_INVALID, Refused
-from bundler.names import escape_display
-from bundler.validate import Finding
-from bundler.validate import validate as validate_config
 
 
 def _override_note(path: str, override_vars: dict[str, str]) -> str | None:

@@ -1,7 +1,7 @@
 """``bundler doctor``: config validity, leftovers of interrupted operations, the filesystem's
 rename support and the data home. It changes nothing and exits 3 when it finds a problem.
 
-The checks are :mod:`bundler.doctor`'s; this handler only words their report."""
+The checks are :mod:`bundler.install.doctor`'s; this handler only words their report."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from bundler.errors import EXIT_INVALID
 
 def doctor(args: argparse.Namespace, out: Output) -> Result:
     """Check everything that can be checked without changing anything (05 §1, 02 §8.5)."""
-    from bundler.doctor import diagnose
+    from bundler.install.doctor import diagnose
 
     report = diagnose(
         args.install,

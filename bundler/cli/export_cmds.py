@@ -1,18 +1,18 @@
-"""``bundler agents export``: run :func:`bundler.export.export_agent`, say what it did (02 §11)."""
+"""``bundler agents export``: run :func:`~bundler.bundle.export.export_agent`, report (02 §11)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from bundler.bundle.export import CARRIED_AS_IS, ExportReport, export_agent
 from bundler.cli.output import Output, Result
-from bundler.export import CARRIED_AS_IS, ExportReport, export_agent
-from bundler.names import escape_display
+from bundler.rules.names import escape_display
 
 
 def export(args: argparse.Namespace, out: Output) -> Result:
     """Export ALIAS to ``--out``; the human summary on stdout, progress on a terminal's stderr."""
-    from bundler.config import find_install_root
+    from bundler.config.file import find_install_root
 
     install = find_install_root(args.install)
     with out.progress(f"exporting {args.alias}", None) as advance:

@@ -1,5 +1,5 @@
 """``bundler home init | show | volumes | skills``: thin handlers over the data-home library
-(04 §1-§4); ``bundler doctor --project`` asks :func:`bundler.doctor.home_findings`."""
+(04 §1-§4); ``bundler doctor --project`` asks :func:`bundler.install.doctor.home_findings`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bundler.cli.output import Output, Result
 from bundler.errors import InvalidInput, Refused, UsageError
-from bundler.homes import (
+from bundler.home.homes import (
     home_sizes,
     init_home,
     is_writable,
@@ -17,9 +17,9 @@ from bundler.homes import (
     resolve_home_with_config,
     user_home,
 )
-from bundler.homeskills import save_skill, skills_of
-from bundler.names import escape_display
-from bundler.volumes import list_allowed_directories, load_volumes, volumes_from
+from bundler.home.skills import save_skill, skills_of
+from bundler.home.volumes import list_allowed_directories, load_volumes, volumes_from
+from bundler.rules.names import escape_display
 
 _MAX_SKILL_FILE = 1 << 20
 

@@ -1,8 +1,8 @@
 """``bundler agents import BUNDLE`` and ``agents import --undo RECEIPT`` (03 §3, §4).
 
-No logic here: options are handed to :func:`bundler.importer.import_bundle` and
-:func:`bundler.importer.undo_import`, and their reports are printed. Secret values never pass
-through this module's output: reports name paths only.
+No logic here: options are handed to :func:`bundler.install.importer.import_bundle` and
+:func:`bundler.install.importer.undo_import`, and their reports are printed. Secret values never
+pass through this module's output: reports name paths only.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bundler import importer
 from bundler.cli.output import Output, Result
-from bundler.config import find_install_root
+from bundler.config.file import find_install_root
 from bundler.errors import UsageError
-from bundler.names import escape_display
+from bundler.install import importer
+from bundler.rules.names import escape_display
 
 
 def import_bundle(args: argparse.Namespace, out: Output) -> Result:

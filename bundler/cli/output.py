@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bundler.errors import BundlerError
-from bundler.names import escape_display
+from bundler.rules.names import escape_display
 
 
 @dataclass

@@ -26,19 +26,19 @@ def recover(args: argparse.Namespace, out: Output) -> Result:
             "recover takes exactly one of DEST, --install DIR, --home DIR or --scan DIR"
         )
     if args.scan:
-        from bundler.publish import scan_leftovers
+        from bundler.bundle.publish import scan_leftovers
 
         actions = scan_leftovers(Path(args.scan))
     elif args.dest:
-        from bundler.publish import recover_destination
+        from bundler.bundle.publish import recover_destination
 
         actions = recover_destination(Path(args.dest), dry_run=args.dry_run)
     elif args.install:
-        from bundler.importer import recover_install
+        from bundler.install.journal import recover_install
 
         actions = recover_install(Path(args.install), dry_run=args.dry_run)
     else:
-        from bundler.restore import recover_home
+        from bundler.home.restore import recover_home
 
         actions = recover_home(Path(args.home), dry_run=args.dry_run)
     text = actions if actions else ["nothing to do"]

@@ -1,0 +1,1 @@
+"""Bundles: closure, fragment, manifest, export, publish, verify, inspect."""

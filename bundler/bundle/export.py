@@ -1,0 +1,718 @@
+"""``agents export``: the planner, the safe copier, the sweep and the publisher, joined (02).
+
+Orchestration only; every decision lives in the module that owns it:
+
+* :mod:`bundler.bundle.closure` — what travels (pure), :mod:`bundler.rules.risk`,
+  :mod:`bundler.rules.secrets`;
+* :mod:`bundler.fs.safefs` / :mod:`bundler.fs.copytree` — reading the sources without following
+  links;
+* :mod:`bundler.bundle.manifest` — the bytes of ``config.toml``, ``checksums.xxh3``, the manifest;
+* :mod:`bundler.bundle.publish` — admission, staging, durability, the swap and the rollback;
+* :mod:`bundler.fs.snapshot` — the consistent SQLite copy of format 2 (``--include-memory``).
+
+The order matters for crash safety and truthfulness: the destination is admitted before
+anything is created; the trees are copied (and swept, in the same pass) into staging; the
+closure is finished from what was actually copied, rendered, re-proven and swept; the
+checksums and then the manifest are written last; everything is flushed once; then the swap.
+Any failure or signal before the swap removes staging and leaves the destination as it was.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import xxhash
+
+from bundler import __version__
+from bundler.bundle.closure import ExportPlan, finish_plan, plan_closure
+from bundler.bundle.manifest import (
+    Contents,
+    Dropped,
+    Manifest,
+    Memory,
+    Provenance,
+    checksum_sort_key,
+    exported_at,
+    render_checksums,
+    render_config,
+    render_manifest,
+)
+from bundler.bundle.publish import MANIFEST_NAME, Staging, admit
+from bundler.config.store import load_config
+from bundler.errors import BundlerError, Refused, UsageError
+from bundler.fs import durable
+from bundler.fs.copytree import CopiedFile, copy_tree, digest_fd
+from bundler.fs.safefs import (
+    SkipCounts,
+    WorkspaceExclude,
+    open_beneath,
+    open_dir_nofollow,
+    open_source_root,
+    select_skills,
+)
+from bundler.fs.snapshot import snapshot_database
+from bundler.rules import schema
+from bundler.rules.layout import skill_bundle_dir, workspace_dir
+from bundler.rules.names import escape_display
+from bundler.rules.paths import format_path
+from bundler.rules.risk import RiskFlag
+from bundler.rules.secrets import Hit, Sweeper, SweepStream, sweep_targets
+
+FORMAT_VERSION = 1
+MEMORY_FORMAT_VERSION = 2
+MEMORY_STORE = "memory/brain.db"
+SCAN_MODES = ("refuse", "warn", "off")
+CONFIG_NAME = "config.toml"
+CHECKSUMS_NAME = "checksums.xxh3"
+_GENERATED_MODE = 0o644
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_MKDIR_MODE = 0o700
+
+Progress = Callable[[int], None]
+
+CARRIED_AS_IS = (
+    "carried files are copied as they are and were only swept for this install's own known "
+    "secrets; review them before sharing the bundle"
+)
+
+
+@dataclass
+class ExportReport:
+    """What an export did (02 §11); :meth:`as_json` is the ``--json`` object of 05 §3."""
+
+    bundle: str
+    root_agent: str
+    format_version: int = FORMAT_VERSION
+    files: int = 0
+    bytes: int = 0
+    skill_bundles: list[str] = field(default_factory=list)
+    skipped: SkipCounts = field(default_factory=SkipCounts)
+    required_secrets: list[str] = field(default_factory=list)
+    dropped: list[Dropped] = field(default_factory=list)
+    risk_flags: list[RiskFlag] = field(default_factory=list)
+    secret_hits: list[Hit] = field(default_factory=list)
+    encrypted_not_swept: int = 0
+    publish_method: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        """The payload of ``agents export --json`` (without ``ok``)."""
+        return {
+            "bundle": self.bundle,
+            "format_version": self.format_version,
+            "root_agent": self.root_agent,
+            "files": self.files,
+            "bytes": self.bytes,
+            "skill_bundles": list(self.skill_bundles),
+            "skipped": self.skipped.as_json(),
+            "skipped_paths": list(self.skipped.paths),
+            "non_portable_names": list(self.skipped.non_portable_names),
+            "required_secrets": list(self.required_secrets),
+            "dropped": [
+                {"path": d.path, "reason": d.reason, "detail": d.detail} for d in self.dropped
+            ],
+            "risk_flags": [
+                {"kind": f.kind, "path": f.path, "detail": f.detail} for f in self.risk_flags
+            ],
+            "secret_hits": [
+                {"file": h.file, "secret_path": h.secret_path, "encoding": h.encoding}
+                for h in self.secret_hits
+            ],
+            "encrypted_not_swept": self.encrypted_not_swept,
+            "publish_method": self.publish_method,
+            "warnings": list(self.warnings),
+        }
+
+
+WITHHELD = "<name withheld: it holds a secret>"
+
+
+class _Sweep:
+    """The exact-value sweep riding on the copy: one stream per file, fed every chunk.
+
+    ``refuse`` raises at the end of the first file holding a secret, so the export stops before
+    copying more; ``warn`` collects every hit; ``off`` sweeps no content. Whatever the mode,
+    :meth:`redact` keeps a secret that is part of a *name* out of every message and report.
+    """
+
+    def __init__(self, sweeper: Sweeper | None, mode: str) -> None:
+        self.sweeper = sweeper if sweeper is not None and not sweeper.empty else None
+        self.mode = mode
+        self.hits: list[Hit] = []
+        self._stream: SweepStream | None = None
+        self._current = ""
+
+    @property
+    def observer(self) -> Callable[[str, memoryview], None] | None:
+        """The hook to give ``copy_tree``, or None when no content is swept."""
+        return self.observe if self.sweeper is not None and self.mode != "off" else None
+
+    def observe(self, relpath: str, chunk: memoryview) -> None:
+        """``copy_tree``'s observer: every chunk of every carried file, in order."""
+        if self._stream is None or relpath != self._current:
+            self._finish()
+            assert self.sweeper is not None
+            self._current = relpath
+            self._stream = self.sweeper.stream(relpath)
+        self._stream.feed(chunk)
+
+    def file_done(self, relpath: str) -> None:
+        """Close the file's stream and sweep its relative path as well."""
+        if self.observer is None:
+            return
+        if self._current == relpath:
+            self._finish()
+        self._add(self._names_hits(relpath))
+
+    def scan(self, name: str, data: bytes) -> None:
+        """Sweep a whole rendered file (``config.toml``, the manifest)."""
+        if self.observer is not None:
+            assert self.sweeper is not None
+            self._add(self.sweeper.scan_bytes(name, data))
+
+    def _names_hits(self, relpath: str) -> list[Hit]:
+        assert self.sweeper is not None
+        return self.sweeper.scan_bytes(relpath, relpath.encode("utf-8", "surrogateescape"))
+
+    def redact(self, relpath: str) -> str:
+        """``relpath`` with every component that holds a known secret replaced by a marker."""
+        if self.sweeper is None or not self._names_hits(relpath):
+            return relpath
+        parts = [WITHHELD if self._names_hits(part) else part for part in relpath.split("/")]
+        shown = "/".join(parts)
+        # a value holding "/" (base64 does) can span components: withhold all but the top
+        return shown if not self._names_hits(shown) else f"{parts[0]}/{WITHHELD}"
+
+    def scrub_message(self, text: str) -> str:
+        """``text`` with every word that holds a known secret withheld (error messages)."""
+        if self.sweeper is None or not self._names_hits(text):
+            return text
+        return " ".join(WITHHELD if self._names_hits(word) else word for word in text.split(" "))
+
+    def _finish(self) -> None:
+        if self._stream is not None:
+            stream, self._stream = self._stream, None
+            self._add(stream.close())
+
+    def _add(self, hits: Sequence[Hit]) -> None:
+        for found in hits:
+            hit = Hit(self.redact(found.file), found.secret_path, found.encoding)
+            if hit not in self.hits:
+                self.hits.append(hit)
+            if self.mode == "refuse":
+                raise Refused(
+                    f"{escape_display(hit.file)} contains the value of {hit.secret_path} "
+                    f"({hit.encoding}); remove it from the file (or pass --scan-secrets warn) "
+                    "and export again",
+                    path=hit.file,
+                )
+
+
+def protected_paths(config: Mapping[str, Any], install_root: Path) -> list[Path]:
+    """The folders an export reads and must not write into (02 §8.1 step 2).
+
+    The install root, and the workspace and skill folder of *every* agent and skill bundle of
+    the config, not only the exported agent's: a bundle written into a sibling's workspace
+    would be carried by that sibling's next export.
+    """
+    paths = [install_root]
+    agents = config.get("agents")
+    if isinstance(agents, Mapping):
+        paths += [workspace_dir(config, alias, install_root) for alias in agents]
+    bundles = config.get("skill_bundles")
+    if isinstance(bundles, Mapping):
+        paths += [skill_bundle_dir(config, alias, install_root) for alias in bundles]
+    return paths
+
+
+def export_agent(
+    install_root: Path,
+    alias: str,
+    out: Path,
+    *,
+    force: bool = False,
+    include_memory: bool = False,
+    scan_secrets: str = "refuse",
+    environ: Mapping[str, str] | None = None,
+    progress: Progress | None = None,
+) -> ExportReport:
+    """Export agent ``alias`` of the install at ``install_root`` to the bundle folder ``out``.
+
+    ``force`` replaces an existing bundle (never another folder). ``include_memory`` makes a
+    format 2 bundle carrying a consistent snapshot of the SQLite memory (02 §10).
+    ``scan_secrets`` is ``refuse`` (a known secret in a carried file fails the export),
+    ``warn`` or ``off``.
+    ``environ`` supplies the ``ZEROCLAW_*`` overrides and ``SOURCE_DATE_EPOCH`` (default:
+    ``os.environ``). ``progress(n)`` is called with the byte count of each copied file.
+
+    Raises :class:`bundler.errors.BundlerError` subclasses (nothing is published then);
+    problems after the bundle is published are returned in ``warnings``.
+    """
+    if scan_secrets not in SCAN_MODES:
+        raise UsageError(f"--scan-secrets must be one of {', '.join(SCAN_MODES)}")
+    env = os.environ if environ is None else environ
+    config = load_config(install_root, environ=env).data
+    plan = plan_closure(config, alias, install_root)
+    if include_memory:
+        _check_memory_backend(config, alias)
+    # built even with --scan-secrets off: a secret in a file *name* must stay out of the report
+    targets, encrypted = sweep_targets(config)
+    sweep = _Sweep(Sweeper(targets) if targets else None, scan_secrets)
+    if scan_secrets == "off":
+        encrypted = 0
+    try:
+        admission = admit(out, force=force, protected=protected_paths(config, install_root))
+    except OSError as err:
+        raise _io_failure(os.fspath(out), "could not examine the destination", err) from err
+    with admission:
+        report = ExportReport(
+            bundle=admission.dest_path,
+            root_agent=alias,
+            format_version=MEMORY_FORMAT_VERSION if include_memory else FORMAT_VERSION,
+            encrypted_not_swept=encrypted,
+        )
+        try:
+            staging = admission.stage()
+        except OSError as err:
+            raise _io_failure(
+                admission.dest_path, "could not create the staging folder", err
+            ) from err
+        try:
+            try:
+                _build(staging, plan, install_root, sweep, report, env, progress)
+                staging.flush()
+                outcome = staging.publish()
+            except OSError as err:
+                raise _io_failure(admission.dest_path, "could not write the bundle", err) from err
+        except BundlerError as err:
+            leftovers = [] if staging.published else staging.abort()
+            err.message = sweep.scrub_message(err.message)
+            err.path = sweep.scrub_message(err.path)
+            if leftovers:
+                err.message += f" (cleanup incomplete: {'; '.join(leftovers)})"
+            raise
+        except BaseException:
+            if not staging.published:
+                staging.abort()
+            raise
+    report.publish_method = outcome.method.value
+    report.warnings += outcome.warnings
+    report.secret_hits = sweep.hits
+    _redact_report(report, sweep)
+    return report
+
+
+def _io_failure(dest: str, what: str, err: OSError) -> Refused:
+    """A one-line error for an I/O failure before the swap: the destination is unchanged."""
+    reason = err.strerror or str(err)
+    hint = (
+        "free some space and try again"
+        if err.errno in (errno.ENOSPC, errno.EDQUOT)
+        else "check the disk and try again"
+    )
+    return Refused(
+        f"{what} beside {escape_display(dest)} ({reason}); the destination is unchanged: {hint}",
+        path=dest,
+    )
+
+
+def _redact_report(report: ExportReport, sweep: _Sweep) -> None:
+    """Withhold name components that hold a known secret from every listed path."""
+    skipped = report.skipped
+    skipped.paths = [sweep.redact(path) for path in skipped.paths]
+    skipped.non_portable_names = [sweep.redact(path) for path in skipped.non_portable_names]
+    report.dropped = [
+        Dropped(sweep.redact(row.path), row.reason, row.detail)
+        if row.path.startswith(("workspace/", "skills/"))
+        else row
+        for row in report.dropped
+    ]
+
+
+def _build(
+    staging: Staging,
+    plan: ExportPlan,
+    install_root: Path,
+    sweep: _Sweep,
+    report: ExportReport,
+    environ: Mapping[str, str],
+    progress: Progress | None,
+) -> None:
+    """Fill the staging folder; the manifest is the last file written."""
+    root = staging.fd
+    extra: list[Dropped] = []
+    with _Checksums() as checksums:
+        copy = _Copy(root, install_root, sweep, report, extra, progress, checksums)
+        _build_in(staging, plan, copy, sweep, report, environ, extra, checksums)
+
+
+def _build_in(
+    staging: Staging,
+    plan: ExportPlan,
+    copy: _Copy,
+    sweep: _Sweep,
+    report: ExportReport,
+    environ: Mapping[str, str],
+    extra: list[Dropped],
+    checksums: _Checksums,
+) -> None:
+    """The body of :func:`_build`, with the copier and the checksum spool in hand."""
+    version = report.format_version
+    root = staging.fd
+    carried = copy.skills(plan)
+    copy.workspace(plan)
+    if version == MEMORY_FORMAT_VERSION:
+        copy.memory(plan)
+    identity_present = plan.identity_path is None or _identity_present(root, plan.identity_path)
+    # finish_plan proves the closure on an otherwise empty install before we write it
+    fragment, dropped, risk_flags = finish_plan(plan, carried, identity_present, extra, version)
+    config_bytes = render_config(fragment)
+    sweep.scan(CONFIG_NAME, config_bytes)
+    digest = _write_new(root, CONFIG_NAME, config_bytes)
+    checksums.add(CONFIG_NAME, CopiedFile(CONFIG_NAME, len(config_bytes), digest))
+    checksums_digest = checksums.write(root, CHECKSUMS_NAME)
+    report.files = checksums.files
+    report.bytes = checksums.bytes
+    manifest = Manifest(
+        format_version=version,
+        root_agent=plan.alias,
+        required_secrets=list(plan.required_secrets),
+        skill_bundles=carried,
+        provenance=Provenance(exporter=f"bundler {__version__}", exported_at=exported_at(environ)),
+        contents=Contents(
+            files=report.files,
+            bytes=report.bytes,
+            checksums=CHECKSUMS_NAME,
+            checksums_xxh3_128=checksums_digest,
+        ),
+        dropped=list(dropped),
+        risk_flags=list(risk_flags),
+        memory=Memory(backend="sqlite", store=MEMORY_STORE, snapshot_at=exported_at(environ))
+        if version == MEMORY_FORMAT_VERSION
+        else None,
+    )
+    manifest_bytes = render_manifest(manifest)
+    sweep.scan(MANIFEST_NAME, manifest_bytes)
+    _write_new(root, MANIFEST_NAME, manifest_bytes)
+    report.skill_bundles = carried
+    report.required_secrets = list(plan.required_secrets)
+    report.dropped = list(dropped)
+    report.risk_flags = list(risk_flags)
+
+
+class _Copy:
+    """Copies the workspace and the skills into staging, collecting what the report needs."""
+
+    def __init__(
+        self,
+        root: int,
+        install_root: Path,
+        sweep: _Sweep,
+        report: ExportReport,
+        dropped: list[Dropped],
+        progress: Progress | None,
+        checksums: _Checksums,
+    ) -> None:
+        self.root = root
+        self.install_root = install_root
+        self.sweep = sweep
+        self.report = report
+        self.dropped = dropped
+        self.progress = progress
+        self.checksums = checksums
+
+    def _tree(
+        self,
+        src_fd: int,
+        dst_fd: int,
+        prefix: str,
+        *,
+        section: str,
+        counted: bool = True,
+        **extra: Any,
+    ) -> None:
+        skipped = self.report.skipped
+        for copied in copy_tree(
+            src_fd,
+            dst_fd,
+            prefix=prefix,
+            on_skip=skipped.record if counted else None,
+            on_non_portable=skipped.record_non_portable if counted else None,
+            observer=self.sweep.observer,
+            **extra,
+        ):
+            self.sweep.file_done(copied.relpath)
+            self.checksums.add(section, copied)
+            if self.progress is not None:
+                self.progress(copied.size)
+
+    def workspace(self, plan: ExportPlan) -> None:
+        """``workspace/``: the tree minus root memory, live stores reported as dropped (02 §7.1)."""
+        dst = _mkdir_open(self.root, "workspace")
+        try:
+            src = open_source_root(plan.workspace, install_root=self.install_root)
+            if src is None:
+                return  # a missing workspace is an empty one
+            try:
+                # root memory/ and MEMORY_SNAPSHOT.md: finish_plan reports them (always, format 1)
+                exclude = WorkspaceExclude(src)
+                live: list[str] = []
+                self._tree(
+                    src,
+                    dst,
+                    "workspace/",
+                    section="workspace",
+                    exclude=exclude,
+                    on_live_store=live.append,
+                )
+                self.dropped += [
+                    Dropped(path, "not_yet_portable", _LIVE_STORE_DETAIL) for path in live
+                ]
+            finally:
+                os.close(src)
+        finally:
+            os.close(dst)
+
+    def memory(self, plan: ExportPlan) -> None:
+        """Format 2 (02 §10): a consistent snapshot of ``memory/brain.db`` and the root snapshot.
+
+        The workspace and its ``memory`` folder are opened no-follow and then addressed through
+        ``/proc/self/fd``, so SQLite reads exactly the folders that were checked, and writes into
+        exactly our staging folder, whatever is renamed meanwhile.
+        """
+        src = open_source_root(plan.workspace, install_root=self.install_root)
+        if src is None:
+            raise _no_brain(plan)
+        try:
+            try:
+                memory_fd = open_dir_nofollow(src, "memory")
+            except OSError as err:
+                if err.errno == errno.ENOENT:
+                    raise _no_brain(plan) from None
+                raise Refused(
+                    f"{escape_display(str(plan.workspace))}/memory is not a folder or is a "
+                    f"symbolic link ({err.strerror}): point the config at the real workspace",
+                    path="workspace/memory",
+                ) from err
+            dst = _mkdir_open(self.root, "memory")
+            try:
+                source = Path(f"/proc/self/fd/{memory_fd}/brain.db")
+                if not os.path.lexists(source):
+                    raise _no_brain(plan)
+                # the root MEMORY_SNAPSHOT.md alone, under 7.2's rules (its skips were counted
+                # by the workspace walk already); first, as "M" sorts before "b" (02 §9.2)
+                self._tree(
+                    src,
+                    dst,
+                    "memory/",
+                    section="memory",
+                    exclude=_only_memory_snapshot,
+                    counted=False,
+                )
+                snapshot_database(source, Path(f"/proc/self/fd/{dst}/brain.db"), method="backup")
+                fd = os.open("brain.db", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dst)
+                try:
+                    size, digest = digest_fd(fd, relpath=MEMORY_STORE, observer=self.sweep.observer)
+                finally:
+                    os.close(fd)
+                self.sweep.file_done(MEMORY_STORE)
+                self.checksums.add("memory", CopiedFile(MEMORY_STORE, size, digest))
+            finally:
+                os.close(dst)
+                os.close(memory_fd)
+        finally:
+            os.close(src)
+
+    def skills(self, plan: ExportPlan) -> list[str]:
+        """``skills/<b>/<skill>/`` per skill bundle that yields a skill; returns the aliases."""
+        carried: list[str] = []
+        skills_fd = -1
+        try:
+            for source in plan.skill_sources:
+                src = open_source_root(source.directory, install_root=self.install_root)
+                if src is None:
+                    self.dropped.append(
+                        Dropped(
+                            f"skills/{source.alias}",
+                            "source_missing",
+                            "the bundle folder does not exist",
+                        )
+                    )
+                    continue
+                try:
+                    selection = select_skills(src, include=source.include, exclude=source.exclude)
+                    self.dropped += [
+                        Dropped(f"skills/{source.alias}/{name}", "not_yet_portable", _NOT_A_SKILL)
+                        for name in selection.not_copied
+                    ]
+                    if not selection.admitted:
+                        self.dropped.append(
+                            Dropped(
+                                f"skills/{source.alias}",
+                                "source_missing",
+                                "no skill in the bundle folder was carried",
+                            )
+                        )
+                        continue
+                    if skills_fd < 0:
+                        skills_fd = _mkdir_open(self.root, "skills")
+                    bundle_fd = _mkdir_open(skills_fd, source.alias)
+                    try:
+                        for name, lst in selection.admitted:
+                            prefix = f"skills/{source.alias}/{name}/"
+                            self._skill(src, bundle_fd, name, lst, prefix)
+                    finally:
+                        os.close(bundle_fd)
+                    carried.append(source.alias)
+                finally:
+                    os.close(src)
+        finally:
+            if skills_fd >= 0:
+                os.close(skills_fd)
+        return carried
+
+    def _skill(
+        self, bundle_src: int, bundle_dst: int, name: str, lst: os.stat_result, prefix: str
+    ) -> None:
+        try:
+            src = open_dir_nofollow(bundle_src, name, lst)
+        except OSError as err:
+            raise Refused(
+                f"{escape_display(prefix)} changed while it was being exported ({err.strerror}); "
+                "stop the agent and try again",
+                path=prefix,
+            ) from err
+        try:
+            dst = _mkdir_open(bundle_dst, name)
+            try:
+                # one section per bundle: its skills come in name order already
+                self._tree(src, dst, prefix, section="/".join(prefix.split("/")[:2]))
+            finally:
+                os.close(dst)
+        finally:
+            os.close(src)
+
+
+_LIVE_STORE_DETAIL = (
+    "a SQLite database with a -wal or -journal beside it is a live store: copying it file by "
+    "file can tear it"
+)
+_NOT_A_SKILL = "not a skill folder holding SKILL.md, or a skill whose name is not portable"
+
+
+def _only_memory_snapshot(rel: str, _st: os.stat_result) -> bool:
+    return rel != "MEMORY_SNAPSHOT.md"
+
+
+def _no_brain(plan: ExportPlan) -> Refused:
+    where = escape_display(str(plan.workspace))
+    return Refused(
+        f"--include-memory: there is no {where}/memory/brain.db to carry; export without it",
+        path="workspace/memory/brain.db",
+    )
+
+
+def _check_memory_backend(config: Mapping[str, Any], alias: str) -> None:
+    """Format 2 carries only a SQLite store (02 §10); any other backend is refused."""
+    agent = config.get("agents", {}).get(alias, {})
+    memory = agent.get("memory") if isinstance(agent, Mapping) else None
+    node = schema.resolve(["agents", alias, "memory", "backend"])[1]
+    backend = memory.get("backend") if isinstance(memory, Mapping) else None
+    if backend is None:
+        backend = schema.default_of(node)
+    if backend != "sqlite":
+        where = format_path(["agents", alias, "memory", "backend"])
+        raise Refused(
+            f"--include-memory carries only SQLite memory, and {escape_display(where)} is "
+            f"{escape_display(str(backend))}; export without --include-memory",
+            path=where,
+        )
+
+
+class _Checksums:
+    """The lines of ``checksums.xxh3``, spooled to unnamed temporary files, one per section.
+
+    A section is a top-level entry (``config.toml``, ``memory``, ``workspace``) or one skill
+    bundle (``skills/<b>``). Every tree is walked in checksum order already (02 §9.2), so only
+    the sections are ordered at the end: nothing per file stays in memory (P4: peak memory must
+    not grow with the number of files).
+    """
+
+    def __init__(self) -> None:
+        self._sections: dict[str, IO[bytes]] = {}
+        self.files = 0
+        self.bytes = 0
+
+    def __enter__(self) -> _Checksums:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for spool in self._sections.values():
+            spool.close()
+        self._sections.clear()
+
+    def add(self, section: str, copied: CopiedFile) -> None:
+        """Append the line of one carried file to its section."""
+        spool = self._sections.get(section)
+        if spool is None:
+            # closed by __exit__: the spools live as long as the build
+            spool = self._sections[section] = tempfile.TemporaryFile()  # noqa: SIM115
+        spool.write(render_checksums([(copied.xxh3_128, copied.relpath)]))
+        self.files += 1
+        self.bytes += copied.size
+
+    def write(self, dir_fd: int, name: str) -> str:
+        """Create ``name`` in ``dir_fd`` from the sections in order; returns its XXH3-128."""
+        hasher = xxhash.xxh3_128()
+        fd = os.open(name, _CREATE, _GENERATED_MODE, dir_fd=dir_fd)
+        try:
+            for section in sorted(self._sections, key=checksum_sort_key):
+                spool = self._sections[section]
+                spool.seek(0)
+                while chunk := spool.read(1 << 20):
+                    hasher.update(chunk)
+                    durable.write_all(fd, chunk)
+            os.fchmod(fd, _GENERATED_MODE)
+        finally:
+            os.close(fd)
+        return str(hasher.hexdigest())
+
+
+def _mkdir_open(parent_fd: int, name: str) -> int:
+    os.mkdir(name, _MKDIR_MODE, dir_fd=parent_fd)
+    return open_dir_nofollow(parent_fd, name)
+
+
+def _write_new(dir_fd: int, name: str, data: bytes) -> str:
+    """Create ``name`` (never over an existing entry) holding ``data``; returns its XXH3-128."""
+    fd = os.open(name, _CREATE, _GENERATED_MODE, dir_fd=dir_fd)
+    try:
+        durable.write_all(fd, data)
+        # the creation mode went through the umask; the bundle's bytes and modes must not
+        os.fchmod(fd, _GENERATED_MODE)
+    finally:
+        os.close(fd)
+    return str(xxhash.xxh3_128_hexdigest(data))
+
+
+def _identity_present(root: int, identity_path: str) -> bool:
+    """True when ``workspace/<identity_path>`` was carried as a regular file."""
+    folder, _, name = f"workspace/{identity_path}".rpartition("/")
+    try:
+        fd = open_beneath(root, folder)
+    except OSError:
+        return False
+    try:
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return stat.S_ISREG(st.st_mode)

@@ -1,0 +1,422 @@
+"""The bundle's own files, pure: manifest, ``config.toml`` rendering and ``checksums.xxh3`` (02 §9).
+
+Rendering is deterministic: the same inputs give byte-identical files, so two exports of an
+unchanged agent with the same ``SOURCE_DATE_EPOCH`` are byte-identical bundles. Parsing is
+strict and treats its input as hostile: every failure is :class:`InvalidInput` naming the file
+and the field, never a traceback.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import tomli_w
+from jsonschema import Draft202012Validator
+
+from bundler.errors import InvalidInput, UsageError
+from bundler.rules import schema
+from bundler.rules.names import escape_display, has_control_chars
+from bundler.rules.risk import RiskFlag
+from bundler.rules.tomlcompat import TOMLDecodeError, loads
+
+MANIFEST_NAME = "zeroclaw-agent.toml"
+CONFIG_NAME = "config.toml"
+CHECKSUMS_NAME = "checksums.xxh3"
+KNOWN_FORMATS = (1, 2)
+MEMORY_STORE = "memory/brain.db"
+
+# the order 02 §2 lists a fragment's tables in; render_config writes them in this order
+FRAGMENT_TABLE_ORDER = (
+    "agents",
+    "risk_profiles",
+    "runtime_profiles",
+    "skill_bundles",
+    "knowledge_bundles",
+    "mcp_bundles",
+    "providers",
+    "mcp",
+)
+
+CONFIG_HEADER = (
+    "# A scrubbed config fragment made by bundler: one agent and the entries it references.\n"
+    "# It is not a whole config. Secret values are empty strings: the bundle manifest's\n"
+    "# required_secrets lists them; fill each in with `bundler config set <path>` after import.\n"
+    "\n"
+)
+
+_CHECKSUM_LINE = re.compile(r"([0-9a-f]{32})  ([^\n]+)")
+_SUMMARY_TOP = (
+    "format_version",
+    "root_agent",
+    "required_secrets",
+    "skill_bundles",
+    "provenance",
+    "contents",
+    "memory",
+    "dropped",
+    "risk_flags",
+)
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """Something populated that stays behind: a config or bundle path, reason, detail (02 §3)."""
+
+    path: str
+    reason: str
+    detail: str
+
+    def as_dict(self) -> dict[str, str]:
+        """The ``{path, reason, detail}`` table of the manifest's ``[[dropped]]``."""
+        return {"path": self.path, "reason": self.reason, "detail": self.detail}
+
+
+def dropped_sort_key(row: Dropped) -> tuple[str, str]:
+    """``dropped`` is sorted by path, then reason (02 §3)."""
+    return (row.path, row.reason)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Who made the bundle and when (UTC, ``YYYY-MM-DDTHH:MM:SSZ``)."""
+
+    exporter: str
+    exported_at: str
+
+
+@dataclass(frozen=True)
+class Contents:
+    """The carried files: how many, their total size, and the checksums file with its digest."""
+
+    files: int
+    bytes: int
+    checksums: str
+    checksums_xxh3_128: str
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Format 2's ``[memory]`` table (02 §10)."""
+
+    backend: str
+    store: str
+    snapshot_at: str
+
+
+@dataclass
+class Manifest:
+    """``zeroclaw-agent.toml``. ``extra`` holds top-level keys this reader does not know."""
+
+    format_version: int
+    root_agent: str
+    required_secrets: list[str]
+    skill_bundles: list[str]
+    provenance: Provenance
+    contents: Contents
+    dropped: list[Dropped] = field(default_factory=list)
+    risk_flags: list[RiskFlag] = field(default_factory=list)
+    memory: Memory | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The manifest as a plain table in the key order of 02 §9 (unknown keys last)."""
+        data: dict[str, Any] = {
+            "format_version": self.format_version,
+            "root_agent": self.root_agent,
+            "required_secrets": list(self.required_secrets),
+            "skill_bundles": list(self.skill_bundles),
+            "provenance": {
+                "exporter": self.provenance.exporter,
+                "exported_at": self.provenance.exported_at,
+            },
+            "contents": {
+                "files": self.contents.files,
+                "bytes": self.contents.bytes,
+                "checksums": self.contents.checksums,
+                "checksums_xxh3_128": self.contents.checksums_xxh3_128,
+            },
+        }
+        if self.memory is not None:
+            data["memory"] = {
+                "backend": self.memory.backend,
+                "store": self.memory.store,
+                "snapshot_at": self.memory.snapshot_at,
+            }
+        data["dropped"] = [row.as_dict() for row in self.dropped]
+        data["risk_flags"] = [flag.as_dict() for flag in self.risk_flags]
+        for key, value in self.extra.items():
+            data.setdefault(key, value)
+        return data
+
+
+def _is_table_value(value: Any) -> bool:
+    return isinstance(value, Mapping) or (
+        bool(value) and isinstance(value, list) and all(isinstance(v, Mapping) for v in value)
+    )
+
+
+def render_manifest(manifest: Manifest) -> bytes:
+    """``zeroclaw-agent.toml`` as bytes, deterministic, keys in the order of 02 §9.
+
+    ``dropped`` and ``risk_flags`` are always written as arrays of tables (``[[dropped]]``),
+    however short, so the file reads the same whatever its content.
+    """
+    data = manifest.as_dict()
+    scalars = {key: value for key, value in data.items() if not _is_table_value(value)}
+    parts = [tomli_w.dumps(scalars)]
+    for key, value in data.items():
+        if key in scalars:
+            continue
+        if isinstance(value, Mapping):
+            parts.append(tomli_w.dumps({key: value}))
+        else:
+            parts.extend(f"[[{key}]]\n" + tomli_w.dumps(dict(item)) for item in value)
+    return "\n".join(part.rstrip("\n") + "\n" for part in parts).encode("utf-8")
+
+
+@cache
+def _manifest_validator() -> Draft202012Validator:
+    return Draft202012Validator(schema.load("bundle-manifest.schema.json"))
+
+
+def _fail(message: str, path: str = "") -> InvalidInput:
+    where = f"{MANIFEST_NAME}: {path}: " if path else f"{MANIFEST_NAME}: "
+    return InvalidInput(escape_display(where + message), path=path or MANIFEST_NAME)
+
+
+def _json_path(parts: Iterable[Any]) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def parse_manifest(data: bytes) -> Manifest:
+    """Parse and check ``zeroclaw-agent.toml`` against ``manifests/bundle-manifest.schema.json``.
+
+    A ``format_version`` this reader does not know is refused as made by a newer tool; format 2
+    needs its ``[memory]`` table. Unknown keys are accepted and kept in ``extra``.
+    """
+    try:
+        table = loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise _fail("is not UTF-8") from None
+    except TOMLDecodeError as exc:
+        raise _fail(f"does not parse: {exc}") from None
+    except RecursionError:
+        raise _fail("is nested too deeply") from None
+    version = table.get("format_version")
+    if type(version) is not int:
+        raise _fail("must be an integer", "format_version")
+    if version not in KNOWN_FORMATS:
+        if version > max(KNOWN_FORMATS):
+            raise _fail(
+                f"format {version} was made by a newer tool; upgrade bundler to read it",
+                "format_version",
+            )
+        raise _fail(f"unknown format {version}", "format_version")
+    errors = sorted(
+        _manifest_validator().iter_errors(table), key=lambda e: list(map(str, e.absolute_path))
+    )
+    if errors:
+        first = errors[0]
+        raise _fail(_schema_message(first), _json_path(first.absolute_path) or "(top level)")
+    if version == 2 and "memory" not in table:
+        raise _fail("a format 2 bundle needs its [memory] table", "memory")
+    memory = table.get("memory")
+    provenance, contents = table["provenance"], table["contents"]
+    return Manifest(
+        format_version=version,
+        root_agent=table["root_agent"],
+        required_secrets=list(table["required_secrets"]),
+        skill_bundles=list(table["skill_bundles"]),
+        provenance=Provenance(provenance["exporter"], provenance["exported_at"]),
+        contents=Contents(
+            contents["files"],
+            contents["bytes"],
+            contents["checksums"],
+            contents["checksums_xxh3_128"],
+        ),
+        dropped=[
+            Dropped(row["path"], row["reason"], row["detail"]) for row in table.get("dropped", [])
+        ],
+        risk_flags=[
+            RiskFlag(row["kind"], row["path"], row["detail"]) for row in table.get("risk_flags", [])
+        ],
+        memory=Memory(memory["backend"], memory["store"], memory["snapshot_at"])
+        if isinstance(memory, dict)
+        else None,
+        extra={key: value for key, value in table.items() if key not in _SUMMARY_TOP},
+    )
+
+
+def _schema_message(error: Any) -> str:
+    # jsonschema quotes the offending value; a manifest value may be long or hostile, so say
+    # only which rule failed.
+    validator = error.validator
+    if validator == "required":
+        missing = [name for name in error.validator_value if name not in (error.instance or {})]
+        return f"missing {', '.join(missing)}" if missing else "missing a required key"
+    if validator == "type":
+        return f"must be of type {error.validator_value}"
+    if validator in ("enum", "const"):
+        return "is not one of the allowed values"
+    if validator == "pattern":
+        return "does not have the expected form"
+    if validator in ("minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems"):
+        return f"violates {validator} {error.validator_value}"
+    if validator == "uniqueItems":
+        return "has repeated items"
+    return f"fails the {validator} rule"
+
+
+# --- config.toml -------------------------------------------------------------------------------
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {key: _canonical(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [_canonical(item) for item in value]
+    return value
+
+
+def render_config(fragment: Mapping[str, Any]) -> bytes:
+    """The bundle's ``config.toml``: a header comment, then the fragment with sorted keys.
+
+    Tables come in the order of 02 §2, keys inside them sorted, arrays as they are: the same
+    fragment always renders to the same bytes whatever order its dictionaries were built in.
+    """
+    ordered: dict[str, Any] = {}
+    for key in FRAGMENT_TABLE_ORDER:
+        if key in fragment:
+            ordered[key] = _canonical(fragment[key])
+    for key in sorted(fragment):
+        if key not in ordered:
+            ordered[key] = _canonical(fragment[key])
+    return (CONFIG_HEADER + tomli_w.dumps(ordered)).encode("utf-8")
+
+
+# --- checksums.xxh3 ----------------------------------------------------------------------------
+
+
+def checksum_sort_key(path: str) -> tuple[bytes, ...]:
+    """Depth-first, each folder's names sorted by bytes: ``a/c`` before ``a-b`` (02 §9.2)."""
+    return tuple(path.encode("utf-8", "surrogateescape").split(b"/"))
+
+
+def render_checksums(lines: Iterable[tuple[str, str]]) -> bytes:
+    """``<32 hex>  <path>`` lines (``xxhsum -H2`` format) in :func:`checksum_sort_key` order."""
+    ordered = sorted(lines, key=lambda line: checksum_sort_key(line[1]))
+    return "".join(f"{digest}  {path}\n" for digest, path in ordered).encode("utf-8")
+
+
+def parse_checksums(data: bytes) -> list[tuple[str, str]]:
+    """Parse ``checksums.xxh3`` strictly: lower-case digests, safe unique paths, canonical order.
+
+    Returns ``(digest, path)`` pairs. Raises :class:`InvalidInput` naming the line at fault.
+    """
+    return [(digest, path) for path, digest in checksums_by_path(data).items()]
+
+
+def checksums_by_path(data: bytes) -> dict[str, str]:
+    """:func:`parse_checksums` as ``{path: digest}`` in the file's order: the one parser.
+
+    A well-formed file is checked by the regex engine over the whole text (a 1,000,000-line
+    file must not dominate verify, 06 P3); anything that fast check does not accept is parsed
+    line by line, which either accepts it as well or names the line at fault.
+    """
+    fast = _checksums_fast(data)
+    return fast if fast is not None else _checksums_by_line(data)
+
+
+# Strictly narrower than what _checksums_by_line accepts: every digest, path and separator well
+# formed, no control character anywhere.
+_CHECKSUMS_TEXT = re.compile(r"(?:[0-9a-f]{32}  [^\x00-\x1f\x7f-\x9f]+\n)*")
+# An empty, "." or ".." component shows as one of these (a path holding two spaces before
+# a "/" also matches: it merely takes the line-by-line road).
+_BAD_COMPONENT_MARKS = ("//", "/./", "/../", "/\n", "/.\n", "/..\n", "  /", "  ./", "  ../")
+_BAD_LAST_MARKS = ("  .\n", "  ..\n")
+
+
+def _checksums_fast(raw: bytes) -> dict[str, str] | None:
+    """The common case of a well-formed file; None sends it to :func:`_checksums_by_line`."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if _CHECKSUMS_TEXT.fullmatch(text) is None:
+        return None
+    if any(mark in text for mark in _BAD_COMPONENT_MARKS + _BAD_LAST_MARKS):
+        return None
+    lines = text.split("\n")[:-1]
+    # Component-wise byte order (02 §9.2) is plain string order once "/" sorts below every
+    # character a path may hold: no control character is allowed, so "\x00" does. (Code point
+    # order of str equals byte order of UTF-8.)
+    keys = [line[34:] for line in text.replace("/", "\x00").split("\n")[:-1]]
+    if keys != sorted(keys) or len(set(keys)) != len(keys):
+        return None  # out of order or repeated
+    return {line[34:]: line[:32] for line in lines}
+
+
+def _checksums_by_line(data: bytes) -> dict[str, str]:
+    """Every rule checked line by line; raises :class:`InvalidInput` naming the line at fault."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{CHECKSUMS_NAME}: is not UTF-8", path=CHECKSUMS_NAME) from None
+    if text and not text.endswith("\n"):
+        raise InvalidInput(f"{CHECKSUMS_NAME}: the last line has no newline", path=CHECKSUMS_NAME)
+    out: dict[str, str] = {}
+    previous: tuple[bytes, ...] | None = None
+    for number, line in enumerate(text.split("\n")[:-1] if text else [], start=1):
+        where = f"{CHECKSUMS_NAME}:{number}"
+        match = _CHECKSUM_LINE.fullmatch(line)
+        if match is None:
+            raise InvalidInput(
+                f"{where}: not a '<32 lower-case hex digits>  <path>' line", path=where
+            )
+        digest, path = match.groups()
+        if not _is_bundle_path(path):
+            raise InvalidInput(
+                f"{where}: {escape_display(path)} is not a normalised relative path", path=where
+            )
+        if path in out:
+            raise InvalidInput(f"{where}: {escape_display(path)} is listed twice", path=where)
+        key = checksum_sort_key(path)
+        if previous is not None and key < previous:
+            raise InvalidInput(f"{where}: {escape_display(path)} is out of order", path=where)
+        previous = key
+        out[path] = digest
+    return out
+
+
+def _is_bundle_path(path: str) -> bool:
+    # Workspace names need not be portable (02 §7.3 copies them with a warning), but every
+    # component must be a real name: no empty, '.', '..' or control characters.
+    return not has_control_chars(path) and all(
+        part not in ("", ".", "..") for part in path.split("/")
+    )
+
+
+def exported_at(environ: Mapping[str, str]) -> str:
+    """Now in UTC as ``YYYY-MM-DDTHH:MM:SSZ``, or ``SOURCE_DATE_EPOCH`` when it is set."""
+    raw = environ.get("SOURCE_DATE_EPOCH")
+    if raw is None or raw == "":
+        seconds = int(time.time())
+    else:
+        if not raw.isdigit():
+            raise UsageError(
+                "SOURCE_DATE_EPOCH must be a whole number of seconds since 1970",
+                path="SOURCE_DATE_EPOCH",
+            )
+        seconds = int(raw)
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+    except (OverflowError, OSError, ValueError):
+        raise UsageError("SOURCE_DATE_EPOCH is out of range", path="SOURCE_DATE_EPOCH") from None

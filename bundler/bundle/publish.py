@@ -1,0 +1,796 @@
+"""Publishing a bundle folder so that no crash or failure loses the old one or shows a partial one.
+
+The protocol of 02 §8, in the order it runs:
+
+1. :func:`admit` — resolve ``--out`` (symlinks in the parent resolved, the final component never
+   followed), refuse overlaps with protected source trees, classify the destination (vacant,
+   empty, bundle) and hold the parent folder open. Nothing is created before admission passes.
+2. :meth:`Admission.stage` — write and fsync ``.zeroclaw-export-<token>.target`` (the record that
+   ties the leftovers to this destination), then create the staging folder
+   ``.zeroclaw-export-<token>`` (0700). The record exists before the folder, so a crash never
+   leaves a staging folder that recovery cannot attribute.
+3. The caller builds the bundle inside :attr:`Staging.fd`, then calls :meth:`Staging.flush`.
+4. :meth:`Staging.publish` — re-check the destination, swap with ``RENAME_NOREPLACE`` /
+   ``RENAME_EXCHANGE`` (two plain renames where the kernel or filesystem refuses the flags),
+   fsync the parent, drop the retired bundle and the record. Failures after the swap are returned
+   as warnings: the publication cannot be undone.
+5. :meth:`Staging.abort` — on any failure before the swap: staging removed, record removed,
+   destination untouched.
+
+:func:`recover_destination` and :func:`scan_leftovers` repair and list what a crash left
+(02 §8.5). Every step is idempotent, so recovery can itself be interrupted and run again.
+
+All names below the parent are reached through the held parent descriptor, never re-resolved
+from a path string, so a parent renamed or replaced by a symlink mid-export cannot redirect us.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import re
+import signal
+import stat
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from bundler.errors import Interrupted, Refused, UsageError
+from bundler.fs.copytree import make_durable
+from bundler.fs.durable import (
+    RENAME_EXCHANGE,
+    RENAME_NOREPLACE,
+    UNSUPPORTED_ERRNOS,
+    fsync_dir,
+    open_dir,
+    random_token,
+    renameat2,
+)
+from bundler.fs.safefs import open_dir_nofollow, rmtree_at
+from bundler.rules.names import escape_display
+
+MANIFEST_NAME = "zeroclaw-agent.toml"
+STAGING_PREFIX = ".zeroclaw-export-"
+RETIRED_PREFIX = ".zeroclaw-export-old-"
+RECORD_SUFFIX = ".target"
+
+_TOKEN = r"[A-Za-z0-9]{12}"
+_STAGING_RE = re.compile(rf"\.zeroclaw-export-({_TOKEN})")
+_RETIRED_RE = re.compile(rf"\.zeroclaw-export-old-({_TOKEN})")
+_RECORD_RE = re.compile(rf"\.zeroclaw-export-({_TOKEN})\.target")
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class DestKind(str, Enum):
+    """What the destination was when it was admitted (02 §8.1 step 3)."""
+
+    VACANT = "vacant"
+    EMPTY = "empty"
+    BUNDLE = "bundle"
+
+
+class PublishMethod(str, Enum):
+    """How the bundle reached its destination; ``--json`` reports it as ``publish_method``."""
+
+    NOREPLACE = "renameat2-noreplace"
+    EXCHANGE = "renameat2-exchange"
+    RENAME = "rename"
+    FALLBACK = "rename-fallback"
+
+
+@dataclass(frozen=True)
+class PublishOutcome:
+    """The result of a swap: the method used and what went wrong after the commit point."""
+
+    method: PublishMethod
+    warnings: list[str] = field(default_factory=list)
+
+
+def staging_name(token: str) -> str:
+    """``.zeroclaw-export-<token>``: where a bundle is built."""
+    return f"{STAGING_PREFIX}{token}"
+
+
+def retired_name(token: str) -> str:
+    """``.zeroclaw-export-old-<token>``: where a replaced bundle waits to be removed."""
+    return f"{RETIRED_PREFIX}{token}"
+
+
+def record_name(token: str) -> str:
+    """``.zeroclaw-export-<token>.target``: the one-line record naming the destination."""
+    return f"{STAGING_PREFIX}{token}{RECORD_SUFFIX}"
+
+
+def encode_record(dest_name: str) -> bytes:
+    """The record's bytes: the destination's final component and one newline."""
+    return os.fsencode(dest_name) + b"\n"
+
+
+def decode_record(data: bytes) -> str | None:
+    """The destination named by a record, or None when the record is torn or empty.
+
+    Exactly one trailing newline is removed, so a name that itself ends in a newline survives.
+    """
+    if not data.endswith(b"\n") or len(data) < 2 or b"\0" in data or b"/" in data[:-1]:
+        return None
+    return os.fsdecode(data[:-1])
+
+
+def paths_overlap(a: str, b: str) -> bool:
+    """True when absolute normalised paths ``a`` and ``b`` are equal or one contains the other."""
+    pa, pb = Path(a).parts, Path(b).parts
+    shorter = min(len(pa), len(pb))
+    return pa[:shorter] == pb[:shorter]
+
+
+def _identity(st: os.stat_result) -> tuple[int, int]:
+    return (st.st_dev, st.st_ino)
+
+
+def _lstat_at(dir_fd: int, name: str) -> os.stat_result | None:
+    try:
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
+@contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM while a multi-step rename runs; they are delivered on exit.
+
+    A handler raising in the middle of exchange-then-check would leave the two names swapped
+    without the follow-up the protocol needs.
+    """
+    mask = {signal.SIGINT, signal.SIGTERM}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, mask)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def remove_tree_at(dir_fd: int, name: str) -> None:
+    """Remove ``name`` (a folder tree, a file or a link) below ``dir_fd`` without following links.
+
+    A missing ``name`` is not an error (recovery is idempotent). The bundle manifest, when
+    present at the top, goes first, so a half-removed bundle can never pass for a complete one.
+    """
+    try:
+        fd = open_dir_nofollow(dir_fd, name)
+    except OSError as err:
+        if err.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+            raise
+    else:
+        try:
+            _unlink_missing_ok(fd, MANIFEST_NAME)
+        finally:
+            os.close(fd)
+    rmtree_at(dir_fd, name)
+
+
+def _unlink_missing_ok(dir_fd: int, name: str) -> None:
+    with suppress(FileNotFoundError):
+        os.unlink(name, dir_fd=dir_fd)
+
+
+def _split_out(out: str | os.PathLike[str]) -> tuple[str, str]:
+    """(absolute parent path as given, final component), refusing ``.``, ``..`` and the root."""
+    raw = os.fspath(out)
+    if not raw:
+        raise UsageError("--out is empty: name the bundle folder to create")
+    trimmed = raw.rstrip("/")
+    name = os.path.basename(trimmed)
+    if name in ("", ".", ".."):
+        raise UsageError(
+            f"--out {escape_display(raw)}: the last component must name a new folder, "
+            "not '.', '..' or '/'",
+            path=raw,
+        )
+    parent = os.path.dirname(os.path.abspath(trimmed))
+    return parent, name
+
+
+@dataclass
+class Admission:
+    """An admitted destination: the parent folder held open, and what the destination was.
+
+    Use as a context manager; the parent descriptor is closed on exit.
+    """
+
+    parent_fd: int
+    parent_path: str
+    name: str
+    kind: DestKind
+    identity: tuple[int, int] | None
+
+    @property
+    def dest_path(self) -> str:
+        """The destination's absolute path (parent's symlinks resolved)."""
+        return os.path.join(self.parent_path, self.name)
+
+    def __enter__(self) -> Admission:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the parent descriptor."""
+        if self.parent_fd >= 0:
+            os.close(self.parent_fd)
+            self.parent_fd = -1
+
+    def stage(self) -> Staging:
+        """Create the record and the staging folder beside the destination (02 §8.2)."""
+        return Staging.create(self)
+
+
+def admit(
+    out: str | os.PathLike[str], *, force: bool, protected: Sequence[str | os.PathLike[str]]
+) -> Admission:
+    """Admit ``out`` as an export destination, creating nothing (02 §8.1).
+
+    ``protected`` lists the install root and every agent's workspace and skill folders; the
+    destination may neither equal, contain nor lie inside any of them (compared by real path).
+    Raises UsageError for ``.``/``..`` and Refused for everything else that is not admitted.
+    """
+    parent_given, name = _split_out(out)
+    display = escape_display(os.fspath(out))
+    parent = os.path.realpath(parent_given)
+    try:
+        parent_fd = open_dir(parent, follow=False)
+    except FileNotFoundError:
+        raise Refused(
+            f"--out {display}: the parent folder {escape_display(parent_given)} does not exist; "
+            "create it first",
+            path=os.fspath(out),
+        ) from None
+    except OSError as err:
+        raise Refused(
+            f"--out {display}: cannot open the parent folder: {err.strerror}", path=os.fspath(out)
+        ) from None
+    try:
+        dest_real = os.path.join(parent, name)
+        for source in protected:
+            source_real = os.path.realpath(os.fspath(source))
+            if paths_overlap(dest_real, source_real):
+                raise Refused(
+                    f"--out {display} overlaps {escape_display(source_real)}, which the export "
+                    "reads; "
+                    "choose a folder outside the install and its agents' folders",
+                    path=os.fspath(out),
+                )
+        kind, identity = _classify(
+            parent_fd, name, force=force, display=display, raw=os.fspath(out)
+        )
+    except BaseException:
+        os.close(parent_fd)
+        raise
+    return Admission(
+        parent_fd=parent_fd, parent_path=parent, name=name, kind=kind, identity=identity
+    )
+
+
+def _classify(
+    parent_fd: int, name: str, *, force: bool, display: str, raw: str
+) -> tuple[DestKind, tuple[int, int] | None]:
+    st = _lstat_at(parent_fd, name)
+    if st is None:
+        return DestKind.VACANT, None
+    if stat.S_ISLNK(st.st_mode):
+        raise Refused(
+            f"--out {display} is a symbolic link; name a real folder (its target was not touched)",
+            path=raw,
+        )
+    if not stat.S_ISDIR(st.st_mode):
+        raise Refused(
+            f"--out {display} exists and is not a folder; choose an empty or new folder", path=raw
+        )
+    fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+    try:
+        opened = os.fstat(fd)
+        if _identity(opened) != _identity(st):
+            raise Refused(
+                f"--out {display} changed while it was being checked; try again", path=raw
+            )
+        with os.scandir(fd) as entries:
+            names = {entry.name for entry in entries}
+    finally:
+        os.close(fd)
+    if not names:
+        return DestKind.EMPTY, _identity(st)
+    if MANIFEST_NAME in names:
+        if not force:
+            raise Refused(
+                f"--out {display} already holds a bundle; pass --force to replace it", path=raw
+            )
+        return DestKind.BUNDLE, _identity(st)
+    raise Refused(f"--out {display} is not a bundle; choose an empty or new folder", path=raw)
+
+
+class Staging:
+    """A staging folder with its ``.target`` record, bound to an admitted destination."""
+
+    def __init__(self, admission: Admission, token: str, fd: int, record_fd: int) -> None:
+        self.admission = admission
+        self.token = token
+        self.fd = fd
+        self._record_fd = record_fd
+        self.published = False
+        self._stranded: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The staging folder's name in the parent."""
+        return staging_name(self.token)
+
+    @classmethod
+    def create(cls, admission: Admission) -> Staging:
+        """Write the record (fsynced), then create the staging folder (0700) and fsync the parent.
+
+        The record is kept open with an exclusive ``flock`` for the export's lifetime, so
+        ``recover`` can tell a live export's staging from a crashed one's and leave it alone.
+        """
+        parent = admission.parent_fd
+        token = random_token()
+        record = record_name(token)
+        record_fd = os.open(
+            record,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o600,
+            dir_fd=parent,
+        )
+        fd = -1
+        try:
+            fcntl.flock(record_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            data = encode_record(admission.name)
+            # one write: a kill can leave the file empty but never half a name
+            if os.write(record_fd, data) != len(data):
+                raise OSError(errno.EIO, "short write of the export record")
+            os.fsync(record_fd)
+            os.mkdir(staging_name(token), 0o700, dir_fd=parent)
+            fd = os.open(staging_name(token), _DIR_FLAGS, dir_fd=parent)
+            fsync_dir(parent)
+        except BaseException:
+            if fd >= 0:
+                os.close(fd)
+            _quietly(lambda: os.rmdir(staging_name(token), dir_fd=parent))
+            _quietly(lambda: os.unlink(record, dir_fd=parent))
+            os.close(record_fd)
+            raise
+        return cls(admission, token, fd, record_fd)
+
+    def flush(self) -> None:
+        """Make the whole staged bundle durable, once; a failure aborts (never retried)."""
+        make_durable(self.fd)
+
+    def abort(self) -> list[str]:
+        """Roll back before the swap: staging, then the record; returns what could not be removed.
+
+        Signals are held so a second Ctrl-C cannot interrupt the cleanup halfway.
+        """
+        problems: list[str] = []
+        with _signals_deferred():
+            self._close_fd()
+            parent = self.admission.parent_fd
+            hint = f"run 'bundler recover {escape_display(self.admission.dest_path)}'"
+            if self._stranded is not None:
+                # the staging name holds something that is not ours: never remove it
+                self._release_record()
+                return [self._stranded]
+            retired = retired_name(self.token)
+            if _lstat_at(parent, retired) is not None:
+                # the fallback moved the destination aside and could not move it back
+                try:
+                    _rename_noreplace(parent, retired, self.admission.name)
+                except OSError as err:
+                    self._release_record()
+                    return [f"the previous content is at {retired} ({err.strerror}); {hint}"]
+            try:
+                remove_tree_at(parent, self.name)
+            except OSError as err:
+                problems.append(f"could not remove {self.name}: {err.strerror}; {hint}")
+            else:
+                try:
+                    fsync_dir(parent)
+                    os.unlink(record_name(self.token), dir_fd=parent)
+                except OSError as err:
+                    problems.append(
+                        f"could not remove {record_name(self.token)}: {err.strerror}; {hint}"
+                    )
+            self._release_record()
+        return problems
+
+    def _close_fd(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def _release_record(self) -> None:
+        if self._record_fd >= 0:
+            os.close(self._record_fd)
+            self._record_fd = -1
+
+    def _dest_refused(self, why: str) -> Refused:
+        return Refused(
+            f"--out {escape_display(self.admission.dest_path)} {why}; nothing was published",
+            path=self.admission.dest_path,
+        )
+
+    def _recheck(self) -> None:
+        """The destination must still be what was admitted (02 §8.3)."""
+        adm = self.admission
+        st = _lstat_at(adm.parent_fd, adm.name)
+        if adm.kind is DestKind.VACANT:
+            if st is not None:
+                raise self._dest_refused("appeared while the bundle was being built")
+        elif st is None or not stat.S_ISDIR(st.st_mode) or _identity(st) != adm.identity:
+            raise self._dest_refused("was replaced while the bundle was being built")
+
+    def publish(self) -> PublishOutcome:
+        """Swap the staged bundle into place; after this returns the bundle is published.
+
+        Raises (with the destination unchanged) when the swap itself fails or is refused; the
+        caller then calls :meth:`abort`. Problems after the commit point come back as warnings.
+        """
+        adm = self.admission
+        self._close_fd()
+        interrupted = False
+        # signals wait until the swap and its follow-up are done: an interrupt can no longer
+        # undo the publication, only leave leftovers behind
+        try:
+            with _signals_deferred():
+                self._recheck()
+                if adm.kind is DestKind.VACANT:
+                    method = self._swap_vacant()
+                else:
+                    method = self._swap_occupied()
+                self.published = True
+                outcome = PublishOutcome(method=method)
+                self._after_swap(outcome.warnings)
+        except Interrupted:  # delivered as the signals are released
+            if not self.published:
+                raise
+            interrupted = True
+        if interrupted:
+            outcome.warnings.append(
+                f"interrupted after the bundle was published; run "
+                f"'bundler recover {escape_display(adm.dest_path)}' to clear leftovers"
+            )
+        return outcome
+
+    def _swap_vacant(self) -> PublishMethod:
+        adm = self.admission
+        try:
+            renameat2(adm.parent_fd, self.name, adm.parent_fd, adm.name, RENAME_NOREPLACE)
+            return PublishMethod.NOREPLACE
+        except OSError as err:
+            if err.errno == errno.EEXIST:
+                raise self._dest_refused("appeared while the bundle was being built") from None
+            if err.errno not in UNSUPPORTED_ERRNOS:
+                raise
+        # the kernel or filesystem lacks RENAME_NOREPLACE: check again, as close as we can get
+        self._recheck()
+        os.rename(self.name, adm.name, src_dir_fd=adm.parent_fd, dst_dir_fd=adm.parent_fd)
+        return PublishMethod.RENAME
+
+    def _swap_occupied(self) -> PublishMethod:
+        adm = self.admission
+        parent = adm.parent_fd
+        try:
+            renameat2(parent, self.name, parent, adm.name, RENAME_EXCHANGE)
+        except OSError as err:
+            if err.errno not in UNSUPPORTED_ERRNOS:
+                raise
+            return self._swap_fallback()
+        # the object now under the staging name must be the one admitted, and an empty folder
+        # must still be empty; otherwise put everything back and refuse
+        st = _lstat_at(parent, self.name)
+        if st is None or _identity(st) != adm.identity:
+            self._exchange_back()
+            raise self._dest_refused("was replaced just before the swap")
+        if adm.kind is DestKind.EMPTY:
+            try:
+                os.rmdir(self.name, dir_fd=parent)
+            except OSError as err:
+                self._exchange_back()
+                if err.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise self._dest_refused(
+                        "was written into while the bundle was being built"
+                    ) from None
+                raise
+        return PublishMethod.EXCHANGE
+
+    def _exchange_back(self) -> None:
+        adm = self.admission
+        try:
+            renameat2(adm.parent_fd, self.name, adm.parent_fd, adm.name, RENAME_EXCHANGE)
+        except OSError as err:
+            # the new bundle stays published and what was at the destination sits under the
+            # staging name: abort must not remove it
+            self._stranded = (
+                f"the destination's previous content could not be put back ({err.strerror}); "
+                f"it is at {self.name}: inspect it before running 'bundler recover'"
+            )
+            raise
+
+    def _swap_fallback(self) -> PublishMethod:
+        """Two renames (02 §8.3): destination → retired, staging → destination, undo on failure."""
+        adm = self.admission
+        parent = adm.parent_fd
+        retired = retired_name(self.token)
+        self._recheck()
+        if adm.kind is DestKind.EMPTY:
+            try:
+                os.rmdir(adm.name, dir_fd=parent)
+            except OSError as err:
+                if err.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise self._dest_refused(
+                        "was written into while the bundle was being built"
+                    ) from None
+                raise
+            os.rename(self.name, adm.name, src_dir_fd=parent, dst_dir_fd=parent)
+            return PublishMethod.FALLBACK
+        os.rename(adm.name, retired, src_dir_fd=parent, dst_dir_fd=parent)
+        try:
+            os.rename(self.name, adm.name, src_dir_fd=parent, dst_dir_fd=parent)
+        except BaseException:
+            os.rename(retired, adm.name, src_dir_fd=parent, dst_dir_fd=parent)
+            raise
+        return PublishMethod.FALLBACK
+
+    def _after_swap(self, warnings: list[str]) -> None:
+        """Past the commit point: make the swap durable, drop the old bundle, then the record."""
+        adm = self.admission
+        parent = adm.parent_fd
+        hint = f"run 'bundler recover {escape_display(adm.dest_path)}'"
+        try:
+            fsync_dir(parent)
+        except OSError as err:
+            warnings.append(
+                f"the bundle is published but {escape_display(adm.parent_path)} could not be "
+                f"flushed ({err.strerror}); a power loss may undo it"
+            )
+        leftover = self.name
+        if adm.kind is DestKind.BUNDLE and _lstat_at(parent, self.name) is not None:
+            retired = retired_name(self.token)
+            try:
+                os.rename(self.name, retired, src_dir_fd=parent, dst_dir_fd=parent)
+                leftover = retired
+            except OSError as err:
+                warnings.append(f"the old bundle is left at {self.name} ({err.strerror}); {hint}")
+                self._release_record()
+                return
+        elif adm.kind is DestKind.BUNDLE:
+            leftover = retired_name(self.token)
+        try:
+            remove_tree_at(parent, leftover)
+            fsync_dir(parent)
+            os.unlink(record_name(self.token), dir_fd=parent)
+        except OSError as err:
+            warnings.append(
+                f"the bundle is published but the previous one could not be fully removed "
+                f"({err.strerror}); {hint}"
+            )
+        finally:
+            self._release_record()
+
+
+def _quietly(action: Callable[[], object]) -> None:
+    with suppress(OSError):
+        action()
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """One export leftover among a folder's children (02 §8.5)."""
+
+    name: str
+    kind: str  # "staging", "retired" or "record"
+    token: str
+    target: str | None  # destination named by the token's record; None without a readable record
+
+
+def find_leftovers(dir_fd: int) -> list[Leftover]:
+    """Every staging folder, retired folder and record among the children of ``dir_fd``, by name."""
+    found: list[tuple[str, str, str]] = []
+    with os.scandir(dir_fd) as entries:
+        for entry in entries:
+            for kind, pattern in (
+                ("record", _RECORD_RE),
+                ("retired", _RETIRED_RE),
+                ("staging", _STAGING_RE),
+            ):
+                match = pattern.fullmatch(entry.name)
+                if match:
+                    found.append((entry.name, kind, match.group(1)))
+                    break
+    targets = {token: _read_record(dir_fd, record_name(token)) for _, _, token in found}
+    return [Leftover(name, kind, token, targets[token]) for name, kind, token in sorted(found)]
+
+
+def _read_record(dir_fd: int, name: str) -> str | None:
+    try:
+        fd = os.open(
+            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd
+        )
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return decode_record(os.read(fd, 4097))
+    finally:
+        os.close(fd)
+
+
+def _record_in_use(dir_fd: int, token: str) -> bool:
+    """True while a running export holds the token's record locked."""
+    try:
+        fd = os.open(
+            record_name(token),
+            os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+            dir_fd=dir_fd,
+        )
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def _describe(leftover: Leftover, folder: str) -> str:
+    what = {"staging": "staging folder", "retired": "replaced bundle", "record": "export record"}[
+        leftover.kind
+    ]
+    name = escape_display(leftover.name)
+    if leftover.target is None:
+        return (
+            f"{name}: {what} of an interrupted export with no readable record; "
+            "inspect and remove it by hand"
+        )
+    dest = escape_display(os.path.join(folder, leftover.target))
+    return f"{name}: {what} of an interrupted export to {dest}; run 'bundler recover {dest}'"
+
+
+def scan_leftovers(folder: Path) -> list[str]:
+    """One line per export leftover among ``folder``'s direct children, changing nothing."""
+    try:
+        fd = open_dir(folder, follow=True)
+    except OSError as err:
+        raise Refused(
+            f"cannot scan {escape_display(str(folder))}: {err.strerror}", path=str(folder)
+        ) from None
+    try:
+        absolute = os.path.abspath(folder)
+        return [_describe(item, absolute) for item in find_leftovers(fd)]
+    finally:
+        os.close(fd)
+
+
+def recover_destination(dest: Path, dry_run: bool = False) -> list[str]:
+    """Repair what interrupted exports to ``dest`` left (02 §8.5); returns what was (would be) done.
+
+    For each token whose record names ``dest``: a retired bundle is renamed back when ``dest`` is
+    missing (and it still holds its manifest), else removed; the staging folder is removed; then
+    the record. Leftovers of other destinations, or without a record, are listed, not touched.
+    Exports still running (their record is locked) are left alone.
+    """
+    parent_given, name = _split_out(dest)
+    parent = os.path.realpath(parent_given)
+    try:
+        parent_fd = open_dir(parent, follow=False)
+    except OSError as err:
+        raise Refused(
+            f"cannot open {escape_display(parent_given)}: {err.strerror}", path=str(dest)
+        ) from None
+    try:
+        return _recover_in(parent_fd, parent, name, dry_run)
+    finally:
+        os.close(parent_fd)
+
+
+def _recover_in(parent_fd: int, parent: str, name: str, dry_run: bool) -> list[str]:
+    dest_display = escape_display(os.path.join(parent, name))
+    actions: list[str] = []
+    leftovers = find_leftovers(parent_fd)
+    mine = sorted({item.token for item in leftovers if item.target == name})
+    for item in leftovers:
+        if item.target != name:
+            actions.append(f"left alone: {_describe(item, parent)}")
+    verb = "would " if dry_run else ""
+    for token in mine:
+        if _record_in_use(parent_fd, token):
+            actions.append(
+                f"left alone: {escape_display(staging_name(token))}: "
+                f"an export to {dest_display} is still running"
+            )
+            continue
+        retired = retired_name(token)
+        staging = staging_name(token)
+        retired_st = _lstat_at(parent_fd, retired)
+        if retired_st is not None:
+            if (
+                _lstat_at(parent_fd, name) is None
+                and stat.S_ISDIR(retired_st.st_mode)
+                and _holds_manifest(parent_fd, retired)
+            ):
+                actions.append(f"{verb}restore the previous bundle {retired} to {dest_display}")
+                if not dry_run:
+                    _rename_noreplace(parent_fd, retired, name)
+                    fsync_dir(parent_fd)
+            else:
+                actions.append(f"{verb}remove the replaced bundle {retired}")
+                if not dry_run:
+                    remove_tree_at(parent_fd, retired)
+        if _lstat_at(parent_fd, staging) is not None:
+            actions.append(f"{verb}remove the staging folder {staging}")
+            if not dry_run:
+                remove_tree_at(parent_fd, staging)
+        actions.append(f"{verb}remove the record {record_name(token)}")
+        if not dry_run:
+            # the folders' removal must be durable before the record that explains them goes
+            fsync_dir(parent_fd)
+            _unlink_missing_ok(parent_fd, record_name(token))
+            fsync_dir(parent_fd)
+    return actions
+
+
+def _holds_manifest(parent_fd: int, folder: str) -> bool:
+    try:
+        fd = os.open(folder, _DIR_FLAGS, dir_fd=parent_fd)
+    except OSError:
+        return False
+    try:
+        st = _lstat_at(fd, MANIFEST_NAME)
+        return st is not None and stat.S_ISREG(st.st_mode)
+    finally:
+        os.close(fd)
+
+
+def _rename_noreplace(dir_fd: int, src: str, dst: str) -> None:
+    try:
+        renameat2(dir_fd, src, dir_fd, dst, RENAME_NOREPLACE)
+    except OSError as err:
+        if err.errno not in UNSUPPORTED_ERRNOS:
+            raise
+        if _lstat_at(dir_fd, dst) is not None:
+            raise
+        os.rename(src, dst, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+
+
+def rename_exchange_works(path: Path) -> bool:
+    """True when ``RENAME_EXCHANGE`` works on the filesystem holding ``path`` (for ``doctor``).
+
+    Creates two empty folders inside a private temporary folder in ``path``, exchanges them,
+    checks the exchange really happened, and removes everything.
+    """
+    fd = open_dir(path, follow=True)
+    probe = f".bundler-doctor-{random_token()}"
+    try:
+        os.mkdir(probe, 0o700, dir_fd=fd)
+        probe_fd = os.open(probe, _DIR_FLAGS, dir_fd=fd)
+        try:
+            os.mkdir("a", 0o700, dir_fd=probe_fd)
+            os.mkdir("b", 0o700, dir_fd=probe_fd)
+            before = os.stat("a", dir_fd=probe_fd, follow_symlinks=False).st_ino
+            try:
+                renameat2(probe_fd, "a", probe_fd, "b", RENAME_EXCHANGE)
+            except OSError as err:
+                if err.errno in UNSUPPORTED_ERRNOS:
+                    return False
+                raise
+            return os.stat("b", dir_fd=probe_fd, follow_symlinks=False).st_ino == before
+        finally:
+            os.close(probe_fd)
+            remove_tree_at(fd, probe)
+    finally:
+        os.close(fd)

@@ -1,0 +1,919 @@
+"""``bundler bundle verify`` and ``bundle inspect`` (03 §1, §2): check a bundle, changing nothing.
+
+A bundle is untrusted input. Everything that decides safety is **recomputed** from the bundle's
+contents (risk flags, carried skill bundles, the secrets it needs) and compared with what its
+manifest claims; checksums only prove the files are the ones the manifest describes.
+
+The tree is read once, through descriptors, never following a link (:func:`bundler.fs.safefs.walk`
+with every skip turned into an error); each regular file is hashed in the same pass. Nothing is
+written inside the bundle: the format 2 memory store is checked from a private copy opened
+``immutable=1``, so not even a SQLite sidecar appears. Every failure is reported, not only the
+first; strings taken from the bundle are escaped before they reach a message (05 §3).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+import xxhash
+
+from bundler.bundle import fragment as fragment_rules
+from bundler.bundle.fragment import Problem, display_path
+from bundler.bundle.manifest import checksums_by_path, parse_manifest
+from bundler.config.file import MAX_CONFIG_BYTES, toml_error_reason
+from bundler.errors import BundlerError, InvalidInput, Refused
+from bundler.fs import safefs
+from bundler.fs.copytree import digest_fd
+from bundler.rules import tomlcompat
+from bundler.rules.names import escape_display, is_portable_alias, is_portable_name
+
+KNOWN_FORMATS = (1, 2)
+MANIFEST = "zeroclaw-agent.toml"
+CONFIG = "config.toml"
+CHECKSUMS = "checksums.xxh3"
+MAX_ENTRIES = 1_000_000
+# A tree of a million FIFOs must not become a million-line report held in memory.
+MAX_LISTED_TREE_ERRORS = 10_000
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+# 1,000,000 lines of "<32 hex>  <path>" with long paths fit comfortably
+MAX_CHECKSUMS_BYTES = 512 * 1024 * 1024
+MEMORY_FILES = ("MEMORY_SNAPSHOT.md", "brain.db")
+MEMORY_STORE = "memory/brain.db"
+# An "empty install" for validate(): validate is pure, so this path is never touched.
+_EMPTY_INSTALL = Path("/nonexistent/bundler-verify-empty-install")
+Progress = Callable[[int], None]
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
+
+_NOT_IN_BUNDLE = (
+    "not part of a bundle (02 §1 allows only zeroclaw-agent.toml, config.toml, checksums.xxh3, "
+    "workspace/ and skills/)"
+)
+_SKIP_MESSAGES = {
+    safefs.SkipKind.SYMLINK: "a symbolic link (a bundle holds none)",
+    safefs.SkipKind.SPECIAL: "a socket, FIFO or device (a bundle holds only files and folders)",
+    safefs.SkipKind.HARD_LINK: "a hard link (a bundle holds none)",
+    safefs.SkipKind.REPLACED: "replaced while it was being verified",
+    safefs.SkipKind.VANISHED: "vanished while it was being verified",
+    safefs.SkipKind.OTHER_DEVICE: "on another device (a mount point inside the bundle)",
+    safefs.SkipKind.BAD_NAME: "a name with control characters or invalid UTF-8",
+}
+
+
+@dataclass
+class VerifyReport:
+    """The outcome of :func:`verify_bundle`.
+
+    ``errors`` and ``warnings`` hold every finding. ``risk_flags`` and ``skill_bundles`` are
+    recomputed from the bundle (``None``/empty when the fragment could not be read); ``files``
+    and ``bytes`` count the regular files found under ``config.toml``, ``workspace/``,
+    ``skills/`` and ``memory/``; ``checksums_digest`` is the XXH3-128 of ``checksums.xxh3``.
+    """
+
+    path: Path
+    errors: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+    manifest: dict[str, Any] | None = None
+    fragment: dict[str, Any] | None = None
+    risk_flags: list[dict[str, str]] = field(default_factory=list)
+    skill_bundles: list[str] = field(default_factory=list)
+    files: int = 0
+    bytes: int = 0
+    checksums_digest: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing is wrong (warnings allowed)."""
+        return not self.errors
+
+    @property
+    def format_version(self) -> int | None:
+        """The manifest's format, when it has a usable one."""
+        value = (self.manifest or {}).get("format_version")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``{"errors", "warnings", ...}`` payload of ``bundle verify --json`` (05 §3)."""
+        return {
+            "bundle": str(self.path),
+            "errors": [{"path": p.path, "message": p.message} for p in self.errors],
+            "warnings": [{"path": p.path, "message": p.message} for p in self.warnings],
+            "format_version": self.format_version,
+            "root_agent": escape_display(str((self.manifest or {}).get("root_agent", ""))),
+            "files": self.files,
+            "bytes": self.bytes,
+            "checksums_xxh3_128": self.checksums_digest,
+        }
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _open_root(path: Path) -> int:
+    """Open the bundle folder itself without following a link (its ancestors are the user's)."""
+    shown = escape_display(str(path))
+    try:
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise Refused(f"{shown}: no such bundle folder", path=str(path)) from None
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            if os.path.islink(path):
+                message = f"{shown} is a symbolic link: verify the real folder"
+            else:
+                message = f"{shown} is not a folder: a bundle is a folder"
+            raise InvalidInput(message, path=str(path)) from None
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise Refused(f"cannot read {shown} ({reason})", path=str(path)) from None
+
+
+def _read_root_file(root_fd: int, name: str, limit: int) -> tuple[bytes | None, Problem | None]:
+    """Read a small regular file at the bundle root: (bytes, None), (None, None) if absent."""
+    try:
+        fd = os.open(name, _FILE_FLAGS, dir_fd=root_fd)
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return None, Problem(name, "a symbolic link (a bundle holds none)")
+        return None, Problem(name, f"cannot be read ({os.strerror(exc.errno or errno.EIO)})")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None, Problem(name, "not a regular file")
+        if st.st_nlink > 1:
+            return None, Problem(name, "a hard link (a bundle holds none)")
+        if st.st_size > limit:
+            return None, Problem(name, f"larger than {limit} bytes")
+        chunks: list[bytes] = []
+        total = 0
+        while chunk := os.read(fd, 1 << 20):
+            total += len(chunk)
+            if total > limit:
+                return None, Problem(name, f"larger than {limit} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks), None
+    except OSError as exc:
+        return None, Problem(name, f"cannot be read ({os.strerror(exc.errno or errno.EIO)})")
+    finally:
+        os.close(fd)
+
+
+def _parse_toml(name: str, raw: bytes) -> tuple[dict[str, Any] | None, Problem | None]:
+    """Parse TOML bytes after the raw-text nesting bound (03 §1: checked before parsing)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None, Problem(name, "not valid UTF-8")
+    depth = fragment_rules.nesting_depth(text)
+    if depth > fragment_rules.MAX_NESTING:
+        return None, Problem(
+            name, f"nested {depth} levels deep (at most {fragment_rules.MAX_NESTING})"
+        )
+    try:
+        return tomlcompat.loads(text), None
+    except (tomlcompat.TOMLDecodeError, RecursionError) as exc:
+        return None, Problem(name, f"not valid TOML ({escape_display(toml_error_reason(exc))})")
+
+
+# --------------------------------------------------------------------------- manifest
+
+
+def _manifest_error(exc: BundlerError) -> Problem:
+    message = exc.message.removeprefix(f"{MANIFEST}: ")
+    return Problem(MANIFEST, message)
+
+
+def _read_manifest(raw: bytes, *, legacy: bool) -> tuple[dict[str, Any] | None, list[Problem]]:
+    """The manifest as a table, and what is wrong with it (02 §9, §10).
+
+    The schema, the format and format 2's ``[memory]`` are checked by
+    :func:`bundler.bundle.manifest.parse_manifest`; when it refuses, the raw table is still returned
+    so that the rest of the bundle can be checked and every failure reported. ``legacy`` (no
+    ``checksums.xxh3`` in the bundle) lets a format 1 manifest omit the checksums keys, as
+    older exporters wrote it (03 §1).
+    """
+    table, problem = _parse_toml(MANIFEST, raw)
+    if table is None:
+        return None, [problem] if problem is not None else []
+    problems: list[Problem] = []
+    manifest: dict[str, Any] = table
+    contents = table.get("contents")
+    filled: list[str] = []
+    if legacy and table.get("format_version") == 1 and isinstance(contents, dict):
+        placeholders = {"checksums": CHECKSUMS, "checksums_xxh3_128": "0" * 32}
+        filled = [key for key in placeholders if key not in contents]
+        contents.update({key: placeholders[key] for key in filled})
+        raw = tomli_w.dumps(table).encode("utf-8")
+    try:
+        manifest = parse_manifest(raw).as_dict()
+    except InvalidInput as exc:
+        problems.append(_manifest_error(exc))
+    for key in filled:  # placeholders for the schema only: the bundle never said them
+        manifest["contents"].pop(key, None)
+    root = manifest.get("root_agent")
+    if isinstance(root, str) and root:
+        problems += [
+            Problem(f"{MANIFEST}: {p.path}", p.message)
+            for p in fragment_rules.portable_alias_problems(root)
+        ]
+    return manifest, problems
+
+
+def _read_checksums(raw: bytes) -> tuple[dict[str, str] | None, Problem | None]:
+    """``{path: digest}`` of ``checksums.xxh3`` (02 §9.2), or the first line at fault."""
+    try:
+        return checksums_by_path(raw), None
+    except InvalidInput as exc:
+        where = exc.path or CHECKSUMS  # "checksums.xxh3:<line>"
+        return None, Problem(where, exc.message.removeprefix(f"{where}: "))
+
+
+# --------------------------------------------------------------------------- the tree
+
+
+@dataclass
+class _Tree:
+    """What the walk found, beyond the errors it reported."""
+
+    digests: dict[str, tuple[int, str]] = field(default_factory=dict)
+    config: bytes | None = None
+    skill_dirs: dict[tuple[str, str], bool] = field(
+        default_factory=dict
+    )  # (bundle, skill) -> has SKILL.md
+    skill_bundles: set[str] = field(default_factory=set)  # folders found under skills/
+    memory_copy: Path | None = None
+    stopped: bool = False
+
+
+class _TooManyEntries(Exception):
+    """Raised from a walk callback to stop at :data:`MAX_ENTRIES` (the walk closes its fds)."""
+
+
+class _Walker:
+    """One pass over the bundle: structure rules, skips as errors, digests of regular files."""
+
+    def __init__(
+        self,
+        root_fd: int,
+        format_version: int,
+        report: VerifyReport,
+        private_dir: Path,
+        progress: Progress | None,
+    ) -> None:
+        self.root_fd = root_fd
+        self.progress = progress
+        self.format_version = format_version
+        self.report = report
+        self.private_dir = private_dir
+        self.tree = _Tree()
+        self.buffer = bytearray(1 << 20)
+        self.entries = 0
+        self.listed = 0
+
+    def error(self, path: str, message: str) -> None:
+        # walk paths exclude control characters but may hold bidi controls: escape here, once
+        if self.listed < MAX_LISTED_TREE_ERRORS:
+            self.report.errors.append(Problem(escape_display(path), escape_display(message)))
+        self.listed += 1
+
+    def count(self, path: str) -> None:
+        """Count one entry (admitted, skipped or misplaced); stop the walk past the limit."""
+        self.entries += 1
+        if self.entries > MAX_ENTRIES:
+            self.report.errors.append(
+                Problem(
+                    escape_display(path),
+                    f"the bundle has more than {MAX_ENTRIES} entries; stopped here",
+                )
+            )
+            raise _TooManyEntries
+
+    def on_skip(self, kind: safefs.SkipKind, path: str) -> None:
+        self.error(path, _SKIP_MESSAGES[kind])
+        self.count(path)
+
+    def exclude(self, rel: str, st: os.stat_result) -> bool:
+        """Structure rules (02 §1, 03 §1): report a misplaced entry and do not descend into it."""
+        parts = rel.split("/")
+        reason = self._misplaced(parts, stat.S_ISDIR(st.st_mode))
+        if reason is None:
+            self._warn_non_portable(rel, parts)
+            return False
+        self.error(escape_display(rel), reason)
+        self.count(escape_display(rel))
+        return True
+
+    def _misplaced(self, parts: list[str], is_dir: bool) -> str | None:
+        top = parts[0]
+        if len(parts) == 1:
+            if top in (MANIFEST, CONFIG, CHECKSUMS):
+                return None if not is_dir else "must be a regular file"
+            if top in ("workspace", "skills") or (top == "memory" and self.format_version == 2):
+                return None if is_dir else "must be a folder"
+            if top == "memory":
+                return "memory travels only in a format 2 bundle"
+            return _NOT_IN_BUNDLE
+        if top == "workspace":
+            if len(parts) == 2 and parts[1] in safefs.WORKSPACE_PRIVATE:
+                return (
+                    "workspace memory never travels inside workspace/ (only as format 2's memory/)"
+                )
+            return None
+        if top == "memory":
+            if len(parts) == 2 and parts[1] in MEMORY_FILES and not is_dir:
+                return None
+            return "memory/ holds only brain.db and MEMORY_SNAPSHOT.md"
+        # skills/<bundle>/<skill>/...
+        if len(parts) == 2:
+            if not is_dir:
+                return "skills/ holds only skill bundle folders"
+            if not is_portable_alias(parts[1]):
+                return "skill bundle folder name is not a portable alias (it becomes a folder name)"
+            self.tree.skill_bundles.add(parts[1])
+            return None
+        if len(parts) == 3:
+            if not is_dir:
+                return "a skill bundle folder holds only skills (folders with SKILL.md)"
+            reason = None if is_portable_name(parts[2]) else "skill folder name is not portable"
+            if reason is None:
+                self.tree.skill_dirs.setdefault((parts[1], parts[2]), False)
+            return reason
+        return None
+
+    def _warn_non_portable(self, rel: str, parts: list[str]) -> None:
+        """A workspace or skill file whose name is not portable travels, with a warning (7.3)."""
+        in_files = parts[0] == "workspace" or (parts[0] == "skills" and len(parts) > 3)
+        if in_files and not is_portable_name(parts[-1]):
+            self.report.warnings.append(
+                Problem(
+                    escape_display(rel),
+                    "name is not portable (it may not exist on other systems)",
+                )
+            )
+
+    def run(self) -> _Tree:
+        """Walk the whole bundle (or up to a limit); errors go straight into the report."""
+        entries = safefs.walk(self.root_fd, exclude=self.exclude, on_skip=self.on_skip)
+        try:
+            for entry in entries:
+                self.count(entry.relpath)
+                if entry.kind == "file":
+                    self._file(entry)
+        except _TooManyEntries:
+            self.tree.stopped = True
+        except BundlerError as exc:  # deeper than 256 levels, unreadable entry, link swapped in
+            self.error(escape_display(exc.path or "."), exc.message)
+            self.tree.stopped = True
+        finally:
+            entries.close()
+        if self.listed > MAX_LISTED_TREE_ERRORS:
+            unlisted = self.listed - MAX_LISTED_TREE_ERRORS
+            self.report.errors.append(Problem(".", f"{unlisted} more entries at fault, not listed"))
+        return self.tree
+
+    def _file(self, entry: safefs.Entry) -> None:
+        rel = entry.rel
+        if rel in (MANIFEST, CHECKSUMS):
+            return
+        parts = rel.split("/")
+        if len(parts) == 4 and parts[0] == "skills" and parts[3] == "SKILL.md":
+            self.tree.skill_dirs[(parts[1], parts[2])] = True
+        if rel == CONFIG:
+            self._config(entry)
+            return
+        sink = self._memory_sink() if rel == MEMORY_STORE else None
+        try:
+            observer = None if sink is None else (lambda _rel, chunk: sink.write(chunk))
+            size, digest = digest_fd(
+                entry.fd, relpath=entry.relpath, observer=observer, buffer=self.buffer
+            )
+        except BundlerError as exc:
+            self.error(escape_display(entry.relpath), exc.message)
+            return
+        finally:
+            if sink is not None:
+                sink.close()
+        self.tree.digests[rel] = (size, digest)
+        if self.progress is not None:
+            self.progress(size)
+
+    def _memory_sink(self) -> Any:
+        # A private copy: SQLite never opens the bundle's own file, so nothing appears beside it.
+        target = self.private_dir / "brain.db"
+        self.tree.memory_copy = target
+        return open(target, "wb")  # noqa: SIM115 - closed by the caller after the stream
+
+    def _config(self, entry: safefs.Entry) -> None:
+        limit = MAX_CONFIG_BYTES
+        kept: list[bytes] = []
+        held = 0
+
+        def keep(_rel: str, chunk: memoryview) -> None:
+            # hash everything, hold at most the limit (the file may grow while it is read)
+            nonlocal held
+            if held + len(chunk) <= limit:
+                kept.append(bytes(chunk))
+            held += len(chunk)
+
+        try:
+            size, digest = digest_fd(entry.fd, relpath=CONFIG, observer=keep, buffer=self.buffer)
+        except BundlerError as exc:
+            self.error(CONFIG, exc.message)
+            return
+        if size > limit:
+            self.error(CONFIG, f"larger than {limit} bytes (at most 16 MiB)")
+        else:
+            self.tree.config = b"".join(kept)
+        self.tree.digests[CONFIG] = (size, digest)
+
+
+# --------------------------------------------------------------------------- recomputed facts
+
+
+def _compare_checksums(report: VerifyReport, tree: _Tree, listed: dict[str, str]) -> None:
+    for rel, (_size, digest) in tree.digests.items():
+        expected = listed.get(rel)
+        if expected is None:
+            report.errors.append(Problem(escape_display(rel), f"not listed in {CHECKSUMS}"))
+        elif expected != digest:
+            report.errors.append(
+                Problem(escape_display(rel), f"content does not match its digest in {CHECKSUMS}")
+            )
+    if not tree.stopped:
+        for rel in listed:
+            if rel not in tree.digests:
+                report.errors.append(
+                    Problem(
+                        escape_display(rel),
+                        f"listed in {CHECKSUMS} but not a regular file of the bundle",
+                    )
+                )
+
+
+def _compare_contents(report: VerifyReport, manifest: Mapping[str, Any]) -> None:
+    contents = manifest.get("contents")
+    if not isinstance(contents, dict):
+        return
+    for key, actual in (("files", report.files), ("bytes", report.bytes)):
+        claimed = contents.get(key)
+        if isinstance(claimed, int) and claimed != actual:
+            report.errors.append(
+                Problem(
+                    f"{MANIFEST}: contents.{key}",
+                    f"says {claimed} but the bundle's files give {actual}",
+                )
+            )
+
+
+def _flag_key(flag: Mapping[str, Any]) -> tuple[str, str]:
+    return str(flag.get("path", "")), str(flag.get("kind", ""))
+
+
+def _compare_flags(report: VerifyReport, claimed: Any, actual: list[dict[str, str]]) -> None:
+    claimed_flags = claimed if isinstance(claimed, list) else []
+    claimed_by_key = {_flag_key(f): f for f in claimed_flags if isinstance(f, dict)}
+    actual_by_key = {_flag_key(f): f for f in actual}
+    where = f"{MANIFEST}: risk_flags"
+    for key, flag in actual_by_key.items():
+        shown = f"{escape_display(key[1])} at {escape_display(key[0])}"
+        if key not in claimed_by_key:
+            report.errors.append(Problem(where, f"omits {shown}, which config.toml grants"))
+        elif claimed_by_key[key].get("detail") != flag.get("detail"):
+            report.errors.append(
+                Problem(where, f"detail of {shown} differs from what config.toml grants")
+            )
+    for key in claimed_by_key:
+        if key not in actual_by_key:
+            report.errors.append(
+                Problem(
+                    where,
+                    f"lists {escape_display(key[1])} at {escape_display(key[0])}, "
+                    "which config.toml does not grant",
+                )
+            )
+
+
+def _recompute(
+    report: VerifyReport, tree: _Tree, manifest: Mapping[str, Any], fragment: dict[str, Any]
+) -> None:
+    """Skill bundles, risk flags and required secrets from the fragment and the tree (03 §1)."""
+    from bundler.rules.risk import compute_risk_flags
+    from bundler.rules.validate import validate
+
+    root = str(manifest.get("root_agent", ""))
+    version = report.format_version or 1
+    agent = fragment_rules.agent_of(fragment, root)
+    named = agent.get("skill_bundles", [])
+    named = [n for n in named if isinstance(n, str)] if isinstance(named, list) else []
+    with_skills = {bundle for (bundle, _skill), has in tree.skill_dirs.items() if has}
+    for (bundle, skill), has in sorted(tree.skill_dirs.items()):
+        if not has:
+            report.errors.append(
+                Problem(
+                    escape_display(f"skills/{bundle}/{skill}"), "not a skill (no regular SKILL.md)"
+                )
+            )
+        elif bundle not in named:
+            continue
+        else:
+            entry = fragment_rules.lookup(fragment, ["skill_bundles", bundle])[1]
+            include = entry.get("include", []) if isinstance(entry, dict) else []
+            exclude = entry.get("exclude", []) if isinstance(entry, dict) else []
+            include = include if isinstance(include, list) else []
+            exclude = exclude if isinstance(exclude, list) else []
+            if skill in exclude or (include and skill not in include):
+                report.errors.append(
+                    Problem(
+                        escape_display(f"skills/{bundle}/{skill}"),
+                        "excluded by its bundle's include/exclude filter",
+                    )
+                )
+    for bundle in sorted({b for b, _ in tree.skill_dirs} | tree.skill_bundles):
+        if bundle not in named:
+            report.errors.append(
+                Problem(
+                    escape_display(f"skills/{bundle}"),
+                    f"agents.{escape_display(root)} names no such skill bundle",
+                )
+            )
+        elif bundle not in with_skills:
+            report.errors.append(Problem(escape_display(f"skills/{bundle}"), "holds no skill"))
+    report.skill_bundles = [b for b in named if b in with_skills]
+    if manifest.get("skill_bundles") != report.skill_bundles:
+        report.errors.append(
+            Problem(
+                f"{MANIFEST}: skill_bundles",
+                f"says {_show_list(manifest.get('skill_bundles'))} "
+                f"but skills/ carries {_show_list(report.skill_bundles)}",
+            )
+        )
+    try:
+        flags = compute_risk_flags(fragment, report.skill_bundles, version, root)
+        report.risk_flags = [flag.as_dict() for flag in flags]
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:
+        report.errors.append(
+            Problem(CONFIG, f"risk flags cannot be computed ({type(exc).__name__})")
+        )
+    else:
+        _compare_flags(report, manifest.get("risk_flags", []), report.risk_flags)
+    secrets = manifest.get("required_secrets", [])
+    if isinstance(secrets, list):
+        report.errors += [
+            Problem(f"{MANIFEST}: {p.path}", p.message)
+            for p in fragment_rules.required_secret_problems(fragment, secrets)
+        ]
+    seen = {p.path for p in report.errors}
+    errors, _warnings = validate(fragment, _EMPTY_INSTALL)
+    for finding in errors:
+        path = escape_display(finding.path)
+        if path not in seen:
+            report.errors.append(
+                Problem(path, f"{finding.kind}: {escape_display(finding.message)}")
+            )
+    identity = fragment_rules.lookup(fragment, ["agents", root, "identity", "aieos_path"])[1]
+    carried = f"workspace/{identity}" in tree.digests
+    if isinstance(identity, str) and identity and not tree.stopped and not carried:
+        report.errors.append(
+            Problem(
+                display_path(["agents", root, "identity", "aieos_path"]),
+                "names no file under workspace/ (an export drops a missing identity path)",
+            )
+        )
+    if version == 2:
+        backend = fragment_rules.lookup(fragment, ["agents", root, "memory", "backend"])
+        if backend[0] and backend[1] != "sqlite":
+            report.errors.append(
+                Problem(
+                    display_path(["agents", root, "memory", "backend"]),
+                    'must be "sqlite" in a format 2 bundle',
+                )
+            )
+
+
+def _show_list(value: Any) -> str:
+    if not isinstance(value, list):
+        return "nothing"
+    return "[" + ", ".join(escape_display(str(v)) for v in value) + "]"
+
+
+def _check_store(report: VerifyReport, tree: _Tree) -> None:
+    from bundler.fs.snapshot import integrity_ok
+
+    if MEMORY_STORE not in tree.digests or tree.memory_copy is None:
+        report.errors.append(Problem(MEMORY_STORE, "a format 2 bundle must carry its memory store"))
+        return
+    if not integrity_ok(tree.memory_copy):
+        report.errors.append(
+            Problem(MEMORY_STORE, "fails PRAGMA integrity_check (not an intact SQLite database)")
+        )
+
+
+# --------------------------------------------------------------------------- verify
+
+
+@contextlib.contextmanager
+def _private_dir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="bundler-verify-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def verify_bundle(path: Path, *, progress: Progress | None = None) -> VerifyReport:
+    """Check the bundle folder ``path`` completely (03 §1), changing nothing.
+
+    Returns a :class:`VerifyReport` listing every error and warning. Raises :class:`Refused`
+    when ``path`` does not exist or cannot be read and :class:`InvalidInput` when it is a
+    symbolic link or not a folder; everything wrong *inside* the bundle is a report error.
+    ``progress(n)`` is called with the byte count of each file read.
+    """
+    report = VerifyReport(path=Path(os.path.abspath(path)))
+    root_fd = _open_root(path)
+    try:
+        with _private_dir() as private:
+            _verify_open(root_fd, report, private, progress)
+    finally:
+        os.close(root_fd)
+    return report
+
+
+def _verify_open(
+    root_fd: int, report: VerifyReport, private: Path, progress: Progress | None
+) -> None:
+    raw_manifest, problem = _read_root_file(root_fd, MANIFEST, MAX_MANIFEST_BYTES)
+    raw_checksums, checksums_problem = _read_root_file(root_fd, CHECKSUMS, MAX_CHECKSUMS_BYTES)
+    manifest: dict[str, Any] | None = None
+    if problem is not None:
+        report.errors.append(problem)
+    elif raw_manifest is None:
+        report.errors.append(Problem(MANIFEST, "missing: not a bundle"))
+    else:
+        legacy = raw_checksums is None and checksums_problem is None
+        manifest, problems = _read_manifest(raw_manifest, legacy=legacy)
+        report.errors += problems
+    if manifest is not None:
+        report.manifest = manifest
+        version = manifest.get("format_version")
+        if isinstance(version, int) and version not in KNOWN_FORMATS:
+            return  # a newer format: its rules are unknown, nothing more can be judged
+    version = report.format_version or 1
+
+    listed: dict[str, str] | None = None
+    if checksums_problem is not None:
+        report.errors.append(checksums_problem)
+    elif raw_checksums is None:
+        if version == 1:
+            report.warnings.append(
+                Problem(
+                    CHECKSUMS, "absent (older exporter): file contents are not covered by checksums"
+                )
+            )
+        else:
+            report.errors.append(Problem(CHECKSUMS, "missing"))
+    else:
+        report.checksums_digest = xxhash.xxh3_128(raw_checksums).hexdigest()
+        contents = (manifest or {}).get("contents")
+        claimed = contents.get("checksums_xxh3_128") if isinstance(contents, dict) else None
+        if claimed != report.checksums_digest:
+            report.errors.append(
+                Problem(
+                    CHECKSUMS,
+                    "its digest does not match the manifest's contents.checksums_xxh3_128",
+                )
+            )
+        listed, problem = _read_checksums(raw_checksums)
+        if problem is not None:
+            report.errors.append(problem)
+
+    tree = _Walker(root_fd, version, report, private, progress).run()
+    report.files = len(tree.digests)
+    report.bytes = sum(size for size, _ in tree.digests.values())
+    if listed is not None:
+        _compare_checksums(report, tree, listed)
+    if manifest is not None:
+        _compare_contents(report, manifest)
+
+    fragment = _read_fragment(report, tree)
+    if (
+        fragment is not None
+        and manifest is not None
+        and isinstance(manifest.get("root_agent"), str)
+    ):
+        report.fragment = fragment
+        root = manifest["root_agent"]
+        report.errors += fragment_rules.check_form(fragment, root)
+        _recompute(report, tree, manifest, fragment)
+    if version == 2 and not tree.stopped:
+        _check_store(report, tree)
+    report.errors = _unique(report.errors)
+
+
+def _read_fragment(report: VerifyReport, tree: _Tree) -> dict[str, Any] | None:
+    if tree.config is None:
+        if CONFIG not in tree.digests and not any(p.path == CONFIG for p in report.errors):
+            report.errors.append(Problem(CONFIG, "missing"))
+        return None
+    fragment, problem = _parse_toml(CONFIG, tree.config)
+    if problem is not None:
+        report.errors.append(problem)
+    return fragment
+
+
+def _unique(problems: Sequence[Problem]) -> list[Problem]:
+    seen: set[Problem] = set()
+    out: list[Problem] = []
+    for problem in problems:
+        if problem not in seen:
+            seen.add(problem)
+            out.append(problem)
+    return out
+
+
+# --------------------------------------------------------------------------- inspect
+
+_ENTRY_TABLES = (
+    "risk_profiles",
+    "runtime_profiles",
+    "skill_bundles",
+    "knowledge_bundles",
+    "mcp_bundles",
+)
+_COLUMNS = {
+    "closure": ("kind", "entry"),
+    "required secrets": ("config path", "will be sent to"),
+    "risk flags (recomputed)": ("kind", "granted by", "detail"),
+    "dropped": ("path", "reason", "detail"),
+}
+
+
+@dataclass
+class InspectReport:
+    """What a bundle holds and grants (03 §2), built on a full :func:`verify_bundle` pass.
+
+    Every string here comes from the bundle and is already escaped for display. ``entries``
+    maps each kind of closure entry to its aliases (providers as ``<category>.<family>.<alias>``,
+    MCP servers by name); ``secrets`` pairs each required secret with where it will be sent;
+    ``risk_flags`` are recomputed, never the manifest's.
+    """
+
+    verify: VerifyReport
+    root_agent: str = ""
+    format_version: int | None = None
+    provenance: dict[str, str] = field(default_factory=dict)
+    entries: dict[str, list[str]] = field(default_factory=dict)
+    secrets: list[tuple[str, str]] = field(default_factory=list)
+    risk_flags: list[dict[str, str]] = field(default_factory=list)
+    dropped: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def path(self) -> Path:
+        """The bundle folder."""
+        return self.verify.path
+
+    def summary(self) -> list[tuple[str, str]]:
+        """(label, value) rows of the header."""
+        errors = len(self.verify.errors)
+        return [
+            ("root agent", self.root_agent),
+            ("format", str(self.format_version)),
+            *((key.replace("_", " "), value) for key, value in self.provenance.items()),
+            ("files", str(self.verify.files)),
+            ("bytes", str(self.verify.bytes)),
+            ("verified", "yes" if not errors else f"NO: {errors} error(s), see below"),
+        ]
+
+    def sections(self) -> list[tuple[str, list[tuple[str, ...]]]]:
+        """(title, rows) of each table, in reading order."""
+        closure: list[tuple[str, ...]] = [
+            (kind, alias) for kind, aliases in self.entries.items() for alias in aliases
+        ]
+        flags: list[tuple[str, ...]] = [
+            (f["kind"], f["path"], f["detail"]) for f in self.risk_flags
+        ]
+        dropped: list[tuple[str, ...]] = [
+            (d["path"], d["reason"], d["detail"]) for d in self.dropped
+        ]
+        return [
+            ("closure", closure),
+            ("required secrets", [tuple(row) for row in self.secrets]),
+            ("risk flags (recomputed)", flags),
+            ("dropped", dropped),
+        ]
+
+    @staticmethod
+    def columns(title: str) -> tuple[str, ...]:
+        """Column headings of the section ``title``."""
+        return _COLUMNS[title]
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``bundle inspect --json`` payload."""
+        return {
+            "bundle": str(self.path),
+            "root_agent": self.root_agent,
+            "format_version": self.format_version,
+            "provenance": self.provenance,
+            "files": self.verify.files,
+            "bytes": self.verify.bytes,
+            "entries": self.entries,
+            "required_secrets": [{"path": p, "endpoint": e} for p, e in self.secrets],
+            "risk_flags": self.risk_flags,
+            "dropped": self.dropped,
+            "errors": [{"path": p.path, "message": p.message} for p in self.verify.errors],
+            "warnings": [{"path": p.path, "message": p.message} for p in self.verify.warnings],
+        }
+
+
+def _escaped(value: Any) -> str:
+    return escape_display(str(value))
+
+
+def _closure_entries(fragment: Mapping[str, Any]) -> dict[str, list[str]]:
+    entries: dict[str, list[str]] = {}
+    agents = fragment.get("agents")
+    entries["agent"] = [_escaped(a) for a in agents] if isinstance(agents, dict) else []
+    providers = fragment.get("providers")
+    for category, families in providers.items() if isinstance(providers, dict) else []:
+        for family, aliases in families.items() if isinstance(families, dict) else []:
+            for alias in aliases if isinstance(aliases, dict) else []:
+                entries.setdefault(f"provider ({_escaped(category)})", []).append(
+                    _escaped(f"{family}.{alias}")
+                )
+    for table in _ENTRY_TABLES:
+        value = fragment.get(table)
+        if isinstance(value, dict) and value:
+            entries[table.replace("_", " ").rstrip("s")] = [_escaped(alias) for alias in value]
+    servers = fragment_rules.lookup(fragment, ["mcp", "servers"])[1]
+    if isinstance(servers, list) and servers:
+        entries["mcp server"] = [
+            _escaped(s.get("name", "?") if isinstance(s, dict) else "?") for s in servers
+        ]
+    return entries
+
+
+def _secret_rows(fragment: Mapping[str, Any], paths: Any) -> list[tuple[str, str]]:
+    from bundler.errors import UsageError
+    from bundler.rules.paths import parse_path
+
+    rows: list[tuple[str, str]] = []
+    for path in paths if isinstance(paths, list) else []:
+        try:
+            endpoint = fragment_rules.secret_endpoint(fragment, parse_path(str(path)))
+        except UsageError:
+            endpoint = "(not a config path)"
+        rows.append((_escaped(path), _escaped(endpoint)))
+    return rows
+
+
+def _escaped_rows(rows: Any) -> list[dict[str, str]]:
+    out: list[dict[str, str]] = []
+    for row in rows if isinstance(rows, list) else []:
+        if isinstance(row, dict):
+            out.append(
+                {
+                    key: _escaped(row.get(key, ""))
+                    for key in ("path", "reason", "kind", "detail")
+                    if key in row
+                }
+            )
+    return out
+
+
+def inspect_bundle(path: Path, *, progress: Progress | None = None) -> InspectReport:
+    """Verify ``path`` and describe it for a person (03 §2); raises like :func:`verify_bundle`.
+
+    Raises :class:`InvalidInput` when the manifest cannot be read at all (there is nothing to
+    describe); otherwise the report carries the verification errors beside the description.
+    """
+    checked = verify_bundle(path, progress=progress)
+    manifest = checked.manifest
+    if manifest is None:
+        first = checked.errors[0] if checked.errors else Problem(MANIFEST, "unreadable")
+        raise InvalidInput(str(first), path=first.path)
+    report = InspectReport(verify=checked, root_agent=_escaped(manifest.get("root_agent", "")))
+    report.format_version = checked.format_version
+    provenance = manifest.get("provenance")
+    if isinstance(provenance, dict):
+        report.provenance = {_escaped(k): _escaped(v) for k, v in provenance.items()}
+    fragment = checked.fragment or {}
+    report.entries = _closure_entries(fragment)
+    report.secrets = _secret_rows(fragment, manifest.get("required_secrets", []))
+    report.risk_flags = [
+        {key: _escaped(flag.get(key, "")) for key in ("kind", "path", "detail")}
+        for flag in checked.risk_flags
+    ]
+    report.dropped = [
+        {key: row.get(key, "") for key in ("path", "reason", "detail")}
+        for row in _escaped_rows(manifest.get("dropped", []))
+    ]
+    return report

@@ -1,0 +1,1 @@
+"""The install's config.toml: the one reader, the overrides, the one writer."""

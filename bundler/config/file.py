@@ -1,0 +1,277 @@
+"""Finding and reading the install's ``config.toml`` (01 §1); asking creates nothing.
+
+* :func:`find_install_root`: ``--install``, else ``$ZEROCLAW_CONFIG_DIR``, else ``~/.zeroclaw``.
+* :func:`read_config_file`: the one reader of ``config.toml``, for ``config`` commands, import,
+  undo and recovery alike: the file's text and its identity, both from one descriptor, so a
+  writer (:mod:`bundler.config.write`) can later tell whether the file changed since it was
+  read (01 §6), with the folder its real file lives in. :func:`read_config_snapshot` is it for
+  a caller holding no descriptor.
+* :func:`parse_config_text`: TOML to plain data; errors give a position, never the text.
+* :class:`LoadedConfig`: what :func:`bundler.config.store.load_config` answers.
+
+No message built here contains a value from the config: any of them may be a secret.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import xxhash
+
+from bundler.errors import InvalidInput, Refused
+from bundler.rules import layout, tomlcompat
+from bundler.rules.names import escape_display
+
+__all__ = [
+    "CONFIG_DIR_VARIABLE",
+    "MAX_CONFIG_BYTES",
+    "ConfigFile",
+    "ConfigIdentity",
+    "LoadedConfig",
+    "find_install_root",
+    "open_install_root",
+    "parse_config_text",
+    "read_config_file",
+    "read_config_snapshot",
+    "toml_error_reason",
+]
+
+CONFIG_DIR_VARIABLE = "ZEROCLAW_CONFIG_DIR"
+# a config this large is not a config; refusing it keeps a hostile file from exhausting memory.
+# One limit for every config.toml bundler reads, an install's or a bundle's: 03 §1 gives 16 MiB
+# for a bundle's, and an install's is held to the same (it was 64 MiB, a second number).
+MAX_CONFIG_BYTES = 16 * 1024 * 1024
+
+ConfigIdentity = tuple[int, int, int, int]
+"""(device, inode, size, mtime_ns) of ``config.toml`` when it was read."""
+
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
+
+
+def find_install_root(cli_install: str | None, environ: Mapping[str, str] | None = None) -> Path:
+    """The install root (01 §1): ``--install``, else ``$ZEROCLAW_CONFIG_DIR``, else ``~/.zeroclaw``.
+
+    Creates nothing and does not check that the folder exists.
+    """
+    env = os.environ if environ is None else environ
+    if cli_install:
+        chosen = cli_install
+    elif env.get(CONFIG_DIR_VARIABLE):
+        chosen = env[CONFIG_DIR_VARIABLE]
+    else:
+        home = env.get("HOME") or os.path.expanduser("~")
+        return Path(os.path.abspath(os.path.join(home, ".zeroclaw")))
+    if chosen.startswith("~"):
+        chosen = os.path.expanduser(chosen)
+    return Path(os.path.abspath(chosen))
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    """``config.toml`` as read: its text, its identity, and where its real file lives.
+
+    ``dir_fd`` is the folder holding the real file (the install, or a symlinked file's target
+    folder), so a writer stages and commits beside the very file that was read. The descriptor
+    belongs to the stack given to :func:`read_config_file`.
+    """
+
+    text: str
+    identity: ConfigIdentity | None
+    """None: there is no ``config.toml`` (only when the reader was told that is fine)."""
+    mode: int
+    uid: int
+    gid: int
+    dir_fd: int
+    name: str
+    where: str
+    """``<install>/config.toml``: how messages name the file."""
+
+    @property
+    def exists(self) -> bool:
+        """Whether there was a file to read."""
+        return self.identity is not None
+
+    @property
+    def digest(self) -> str:
+        """XXH3-128 of the bytes, or ``absent`` (journals and receipts compare these)."""
+        return xxhash.xxh3_128(self.text.encode("utf-8")).hexdigest() if self.exists else "absent"
+
+    def parse(self) -> dict[str, Any]:
+        """The file's data: :func:`parse_config_text` naming this file."""
+        return parse_config_text(self.text, self.where)
+
+
+def read_config_file(
+    install_fd: int,
+    install_root: Path,
+    stack: ExitStack,
+    *,
+    missing_ok: bool = False,
+    for_writing: bool = True,
+) -> ConfigFile:
+    """Read ``config.toml`` below the open install folder: the one reader of the install config.
+
+    A symlinked ``config.toml`` is read in its target's folder (the operator's link, followed
+    once); the file itself is opened without following, non-blocking (a FIFO fails the regular
+    file check instead of hanging), and read only up to :data:`MAX_CONFIG_BYTES`. A missing
+    file raises ``Refused("no config.toml in <install>")`` unless ``missing_ok``; the answer
+    is then empty text with no identity, and a new file would be created 0600 by this user.
+    Without ``for_writing`` a symlinked file's folder is opened ``O_PATH`` (searching it is
+    enough to read), so ``dir_fd`` then serves to read only.
+    """
+    where = str(layout.config_file(install_root))
+    name = layout.CONFIG_NAME
+    dir_fd = install_fd
+    try:
+        linked = stat.S_ISLNK(os.stat(name, dir_fd=install_fd, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        linked = False
+    except OSError as err:
+        raise Refused(f"cannot open {where}: {err.strerror}", path=where) from None
+    if linked:
+        real = Path(os.path.realpath(f"/proc/self/fd/{install_fd}/{name}"))
+        try:
+            access = os.O_RDONLY if for_writing else os.O_PATH
+            dir_fd = os.open(real.parent, access | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as err:
+            if isinstance(err, FileNotFoundError) and not missing_ok:
+                raise Refused(f"no config.toml in {install_root}", path=where) from None
+            # a link into a missing folder cannot be read, nor written beside
+            shown = escape_display(str(real.parent))
+            raise Refused(f"cannot open {shown}: {err.strerror}", path=where) from None
+        stack.callback(os.close, dir_fd)
+        name = real.name
+    try:
+        fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+    except FileNotFoundError:
+        if not missing_ok:
+            raise Refused(f"no config.toml in {install_root}", path=where) from None
+        return ConfigFile("", None, 0o600, os.getuid(), os.getgid(), dir_fd, name, where)
+    except OSError as err:
+        raise Refused(f"cannot open {where}: {err.strerror}", path=where) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise Refused(f"{where} is not a regular file", path=where)
+        raw = _read_limited(fd, where)
+    except OSError as err:
+        raise Refused(f"cannot read {where}: {err.strerror}", path=where) from None
+    finally:
+        os.close(fd)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InvalidInput(f"{where}: not UTF-8 at byte {err.start}", path=where) from None
+    identity = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+    return ConfigFile(
+        text, identity, stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid, dir_fd, name, where
+    )
+
+
+def _read_limited(fd: int, where: str) -> bytes:
+    """Every byte of ``fd``; refused past :data:`MAX_CONFIG_BYTES`, even if it grows meanwhile."""
+    chunks: list[bytes] = []
+    held = 0
+    while chunk := os.read(fd, 1 << 20):
+        held += len(chunk)
+        if held > MAX_CONFIG_BYTES:
+            raise Refused(f"{where} is larger than {MAX_CONFIG_BYTES} bytes", path=where)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@contextmanager
+def open_install_root(install_root: Path, *, for_writing: bool = False) -> Iterator[int | None]:
+    """The install folder opened (links above it are the operator's); None when it is absent.
+
+    For reading only it is opened ``O_PATH``: a folder the user may search but not list still
+    lets its ``config.toml`` be read. A writer needs a descriptor it can fsync.
+    """
+    access = os.O_RDONLY if for_writing else os.O_PATH
+    try:
+        fd: int | None = os.open(install_root, access | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        fd = None
+    except OSError as err:
+        where = layout.config_file(install_root)
+        raise Refused(f"cannot open {where}: {err.strerror}", path=str(where)) from None
+    try:
+        yield fd
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def read_config_snapshot(
+    install_root: Path, *, missing_ok: bool = False
+) -> tuple[str, ConfigIdentity | None]:
+    """Read ``config.toml``: its text and its identity, taken from the very descriptor read.
+
+    :func:`read_config_file` for a caller that holds no descriptor: a missing file raises
+    ``Refused("no config.toml in <install>")`` unless ``missing_ok``, in which case the answer
+    is ``("", None)`` (``agents import`` may create the file).
+    """
+    with open_install_root(install_root) as install_fd, ExitStack() as stack:
+        if install_fd is None:
+            if missing_ok:
+                return "", None
+            where = layout.config_file(install_root)
+            raise Refused(f"no config.toml in {install_root}", path=str(where))
+        config = read_config_file(
+            install_fd, install_root, stack, missing_ok=missing_ok, for_writing=False
+        )
+        return config.text, config.identity
+
+
+def parse_config_text(text: str, where: str) -> dict[str, Any]:
+    """Parse config TOML; bad TOML is ``InvalidInput`` naming ``where`` with line and column.
+
+    The parser's messages state a position and a reason, never the text found there.
+    """
+    try:
+        return tomlcompat.loads(text)
+    except tomlcompat.TOMLDecodeError as err:
+        raise InvalidInput(f"{where}: invalid TOML: {toml_error_reason(err)}", path=where) from None
+    except RecursionError:
+        raise InvalidInput(f"{where}: invalid TOML: nested too deeply", path=where) from None
+
+
+_QUOTED = re.compile(r"'((?:[^'\\]|\\.)*)'")
+_TOML_PUNCTUATION = frozenset("=[]{},.#\"'")
+
+
+def toml_error_reason(err: BaseException) -> str:
+    """The parser's message for ``err`` without any text it quotes from the file.
+
+    tomllib quotes what it found (a key declared twice, say), and a key or value may be a
+    secret; only quoted TOML punctuation is kept, so the message still says what was expected.
+    """
+
+    def keep_punctuation(match: re.Match[str]) -> str:
+        quoted = match.group(1)
+        return match.group(0) if quoted and set(quoted) <= _TOML_PUNCTUATION else ""
+
+    return " ".join(_QUOTED.sub(keep_punctuation, str(err)).split())
+
+
+@dataclass
+class LoadedConfig:
+    """A loaded ``config.toml``: plain data (overrides applied), the file's text and identity."""
+
+    install_root: Path
+    data: dict[str, Any]
+    text: str
+    identity: ConfigIdentity | None
+    overridden: set[str] = field(default_factory=set)
+    """Config paths (formatted) whose value comes from an environment override."""
+    override_vars: dict[str, str] = field(default_factory=dict)
+    """Formatted config path -> the ``ZEROCLAW_*`` variable that set it."""
+    file_data: dict[str, Any] = field(default_factory=dict)
+    """The data as the file has it, before overrides."""

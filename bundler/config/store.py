@@ -1,0 +1,285 @@
+"""The install's ``config.toml``: loading it for use and ``config set`` (01 §1, §6).
+
+* :func:`load_config` reads the file and folds in the environment overrides.
+* :func:`set_config_value` is ``config set``: a comment-preserving edit, validated before it is
+  saved through the write protocol.
+
+The rest of the config layer lives in modules by concept, and every name it has ever offered
+stays importable from here (its users import ``bundler.config.store``):
+
+* :mod:`bundler.config.file`: finding the install root, reading and parsing ``config.toml``.
+* :mod:`bundler.rules.values`: values at config paths (lookup, defaults, redaction, typing).
+* :mod:`bundler.config.overrides`: ``ZEROCLAW_a__b__c`` environment overrides.
+* :mod:`bundler.config.guards`: which changes touch the escape hatch or the memory backend.
+* :mod:`bundler.config.memorylock`: whether a memory backend is locked (a scan of the workspace).
+* :mod:`bundler.config.write`: the write protocol of 01 §6 (lock, stage, commit, audit).
+
+No message built here contains a value from the config, the environment or the command line:
+any of them may be a secret. Messages name config paths and variable names only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+from tomlkit.container import Container, OutOfOrderTableProxy
+from tomlkit.items import AoT, Array, InlineTable, Table
+
+from bundler.config import overrides
+from bundler.config.file import (
+    CONFIG_DIR_VARIABLE,
+    MAX_CONFIG_BYTES,
+    ConfigFile,
+    ConfigIdentity,
+    LoadedConfig,
+    find_install_root,
+    open_install_root,
+    parse_config_text,
+    read_config_file,
+    read_config_snapshot,
+)
+from bundler.config.guards import GuardedChange, guarded_changes
+from bundler.config.memorylock import backend_locked, memory_backend_locked
+from bundler.config.overrides import ENV_PREFIX, apply_overrides, override_variables
+from bundler.config.write import (
+    AUDIT_RELATIVE_PATH,
+    LOCK_NAME,
+    StagedConfig,
+    append_audit,
+    commit_staged_config,
+    config_lock,
+    discard_staged_config,
+    stage_config_text,
+    write_config,
+    write_config_text,
+)
+from bundler.errors import InvalidInput, Refused, UsageError
+from bundler.rules import layout, schema
+from bundler.rules.paths import format_path
+from bundler.rules.validate import validate
+from bundler.rules.values import (
+    canonical_segments,
+    effective_value,
+    format_value,
+    is_string_field,
+    list_index,
+    lookup,
+    parse_value,
+    redact,
+    schema_default,
+    to_item,
+    to_jsonable,
+)
+
+__all__ = [
+    "AUDIT_RELATIVE_PATH",
+    "CONFIG_DIR_VARIABLE",
+    "ENV_PREFIX",
+    "LOCK_NAME",
+    "MAX_CONFIG_BYTES",
+    "ConfigFile",
+    "ConfigIdentity",
+    "GuardedChange",
+    "LoadedConfig",
+    "StagedConfig",
+    "append_audit",
+    "apply_overrides",
+    "canonical_segments",
+    "commit_staged_config",
+    "config_lock",
+    "discard_staged_config",
+    "effective_value",
+    "find_install_root",
+    "format_value",
+    "guarded_changes",
+    "is_string_field",
+    "load_config",
+    "lookup",
+    "memory_backend_locked",
+    "override_variables",
+    "parse_config_text",
+    "parse_value",
+    "read_config_file",
+    "read_config_snapshot",
+    "redact",
+    "schema_default",
+    "set_config_value",
+    "stage_config_text",
+    "to_jsonable",
+    "write_config",
+    "write_config_text",
+]
+
+
+def load_config(
+    install_root: Path,
+    *,
+    environ: Mapping[str, str] | None = None,
+    apply_overrides: bool = True,
+) -> LoadedConfig:
+    """Load ``<install>/config.toml`` for use, with environment overrides unless told not to.
+
+    Raises ``Refused`` when the file is missing or unreadable, ``InvalidInput`` for bad TOML or a
+    bad override (naming the variable), ``Refused`` for an override that turns
+    ``unrestricted_filesystem`` on or changes a locked memory backend.
+    """
+    text, identity = read_config_snapshot(install_root)
+    data = parse_config_text(text, str(layout.config_file(install_root)))
+    loaded = LoadedConfig(install_root, data, text, identity, file_data=data)
+    if apply_overrides:
+        overrides.apply_overrides(loaded, os.environ if environ is None else environ)
+    return loaded
+
+
+def set_config_value(install_root: Path, path: str, raw_value: str, *, via: str) -> str:
+    """``config set``: set ``path`` to ``raw_value`` in ``config.toml``; returns the canonical path.
+
+    The value is typed by the schema; every other byte of the file is kept. The edited file is
+    validated alone (no overrides) before it is saved; an invalid result raises ``InvalidInput``
+    listing the errors and leaves the file byte-identical. Changing a locked memory backend is
+    refused; a change of ``unrestricted_filesystem`` is audited.
+    """
+    segments, node, _secret = canonical_segments(path)
+    canonical = format_path(segments)
+    if node is None:
+        raise UsageError(
+            f"{canonical} is not a config field bundler knows; edit config.toml by hand",
+            path=canonical,
+        )
+    value = parse_value(raw_value, node, canonical)
+    config_path = layout.config_file(install_root)
+    if not os.path.lexists(config_path):
+        # checked before taking the lock, whose file would otherwise be created in a non-install
+        raise Refused(f"no config.toml in {install_root}", path=str(config_path))
+    with (
+        config_lock(install_root),
+        open_install_root(install_root, for_writing=True) as install_fd,
+        ExitStack() as stack,
+    ):
+        if install_fd is None:  # removed since the check above
+            raise Refused(f"no config.toml in {install_root}", path=str(config_path))
+        config = read_config_file(install_fd, install_root, stack)
+        text = config.text
+        before = config.parse()
+        document = _parse_document(text, str(config_path))
+        _set_in_document(document, segments, value, canonical)
+        new_text = document.as_string()
+        after = parse_config_text(new_text, str(config_path))
+        changes = guarded_changes(before, after)
+        for change in changes:
+            if not change.is_unrestricted and backend_locked(change, [before, after], install_root):
+                raise Refused(
+                    f"{change.path}: memory backend is locked: the workspace's memory/ folder "
+                    "holds this agent's memory; export it first or keep the backend",
+                    path=change.path,
+                )
+        errors, _warnings = validate(after, install_root)
+        if errors:
+            shown = "; ".join(finding.line() for finding in errors[:5])
+            more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+            raise InvalidInput(
+                f"config set {canonical} refused, the result would be invalid: {shown}{more}",
+                path=canonical,
+            )
+        if new_text == text:
+            return canonical
+        write_config(config, new_text)
+        for change in changes:
+            if change.is_unrestricted:
+                append_audit(install_root, change.path, change.old, change.new, via)
+    return canonical
+
+
+def _parse_document(text: str, where: str) -> tomlkit.TOMLDocument:
+    try:
+        return tomlkit.parse(text)
+    except Exception as err:  # tomlkit has no single error base; the text already parsed above
+        raise InvalidInput(
+            f"{where}: cannot edit this TOML: {type(err).__name__}", path=where
+        ) from None
+
+
+def _set_in_document(
+    document: tomlkit.TOMLDocument, segments: list[str], value: Any, canonical: str
+) -> None:
+    """Set ``segments`` to ``value`` in a tomlkit document, creating only what is missing.
+
+    Missing tables become dotted keys inside the deepest existing table (or a new ``[table]``
+    directly under a super-table or the root), and nested inline tables inside inline tables
+    and array-of-tables entries, so the new key lands where TOML says it belongs.
+    """
+    container: Any = document
+    node: schema.Node | None = schema.config_schema()
+    for depth, segment in enumerate(segments):
+        rest = segments[depth:]
+        if isinstance(container, (list, AoT, Array)):
+            index = list_index(list(container), segment, node)
+            if index is None:
+                raise Refused(
+                    f"{canonical}: no entry {format_path(segments[: depth + 1])}; add it to "
+                    "config.toml first",
+                    path=canonical,
+                )
+            if len(rest) == 1:
+                if not _replace_table_contents(container[index], value):
+                    container[index] = to_item(value, inline=True)
+                return
+            container = container[index]
+        elif isinstance(container, (Container, Table, InlineTable, OutOfOrderTableProxy)):
+            if segment in container and len(rest) > 1:
+                container = container[segment]
+            elif segment in container and _replace_table_contents(container[segment], value):
+                return
+            else:
+                _add_missing(container, rest, value)
+                return
+        else:
+            raise Refused(
+                f"{canonical}: {format_path(segments[:depth])} is not a table", path=canonical
+            )
+        node = schema.child(node, segment)
+    raise UsageError(f"{canonical}: empty config path", path=canonical)  # pragma: no cover
+
+
+def _replace_table_contents(table: Any, value: Any) -> bool:
+    """Give a ``[table]`` (or ``[[array]]`` entry) exactly ``value``'s keys, key by key.
+
+    Replacing the table object instead would drop its header's comments and the comments and
+    blank lines that follow it in the file. Returns False (nothing done) unless both are tables.
+    """
+    if not isinstance(table, Table) or not isinstance(value, Mapping):
+        return False
+    for key in [key for key in table if key not in value]:
+        del table[key]
+    for key, sub in value.items():
+        if not (key in table and _replace_table_contents(table[key], sub)):
+            table[key] = to_item(sub, inline=True)
+    return True
+
+
+def _add_missing(container: Any, rest: list[str], value: Any) -> None:
+    if len(rest) == 1:
+        inline = isinstance(container, InlineTable)
+        container[rest[0]] = to_item(value, inline=inline or isinstance(value, Mapping))
+        return
+    if isinstance(container, (InlineTable, OutOfOrderTableProxy)):
+        nested: Any = value
+        for segment in reversed(rest[1:]):
+            nested = {segment: nested}
+        container[rest[0]] = to_item(nested, inline=True)
+        return
+    if isinstance(container, tomlkit.TOMLDocument) or (
+        isinstance(container, Table) and container.is_super_table()
+    ):
+        # a key-value appended to the root or a super-table would land after other tables
+        # and belong to them; a new [table] section is where TOML puts it unambiguously
+        table = tomlkit.table()
+        container[rest[0]] = table
+        _add_missing(table, rest[1:], value)
+        return
+    container.append(tomlkit.key(rest), to_item(value, inline=True))

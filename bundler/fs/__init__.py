@@ -1,0 +1,1 @@
+"""File-system primitives: descriptor-relative walk, copy, durability, SQLite snapshots."""

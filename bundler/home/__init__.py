@@ -1,0 +1,1 @@
+"""Data homes: resolution, volumes, skills, backup, restore, zip checks."""

@@ -1,0 +1,504 @@
+"""``bundler home backup`` and ``home verify-backup`` (04 §5.1, §5.2).
+
+A backup is one zip: ``chat.db`` (a consistent snapshot, see :mod:`bundler.fs.snapshot`), the
+regular files and folders of ``files/`` and ``skills/`` read with the no-follow walker of
+:mod:`bundler.fs.safefs`, and ``backup.json`` (written last, once every digest is known).
+
+Publishing is crash-safe: the zip is written ``0600`` under a hidden temporary name in the
+target folder, verified as ``verify-backup`` would, fsynced, then *linked* to its final name
+(``link`` never replaces an existing file; where links are unsupported ``renameat2`` with
+``RENAME_NOREPLACE``), and the folder is fsynced. A crash leaves at most a hidden ``.backup-*``
+file, never a truncated zip under the final name; ``bundler recover --home`` removes it.
+
+The home is only read: the database is never written (see :mod:`bundler.fs.snapshot`), and the
+only new entry in the home is the zip in ``backups/`` (plus transient hidden files there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import stat
+import tempfile
+import time
+import zipfile
+import zlib
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from bundler import __version__
+from bundler.errors import InvalidInput, Refused
+from bundler.fs import durable
+from bundler.fs.copytree import digest_fd
+from bundler.fs.safefs import SkipCounts, open_dir_nofollow, rmtree_at, walk
+from bundler.fs.snapshot import SNAPSHOT_PREFIX, check_snapshot, integrity_ok, snapshot_database
+from bundler.home.homes import HomeResolution, resolve_home
+from bundler.home.zipcheck import (
+    DATABASE,
+    FORMAT,
+    MANIFEST,
+    MAX_ENTRY_SIZE,
+    STORE_ABOVE_RATIO,
+    TREES,
+    BackupIndex,
+    match_index,
+    open_zip,
+    path_problem,
+    read_index,
+    stream_entry,
+)
+from bundler.rules.names import escape_display
+
+BACKUPS = "backups"
+TEMP_PREFIX = ".backup-"
+_SAMPLE = 4 << 10
+# Below this sample ratio deflate gains too little to pay for itself (random or compressed data)
+_INCOMPRESSIBLE = 1.02
+_ZIP64_FROM = 1 << 30
+_MIN_DATE = (1980, 1, 1, 0, 0, 0)
+_MAX_DATE = (2107, 12, 31, 23, 59, 58)
+
+
+@dataclass(frozen=True)
+class BackupReport:
+    """A finished backup: the zip, its file entries (``chat.db`` included) and their bytes.
+
+    ``skipped`` counts what the walker did not carry (links, special files, hard links...);
+    ``database_read_as`` says how the store was read (``quiet``, ``leftover`` or ``live``).
+    """
+
+    path: Path
+    entries: int
+    bytes: int
+    skipped: SkipCounts
+    database_read_as: str
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """What ``verify-backup`` found in a sound backup."""
+
+    path: Path
+    format: int
+    created_at: str
+    agent: str | None
+    entries: int
+    bytes: int
+
+
+def default_backup_name(now: datetime, attempt: int = 1) -> str:
+    """``backup-YYYYMMDD-HHMMSS.zip`` in UTC; ``-2``, ``-3``... for later attempts (04 §5.1)."""
+    stamp = now.astimezone(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return f"backup-{stamp}.zip" if attempt == 1 else f"backup-{stamp}-{attempt}.zip"
+
+
+# --- verify (5.2) ----------------------------------------------------------------------------
+
+
+def check_contents(
+    archive: zipfile.ZipFile, *, check_database: bool, scratch: Path | None = None
+) -> tuple[BackupIndex, list[zipfile.ZipInfo]]:
+    """Check every digest of an opened backup and (optionally) the database's integrity.
+
+    The database is checked from a private temporary copy in ``scratch`` (else the system's
+    temporary folder), opened ``mode=ro&immutable=1`` with ``trusted_schema=OFF``. Returns the
+    index and the file entries; raises :class:`InvalidInput` naming the entry at fault.
+    """
+    index = read_index(archive)
+    files = match_index(index, archive.infolist())
+    for info in files:
+        listed = index.files[info.filename]
+        if info.filename == DATABASE and check_database:
+            _check_database(archive, info, listed.size, listed.xxh3_128, scratch)
+        else:
+            stream_entry(archive, info, listed.size, listed.xxh3_128, _discard)
+    return index, files
+
+
+def _discard(_chunk: bytes) -> None:
+    return None
+
+
+def _check_database(
+    archive: zipfile.ZipFile, info: zipfile.ZipInfo, size: int, digest: str, scratch: Path | None
+) -> None:
+    with tempfile.TemporaryDirectory(prefix=".bundler-check-", dir=scratch) as private:
+        copy = Path(private) / DATABASE
+        fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as sink:
+            stream_entry(archive, info, size, digest, sink.write)
+        if not integrity_ok(copy):
+            raise InvalidInput(
+                "backup entry chat.db: fails PRAGMA integrity_check (not a sound SQLite database)",
+                path=DATABASE,
+            )
+
+
+def verify_backup(path: Path) -> VerifyReport:
+    """Check a backup zip completely, changing nothing (04 §5.2).
+
+    Every entry allowed (:func:`bundler.home.zipcheck.path_problem` and the directory rules), every
+    digest matching ``backup.json``, ``backup.json`` valid with a known ``format``, the database
+    passing ``integrity_check``. Raises :class:`InvalidInput` (exit 3) naming the entry at
+    fault, :class:`Refused` when the file cannot be opened.
+    """
+    try:
+        with open_zip(path) as archive:
+            index, files = check_contents(archive, check_database=True)
+    except OSError as exc:
+        shown = escape_display(str(path))
+        raise Refused(
+            f"cannot read {shown} ({os.strerror(exc.errno or errno.EIO)})", path=shown
+        ) from exc
+    total = sum(info.file_size for info in files)
+    return VerifyReport(path, index.format, index.created_at, index.agent, len(files), total)
+
+
+# --- backup (5.1) ----------------------------------------------------------------------------
+
+
+class _StoreInstead(Exception):
+    """An entry compressed beyond STORE_ABOVE_RATIO: write the zip again with it stored."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+@dataclass
+class _Plan:
+    """What one pass writes: chosen entries and what they are stored as."""
+
+    resolution: HomeResolution
+    home_fd: int
+    snapshot: Path
+    force_stored: set[str] = field(default_factory=set)
+
+
+def _zip_time(mtime_ns: int) -> tuple[int, int, int, int, int, int]:
+    t = time.gmtime(mtime_ns // 1_000_000_000)
+    parts = (t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec)
+    # zip dates cover 1980-2107; backup.json carries the exact mtime anyway
+    return min(max(parts, _MIN_DATE), _MAX_DATE)
+
+
+def _zipinfo(name: str, st: os.stat_result | None, folder: bool) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(name, _zip_time(st.st_mtime_ns) if st else _zip_time(time.time_ns()))
+    info.create_system = 3  # unix: external_attr carries the mode
+    if folder:
+        bits = stat.S_IMODE(st.st_mode) & 0o777 if st else 0o700
+        info.external_attr = ((stat.S_IFDIR | bits) << 16) | 0x10
+    else:
+        bits = stat.S_IMODE(st.st_mode) & 0o777 if st else 0o600
+        info.external_attr = (stat.S_IFREG | bits) << 16
+    info.flag_bits |= 0x800  # names are UTF-8 (the walker admits nothing else)
+    return info
+
+
+def _sample_ratio(fd: int) -> float:
+    data = os.pread(fd, _SAMPLE, 0)
+    if not data:
+        return 1.0
+    return len(data) / max(1, len(zlib.compress(data, 1)))
+
+
+def _add_file(
+    archive: zipfile.ZipFile, relpath: str, fd: int, st: os.stat_result, force_stored: set[str]
+) -> dict[str, Any]:
+    problem = path_problem(relpath)
+    if problem:
+        raise Refused(
+            f"{escape_display(relpath)} {problem}: restore would refuse it; rename or remove it",
+            path=escape_display(relpath),
+        )
+    if st.st_size > MAX_ENTRY_SIZE:
+        raise Refused(
+            f"{escape_display(relpath)} is larger than 64 GiB: restore would refuse it",
+            path=escape_display(relpath),
+        )
+    info = _zipinfo(relpath, st, folder=False)
+    ratio = 1.0 if relpath in force_stored else _sample_ratio(fd)
+    # a sample that already compresses beyond the margin, or not at all, is stored as it is
+    stored = relpath in force_stored or ratio > STORE_ABOVE_RATIO / 2 or ratio < _INCOMPRESSIBLE
+    info.compress_type = zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED
+    try:
+        with archive.open(info, "w", force_zip64=st.st_size >= _ZIP64_FROM) as sink:
+
+            def forward(_relpath: str, chunk: memoryview) -> None:
+                sink.write(chunk)
+
+            size, digest = digest_fd(fd, relpath=relpath, observer=forward)
+    except RuntimeError as exc:  # zipfile: an entry grew past 2 GiB without zip64
+        raise Refused(
+            f"{escape_display(relpath)} grew while it was read ({exc}): try again",
+            path=escape_display(relpath),
+        ) from None
+    if not stored and size > STORE_ABOVE_RATIO * max(1, info.compress_size):
+        raise _StoreInstead(relpath)
+    entry: dict[str, Any] = {"path": relpath, "size": size, "xxh3_128": digest}
+    if relpath != DATABASE:
+        entry["mtime_ns"] = st.st_mtime_ns
+    return entry
+
+
+def _open_tree(home_fd: int, name: str, home: Path) -> int | None:
+    try:
+        return open_dir_nofollow(home_fd, name)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        where = escape_display(str(home / name))
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise Refused(
+                f"{where} is not a real folder (a symbolic link or a file): move it away",
+                path=where,
+            ) from None
+        raise Refused(f"cannot read {where} ({os.strerror(exc.errno or 0)})", path=where) from None
+
+
+def _write_zip(archive: zipfile.ZipFile, plan: _Plan, skipped: SkipCounts) -> tuple[int, int]:
+    entries: list[dict[str, Any]] = []
+    folders: list[str] = []
+    db_fd = os.open(plan.snapshot, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        entries.append(_add_file(archive, DATABASE, db_fd, os.fstat(db_fd), plan.force_stored))
+    finally:
+        os.close(db_fd)
+    for tree in TREES:
+        root = _open_tree(plan.home_fd, tree, plan.resolution.home)
+        if root is None:
+            continue
+        try:
+            folders.append(tree)
+            archive.writestr(_zipinfo(f"{tree}/", os.fstat(root), folder=True), b"")
+            for entry in walk(root, prefix=f"{tree}/", on_skip=skipped.record):
+                if entry.kind == "dir":
+                    problem = path_problem(entry.relpath, folder=True)
+                    if problem:
+                        shown = escape_display(entry.relpath)
+                        raise Refused(f"{shown} {problem}: restore would refuse it", path=shown)
+                    folders.append(entry.relpath)
+                    archive.writestr(_zipinfo(f"{entry.relpath}/", entry.stat, True), b"")
+                else:
+                    entries.append(
+                        _add_file(archive, entry.relpath, entry.fd, entry.stat, plan.force_stored)
+                    )
+        finally:
+            os.close(root)
+    index = {
+        "format": FORMAT,
+        "tool": f"bundler {__version__}",
+        "created_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "agent": plan.resolution.agent,
+        "entries": entries,
+        "folders": folders,
+    }
+    data = json.dumps(index, ensure_ascii=False, indent=1).encode("utf-8")
+    manifest = _zipinfo(MANIFEST, None, folder=False)
+    manifest.compress_type = zipfile.ZIP_DEFLATED
+    archive.writestr(manifest, data)
+    return len(entries), sum(int(item["size"]) for item in entries)
+
+
+@contextlib.contextmanager
+def _temp_file(dir_fd: int, suffix: str) -> Iterator[str]:
+    """A new hidden 0600 file name in ``dir_fd``; removed on the way out unless renamed."""
+    name = f"{TEMP_PREFIX}{durable.random_token()}{suffix}"
+    try:
+        yield name
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=dir_fd)
+
+
+def _publish(dir_fd: int, temp: str, final: str) -> None:
+    """Give ``temp`` the name ``final`` without ever replacing an existing file."""
+    try:
+        os.link(temp, final, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS):
+            raise
+        durable.renameat2(dir_fd, temp, dir_fd, final, durable.RENAME_NOREPLACE)
+        return
+    os.unlink(temp, dir_fd=dir_fd)
+
+
+def _target(resolution: HomeResolution, to: Path | None) -> tuple[Path, str | None]:
+    """The target folder and the requested final name (None: pick the default name)."""
+    home = resolution.home
+    if to is None:
+        return home / BACKUPS, None
+    to = Path(os.path.abspath(to))
+    shown = escape_display(str(to))
+    if to.name in ("", ".", ".."):
+        raise Refused(f"--to {shown} must name a file", path=shown)
+    if os.path.lexists(to):
+        raise Refused(
+            f"{shown} exists; a backup never replaces a file: choose a new name", path=shown
+        )
+    parent = Path(os.path.realpath(to.parent))
+    if not parent.is_dir():
+        raise Refused(f"the folder of {shown} does not exist: create it first", path=shown)
+    for tree in TREES:
+        real_tree = Path(os.path.realpath(home / tree))
+        if parent == real_tree or real_tree in parent.parents:
+            raise Refused(
+                f"{shown} is inside the home's {tree}/: a backup must not contain itself",
+                path=shown,
+            )
+    return parent, to.name
+
+
+def _open_target(folder: Path, create: bool) -> int:
+    if create:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(folder, 0o700)
+    try:
+        return durable.open_dir(folder, follow=not create)
+    except OSError as exc:
+        shown = escape_display(str(folder))
+        raise Refused(
+            f"cannot use {shown} for the backup ({os.strerror(exc.errno or 0)})", path=shown
+        ) from None
+
+
+def backup_home(
+    project: Path, *, to: Path | None = None, environ: Mapping[str, str] | None = None
+) -> BackupReport:
+    """Back up the data home of ``project`` to one verified zip (04 §5.1).
+
+    ``to``: the zip to create (never replaced; refused inside ``files/`` or ``skills/``);
+    default ``<home>/backups/backup-<UTC stamp>.zip``. Raises :class:`Refused` (exit 1) for a
+    home without a database, an entry restore would refuse, an existing ``to``, and I/O
+    failures; :class:`InvalidInput` for a bad ``Agent.yaml``.
+    """
+    resolution = resolve_home(project, environ=environ)
+    home = resolution.home
+    if not os.path.lexists(resolution.database):
+        shown = escape_display(str(resolution.database))
+        raise Refused(
+            f"{shown} does not exist: a home without a database is not backed up", path=shown
+        )
+    try:
+        home_fd = durable.open_dir(home, follow=True)
+    except OSError as exc:
+        shown = escape_display(str(home))
+        raise Refused(
+            f"cannot open the data home {shown} ({os.strerror(exc.errno or 0)})", path=shown
+        ) from None
+    try:
+        folder, requested = _target(resolution, to)
+        target_fd = _open_target(folder, create=requested is None)
+        try:
+            return _backup_into(resolution, home_fd, folder, target_fd, requested)
+        except OSError as exc:
+            shown = escape_display(str(folder))
+            raise Refused(
+                f"backup failed ({os.strerror(exc.errno or errno.EIO)}) writing in {shown}; "
+                "no backup was published",
+                path=shown,
+            ) from exc
+        finally:
+            os.close(target_fd)
+    finally:
+        os.close(home_fd)
+
+
+def _backup_into(
+    resolution: HomeResolution, home_fd: int, folder: Path, target_fd: int, requested: str | None
+) -> BackupReport:
+    with _temp_file(target_fd, ".db") as db_name, _temp_file(target_fd, ".zip") as zip_name:
+        info = snapshot_database(
+            resolution.database, folder / db_name, method="vacuum", check=False
+        )
+        # SQLite releases the GIL: the integrity check runs on the second core while we zip
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            checked = pool.submit(check_snapshot, resolution.database, folder / db_name)
+            plan = _Plan(resolution, home_fd, folder / db_name)
+            entries, total, skipped = _write_until_done(plan, target_fd, zip_name)
+            checked.result()
+        # the snapshot passed integrity_check and the digests tie the zip's copy to it
+        with open_zip(folder / zip_name) as archive:
+            check_contents(archive, check_database=False)
+        final = _publish_name(target_fd, zip_name, requested)
+        durable.fsync_dir(target_fd)
+    return BackupReport(folder / final, entries, total, skipped, info.read_as)
+
+
+def _write_until_done(plan: _Plan, target_fd: int, zip_name: str) -> tuple[int, int, SkipCounts]:
+    """Write the zip; again with an entry stored when it compressed beyond the margin."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    while True:
+        skipped = SkipCounts()
+        fd = os.open(zip_name, flags, 0o600, dir_fd=target_fd)
+        try:
+            with (
+                os.fdopen(os.dup(fd), "w+b") as raw,
+                zipfile.ZipFile(raw, "w", allowZip64=True) as archive,
+            ):
+                entries, total = _write_zip(archive, plan, skipped)
+            os.fsync(fd)
+        except _StoreInstead as again:
+            plan.force_stored.add(again.name)
+            continue
+        finally:
+            os.close(fd)
+        return entries, total, skipped
+
+
+def _publish_name(target_fd: int, zip_name: str, requested: str | None) -> str:
+    if requested is not None:
+        try:
+            _publish(target_fd, zip_name, requested)
+        except FileExistsError:
+            raise Refused(
+                f"{escape_display(requested)} appeared meanwhile; a backup never replaces a file",
+                path=escape_display(requested),
+            ) from None
+        return requested
+    now = datetime.now(timezone.utc)
+    for attempt in range(1, 1000):
+        name = default_backup_name(now, attempt)
+        try:
+            _publish(target_fd, zip_name, name)
+        except FileExistsError:
+            continue
+        return name
+    raise Refused("too many backups with the same timestamp: try again in a second")
+
+
+def remove_leftovers(home: Path, *, dry_run: bool) -> list[str]:
+    """Remove what an interrupted backup left in ``<home>/backups``: hidden ``.backup-*`` files
+    and ``.bundler-snap-*`` folders (never a finished zip)."""
+    actions: list[str] = []
+    try:
+        home_fd = durable.open_dir(home, follow=True)
+    except OSError:
+        return actions
+    try:
+        fd = open_dir_nofollow(home_fd, BACKUPS)
+    except OSError:
+        return actions
+    finally:
+        os.close(home_fd)
+    try:
+        for name in sorted(os.listdir(fd)):
+            if not name.startswith((TEMP_PREFIX, SNAPSHOT_PREFIX)):
+                continue
+            shown = f"{BACKUPS}/{escape_display(name)}"
+            actions.append(
+                f"{'would remove' if dry_run else 'removed'} {shown} (interrupted backup)"
+            )
+            if not dry_run:
+                rmtree_at(fd, name)
+        if actions and not dry_run:
+            durable.fsync_dir(fd)
+    finally:
+        os.close(fd)
+    return actions

@@ -1,0 +1,564 @@
+"""``bundler home restore`` and ``bundler recover --home`` (04 §5.3).
+
+Order of work, so that nothing changes before every check has passed and a crash at any point
+leaves a home that ``recover_home`` turns into the old state or the new one, whole:
+
+1. **Check** (changes nothing): the whole zip as ``verify-backup`` does (every entry rule, every
+   digest, the database's integrity from a private copy), the free space, the busy refusal.
+2. **Stage**: create ``<home>/.restore-<token>/`` (0700) holding ``journal.toml``
+   (``state = "extracting"``), extract into it while re-checking every digest, make it durable.
+3. **Swap**: a list of renames, recorded in the journal (``state = "swapping"``, with ``step``
+   rewritten and fsynced before each rename; folders fsynced after each):
+
+   a. the previous ``*.before-restore`` set into ``<staging>/previous/`` (kept until the end);
+   b. the current ``chat.db`` (and its sidecars, ``chat.db.before-restore-wal`` etc.),
+      ``files`` and ``skills`` to ``*.before-restore``;
+   c. the staged ``chat.db``, ``files`` and ``skills`` into place.
+
+4. **Commit**: ``state = "committed"``; then the journal is removed and the staging folder
+   (with the previous before-restore set) deleted.
+
+Recovery (:func:`recover_home`) reads the journal: ``committed``, or the last step done, rolls
+forward (delete the staging folder); otherwise every step is undone in reverse order, each only
+when its effect is visible (source absent, destination present), which makes recovery itself
+safe to interrupt and re-run. The journal is unlinked before the staging folder is deleted, and a
+staging folder without a journal holds nothing of the home's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import functools
+import os
+import stat
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from bundler.errors import InvalidInput, Refused
+from bundler.fs import durable
+from bundler.fs.copytree import make_durable
+from bundler.fs.safefs import open_dir_nofollow, rmtree_at
+from bundler.fs.snapshot import SIDECARS, integrity_ok
+from bundler.home.backup import check_contents, remove_leftovers
+from bundler.home.homes import HomeResolution, init_home, is_within, resolve_home, user_home
+from bundler.home.zipcheck import (
+    DATABASE,
+    TREES,
+    BackupIndex,
+    check_free_space,
+    open_zip,
+    restored_mode,
+    stream_entry,
+)
+from bundler.rules import tomlcompat
+from bundler.rules.names import escape_display
+
+STAGING_PREFIX = ".restore-"
+JOURNAL = "journal.toml"
+KEPT = ".before-restore"
+PREVIOUS = "previous"
+_JOURNAL_FORMAT = 1
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@dataclass(frozen=True)
+class RestoreReport:
+    """A finished restore: the home, files restored (``chat.db`` included) and their bytes.
+
+    ``kept``: the ``*.before-restore`` names now holding what was there before;
+    ``created_home``: the home did not exist and was created as a first start does;
+    ``warnings``: failures after the commit point (the restore stands; ``recover`` tidies up).
+    """
+
+    home: Path
+    entries: int
+    bytes: int
+    kept: list[str] = field(default_factory=list)
+    created_home: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+
+# --- names of the swap -----------------------------------------------------------------------
+
+
+def current_items() -> list[tuple[str, str]]:
+    """(item, its before-restore name) for everything a restore replaces, in move order."""
+    items = [(DATABASE, f"{DATABASE}{KEPT}")]
+    items += [(f"{DATABASE}{suffix}", f"{DATABASE}{KEPT}{suffix}") for suffix in SIDECARS]
+    items += [(tree, f"{tree}{KEPT}") for tree in TREES]
+    return items
+
+
+def allowed_moves(token: str) -> set[tuple[str, str]]:
+    """Every rename a restore with staging token ``token`` may make (home-relative paths).
+
+    Recovery refuses a journal naming anything else, so a planted journal cannot move files.
+    """
+    staging = f"{STAGING_PREFIX}{token}"
+    moves: set[tuple[str, str]] = set()
+    for item, kept in current_items():
+        moves.add((kept, f"{staging}/{PREVIOUS}/{kept}"))
+        moves.add((item, kept))
+    moves.update((f"{staging}/{item}", item) for item in (DATABASE, *TREES))
+    return moves
+
+
+def plan_moves(token: str, present: set[str]) -> list[tuple[str, str]]:
+    """The ordered renames of a swap given the home-level names ``present`` now (pure)."""
+    staging = f"{STAGING_PREFIX}{token}"
+    moves = [
+        (kept, f"{staging}/{PREVIOUS}/{kept}") for _item, kept in current_items() if kept in present
+    ]
+    moves += [(item, kept) for item, kept in current_items() if item in present]
+    moves += [(f"{staging}/{item}", item) for item in (DATABASE, *TREES)]
+    return moves
+
+
+# --- the journal -----------------------------------------------------------------------------
+
+
+@dataclass
+class Journal:
+    """``journal.toml``: the plan of a swap and how far it got."""
+
+    token: str
+    state: str = "extracting"
+    step: int = -1
+    moves: list[tuple[str, str]] = field(default_factory=list)
+
+    def render(self) -> bytes:
+        """TOML text of the journal."""
+        document: dict[str, Any] = {
+            "format": _JOURNAL_FORMAT,
+            "token": self.token,
+            "state": self.state,
+            "step": self.step,
+            "moves": [list(move) for move in self.moves],
+        }
+        return tomli_w.dumps(document).encode("utf-8")
+
+    def write(self, staging_fd: int) -> None:
+        """Replace the journal durably (temporary file, fsync, rename, fsync of the folder)."""
+        durable.atomic_write(staging_fd, JOURNAL, self.render())
+
+
+def parse_journal(data: bytes, token: str) -> Journal:
+    """Parse a journal, refusing anything but the moves a restore with ``token`` can make."""
+    where = f"{STAGING_PREFIX}{token}/{JOURNAL}"
+    try:
+        document = tomlcompat.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomlcompat.TOMLDecodeError) as exc:
+        raise InvalidInput(f"{where} is not valid TOML ({exc})", path=where) from None
+    state = document.get("state")
+    step = document.get("step", -1)
+    raw_moves = document.get("moves", [])
+    allowed = allowed_moves(token)
+    moves: list[tuple[str, str]] = []
+    if not isinstance(raw_moves, list):
+        raw_moves = [None]
+    for move in raw_moves:
+        pair = (str(move[0]), str(move[1])) if isinstance(move, list) and len(move) == 2 else None
+        if pair is None or pair not in allowed:
+            raise InvalidInput(f"{where} names a move a restore never makes: remove it", path=where)
+        moves.append(pair)
+    if (
+        document.get("token") != token
+        or state not in ("extracting", "swapping", "committed")
+        or not isinstance(step, int)
+        or not -1 <= step < max(len(moves), 1)
+    ):
+        raise InvalidInput(f"{where} is not a journal this tool wrote: remove it", path=where)
+    return Journal(token, str(state), step, moves)
+
+
+# --- small descriptor helpers ----------------------------------------------------------------
+
+
+def _exists(home_fd: int, rel: str) -> bool:
+    try:
+        os.stat(rel, dir_fd=home_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _fsync_parent(home_fd: int, rel: str) -> None:
+    parent = os.path.dirname(rel)
+    if not parent:
+        durable.fsync_dir(home_fd)
+        return
+    fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=home_fd)
+    try:
+        durable.fsync_dir(fd)
+    finally:
+        os.close(fd)
+
+
+def _rename(home_fd: int, src: str, dst: str) -> None:
+    """Rename without replacing; both folders fsynced afterwards."""
+    try:
+        durable.renameat2(home_fd, src, home_fd, dst, durable.RENAME_NOREPLACE)
+    except OSError as exc:
+        if exc.errno not in durable.UNSUPPORTED_ERRNOS:
+            raise
+        if _exists(home_fd, dst):
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), dst) from None
+        os.rename(src, dst, src_dir_fd=home_fd, dst_dir_fd=home_fd)
+    _fsync_parent(home_fd, src)
+    if os.path.dirname(src) != os.path.dirname(dst):
+        _fsync_parent(home_fd, dst)
+
+
+# --- target ----------------------------------------------------------------------------------
+
+
+def _target(project: Path, home: Path | None, environ: Mapping[str, str] | None) -> HomeResolution:
+    if home is None:
+        resolution = resolve_home(project, environ=environ)
+        if resolution.database != resolution.home / DATABASE:
+            shown = escape_display(str(resolution.database))
+            raise Refused(
+                f"the database is {shown} (BXAGENTS_DB), outside the home: restore with "
+                "--home DIR or unset BXAGENTS_DB",
+                path=shown,
+            )
+        return resolution
+    env = os.environ if environ is None else environ
+    target = Path(os.path.abspath(home))
+    user = user_home(env)
+    shown = escape_display(str(target))
+    if target == Path("/") or is_within(user, target):
+        raise Refused(
+            f"--home {shown} is / or holds your home folder: name a data home", path=shown
+        )
+    return HomeResolution(target, 0, "--home", target / DATABASE)
+
+
+def _busy(home: Path) -> list[str]:
+    return [
+        f"{DATABASE}{suffix}"
+        for suffix in SIDECARS
+        if os.path.lexists(home / f"{DATABASE}{suffix}")
+    ]
+
+
+def _nearest_existing(path: Path) -> Path:
+    while not os.path.lexists(path) and path != path.parent:
+        path = path.parent
+    return path
+
+
+def restore_home(
+    project: Path,
+    zip_path: Path,
+    *,
+    home: Path | None = None,
+    force: bool = False,
+    environ: Mapping[str, str] | None = None,
+) -> RestoreReport:
+    """Restore a backup zip into the data home of ``project`` (or into ``home``) (04 §5.3).
+
+    Every check runs before anything changes: a hostile or damaged zip raises
+    :class:`InvalidInput` (exit 3) naming the entry; a database that looks in use (a ``-wal``,
+    ``-shm`` or ``-journal`` beside it) raises :class:`Refused` (exit 1) unless ``force``.
+    What was there is kept as ``*.before-restore`` for one restore.
+    """
+    resolution = _target(project, home, environ)
+    try:
+        return _restore(resolution, zip_path, force)
+    except OSError as exc:
+        shown = escape_display(str(resolution.home))
+        raise Refused(
+            f"restore into {shown} failed ({os.strerror(exc.errno or errno.EIO)}); nothing was "
+            f"swapped (if in doubt, run 'bundler recover --home {shown}')",
+            path=shown,
+        ) from exc
+
+
+def _restore(resolution: HomeResolution, zip_path: Path, force: bool) -> RestoreReport:
+    target = resolution.home
+    with open_zip(zip_path) as archive:
+        # sizes from the checked directory: a zip that cannot fit is refused before it is read
+        declared = sum(info.file_size for info in archive.infolist())
+        probe = _nearest_existing(target)
+        probe_fd = durable.open_dir(probe if probe.is_dir() else probe.parent, follow=True)
+        try:
+            check_free_space(declared, probe_fd, escape_display(str(probe)))
+        finally:
+            os.close(probe_fd)
+        index, files = check_contents(archive, check_database=True)
+        total = sum(info.file_size for info in files)
+        busy = _busy(target)
+        if busy and not force:
+            raise Refused(
+                f"{escape_display(str(target / busy[0]))} exists: chat.db looks open by a server "
+                "or chat; stop it and try again (or restore with --force)",
+                path=escape_display(str(target / busy[0])),
+            )
+        created = not os.path.lexists(target)
+        if created:
+            init_home(resolution)
+        home_fd = durable.open_dir(target, follow=True)
+        try:
+            if created:
+                # first start made empty files/ and skills/; the restored ones take their place
+                for tree in TREES:
+                    with contextlib.suppress(OSError):
+                        os.rmdir(tree, dir_fd=home_fd)
+            _refuse_interrupted(home_fd, target)
+            warnings: list[str] = []
+            kept = _stage_and_swap(archive, index, files, home_fd, target, warnings)
+        finally:
+            os.close(home_fd)
+    return RestoreReport(target, len(files), total, kept, created, warnings)
+
+
+def _refuse_interrupted(home_fd: int, home: Path) -> None:
+    for name in os.listdir(home_fd):
+        if name.startswith(STAGING_PREFIX):
+            shown = escape_display(str(home))
+            raise Refused(
+                f"an interrupted restore is in {shown}/{escape_display(name)}: run "
+                f"'bundler recover --home {shown}' first",
+                path=shown,
+            )
+
+
+def _extract(
+    archive: zipfile.ZipFile, index: BackupIndex, files: list[zipfile.ZipInfo], staging_fd: int
+) -> None:
+    """Write every folder and file of the zip below ``staging_fd``, re-checking each digest."""
+    for tree in TREES:
+        os.mkdir(tree, 0o700, dir_fd=staging_fd)
+    for info in archive.infolist():
+        if info.filename.endswith("/") and info.filename[:-1] not in TREES:
+            parent_fd, name = _parent(staging_fd, info.filename[:-1])
+            try:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o700, dir_fd=parent_fd)
+                os.chmod(name, restored_mode(info), dir_fd=parent_fd, follow_symlinks=False)
+            finally:
+                os.close(parent_fd)
+    for info in files:
+        listed = index.files[info.filename]
+        parent_fd, name = _parent(staging_fd, info.filename)
+        try:
+            fd = os.open(name, _CREATE, 0o600, dir_fd=parent_fd)
+        finally:
+            os.close(parent_fd)
+        try:
+            sink = functools.partial(durable.write_all, fd)
+            stream_entry(archive, info, listed.size, listed.xxh3_128, sink)
+            os.fchmod(fd, restored_mode(info))
+            if listed.mtime_ns is not None:
+                os.utime(fd, ns=(listed.mtime_ns, listed.mtime_ns))
+        finally:
+            os.close(fd)
+
+
+def _parent(root_fd: int, rel: str) -> tuple[int, str]:
+    """The folder holding ``rel`` below ``root_fd`` (created 0700 where missing), no-follow."""
+    parts = rel.split("/")
+    fd = os.dup(root_fd)
+    try:
+        for part in parts[:-1]:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, 0o700, dir_fd=fd)
+            child = open_dir_nofollow(fd, part)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, parts[-1]
+
+
+def _stage_and_swap(
+    archive: zipfile.ZipFile,
+    index: BackupIndex,
+    files: list[zipfile.ZipInfo],
+    home_fd: int,
+    home: Path,
+    warnings: list[str],
+) -> list[str]:
+    token = durable.random_token()
+    staging = f"{STAGING_PREFIX}{token}"
+    journal = Journal(token)
+    os.mkdir(staging, 0o700, dir_fd=home_fd)
+    try:
+        durable.fsync_dir(home_fd)
+        staging_fd = open_dir_nofollow(home_fd, staging)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.rmdir(staging, dir_fd=home_fd)
+        raise
+    try:
+        try:
+            journal.write(staging_fd)
+            _extract(archive, index, files, staging_fd)
+            os.mkdir(PREVIOUS, 0o700, dir_fd=staging_fd)
+            make_durable(staging_fd)
+            if not integrity_ok(home / staging / DATABASE):
+                raise InvalidInput(
+                    "backup entry chat.db: fails PRAGMA integrity_check", path=DATABASE
+                )
+            present = {name for item in current_items() for name in item if _exists(home_fd, name)}
+            journal.moves = plan_moves(token, present)
+        except BaseException as exc:
+            _discard_staging(home_fd, staging, staging_fd)
+            if isinstance(exc, OSError):
+                raise Refused(
+                    f"restore failed while extracting ({os.strerror(exc.errno or errno.EIO)}); "
+                    "the home is unchanged",
+                    path=escape_display(str(home)),
+                ) from exc
+            raise
+        journal.state = "swapping"
+        try:
+            for step, (src, dst) in enumerate(journal.moves):
+                journal.step = step
+                journal.write(staging_fd)
+                _rename(home_fd, src, dst)
+        except BaseException as exc:
+            _roll_back_after_failure(home_fd, staging, staging_fd, journal, home, exc)
+            raise
+        # commit point: every move is done, the home holds the new state whole; from here a
+        # failure is a warning and recover (which sees the last move done) only tidies up
+        try:
+            journal.state = "committed"
+            journal.write(staging_fd)
+            _finish(home_fd, staging, staging_fd)
+        except OSError as exc:
+            shown = escape_display(str(home))
+            warnings.append(
+                f"restored, but {staging} could not be removed "
+                f"({os.strerror(exc.errno or errno.EIO)}): run 'bundler recover --home {shown}'"
+            )
+    finally:
+        os.close(staging_fd)
+    return [kept for item, kept in current_items() if item in present]
+
+
+def _discard_staging(home_fd: int, staging: str, staging_fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(JOURNAL, dir_fd=staging_fd)
+        os.fsync(staging_fd)
+    with contextlib.suppress(OSError):
+        rmtree_at(home_fd, staging)
+        durable.fsync_dir(home_fd)
+
+
+def _finish(home_fd: int, staging: str, staging_fd: int) -> None:
+    """After the commit: the journal goes first, so a half-deleted staging folder is garbage."""
+    os.unlink(JOURNAL, dir_fd=staging_fd)
+    os.fsync(staging_fd)
+    rmtree_at(home_fd, staging)
+    durable.fsync_dir(home_fd)
+
+
+def _undo(home_fd: int, moves: list[tuple[str, str]]) -> None:
+    for src, dst in reversed(moves):
+        if not _exists(home_fd, src) and _exists(home_fd, dst):
+            _rename(home_fd, dst, src)
+
+
+def _roll_back_after_failure(
+    home_fd: int, staging: str, staging_fd: int, journal: Journal, home: Path, exc: BaseException
+) -> None:
+    try:
+        _undo(home_fd, journal.moves)
+        _finish(home_fd, staging, staging_fd)
+    except OSError:
+        shown = escape_display(str(home))
+        raise Refused(
+            f"restore failed ({exc}) and could not be undone: run 'bundler recover --home {shown}'",
+            path=shown,
+        ) from exc
+    if isinstance(exc, OSError):
+        raise Refused(
+            f"restore failed ({os.strerror(exc.errno or errno.EIO)}); the home holds its "
+            "previous state",
+            path=escape_display(str(home)),
+        ) from exc
+
+
+# --- recovery --------------------------------------------------------------------------------
+
+
+def _read_journal(staging_fd: int, token: str) -> Journal | None:
+    try:
+        fd = os.open(JOURNAL, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=staging_fd)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise InvalidInput(f"{STAGING_PREFIX}{token}/{JOURNAL} is not a regular file")
+        return parse_journal(handle.read(1 << 20), token)
+
+
+def _recover_one(home_fd: int, name: str, dry_run: bool) -> str:
+    token = name[len(STAGING_PREFIX) :]
+    staging_fd = open_dir_nofollow(home_fd, name)
+    try:
+        journal = _read_journal(staging_fd, token)
+        shown = escape_display(name)
+        if journal is None or journal.state == "extracting":
+            if not dry_run:
+                _discard_staging(home_fd, name, staging_fd)
+            verb = "would remove" if dry_run else "removed"
+            return f"{verb} {shown}: the staging folder of a restore that never started its swap"
+        last_src = journal.moves[journal.step][0] if journal.moves else ""
+        forward = journal.state == "committed" or (
+            journal.step == len(journal.moves) - 1 and not _exists(home_fd, last_src)
+        )
+        if forward:
+            if not dry_run:
+                _finish(home_fd, name, staging_fd)
+            verb = "would complete" if dry_run else "completed"
+            return f"{verb} the interrupted restore {shown}: the home holds the restored state"
+        if not dry_run:
+            _undo(home_fd, journal.moves)
+            _finish(home_fd, name, staging_fd)
+        verb = "would roll back" if dry_run else "rolled back"
+        return f"{verb} the interrupted restore {shown}: the home holds its previous state"
+    finally:
+        os.close(staging_fd)
+
+
+def recover_home(home: Path, dry_run: bool = False) -> list[str]:
+    """Complete or roll back what an interrupted restore (or backup) left in ``home``.
+
+    Afterwards the home holds its old state or the restored one, whole, and no
+    ``.restore-*`` folder remains. Returns one line per action (empty: nothing to do).
+    """
+    try:
+        home_fd = durable.open_dir(home, follow=True)
+    except OSError as exc:
+        shown = escape_display(str(home))
+        raise Refused(
+            f"cannot open the data home {shown} ({os.strerror(exc.errno or 0)})", path=shown
+        ) from None
+    actions: list[str] = []
+    try:
+        for name in sorted(os.listdir(home_fd)):
+            if not name.startswith(STAGING_PREFIX):
+                continue
+            st = os.stat(name, dir_fd=home_fd, follow_symlinks=False)
+            if not stat.S_ISDIR(st.st_mode):
+                continue
+            try:
+                actions.append(_recover_one(home_fd, name, dry_run))
+            except OSError as exc:
+                raise Refused(
+                    f"cannot recover {escape_display(name)} ({os.strerror(exc.errno or 0)})",
+                    path=escape_display(name),
+                ) from None
+    finally:
+        os.close(home_fd)
+    return actions + remove_leftovers(home, dry_run=dry_run)

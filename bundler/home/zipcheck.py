@@ -1,0 +1,502 @@
+"""The rules a backup zip must pass (04 §5.2, §5.3.1), shared by backup, verify-backup and restore.
+
+One module spells them so that a backup can never hold an entry its restore would refuse: the
+backup asks :func:`path_problem` of every entry it is about to write, verify-backup and restore
+ask it of every entry they read.
+
+Reading is defensive from the first byte: the entry count is taken from the end-of-central-
+directory record before :mod:`zipfile` builds its list (a million-entry zip is refused without
+allocating a million objects), names are checked as raw flags and bytes (an entry claiming UTF-8
+that is not, a NUL inside a name), sizes and compression ratios come from the central directory,
+and content is streamed with a hard stop at the size ``backup.json`` declares.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import struct
+import zipfile
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import xxhash
+
+from bundler.errors import InvalidInput, Refused
+from bundler.rules import schema
+from bundler.rules.names import CONTROL_CHARS, escape_display
+
+FORMAT = 1
+"""The newest backup format this tool reads and the one it writes."""
+MANIFEST = "backup.json"
+DATABASE = "chat.db"
+TREES = ("files", "skills")
+MAX_ENTRIES = 1_000_000
+MAX_ENTRY_SIZE = 64 << 30
+MAX_RATIO = 1000
+"""Restore refuses an entry that decompresses to more than this many times its stored size."""
+STORE_ABOVE_RATIO = 100
+"""Backup stores uncompressed an entry that would compress beyond this, keeping a wide margin."""
+MAX_MANIFEST_BYTES = 512 << 20
+MAX_COMPONENT_BYTES = 255
+MAX_DEPTH = 256
+
+_UTF8_FLAG = 0x800
+_ENCRYPTED_FLAG = 0x1
+_CENTRAL_RECORD_MIN = 46
+_EOCD = b"PK\x05\x06"
+_EOCD64_LOCATOR = b"PK\x06\x07"
+_EOCD64 = b"PK\x06\x06"
+_CHUNK = 1 << 20
+
+
+def show(name: str) -> str:
+    """An entry name made safe to print (05 §3)."""
+    return escape_display(name)
+
+
+def _invalid(name: str, what: str) -> InvalidInput:
+    shown = show(name)
+    return InvalidInput(f"backup entry {shown}: {what}", path=shown)
+
+
+# --- names -----------------------------------------------------------------------------------
+
+
+def path_problem(path: str, *, folder: bool = False) -> str | None:
+    """Why ``path`` may not be an entry of a backup, or None when it may.
+
+    ``path`` is ``/``-separated without a trailing slash. Files may be ``backup.json``,
+    ``chat.db`` or a path below ``files/`` or ``skills/``; folders (``folder=True``) may be
+    ``files``, ``skills`` or a path below them.
+    """
+    if path.startswith("/"):
+        return "is an absolute path"
+    if "\\" in path:
+        return "contains a backslash"
+    parts = path.split("/")
+    if ".." in parts:
+        return "has a .. component"
+    if "" in parts or "." in parts:
+        return "has an empty or . component"
+    if CONTROL_CHARS.search(path):
+        return "contains a control character"
+    if not folder and path in (MANIFEST, DATABASE):
+        return None
+    if parts[0] not in TREES or (len(parts) == 1 and not folder):
+        return "is not backup.json, chat.db or a path below files/ or skills/"
+    # a component beyond 255 bytes needs at least 64 characters (UTF-8 uses at most 4 per one)
+    if len(path) > MAX_COMPONENT_BYTES // 4 and any(
+        len(part.encode("utf-8", "surrogatepass")) > MAX_COMPONENT_BYTES for part in parts
+    ):
+        return f"has a component longer than {MAX_COMPONENT_BYTES} bytes"
+    if len(parts) > MAX_DEPTH + 1:
+        return f"is more than {MAX_DEPTH} levels deep"
+    return None
+
+
+def _kind_problem(info: zipfile.ZipInfo) -> str | None:
+    unix_mode = info.external_attr >> 16
+    kind = stat.S_IFMT(unix_mode)
+    if stat.S_ISLNK(unix_mode):
+        return "is a symbolic link"
+    if info.filename.endswith("/"):
+        return None if kind in (0, stat.S_IFDIR) else "is a folder entry with a non-folder mode"
+    if kind not in (0, stat.S_IFREG) or info.external_attr & 0x10:
+        return f"is not a regular file (mode {unix_mode:o})"
+    return None
+
+
+def check_infos(infos: Sequence[zipfile.ZipInfo]) -> None:
+    """Refuse (InvalidInput, naming the entry) anything 04 §5.3.1 refuses in the directory."""
+    if len(infos) > MAX_ENTRIES:
+        raise InvalidInput(f"backup holds {len(infos)} entries, more than {MAX_ENTRIES}")
+    seen: set[str] = set()
+    files: list[str] = []
+    for info in infos:
+        name = info.orig_filename
+        if "\x00" in name or info.filename != name:
+            raise _invalid(name, "has a NUL character in its name")
+        if not info.flag_bits & _UTF8_FLAG and not name.isascii():
+            raise _invalid(name, "has a name that is not marked as UTF-8")
+        if info.flag_bits & _ENCRYPTED_FLAG:
+            raise _invalid(name, "is encrypted")
+        folder = name.endswith("/")
+        path = name[:-1] if folder else name
+        problem = path_problem(path, folder=folder) or _kind_problem(info)
+        if problem:
+            raise _invalid(name, problem)
+        if path in seen:
+            raise _invalid(name, "appears more than once")
+        seen.add(path)
+        if folder:
+            continue
+        files.append(path)
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise _invalid(name, f"uses unsupported compression method {info.compress_type}")
+        if info.file_size > MAX_ENTRY_SIZE:
+            raise _invalid(name, f"is larger than {MAX_ENTRY_SIZE >> 30} GiB")
+        if info.file_size > MAX_RATIO * info.compress_size:
+            raise _invalid(name, f"has a compression ratio beyond {MAX_RATIO}:1 (a zip bomb?)")
+        if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
+            raise _invalid(name, "is stored with a size different from its stored length")
+    file_set = set(files)
+    for path in files:
+        # a file that is also the folder of another entry cannot be extracted
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            if "/".join(parts[:depth]) in file_set:
+                raise _invalid(path, "lies below an entry that is a file")
+
+
+# --- the central directory, read before zipfile is asked --------------------------------------
+
+
+def declared_entry_bound(fp: BinaryIO) -> int:
+    """The most entries the central directory can hold, from the end-of-directory records.
+
+    Takes the larger of the declared count and what the directory's byte size could hold, so a
+    record that lies low cannot smuggle a million entries past :data:`MAX_ENTRIES`.
+    """
+    size = fp.seek(0, os.SEEK_END)
+    tail_len = min(size, 22 + 0xFFFF + 20)
+    fp.seek(size - tail_len)
+    tail = fp.read(tail_len)
+    at = tail.rfind(_EOCD)
+    if at < 0 or at + 22 > len(tail):
+        raise InvalidInput("not a zip file (no end of central directory record)")
+    count, cd_size = struct.unpack_from("<HI", tail, at + 10)
+    if at >= 20 and tail[at - 20 : at - 16] == _EOCD64_LOCATOR:
+        (offset,) = struct.unpack_from("<Q", tail, at - 20 + 8)
+        if offset + 56 > size:
+            raise InvalidInput("not a zip file (bad zip64 end of central directory locator)")
+        fp.seek(offset)
+        record = fp.read(56)
+        if record[:4] != _EOCD64:
+            raise InvalidInput("not a zip file (bad zip64 end of central directory record)")
+        count, cd_size = struct.unpack_from("<QQ", record, 32)
+    return max(int(count), int(cd_size) // _CENTRAL_RECORD_MIN)
+
+
+@contextmanager
+def open_zip(path: Path) -> Iterator[zipfile.ZipFile]:
+    """Open a backup zip for reading after the entry-count check; the directory is checked.
+
+    Raises :class:`Refused` when the file is missing or not a regular file and
+    :class:`InvalidInput` for anything wrong inside it.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        raise Refused(
+            f"cannot open {path} ({os.strerror(exc.errno or 0)}): name an existing backup zip",
+            path=str(path),
+        ) from exc
+    with os.fdopen(fd, "rb") as fp:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise Refused(f"{path} is not a regular file", path=str(path))
+        bound = declared_entry_bound(fp)
+        if bound > MAX_ENTRIES + 1:
+            raise InvalidInput(f"{path}: the zip declares more than {MAX_ENTRIES} entries")
+        try:
+            archive = zipfile.ZipFile(fp)
+        except UnicodeDecodeError as exc:
+            raw = exc.object if isinstance(exc.object, bytes) else b""
+            name = raw.decode("utf-8", "backslashreplace")
+            raise _invalid(name, "has a name that is not valid UTF-8") from None
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, struct.error, ValueError) as exc:
+            raise InvalidInput(f"{path}: not a readable zip file ({exc})", path=str(path)) from None
+        with archive:
+            check_infos(archive.infolist())
+            yield archive
+
+
+# --- backup.json -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One file of ``backup.json``."""
+
+    path: str
+    size: int
+    xxh3_128: str
+    mtime_ns: int | None
+
+
+@dataclass(frozen=True)
+class BackupIndex:
+    """``backup.json`` parsed and checked against ``manifests/backup.schema.json``."""
+
+    format: int
+    tool: str
+    created_at: str
+    agent: str | None
+    files: dict[str, Listed]
+    folders: tuple[str, ...]
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise InvalidInput(f"{MANIFEST}: key {show(key)} appears twice", path=MANIFEST)
+        result[key] = value
+    return result
+
+
+def parse_index(data: bytes) -> BackupIndex:
+    """Parse ``backup.json``; a newer ``format`` is refused before the schema is applied."""
+    try:
+        document = json.loads(data.decode("utf-8"), object_pairs_hook=_no_duplicate_keys)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise InvalidInput(f"{MANIFEST}: not valid UTF-8 JSON ({exc})", path=MANIFEST) from None
+    if not isinstance(document, dict):
+        raise InvalidInput(f"{MANIFEST}: must be a JSON object", path=MANIFEST)
+    version = document.get("format")
+    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT:
+        raise InvalidInput(
+            f"{MANIFEST}: format {version} is newer than this bundler knows ({FORMAT}): "
+            "restore it with a newer bundler",
+            path=f"{MANIFEST}:format",
+        )
+    _validate_schema(document)
+    files: dict[str, Listed] = {}
+    for item in document["entries"]:
+        path = item["path"]
+        problem = path_problem(path)
+        if problem is None and path == MANIFEST:
+            problem = "lists backup.json itself"
+        if problem:
+            raise InvalidInput(f"{MANIFEST}: entry {show(path)} {problem}", path=show(path))
+        if path in files:
+            raise InvalidInput(f"{MANIFEST}: entry {show(path)} is listed twice", path=show(path))
+        files[path] = Listed(path, item["size"], item["xxh3_128"], item.get("mtime_ns"))
+    folders = tuple(document.get("folders", ()))
+    for folder in folders:
+        problem = path_problem(folder, folder=True)
+        if problem:
+            raise InvalidInput(f"{MANIFEST}: folder {show(folder)} {problem}", path=show(folder))
+    if DATABASE not in files:
+        raise InvalidInput(f"{MANIFEST}: lists no chat.db: not a data-home backup", path=MANIFEST)
+    return BackupIndex(
+        document["format"],
+        document["tool"],
+        document["created_at"],
+        document["agent"],
+        files,
+        folders,
+    )
+
+
+_LISTS = ("entries", "folders")
+# keywords the per-item fast path below understands; any other sends items to jsonschema
+_FLAT_KEYWORDS = frozenset(
+    {"type", "minimum", "maximum", "minLength", "maxLength", "pattern", "description"}
+)
+
+
+def _schema_error(where: str, rule: str) -> InvalidInput:
+    # the validator's message may quote the value; name the field and the rule instead
+    return InvalidInput(
+        f"{MANIFEST}: {show(where)} breaks the schema rule '{rule}'",
+        path=f"{MANIFEST}:{show(where)}",
+    )
+
+
+def _flat_problem(value: Any, rules: dict[str, Any]) -> str | None:
+    """The first rule of a flat (non-object) schema that ``value`` breaks, or None."""
+    kind = rules.get("type")
+    if kind == "integer" and (not isinstance(value, int) or isinstance(value, bool)):
+        return "type"
+    if kind == "string" and not isinstance(value, str):
+        return "type"
+    if "minimum" in rules and value < rules["minimum"]:
+        return "minimum"
+    if "maximum" in rules and value > rules["maximum"]:
+        return "maximum"
+    if "minLength" in rules and len(value) < rules["minLength"]:
+        return "minLength"
+    if "maxLength" in rules and len(value) > rules["maxLength"]:
+        return "maxLength"
+    if "pattern" in rules and re.search(rules["pattern"], value) is None:
+        return "pattern"
+    return None
+
+
+def _fast_items_supported(items: dict[str, Any]) -> bool:
+    if items.get("type") != "object":
+        return set(items) <= _FLAT_KEYWORDS
+    fields = items.get("properties", {}).values()
+    return items.get("additionalProperties") is False and all(
+        set(rules) <= _FLAT_KEYWORDS for rules in fields
+    )
+
+
+def _check_items(key: str, values: list[Any], items: dict[str, Any]) -> None:
+    """Check a list's items against the schema's ``items`` without jsonschema's per-node cost.
+
+    The rules are read from the schema (one source of truth); a million-entry index is checked
+    in a fraction of the time a generic validator takes.
+    """
+    if items.get("type") != "object":
+        for index, value in enumerate(values):
+            rule = _flat_problem(value, items)
+            if rule:
+                raise _schema_error(f"{key}/{index}", rule)
+        return
+    fields: dict[str, Any] = items.get("properties", {})
+    required = items.get("required", [])
+    for index, value in enumerate(values):
+        if not isinstance(value, dict):
+            raise _schema_error(f"{key}/{index}", "type")
+        for name in required:
+            if name not in value:
+                raise _schema_error(f"{key}/{index}", "required")
+        for name, field_value in value.items():
+            rules = fields.get(name)
+            if rules is None:
+                raise InvalidInput(
+                    f"{MANIFEST}: {key}/{index} has unknown key {show(name)}",
+                    path=f"{MANIFEST}:{key}/{index}",
+                )
+            rule = _flat_problem(field_value, rules)
+            if rule:
+                raise _schema_error(f"{key}/{index}/{name}", rule)
+
+
+def _validate_schema(document: dict[str, Any]) -> None:
+    import jsonschema
+
+    root = schema.load("backup.schema.json")
+    validator = jsonschema.Draft202012Validator(root)
+    fast: dict[str, tuple[list[Any], dict[str, Any]]] = {}
+    for key in _LISTS:
+        values = document.get(key)
+        spec = root["properties"][key]
+        if isinstance(values, list) and _fast_items_supported(spec["items"]):
+            if len(values) > spec.get("maxItems", len(values)):
+                raise _schema_error(key, "maxItems")
+            fast[key] = (values, spec["items"])
+    light = {key: ([] if key in fast else value) for key, value in document.items()}
+    error = next(iter(validator.iter_errors(light)), None)
+    if error is not None:
+        where = "/".join(str(part) for part in error.absolute_path) or "(top level)"
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            known = error.schema.get("properties", {})
+            unknown = sorted(key for key in error.instance if key not in known)
+            raise InvalidInput(
+                f"{MANIFEST}: {show(where)} has unknown key {show(unknown[0])}",
+                path=f"{MANIFEST}:{show(where)}",
+            )
+        raise _schema_error(where, str(error.validator))
+    for key, (values, items) in fast.items():
+        _check_items(key, values, items)
+
+
+def match_index(index: BackupIndex, infos: Sequence[zipfile.ZipInfo]) -> list[zipfile.ZipInfo]:
+    """The file entries of the zip (``backup.json`` excepted) after checking each is listed.
+
+    Every file entry must be in ``entries`` with the size the zip gives it, every folder entry
+    in ``folders``, and everything listed must be in the zip.
+    """
+    files: list[zipfile.ZipInfo] = []
+    folders = set(index.folders)
+    present: set[str] = set()
+    for info in infos:
+        name = info.filename
+        if name == MANIFEST:
+            continue
+        if name.endswith("/"):
+            if name[:-1] not in folders:
+                raise _invalid(name, "is not listed in backup.json")
+            present.add(name)
+            continue
+        listed = index.files.get(name)
+        if listed is None:
+            raise _invalid(name, "is not listed in backup.json")
+        if listed.size != info.file_size:
+            raise _invalid(name, "has a size different from the one backup.json lists")
+        present.add(name)
+        files.append(info)
+    for path in (*index.files, *(f"{folder}/" for folder in index.folders)):
+        if path not in present:
+            raise _invalid(path, "is listed in backup.json but missing from the zip")
+    return files
+
+
+def read_index(archive: zipfile.ZipFile) -> BackupIndex:
+    """Read and parse ``backup.json`` of an opened backup (at most :data:`MAX_MANIFEST_BYTES`)."""
+    try:
+        info = archive.getinfo(MANIFEST)
+    except KeyError:
+        raise InvalidInput(f"the zip holds no {MANIFEST}: not a data-home backup") from None
+    if info.file_size > MAX_MANIFEST_BYTES:
+        raise _invalid(MANIFEST, f"is larger than {MAX_MANIFEST_BYTES >> 20} MiB")
+    chunks: list[bytes] = []
+    stream_entry(archive, info, info.file_size, None, chunks.append)
+    return parse_index(b"".join(chunks))
+
+
+# --- content ---------------------------------------------------------------------------------
+
+
+def stream_entry(
+    archive: zipfile.ZipFile,
+    info: zipfile.ZipInfo,
+    size: int,
+    digest: str | None,
+    sink: Callable[[bytes], object],
+) -> None:
+    """Feed the entry's bytes to ``sink``, stopping hard past ``size``; check the digest.
+
+    Raises :class:`InvalidInput` naming the entry when it holds more or fewer bytes than
+    ``size``, when its digest is not ``digest``, or when zipfile finds it corrupt (CRC, header).
+    """
+    hasher = xxhash.xxh3_128()
+    total = 0
+    try:
+        with archive.open(info) as source:
+            while True:
+                chunk = source.read(min(_CHUNK, size - total + 1))
+                if not chunk:
+                    break
+                total += len(chunk)
+                if total > size:
+                    raise _invalid(info.filename, f"holds more than its declared {size} bytes")
+                hasher.update(chunk)
+                sink(chunk)
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, ValueError) as exc:
+        raise _invalid(info.filename, f"cannot be read ({exc})") from None
+    if total != size:
+        raise _invalid(info.filename, f"holds {total} bytes, not the declared {size}")
+    if digest is not None and hasher.hexdigest() != digest:
+        raise _invalid(info.filename, "does not match its xxh3_128 digest in backup.json")
+
+
+def restored_mode(info: zipfile.ZipInfo) -> int:
+    """Permission bits for an extracted entry: never setuid, setgid, sticky or group/other write.
+
+    The owner keeps read and write (and search on folders) so the restored home stays usable.
+    """
+    bits = (info.external_attr >> 16) & 0o777
+    if info.filename.endswith("/"):
+        return ((bits or 0o700) & 0o755) | 0o700
+    return ((bits or 0o600) & 0o755) | 0o600
+
+
+def check_free_space(total: int, dir_fd: int, where: str) -> None:
+    """Refuse (exit 1) when ``total`` bytes do not fit in the filesystem of ``dir_fd``."""
+    vfs = os.fstatvfs(dir_fd)
+    free = vfs.f_bavail * vfs.f_frsize
+    if total > free:
+        raise Refused(
+            f"the backup needs {total} bytes but {where} has {free} free: free some space",
+            path=where,
+        )

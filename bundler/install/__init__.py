@@ -1,0 +1,1 @@
+"""Operations on an install: import planning, transaction, journal, undo, doctor."""

@@ -1,0 +1,187 @@
+"""Secret values for an import: ``--secret``, ``--secrets-file`` and the terminal prompt (03 §3.1).
+
+A value given here goes into the merged config and nowhere else: no message, log or receipt of
+this module quotes one. An argument that might be a value (a ``--secret`` without ``PATH=``) is
+never shown, and a secrets file that does not parse is reported by its name only.
+"""
+
+from __future__ import annotations
+
+import errno
+import getpass
+import os
+import stat
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from bundler.bundle import fragment
+from bundler.errors import InvalidInput, Refused, UsageError
+from bundler.install import merge
+from bundler.rules import tomlcompat
+from bundler.rules.names import escape_display
+from bundler.rules.paths import format_path, parse_path
+
+
+class Prompter(Protocol):
+    """The terminal side of an import: secret entry without echo, and consent."""
+
+    def secret(self, path: str, endpoint: str) -> str:
+        """A value for the secret at ``path`` (sent to ``endpoint``); ``""`` leaves it unfilled."""
+
+    def confirm(self, question: str) -> bool:
+        """True when the user typed yes."""
+
+
+def split_assignment(text: str, option: str, *, secret: bool = False) -> tuple[str, str]:
+    """``PATH=VALUE`` split at the first ``=`` outside a quoted path segment.
+
+    With ``secret`` (always for ``--secret``) an argument that does not split is never shown,
+    not even in part: when ``PATH=`` was forgotten, the whole argument is the secret value.
+    """
+    quoted = escaped = False
+    for index, ch in enumerate(text):
+        if escaped:
+            escaped = False
+        elif ch == "\\" and quoted:
+            escaped = True
+        elif ch == '"':
+            quoted = not quoted
+        elif ch == "=" and not quoted:
+            return text[:index], text[index + 1 :]
+    if secret or option == "--secret":
+        raise UsageError(
+            f"{option}: expected PATH=VALUE (the argument is not shown: it may be a secret)",
+            path=option,
+        )
+    shown = escape_display(text)
+    raise UsageError(f"{option} {shown}: expected PATH=VALUE", path=shown)
+
+
+def flatten_secrets(table: Mapping[str, Any], prefix: Sequence[str] = ()) -> dict[str, str]:
+    """A secrets file's table as ``{config path: value}``.
+
+    Top-level keys are config paths (``"providers.models.openai.main.api_key" = "…"``); nested
+    tables spell the same path as TOML tables. Values must be strings; the error names the path.
+    """
+    out: dict[str, str] = {}
+    for key, value in table.items():
+        segments = [*prefix, key] if prefix else parse_path(key)
+        if isinstance(value, dict):
+            out.update(flatten_secrets(value, segments))
+        elif isinstance(value, str):
+            out[format_path(segments)] = value
+        else:
+            path = format_path(segments)
+            raise InvalidInput(f"secrets file: {escape_display(path)} must be a string", path=path)
+    return out
+
+
+def endpoint_of(config: Mapping[str, Any], path: str) -> str:
+    """Where the secret at ``path`` will be sent: the provider's ``uri`` or its family's default,
+    the MCP server's ``url`` or command (escaped for display)."""
+    located = merge.split_entry_path(parse_path(path))
+    if located is None:
+        return "unknown"
+    kind, name, _ = located
+    entry = next((e for n, e in merge.iter_entries(config, kind) if n == name), {})
+    if kind == "mcp.servers":
+        if entry.get("url"):
+            return escape_display(str(entry["url"]))
+        return escape_display(
+            " ".join([str(entry.get("command", "")), *map(str, entry.get("args", []))]).strip()
+        )
+    if entry.get("uri"):
+        return escape_display(str(entry["uri"]))
+    family = name.split(".", 1)[0]
+    default = fragment.family_default_endpoint(kind.split(".", 1)[1], family, entry)
+    if default is None:
+        return f"the default endpoint of {escape_display(family)}"
+    return escape_display(default)
+
+
+def collect_secrets(
+    secret_args: Sequence[str], secrets_file: Path | None
+) -> tuple[dict[str, str], list[str]]:
+    """Secrets from ``--secret`` and ``--secrets-file``; returns (values, warnings)."""
+    values: dict[str, str] = {}
+    warnings: list[str] = []
+    if secrets_file is not None:
+        values.update(load_secrets_file(secrets_file))
+    if secret_args:
+        warnings.append(
+            "--secret values are visible to other users of this machine (ps, shell history); "
+            "prefer --secrets-file"
+        )
+    for raw in secret_args:
+        path, value = split_assignment(raw, "--secret", secret=True)
+        values[path] = value
+    return values, warnings
+
+
+def load_secrets_file(path: Path) -> dict[str, str]:
+    """A ``--secrets-file``: a TOML table of secret paths; refused when group/others can read it."""
+    shown = escape_display(str(path))
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        raise Refused(
+            f"cannot read secrets file {shown} ({os.strerror(exc.errno or errno.EIO)})",
+            path=str(path),
+        ) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Refused(f"secrets file {shown} is not a regular file", path=str(path))
+        if st.st_mode & 0o044:
+            raise Refused(
+                f"secrets file {shown} is readable by group or others; chmod 600 it", path=str(path)
+            )
+        raw = b""
+        while chunk := os.read(fd, 1 << 20):
+            raw += chunk
+            if len(raw) > 16 << 20:
+                raise InvalidInput(f"secrets file {shown} is larger than 16 MiB", path=str(path))
+    finally:
+        os.close(fd)
+    try:
+        table = tomlcompat.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomlcompat.TOMLDecodeError):
+        # the parser's message may quote a line of the file, which holds secrets: say only where
+        raise InvalidInput(
+            f'secrets file {shown} is not a TOML table of path = "value"', path=str(path)
+        ) from None
+    return flatten_secrets(table)
+
+
+def default_prompter() -> Prompter | None:
+    """A :class:`Prompter` on the controlling terminal, or None when stdin is not a terminal."""
+    import sys
+
+    if not sys.stdin.isatty():
+        return None
+
+    class _Terminal:
+        def secret(self, path: str, endpoint: str) -> str:
+            return getpass.getpass(f"{path} (sent to {endpoint}; empty to skip): ")
+
+        def confirm(self, question: str) -> bool:
+            # ask where getpass asks: the terminal itself, not a redirected stderr
+            try:
+                fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+            except OSError:
+                fd = -1
+            if fd >= 0:
+                try:
+                    os.write(fd, (question + ": ").encode("utf-8", "replace"))
+                    answer = b""
+                    while not answer.endswith(b"\n") and (chunk := os.read(fd, 1024)):
+                        answer += chunk
+                    return answer.strip() == b"yes"
+                finally:
+                    os.close(fd)
+            else:
+                print(question, end=": ", file=sys.stderr, flush=True)
+                return sys.stdin.readline().strip() == "yes"
+
+    return _Terminal()

@@ -1,0 +1,536 @@
+"""``bundler agents import``: verify, plan, stage, commit, receipt (03 §3).
+
+The import is one transaction whose commit point is the atomic replacement of ``config.toml``
+(:mod:`bundler.install.journal` runs it and says what is durable after each step). Deciding is
+pure (:mod:`bundler.install.merge`); this module orchestrates: verify the bundle, plan the merge,
+ask for consent and secrets (:mod:`bundler.install.bind_secrets`), stage the folders
+(:mod:`bundler.install.stage`), validate the merged config, then commit.
+
+The undo (:mod:`bundler.install.undo`) and :func:`recover_install` are re-exported here, with the
+other names callers have imported from this module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from bundler.bundle.verify import VerifyReport, verify_bundle
+from bundler.config.file import ConfigFile, read_config_file
+from bundler.config.write import config_lock
+from bundler.errors import BundlerError, InvalidInput, Refused
+from bundler.fs import copytree, durable
+from bundler.install import merge
+from bundler.install.bind_secrets import (
+    Prompter,
+    collect_secrets,
+    default_prompter,
+    endpoint_of,
+    flatten_secrets,
+    load_secrets_file,
+    split_assignment,
+)
+from bundler.install.files import (
+    CONFIG,
+    entry_digest,
+    io_errors_refused,
+    lstat_rel,
+    missing_parents,
+    open_install,
+    partial_name,
+    relative_to_install,
+    target_state,
+    tree_digest,
+    xxh,
+)
+from bundler.install.journal import (
+    JOURNAL,
+    RECEIPT_FORMAT,
+    RECEIPTS,
+    STAGING_PREFIX,
+    UNRESTRICTED,
+    Journal,
+    Transaction,
+    complete_transaction,
+    recover_install,
+    staging_name,
+    write_receipt,
+)
+from bundler.install.stage import (
+    Staged,
+    differing_skills,
+    listed_under,
+    read_checksums,
+    stage_folder,
+)
+from bundler.install.undo import UndoReport, undo_import
+from bundler.rules import layout
+from bundler.rules.names import escape_display
+from bundler.rules.paths import format_path
+from bundler.rules.validate import validate
+
+# the names callers imported from this module before it was split (bundler.cli, recover, tests)
+__all__ = [
+    "CONFIG",
+    "JOURNAL",
+    "RECEIPTS",
+    "RECEIPT_FORMAT",
+    "STAGING_PREFIX",
+    "UNRESTRICTED",
+    "ConfigFile",
+    "ImportOptions",
+    "ImportReport",
+    "Journal",
+    "Prompter",
+    "UndoReport",
+    "default_prompter",
+    "endpoint_of",
+    "entry_digest",
+    "flatten_secrets",
+    "import_bundle",
+    "load_secrets_file",
+    "partial_name",
+    "recover_install",
+    "split_assignment",
+    "staging_name",
+    "tree_digest",
+    "undo_import",
+    "write_receipt",
+    "xxh",
+]
+
+
+@dataclass
+class ImportReport:
+    """What an import did (or, with ``dry_run``, would do). Holds no secret value."""
+
+    bundle: str
+    plan: merge.MergePlan
+    risk_flags: list[dict[str, str]]
+    dry_run: bool
+    workspace_target: str
+    skill_targets: dict[str, str] = field(default_factory=dict)
+    skills_differ: list[str] = field(default_factory=list)
+    missing_commands: list[str] = field(default_factory=list)
+    endpoints: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    receipt: str = ""
+
+    @property
+    def agent(self) -> str:
+        """The alias the agent has in this install."""
+        return self.plan.agent
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``--json`` payload of 05 §3 plus the plan's details."""
+        return {
+            **self.plan.summary(),
+            "risk_flags": self.risk_flags,
+            "receipt": self.receipt,
+            "dry_run": self.dry_run,
+            "workspace": self.workspace_target,
+            "skill_targets": self.skill_targets,
+            "skills_differ": self.skills_differ,
+            "reused_with_secrets": self.plan.reused_with_secrets,
+            "secrets_filled": self.plan.secrets_filled,
+            "secret_endpoints": self.endpoints,
+            "mcp_commands_missing": self.missing_commands,
+            "notes": self.notes,
+            "unused": self.plan.unused,
+        }
+
+
+def _receipt_stamp(now: datetime) -> str:
+    return now.strftime("%Y%m%dT%H%M%SZ")
+
+
+def _missing_commands(plan: merge.MergePlan) -> list[str]:
+    missing = []
+    for new in plan.new_entries:
+        if new.kind == "mcp.servers" and new.value.get("transport", "stdio") == "stdio":
+            command = new.value.get("command", "")
+            if isinstance(command, str) and command and shutil.which(command) is None:
+                missing.append(f"{new.path}.command: {escape_display(command)}")
+    return missing
+
+
+def _consent(
+    flags: Sequence[Mapping[str, str]], accept_risks: bool, prompter: Prompter | None
+) -> None:
+    if not flags or accept_risks:
+        return
+    lines = [
+        f"{escape_display(f['kind'])} {escape_display(f['path'])}: "
+        f"{escape_display(f.get('detail', ''))}"
+        for f in flags
+    ]
+    question = "This bundle grants:\n  " + "\n  ".join(lines) + "\nImport it? Type yes to accept"
+    if prompter is not None and prompter.confirm(question):
+        return
+    raise Refused(
+        f"the bundle carries {len(flags)} risk flag(s); review them ('bundler bundle inspect') "
+        "and pass --accept-risks or answer yes at a terminal; nothing changed",
+        path="risk_flags",
+    )
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    """What the caller asked of an import: the options of ``agents import``.
+
+    ``binds`` maps fragment entry paths to local references; ``secrets`` are ``PATH=VALUE``
+    strings as given to ``--secret``; ``prompt`` (a terminal) asks for missing secrets and for
+    consent. With ``dry_run`` nothing is changed or created.
+    """
+
+    as_alias: str | None = None
+    binds: Mapping[str, str] | None = None
+    secrets: Sequence[str] = ()
+    secrets_file: Path | None = None
+    accept_risks: bool = False
+    dry_run: bool = False
+    prompt: Prompter | None = None
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One import's fixed inputs, handed to each step instead of a dozen parameters."""
+
+    install_fd: int
+    install_root: Path
+    bundle: Path
+    report: VerifyReport
+    config: ConfigFile
+    required: list[str]
+    options: ImportOptions
+
+
+@io_errors_refused("import")
+def import_bundle(
+    install_root: Path, bundle: Path, options: ImportOptions | None = None, **fields: Any
+) -> ImportReport:
+    """Import the bundle folder ``bundle`` into the install at ``install_root`` (03 §3).
+
+    ``options`` says what was asked (:class:`ImportOptions`); its fields may also be given as
+    keywords (``accept_risks=True``), which replace those of ``options``. Raises
+    :class:`InvalidInput` (exit 3) when the bundle fails verification or the merged config is
+    invalid, :class:`Refused` (exit 1) for refusals and failures before the commit (the
+    install is then byte-identical to before), :class:`UsageError` for malformed options.
+    """
+    chosen = replace(options or ImportOptions(), **fields)
+    install_root = Path(os.path.abspath(install_root))
+    report = verify_bundle(bundle)
+    if not report.ok:
+        # one line naming the first few entries at fault; 'bundle verify' lists every one
+        shown = "; ".join(str(problem) for problem in report.errors[:3])
+        rest = len(report.errors) - 3
+        more = f" (and {rest} more; see 'bundler bundle verify')" if rest > 0 else ""
+        raise InvalidInput(f"bundle failed verification: {shown}{more}", path=report.errors[0].path)
+    manifest = report.manifest or {}
+    required = [p for p in manifest.get("required_secrets", []) if isinstance(p, str)]
+    given, warnings = collect_secrets(chosen.secrets, chosen.secrets_file)
+    dry_run = chosen.dry_run
+
+    with (
+        open_install(
+            install_root, create=not dry_run and not os.path.exists(install_root)
+        ) as install_fd,
+        contextlib.ExitStack() as stack,
+    ):
+        if not dry_run:
+            # a dry run writes nothing, so it need not wait for (or block) a writer
+            stack.enter_context(config_lock(install_root))
+        config = read_config_file(install_fd, install_root, stack, missing_ok=True)
+        run = _Run(install_fd, install_root, bundle, report, config, required, chosen)
+        result, new_text, staged = _plan(run, given, warnings)
+        if dry_run:
+            return result
+        _consent(report.risk_flags, chosen.accept_risks, chosen.prompt)
+        _transact(run, result, new_text, staged)
+        return result
+
+
+def _plan(
+    run: _Run, given: dict[str, str], warnings: list[str]
+) -> tuple[ImportReport, str, list[Staged]]:
+    """Plan the merge (asking for missing secrets), lay out the result, then probe the disk."""
+    target = run.config.parse()
+    plan = _merge(run, target, given)
+    asked = _ask_for_secrets(plan, given, run.options)
+    if asked is not None:
+        plan = _merge(run, target, asked)
+    result, new_text, staged = _lay_out(run, plan)
+    result.warnings = warnings
+    _probe(run, result, staged)
+    return result, new_text, staged
+
+
+def _merge(run: _Run, target: dict[str, Any], secrets: Mapping[str, str]) -> merge.MergePlan:
+    """The pure merge plan of the bundle's fragment into ``target``."""
+    return merge.plan_merge(
+        target,
+        run.report.fragment or {},
+        run.required,
+        as_alias=run.options.as_alias,
+        binds=run.options.binds,
+        secrets=dict(secrets),
+    )
+
+
+def _ask_for_secrets(
+    plan: merge.MergePlan, given: Mapping[str, str], options: ImportOptions
+) -> dict[str, str] | None:
+    """The secrets with those a terminal gave for the missing ones; None when none was given."""
+    if not plan.secrets_missing or options.prompt is None or options.dry_run:
+        return None
+    asked = dict(given)
+    for final in plan.secrets_missing:
+        value = options.prompt.secret(final, endpoint_of(plan.merged, final))
+        if value:
+            asked[plan.secret_sources[final]] = value
+    return asked if len(asked) > len(given) else None
+
+
+def _lay_out(run: _Run, plan: merge.MergePlan) -> tuple[ImportReport, str, list[Staged]]:
+    """Pure: the merged config validated and rendered, and where each staged folder goes."""
+    install_root = run.install_root
+    errors, _ = validate(plan.merged, install_root)
+    if errors:
+        shown = "; ".join(f.line() for f in errors[:5])
+        more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+        raise InvalidInput(
+            f"the merged config would be invalid: {shown}{more}; nothing changed",
+            path=errors[0].path,
+        )
+    new_text, notes = merge.render_config_text(run.config.text, plan)
+
+    workspace = relative_to_install(
+        layout.workspace_dir(plan.merged, plan.agent, install_root), install_root
+    )
+    sources = [("workspace", "")]
+    if (run.report.format_version or 1) == 2:
+        sources.append(("memory", "memory"))
+    staged = [Staged("workspace", sources, workspace)]
+    result = ImportReport(
+        str(run.bundle),
+        plan,
+        list(run.report.risk_flags),
+        run.options.dry_run,
+        str(install_root / workspace),
+    )
+    carried = list(run.report.skill_bundles)
+    for placement in plan.skills:
+        if placement.action in ("added", "renamed") and placement.source_alias in carried:
+            folder = relative_to_install(
+                layout.skill_bundle_dir(plan.merged, placement.target_alias, install_root),
+                install_root,
+            )
+            if folder.startswith(".."):
+                raise Refused(
+                    f"skill_bundles.{escape_display(placement.target_alias)}: its folder is "
+                    "outside the install",
+                    path=f"skill_bundles.{placement.target_alias}",
+                )
+            staged.append(
+                Staged(
+                    f"skill-{placement.target_alias}",
+                    [(f"skills/{placement.source_alias}", "")],
+                    folder,
+                )
+            )
+            result.skill_targets[placement.target_alias] = str(install_root / folder)
+    result.notes = notes
+    result.endpoints = {path: endpoint_of(plan.merged, path) for path in plan.secrets_missing}
+    return result, new_text, staged
+
+
+def _probe(run: _Run, result: ImportReport, staged: list[Staged]) -> None:
+    """What the disk says: occupied targets (refused), missing MCP commands, differing skills."""
+    install_root = run.install_root
+    for item in staged:
+        if target_state(run.install_fd, item.target) == "occupied":
+            raise Refused(
+                f"{escape_display(str(install_root / item.target))} exists and is not empty; "
+                "nothing changed (import with --as, or move it away)",
+                path=str(install_root / item.target),
+            )
+    result.missing_commands = _missing_commands(result.plan)
+    checksums_digest = run.report.checksums_digest
+    bundle_fd = os.open(run.bundle, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        listed = read_checksums(bundle_fd, checksums_digest) if checksums_digest else None
+        result.skills_differ = differing_skills(
+            bundle_fd,
+            run.install_fd,
+            install_root,
+            result.plan,
+            listed,
+            list(run.report.skill_bundles),
+        )
+    finally:
+        os.close(bundle_fd)
+
+
+def _receipt_text(
+    run: _Run,
+    result: ImportReport,
+    new_text: str,
+    journal: Journal,
+    staged: list[Staged],
+    trees: dict[str, str],
+) -> str:
+    """The receipt undo reads (03 §4); ``journal`` already holds the moves it records."""
+    plan = result.plan
+    config = run.config
+    entries = [
+        {"path": new.path, "digest": entry_digest(new.value, new.segments)}
+        for new in plan.new_entries
+    ]
+    agent_segments = ["agents", plan.agent]
+    entries.append(
+        {
+            "path": format_path(agent_segments),
+            "digest": entry_digest(plan.agent_entry, agent_segments),
+        }
+    )
+    document = {
+        "format": RECEIPT_FORMAT,
+        "token": journal.token,
+        "agent": plan.agent,
+        "source_agent": plan.source_agent,
+        "imported_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "bundle": str(result.bundle),
+        "bundle_checksums_xxh3_128": run.report.checksums_digest,
+        "old_config_xxh3_128": config.digest,
+        "old_config_bytes": len(config.text.encode("utf-8")),
+        "new_config_xxh3_128": xxh(new_text.encode("utf-8")),
+        "append_only": not result.notes,
+        "added": plan.added,
+        "reused": plan.reused,
+        "renamed": plan.renamed,
+        "bound": plan.bound,
+        "secrets_missing": plan.secrets_missing,
+        "accepted_risk_flags": result.risk_flags,
+        "entries": entries,
+        "folders": [{"path": item.target, "tree": trees[item.label]} for item in staged],
+        "emptied": journal.emptied,
+        "created_parents": journal.parents,
+    }
+    return tomli_w.dumps(document)
+
+
+def _transact(run: _Run, result: ImportReport, new_text: str, staged: list[Staged]) -> None:
+    """03 §3.2, steps 1-5."""
+    install_fd, install_root, bundle, report, config = (
+        run.install_fd,
+        run.install_root,
+        run.bundle,
+        run.report,
+        run.config,
+    )
+    token = durable.random_token()
+    journal = Journal(
+        kind="import",
+        token=token,
+        old_config=config.digest,
+        new_config=xxh(new_text.encode("utf-8")),
+        config_tmp=f".{config.name}.bundler-{token}",
+        config_dir=os.path.realpath(f"/proc/self/fd/{config.dir_fd}"),
+        receipt_stem=f"{_receipt_stamp(datetime.now(timezone.utc))}-{result.plan.agent}",
+    )
+    txn = Transaction(install_fd, config, journal)
+    try:
+        staging_fd = txn.open_staging()
+        bundle_fd = os.open(bundle, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            listed = (
+                read_checksums(bundle_fd, report.checksums_digest)
+                if report.checksums_digest
+                else None
+            )
+            copied: set[str] = set()
+            trees = {
+                item.label: stage_folder(bundle_fd, staging_fd, item, listed, copied)
+                for item in staged
+            }
+            expected = listed_under(
+                listed, [f"{source}/" for item in staged for source, _ in item.sources]
+            )
+            if listed is not None and copied != expected:
+                missing = sorted(expected - copied)[0]
+                raise InvalidInput(
+                    f"{escape_display(missing)}: vanished from the bundle after verification; "
+                    "verify it again",
+                    path=missing,
+                )
+        finally:
+            os.close(bundle_fd)
+        copytree.make_durable(staging_fd)
+        parents: list[str] = []
+        emptied: list[dict[str, Any]] = []
+        for item in staged:
+            for parent in missing_parents(install_fd, item.target):
+                if parent not in parents:
+                    parents.append(parent)
+            st = lstat_rel(install_fd, item.target)
+            if st is not None:
+                emptied.append({"path": item.target, "mode": stat.S_IMODE(st.st_mode)})
+        journal.moves = [
+            {"src": f"{txn.staging}/{item.label}", "dst": item.target, "tree": trees[item.label]}
+            for item in staged
+        ]
+        journal.parents = parents
+        journal.emptied = emptied
+        if merge.value_at(result.plan.agent_entry, UNRESTRICTED) is True:
+            path = format_path(["agents", result.plan.agent, *UNRESTRICTED])
+            journal.audit = [{"path": path, "old": False, "new": True, "via": "agents import"}]
+        journal.receipt_text = _receipt_text(run, result, new_text, journal, staged, trees)
+        txn.write_journal()
+        txn.run(new_text)
+    except BaseException as err:
+        if txn.committed:
+            txn.close()
+            raise
+        try:
+            leftovers = txn.rollback()
+        except OSError:
+            leftovers = ["(rollback failed)"]
+        problems = [line for line in leftovers if line.startswith("left ") or line.startswith("(")]
+        if problems:
+            raise Refused(
+                "import failed and could not be fully undone; run 'bundler recover --install "
+                f"{install_root}'",
+                path=str(install_root),
+            ) from err
+        if isinstance(err, BundlerError):
+            raise
+        if isinstance(err, OSError):
+            reason = os.strerror(err.errno) if err.errno else str(err)
+            raise Refused(
+                f"import failed ({reason}); nothing changed", path=str(install_root)
+            ) from err
+        raise
+    # committed: what follows cannot undo the import, so failures are warnings (02 §8.4)
+    txn.close()
+    failure = str(txn.after_commit_error) if txn.after_commit_error is not None else ""
+    try:
+        result.receipt = str(
+            install_root / complete_transaction(install_root, install_fd, journal, dry_run=False)[1]
+        )
+    except (OSError, BundlerError) as err:
+        failure = failure or str(err)
+    if failure:
+        result.warnings.append(
+            f"imported, but finishing failed ({failure}); run 'bundler recover --install "
+            f"{install_root}'"
+        )

@@ -1,0 +1,411 @@
+"""The journal of an import or undo, the transaction it drives, and recovery (03 §3.2, §6).
+
+What is durable after each step of 03 §3.2, and so what :func:`recover_install` finds after a
+crash at any point:
+
+1. **Stage.** ``.bundler-import-<token>/`` (0700) is created and its folder entry fsynced
+   *before* anything else; the copies in it are fsynced (``copytree.make_durable``), then
+   ``journal.toml`` is written atomically (temporary file, fsync, rename, fsync). A crash
+   before the journal exists leaves only the staging folder: recovery removes it (and any
+   temporary config of its token), nothing outside it was touched.
+2. **Temporary config.** ``.config.toml.bundler-<token>`` is written beside the real
+   ``config.toml``, fsynced, and its folder fsynced. ``config.toml`` still has the journal's
+   ``old_config`` digest, so recovery rolls back.
+3. **Moves.** Missing parent folders are made (each fsynced into its parent), then every staged
+   folder is renamed into its target (source and target folders fsynced) and the journal is
+   rewritten atomically naming it in ``moved``. Still uncommitted: recovery moves back each
+   target whose tree digest equals the journal's, re-creates the empty folders a move replaced
+   and removes the parents it made.
+4. **Commit.** The temporary config is renamed over ``config.toml`` (for an undo of an import
+   into an empty install, ``config.toml`` is unlinked) and the folder fsynced. From here
+   ``config.toml`` has the ``new_config`` digest and recovery completes instead of rolling back.
+5. **Complete.** The receipt goes to a ``.partial`` name, is fsynced and linked to its final
+   name (never replacing one), audit lines are appended, undo's tidy-ups run, and the staging
+   folder is removed last, so a crash on the way leaves the journal for recovery to finish.
+
+A ``config.toml`` matching neither digest (changed by hand meanwhile) is refused, never guessed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from bundler.config.file import ConfigFile, read_config_file
+from bundler.config.write import append_audit, commit_config, config_lock, stage_config
+from bundler.errors import Refused
+from bundler.fs import durable, safefs
+from bundler.install.files import (
+    DIR_MODE,
+    READ_FLAGS,
+    ensure_dirs,
+    io_errors_refused,
+    lstat_rel,
+    mkdir_rel,
+    open_install,
+    partial_name,
+    rename_rel,
+    rmdir_rel,
+    target_state,
+    tree_at,
+    write_new_file,
+)
+from bundler.rules import tomlcompat
+from bundler.rules.names import escape_display
+
+STAGING_PREFIX = ".bundler-import-"
+JOURNAL = "journal.toml"
+
+
+RECEIPTS = ("data", "state", "imports")
+
+
+UNRESTRICTED = ("workspace", "unrestricted_filesystem")
+RECEIPT_FORMAT = 1
+
+
+@dataclass
+class Journal:
+    """``journal.toml``: everything recovery needs to finish or roll back, and no secret.
+
+    ``moves`` are install-relative ``{src, dst, tree}``; ``parents`` are folders this transaction
+    creates before its moves (removed again on rollback when empty); ``emptied`` are empty
+    target folders a move replaced (``{path, mode}``, re-created on rollback); ``after`` holds
+    what completes a committed transaction (the receipt to write, folders to tidy).
+    """
+
+    kind: str
+    token: str
+    old_config: str
+    new_config: str
+    config_tmp: str
+    config_dir: str  # for a person reading the journal; recovery opens config.toml anew
+    moves: list[dict[str, str]] = field(default_factory=list)
+    moved: list[str] = field(default_factory=list)
+    parents: list[str] = field(default_factory=list)
+    emptied: list[dict[str, Any]] = field(default_factory=list)
+    receipt_stem: str = ""
+    receipt_text: str = ""
+    restore_empty: list[dict[str, Any]] = field(default_factory=list)
+    remove_parents: list[str] = field(default_factory=list)
+    audit: list[dict[str, Any]] = field(default_factory=list)
+
+    def dumps(self) -> bytes:
+        """The journal as TOML bytes."""
+        return tomli_w.dumps({key: value for key, value in self.__dict__.items()}).encode("utf-8")
+
+    @classmethod
+    def loads(cls, raw: bytes) -> Journal:
+        """Parse a journal; raises ``ValueError`` when it is not one this version wrote."""
+        data = tomlcompat.loads(raw.decode("utf-8"))
+        known = {name for name in cls.__dataclass_fields__}
+        if not isinstance(data, dict) or not {"kind", "token", "old_config", "new_config"} <= set(
+            data
+        ):
+            raise ValueError("not a journal")
+        return cls(**{key: value for key, value in data.items() if key in known})
+
+
+def staging_name(token: str) -> str:
+    """``.bundler-import-<token>``."""
+    return f"{STAGING_PREFIX}{token}"
+
+
+def _write_journal(staging_fd: int, journal: Journal) -> None:
+    durable.atomic_write(staging_fd, JOURNAL, journal.dumps())
+
+
+class Transaction:
+    """One journaled change of an install: moves, then the config rename as the commit."""
+
+    def __init__(self, install_fd: int, config: ConfigFile, journal: Journal) -> None:
+        self.install_fd = install_fd
+        self.config = config
+        self.journal = journal
+        self.staging = staging_name(journal.token)
+        self.staging_fd = -1
+        self.committed = False
+        self.created_staging = False
+        self.after_commit_error: OSError | None = None
+
+    def open_staging(self) -> int:
+        """Create the 0700 staging folder, durably, before anything else; returns its descriptor."""
+        os.mkdir(self.staging, 0o700, dir_fd=self.install_fd)
+        self.created_staging = True
+        durable.fsync_dir(self.install_fd)
+        self.staging_fd = safefs.open_dir_nofollow(self.install_fd, self.staging)
+        return self.staging_fd
+
+    def write_journal(self) -> None:
+        """Replace ``journal.toml`` atomically and durably with the journal as it is now."""
+        _write_journal(self.staging_fd, self.journal)
+
+    def run(self, new_text: str | None) -> None:
+        """Steps 2-4 of 03 §3.2 (the journal is already durable); None removes config.toml."""
+        if new_text is not None:
+            stage_config(self.config, self.journal.config_tmp, new_text)
+            durable.fsync_dir(self.config.dir_fd)
+        for parent in self.journal.parents:
+            mkdir_rel(self.install_fd, parent, DIR_MODE)
+        for move in self.journal.moves:
+            state = target_state(self.install_fd, move["dst"])
+            if state == "occupied":
+                raise Refused(
+                    f"{escape_display(move['dst'])} appeared or was filled meanwhile; nothing "
+                    "changed",
+                    path=move["dst"],
+                )
+            rename_rel(self.install_fd, move["src"], move["dst"], replace_empty=state == "empty")
+            self.journal.moved.append(move["dst"])
+            self.write_journal()
+        # None: undo of an import into an empty install, which had no config.toml before
+        commit_config(self.config, None if new_text is None else self.journal.config_tmp)
+        self.committed = True
+        try:
+            durable.fsync_dir(self.config.dir_fd)
+            if self.config.dir_fd != self.install_fd:
+                durable.fsync_dir(self.install_fd)
+        except OSError as err:
+            # after the commit nothing can be undone: the caller reports it as a warning
+            self.after_commit_error = err
+
+    def rollback(self) -> list[str]:
+        """Undo everything before the commit; returns what could not be undone."""
+        if self.staging_fd >= 0:
+            os.close(self.staging_fd)
+            self.staging_fd = -1
+        if not self.created_staging:
+            return []
+        return _roll_back(self.install_fd, self.config.dir_fd, self.journal, dry_run=False)
+
+    def close(self) -> None:
+        """Close the staging folder's descriptor (the folder itself stays for completion)."""
+        if self.staging_fd >= 0:
+            os.close(self.staging_fd)
+            self.staging_fd = -1
+
+
+def _roll_back(
+    install_fd: int, config_dir_fd: int, journal: Journal, *, dry_run: bool
+) -> list[str]:
+    """Put back what an uncommitted transaction moved or created; returns the actions taken."""
+    actions: list[str] = []
+    for move in reversed(journal.moves):
+        if (
+            lstat_rel(install_fd, move["src"]) is not None
+            or lstat_rel(install_fd, move["dst"]) is None
+        ):
+            continue  # never moved (or already moved back)
+        if tree_at(install_fd, move["dst"]) != move["tree"]:
+            actions.append(f"left {move['dst']}: it changed since the import staged it")
+            continue
+        actions.append(f"moved {move['dst']} back")
+        if not dry_run:
+            rename_rel(install_fd, move["dst"], move["src"], replace_empty=False)
+    for empty in journal.emptied:
+        if lstat_rel(install_fd, empty["path"]) is None:
+            actions.append(f"re-created empty folder {empty['path']}")
+            if not dry_run:
+                mkdir_rel(install_fd, empty["path"], int(empty["mode"]))
+    for parent in reversed(journal.parents):
+        if lstat_rel(install_fd, parent) is not None:
+            actions.append(f"removed folder {parent}")
+            if not dry_run:
+                rmdir_rel(install_fd, parent)
+    with contextlib.suppress(FileNotFoundError):
+        os.stat(journal.config_tmp, dir_fd=config_dir_fd, follow_symlinks=False)
+        actions.append(f"removed {journal.config_tmp}")
+        if not dry_run:
+            os.unlink(journal.config_tmp, dir_fd=config_dir_fd)
+    actions.append(f"removed {staging_name(journal.token)}")
+    if not dry_run:
+        safefs.rmtree_at(install_fd, staging_name(journal.token))
+        durable.fsync_dir(install_fd)
+    return actions
+
+
+def complete_transaction(
+    install_root: Path, install_fd: int, journal: Journal, *, dry_run: bool
+) -> tuple[list[str], str]:
+    """Finish a committed transaction: receipt, audit, tidy folders, remove staging (last, so
+    that a failure or crash on the way leaves the journal for ``recover --install``).
+
+    Returns the actions and the receipt's install-relative path (``""`` for an undo). An audit
+    line may be written twice when a crash hits between it and the staging removal: a repeated
+    line is better than a lost one.
+    """
+    actions: list[str] = []
+    receipt = ""
+    if journal.receipt_text:
+        _remove_partial_receipt(install_fd, journal, actions, dry_run=dry_run)
+        name = _receipt_present(install_fd, journal)
+        if name is None:
+            actions.append("wrote the import receipt")
+            if not dry_run:
+                receipt = write_receipt(install_fd, journal)
+        else:
+            receipt = "/".join([*RECEIPTS, name])
+    for line in journal.audit:
+        actions.append(f"audited {line['path']}")
+        if not dry_run:
+            append_audit(install_root, line["path"], line["old"], line["new"], line["via"])
+    for empty in journal.restore_empty:
+        if lstat_rel(install_fd, empty["path"]) is None:
+            actions.append(f"re-created empty folder {empty['path']}")
+            if not dry_run:
+                mkdir_rel(install_fd, empty["path"], int(empty["mode"]))
+    for parent in reversed(journal.remove_parents):
+        if (
+            lstat_rel(install_fd, parent) is not None
+            and target_state(install_fd, parent) == "empty"
+        ):
+            actions.append(f"removed empty folder {parent}")
+            if not dry_run:
+                rmdir_rel(install_fd, parent)
+    actions.append(f"removed {staging_name(journal.token)}")
+    if not dry_run:
+        safefs.rmtree_at(install_fd, staging_name(journal.token))
+        durable.fsync_dir(install_fd)
+    return actions, receipt
+
+
+def _remove_partial_receipt(
+    install_fd: int, journal: Journal, actions: list[str], *, dry_run: bool
+) -> None:
+    """Remove a receipt a crash left half-written under its temporary name."""
+    try:
+        fd = safefs.open_beneath(install_fd, "/".join(RECEIPTS))
+    except OSError:
+        return
+    try:
+        os.stat(partial_name(journal.receipt_stem), dir_fd=fd, follow_symlinks=False)
+        actions.append("removed a half-written receipt")
+        if not dry_run:
+            os.unlink(partial_name(journal.receipt_stem), dir_fd=fd)
+    except FileNotFoundError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _receipt_present(install_fd: int, journal: Journal) -> str | None:
+    try:
+        fd = safefs.open_beneath(install_fd, "/".join(RECEIPTS))
+    except OSError:
+        return None
+    try:
+        for name in sorted(os.listdir(fd)):
+            if name.startswith(journal.receipt_stem) and name.endswith(".toml"):
+                with contextlib.suppress(OSError):
+                    file_fd = os.open(name, READ_FLAGS, dir_fd=fd)
+                    try:
+                        if os.read(file_fd, 1 << 24) == journal.receipt_text.encode("utf-8"):
+                            return name
+                    finally:
+                        os.close(file_fd)
+        return None
+    finally:
+        os.close(fd)
+
+
+def write_receipt(install_fd: int, journal: Journal) -> str:
+    """Write the journal's receipt under ``data/state/imports/``; returns its install path."""
+    dir_fd, _ = ensure_dirs(install_fd, "/".join(RECEIPTS))
+    try:
+        name = write_new_file(
+            dir_fd, journal.receipt_stem, ".toml", journal.receipt_text.encode("utf-8")
+        )
+    finally:
+        os.close(dir_fd)
+    return "/".join([*RECEIPTS, name])
+
+
+def _journal_of(install_fd: int, name: str) -> Journal | None:
+    try:
+        dir_fd = safefs.open_dir_nofollow(install_fd, name)
+    except OSError:
+        return None
+    try:
+        fd = os.open(JOURNAL, READ_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return None
+    finally:
+        os.close(dir_fd)
+    try:
+        raw = os.read(fd, 1 << 26)
+    finally:
+        os.close(fd)
+    try:
+        return Journal.loads(raw)
+    except (ValueError, UnicodeDecodeError, TypeError, tomlcompat.TOMLDecodeError):
+        return None
+
+
+def _temp_configs(dir_fd: int, token: str) -> list[str]:
+    return [
+        name
+        for name in os.listdir(dir_fd)
+        if name.startswith(".") and name.endswith(f".bundler-{token}")
+    ]
+
+
+@io_errors_refused("recovery")
+def recover_install(install_root: Path, dry_run: bool = False) -> list[str]:
+    """Finish or roll back interrupted imports and undos of an install (03 §6).
+
+    For each ``.bundler-import-<token>/`` folder: without a journal nothing outside it was
+    touched, so it is removed; ``config.toml`` equal to the journal's old digest → not
+    committed, rolled back (moved targets still identical to what was staged, and the parent
+    folders created for them, are removed); equal to the new digest → committed, completed
+    (receipt written if missing, leftovers removed); anything else → :class:`Refused` listing
+    what was found. Returns the actions taken (with ``dry_run``, those it would take).
+    """
+    install_root = Path(os.path.abspath(install_root))
+    actions: list[str] = []
+    with open_install(install_root, create=False) as install_fd, contextlib.ExitStack() as stack:
+        names = sorted(name for name in os.listdir(install_fd) if name.startswith(STAGING_PREFIX))
+        if not names:
+            return actions
+        stack.enter_context(config_lock(install_root))
+        config = read_config_file(install_fd, install_root, stack, missing_ok=True)
+        for name in names:
+            token = name[len(STAGING_PREFIX) :]
+            journal = _journal_of(install_fd, name)
+            if journal is None:
+                # the journal is written before anything outside staging changes
+                for tmp in _temp_configs(config.dir_fd, token):
+                    actions.append(f"removed {tmp}")
+                    if not dry_run:
+                        os.unlink(tmp, dir_fd=config.dir_fd)
+                actions.append(f"removed {name} (no journal: nothing else was changed)")
+                if not dry_run:
+                    safefs.rmtree_at(install_fd, name)
+                    durable.fsync_dir(install_fd)
+                continue
+            digest = config.digest
+            if digest == journal.old_config and digest != journal.new_config:
+                actions.append(f"{name}: {journal.kind} was not committed; rolling back")
+                actions += _roll_back(install_fd, config.dir_fd, journal, dry_run=dry_run)
+            elif digest == journal.new_config:
+                actions.append(f"{name}: {journal.kind} was committed; completing")
+                for tmp in _temp_configs(config.dir_fd, token):
+                    actions.append(f"removed {tmp}")
+                    if not dry_run:
+                        os.unlink(tmp, dir_fd=config.dir_fd)
+                actions += complete_transaction(install_root, install_fd, journal, dry_run=dry_run)[
+                    0
+                ]
+            else:
+                raise Refused(
+                    f"{name}: config.toml matches neither the state before nor after this "
+                    f"{journal.kind}; "
+                    f"it lists targets {', '.join(m['dst'] for m in journal.moves) or 'none'}; "
+                    "resolve by hand",
+                    path=str(install_root / name),
+                )
+    return actions

@@ -1,0 +1,275 @@
+"""``bundler agents import --undo RECEIPT``: remove exactly what one import added (03 §4).
+
+Entries and folders are compared with what the receipt recorded, by content digest with
+``x-secret`` fields ignored (filling in secrets after an import is expected); anything changed
+since is listed and the undo refused. The removal is itself a journaled transaction
+(:mod:`bundler.install.journal`): folders move *into* staging, the config loses the entries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import errno
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+
+from bundler.config.file import parse_config_text, read_config_file
+from bundler.config.write import config_lock
+from bundler.errors import BundlerError, InvalidInput, Refused
+from bundler.fs import durable
+from bundler.install import merge
+from bundler.install.files import (
+    CONFIG,
+    entry_digest,
+    io_errors_refused,
+    open_install,
+    tree_at,
+    xxh,
+)
+from bundler.install.journal import (
+    RECEIPT_FORMAT,
+    UNRESTRICTED,
+    Journal,
+    Transaction,
+    complete_transaction,
+)
+from bundler.rules import tomlcompat
+from bundler.rules.names import escape_display
+from bundler.rules.paths import format_path, parse_path
+from bundler.rules.validate import validate
+
+
+@dataclass
+class UndoReport:
+    """What :func:`undo_import` removed."""
+
+    agent: str
+    receipt: str
+    removed_entries: list[str] = field(default_factory=list)
+    removed_folders: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``--json`` payload of ``agents import --undo``."""
+        return {
+            "agent": self.agent,
+            "receipt": self.receipt,
+            "removed": self.removed_entries,
+            "removed_folders": self.removed_folders,
+        }
+
+
+def _load_receipt(receipt: Path) -> dict[str, Any]:
+    shown = escape_display(str(receipt))
+    try:
+        raw = Path(receipt).read_bytes()
+    except OSError as exc:
+        raise Refused(
+            f"cannot read receipt {shown} ({os.strerror(exc.errno or errno.EIO)})",
+            path=str(receipt),
+        ) from None
+    try:
+        data = tomlcompat.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomlcompat.TOMLDecodeError):
+        raise InvalidInput(f"{shown} is not an import receipt", path=str(receipt)) from None
+    if data.get("format") != RECEIPT_FORMAT or not isinstance(data.get("entries"), list):
+        raise InvalidInput(
+            f"{shown} is not an import receipt this version understands", path=str(receipt)
+        )
+    return data
+
+
+def _find_entry(config: Mapping[str, Any], path: str) -> Any:
+    segments = parse_path(path)
+    located = merge.split_entry_path(segments)
+    if located is not None:
+        kind, name, _ = located
+        return next(
+            (entry for other, entry in merge.iter_entries(config, kind) if other == name), None
+        )
+    node: Any = config
+    for part in segments:
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def _remove_entries(config: dict[str, Any], paths: Iterable[str]) -> dict[str, Any]:
+    out = copy.deepcopy(config)
+    for path in paths:
+        segments = parse_path(path)
+        located = merge.split_entry_path(segments)
+        if located is not None and located[0] == "mcp.servers":
+            servers = out["mcp"]["servers"]
+            index = next(
+                i
+                for i, s in enumerate(servers)
+                if isinstance(s, dict) and s.get("name") == located[1]
+            )
+            del servers[index]
+            continue
+        node = out
+        for part in segments[:-1]:
+            node = node[part]
+        del node[segments[-1]]
+    return out
+
+
+def _remove_from_text(text: str, paths: Sequence[str]) -> str:
+    """``text`` without the entries at ``paths``, the rest kept through tomlkit."""
+    doc = tomlkit.parse(text)
+    for path in paths:
+        segments = parse_path(path)
+        located = merge.split_entry_path(segments)
+        if located is not None and located[0] == "mcp.servers":
+            servers: Any = doc["mcp"]["servers"]
+            index = next(i for i, s in enumerate(servers) if s.get("name") == located[1])
+            del servers[index]
+            continue
+        node: Any = doc
+        for part in segments[:-1]:
+            node = node[part]
+        del node[segments[-1]]
+    return tomlkit.dumps(doc)
+
+
+def _pruned(value: Any) -> Any:
+    """``value`` without empty tables or arrays: removing a map's last entry leaves one behind."""
+    if isinstance(value, dict):
+        out = {key: _pruned(sub) for key, sub in value.items()}
+        return {key: sub for key, sub in out.items() if sub not in ({}, [])}
+    return value
+
+
+@io_errors_refused("undo")
+def undo_import(install_root: Path, receipt: Path) -> UndoReport:
+    """Remove exactly what the import recorded in ``receipt`` added (03 §4), transactionally.
+
+    Every added entry (compared by digest with ``x-secret`` values ignored) and every folder the
+    import created (compared by content digest) must be unchanged; otherwise :class:`Refused`
+    lists what changed and nothing is touched.
+    """
+    install_root = Path(os.path.abspath(install_root))
+    data = _load_receipt(receipt)
+    result = UndoReport(agent=str(data.get("agent", "")), receipt=str(receipt))
+    with open_install(install_root, create=False) as install_fd, contextlib.ExitStack() as stack:
+        stack.enter_context(config_lock(install_root))
+        config = read_config_file(install_fd, install_root, stack, missing_ok=True)
+        current = config.parse()
+        changed: list[str] = []
+        paths = [str(entry["path"]) for entry in data["entries"]]
+        for entry in data["entries"]:
+            value = _find_entry(current, entry["path"])
+            if value is None:
+                changed.append(f"{entry['path']} (removed)")
+            elif entry_digest(value, parse_path(entry["path"])) != entry["digest"]:
+                changed.append(f"{entry['path']} (changed)")
+        folders = [folder for folder in data.get("folders", []) if isinstance(folder, dict)]
+        for folder in folders:
+            if tree_at(install_fd, folder["path"]) != folder["tree"]:
+                changed.append(f"{folder['path']} (changed or missing)")
+        if changed:
+            raise Refused(
+                "cannot undo: changed since the import: "
+                + ", ".join(escape_display(c) for c in changed),
+                path=str(receipt),
+            )
+        new_text = _undone_text(config.text, current, paths, data)
+        errors, _ = validate(parse_config_text(new_text or "", config.where), install_root)
+        if errors:
+            raise InvalidInput(
+                "cannot undo: the config without the imported entries would be invalid: "
+                f"{errors[0].line()}",
+                path=errors[0].path,
+            )
+        token = durable.random_token()
+        journal = Journal(
+            kind="undo",
+            token=token,
+            old_config=config.digest,
+            new_config="absent" if new_text is None else xxh(new_text.encode("utf-8")),
+            config_tmp=f".{config.name}.bundler-{token}",
+            config_dir=os.path.realpath(f"/proc/self/fd/{config.dir_fd}"),
+            restore_empty=list(data.get("emptied", [])),
+            remove_parents=list(data.get("created_parents", [])),
+        )
+        agent_path = ["agents", result.agent, *UNRESTRICTED]
+        if merge.value_at(current, agent_path) is True:
+            # the entry goes away, so the flag is off again (false is its default)
+            line = {"path": format_path(agent_path), "old": True, "new": False}
+            journal.audit = [{**line, "via": "agents import --undo"}]
+        txn = Transaction(install_fd, config, journal)
+        try:
+            txn.open_staging()
+            journal.moves = [
+                {"src": folder["path"], "dst": f"{txn.staging}/{i}", "tree": folder["tree"]}
+                for i, folder in enumerate(folders)
+            ]
+            txn.write_journal()
+            txn.run(new_text)
+        except BaseException as err:
+            if txn.committed:
+                txn.close()
+                raise
+            try:
+                txn.rollback()
+            except OSError:
+                raise Refused(
+                    f"undo failed; run 'bundler recover --install {install_root}'",
+                    path=str(install_root),
+                ) from err
+            if isinstance(err, OSError):
+                raise Refused(
+                    f"undo failed ({os.strerror(err.errno or errno.EIO)}); nothing changed",
+                    path=str(install_root),
+                ) from err
+            raise
+        txn.close()
+        failure = str(txn.after_commit_error) if txn.after_commit_error is not None else ""
+        try:
+            complete_transaction(install_root, install_fd, journal, dry_run=False)
+        except (OSError, BundlerError) as err:
+            failure = failure or str(err)
+        if failure:
+            result.warnings.append(
+                f"undone, but tidying up failed ({failure}); run 'bundler recover --install "
+                f"{install_root}'"
+            )
+        result.removed_entries = paths
+        result.removed_folders = [str(install_root / folder["path"]) for folder in folders]
+    return result
+
+
+def _undone_text(
+    text: str, current: dict[str, Any], paths: Sequence[str], data: Mapping[str, Any]
+) -> str | None:
+    """The config text without the import's entries (None: there was no config.toml before).
+
+    The import appended its entries, so whenever the file before them is unchanged the exact old
+    bytes are its prefix; otherwise the entries are removed through tomlkit, keeping the rest.
+    """
+    expected = _pruned(_remove_entries(current, paths))
+    raw = text.encode("utf-8")
+    old_bytes = data.get("old_config_bytes")
+    old_digest = data.get("old_config_xxh3_128")
+    if data.get("append_only") and isinstance(old_bytes, int) and 0 <= old_bytes <= len(raw):
+        prefix = raw[:old_bytes]
+        if old_digest == "absent" and old_bytes == 0 and expected == {}:
+            return None
+        if xxh(prefix) == old_digest:
+            with contextlib.suppress(UnicodeDecodeError, InvalidInput):
+                candidate = prefix.decode("utf-8")
+                if _pruned(parse_config_text(candidate, CONFIG)) == expected:
+                    return candidate
+    candidate = _remove_from_text(text, paths)
+    if _pruned(parse_config_text(candidate, CONFIG)) != expected:
+        raise Refused(
+            "cannot undo: config.toml could not be edited to remove exactly the imported entries",
+            path=CONFIG,
+        )
+    return candidate

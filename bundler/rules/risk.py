@@ -1,0 +1,319 @@
+"""Risk flags (02 §6), pure: what a bundle's fragment lets an agent do on the receiving host.
+
+One function, :func:`compute_risk_flags`, serves export (flags written to the manifest) and
+verify/import (flags recomputed from an untrusted bundle's ``config.toml``), so the two can only
+disagree when the bundle was altered. It reads only the fragment and the list of skill bundles
+whose content is present, and never assumes the fragment is well formed: a value of the wrong
+type is treated as if it granted nothing here, and the fragment checks reject it elsewhere.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bundler.rules.paths import format_path
+
+FULL_AUTONOMY = "full_autonomy"
+FILESYSTEM_ESCAPE = "filesystem_escape"
+SANDBOX_DISABLED = "sandbox_disabled"
+APPROVAL_BYPASS = "approval_bypass"
+COMMAND_ALLOWLIST = "command_allowlist"
+ENV_PASSTHROUGH = "env_passthrough"
+EXTRA_FILESYSTEM_ROOTS = "extra_filesystem_roots"
+DELEGATION_ENABLED = "delegation_enabled"
+PROCESS_SPAWN = "process_spawn"
+REMOTE_TOOLS = "remote_tools"
+CUSTOM_ENDPOINT = "custom_endpoint"
+UNTRUSTED_STARTUP_CONTEXT = "untrusted_startup_context"
+HOST_PATH = "host_path"
+EXTERNAL_AUTH = "external_auth"
+CARRIED_SKILLS = "carried_skills"
+CARRIED_MEMORY = "carried_memory"
+
+KINDS = (
+    FULL_AUTONOMY,
+    FILESYSTEM_ESCAPE,
+    SANDBOX_DISABLED,
+    APPROVAL_BYPASS,
+    COMMAND_ALLOWLIST,
+    ENV_PASSTHROUGH,
+    EXTRA_FILESYSTEM_ROOTS,
+    DELEGATION_ENABLED,
+    PROCESS_SPAWN,
+    REMOTE_TOOLS,
+    CUSTOM_ENDPOINT,
+    UNTRUSTED_STARTUP_CONTEXT,
+    HOST_PATH,
+    EXTERNAL_AUTH,
+    CARRIED_SKILLS,
+    CARRIED_MEMORY,
+)
+
+_URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+@dataclass(frozen=True)
+class RiskFlag:
+    """A capability that widens the receiving install's trust boundary, and the path granting it."""
+
+    kind: str
+    path: str
+    detail: str
+
+    def as_dict(self) -> dict[str, str]:
+        """The ``{kind, path, detail}`` table of the manifest's ``[[risk_flags]]``."""
+        return {"kind": self.kind, "path": self.path, "detail": self.detail}
+
+
+def risk_sort_key(flag: RiskFlag) -> tuple[str, str]:
+    """Risk flags are sorted by path, then kind (02 §6)."""
+    return (flag.path, flag.kind)
+
+
+def _table(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _strings(value: Any) -> list[str]:
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
+
+
+def _nonempty(value: Any) -> bool:
+    return isinstance(value, list) and len(value) > 0
+
+
+def _listing(value: Any) -> str:
+    return ", ".join(_strings(value))
+
+
+def _host_path(path: str, value: str) -> RiskFlag:
+    """The ``host_path`` flag: one wording for every field that names a file of this host."""
+    return RiskFlag(HOST_PATH, path, f"names a file of the exporting host: {value}")
+
+
+def _risk_profile_flags(alias: str, profile: Mapping[str, Any], out: list[RiskFlag]) -> None:
+    def add(kind: str, key: str, detail: str) -> None:
+        out.append(RiskFlag(kind, format_path(["risk_profiles", alias, *key.split("/")]), detail))
+
+    if profile.get("level") == "full":
+        add(FULL_AUTONOMY, "level", "the agent acts without asking (level = full)")
+        add(
+            FILESYSTEM_ESCAPE,
+            "level",
+            "level = full lets the agent reach files outside its workspace",
+        )
+    if profile.get("workspace_only") is False:
+        add(
+            FILESYSTEM_ESCAPE,
+            "workspace_only",
+            "the agent may reach files outside its workspace (workspace_only = false)",
+        )
+    if profile.get("sandbox_enabled") is False:
+        add(
+            SANDBOX_DISABLED,
+            "sandbox_enabled",
+            "commands run without a sandbox (sandbox_enabled = false)",
+        )
+    backend = profile.get("sandbox_backend")
+    if isinstance(backend, str) and backend:
+        add(SANDBOX_DISABLED, "sandbox_backend", f"a non-default sandbox backend: {backend}")
+    if _nonempty(profile.get("firejail_args")):
+        add(
+            SANDBOX_DISABLED,
+            "firejail_args",
+            f"custom sandbox arguments: {' '.join(_strings(profile.get('firejail_args')))}",
+        )
+    if profile.get("block_high_risk_commands") is False:
+        add(APPROVAL_BYPASS, "block_high_risk_commands", "high-risk commands are not blocked")
+    if profile.get("require_approval_for_medium_risk") is False:
+        add(
+            APPROVAL_BYPASS,
+            "require_approval_for_medium_risk",
+            "medium-risk commands run without approval",
+        )
+    if _nonempty(profile.get("auto_approve")):
+        add(
+            APPROVAL_BYPASS,
+            "auto_approve",
+            f"approved without asking: {_listing(profile.get('auto_approve'))}",
+        )
+    if _nonempty(profile.get("allowed_commands")):
+        add(
+            COMMAND_ALLOWLIST,
+            "allowed_commands",
+            f"commands the agent may run: {_listing(profile.get('allowed_commands'))}",
+        )
+    if _nonempty(profile.get("shell_env_passthrough")):
+        add(
+            ENV_PASSTHROUGH,
+            "shell_env_passthrough",
+            "environment variables passed to commands: "
+            + _listing(profile.get("shell_env_passthrough")),
+        )
+    if _nonempty(profile.get("allowed_roots")):
+        add(
+            EXTRA_FILESYSTEM_ROOTS,
+            "allowed_roots",
+            "folders outside the workspace the agent may use: "
+            + _listing(profile.get("allowed_roots")),
+        )
+    if _table(profile.get("delegation_policy")).get("mode") == "allow":
+        add(
+            DELEGATION_ENABLED,
+            "delegation_policy/mode",
+            "the agent may delegate work to other agents",
+        )
+
+
+def _server_flags(server: Mapping[str, Any], out: list[RiskFlag]) -> None:
+    name = server.get("name")
+    if not isinstance(name, str):
+        return
+
+    def path(key: str) -> str:
+        return format_path(["mcp", "servers", name, key])
+
+    transport = server.get("transport", "stdio")
+    if transport == "stdio":
+        command = server.get("command")
+        words = [command if isinstance(command, str) else "", *_strings(server.get("args"))]
+        out.append(
+            RiskFlag(
+                PROCESS_SPAWN,
+                path("command"),
+                f"starts a local process on the target host: {' '.join(words)}",
+            )
+        )
+    elif transport in ("http", "sse"):
+        url = server.get("url")
+        out.append(
+            RiskFlag(
+                REMOTE_TOOLS,
+                path("url"),
+                f"tools served from {url if isinstance(url, str) else ''}",
+            )
+        )
+    if _nonempty(server.get("pinned_resources")):
+        out.append(
+            RiskFlag(
+                UNTRUSTED_STARTUP_CONTEXT,
+                path("pinned_resources"),
+                f"read into the prompt at start: {_listing(server.get('pinned_resources'))}",
+            )
+        )
+    cert = server.get("tls_ca_cert_path")
+    if isinstance(cert, str) and cert:
+        out.append(_host_path(path("tls_ca_cert_path"), cert))
+
+
+def _provider_flags(
+    category: str, family: str, alias: str, provider: Mapping[str, Any], out: list[RiskFlag]
+) -> None:
+    def path(key: str) -> str:
+        return format_path(["providers", category, family, alias, key])
+
+    uri = provider.get("uri")
+    if isinstance(uri, str) and uri:
+        out.append(
+            RiskFlag(
+                CUSTOM_ENDPOINT,
+                path("uri"),
+                f"the secret entered for this provider is sent to {uri}",
+            )
+        )
+    binary = provider.get("binary_path")
+    if isinstance(binary, str) and binary:
+        out.append(
+            RiskFlag(
+                PROCESS_SPAWN,
+                path("binary_path"),
+                f"starts a local process on the target host: {binary}",
+            )
+        )
+        out.append(_host_path(path("binary_path"), binary))
+    cert = provider.get("tls_ca_cert_path")
+    if isinstance(cert, str) and cert:
+        out.append(_host_path(path("tls_ca_cert_path"), cert))
+    if provider.get("requires_openai_auth") is True:
+        out.append(
+            RiskFlag(
+                EXTERNAL_AUTH,
+                path("requires_openai_auth"),
+                "uses the target host's own OpenAI auth store",
+            )
+        )
+
+
+def compute_risk_flags(
+    fragment: Mapping[str, Any],
+    carried_skill_bundles: Sequence[str],
+    format_version: int,
+    root_agent: str,
+) -> list[RiskFlag]:
+    """Every risk flag of 02 §6 that ``fragment`` grants, sorted by path then kind.
+
+    ``carried_skill_bundles`` are the skill bundles whose content is present in the bundle;
+    ``format_version`` 2 adds ``carried_memory`` for ``root_agent``. One flag per granting path
+    and kind; ``process_spawn`` repeats the server's ``command args…`` verbatim.
+    """
+    out: list[RiskFlag] = []
+    for alias, profile in _table(fragment.get("risk_profiles")).items():
+        if isinstance(profile, Mapping):
+            _risk_profile_flags(str(alias), profile, out)
+    for alias, agent in _table(fragment.get("agents")).items():
+        if (
+            isinstance(agent, Mapping)
+            and _table(agent.get("workspace")).get("unrestricted_filesystem") is True
+        ):
+            out.append(
+                RiskFlag(
+                    FILESYSTEM_ESCAPE,
+                    format_path(["agents", str(alias), "workspace", "unrestricted_filesystem"]),
+                    "the agent may use the whole filesystem (unrestricted_filesystem = true)",
+                )
+            )
+    for server in (
+        _table(fragment.get("mcp")).get("servers", [])
+        if isinstance(_table(fragment.get("mcp")).get("servers"), list)
+        else []
+    ):
+        if isinstance(server, Mapping):
+            _server_flags(server, out)
+    for category, families in _table(fragment.get("providers")).items():
+        for family, providers in _table(families).items():
+            for alias, provider in _table(providers).items():
+                if isinstance(provider, Mapping):
+                    _provider_flags(str(category), str(family), str(alias), provider, out)
+    for alias, bundle in _table(fragment.get("knowledge_bundles")).items():
+        for i, source in enumerate(
+            _table(bundle).get("sources", [])
+            if isinstance(_table(bundle).get("sources"), list)
+            else []
+        ):
+            if isinstance(source, str) and source and not _URL_SCHEME.match(source):
+                sources = format_path(["knowledge_bundles", str(alias), "sources"])
+                out.append(_host_path(f"{sources}[{i}]", source))
+    for bundle in carried_skill_bundles:
+        out.append(
+            RiskFlag(
+                CARRIED_SKILLS,
+                format_path(["skill_bundles", bundle]),
+                "skill files (scripts, references, assets) travel in the bundle "
+                "and can run on the target",
+            )
+        )
+    if format_version == 2:
+        out.append(
+            RiskFlag(
+                CARRIED_MEMORY,
+                format_path(["agents", root_agent, "memory"]),
+                "the agent's memory store travels in the bundle",
+            )
+        )
+    unique: dict[tuple[str, str], RiskFlag] = {}
+    for flag in out:
+        unique.setdefault((flag.path, flag.kind), flag)
+    return sorted(unique.values(), key=risk_sort_key)

@@ -1,0 +1,515 @@
+"""Validation of a config (01 §5): ``validate(config, install_root) -> (errors, warnings)``.
+
+Pure: it reads the config dict and the schema, never the file system, so it runs the same on a
+whole install, on a one-agent closure and on a fragment read from a hostile bundle. It never
+raises on a malformed config (any value may have any type); every problem is a :class:`Finding`
+naming the config path. Messages name the path and what was expected, never the value found:
+values may be secrets, and validators that quote them (jsonschema does) are rewritten.
+
+Rule 1 (JSON Schema) is :mod:`bundler.rules.schemacheck`; the findings and their kinds are
+:mod:`bundler.rules.findings`; the fallback graph algorithms are
+:mod:`bundler.rules.fallbackgraph`. This module holds rules 2-5 and the warnings.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from bundler.rules import layout, schema
+from bundler.rules.fallbackgraph import shortest_depths, strong_components
+
+# the finding vocabulary and the schema checker live in their own modules; their names stay
+# importable from here, where callers have always found them
+from bundler.rules.findings import (
+    DANGLING_REFERENCE,
+    FALLBACK_CYCLE,
+    FALLBACK_DANGLING,
+    FALLBACK_TOO_DEEP,
+    INVALID_FORMAT,
+    INVALID_VALUE,
+    NON_PORTABLE_ALIAS,
+    REQUIRED_FIELD_EMPTY,
+    UNKNOWN_MCP_SERVER,
+    Finding,
+    describe,
+)
+from bundler.rules.names import PORTABLE_ALIAS_RE, is_portable_alias
+from bundler.rules.paths import format_path
+from bundler.rules.schemacheck import check_value, schema_findings
+
+__all__ = [
+    "DANGLING_REFERENCE",
+    "FALLBACK_CYCLE",
+    "FALLBACK_DANGLING",
+    "FALLBACK_TOO_DEEP",
+    "INVALID_FORMAT",
+    "INVALID_VALUE",
+    "MAX_FALLBACK_DEPTH",
+    "NON_PORTABLE_ALIAS",
+    "REQUIRED_FIELD_EMPTY",
+    "UNKNOWN_MCP_SERVER",
+    "Finding",
+    "check_value",
+    "describe",
+    "schema_findings",
+    "validate",
+]
+
+MAX_FALLBACK_DEPTH = 3
+
+# backends whose stores keep no category per entry, so a category-restricted grant is unenforceable
+_CATEGORYLESS_BACKENDS = frozenset({"markdown", "none"})
+
+
+# --- helpers for a config whose every value may have any type ------------------------------
+
+
+def _table(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _families(category: str) -> frozenset[str]:
+    node = schema.config_schema()["properties"]["providers"]["properties"][category]
+    return frozenset(node["propertyNames"]["enum"])
+
+
+@dataclass(frozen=True)
+class _RefField:
+    """A reference field of an entry, read from the schema's ``x-ref`` marks."""
+
+    segments: tuple[str, ...]  # below the entry
+    target: str  # the map it points into: ``providers.models``, ``risk_profiles``...
+    is_list: bool
+    required: bool  # in its table's ``required``: an empty value is an error
+
+
+@cache
+def _ref_fields(kind: str) -> tuple[_RefField, ...]:
+    """The ``x-ref`` fields of an ``agents`` or ``runtime_profiles`` entry.
+
+    Read from the schema, so a new reference field needs no code here.
+    """
+    entry = schema.config_schema()["properties"][kind]["additionalProperties"]
+    found: list[_RefField] = []
+
+    def walk(node: Mapping[str, Any], prefix: tuple[str, ...]) -> None:
+        required = node.get("required", [])
+        for name, sub in node.get("properties", {}).items():
+            if "x-ref" in sub:
+                is_list = sub.get("type") == "array"
+                found.append(_RefField((*prefix, name), sub["x-ref"], is_list, name in required))
+            elif sub.get("type") == "object":
+                walk(sub, (*prefix, name))
+
+    walk(entry, ())
+    return tuple(found)
+
+
+@cache
+def _ref_fields_by_key(kind: str) -> dict[str, tuple[_RefField, ...]]:
+    """:func:`_ref_fields` grouped by their first segment (the key in the entry)."""
+    grouped: dict[str, list[_RefField]] = {}
+    for field in _ref_fields(kind):
+        grouped.setdefault(field.segments[0], []).append(field)
+    return {key: tuple(fields) for key, fields in grouped.items()}
+
+
+def _get(entry: Mapping[str, Any], segments: Sequence[str]) -> Any:
+    value: Any = entry
+    for segment in segments:
+        if not isinstance(value, dict) or segment not in value:
+            return None
+        value = value[segment]
+    return value
+
+
+def _is_http_url(value: str) -> bool:
+    if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+        return False
+    try:
+        parts = urlsplit(value)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and port_ok
+
+
+class _Run:
+    """One validation: collects findings, at most one error per config path."""
+
+    def __init__(self, config: Mapping[str, Any], install_root: Path) -> None:
+        self.config = config
+        self.install_root = Path(os.path.abspath(install_root))
+        self.errors: list[Finding] = []
+        self.warnings: list[Finding] = []
+        self._error_paths: set[str] = set()
+        self.families = {
+            category: _families(category) for category in ("models", "tts", "transcription")
+        }
+
+    def error(self, kind: str, segments: Sequence[str], message: str) -> None:
+        self.add_error(Finding(kind, format_path(segments), message))
+
+    def add_error(self, finding: Finding) -> None:
+        # the schema reports first; a rule that trips on the same path adds nothing new
+        if finding.path not in self._error_paths:
+            self._error_paths.add(finding.path)
+            self.errors.append(finding)
+
+    def warn(self, kind: str, segments: Sequence[str], message: str) -> None:
+        self.warnings.append(Finding(kind, format_path(segments), message))
+
+    # -- references ----------------------------------------------------------------------
+
+    def provider_problem(self, category: str, ref: str) -> tuple[str, str] | None:
+        """None when ``ref`` names an existing provider of ``category``, else (kind, message)."""
+        parts = ref.split(".")
+        if len(parts) != 2 or not all(parts):
+            return INVALID_FORMAT, "must be <family>.<alias>"
+        family, alias = parts
+        if family not in self.families[category]:
+            return INVALID_VALUE, f"names an unknown {category} provider family"
+        providers = _table(self.config.get("providers"))
+        if alias not in _table(_table(providers.get(category)).get(family)):
+            return DANGLING_REFERENCE, f"names no existing providers.{category} entry"
+        return None
+
+    def check_ref(self, segments: list[str], field: _RefField, ref: Any, in_list: bool) -> None:
+        if not isinstance(ref, str):
+            return  # the schema has reported the type
+        target = field.target
+        if not ref:
+            # an empty scalar ref means "none" unless required; an empty list entry names nothing
+            if field.required:
+                self.error(REQUIRED_FIELD_EMPTY, segments, f"is required (an entry of {target})")
+            elif in_list:
+                self.error(
+                    DANGLING_REFERENCE, segments, f"is empty; must name an entry of {target}"
+                )
+            return
+        if target.startswith("providers."):
+            problem = self.provider_problem(target.split(".", 1)[1], ref)
+            if problem:
+                self.error(problem[0], segments, problem[1])
+        elif target == "channels":
+            parts = ref.split(".")
+            if len(parts) != 2 or not all(parts):
+                self.error(INVALID_FORMAT, segments, "must be <type>.<alias>")
+            elif parts[1] not in _table(_table(self.config.get("channels")).get(parts[0])):
+                self.error(DANGLING_REFERENCE, segments, "names no existing channels entry")
+        elif ref not in _table(self.config.get(target)):
+            self.error(DANGLING_REFERENCE, segments, f"names no existing {target} entry")
+
+    def check_refs_of(self, kind: str, alias: str, entry: Mapping[str, Any]) -> None:
+        by_key = _ref_fields_by_key(kind)
+        # walk the keys the entry has, not every reference field the schema knows: an agent
+        # sets a few of its seventeen, and this runs once per agent of a 5,000-agent config
+        for key in entry:
+            for field in by_key.get(key, ()):
+                self.check_field(kind, alias, entry, field)
+
+    def check_field(
+        self, kind: str, alias: str, entry: Mapping[str, Any], field: _RefField
+    ) -> None:
+        value = _get(entry, field.segments)
+        base = [kind, alias, *field.segments]
+        if field.is_list:
+            for index, ref in enumerate(_list(value)):
+                self.check_ref([*base, str(index)], field, ref, in_list=True)
+        elif value is not None:  # absent: the default applies, or ``required`` reported it
+            self.check_ref(base, field, value, in_list=False)
+
+    # -- rule 2: agents -------------------------------------------------------------------
+
+    def agents(self) -> None:
+        agents = _table(self.config.get("agents"))
+        backend_default = schema.default_of(schema.resolve(["agents", "_", "memory", "backend"])[1])
+        backends: dict[str, str | None] = {}
+        for alias, entry in agents.items():
+            backend = _get(entry, ("memory", "backend")) if isinstance(entry, dict) else None
+            # a backend of the wrong type has its schema finding; here it matches nothing
+            backends[alias] = (
+                backend_default
+                if backend is None
+                else backend
+                if isinstance(backend, str)
+                else None
+            )
+        for alias, entry in agents.items():
+            if not isinstance(entry, dict):
+                continue
+            self.check_refs_of("agents", alias, entry)
+            enabled = entry.get("enabled", True)
+            risk = entry.get("risk_profile", "")
+            if enabled is not False and risk == "":
+                self.error(
+                    REQUIRED_FIELD_EMPTY,
+                    ["agents", alias, "risk_profile"],
+                    "is required when the agent is enabled",
+                )
+            self.delegates(agents, alias, entry)
+            self.workspace_grants(agents, backends, alias, entry)
+            if not is_portable_alias(alias):
+                self.warn(NON_PORTABLE_ALIAS, ["agents", alias], _portable_message())
+
+    def delegates(self, agents: Mapping[str, Any], alias: str, entry: Mapping[str, Any]) -> None:
+        seen: set[str] = set()
+        for index, item in enumerate(_list(entry.get("delegates"))):
+            target = item.get("agent") if isinstance(item, dict) else item
+            if not isinstance(target, str):
+                continue
+            segments = ["agents", alias, "delegates", str(index)]
+            if target == alias:
+                self.error(INVALID_VALUE, segments, "an agent cannot delegate to itself")
+            elif target not in agents:
+                self.error(DANGLING_REFERENCE, segments, "names no existing agents entry")
+            elif target in seen:
+                self.error(INVALID_VALUE, segments, "repeats an earlier delegate")
+            seen.add(target)
+
+    def workspace_grants(
+        self,
+        agents: Mapping[str, Any],
+        backends: Mapping[str, Any],
+        alias: str,
+        entry: Mapping[str, Any],
+    ) -> None:
+        workspace = _table(entry.get("workspace"))
+        for target in _table(workspace.get("access")):
+            segments = ["agents", alias, "workspace", "access", target]
+            if target == alias:
+                self.error(INVALID_VALUE, segments, "an agent cannot grant access to itself")
+            elif target not in agents:
+                self.error(DANGLING_REFERENCE, segments, "is not an agent of this config")
+        backend = backends.get(alias)
+        for index, item in enumerate(_list(workspace.get("read_memory_from"))):
+            restricted = isinstance(item, dict)
+            target = item.get("agent") if restricted else item
+            if not isinstance(target, str):
+                continue
+            segments = ["agents", alias, "workspace", "read_memory_from", str(index)]
+            if target == alias:
+                self.error(
+                    INVALID_VALUE, segments, "an agent cannot read its own memory through a grant"
+                )
+            elif target not in agents:
+                self.error(DANGLING_REFERENCE, segments, "names no existing agents entry")
+            elif backends.get(target) != backend:
+                self.error(
+                    INVALID_VALUE,
+                    segments,
+                    "the agent it names uses another memory backend than this agent",
+                )
+            elif restricted and backend in _CATEGORYLESS_BACKENDS:
+                self.error(
+                    INVALID_VALUE,
+                    segments,
+                    "a category-restricted entry needs a backend that records categories, "
+                    f"not {backend}",
+                )
+
+    # -- rule 3: runtime profiles -----------------------------------------------------------
+
+    def runtime_profiles(self) -> None:
+        for alias, entry in _table(self.config.get("runtime_profiles")).items():
+            if isinstance(entry, dict):
+                self.check_refs_of("runtime_profiles", alias, entry)
+
+    # -- rule 4: skill bundles ----------------------------------------------------------------
+
+    def skill_bundles(self) -> None:
+        shared = layout.shared_dir(self.install_root)
+        owners: dict[str, str] = {}
+        for alias, entry in _table(self.config.get("skill_bundles")).items():
+            if not is_portable_alias(alias):
+                self.warn(NON_PORTABLE_ALIAS, ["skill_bundles", alias], _portable_message())
+            if not isinstance(entry, dict):
+                continue
+            directory = entry.get("directory")
+            segments = ["skill_bundles", alias] + (
+                ["directory"] if isinstance(directory, str) and directory else []
+            )
+            folder = layout.normalise(
+                layout.skill_bundle_dir(self.config, alias, self.install_root)
+            )
+            if not layout.lexically_inside(folder, shared, strict=True):
+                self.error(
+                    INVALID_VALUE,
+                    segments,
+                    "the bundle folder must lie inside <install>/shared/ (after .. normalisation)",
+                )
+                continue
+            first = owners.setdefault(folder, alias)
+            if first != alias:
+                self.error(
+                    INVALID_VALUE,
+                    segments,
+                    f"resolves to the same folder as skill_bundles.{format_path([first])}",
+                )
+
+    # -- rule 5: MCP ----------------------------------------------------------------------------
+
+    def mcp(self) -> None:
+        mcp = _table(self.config.get("mcp"))
+        servers = _list(mcp.get("servers"))
+        names = {
+            entry.get("name")
+            for entry in servers
+            if isinstance(entry, dict) and isinstance(entry.get("name"), str)
+        }
+        for bundle, entry in _table(self.config.get("mcp_bundles")).items():
+            for index, name in enumerate(_list(_table(entry).get("servers"))):
+                if isinstance(name, str) and name not in names:
+                    self.warn(
+                        UNKNOWN_MCP_SERVER,
+                        ["mcp_bundles", bundle, "servers", str(index)],
+                        "names no mcp.servers entry; it grants nothing",
+                    )
+        if mcp.get("enabled", True) is False:
+            return
+        first_of: dict[str, tuple[int, str]] = {}
+        for index, server in enumerate(servers):
+            if not isinstance(server, dict):
+                continue
+            name = server.get("name")
+            if not isinstance(name, str):
+                continue  # absent or of the wrong type: the schema reported it
+            if not name:
+                self.error(
+                    REQUIRED_FIELD_EMPTY,
+                    ["mcp", "servers", str(index), "name"],
+                    "must not be empty",
+                )
+                continue
+            base = ["mcp", "servers", name]
+            first_index, first = first_of.setdefault(name.casefold(), (index, name))
+            if first_index != index:
+                self.error(
+                    INVALID_VALUE,
+                    [*base, "name"],
+                    f"server {index} repeats the name of server {first_index} "
+                    f"({format_path([first])}); names are unique ignoring case",
+                )
+            transport = server.get("transport", "stdio")
+            if transport == "stdio":
+                command = server.get("command", "")
+                if isinstance(command, str) and not command.strip():
+                    self.error(
+                        REQUIRED_FIELD_EMPTY, [*base, "command"], "is required for a stdio server"
+                    )
+            elif transport in ("http", "sse"):
+                url = server.get("url", "")
+                if isinstance(url, str) and not url:
+                    self.error(
+                        REQUIRED_FIELD_EMPTY,
+                        [*base, "url"],
+                        f"is required for an {transport} server",
+                    )
+                elif isinstance(url, str) and not _is_http_url(url):
+                    self.error(INVALID_FORMAT, [*base, "url"], "must be an http(s) URL with a host")
+            # a CA certificate pins TLS, which only an https url uses (01 §3.6)
+            ca_cert, url = server.get("tls_ca_cert_path"), server.get("url")
+            https = isinstance(url, str) and url.lower().startswith("https://")
+            if isinstance(ca_cert, str) and ca_cert and not https:
+                self.error(
+                    INVALID_VALUE,
+                    [*base, "tls_ca_cert_path"],
+                    "is allowed only with an https url",
+                )
+
+    # -- warnings: fallbacks --------------------------------------------------------------------
+
+    def fallbacks(self) -> None:
+        models = _table(_table(self.config.get("providers")).get("models"))
+        edges: dict[str, list[str]] = {}
+        where: dict[str, list[str]] = {}
+        for family, entries in models.items():
+            for alias in _table(entries):
+                node = f"{family}.{alias}"
+                edges[node] = []
+                where[node] = ["providers", "models", family, alias, "fallback"]
+        for node, segments in where.items():
+            entry = _get(models, segments[2:4])
+            for index, ref in enumerate(_list(_table(entry).get("fallback"))):
+                if not isinstance(ref, str):
+                    continue
+                if ref in edges and self.provider_problem("models", ref) is None:
+                    edges[node].append(ref)
+                else:
+                    # addressed by index: text that names no provider is not echoed
+                    self.warn(
+                        FALLBACK_DANGLING,
+                        [*segments, str(index)],
+                        "names no existing model provider; the runtime skips it",
+                    )
+        component = strong_components(edges)
+        roots = self.model_roots()
+        depth = shortest_depths(edges, roots)
+        for node, targets in edges.items():
+            for target in targets:
+                if component[node] == component[target]:
+                    self.warn(
+                        FALLBACK_CYCLE,
+                        where[node],
+                        f"fallback {target} is on a cycle back to {node}; "
+                        "the runtime skips the edge closing it",
+                    )
+                elif depth.get(node, -1) >= MAX_FALLBACK_DEPTH:
+                    self.warn(
+                        FALLBACK_TOO_DEEP,
+                        where[node],
+                        f"fallback {target} is deeper than MAX_FALLBACK_DEPTH = "
+                        f"{MAX_FALLBACK_DEPTH} and is never tried",
+                    )
+
+    def model_roots(self) -> list[str]:
+        """The model providers agents and runtime profiles name directly: fallback depth 0."""
+        roots: list[str] = []
+        for kind in ("agents", "runtime_profiles"):
+            for entry in _table(self.config.get(kind)).values():
+                for field in _ref_fields(kind):
+                    if field.target != "providers.models" or field.is_list:
+                        continue
+                    ref = _get(_table(entry), field.segments)
+                    if isinstance(ref, str) and ref:
+                        roots.append(ref)
+        return roots
+
+
+def _portable_message() -> str:
+    return (
+        f"is not a portable alias ({PORTABLE_ALIAS_RE.pattern}); "
+        "export reports it and import refuses it"
+    )
+
+
+def validate(config: Mapping[str, Any], install_root: Path) -> tuple[list[Finding], list[Finding]]:
+    """Every rule of 01 §5: ``(errors, warnings)``, each a :class:`Finding` with a config path.
+
+    Errors: JSON Schema (types, enums, ranges), references of agents and runtime profiles, the
+    risk profile of an enabled agent, delegates and workspace grants, skill bundle folders
+    (inside ``<install>/shared/``, one bundle per folder) and, when MCP is enabled, MCP servers.
+    Warnings: fallback edges that dangle, form a cycle or go deeper than ``MAX_FALLBACK_DEPTH``;
+    MCP bundles naming unknown servers; non-portable agent and skill bundle aliases.
+    """
+    run = _Run(config, install_root)
+    for finding in schema_findings(config):
+        run.add_error(finding)
+    if not isinstance(config, dict):
+        return run.errors, run.warnings
+    run.agents()
+    run.runtime_profiles()
+    run.skill_bundles()
+    run.mcp()
+    run.fallbacks()
+    return run.errors, run.warnings

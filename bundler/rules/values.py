@@ -1,0 +1,192 @@
+"""Values at config paths, on plain data: the pure helpers behind ``config get`` and ``set``.
+
+* :func:`canonical_segments`, :func:`lookup` and :func:`effective_value` find a value (keyed
+  arrays such as ``mcp.servers`` by name, other arrays by index), or its schema default.
+* :func:`redact` masks every secret below a path; :func:`to_jsonable` and :func:`format_value`
+  render a value for ``--json`` and text output.
+* :func:`parse_value` types a ``config set`` VALUE (or an override) by the schema.
+
+No file I/O. No message built here contains the value it is about: it may be a secret.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import date, datetime, time
+from typing import Any
+
+import tomlkit
+from tomlkit.items import Item
+
+from bundler.errors import InvalidInput
+from bundler.rules import schema, tomlcompat
+from bundler.rules.findings import describe
+from bundler.rules.paths import parse_path
+
+__all__ = [
+    "canonical_segments",
+    "effective_value",
+    "format_value",
+    "is_string_field",
+    "list_index",
+    "lookup",
+    "parse_value",
+    "redact",
+    "schema_default",
+    "to_item",
+    "to_jsonable",
+]
+
+
+def canonical_segments(path: str) -> tuple[list[str], schema.Node | None, bool]:
+    """Parse a config path and canonicalise its field names (``api-key`` -> ``api_key``)."""
+    return schema.resolve(parse_path(path))
+
+
+def lookup(data: Mapping[str, Any], segments: list[str]) -> tuple[bool, Any]:
+    """The value at canonical ``segments``: ``(True, value)``, or ``(False, None)`` when absent.
+
+    Keyed arrays (``mcp.servers``) are addressed by the ``name`` of their first matching entry;
+    other arrays by index.
+    """
+    value: Any = data
+    node: schema.Node | None = schema.config_schema()
+    for segment in segments:
+        if isinstance(value, Mapping):
+            if segment not in value:
+                return False, None
+            value = value[segment]
+        elif isinstance(value, list):
+            index = list_index(value, segment, node)
+            if index is None:
+                return False, None
+            value = value[index]
+        else:
+            return False, None
+        node = schema.child(node, segment)
+    return True, value
+
+
+def list_index(items: list[Any], segment: str, node: schema.Node | None) -> int | None:
+    """The index ``segment`` names in ``items``: by key field when keyed, else as a number."""
+    key = node.get("x-keyed-by") if node else None
+    if key:
+        for index, entry in enumerate(items):
+            if isinstance(entry, Mapping) and entry.get(key) == segment:
+                return index
+        return None
+    if segment.isdigit() and int(segment) < len(items):
+        return int(segment)
+    return None
+
+
+def schema_default(segments: list[str]) -> tuple[bool, Any]:
+    """``(True, default)`` when the schema gives the path a default, else ``(False, None)``."""
+    node = schema.resolve(segments)[1]
+    return schema.has_default(node), schema.default_of(node)
+
+
+def effective_value(data: Mapping[str, Any], segments: list[str]) -> tuple[str, Any]:
+    """What ``config get`` answers: ``("set", v)``, ``("default", v)`` or ``("absent", None)``.
+
+    A default answers only for a missing *field* of an entry that exists: the memory backend of
+    an agent that is not in the config has no default, the agent is simply absent.
+    """
+    found, value = lookup(data, segments)
+    if found:
+        return "set", value
+    node: schema.Node | None = schema.config_schema()
+    for depth, segment in enumerate(segments):
+        is_field = node is not None and segment in node.get("properties", {})
+        if not is_field and not lookup(data, segments[: depth + 1])[0]:
+            return "absent", None  # an alias or map key that does not exist
+        node = schema.child(node, segment)
+    has_default, default = schema_default(segments)
+    return ("default", default) if has_default else ("absent", None)
+
+
+def redact(value: Any, segments: list[str], *, secret: bool | None = None) -> Any:
+    """``value`` (found at ``segments``) with every non-empty secret replaced by ``"***"``.
+
+    Tables and arrays are walked, so ``config get mcp.servers.github`` masks its ``env``.
+    """
+    is_secret = schema.is_secret(segments) if secret is None else secret
+    if is_secret and value not in ("", None) and not isinstance(value, (Mapping, list)):
+        return "***"
+    if isinstance(value, Mapping):
+        return {
+            key: redact(sub, [*segments, str(key)], secret=None if not is_secret else True)
+            for key, sub in value.items()
+        }
+    if isinstance(value, list):
+        node = schema.resolve(segments)[1]
+        keyed = node.get("x-keyed-by") if node else None
+        out = []
+        for index, sub in enumerate(value):
+            name = sub.get(keyed) if keyed and isinstance(sub, Mapping) else None
+            label = name if isinstance(name, str) and name else str(index)
+            out.append(redact(sub, [*segments, label], secret=True if is_secret else None))
+        return out
+    return value
+
+
+def to_jsonable(value: Any) -> Any:
+    """``value`` with TOML dates and times as RFC 3339 strings, so ``--json`` can print it."""
+    if isinstance(value, dict):
+        return {str(key): to_jsonable(sub) for key, sub in value.items()}
+    if isinstance(value, list):
+        return [to_jsonable(sub) for sub in value]
+    if isinstance(value, (datetime, date, time)):
+        return value.isoformat()
+    return value
+
+
+def format_value(value: Any) -> str:
+    """A value as ``config get`` prints it: strings bare, everything else as a TOML value."""
+    if isinstance(value, str):
+        return value
+    return to_item(value, inline=True).as_string()
+
+
+def is_string_field(node: schema.Node | None) -> bool:
+    """True when the schema says the value is a string, so ``config set`` takes it verbatim."""
+    if node is None:
+        return False
+    if node.get("type") == "string":
+        return True
+    choices = node.get("enum")
+    return isinstance(choices, list) and bool(choices) and all(isinstance(c, str) for c in choices)
+
+
+def parse_value(raw: str, node: schema.Node | None, path: str) -> Any:
+    """A ``config set`` VALUE typed by the schema: verbatim for strings, else one TOML value.
+
+    Raises ``InvalidInput`` naming ``path`` (never the value) when it is not one TOML value.
+    """
+    if is_string_field(node):
+        return raw
+    try:
+        parsed = tomlcompat.loads(f"value = {raw}\n")
+    except (tomlcompat.TOMLDecodeError, RecursionError):
+        parsed = {}
+    # more keys than one means the text smuggled in a second line: not a single value
+    if set(parsed) != {"value"}:
+        expected = "a value" if node is None else describe(node)
+        raise InvalidInput(f"{path}: the value is not a TOML value; expected {expected}", path=path)
+    return parsed["value"]
+
+
+def to_item(value: Any, *, inline: bool) -> Item:
+    """A tomlkit item for a plain value; tables inline so they stay where they are put."""
+    if isinstance(value, Mapping):
+        table = tomlkit.inline_table() if inline else tomlkit.table()
+        for key, sub in value.items():
+            table[key] = to_item(sub, inline=True)
+        return table
+    if isinstance(value, list):
+        array = tomlkit.array()
+        for sub in value:
+            array.append(to_item(sub, inline=True))
+        return array
+    item: Item = tomlkit.item(value)
+    return item

@@ -1,0 +1,269 @@
+"""Manifest, config.toml and checksums.xxh3 rendering and strict parsing (02 §9)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from bundler.bundle.manifest import (
+    CONFIG_HEADER,
+    Contents,
+    Dropped,
+    Manifest,
+    Memory,
+    Provenance,
+    checksum_sort_key,
+    exported_at,
+    parse_checksums,
+    parse_manifest,
+    render_checksums,
+    render_config,
+    render_manifest,
+)
+from bundler.errors import InvalidInput, UsageError
+from bundler.rules.risk import RiskFlag
+from bundler.rules.tomlcompat import loads
+
+DIGEST = "0123456789abcdef0123456789abcdef"
+SCHEMA = Path(__file__).resolve().parents[2] / "manifests" / "bundle-manifest.schema.json"
+
+
+def manifest(**changes: object) -> Manifest:
+    base = Manifest(
+        format_version=1,
+        root_agent="researcher",
+        required_secrets=[
+            "mcp.servers.github.env.GITHUB_TOKEN",
+            "providers.models.anthropic.main.api_key",
+        ],
+        skill_bundles=["research_tools"],
+        provenance=Provenance("bundler 0.3.0", "2026-11-29T14:00:00Z"),
+        contents=Contents(412, 18203311, "checksums.xxh3", DIGEST),
+        dropped=[Dropped("workspace/memory", "not_yet_portable", "format 1")],
+        risk_flags=[
+            RiskFlag(
+                "process_spawn",
+                "mcp.servers.github.command",
+                "starts a local process on the target host: npx -y x",
+            )
+        ],
+    )
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+def test_manifest_round_trips() -> None:
+    original = manifest()
+    assert parse_manifest(render_manifest(original)) == original
+
+
+def test_format_2_manifest_round_trips_with_memory() -> None:
+    original = manifest(
+        format_version=2,
+        memory=Memory("sqlite", "memory/brain.db", "2026-11-29T14:00:01Z"),
+        dropped=[],
+    )
+    parsed = parse_manifest(render_manifest(original))
+    assert parsed == original and parsed.memory is not None
+
+
+def test_render_is_deterministic_and_in_spec_key_order() -> None:
+    text = render_manifest(manifest()).decode()
+    assert render_manifest(manifest()) == text.encode()
+    order = [
+        text.index(key)
+        for key in (
+            "format_version",
+            "root_agent",
+            "required_secrets",
+            "skill_bundles",
+            "[provenance]",
+            "[contents]",
+            "[[dropped]]",
+            "[[risk_flags]]",
+        )
+    ]
+    assert order == sorted(order)
+    assert text.startswith("format_version = 1\nroot_agent = ")
+
+
+def test_reader_accepts_unknown_keys() -> None:
+    data = b'future_key = "x"\n' + render_manifest(manifest()) + b"\n[future_table]\na = 1\n"
+    parsed = parse_manifest(data)
+    assert parsed.extra == {"future_key": "x", "future_table": {"a": 1}}
+    assert parse_manifest(render_manifest(parsed)) == parsed
+
+
+def test_newer_format_refused_as_made_by_a_newer_tool() -> None:
+    data = render_manifest(manifest()).replace(b"format_version = 1", b"format_version = 3")
+    with pytest.raises(InvalidInput, match="newer tool") as caught:
+        parse_manifest(data)
+    assert caught.value.code == 3 and caught.value.path == "format_version"
+
+
+@pytest.mark.parametrize("version", [b"0", b'"1"', b"1.0", b"true"])
+def test_bad_format_version_refused(version: bytes) -> None:
+    data = render_manifest(manifest()).replace(
+        b"format_version = 1", b"format_version = " + version
+    )
+    with pytest.raises(InvalidInput, match="format_version"):
+        parse_manifest(data)
+
+
+def test_format_2_without_memory_refused() -> None:
+    data = render_manifest(manifest()).replace(b"format_version = 1", b"format_version = 2")
+    with pytest.raises(InvalidInput, match=r"\[memory\]") as caught:
+        parse_manifest(data)
+    assert caught.value.path == "memory"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "path"),
+    [
+        (b'root_agent = "researcher"', b"root_agent = 5", "root_agent"),
+        (
+            b'exported_at = "2026-11-29T14:00:00Z"',
+            b'exported_at = "yesterday"',
+            "provenance.exported_at",
+        ),
+        (b"files = 412", b"files = -1", "contents.files"),
+        (DIGEST.encode(), b"XYZ", "contents.checksums_xxh3_128"),
+        (b'reason = "not_yet_portable"', b'reason = "because"', "dropped[0].reason"),
+        (b'checksums = "checksums.xxh3"', b'checksums = "../../etc/passwd"', "contents.checksums"),
+    ],
+)
+def test_schema_violation_names_the_field(old: bytes, new: bytes, path: str) -> None:
+    data = render_manifest(manifest()).replace(old, new)
+    with pytest.raises(InvalidInput) as caught:
+        parse_manifest(data)
+    assert caught.value.path == path
+    assert "\n" not in caught.value.message
+
+
+def test_missing_required_key_named() -> None:
+    data = b"\n".join(
+        line
+        for line in render_manifest(manifest()).split(b"\n")
+        if not line.startswith(b"root_agent")
+    )
+    with pytest.raises(InvalidInput, match="missing root_agent"):
+        parse_manifest(data)
+
+
+@pytest.mark.parametrize("data", [b"\xff\xfe", b"format_version = ", b"a = [" * 5000])
+def test_unparseable_manifest_refused_without_traceback(data: bytes) -> None:
+    with pytest.raises(InvalidInput):
+        parse_manifest(data)
+
+
+def test_manifest_schema_file_is_valid_json_schema() -> None:
+    from jsonschema import Draft202012Validator
+
+    Draft202012Validator.check_schema(json.loads(SCHEMA.read_text()))
+
+
+# --- config.toml ------------------------------------------------------------------------------
+
+
+def test_render_config_has_header_and_is_order_independent() -> None:
+    a = {
+        "providers": {"models": {"openai": {"b": {"model": "x"}, "a": {"model": "y"}}}},
+        "agents": {"r": {"risk_profile": "p", "model_provider": "openai.a"}},
+    }
+    b = {
+        "agents": {"r": {"model_provider": "openai.a", "risk_profile": "p"}},
+        "providers": {"models": {"openai": {"a": {"model": "y"}, "b": {"model": "x"}}}},
+    }
+    assert render_config(a) == render_config(b)
+    text = render_config(a).decode()
+    assert text.startswith(CONFIG_HEADER) and "scrubbed config fragment made by bundler" in text
+    assert text.index("[agents.r]") < text.index("[providers.models.openai.a]")
+    assert loads(text) == b
+
+
+def test_render_config_keeps_server_order_and_odd_keys() -> None:
+    fragment = {"mcp": {"servers": [{"name": "z"}, {"name": "a", "env": {"X.Y": ""}}]}}
+    parsed = loads(render_config(fragment).decode())
+    assert [s["name"] for s in parsed["mcp"]["servers"]] == ["z", "a"]
+    assert parsed["mcp"]["servers"][1]["env"] == {"X.Y": ""}
+
+
+# --- checksums.xxh3 ---------------------------------------------------------------------------
+
+
+def test_checksum_order_is_depth_first_by_name_bytes() -> None:
+    paths = [
+        "workspace/a-b",
+        "workspace/a/c",
+        "config.toml",
+        "skills/t/SKILL.md",
+        "workspace/B",
+        "workspace/a",
+    ]
+    assert sorted(paths, key=checksum_sort_key) == [
+        "config.toml",
+        "skills/t/SKILL.md",
+        "workspace/B",
+        "workspace/a",
+        "workspace/a/c",
+        "workspace/a-b",
+    ]
+
+
+def test_checksums_render_and_parse_round_trip() -> None:
+    lines = [
+        (DIGEST, "workspace/a-b"),
+        ("f" * 32, "config.toml"),
+        ("0" * 32, "workspace/a/c"),
+        ("1" * 32, "workspace/ünï code.txt"),
+    ]
+    data = render_checksums(lines)
+    assert data.startswith(b"f" * 32 + b"  config.toml\n")
+    assert data.endswith(b"\n")
+    assert parse_checksums(data) == sorted(lines, key=lambda line: checksum_sort_key(line[1]))
+    assert parse_checksums(b"") == []
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"0123456789ABCDEF0123456789abcdef  config.toml\n",  # upper-case hex
+        b"0123456789abcdef0123456789abcde  config.toml\n",  # 31 digits
+        b"0123456789abcdef0123456789abcdef config.toml\n",  # one space
+        b"0123456789abcdef0123456789abcdef  config.toml",  # no final newline
+        b"0123456789abcdef0123456789abcdef  /etc/passwd\n",
+        b"0123456789abcdef0123456789abcdef  workspace/../x\n",
+        b"0123456789abcdef0123456789abcdef  workspace//x\n",
+        b"0123456789abcdef0123456789abcdef  workspace/a\x01b\n",
+        b"0123456789abcdef0123456789abcdef  config.toml\r\n",
+        b"0123456789abcdef0123456789abcdef  a\n0123456789abcdef0123456789abcdef  a\n",  # twice
+        b"0123456789abcdef0123456789abcdef  b\n0123456789abcdef0123456789abcdef  a\n",  # order
+        b"\xff\n",
+        b"\n",
+    ],
+)
+def test_parse_checksums_is_strict(data: bytes) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        parse_checksums(data)
+    assert caught.value.code == 3 and caught.value.path.startswith("checksums.xxh3")
+
+
+# --- exported_at ------------------------------------------------------------------------------
+
+
+def test_exported_at_honours_source_date_epoch() -> None:
+    assert exported_at({"SOURCE_DATE_EPOCH": "1796000000"}) == "2026-11-30T00:53:20Z"
+    assert exported_at({"SOURCE_DATE_EPOCH": "0"}) == "1970-01-01T00:00:00Z"
+
+
+def test_exported_at_is_utc_now_without_it() -> None:
+    value = exported_at({})
+    assert len(value) == 20 and value.endswith("Z") and value[10] == "T"
+
+
+@pytest.mark.parametrize("bad", ["yesterday", "-5", "1e9", "99999999999999999999"])
+def test_bad_source_date_epoch_is_a_usage_error(bad: str) -> None:
+    with pytest.raises(UsageError, match="SOURCE_DATE_EPOCH"):
+        exported_at({"SOURCE_DATE_EPOCH": bad})

@@ -1,0 +1,127 @@
+"""``bundler doctor``: config validity, leftovers with the command that clears them, whether
+RENAME_EXCHANGE works where exports go, the data home; it changes nothing (02 §8.5, 05)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def doctor(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZEROCLAW_", "BXAGENTS_"))}
+    env["HOME"] = str(home)
+    return subprocess.run(
+        [sys.executable, "-m", "bundler", *args], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+def tree(folder: Path) -> dict[str, tuple[int, int, bytes | None]]:
+    found = {}
+    for path in sorted(folder.rglob("*")):
+        st = path.lstat()
+        data = path.read_bytes() if path.is_file() and not path.is_symlink() else None
+        found[path.relative_to(folder).as_posix()] = (st.st_mode, st.st_mtime_ns, data)
+    return found
+
+
+@pytest.fixture
+def install(tmp_path: Path) -> Path:
+    root = tmp_path / "install"
+    shutil.copytree(EXAMPLES / "install", root)
+    return root
+
+
+def test_doctor_reports_a_valid_install_and_exits_0(install: Path, tmp_path: Path) -> None:
+    done = doctor("--install", str(install), "doctor", home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "is valid" in done.stdout
+
+
+def test_doctor_names_each_config_error_and_exits_3(install: Path, tmp_path: Path) -> None:
+    config = install / "config.toml"
+    config.write_text(config.read_text().replace('risk_profile = "careful"', 'risk_profile = "nope"', 1))
+    done = doctor("--install", str(install), "doctor", "--json", home=tmp_path)
+    assert done.returncode == 3
+    payload = json.loads(done.stdout)
+    assert payload["ok"] is False and payload["error"]["code"] == 3
+    assert any("risk_profile" in problem for problem in payload["problems"])
+
+
+def test_doctor_lists_an_interrupted_import_with_the_command_that_clears_it(
+    install: Path, tmp_path: Path
+) -> None:
+    (install / ".bundler-import-AbCdEfGhIjKl").mkdir()
+    done = doctor("--install", str(install), "doctor", home=tmp_path)
+    assert done.returncode == 3
+    assert ".bundler-import-AbCdEfGhIjKl" in done.stdout
+    assert f"bundler recover --install {install}" in done.stdout
+
+
+def test_doctor_lists_export_leftovers_and_checks_rename_exchange_where_exports_go(
+    install: Path, tmp_path: Path
+) -> None:
+    parent = tmp_path / "exports"
+    parent.mkdir()
+    (parent / ".zeroclaw-export-Tok3nTok3nAB").mkdir()
+    (parent / ".zeroclaw-export-Tok3nTok3nAB.target").write_bytes(b"bundle\n")
+    done = doctor("--install", str(install), "doctor", "--path", str(parent), home=tmp_path)
+    assert done.returncode == 3
+    assert f"bundler recover {parent / 'bundle'}" in done.stdout
+    assert "RENAME_EXCHANGE works" in done.stdout
+
+
+def test_doctor_with_a_project_reports_the_data_home_and_the_rule(install: Path, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    shutil.copytree(EXAMPLES / "project", project)
+    done = doctor("--install", str(install), "doctor", "--project", str(project), home=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "rule 2" in done.stdout or "data.home" in done.stdout
+
+
+def test_doctor_changes_nothing(install: Path, tmp_path: Path) -> None:
+    (install / ".bundler-import-AbCdEfGhIjKl").mkdir()
+    before = tree(tmp_path)
+    doctor("--install", str(install), "doctor", home=tmp_path)
+    assert tree(tmp_path) == before
+
+
+def test_doctor_rename_probe_leaves_nothing_behind(install: Path, tmp_path: Path) -> None:
+    """The RENAME_EXCHANGE probe must create two entries where exports go; it removes them, so
+    only the folder's own mtime may differ afterwards."""
+    parent = tmp_path / "exports"
+    parent.mkdir()
+    (parent / ".zeroclaw-export-Tok3nTok3nAB").mkdir()
+    (parent / ".zeroclaw-export-Tok3nTok3nAB.target").write_bytes(b"bundle\n")
+    before = tree(tmp_path)
+    doctor("--install", str(install), "doctor", "--path", str(parent), home=tmp_path)
+    after = tree(tmp_path)
+    assert sorted(after) == sorted(before)
+    assert {k: v for k, v in after.items() if k != "exports"} == {
+        k: v for k, v in before.items() if k != "exports"
+    }
+
+
+def test_doctor_checks_are_a_library_the_cli_only_words(install: Path, tmp_path: Path) -> None:
+    # the checks answer a report to any caller; the CLI prints the same findings
+    from bundler.install.doctor import diagnose
+
+    (install / ".bundler-import-AAAAAAAAAAAA").mkdir()
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    before = tree(install)
+    report = diagnose(str(install), dest)
+    assert tree(install) == before and list(dest.iterdir()) == []
+    assert any("interrupted import left .bundler-import-AAAAAAAAAAAA" in p for p in report.problems)
+    assert any("RENAME_EXCHANGE" in note for note in report.notes)
+    done = doctor("--install", str(install), "doctor", "--path", str(dest), "--json", home=tmp_path)
+    assert done.returncode == 3
+    document = json.loads(done.stdout)
+    assert (document["problems"], document["notes"]) == (report.problems, report.notes)

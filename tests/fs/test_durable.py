@@ -1,0 +1,71 @@
+"""Durability primitives: atomic replacement and renameat2 through ctypes."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from bundler.fs import durable
+
+
+def test_atomic_write_replaces_and_leaves_no_temporary(tmp_path: Path) -> None:
+    (tmp_path / "f").write_bytes(b"old")
+    fd = durable.open_dir(tmp_path)
+    try:
+        durable.atomic_write(fd, "f", b"new", mode=0o640)
+    finally:
+        os.close(fd)
+    assert (tmp_path / "f").read_bytes() == b"new"
+    assert (tmp_path / "f").stat().st_mode & 0o777 == 0o640
+    assert os.listdir(tmp_path) == ["f"]
+
+
+def test_atomic_write_does_not_follow_a_planted_temporary_link(tmp_path: Path) -> None:
+    fd = durable.open_dir(tmp_path)
+    try:
+        durable.atomic_write(fd, "f", b"x")
+        assert sorted(os.listdir(tmp_path)) == ["f"]
+    finally:
+        os.close(fd)
+
+
+def test_rename_noreplace_refuses_an_existing_destination(tmp_path: Path) -> None:
+    (tmp_path / "a").write_text("a")
+    (tmp_path / "b").write_text("b")
+    fd = durable.open_dir(tmp_path)
+    try:
+        with pytest.raises(OSError) as raised:
+            durable.renameat2(fd, "a", fd, "b", durable.RENAME_NOREPLACE)
+    finally:
+        os.close(fd)
+    assert raised.value.errno in (errno.EEXIST, *durable.UNSUPPORTED_ERRNOS)
+    assert (tmp_path / "b").read_text() == "b"
+
+
+def test_rename_exchange_swaps_two_entries(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").write_text("file")
+    fd = durable.open_dir(tmp_path)
+    try:
+        durable.renameat2(fd, "a", fd, "b", durable.RENAME_EXCHANGE)
+    except OSError as err:
+        pytest.skip(f"this filesystem does not support RENAME_EXCHANGE ({err.strerror})")
+    finally:
+        os.close(fd)
+    assert (tmp_path / "a").read_text() == "file"
+    assert (tmp_path / "b").is_dir()
+
+
+def test_open_dir_refuses_a_symbolic_link(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to("real")
+    with pytest.raises(OSError):
+        durable.open_dir(tmp_path / "link")
+
+
+def test_random_tokens_are_12_alphanumerics() -> None:
+    token = durable.random_token()
+    assert len(token) == 12 and token.isalnum() and token.isascii()

@@ -1,0 +1,124 @@
+"""backup.json parsing (zipcheck.parse_index): the fast item check agrees with jsonschema."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bundler.errors import InvalidInput
+from bundler.home.zipcheck import parse_index, path_problem
+from bundler.rules import schema
+
+VALID_DIGEST = "0123456789abcdef" * 2
+
+field_values = st.one_of(
+    st.integers(min_value=-5, max_value=2**37),
+    st.booleans(),
+    st.none(),
+    st.sampled_from([VALID_DIGEST, VALID_DIGEST.upper(), "", "files/a", "x" * 33]),
+    st.floats(allow_nan=False, allow_infinity=False).filter(lambda f: not f.is_integer()),
+)
+entries = st.dictionaries(
+    st.sampled_from(["path", "size", "xxh3_128", "mtime_ns", "mode", "extra"]),
+    field_values,
+    max_size=5,
+)
+
+
+def base(**overrides: Any) -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "format": 1,
+        "tool": "bundler test",
+        "created_at": "2026-01-01T00:00:00Z",
+        "agent": None,
+        "entries": [{"path": "chat.db", "size": 10, "xxh3_128": VALID_DIGEST}],
+        "folders": ["files"],
+    }
+    document.update(overrides)
+    return document
+
+
+def jsonschema_accepts(document: dict[str, Any]) -> bool:
+    validator = jsonschema.Draft202012Validator(schema.load("backup.schema.json"))
+    return next(iter(validator.iter_errors(document)), None) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(extra=st.lists(entries, max_size=3), folders=st.lists(field_values, max_size=3))
+def test_fast_item_check_agrees_with_jsonschema(
+    extra: list[dict[str, Any]], folders: list[Any]
+) -> None:
+    document = base()
+    document["entries"] = document["entries"] + extra
+    document["folders"] = folders
+    expected = jsonschema_accepts(document)
+    try:
+        parse_index(json.dumps(document).encode())
+        accepted = True
+    except InvalidInput as err:
+        # rules beyond the schema (allowed paths, duplicates) may refuse a schema-valid index
+        accepted = False
+        if expected:
+            assert "breaks the schema" not in err.message and "unknown key" not in err.message
+    if accepted:
+        assert expected
+
+
+def test_valid_index_parses() -> None:
+    index = parse_index(json.dumps(base(agent="demo")).encode())
+    assert index.agent == "demo" and index.files["chat.db"].size == 10
+    assert index.folders == ("files",)
+
+
+@pytest.mark.parametrize(
+    ("path", "problem"),
+    [
+        ("chat.db", None),
+        ("backup.json", None),
+        ("files/a/b.txt", None),
+        ("skills/s/SKILL.md", None),
+        ("files", "is not backup.json"),
+        ("/files/a", "absolute"),
+        ("files/../a", ".."),
+        ("files\\a", "backslash"),
+        ("files//a", "empty"),
+        ("files/a\x07", "control"),
+        ("files/" + "x" * 256, "longer than 255"),
+        ("other/a", "is not backup.json"),
+    ],
+)
+def test_path_problem(path: str, problem: str | None) -> None:
+    answer = path_problem(path)
+    if problem is None:
+        assert answer is None
+    else:
+        assert answer is not None and problem in answer
+
+
+def test_folder_paths_allow_the_tree_roots() -> None:
+    assert path_problem("files", folder=True) is None
+    assert path_problem("skills/s1", folder=True) is None
+    assert path_problem("chat.db", folder=True) is not None
+
+
+def test_a_100000_entry_index_is_checked_quickly() -> None:
+    import time
+
+    items = [{"path": f"files/f{i}", "size": i, "xxh3_128": VALID_DIGEST} for i in range(100_000)]
+    document = base(entries=[*base()["entries"], *items])
+    start = time.perf_counter()
+    index = parse_index(json.dumps(document).encode())
+    assert len(index.files) == 100_001
+    assert time.perf_counter() - start < 20
+
+
+def test_control_char_regex_equals_the_names_rule() -> None:
+    from bundler.rules.names import CONTROL_CHARS, has_control_chars
+
+    for code in range(0x3000):
+        assert bool(CONTROL_CHARS.search(chr(code))) == has_control_chars(chr(code)), hex(code)

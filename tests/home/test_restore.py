@@ -1,0 +1,377 @@
+"""home restore and recover --home (04 §5.3), hostile zips (06 §3 S2), through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import zipfile
+from pathlib import Path
+
+import pytest
+from hostile_zips import (
+    CASES,
+    Item,
+    base_items,
+    build,
+    clean_env,
+    content_state,
+    make_project,
+    manifest_for,
+    rows,
+    run_cli,
+    tree_state,
+    write_zip,
+)
+
+from bundler.errors import InvalidInput, Refused
+from bundler.home.backup import backup_home, verify_backup
+from bundler.home.restore import (
+    STAGING_PREFIX,
+    Journal,
+    allowed_moves,
+    parse_journal,
+    plan_moves,
+    recover_home,
+    restore_home,
+)
+
+
+def env_for(tmp_path: Path) -> dict[str, str]:
+    user = tmp_path / "user"
+    user.mkdir(exist_ok=True)
+    return clean_env(user)
+
+
+def take_backup(tmp_path: Path, project: Path) -> Path:
+    report = backup_home(project, to=tmp_path / "b.zip", environ=env_for(tmp_path))
+    return report.path
+
+
+def restore(tmp_path: Path, project: Path, zip_path: Path, **kw: object) -> object:
+    return restore_home(project, zip_path, environ=env_for(tmp_path), **kw)  # type: ignore[arg-type]
+
+
+def trees(home: Path) -> dict[str, object]:
+    return {tree: content_state(home / tree) for tree in ("files", "skills")}
+
+
+def test_round_trip_restores_files_and_skills_byte_identical(tmp_path: Path) -> None:
+    project, home = make_project(tmp_path)
+    expected = trees(home)
+    mtimes = {p: p.stat().st_mtime_ns for p in (home / "files").rglob("*") if p.is_file()}
+    zip_path = take_backup(tmp_path, project)
+    (home / "files" / "a.txt").write_text("changed after the backup")
+    (home / "files" / "new.txt").write_text("new")
+    done = run_cli(
+        "home", "restore", str(zip_path), "--project", str(project), "--json", env=env_for(tmp_path)
+    )
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["ok"] is True and answer["entries"] == 6
+    assert trees(home) == expected
+    assert {p: p.stat().st_mtime_ns for p in (home / "files").rglob("*") if p.is_file()} == mtimes
+    assert rows(home / "chat.db") == 30
+    assert (home / "files.before-restore" / "new.txt").read_text() == "new"
+    assert not [n for n in os.listdir(home) if n.startswith(STAGING_PREFIX)]
+
+
+@pytest.mark.parametrize("sidecar", ["-wal", "-shm", "-journal"])
+def test_restore_is_refused_while_a_sidecar_exists_and_forced_keeps_it(
+    tmp_path: Path, sidecar: str
+) -> None:
+    project, home = make_project(tmp_path)
+    zip_path = take_backup(tmp_path, project)
+    (home / f"chat.db{sidecar}").write_bytes(b"sidecar bytes")
+    before = tree_state(home)
+    done = run_cli(
+        "home", "restore", str(zip_path), "--project", str(project), env=env_for(tmp_path)
+    )
+    assert done.returncode == 1
+    assert f"chat.db{sidecar}" in done.stderr and "--force" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert tree_state(home) == before
+    forced = run_cli(
+        "home",
+        "restore",
+        str(zip_path),
+        "--project",
+        str(project),
+        "--force",
+        env=env_for(tmp_path),
+    )
+    assert forced.returncode == 0, forced.stderr
+    assert not (home / f"chat.db{sidecar}").exists(), "the new chat.db is placed without sidecars"
+    assert (home / f"chat.db.before-restore{sidecar}").read_bytes() == b"sidecar bytes"
+
+
+def test_before_restore_set_is_kept_for_one_restore(tmp_path: Path) -> None:
+    project, home = make_project(tmp_path)
+    first = take_backup(tmp_path, project)
+    (home / "files" / "a.txt").write_text("second state")
+    second = backup_home(project, to=tmp_path / "c.zip", environ=env_for(tmp_path)).path
+    (home / "files" / "a.txt").write_text("third state")
+    (home / "chat.db-wal").write_bytes(b"w")
+    restore(tmp_path, project, first, force=True)
+    assert (home / "files.before-restore" / "a.txt").read_text() == "third state"
+    assert (home / "chat.db.before-restore-wal").read_bytes() == b"w"
+    assert (home / "files" / "a.txt").read_text() == "alpha\n"
+    restore(tmp_path, project, second)
+    # the previous set is gone, replaced by what the first restore had put in place
+    assert (home / "files.before-restore" / "a.txt").read_text() == "alpha\n"
+    assert not (home / "chat.db.before-restore-wal").exists()
+    assert (home / "files" / "a.txt").read_text() == "second state"
+    assert sorted(n for n in os.listdir(home) if "before-restore" in n) == [
+        "chat.db.before-restore",
+        "files.before-restore",
+        "skills.before-restore",
+    ]
+
+
+def test_restore_into_a_new_home_creates_it_as_a_first_start(tmp_path: Path) -> None:
+    project, home = make_project(tmp_path)
+    zip_path = take_backup(tmp_path, project)
+    target = tmp_path / "elsewhere" / "new-home"
+    done = run_cli(
+        "home",
+        "restore",
+        str(zip_path),
+        "--home",
+        str(target),
+        "--project",
+        str(project),
+        env=env_for(tmp_path),
+    )
+    assert done.returncode == 0, done.stderr
+    assert stat.S_IMODE(target.stat().st_mode) == 0o700
+    assert (target / "README.md").is_file() and (target / "backups").is_dir()
+    assert trees(target) == trees(home)
+    assert rows(target / "chat.db") == 30
+    assert not [n for n in os.listdir(target) if "before-restore" in n]
+
+
+def test_restored_files_never_get_setuid_setgid_sticky_or_group_other_write(tmp_path: Path) -> None:
+    project, home = make_project(tmp_path)
+    items = base_items()
+    items[2] = Item("files/a.txt", b"x", mode=stat.S_IFREG | 0o7777)
+    items[1] = Item("files/", mode=stat.S_IFDIR | 0o7777)
+    items[3] = Item("files/notes/", mode=stat.S_IFDIR | 0o7777)
+    write_zip(tmp_path / "modes.zip", items, manifest_for(items))
+    restore(tmp_path, project, tmp_path / "modes.zip")
+    for path in [home / "files", *(home / "files").rglob("*"), *(home / "skills").rglob("*")]:
+        mode = stat.S_IMODE(path.lstat().st_mode)
+        assert not mode & (stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX | 0o022), (path, oct(mode))
+    assert stat.S_IMODE((home / "files" / "a.txt").stat().st_mode) == 0o755
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_hostile_zip_is_refused_before_anything_changes(tmp_path: Path, case: str) -> None:
+    project, home = make_project(tmp_path)
+    zip_path, expect = build(case, tmp_path)
+    with pytest.raises(InvalidInput) as caught:
+        verify_backup(zip_path)
+    assert expect in caught.value.message
+    before = tree_state(home)
+    done = run_cli(
+        "home", "restore", str(zip_path), "--project", str(project), env=env_for(tmp_path)
+    )
+    assert done.returncode == 3, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    assert expect in lines[0]
+    assert "Traceback" not in done.stderr
+    assert tree_state(home) == before
+
+
+def test_hostile_zip_json_envelope_names_the_entry(tmp_path: Path) -> None:
+    project, _home = make_project(tmp_path)
+    zip_path, _expect = build("zip_slip_dotdot_top", tmp_path)
+    done = run_cli(
+        "home", "restore", str(zip_path), "--project", str(project), "--json", env=env_for(tmp_path)
+    )
+    assert done.returncode == 3
+    answer = json.loads(done.stdout)
+    assert answer["ok"] is False and answer["error"]["code"] == 3
+    assert answer["error"]["path"] == "../evil.txt"
+
+
+def test_at_least_25_hostile_zips() -> None:
+    assert len(CASES) >= 25
+
+
+def test_restore_refuses_while_an_interrupted_restore_waits_for_recover(tmp_path: Path) -> None:
+    project, home = make_project(tmp_path)
+    zip_path = take_backup(tmp_path, project)
+    (home / f"{STAGING_PREFIX}abcdefabcdef").mkdir()
+    with pytest.raises(Refused, match="recover --home"):
+        restore(tmp_path, project, zip_path)
+    assert recover_home(home) == [
+        f"removed {STAGING_PREFIX}abcdefabcdef: the staging folder of a restore that never "
+        "started its swap"
+    ]
+    restore(tmp_path, project, zip_path)
+
+
+def test_plan_moves_keeps_the_previous_set_until_the_new_state_is_in_place() -> None:
+    moves = plan_moves("T", {"chat.db", "chat.db-wal", "files", "files.before-restore"})
+    assert moves == [
+        ("files.before-restore", ".restore-T/previous/files.before-restore"),
+        ("chat.db", "chat.db.before-restore"),
+        ("chat.db-wal", "chat.db.before-restore-wal"),
+        ("files", "files.before-restore"),
+        (".restore-T/chat.db", "chat.db"),
+        (".restore-T/files", "files"),
+        (".restore-T/skills", "skills"),
+    ]
+    assert set(moves) <= allowed_moves("T")
+
+
+def test_journal_round_trips_and_a_planted_move_is_refused() -> None:
+    journal = Journal("T", "swapping", 2, plan_moves("T", {"chat.db", "files"}))
+    assert parse_journal(journal.render(), "T") == journal
+    planted = Journal("T", "swapping", 0, [("chat.db", "../../elsewhere")])
+    with pytest.raises(InvalidInput, match="never makes"):
+        parse_journal(planted.render(), "T")
+    with pytest.raises(InvalidInput, match="not a journal"):
+        parse_journal(Journal("T", "swapping", 9, journal.moves).render(), "T")
+
+
+def _swap_state(
+    home: Path, zip_path: Path, stop_after: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stop a real restore's swap before rename ``stop_after`` (0-based) without its in-process
+    rollback, leaving the home as a SIGKILL at that point would."""
+    from bundler.home import restore as module
+
+    real_rename = module._rename
+    calls = {"n": 0}
+
+    def crashing(home_fd: int, src: str, dst: str) -> None:
+        if calls["n"] == stop_after:
+            raise KeyboardInterrupt("simulated crash")
+        calls["n"] += 1
+        real_rename(home_fd, src, dst)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(module, "_rename", crashing)
+        patch.setattr(module, "_roll_back_after_failure", lambda *_args: None)
+        with pytest.raises(KeyboardInterrupt):
+            restore_home(tmp_path, zip_path, home=home, force=True, environ=env_for(tmp_path))
+
+
+@pytest.mark.parametrize("stop_after", range(7))  # this home makes 7 renames
+def test_recover_after_interrupted_swap_gives_old_or_new_state_whole(
+    tmp_path: Path, stop_after: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In-process variant of the crash sweep: the swap stops after N renames (R1's states)."""
+    project, home = make_project(tmp_path)
+    zip_path = take_backup(tmp_path, project)
+    new_state = {"files": trees(home)["files"], "db": rows(home / "chat.db")}
+    (home / "files" / "a.txt").write_text("old state")
+    (home / "chat.db-wal").write_bytes(b"old wal")
+    os.rename(home / "skills", home / "skills.before-restore")  # a previous set exists
+    old = content_state(home)
+    old_files = content_state(home / "files")
+    _swap_state(home, zip_path, stop_after, tmp_path, monkeypatch)
+    actions = recover_home(home)
+    assert len(actions) == 1
+    assert not [n for n in os.listdir(home) if n.startswith(STAGING_PREFIX)]
+    if "rolled back" in actions[0]:
+        assert content_state(home) == old
+        assert content_state(home / "files") == old_files
+    else:
+        assert "completed" in actions[0]
+        assert content_state(home / "files") == new_state["files"]
+        assert rows(home / "chat.db") == new_state["db"]
+        assert content_state(home / "files.before-restore") == old_files
+
+
+def test_recover_dry_run_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project, home = make_project(tmp_path)
+    zip_path = take_backup(tmp_path, project)
+    _swap_state(home, zip_path, 2, tmp_path, monkeypatch)
+    before = tree_state(home)
+    actions = recover_home(home, dry_run=True)
+    assert actions and actions[0].startswith("would roll back")
+    assert tree_state(home) == before
+
+
+def test_restore_zip_listing_is_not_a_zip_path_problem(tmp_path: Path) -> None:
+    """A backup written by this tool restores even with an empty files/ and no skills/."""
+    project, home = make_project(tmp_path)
+    for path in sorted((home / "skills").rglob("*"), reverse=True):
+        path.unlink() if path.is_file() else path.rmdir()
+    (home / "skills").rmdir()
+    zip_path = take_backup(tmp_path, project)
+    with zipfile.ZipFile(zip_path) as archive:
+        assert not any(n.startswith("skills") for n in archive.namelist())
+    restore(tmp_path, project, zip_path)
+    assert (home / "skills").is_dir() and os.listdir(home / "skills") == []
+
+
+@pytest.mark.parametrize("where", ["/", "user", "parent-of-user"])
+def test_restore_home_that_is_root_or_holds_the_user_home_is_refused(
+    tmp_path: Path, where: str
+) -> None:
+    project, _home = make_project(tmp_path)
+    zip_path = take_backup(tmp_path, project)
+    target = {"/": Path("/"), "user": tmp_path / "user", "parent-of-user": tmp_path}[where]
+    with pytest.raises(Refused, match="holds your home folder"):
+        restore(tmp_path, project, zip_path, home=target)
+
+
+def test_restore_refuses_a_database_outside_the_home(tmp_path: Path) -> None:
+    project, _home = make_project(tmp_path)
+    zip_path = take_backup(tmp_path, project)
+    env = env_for(tmp_path) | {"BXAGENTS_DB": str(tmp_path / "elsewhere" / "other.db")}
+    with pytest.raises(Refused, match="BXAGENTS_DB"):
+        restore_home(project, zip_path, environ=env)
+
+
+def test_recover_refuses_a_planted_journal_and_moves_nothing(tmp_path: Path) -> None:
+    _project, home = make_project(tmp_path)
+    staging = home / f"{STAGING_PREFIX}abcdefabcdef"
+    staging.mkdir()
+    (staging / "journal.toml").write_bytes(
+        Journal("abcdefabcdef", "swapping", 0, [("files", "../../stolen")]).render()
+    )
+    before = tree_state(home)
+    done = run_cli("recover", "--home", str(home), env=env_for(tmp_path))
+    assert done.returncode == 3
+    assert done.stderr.startswith("error: ") and "never makes" in done.stderr
+    assert tree_state(home) == before
+
+
+def test_restore_of_a_missing_zip_is_refused_exit_1(tmp_path: Path) -> None:
+    project, home = make_project(tmp_path)
+    before = tree_state(home)
+    done = run_cli(
+        "home",
+        "restore",
+        str(tmp_path / "nope.zip"),
+        "--project",
+        str(project),
+        env=env_for(tmp_path),
+    )
+    assert done.returncode == 1 and "cannot open" in done.stderr
+    assert tree_state(home) == before
+
+
+def test_restore_that_does_not_fit_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    import subprocess
+
+    small = tmp_path / "small"
+    small.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=128k", "tmpfs", str(small)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()[:100]}")
+    try:
+        project, _home = make_project(tmp_path)
+        zip_path = take_backup(tmp_path, project)  # holds more than 128 KiB
+        with pytest.raises(Refused, match="free"):
+            restore(tmp_path, project, zip_path, home=small / "home")
+        assert os.listdir(small) == []
+    finally:
+        subprocess.run(["umount", str(small)], check=True)

@@ -1,0 +1,182 @@
+"""R1 for restore (06 §2): SIGKILL at every rename/unlink/rmdir/fsync/syncfs of the real program.
+
+Each run restores a backup into a fresh copy of the same home (about 50 files, a previous
+``*.before-restore`` set and a ``-wal`` so every kind of move happens) under strace, with the
+N-th call of one system call killed; then ``bundler recover --home`` runs, and the home must hold
+the old state or the new one, whole, with no ``.restore-*`` folder left. The calls are found by a
+clean traced run first; only calls naming the home are injected (the interpreter's own start-up
+makes none of them).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from faultinject import Call, ptrace_unavailable, run_with_fault, sample, trace_calls
+from hostile_zips import clean_env, content_state, make_project, run_cli
+
+from bundler.home.backup import backup_home
+
+SYSCALLS = [
+    "rename",
+    "renameat",
+    "renameat2",
+    "unlink",
+    "unlinkat",
+    "rmdir",
+    "fsync",
+    "fdatasync",
+    "syncfs",
+]
+
+
+def _prepare(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
+    """A pristine home (old state) and a backup of a different state of it."""
+    env = clean_env(tmp_path / "user")
+    (tmp_path / "user").mkdir()
+    project, home = make_project(tmp_path)
+    for index in range(40):
+        (home / "files" / "notes" / f"n{index:02}.txt").write_text(f"note {index}\n")
+    zip_path = backup_home(project, to=tmp_path / "b.zip", environ=env).path
+    (home / "files" / "a.txt").write_text("old state\n")
+    (home / "files" / "old-only.txt").write_text("only in the old state\n")
+    shutil.copytree(home / "skills", home / "skills.before-restore")
+    (home / "chat.db-wal").write_bytes(b"")
+    pristine = tmp_path / "pristine"
+    shutil.copytree(home, pristine, symlinks=True)
+    return pristine, zip_path, env
+
+
+def _fresh(pristine: Path, home: Path) -> None:
+    if home.exists():
+        shutil.rmtree(home)
+    shutil.copytree(pristine, home, symlinks=True)
+
+
+def _sweep(tmp_path: Path, count: int | None) -> int:
+    reason = ptrace_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    pristine, zip_path, env = _prepare(tmp_path)
+    env["SOURCE_DATE_EPOCH"] = "1700000000"
+    home = tmp_path / "target" / "home"
+    home.parent.mkdir()
+    cmd = [
+        sys.executable,
+        "-m",
+        "bundler",
+        "home",
+        "restore",
+        str(zip_path),
+        "--home",
+        str(home),
+        "--force",
+    ]
+
+    _fresh(pristine, home)
+    done, calls = trace_calls(cmd, SYSCALLS, env=env, relevant=str(home))
+    assert done.returncode == 0, done.stderr
+    new_state = content_state(home)
+    old_state = content_state(pristine)
+    assert new_state != old_state
+    assert calls, "the restore made no traced call on the home"
+
+    chosen: list[Call] = sample(calls, count)
+    outcomes = {"old": 0, "new": 0}
+    for call in chosen:
+        _fresh(pristine, home)
+        run = run_with_fault(cmd, call.syscall, call.index, "SIGKILL", env=env)
+        assert run.fired, f"{call.syscall}#{call.index} never happened: {call.line}"
+        recovered = run_cli("recover", "--home", str(home), env=env)
+        assert recovered.returncode == 0, (call.line, recovered.stderr)
+        assert not [n for n in os.listdir(home) if n.startswith(".restore-")], call.line
+        state = content_state(home)
+        backups = {k: v for k, v in state.items() if not k.startswith("backups")}
+        if backups == {k: v for k, v in old_state.items() if not k.startswith("backups")}:
+            outcomes["old"] += 1
+        else:
+            assert backups == {k: v for k, v in new_state.items() if not k.startswith("backups")}, (
+                f"after a kill at {call.syscall}#{call.index} ({call.line}) and recover, the home "
+                "is neither the old state nor the new one"
+            )
+            outcomes["new"] += 1
+    assert sum(outcomes.values()) == len(chosen)
+    return len(chosen)
+
+
+def test_restore_killed_at_sampled_calls_recovers_to_old_or_new_state(tmp_path: Path) -> None:
+    """A quick sample across the run (the full sweep is the slow test below)."""
+    assert _sweep(tmp_path, 6) == 6
+
+
+FAULT_SYSCALLS = ["write", "fsync", "syncfs", "renameat2", "openat"]
+
+
+def _fault_sweep(tmp_path: Path, count: int | None) -> tuple[int, int]:
+    """06 §2 R2 for restore: EIO/ENOSPC at sampled calls; (refused runs, completed runs)."""
+    reason = ptrace_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    pristine, zip_path, env = _prepare(tmp_path)
+    env["SOURCE_DATE_EPOCH"] = "1700000000"
+    home = tmp_path / "target" / "home"
+    home.parent.mkdir()
+    cmd = [
+        sys.executable,
+        "-m",
+        "bundler",
+        "home",
+        "restore",
+        str(zip_path),
+        "--home",
+        str(home),
+        "--force",
+    ]
+    _fresh(pristine, home)
+    done, calls = trace_calls(cmd, FAULT_SYSCALLS, env=env, relevant=str(home))
+    assert done.returncode == 0, done.stderr
+    new_state = content_state(home)
+    old_state = content_state(pristine)
+    refused = completed = 0
+    for index, call in enumerate(sample(calls, count)):
+        fault = "EIO" if index % 2 == 0 else "ENOSPC"
+        _fresh(pristine, home)
+        run = run_with_fault(cmd, call.syscall, call.index, fault, env=env)  # type: ignore[arg-type]
+        assert run.fired, call.line
+        assert "Traceback" not in run.stderr, (call.line, run.stderr)
+        if run.returncode == 1:
+            lines = run.stderr.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith("error: "), (call.line, run.stderr)
+            assert content_state(home) == old_state, f"refused at {call.line} but the home changed"
+            refused += 1
+        else:
+            assert run.returncode == 0, (call.line, run.returncode, run.stderr)
+            assert run_cli("recover", "--home", str(home), env=env).returncode == 0
+            assert content_state(home) == new_state, f"{call.line}: exit 0 but not the new state"
+            completed += 1
+        assert not [n for n in os.listdir(home) if n.startswith(".restore-")], call.line
+    return refused, completed
+
+
+def test_restore_io_faults_at_sampled_calls_fail_cleanly_or_complete(tmp_path: Path) -> None:
+    refused, completed = _fault_sweep(tmp_path, 6)
+    assert refused + completed == 6 and refused >= 1
+
+
+@pytest.mark.slow
+def test_restore_io_faults_at_many_calls_fail_cleanly_or_complete(tmp_path: Path) -> None:
+    """06 §2 R2: at least 50 fault runs (BUNDLER_SLOW_SAMPLE overrides the count)."""
+    wanted = os.environ.get("BUNDLER_SLOW_SAMPLE")
+    refused, completed = _fault_sweep(tmp_path, int(wanted) if wanted else 60)
+    assert refused >= 1
+
+
+@pytest.mark.slow
+def test_restore_killed_at_every_call_recovers_to_old_or_new_state(tmp_path: Path) -> None:
+    """06 §2 R1 for restore: every call index (BUNDLER_SLOW_SAMPLE runs a spread sample)."""
+    wanted = os.environ.get("BUNDLER_SLOW_SAMPLE")
+    _sweep(tmp_path, int(wanted) if wanted else None)

@@ -1,0 +1,347 @@
+"""Crashes and I/O faults against the real ``bundler agents import`` (06 §2 R1, R2; 03 §3.2, §6).
+
+Black-box: the CLI runs under strace, which kills it (SIGKILL) or fails one system call at a chosen
+call index. After ``bundler recover --install`` the install must be byte-identical to its state
+before the import, or hold the complete import (compared with a reference import made in a copy;
+the receipt's name and text carry a timestamp and a token, so receipts are compared by count).
+
+The full sweeps are ``slow``; ``BUNDLER_SLOW_SAMPLE`` caps how many call indexes they try. A small
+evenly spread sample runs in the fast suite.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import bundlefactory as bf
+import pytest
+from faultinject import Call, ptrace_unavailable, run_with_fault, sample, trace_calls
+
+R1_SYSCALLS = [
+    "rename",
+    "renameat",
+    "renameat2",
+    "unlink",
+    "unlinkat",
+    "rmdir",
+    "fsync",
+    "fdatasync",
+    "syncfs",
+]
+R2_SYSCALLS = ["write", "fsync", "syncfs", "renameat2", "openat"]
+FAST_SAMPLE = 6
+SECRET = "sk-ant-CRASHTEST-zqxjzqxjzqxjzqxjzq"
+USER_CONFIG = '# mine\n[risk_profiles.strict]\nlevel = "readonly"   # kept\n'
+REPO = Path(__file__).resolve().parents[2]
+
+State = dict[str, bytes | None]
+
+
+def _slow_count() -> int | None:
+    raw = os.environ.get("BUNDLER_SLOW_SAMPLE")
+    return int(raw) if raw else None
+
+
+@pytest.fixture(autouse=True)
+def _needs_ptrace() -> None:
+    reason = ptrace_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+
+
+def cli_env() -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("ZEROCLAW_")}
+    env.update(PYTHONDONTWRITEBYTECODE="1", SOURCE_DATE_EPOCH="1700000000", PYTHONPATH=str(REPO))
+    return env
+
+
+def bundler(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bundler", *args],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        cwd="/",
+        timeout=120,
+    )
+
+
+def state(install: Path) -> State:
+    """Every entry's bytes (None for folders); receipts by count, the lock file ignored."""
+    out: State = {}
+    receipts = 0
+    for path in sorted(install.rglob("*")):
+        rel = str(path.relative_to(install))
+        if rel == ".config.lock":
+            continue
+        if rel.startswith("data/state/imports/"):
+            receipts += 1
+            continue
+        out[rel] = None if path.is_dir() and not path.is_symlink() else path.read_bytes()
+    out["<receipts>"] = str(receipts).encode()
+    return out
+
+
+@dataclass
+class Scenario:
+    install: Path
+    pristine: Path
+    bundle: Path
+    old: State
+    new: State
+
+    @property
+    def cmd(self) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "bundler",
+            "--install",
+            str(self.install),
+            "agents",
+            "import",
+            str(self.bundle),
+            "--accept-risks",
+            "--secret",
+            f"providers.models.anthropic.main.api_key={SECRET}",
+        ]
+
+    def reset(self) -> None:
+        shutil.rmtree(self.install)
+        shutil.copytree(self.pristine, self.install, symlinks=True)
+
+
+def _scenario(tmp_path: Path) -> Scenario:
+    bundle = bf.build_bundle(tmp_path / "bundle")
+    for i in range(45):  # about 50 files, so every call index can be tried
+        (bundle / "workspace" / "notes" / f"n{i:02d}.md").write_text(f"note {i}\n")
+    bf.reseal(bundle)
+    pristine = tmp_path / "pristine"
+    pristine.mkdir()
+    (pristine / "config.toml").write_text(USER_CONFIG, encoding="utf-8")
+    (pristine / "agents").mkdir()  # an existing parent is kept; missing ones are created
+    install = tmp_path / "install"
+    shutil.copytree(pristine, install)
+    reference = Scenario(install, pristine, bundle, state(install), {})
+    done = subprocess.run(
+        reference.cmd, capture_output=True, text=True, env=cli_env(), cwd="/", timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    new = state(install)
+    assert new["<receipts>"] == b"1"
+    scenario = Scenario(install, pristine, bundle, reference.old, new)
+    scenario.reset()
+    return scenario
+
+
+def _calls(scenario: Scenario, syscalls: list[str]) -> list[Call]:
+    done, calls = trace_calls(
+        scenario.cmd, syscalls, env=cli_env(), cwd="/", relevant=str(scenario.install)
+    )
+    assert done.returncode == 0, done.stderr
+    scenario.reset()
+    assert calls, "the traced import made none of the calls under test"
+    return calls
+
+
+def _leftovers(install: Path) -> list[str]:
+    return [
+        name
+        for name in os.listdir(install)
+        if name.startswith((".bundler-import-", ".config.toml.bundler-"))
+    ]
+
+
+def _assert_old_or_new_after_recover(scenario: Scenario, call: Call) -> None:
+    recovered = bundler("recover", "--install", str(scenario.install))
+    assert recovered.returncode == 0, f"{call}: {recovered.stderr}"
+    now = state(scenario.install)
+    assert now in (scenario.old, scenario.new), (
+        f"{call}: install is neither before nor after the import"
+    )
+    assert _leftovers(scenario.install) == [], call
+    again = bundler("recover", "--install", str(scenario.install))
+    assert again.returncode == 0 and state(scenario.install) == now, (
+        f"{call}: recovery is not idempotent"
+    )
+
+
+def _kill_each(scenario: Scenario, calls: list[Call]) -> None:
+    for call in calls:
+        run = run_with_fault(
+            scenario.cmd, call.syscall, call.index, "SIGKILL", env=cli_env(), cwd="/"
+        )
+        assert run.fired, call
+        assert SECRET not in run.stdout + run.stderr
+        for leftover in _leftovers(scenario.install):
+            path = scenario.install / leftover
+            for file in path.rglob("*") if path.is_dir() else [path]:
+                if file.is_file() and file.name in ("journal.toml",):
+                    assert SECRET.encode() not in file.read_bytes(), (
+                        f"{call}: secret in the journal"
+                    )
+        _assert_old_or_new_after_recover(scenario, call)
+        scenario.reset()
+
+
+def test_sigkill_sample_then_recover_gives_old_or_new_install(tmp_path: Path) -> None:
+    scenario = _scenario(tmp_path)
+    _kill_each(scenario, sample(_calls(scenario, R1_SYSCALLS), FAST_SAMPLE))
+
+
+def test_sigkill_at_the_commit_rename_leaves_recoverable_journal_without_secret(
+    tmp_path: Path,
+) -> None:
+    scenario = _scenario(tmp_path)
+    calls = [
+        c for c in _calls(scenario, ["rename", "renameat", "renameat2"]) if "config.toml" in c.line
+    ]
+    assert calls, "no config rename traced"
+    commit = calls[-1]
+    run = run_with_fault(
+        scenario.cmd, commit.syscall, commit.index, "SIGKILL", env=cli_env(), cwd="/"
+    )
+    assert run.killed
+    staging = [
+        scenario.install / name
+        for name in _leftovers(scenario.install)
+        if name.startswith(".bundler-import-")
+    ]
+    assert len(staging) == 1
+    journal = (staging[0] / "journal.toml").read_bytes()
+    assert SECRET.encode() not in journal and b"agents/researcher/workspace" in journal
+    _assert_old_or_new_after_recover(scenario, commit)
+    assert state(scenario.install) == scenario.old  # killed before the rename: not committed
+
+
+@pytest.mark.slow
+def test_sigkill_at_every_call_then_recover_gives_old_or_new_install(tmp_path: Path) -> None:
+    scenario = _scenario(tmp_path)
+    _kill_each(scenario, sample(_calls(scenario, R1_SYSCALLS), _slow_count()))
+
+
+def _fail_each(scenario: Scenario, calls: list[Call], fault: str) -> None:
+    for call in calls:
+        run = run_with_fault(scenario.cmd, call.syscall, call.index, fault, env=cli_env(), cwd="/")  # type: ignore[arg-type]
+        if not run.fired:
+            scenario.reset()
+            continue
+        assert "Traceback" not in run.stderr, (call, run.stderr)
+        assert SECRET not in run.stdout + run.stderr
+        now = state(scenario.install)
+        if run.returncode == 0:
+            # after the commit: the complete import, maybe with leftovers recover clears
+            assert bundler("recover", "--install", str(scenario.install)).returncode == 0
+            assert state(scenario.install) == scenario.new, call
+        else:
+            assert run.returncode == 1, (call, run.returncode, run.stderr)
+            assert len(run.stderr.strip().splitlines()) == 1, (call, run.stderr)
+            if now != scenario.old:
+                # a failed rollback says so and leaves it to recover
+                assert "bundler recover --install" in run.stderr, (call, run.stderr)
+                assert bundler("recover", "--install", str(scenario.install)).returncode == 0
+                assert state(scenario.install) == scenario.old, call
+            assert _leftovers(scenario.install) == [] or "recover" in run.stderr, call
+        scenario.reset()
+
+
+def test_io_fault_sample_fails_cleanly_or_completes(tmp_path: Path) -> None:
+    scenario = _scenario(tmp_path)
+    calls = _calls(scenario, R2_SYSCALLS)
+    _fail_each(scenario, sample(calls, FAST_SAMPLE), "EIO")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", ["EIO", "ENOSPC"])
+def test_io_fault_at_every_call_fails_cleanly_or_completes(tmp_path: Path, fault: str) -> None:
+    scenario = _scenario(tmp_path)
+    calls = _calls(scenario, R2_SYSCALLS)
+    _fail_each(scenario, sample(calls, _slow_count() or max(50, len(calls))), fault)
+
+
+def test_recover_removes_staging_without_journal(tmp_path: Path) -> None:
+    install = tmp_path / "install"
+    (install / ".bundler-import-AAAAAAAAAAAA" / "workspace").mkdir(parents=True)
+    (install / ".bundler-import-AAAAAAAAAAAA" / "workspace" / "f").write_text("staged\n")
+    (install / ".config.toml.bundler-AAAAAAAAAAAA").write_text("half a config")
+    (install / "config.toml").write_text(USER_CONFIG)
+    result = bundler("recover", "--install", str(install), "--json")
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in install.iterdir()) == [".config.lock", "config.toml"]
+    assert (install / "config.toml").read_text() == USER_CONFIG
+
+
+def test_recover_refuses_when_config_matches_neither_digest(tmp_path: Path) -> None:
+    scenario = _scenario(tmp_path)
+    calls = [
+        c for c in _calls(scenario, ["rename", "renameat", "renameat2"]) if "config.toml" in c.line
+    ]
+    run = run_with_fault(
+        scenario.cmd, calls[-1].syscall, calls[-1].index, "SIGKILL", env=cli_env(), cwd="/"
+    )
+    assert run.killed
+    (scenario.install / "config.toml").write_text(USER_CONFIG + "# edited meanwhile\n")
+    before = state(scenario.install)
+    dry = bundler("recover", "--install", str(scenario.install), "--dry-run")
+    result = bundler("recover", "--install", str(scenario.install))
+    assert dry.returncode == 1 and result.returncode == 1
+    assert "matches neither" in result.stderr and "agents/researcher/workspace" in result.stderr
+    assert state(scenario.install) == before
+
+
+def _undo_scenario(tmp_path: Path) -> tuple[Scenario, list[str], State, State]:
+    """An install right after the import, the undo command, and its states before and after."""
+    scenario = _scenario(tmp_path)
+    done = subprocess.run(
+        scenario.cmd, capture_output=True, text=True, env=cli_env(), cwd="/", timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    imported = tmp_path / "imported"
+    shutil.copytree(scenario.install, imported, symlinks=True)
+    receipt = next((scenario.install / "data" / "state" / "imports").iterdir())
+    cmd = [
+        sys.executable,
+        "-m",
+        "bundler",
+        "--install",
+        str(scenario.install),
+        "agents",
+        "import",
+        "--undo",
+        str(receipt),
+    ]
+    undone = subprocess.run(
+        cmd, capture_output=True, text=True, env=cli_env(), cwd="/", timeout=120
+    )
+    assert undone.returncode == 0, undone.stderr
+    after = state(scenario.install)
+    assert (scenario.install / "config.toml").read_text() == USER_CONFIG
+    return (
+        Scenario(scenario.install, imported, scenario.bundle, state(imported), after),
+        cmd,
+        state(imported),
+        after,
+    )
+
+
+def test_sigkill_during_undo_then_recover_gives_before_or_after(tmp_path: Path) -> None:
+    scenario, cmd, before, after = _undo_scenario(tmp_path)
+    scenario.reset()
+    done, calls = trace_calls(
+        cmd, R1_SYSCALLS, env=cli_env(), cwd="/", relevant=str(scenario.install)
+    )
+    assert done.returncode == 0, done.stderr
+    scenario.reset()
+    for call in sample(calls, FAST_SAMPLE if _slow_count() is None else _slow_count()):
+        run = run_with_fault(cmd, call.syscall, call.index, "SIGKILL", env=cli_env(), cwd="/")
+        assert run.fired, call
+        recovered = bundler("recover", "--install", str(scenario.install))
+        assert recovered.returncode == 0, f"{call}: {recovered.stderr}"
+        assert state(scenario.install) in (before, after), call
+        assert _leftovers(scenario.install) == [], call
+        scenario.reset()

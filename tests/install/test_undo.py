@@ -1,0 +1,161 @@
+"""``bundler agents import --undo RECEIPT`` (03 §4): exact removal, or a refusal naming changes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import bundlefactory as bf
+from installs import run_cli
+
+USER_CONFIG = (
+    "# mine: keep every byte\n"
+    '[agents.lead]\nmodel_provider = "openai.prod"   # comment kept\nrisk_profile = "strict"\n\n'
+    '[providers.models.openai.prod]\napi_key = "sk-local-prod-key-1234567890"\nmodel = "gpt"\n\n'
+    '[risk_profiles.strict]\nlevel = "readonly"\n'
+)
+
+
+def bundler(install: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return run_cli(["--install", str(install), *args])
+
+
+def imported(tmp_path: Path, config: str | None = USER_CONFIG) -> tuple[Path, Path]:
+    install = tmp_path / "install"
+    install.mkdir()
+    if config is not None:
+        (install / "config.toml").write_text(config, encoding="utf-8")
+    bundle = bf.build_bundle(tmp_path / "bundle")
+    result = bundler(install, "agents", "import", str(bundle), "--accept-risks", "--json")
+    assert result.returncode == 0, result.stderr
+    return install, Path(json.loads(result.stdout)["receipt"])
+
+
+def folders(install: Path) -> set[str]:
+    return {
+        str(p.relative_to(install))
+        for p in install.rglob("*")
+        if "data" not in p.relative_to(install).parts
+    }
+
+
+def test_undo_restores_pre_import_config_bytes_and_removes_folders(tmp_path: Path) -> None:
+    install, receipt = imported(tmp_path)
+    result = bundler(install, "agents", "import", "--undo", str(receipt), "--json")
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert "agents.researcher" in document["removed"]
+    assert (install / "config.toml").read_text(encoding="utf-8") == USER_CONFIG
+    assert folders(install) == {"config.toml", ".config.lock"}
+    assert not [p for p in install.iterdir() if p.name.startswith(".bundler-import-")]
+
+
+def test_undo_of_import_into_empty_install_removes_config(tmp_path: Path) -> None:
+    install, receipt = imported(tmp_path, config=None)
+    result = bundler(install, "agents", "import", "--undo", str(receipt))
+    assert result.returncode == 0, result.stderr
+    assert not (install / "config.toml").exists()
+    assert folders(install) == {".config.lock"}
+
+
+def test_undo_ignores_secrets_filled_in_after_import(tmp_path: Path) -> None:
+    install, receipt = imported(tmp_path)
+    filled = bundler(
+        install,
+        "config",
+        "set",
+        "providers.models.openai.backup.api_key",
+        "sk-filled-later-abcdefghijkl",
+    )
+    assert filled.returncode == 0, filled.stderr
+    result = bundler(install, "agents", "import", "--undo", str(receipt))
+    assert result.returncode == 0, result.stderr
+    assert (install / "config.toml").read_text(encoding="utf-8") == USER_CONFIG
+
+
+def test_undo_refuses_when_an_added_entry_changed(tmp_path: Path) -> None:
+    install, receipt = imported(tmp_path)
+    text = (install / "config.toml").read_text(encoding="utf-8")
+    changed = text.replace('model = "gpt-4o"', 'model = "gpt-5"')
+    assert changed != text
+    (install / "config.toml").write_text(changed, encoding="utf-8")
+    before = bf.tree_snapshot(install)
+    result = bundler(install, "agents", "import", "--undo", str(receipt))
+    assert result.returncode == 1
+    assert "changed since the import: providers.models.openai.backup (changed)" in result.stderr
+    assert bf.tree_snapshot(install) == before
+
+
+def test_undo_refuses_when_the_workspace_changed(tmp_path: Path) -> None:
+    install, receipt = imported(tmp_path)
+    (install / "agents" / "researcher" / "workspace" / "new.txt").write_text("the agent worked\n")
+    before = bf.tree_snapshot(install)
+    result = bundler(install, "agents", "import", "--undo", str(receipt))
+    assert result.returncode == 1
+    assert "agents/researcher/workspace (changed or missing)" in result.stderr
+    assert bf.tree_snapshot(install) == before
+
+
+def test_undo_refuses_when_a_later_import_uses_the_entries(tmp_path: Path) -> None:
+    install, receipt = imported(tmp_path)
+    again = bundler(
+        install, "agents", "import", str(tmp_path / "bundle"), "--as", "second", "--accept-risks"
+    )
+    assert again.returncode == 0, again.stderr
+    before = bf.tree_snapshot(install)
+    result = bundler(install, "agents", "import", "--undo", str(receipt))
+    assert result.returncode == 3
+    assert "agents.second" in result.stderr
+    assert bf.tree_snapshot(install) == before
+
+
+def test_undo_of_not_a_receipt_is_invalid_input(tmp_path: Path) -> None:
+    install, _ = imported(tmp_path)
+    bogus = tmp_path / "bogus.toml"
+    bogus.write_text("hello = 1\n")
+    result = bundler(install, "agents", "import", "--undo", str(bogus))
+    assert result.returncode == 3 and "not an import receipt" in result.stderr
+
+
+def test_undo_and_recover_never_show_a_secret_looking_value_of_a_broken_config(
+    tmp_path: Path,
+) -> None:
+    # undo and recovery read config.toml through the one reader: a parse error names a position
+    install, receipt = imported(tmp_path)
+    secret = "sk-ant-UNDOPARSE-zqxjvwqzqxjvwqzq"
+    broken = f'[risk_profiles."{secret}"]\nlevel = "readonly"\n[risk_profiles."{secret}"]\n'
+    (install / "config.toml").write_text(broken, encoding="utf-8")
+    undo = bundler(install, "agents", "import", "--undo", str(receipt))
+    assert undo.returncode == 3, undo.stderr
+    assert "invalid TOML" in undo.stderr and secret not in undo.stdout + undo.stderr
+    (install / ".bundler-import-AAAAAAAAAAAA").mkdir()
+    recover = bundler(install, "recover")
+    assert recover.returncode == 0, recover.stderr
+    assert secret not in recover.stdout + recover.stderr
+    assert (install / "config.toml").read_text(encoding="utf-8") == broken
+
+
+def test_import_and_undo_write_beside_a_symlinked_config_and_keep_the_link(
+    tmp_path: Path,
+) -> None:
+    # the one writer stages and commits in the folder of the file it read, not over the link
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "main.toml").write_text(USER_CONFIG, encoding="utf-8")
+    (real / "main.toml").chmod(0o640)
+    install = tmp_path / "install"
+    install.mkdir()
+    (install / "config.toml").symlink_to(real / "main.toml")
+    bundle = bf.build_bundle(tmp_path / "bundle")
+    done = bundler(install, "agents", "import", str(bundle), "--accept-risks", "--json")
+    assert done.returncode == 0, done.stderr
+    assert (install / "config.toml").is_symlink()
+    assert "[agents.researcher]" in (real / "main.toml").read_text(encoding="utf-8")
+    assert (real / "main.toml").stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in real.iterdir()) == ["main.toml"]
+    undo = bundler(install, "agents", "import", "--undo", json.loads(done.stdout)["receipt"])
+    assert undo.returncode == 0, undo.stderr
+    assert (install / "config.toml").is_symlink()
+    assert (real / "main.toml").read_text(encoding="utf-8") == USER_CONFIG
+    assert sorted(p.name for p in real.iterdir()) == ["main.toml"]

@@ -1,0 +1,345 @@
+"""Secrets (02 §5): scrub, ciphertext check, sweep targets and the one-pass sweep matcher."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import urllib.parse
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bundler.rules.secrets import (
+    Hit,
+    Sweeper,
+    SweepTarget,
+    encodings_of,
+    find_ciphertext,
+    scrub,
+    sweep_targets,
+)
+
+SECRET = "Zq8#Xv!2Lp@9Wm$4"  # 16 characters with URL- and JSON-significant ones
+API = "sk-live-0123456789abcdef"
+
+
+def config() -> dict[str, Any]:
+    return {
+        "agents": {"a": {"model_provider": "openai.main", "note_token": "agent-unknown-token-1"}},
+        "providers": {
+            "models": {
+                "openai": {
+                    "main": {
+                        "api_key": API,
+                        "extra_headers": {"X-Org.Id": "org-0123456789abcdef", "Short": "short-val"},
+                    },
+                    "enc": {"api_key": "enc2:AAAA"},
+                    "tiny": {"api_key": "1234567"},
+                }
+            },
+            "transcription": {"local_whisper": {"w": {"bearer_token": "bearer-token-777"}}},
+        },
+        "mcp": {"servers": [{"name": "gh", "command": "npx", "env": {"GITHUB_TOKEN": SECRET}}]},
+        "channels": {
+            "telegram": {
+                "main": {"bot_token": "123456:telegram-token", "chat": "not-a-secret-value"}
+            }
+        },
+        "cron": {
+            "job": {
+                "ApiKey": "cron-api-key-0000",
+                "password": "pw",
+                "secrets": ["list-secret-0001"],
+            }
+        },
+        "custom_table": {"nested": {"db_password": "hunter2hunter2"}},
+    }
+
+
+# --- scrub and ciphertext ---------------------------------------------------------------------
+
+
+def test_scrub_empties_every_secret_and_returns_sorted_paths() -> None:
+    fragment = config()
+    paths = scrub(fragment)
+    assert paths == sorted(
+        [
+            "mcp.servers.gh.env.GITHUB_TOKEN",
+            "providers.models.openai.enc.api_key",
+            "providers.models.openai.main.api_key",
+            'providers.models.openai.main.extra_headers."X-Org.Id"',
+            "providers.models.openai.main.extra_headers.Short",
+            "providers.models.openai.tiny.api_key",
+            "providers.transcription.local_whisper.w.bearer_token",
+        ]
+    )
+    main = fragment["providers"]["models"]["openai"]["main"]
+    assert main["api_key"] == "" and main["extra_headers"] == {"X-Org.Id": "", "Short": ""}
+    assert fragment["mcp"]["servers"][0]["env"] == {"GITHUB_TOKEN": ""}
+    # scrubbing covers schema-marked fields only: opaque tables are not its business
+    assert fragment["channels"]["telegram"]["main"]["bot_token"] == "123456:telegram-token"
+
+
+def test_scrub_of_empty_secrets_requires_nothing() -> None:
+    fragment = {
+        "providers": {"models": {"openai": {"m": {"api_key": "", "extra_headers": {"A": ""}}}}}
+    }
+    assert scrub(fragment) == []
+
+
+def test_find_ciphertext_names_paths_outside_secret_fields() -> None:
+    fragment = {
+        "agents": {"a": {"model_provider": "enc:abc", "skill_bundles": ["x", "enc2:y"]}},
+        "mcp": {"servers": [{"name": "s.1", "command": "enc2:zzz"}]},
+    }
+    assert find_ciphertext(fragment) == [
+        "agents.a.model_provider",
+        "agents.a.skill_bundles[1]",
+        'mcp.servers."s.1".command',
+    ]
+
+
+def test_find_ciphertext_ignores_lookalikes() -> None:
+    assert (
+        find_ciphertext(
+            {"agents": {"a": {"model_provider": "xenc:abc", "risk_profile": "ENC:abc"}}}
+        )
+        == []
+    )
+
+
+# --- sweep targets ----------------------------------------------------------------------------
+
+
+def test_sweep_targets_thresholds_opaque_keys_and_encrypted_count() -> None:
+    targets, encrypted = sweep_targets(config())
+    got = {(t.config_path, t.value) for t in targets}
+    assert got == {
+        ("providers.models.openai.main.api_key", API),
+        ('providers.models.openai.main.extra_headers."X-Org.Id"', "org-0123456789abcdef"),
+        ("providers.transcription.local_whisper.w.bearer_token", "bearer-token-777"),
+        ("mcp.servers.gh.env.GITHUB_TOKEN", SECRET),
+        ("agents.a.note_token", "agent-unknown-token-1"),
+        ("channels.telegram.main.bot_token", "123456:telegram-token"),
+        ("cron.job.ApiKey", "cron-api-key-0000"),
+        ("cron.job.secrets[0]", "list-secret-0001"),
+        ("custom_table.nested.db_password", "hunter2hunter2"),
+    }
+    # "short-val" (9 chars) is a secret map value below 16; "1234567" below 8; "pw" below 8
+    assert encrypted == 1
+
+
+def test_sweep_target_repr_hides_the_value() -> None:
+    target = SweepTarget("providers.models.openai.main.api_key", API)
+    assert API not in repr(target) and API not in str(target)
+
+
+# --- encodings --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("prefix", [b"", b"a", b"ab", b"abc", b"abcd"])
+def test_base64_pattern_found_at_every_alignment(prefix: bytes) -> None:
+    sweeper = Sweeper([SweepTarget("p", SECRET)])
+    encoded = base64.b64encode(prefix + SECRET.encode() + b"tail")
+    hits = sweeper.scan_bytes("f", b"xx" + encoded + b"yy")
+    assert Hit("f", "p", "base64") in hits
+
+
+def test_url_encoded_and_json_escaped_forms_found() -> None:
+    sweeper = Sweeper([SweepTarget("p", SECRET)])
+    url = urllib.parse.quote(SECRET, safe="").encode()
+    assert sweeper.scan_bytes("u", b"?token=" + url + b"&x=1") == [Hit("u", "p", "url-encoded")]
+    quoted = json.dumps({"k": 'a"' + SECRET + "\\"}).encode()
+    value_with_quote = 'q"uote-secret-0000'
+    sweeper2 = Sweeper([SweepTarget("j", value_with_quote)])
+    assert Hit("x", "j", "json-escaped") in sweeper2.scan_bytes(
+        "x", json.dumps({"k": value_with_quote}).encode()
+    )
+    assert Hit("r", "p", "raw") in sweeper.scan_bytes("r", quoted)
+
+
+def test_encodings_are_unique_and_never_empty() -> None:
+    forms = encodings_of("plainalnum0123")
+    patterns = [pattern for _, pattern in forms]
+    assert len(patterns) == len(set(patterns)) and all(patterns)
+    assert forms[0] == ("raw", b"plainalnum0123")
+
+
+def test_raw_hit_names_file_and_path_never_the_value() -> None:
+    sweeper = Sweeper([SweepTarget("providers.models.openai.main.api_key", API)])
+    hits = sweeper.scan_bytes("workspace/notes.md", b"my key is " + API.encode() + b" ok")
+    assert hits == [Hit("workspace/notes.md", "providers.models.openai.main.api_key", "raw")]
+    assert all(API not in repr(hit) for hit in hits)
+
+
+def test_no_hit_in_clean_data() -> None:
+    sweeper = Sweeper([SweepTarget("p", SECRET), SweepTarget("q", API)])
+    assert sweeper.scan_bytes("f", bytes(range(256)) * 100) == []
+
+
+def test_secret_contained_in_another_secret_both_found() -> None:
+    sweeper = Sweeper(
+        [SweepTarget("long", "abcdefgh-SUPERSECRET-1"), SweepTarget("short", "SUPERSECRET-1")]
+    )
+    hits = {hit.secret_path for hit in sweeper.scan_bytes("f", b"..abcdefgh-SUPERSECRET-1..")}
+    assert hits == {"long", "short"}
+
+
+def test_overlapping_occurrences_of_two_secrets_both_found() -> None:
+    sweeper = Sweeper([SweepTarget("a", "AAAABBBBCCCC"), SweepTarget("b", "CCCCDDDDEEEE")])
+    hits = {hit.secret_path for hit in sweeper.scan_bytes("f", b"AAAABBBBCCCCDDDDEEEE")}
+    assert hits == {"a", "b"}
+
+
+def test_each_secret_and_encoding_reported_once_per_file() -> None:
+    sweeper = Sweeper([SweepTarget("p", API)])
+    assert sweeper.scan_bytes("f", (API.encode() + b"\n") * 50) == [Hit("f", "p", "raw")]
+
+
+def test_empty_sweeper_finds_nothing() -> None:
+    sweeper = Sweeper([])
+    assert sweeper.empty and sweeper.scan_bytes("f", b"anything") == []
+    stream = sweeper.stream("f")
+    stream.feed(b"anything")
+    assert stream.close() == []
+
+
+def test_stream_finds_a_value_split_at_every_chunk_boundary() -> None:
+    sweeper = Sweeper([SweepTarget("p", SECRET)])
+    data = b"header " + SECRET.encode() + b" footer"
+    for cut in range(len(data) + 1):
+        stream = sweeper.stream("f")
+        stream.feed(data[:cut])
+        stream.feed(data[cut:])
+        assert stream.close() == [Hit("f", "p", "raw")], cut
+
+
+def test_stream_finds_a_value_spread_over_many_tiny_chunks() -> None:
+    sweeper = Sweeper([SweepTarget("p", SECRET)])
+    encoded = base64.b64encode(b"z" + SECRET.encode())
+    stream = sweeper.stream("f")
+    for i in range(len(encoded)):
+        stream.feed(encoded[i : i + 1])
+    assert stream.close() == [Hit("f", "p", "base64")]
+
+
+def test_stream_matches_scan_on_random_chunking() -> None:
+    rng = random.Random(7)
+    targets = [
+        SweepTarget(f"s{i}", "".join(rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZ") for _ in range(20)))
+        for i in range(10)
+    ]
+    sweeper = Sweeper(targets)
+    blob = bytearray(rng.randbytes(200_000))
+    for target in targets[::3]:
+        at = rng.randrange(len(blob) - 40)
+        blob[at : at + 20] = target.value.encode()
+    whole = set(sweeper.scan_bytes("f", bytes(blob)))
+    stream = sweeper.stream("f")
+    at = 0
+    while at < len(blob):
+        step = rng.randint(1, 5000)
+        stream.feed(memoryview(blob)[at : at + step])
+        at += step
+    assert set(stream.close()) == whole
+    assert {hit.secret_path for hit in whole} == {t.config_path for t in targets[::3]}
+
+
+def test_sweep_of_utf8_secret() -> None:
+    value = "päßwörd-ÜNICODE-secret"
+    sweeper = Sweeper([SweepTarget("p", value)])
+    assert sweeper.scan_bytes("f", value.encode()) == [Hit("f", "p", "raw")]
+    assert Hit("g", "p", "json-escaped") in sweeper.scan_bytes("g", json.dumps(value).encode())
+
+
+def _naive_hits(targets: list[SweepTarget], name: str, data: bytes) -> set[Hit]:
+    return {
+        Hit(name, target.config_path, encoding)
+        for target in targets
+        for encoding, pattern in encodings_of(target.value)
+        if pattern in data
+    }
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    values=st.lists(
+        st.text(min_size=8, max_size=30).filter(lambda v: not v.startswith(("enc:", "enc2:"))),
+        min_size=1,
+        max_size=6,
+    ),
+    noise=st.binary(max_size=400),
+    placements=st.lists(
+        st.tuples(st.integers(0, 5), st.integers(0, 6), st.integers(0, 400)), max_size=6
+    ),
+    chunk=st.integers(1, 64),
+)
+def test_sweep_agrees_with_a_naive_search_of_every_encoding(
+    values: list[str], noise: bytes, placements: list[tuple[int, int, int]], chunk: int
+) -> None:
+    targets = [SweepTarget(f"s{i}", value) for i, value in enumerate(values)]
+    data = bytearray(noise)
+    for which, form, at in placements:
+        forms = encodings_of(values[which % len(values)])
+        data[at:at] = forms[form % len(forms)][1]
+    blob = bytes(data)
+    sweeper = Sweeper(targets)
+    expected = _naive_hits(targets, "f", blob)
+    assert set(sweeper.scan_bytes("f", blob)) == expected
+    stream = sweeper.stream("f")
+    for offset in range(0, len(blob), chunk):
+        stream.feed(blob[offset : offset + chunk])
+    assert set(stream.close()) == expected
+
+
+def test_secret_map_of_the_wrong_type_is_scrubbed_whole() -> None:
+    fragment: dict[str, Any] = {
+        "providers": {"models": {"openai": {"m": {"extra_headers": "Bearer wrong-type-secret"}}}}
+    }
+    assert scrub(fragment) == ["providers.models.openai.m.extra_headers"]
+    assert fragment["providers"]["models"]["openai"]["m"]["extra_headers"] == ""
+
+
+@pytest.mark.parametrize("chunk", [1 << 20, 4096, 1000])
+def test_sweep_in_dense_base64_and_hex_data_finds_every_placement(chunk: int) -> None:
+    rng = random.Random(chunk)
+    values = [
+        "".join(rng.choice("ABCDEFGHabcdefgh0123456789") for _ in range(rng.randint(15, 40)))
+        for _ in range(8)
+    ]
+    values.append("short-09")  # below 15 bytes: the trie engine's
+    targets = [SweepTarget(f"s{i}", value) for i, value in enumerate(values)]
+    for filler in (base64.b64encode(rng.randbytes(60_000)), rng.randbytes(40_000).hex().encode()):
+        data = bytearray(filler)
+        for i in range(0, len(values), 2):
+            forms = encodings_of(values[i])
+            at = rng.randrange(len(data))
+            data[at:at] = forms[rng.randrange(len(forms))][1]
+        blob = bytes(data)
+        expected = _naive_hits(targets, "f", blob)
+        assert {hit.secret_path for hit in expected} >= {f"s{i}" for i in range(0, len(values), 2)}
+        sweeper = Sweeper(targets)
+        assert set(sweeper.scan_bytes("f", blob)) == expected
+        stream = sweeper.stream("f")
+        for offset in range(0, len(blob), chunk):
+            stream.feed(memoryview(blob)[offset : offset + chunk])
+        assert set(stream.close()) == expected
+
+
+def test_long_secrets_sampled_with_a_stride_are_found_at_every_offset() -> None:
+    rng = random.Random(3)
+    values = [
+        "".join(rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZ") for _ in range(n)) for n in (40, 47, 63)
+    ]
+    sweeper = Sweeper([SweepTarget(f"s{i}", value) for i, value in enumerate(values)])
+    filler = base64.b64encode(rng.randbytes(12_000))
+    for i, value in enumerate(values):
+        for offset in range(0, 70):
+            at = 4096 + offset
+            blob = filler[:at] + value.encode() + filler[at:]
+            assert Hit("f", f"s{i}", "raw") in sweeper.scan_bytes("f", blob), (i, offset)
+            sparse = rng.randbytes(at) + value.encode() + rng.randbytes(100)
+            assert Hit("f", f"s{i}", "raw") in sweeper.scan_bytes("f", sparse), (i, offset)
