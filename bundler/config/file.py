@@ -35,7 +35,6 @@ __all__ = [
     "ConfigFile",
     "ConfigIdentity",
     "LoadedConfig",
-    "config_target",
     "find_install_root",
     "open_install_root",
     "parse_config_text",
@@ -72,11 +71,6 @@ def find_install_root(cli_install: str | None, environ: Mapping[str, str] | None
     if chosen.startswith("~"):
         chosen = os.path.expanduser(chosen)
     return Path(os.path.abspath(chosen))
-
-
-def config_target(install_root: Path) -> Path:
-    """The real file behind ``<install>/config.toml`` (its symlink's target, if it is one)."""
-    return Path(os.path.realpath(layout.config_file(install_root)))
 
 
 @dataclass(frozen=True)
@@ -202,17 +196,17 @@ def open_install_root(install_root: Path, *, for_writing: bool = False) -> Itera
     """
     access = os.O_RDONLY if for_writing else os.O_PATH
     try:
-        fd = os.open(install_root, access | os.O_DIRECTORY | os.O_CLOEXEC)
+        fd: int | None = os.open(install_root, access | os.O_DIRECTORY | os.O_CLOEXEC)
     except FileNotFoundError:
-        yield None
-        return
+        fd = None
     except OSError as err:
         where = layout.config_file(install_root)
         raise Refused(f"cannot open {where}: {err.strerror}", path=str(where)) from None
     try:
         yield fd
     finally:
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
 
 
 def read_config_snapshot(

@@ -134,3 +134,28 @@ def test_undo_and_recover_never_show_a_secret_looking_value_of_a_broken_config(
     assert recover.returncode == 0, recover.stderr
     assert secret not in recover.stdout + recover.stderr
     assert (install / "config.toml").read_text(encoding="utf-8") == broken
+
+
+def test_import_and_undo_write_beside_a_symlinked_config_and_keep_the_link(
+    tmp_path: Path,
+) -> None:
+    # the one writer stages and commits in the folder of the file it read, not over the link
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "main.toml").write_text(USER_CONFIG, encoding="utf-8")
+    (real / "main.toml").chmod(0o640)
+    install = tmp_path / "install"
+    install.mkdir()
+    (install / "config.toml").symlink_to(real / "main.toml")
+    bundle = bf.build_bundle(tmp_path / "bundle")
+    done = bundler(install, "agents", "import", str(bundle), "--accept-risks", "--json")
+    assert done.returncode == 0, done.stderr
+    assert (install / "config.toml").is_symlink()
+    assert "[agents.researcher]" in (real / "main.toml").read_text(encoding="utf-8")
+    assert (real / "main.toml").stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in real.iterdir()) == ["main.toml"]
+    undo = bundler(install, "agents", "import", "--undo", json.loads(done.stdout)["receipt"])
+    assert undo.returncode == 0, undo.stderr
+    assert (install / "config.toml").is_symlink()
+    assert (real / "main.toml").read_text(encoding="utf-8") == USER_CONFIG
+    assert sorted(p.name for p in real.iterdir()) == ["main.toml"]
