@@ -207,9 +207,7 @@ def _skill_io_error(tmp_path: Path, syscall: str, fragment: str, named: str) -> 
 
 
 def test_io_error_opening_a_skill_folder_fails_the_export(tmp_path: Path) -> None:
-    _skill_io_error(
-        tmp_path, "openat", 'research_tools>, "search"', "skills/research_tools/search"
-    )
+    _skill_io_error(tmp_path, "openat", 'research_tools>, "search"', "skills/research_tools/search")
 
 
 def test_io_error_reading_skill_md_fails_the_export(tmp_path: Path) -> None:

@@ -278,6 +278,8 @@ def export_agent(
             root_agent=alias,
             format_version=MEMORY_FORMAT_VERSION if include_memory else FORMAT_VERSION,
             encrypted_not_swept=encrypted,
+            # the plan's findings (a non-portable root alias, 01 §3) are part of the report
+            warnings=list(plan.warnings),
         )
         try:
             staging = admission.stage()
