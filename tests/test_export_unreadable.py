@@ -15,12 +15,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from faultinject import ptrace_unavailable, run_with_fault, trace_calls
+from faultinject import FaultRun, ptrace_unavailable, run_with_fault, trace_calls
 from test_export_kit import (
     cli_env,
     export_cmd,
@@ -88,12 +89,16 @@ def _nobody_setup(shared_tmp: Path) -> tuple[Path, Path, Path]:
 
 
 def _assert_failed_cleanly(
-    done: object, outdir: Path, out: Path, before: object, named: str
+    done: subprocess.CompletedProcess[str] | FaultRun,
+    outdir: Path,
+    out: Path,
+    before: dict[str, tuple[int, bytes | None]],
+    named: str,
 ) -> None:
-    stderr = done.stderr  # type: ignore[attr-defined]
-    assert done.returncode == 1, stderr  # type: ignore[attr-defined]
-    assert stderr.count("\n") == 1 and "Traceback" not in stderr, stderr
-    assert stderr.startswith("error: ") and named in stderr, stderr
+    """Exit 1, one error line naming the path, the old bundle as it was, no staging left."""
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("error: ") and named in done.stderr, done.stderr
     assert snapshot(out) == before
     assert hidden_leftovers(outdir) == []
 
@@ -184,7 +189,7 @@ def test_unreadable_memory_folder_refuses_include_memory_naming_it(shared_tmp: P
 # --- I/O errors ------------------------------------------------------------------------------
 
 
-def _skill_io_error(tmp_path: Path, syscall: str, fragment: str, named: str) -> None:
+def _skill_io_error(tmp_path: Path, syscall: str, fragment: str, named: str, nth: int = 0) -> None:
     reason = ptrace_unavailable()
     if reason is not None:
         pytest.skip(reason)
@@ -201,7 +206,7 @@ def _skill_io_error(tmp_path: Path, syscall: str, fragment: str, named: str) -> 
     assert snapshot(out) == before and hidden_leftovers(parent) == []
     wanted = [call for call in calls if fragment in call.line]
     assert wanted, f"the export made no {syscall} call on {fragment}"
-    result = run_with_fault(cmd, syscall, wanted[0].index, "EIO", env=cli_env(), cwd="/")
+    result = run_with_fault(cmd, syscall, wanted[nth].index, "EIO", env=cli_env(), cwd="/")
     assert result.fired, "the fault did not fire"
     _assert_failed_cleanly(result, parent, out, before, named)
 
@@ -213,4 +218,17 @@ def test_io_error_opening_a_skill_folder_fails_the_export(tmp_path: Path) -> Non
 def test_io_error_reading_skill_md_fails_the_export(tmp_path: Path) -> None:
     _skill_io_error(
         tmp_path, "newfstatat", '/search>, "SKILL.md"', "skills/research_tools/search/SKILL.md"
+    )
+
+
+def test_io_error_reopening_a_selected_skill_folder_for_the_copy_fails_the_export(
+    tmp_path: Path,
+) -> None:
+    """The second open (for the copy) failing with EIO is an unreadable entry, not a race."""
+    _skill_io_error(
+        tmp_path,
+        "openat",
+        'research_tools>, "search"',
+        "cannot read skills/research_tools/search",
+        1,
     )

@@ -599,6 +599,8 @@ class _Copy:
         try:
             src = open_dir_nofollow(bundle_src, name, lst)
         except OSError as err:
+            if err.errno not in _CHANGED_ERRNOS:
+                raise refuse_unreadable(prefix.rstrip("/"), err) from err
             raise Refused(
                 f"{escape_display(prefix)} changed while it was being exported ({err.strerror}); "
                 "stop the agent and try again",
@@ -614,6 +616,9 @@ class _Copy:
         finally:
             os.close(src)
 
+
+# what a skill folder swapped after selection answers: a link, a file, gone, another folder
+_CHANGED_ERRNOS = frozenset({errno.ELOOP, errno.ENOTDIR, errno.ENOENT, errno.ESTALE})
 
 _LIVE_STORE_DETAIL = (
     "a SQLite database with a -wal or -journal beside it is a live store: copying it file by "
