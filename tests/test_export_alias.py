@@ -100,3 +100,29 @@ def test_validate_and_import_say_why_a_device_name_is_not_a_portable_alias(tmp_p
     assert "agent alias Nul is not a portable alias" in imported.stderr
     assert "Nul is a reserved Windows device name" in imported.stderr
     assert not (target / "agents").exists()
+
+
+@pytest.mark.parametrize("alias", ["nul", "Con", "LPT1"])
+def test_skill_bundle_alias_that_is_a_device_name_stays_in_config_and_carries_no_content(
+    tmp_path: Path, alias: str
+) -> None:
+    """01 §3: kept so a person can rename it, reported ``host_specific``, no content copied."""
+    install = _install(tmp_path, "writer")
+    config = (
+        (install / "config.toml")
+        .read_text()
+        .replace("[agents.researcher]\n", f'[agents.researcher]\nskill_bundles = ["{alias}"]\n')
+    )
+    (install / "config.toml").write_text(config + f"\n[skill_bundles.{alias}]\n")
+    skill = install / "shared" / "skills" / alias / "search"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("# search\n")
+    out = tmp_path / "bundle"
+    done = run(export_cmd(install, out, "--json", alias="researcher"))
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["skill_bundles"] == []
+    rows = {(row["path"], row["reason"]) for row in payload["dropped"]}
+    assert (f"skill_bundles.{alias}", "host_specific") in rows
+    assert not (out / "skills").exists()
+    assert alias in loads((out / "config.toml").read_text())["skill_bundles"]
