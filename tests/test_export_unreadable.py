@@ -189,11 +189,24 @@ def test_unreadable_memory_folder_refuses_include_memory_naming_it(shared_tmp: P
 # --- I/O errors ------------------------------------------------------------------------------
 
 
-def _skill_io_error(tmp_path: Path, syscall: str, fragment: str, named: str, nth: int = 0) -> None:
+def _skill_io_error(
+    tmp_path: Path,
+    syscall: str,
+    fragment: str,
+    named: str,
+    nth: int = 0,
+    extra: dict[str, bytes] | None = None,
+) -> None:
+    """EIO on the ``nth`` call of ``syscall`` whose strace line holds ``fragment``.
+
+    ``extra`` adds workspace files (relative path -> bytes) before anything runs.
+    """
     reason = ptrace_unavailable()
     if reason is not None:
         pytest.skip(reason)
     install = make_install(tmp_path / "install")
+    for rel, data in (extra or {}).items():
+        (workspace(install) / rel).write_bytes(data)
     parent = tmp_path / "dest"
     parent.mkdir()
     out = parent / "bundle"
@@ -231,4 +244,16 @@ def test_io_error_reopening_a_selected_skill_folder_for_the_copy_fails_the_expor
         'research_tools>, "search"',
         "cannot read skills/research_tools/search",
         1,
+    )
+
+
+def test_io_error_looking_for_a_sqlite_sidecar_fails_the_export(tmp_path: Path) -> None:
+    """Whether ``cache.db`` is a live store depends on its ``-wal``: an I/O error looking for
+    it must not be taken for "no sidecar, a quiet store, copy it"."""
+    _skill_io_error(
+        tmp_path,
+        "newfstatat",
+        '"cache.db-wal"',
+        "workspace/notes/cache.db-wal",
+        extra={"notes/cache.db": b"SQLite format 3\x00" + b"\x00" * 200},
     )
