@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 from bundler.bundle.manifest import Dropped, dropped_sort_key, render_config
 from bundler.errors import InvalidInput, Refused
 from bundler.rules import layout, schema
-from bundler.rules.names import is_portable_alias, safe_relative_path
+from bundler.rules.names import is_portable_alias, non_portable_alias_reason, safe_relative_path
 from bundler.rules.paths import format_path
 from bundler.rules.risk import RiskFlag, compute_risk_flags
 from bundler.rules.secrets import find_ciphertext, scrub
@@ -590,10 +590,13 @@ class _Planner:
     def plan(self) -> ExportPlan:
         agent = self.agent()
         base = ("agents", self.alias)
-        if not is_portable_alias(self.alias):
+        alias_problem = non_portable_alias_reason(self.alias)
+        if alias_problem is not None:
+            # 01 §3: export reports it; verify and import refuse such a bundle whatever --as says
             self.warnings.append(
-                f"agent alias {format_path([self.alias])} is not a portable alias: the target "
-                "will refuse to import it under this name (use --as)"
+                f"agent alias {format_path([self.alias])} is not a portable alias "
+                f"({alias_problem}): bundle verify and import refuse this bundle; rename the "
+                "agent and export again"
             )
         identity_path = self.identity(agent)
         risk = agent.get("risk_profile")

@@ -55,6 +55,7 @@ from bundler.fs.safefs import (
     open_beneath,
     open_dir_nofollow,
     open_source_root,
+    refuse_unreadable,
     select_skills,
 )
 from bundler.fs.snapshot import snapshot_database
@@ -68,6 +69,7 @@ from bundler.rules.secrets import Hit, Sweeper, SweepStream, sweep_targets
 FORMAT_VERSION = 1
 MEMORY_FORMAT_VERSION = 2
 MEMORY_STORE = "memory/brain.db"
+MEMORY_STORE_SOURCE = "workspace/memory/brain.db"
 SCAN_MODES = ("refuse", "warn", "off")
 CONFIG_NAME = "config.toml"
 CHECKSUMS_NAME = "checksums.xxh3"
@@ -277,6 +279,8 @@ def export_agent(
             root_agent=alias,
             format_version=MEMORY_FORMAT_VERSION if include_memory else FORMAT_VERSION,
             encrypted_not_swept=encrypted,
+            # the plan's findings (a non-portable root alias, 01 §3) are part of the report
+            warnings=list(plan.warnings),
         )
         try:
             staging = admission.stage()
@@ -462,7 +466,7 @@ class _Copy:
                 return  # a missing workspace is an empty one
             try:
                 # root memory/ and MEMORY_SNAPSHOT.md: finish_plan reports them (always, format 1)
-                exclude = WorkspaceExclude(src)
+                exclude = WorkspaceExclude(src, prefix="workspace/")
                 live: list[str] = []
                 self._tree(
                     src,
@@ -496,6 +500,8 @@ class _Copy:
             except OSError as err:
                 if err.errno == errno.ENOENT:
                     raise _no_brain(plan) from None
+                if err.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise refuse_unreadable("workspace/memory", err) from err
                 raise Refused(
                     f"{escape_display(str(plan.workspace))}/memory is not a folder or is a "
                     f"symbolic link ({err.strerror}): point the config at the real workspace",
@@ -504,8 +510,13 @@ class _Copy:
             dst = _mkdir_open(self.root, "memory")
             try:
                 source = Path(f"/proc/self/fd/{memory_fd}/brain.db")
-                if not os.path.lexists(source):
-                    raise _no_brain(plan)
+                # not os.path.lexists: it answers False for a store it cannot examine
+                try:
+                    os.stat("brain.db", dir_fd=memory_fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    raise _no_brain(plan) from None
+                except OSError as err:
+                    raise refuse_unreadable(MEMORY_STORE_SOURCE, err) from err
                 # the root MEMORY_SNAPSHOT.md alone, under 7.2's rules (its skips were counted
                 # by the workspace walk already); first, as "M" sorts before "b" (02 §9.2)
                 self._tree(
@@ -547,7 +558,12 @@ class _Copy:
                     )
                     continue
                 try:
-                    selection = select_skills(src, include=source.include, exclude=source.exclude)
+                    selection = select_skills(
+                        src,
+                        include=source.include,
+                        exclude=source.exclude,
+                        prefix=f"skills/{source.alias}/",
+                    )
                     self.dropped += [
                         Dropped(f"skills/{source.alias}/{name}", "not_yet_portable", _NOT_A_SKILL)
                         for name in selection.not_copied
@@ -584,6 +600,8 @@ class _Copy:
         try:
             src = open_dir_nofollow(bundle_src, name, lst)
         except OSError as err:
+            if err.errno not in _CHANGED_ERRNOS:
+                raise refuse_unreadable(prefix.rstrip("/"), err) from err
             raise Refused(
                 f"{escape_display(prefix)} changed while it was being exported ({err.strerror}); "
                 "stop the agent and try again",
@@ -599,6 +617,9 @@ class _Copy:
         finally:
             os.close(src)
 
+
+# what a skill folder swapped after selection answers: a link, a file, gone, another folder
+_CHANGED_ERRNOS = frozenset({errno.ELOOP, errno.ENOTDIR, errno.ENOENT, errno.ESTALE})
 
 _LIVE_STORE_DETAIL = (
     "a SQLite database with a -wal or -journal beside it is a live store: copying it file by "

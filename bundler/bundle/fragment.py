@@ -19,7 +19,7 @@ from typing import Any
 
 from bundler.errors import UsageError
 from bundler.rules import schema
-from bundler.rules.names import escape_display, is_portable_alias, safe_relative_path
+from bundler.rules.names import escape_display, non_portable_alias_reason, safe_relative_path
 from bundler.rules.paths import format_path, parse_path
 
 MAX_NESTING = 64
@@ -658,12 +658,14 @@ def agent_of(fragment: Mapping[str, Any], root_agent: str) -> dict[str, Any]:
 
 def portable_alias_problems(root_agent: str) -> list[Problem]:
     """The root agent's alias becomes a folder name on import: it must be a portable alias."""
-    if is_portable_alias(root_agent):
+    reason = non_portable_alias_reason(root_agent)
+    if reason is None:
         return []
     return [
         Problem(
             "root_agent",
-            f"{escape_display(root_agent)!r} is not a portable alias (it becomes a folder name)",
+            f"{escape_display(root_agent)!r} is not a portable alias ({escape_display(reason)}; "
+            "it becomes a folder name)",
         )
     ]
 

@@ -12,8 +12,9 @@ The protocol of 02 §8, in the order it runs:
 3. The caller builds the bundle inside :attr:`Staging.fd`, then calls :meth:`Staging.flush`.
 4. :meth:`Staging.publish` — re-check the destination, swap with ``RENAME_NOREPLACE`` /
    ``RENAME_EXCHANGE`` (two plain renames where the kernel or filesystem refuses the flags),
-   fsync the parent, drop the retired bundle and the record. Failures after the swap are returned
-   as warnings: the publication cannot be undone.
+   rename a replaced bundle to ``.zeroclaw-export-old-<token>`` and remove it, fsync the parent,
+   remove the record. Failures after the swap are returned as warnings: the publication cannot
+   be undone.
 5. :meth:`Staging.abort` — on any failure before the swap: staging removed, record removed,
    destination untouched.
 
@@ -544,31 +545,34 @@ class Staging:
         return PublishMethod.FALLBACK
 
     def _after_swap(self, warnings: list[str]) -> None:
-        """Past the commit point: make the swap durable, drop the old bundle, then the record."""
+        """Past the commit point, in 02 §8.3's order: retire the old bundle, remove it, then
+        flush the parent and remove the record.
+
+        The old bundle is renamed to ``.zeroclaw-export-old-<token>`` before anything of it is
+        removed, so that at every instant it is either whole under a name recovery knows or
+        already being cleared. The parent is also flushed right after that rename (beyond the
+        spec, which flushes once at the end): the publication is then durable before a slow
+        removal of a large old bundle starts. Every failure here is a warning: the bundle is
+        published and ``bundler recover`` clears what is left.
+        """
         adm = self.admission
         parent = adm.parent_fd
         hint = f"run 'bundler recover {escape_display(adm.dest_path)}'"
-        try:
-            fsync_dir(parent)
-        except OSError as err:
-            warnings.append(
-                f"the bundle is published but {escape_display(adm.parent_path)} could not be "
-                f"flushed ({err.strerror}); a power loss may undo it"
-            )
-        leftover = self.name
+        retired = retired_name(self.token)
         if adm.kind is DestKind.BUNDLE and _lstat_at(parent, self.name) is not None:
-            retired = retired_name(self.token)
             try:
                 os.rename(self.name, retired, src_dir_fd=parent, dst_dir_fd=parent)
-                leftover = retired
             except OSError as err:
                 warnings.append(f"the old bundle is left at {self.name} ({err.strerror}); {hint}")
+                self._flush_published(warnings)
                 self._release_record()
                 return
-        elif adm.kind is DestKind.BUNDLE:
-            leftover = retired_name(self.token)
+        self._flush_published(warnings)
         try:
-            remove_tree_at(parent, leftover)
+            # EMPTY: the exchanged-out folder was removed by rmdir already; nothing is retired
+            if adm.kind is DestKind.BUNDLE:
+                remove_tree_at(parent, retired)
+            # the removal must be durable before the record that explains it goes
             fsync_dir(parent)
             os.unlink(record_name(self.token), dir_fd=parent)
         except OSError as err:
@@ -578,6 +582,17 @@ class Staging:
             )
         finally:
             self._release_record()
+
+    def _flush_published(self, warnings: list[str]) -> None:
+        """fsync the parent after the swap; a failure is a warning (it cannot be undone)."""
+        adm = self.admission
+        try:
+            fsync_dir(adm.parent_fd)
+        except OSError as err:
+            warnings.append(
+                f"the bundle is published but {escape_display(adm.parent_path)} could not be "
+                f"flushed ({err.strerror}); a power loss may undo it"
+            )
 
 
 def _quietly(action: Callable[[], object]) -> None:

@@ -108,12 +108,15 @@ def _read_failure(relpath: str, exc: OSError) -> Refused:
     return _failure("read", relpath, exc)
 
 
-def _has_live_marker(parent_fd: int, name: str) -> bool:
+def _has_live_marker(parent_fd: int, name: str, relpath: str) -> bool:
     for suffix in LIVE_STORE_MARKERS:
         try:
             os.stat(name + suffix, dir_fd=parent_fd, follow_symlinks=False)
         except FileNotFoundError:
             continue
+        except OSError as exc:
+            # a store whose sidecar cannot be examined may be live: never guess it is quiet
+            raise _read_failure(relpath + suffix, exc) from exc
         return True
     return False
 
@@ -190,7 +193,7 @@ class _Copier:
             head = os.pread(entry.fd, len(LIVE_STORE_MAGIC), 0)
         except OSError as exc:
             raise _read_failure(relpath, exc) from exc
-        if head == LIVE_STORE_MAGIC and _has_live_marker(entry.parent_fd, entry.name):
+        if head == LIVE_STORE_MAGIC and _has_live_marker(entry.parent_fd, entry.name, relpath):
             self.live_stores.add(relpath)
             return True
         return False

@@ -129,7 +129,8 @@ def display_name(raw: bytes) -> str:
     return escape_display(raw.decode("utf-8", "backslashreplace"))
 
 
-def _refuse_unreadable(relpath: str, exc: OSError) -> Refused:
+def refuse_unreadable(relpath: str, exc: OSError) -> Refused:
+    """The one-line refusal for a carried entry that cannot be read (02 §7.2): exit 1."""
     reason = os.strerror(exc.errno) if exc.errno else str(exc)
     return Refused(
         f"cannot read {relpath} ({reason}): make it readable or remove it, then try again",
@@ -158,7 +159,7 @@ def _sorted_names(fd: int, relpath: str) -> list[str]:
     try:
         names = os.listdir(fd)
     except OSError as exc:
-        raise _refuse_unreadable(relpath or ".", exc) from exc
+        raise refuse_unreadable(relpath or ".", exc) from exc
     # Names come back surrogate-escaped; their bytes give the order of 02 §9.2.
     names.sort(key=os.fsencode)
     return names
@@ -247,7 +248,7 @@ def walk(
                 skip(SkipKind.VANISHED, relpath)
                 continue
             except OSError as exc:
-                raise _refuse_unreadable(relpath, exc) from exc
+                raise refuse_unreadable(relpath, exc) from exc
             mode = lst.st_mode
             if stat.S_ISLNK(mode):
                 skip(SkipKind.SYMLINK, relpath)
@@ -316,7 +317,7 @@ def _open_classified(
             # A folder became a file, or a file became a socket/folder/device node.
             skip(SkipKind.REPLACED, relpath)
         else:
-            raise _refuse_unreadable(relpath, exc) from exc
+            raise refuse_unreadable(relpath, exc) from exc
     return None
 
 
@@ -354,7 +355,7 @@ def open_source_root(path: Path, *, install_root: Path | None) -> int | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise _refuse_unreadable(str(parent), exc) from exc
+        raise refuse_unreadable(str(parent), exc) from exc
     try:
         return _open_component(parent_fd, name, str(target), target)
     finally:
@@ -367,7 +368,7 @@ def _open_chain(base: Path, parts: tuple[str, ...], target: Path) -> int | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise _refuse_unreadable(str(base), exc) from exc
+        raise refuse_unreadable(str(base), exc) from exc
     current = base
     try:
         for part in parts:
@@ -399,7 +400,7 @@ def _open_component(parent_fd: int, name: str, shown: str, target: Path) -> int 
             raise Refused(
                 f"{shown} is not a folder: point the config at a folder and try again", path=shown
             ) from exc
-        raise _refuse_unreadable(shown, exc) from exc
+        raise refuse_unreadable(shown, exc) from exc
 
 
 def open_beneath(root_fd: int, rel: str) -> int:
@@ -436,10 +437,11 @@ class WorkspaceExclude:
 
     Matches them by name at the root, and by the (device, inode) they had when the filter was
     made, at any depth and under any name, so moving them during the copy does not carry them.
-    ``present`` tells which of the two existed (for the ``dropped`` rows).
+    ``present`` tells which of the two existed (for the ``dropped`` rows). Raises
+    :class:`Refused` naming ``prefix + name`` when one of them cannot be examined.
     """
 
-    def __init__(self, root_fd: int) -> None:
+    def __init__(self, root_fd: int, *, prefix: str = "") -> None:
         self.identities: set[tuple[int, int]] = set()
         self.present: list[str] = []
         for name in WORKSPACE_PRIVATE:
@@ -447,6 +449,9 @@ class WorkspaceExclude:
                 st = os.stat(name, dir_fd=root_fd, follow_symlinks=False)
             except FileNotFoundError:
                 continue
+            except OSError as exc:
+                # unknown identities could let them travel under another name: refuse
+                raise refuse_unreadable(prefix + name, exc) from exc
             self.present.append(name)
             self.identities.add((st.st_dev, st.st_ino))
 
@@ -469,7 +474,11 @@ class SkillSelection:
 
 
 def select_skills(
-    bundle_fd: int, *, include: Iterable[str] = (), exclude: Iterable[str] = ()
+    bundle_fd: int,
+    *,
+    include: Iterable[str] = (),
+    exclude: Iterable[str] = (),
+    prefix: str = "",
 ) -> SkillSelection:
     """Sort the root entries of an open skill bundle folder into skills and the rest.
 
@@ -477,10 +486,15 @@ def select_skills(
     the filter (empty ``include`` admits all; ``exclude`` wins) and is portable. Classification
     is no-follow through ``bundle_fd``; copy each admitted skill with :func:`open_dir_nofollow`
     passing its recorded lstat, so a swap after selection is caught.
+
+    Raises :class:`Refused` naming ``prefix + name`` for an entry that cannot be read
+    (permissions, I/O error) or that turned into a symbolic link or another object while it was
+    classified: like every unreadable carried entry (02 §7.2), it fails the export instead of
+    becoming a "not a skill" row.
     """
     included, excluded = set(include), set(exclude)
     selection = SkillSelection()
-    for name in _sorted_names(bundle_fd, ""):
+    for name in _sorted_names(bundle_fd, prefix.rstrip("/")):
         text = decode_name(os.fsencode(name))
         if text is not None and (text in excluded or (included and text not in included)):
             continue
@@ -488,26 +502,47 @@ def select_skills(
         if text is None or not is_portable_name(text):
             selection.not_copied.append(shown)
             continue
+        relpath = prefix + text
         try:
             lst = os.stat(name, dir_fd=bundle_fd, follow_symlinks=False)
         except FileNotFoundError:
             continue
-        if stat.S_ISDIR(lst.st_mode) and _holds_regular_skill_md(bundle_fd, name, lst):
+        except OSError as exc:
+            raise refuse_unreadable(relpath, exc) from exc
+        if stat.S_ISDIR(lst.st_mode) and _holds_regular_skill_md(bundle_fd, name, lst, relpath):
             selection.admitted.append((name, lst))
         else:
             selection.not_copied.append(shown)
     return selection
 
 
-def _holds_regular_skill_md(bundle_fd: int, name: str, lst: os.stat_result) -> bool:
+def _holds_regular_skill_md(bundle_fd: int, name: str, lst: os.stat_result, relpath: str) -> bool:
+    """True when the folder holds a regular ``SKILL.md``; False only when it plainly does not.
+
+    A folder that vanished or became a file is simply not a skill (it is reported as a root
+    entry that is not one); every other failure refuses, because an unreadable folder may well
+    be a skill, and dropping it would lose it silently.
+    """
     try:
         fd = open_dir_nofollow(bundle_fd, name, lst)
-    except OSError:
-        return False
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return False
+        if exc.errno == errno.ELOOP:
+            raise _refuse_changed(relpath) from exc
+        if exc.errno == errno.ESTALE:
+            raise Refused(
+                f"{relpath} was replaced while it was being read: the source is being changed; "
+                "stop the agent and try again",
+                path=relpath,
+            ) from exc
+        raise refuse_unreadable(relpath, exc) from exc
     try:
         st = os.stat("SKILL.md", dir_fd=fd, follow_symlinks=False)
-    except OSError:
+    except FileNotFoundError:
         return False
+    except OSError as exc:
+        raise refuse_unreadable(f"{relpath}/SKILL.md", exc) from exc
     finally:
         os.close(fd)
     return stat.S_ISREG(st.st_mode)

@@ -29,7 +29,7 @@ import tomlkit.items
 from bundler.config.file import toml_error_reason
 from bundler.errors import InvalidInput, Refused, UsageError
 from bundler.rules import schema, tomlcompat
-from bundler.rules.names import escape_display, is_portable_alias
+from bundler.rules.names import escape_display, is_portable_alias, non_portable_alias_reason
 from bundler.rules.paths import format_path, format_segment, parse_path
 
 # the order new entries are appended in, agents last so a reader meets the referents first
@@ -429,10 +429,11 @@ def plan_merge(
     """
     source_agent, agent_entry = _fragment_agent(fragment)
     agent = as_alias if as_alias is not None else source_agent
-    if not is_portable_alias(agent):
+    alias_problem = non_portable_alias_reason(agent)
+    if alias_problem is not None:
         raise Refused(
             f"agent alias {escape_display(agent)} is not a portable alias "
-            "([A-Za-z0-9_][A-Za-z0-9_-]{0,63}); choose another with --as",
+            f"({escape_display(alias_problem)}); choose another with --as",
             path=f"agents.{format_segment(agent)}",
         )
     target_agents = target_config.get("agents")

@@ -79,9 +79,21 @@ def is_portable_name(name: str) -> bool:
     return non_portable_reason(name) is None
 
 
+def non_portable_alias_reason(alias: str) -> str | None:
+    """Why ``alias`` is not a portable alias (01 §3), or None when it is one.
+
+    A portable alias matches :data:`PORTABLE_ALIAS_RE` and is a portable name, so it is never a
+    reserved Windows device name in any case (``con``, ``NUL``, ``Lpt1``): such an alias matches
+    the pattern but would name a device, not a folder, on Windows.
+    """
+    if PORTABLE_ALIAS_RE.fullmatch(alias) is None:
+        return f"must match {PORTABLE_ALIAS_RE.pattern}"
+    return non_portable_reason(alias)
+
+
 def is_portable_alias(alias: str) -> bool:
     """True when an alias may become a folder name anywhere (01 §3)."""
-    return PORTABLE_ALIAS_RE.fullmatch(alias) is not None and is_portable_name(alias)
+    return non_portable_alias_reason(alias) is None
 
 
 def safe_relative_path(path: str) -> str | None:

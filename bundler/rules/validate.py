@@ -39,7 +39,7 @@ from bundler.rules.findings import (
     Finding,
     describe,
 )
-from bundler.rules.names import PORTABLE_ALIAS_RE, is_portable_alias
+from bundler.rules.names import PORTABLE_ALIAS_RE, is_portable_alias, non_portable_alias_reason
 from bundler.rules.paths import format_path
 from bundler.rules.schemacheck import check_value, schema_findings
 
@@ -260,7 +260,7 @@ class _Run:
             self.delegates(agents, alias, entry)
             self.workspace_grants(agents, backends, alias, entry)
             if not is_portable_alias(alias):
-                self.warn(NON_PORTABLE_ALIAS, ["agents", alias], _portable_message())
+                self.warn(NON_PORTABLE_ALIAS, ["agents", alias], _portable_message(alias))
 
     def delegates(self, agents: Mapping[str, Any], alias: str, entry: Mapping[str, Any]) -> None:
         seen: set[str] = set()
@@ -332,7 +332,7 @@ class _Run:
         owners: dict[str, str] = {}
         for alias, entry in _table(self.config.get("skill_bundles")).items():
             if not is_portable_alias(alias):
-                self.warn(NON_PORTABLE_ALIAS, ["skill_bundles", alias], _portable_message())
+                self.warn(NON_PORTABLE_ALIAS, ["skill_bundles", alias], _portable_message(alias))
             if not isinstance(entry, dict):
                 continue
             directory = entry.get("directory")
@@ -486,11 +486,10 @@ class _Run:
         return roots
 
 
-def _portable_message() -> str:
-    return (
-        f"is not a portable alias ({PORTABLE_ALIAS_RE.pattern}); "
-        "export reports it and import refuses it"
-    )
+def _portable_message(alias: str) -> str:
+    # the reason, not only the pattern: "con" matches the pattern and is still refused
+    reason = non_portable_alias_reason(alias) or f"must match {PORTABLE_ALIAS_RE.pattern}"
+    return f"is not a portable alias ({reason}); export reports it and import refuses it"
 
 
 def validate(config: Mapping[str, Any], install_root: Path) -> tuple[list[Finding], list[Finding]]:

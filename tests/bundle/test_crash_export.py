@@ -89,8 +89,8 @@ class Scenario:
         return bundle_bytes(self.out) if self.out.exists() else None
 
 
-def _scenario(tmp_path: Path, force: bool) -> Scenario:
-    install = make_install(tmp_path / "install", files=50)
+def _scenario(tmp_path: Path, force: bool, files: int = 50) -> Scenario:
+    install = make_install(tmp_path / "install", files=files)
     parent = tmp_path / "dest"
     parent.mkdir()
     out = parent / "bundle"
@@ -164,6 +164,102 @@ def test_r1_sigkill_at_every_call_index_then_recover_gives_old_or_new_bundle(
     tmp_path: Path, force: bool
 ) -> None:
     _r1(tmp_path, force, _slow_count())
+
+
+# --- replacing a bundle: exchange, retire, remove, flush, record (02 §8.3) ----------------------
+
+
+def _replace_calls(scenario: Scenario) -> list[Call]:
+    """The R1 calls of a clean ``--force`` export from the exchange on, in the order made."""
+    calls = _calls(scenario, R1_SYSCALLS)  # in the log's order, which is the order made
+    start = next(i for i, call in enumerate(calls) if "RENAME_EXCHANGE" in call.line)
+    return calls[start:]
+
+
+def test_replacing_a_bundle_retires_the_old_one_right_after_the_exchange(tmp_path: Path) -> None:
+    """02 §8.3: exchange, then rename the old bundle to ``.zeroclaw-export-old-<token>``, then
+    remove it; then flush the parent and remove the record. Nothing of the old bundle is removed
+    under the staging name, and the retire rename is the very next step after the exchange."""
+    scenario = _scenario(tmp_path, True, files=4)
+    after = _replace_calls(scenario)
+    exchange = after[0]
+    token = exchange.line.split(".zeroclaw-export-", 1)[1][:12]
+    staging, retired = f".zeroclaw-export-{token}", f".zeroclaw-export-old-{token}"
+    retire = after[1]
+    assert retire.syscall in ("rename", "renameat", "renameat2"), after[:3]
+    assert f'"{staging}"' in retire.line and f'"{retired}"' in retire.line, retire
+    record = f"{staging}.target"
+    removals = [call for call in after[2:] if call.syscall in ("unlink", "unlinkat", "rmdir")]
+    assert removals and f'"{record}"' in removals[-1].line, "the record goes last"
+    for call in removals[:-1]:
+        assert staging + ">" not in call.line and f'"{staging}"' not in call.line, (
+            f"removed under the staging name, not the retired one: {call.line}"
+        )
+    flushes = [i for i, call in enumerate(after) if call.syscall in ("fsync", "fdatasync")]
+    retired_gone = next(
+        i
+        for i, call in enumerate(after)
+        if f'"{retired}"' in call.line and call.syscall in ("unlinkat", "rmdir")
+    )
+    assert any(retired_gone < i < after.index(removals[-1]) for i in flushes), (
+        "the parent is flushed after the old bundle is removed and before the record goes"
+    )
+
+
+@pytest.mark.parametrize("point", ["retire", "first_removal"])
+def test_sigkill_after_the_exchange_leaves_the_old_bundle_whole_then_recovers_to_the_new(
+    tmp_path: Path, point: str
+) -> None:
+    """A kill after the exchange, before the retire rename (the old bundle sits whole under the
+    staging name) or after it, before the first removal (whole under the retired name): the new
+    bundle is published, and recovery clears the old one to exactly the new bundle."""
+    scenario = _scenario(tmp_path, True, files=4)
+    after = _replace_calls(scenario)
+    if point == "retire":
+        call, holder = after[1], ".zeroclaw-export-"
+    else:
+        call = next(c for c in after if c.syscall in ("unlink", "unlinkat", "rmdir"))
+        holder = ".zeroclaw-export-old-"
+    result = run_with_fault(
+        scenario.cmd, call.syscall, call.index, "SIGKILL", env=cli_env(), cwd="/"
+    )
+    assert result.killed, result.stderr
+    assert scenario.state() == scenario.new
+    check_bundle(scenario.out)
+    folders = [
+        name
+        for name in hidden_leftovers(scenario.parent)
+        if not name.endswith(".target")
+        and name.startswith(holder)
+        and (holder != ".zeroclaw-export-" or not name.startswith(".zeroclaw-export-old-"))
+    ]
+    assert len(folders) == 1, hidden_leftovers(scenario.parent)
+    assert bundle_bytes(scenario.parent / folders[0]) == scenario.old
+    _assert_old_or_new_after_recover(scenario, call)
+    assert scenario.state() == scenario.new
+
+
+@pytest.mark.slow
+def test_sigkill_at_every_step_of_a_replacement_recovers_to_exactly_one_bundle(
+    tmp_path: Path,
+) -> None:
+    """Every kill point from the exchange to the record's removal (a small bundle, so all of
+    them): recovery leaves exactly the new bundle, complete, and no leftover."""
+    scenario = _scenario(tmp_path, True, files=4)
+    after = _replace_calls(scenario)
+    assert len(after) < 80, "the small scenario grew: keep this test exhaustive but quick"
+    for call in after:
+        result = run_with_fault(
+            scenario.cmd, call.syscall, call.index, "SIGKILL", env=cli_env(), cwd="/"
+        )
+        assert result.killed, f"{call}: {result.stderr}"
+        # the exchange itself was not made when the kill lands on it: the old bundle stays
+        expected = scenario.old if call is after[0] else scenario.new
+        _assert_old_or_new_after_recover(scenario, call)
+        assert scenario.state() == expected, call
+        again = bundler("recover", str(scenario.out))
+        assert again.returncode == 0 and scenario.state() == expected, call
+        scenario.reset()
 
 
 def _r2(tmp_path: Path, force: bool, count: int | None) -> None:

@@ -11,6 +11,7 @@ from bundler.rules.names import (
     escape_display,
     is_portable_alias,
     is_portable_name,
+    non_portable_alias_reason,
     non_portable_reason,
     safe_relative_path,
 )
@@ -111,3 +112,86 @@ _PLAIN_PARTS = st.one_of(_STEMS, st.text("aZ09_-", min_size=1, max_size=62))
 def test_plain_name_shortcut_agrees_with_the_full_rule(name: str) -> None:
     # is_portable_name skips the full rule for plain ASCII names; the reserved stems still count
     assert is_portable_name(name) == (non_portable_reason(name) is None)
+# --- the portable-alias rule, exhaustively (01 §3, 02 §7.3) -----------------------------------
+
+# The spec's list, spelled out here independently of names.py
+_SPEC_RESERVED = {"CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$"} | {
+    f"{stem}{digit}" for stem in ("COM", "LPT") for digit in "0123456789¹²³"
+}
+_ALIAS_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
+
+
+def _spec_says_portable_alias(alias: str) -> bool:
+    import re
+
+    return (
+        re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,63}", alias) is not None
+        and alias.upper() not in _SPEC_RESERVED
+    )
+
+
+def _any_case(draw: st.DrawFn, word: str) -> str:
+    flips = draw(st.lists(st.booleans(), min_size=len(word), max_size=len(word)))
+    return "".join(ch.upper() if flip else ch.lower() for ch, flip in zip(word, flips, strict=True))
+
+
+@st.composite
+def _reserved_in_any_case(draw: st.DrawFn) -> str:
+    return _any_case(draw, draw(st.sampled_from(sorted(_SPEC_RESERVED))))
+
+
+@pytest.mark.parametrize(
+    "alias", ["con", "nul", "lpt1", "CON", "Nul", "lPt1", "aux", "prn", "com0", "LPT9"]
+)
+def test_reserved_windows_device_names_are_not_portable_aliases(alias: str) -> None:
+    assert not is_portable_alias(alias)
+    assert non_portable_alias_reason(alias) == f"{alias} is a reserved Windows device name"
+
+
+@given(_reserved_in_any_case())
+def test_a_reserved_device_name_in_any_case_is_never_a_portable_alias(alias: str) -> None:
+    assert not is_portable_alias(alias)
+    assert not is_portable_name(alias)
+    assert non_portable_alias_reason(alias) is not None
+
+
+@given(_reserved_in_any_case(), st.text(alphabet=_ALIAS_CHARS + ".", min_size=1, max_size=10))
+def test_a_reserved_device_name_with_any_extension_is_never_a_portable_name(
+    stem: str, ext: str
+) -> None:
+    assert not is_portable_name(f"{stem}.{ext}")
+    assert not is_portable_alias(f"{stem}.{ext}")
+
+
+@given(_reserved_in_any_case(), st.text(alphabet=_ALIAS_CHARS, min_size=1, max_size=8))
+def test_a_reserved_name_is_only_reserved_as_the_whole_stem(stem: str, tail: str) -> None:
+    longer = stem + tail
+    assert is_portable_alias(longer) == _spec_says_portable_alias(longer)
+
+
+@given(st.text(alphabet=_ALIAS_CHARS, min_size=0, max_size=70))
+def test_portable_alias_rule_matches_the_spec_over_alias_characters(alias: str) -> None:
+    assert is_portable_alias(alias) == _spec_says_portable_alias(alias)
+    assert (non_portable_alias_reason(alias) is None) == is_portable_alias(alias)
+
+
+@given(st.text(max_size=70))
+def test_portable_alias_rule_matches_the_spec_over_any_text(alias: str) -> None:
+    assert is_portable_alias(alias) == _spec_says_portable_alias(alias)
+
+
+@given(st.text(alphabet=_ALIAS_CHARS, min_size=1, max_size=64))
+def test_every_portable_alias_is_a_portable_name(alias: str) -> None:
+    if is_portable_alias(alias):
+        assert is_portable_name(alias)
+
+
+def test_every_short_alias_over_a_reduced_alphabet_follows_the_spec() -> None:
+    """Every string of up to 4 characters over the letters of the reserved names, and more."""
+    import itertools
+
+    alphabet = "conulptaxirCONULPTAXIR019_-.$¹"
+    for size in range(5):
+        for chars in itertools.product(alphabet, repeat=size):
+            alias = "".join(chars)
+            assert is_portable_alias(alias) == _spec_says_portable_alias(alias), alias
