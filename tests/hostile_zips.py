@@ -232,6 +232,61 @@ def _manifest_dict(mutate: Callable[[dict[str, Any]], None]) -> Case:
     return case
 
 
+def _entry_field(field: str, value: Any) -> Case:
+    """backup.json whose files/a.txt entry carries ``value`` (out of range) as ``field``."""
+    return _manifest_dict(lambda d: d["entries"][1].update({field: value}))
+
+
+def _manifest_text(replace: bytes, by: bytes) -> Case:
+    """backup.json with one literal of the valid JSON text replaced (numbers JSON can spell)."""
+
+    def case(path: Path) -> str:
+        items = base_items()
+        raw = json.dumps(manifest_for(items)).encode()
+        assert replace in raw
+        write_zip(path, items, raw.replace(replace, by, 1))
+        return "backup.json"
+
+    return case
+
+
+# Every number of backup.json out of range: negative, beyond 64 bits, float, bool, string (06 §3
+# S2); none may reach os.utime, os.chmod or a size computation.
+NUMERIC_MANIFEST_CASES: dict[str, Case] = {
+    "mtime_ns_negative": _entry_field("mtime_ns", -1),
+    "mtime_ns_2_63": _entry_field("mtime_ns", 2**63),
+    "mtime_ns_2_64": _entry_field("mtime_ns", 2**64),
+    "mtime_ns_overflows_time_t": _entry_field("mtime_ns", 10**30),
+    "mtime_ns_float": _entry_field("mtime_ns", 1.5),
+    "mtime_ns_integral_float": _entry_field("mtime_ns", 1.0),
+    "mtime_ns_bool": _entry_field("mtime_ns", True),
+    "mtime_ns_string": _entry_field("mtime_ns", "1700000000000000000"),
+    "mtime_ns_null": _entry_field("mtime_ns", None),
+    "mtime_ns_nan": _manifest_text(b'"size": 60', b'"size": 60, "mtime_ns": NaN'),
+    "mtime_ns_infinity": _manifest_text(b'"size": 60', b'"size": 60, "mtime_ns": Infinity'),
+    "mtime_ns_5000_digits": _manifest_text(
+        b'"size": 60', b'"size": 60, "mtime_ns": ' + b"9" * 5000
+    ),
+    "mode_beyond_12_bits": _entry_field("mode", 0o10000),
+    "mode_negative": _entry_field("mode", -1),
+    "mode_2_64": _entry_field("mode", 2**64),
+    "mode_bool": _entry_field("mode", True),
+    "mode_string": _entry_field("mode", "644"),
+    "size_2_63": _entry_field("size", 2**63),
+    "size_2_64": _entry_field("size", 2**64),
+    "size_integral_float": _entry_field("size", 60.0),
+    "size_exponent": _manifest_text(b'"size": 60', b'"size": 6e1'),
+    "size_bool": _entry_field("size", True),
+    "size_string": _entry_field("size", "60"),
+    "size_overflow_float": _manifest_text(b'"size": 60', b'"size": 1e400'),
+    "format_integral_float": _manifest_text(b'"format": 1', b'"format": 1.0'),
+    "format_bool": _manifest_dict(lambda d: d.update(format=True)),
+    "format_negative": _manifest_dict(lambda d: d.update(format=-1)),
+    "format_2_64": _manifest_dict(lambda d: d.update(format=2**64)),
+    "format_5000_digits": _manifest_text(b'"format": 1', b'"format": ' + b"1" * 5000),
+}
+
+
 def _no_manifest(path: Path) -> str:
     write_zip(path, base_items(), None)
     return "backup.json"
@@ -335,6 +390,7 @@ CASES: dict[str, Case] = {
     "no_database": _no_database,
     "declares_too_many_entries": _too_many_entries,
     "not_a_zip": _not_a_zip,
+    **NUMERIC_MANIFEST_CASES,
 }
 
 

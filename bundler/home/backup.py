@@ -44,6 +44,7 @@ from bundler.home.zipcheck import (
     FORMAT,
     MANIFEST,
     MAX_ENTRY_SIZE,
+    MAX_MTIME_NS,
     STORE_ABOVE_RATIO,
     TREES,
     BackupIndex,
@@ -242,7 +243,9 @@ def _add_file(
     if not stored and size > STORE_ABOVE_RATIO * max(1, info.compress_size):
         raise _StoreInstead(relpath)
     entry: dict[str, Any] = {"path": relpath, "size": size, "xxh3_128": digest}
-    if relpath != DATABASE:
+    if relpath != DATABASE and 0 <= st.st_mtime_ns <= MAX_MTIME_NS:
+        # a time before 1970 or after 2262 is not carried (restore would refuse it): the file
+        # is still backed up, and restored with the time of the restore
         entry["mtime_ns"] = st.st_mtime_ns
     return entry
 

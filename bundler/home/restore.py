@@ -361,9 +361,18 @@ def _extract(
             stream_entry(archive, info, listed.size, listed.xxh3_128, write_all)
             os.fchmod(fd, restored_mode(info))
             if listed.mtime_ns is not None:
-                os.utime(fd, ns=(listed.mtime_ns, listed.mtime_ns))
+                try:
+                    os.utime(fd, ns=(listed.mtime_ns, listed.mtime_ns))
+                except OverflowError:
+                    # parse_index bounds it to 64 bits; a 32-bit time_t holds less
+                    raise _invalid_time(info.filename) from None
         finally:
             os.close(fd)
+
+
+def _invalid_time(name: str) -> InvalidInput:
+    shown = escape_display(name)
+    return InvalidInput(f"backup entry {shown}: has an mtime_ns this system cannot set", path=shown)
 
 
 def _parent(root_fd: int, rel: str) -> tuple[int, str]:

@@ -44,6 +44,12 @@ MAX_RATIO = 1000
 STORE_ABOVE_RATIO = 100
 """Backup stores uncompressed an entry that would compress beyond this, keeping a wide margin."""
 MAX_MANIFEST_BYTES = 512 << 20
+MAX_MTIME_NS = (1 << 63) - 1
+"""The latest ``mtime_ns`` a backup carries: a signed 64-bit nanosecond count, which every
+``time_t`` of 64 bits holds, so no listed time can overflow ``os.utime``."""
+_MAX_INT_DIGITS = 20
+"""Digits of the longest integer backup.json can hold (2**64 has 20); longer ones are refused
+before Python converts them (a 5000-digit number raises ValueError in ``int``)."""
 MAX_COMPONENT_BYTES = 255
 MAX_DEPTH = 256
 
@@ -251,16 +257,57 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > _MAX_INT_DIGITS:
+        raise InvalidInput(
+            f"{MANIFEST}: holds an integer of {len(text)} digits (at most {_MAX_INT_DIGITS})",
+            path=MANIFEST,
+        )
+    return int(text)
+
+
+def _refuse_constant(name: str) -> Any:
+    # json accepts NaN and Infinity, which JSON itself does not have
+    raise InvalidInput(f"{MANIFEST}: {name} is not a JSON number", path=MANIFEST)
+
+
+def _is_int(value: Any) -> bool:
+    """A JSON integer: not a bool, not a float (jsonschema's "integer" admits 1.0)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _bounded(value: Any, low: int, high: int, where: str) -> int:
+    """``value`` checked for type and range here, where numbers become what reaches
+    ``os.utime`` and size sums: the schema says the same, this does not depend on it."""
+    if not _is_int(value) or not low <= value <= high:
+        raise InvalidInput(
+            f"{MANIFEST}: {where} must be an integer from {low} to {high}",
+            path=f"{MANIFEST}:{where}",
+        )
+    return int(value)
+
+
 def parse_index(data: bytes) -> BackupIndex:
-    """Parse ``backup.json``; a newer ``format`` is refused before the schema is applied."""
+    """Parse ``backup.json``; a newer ``format`` is refused before the schema is applied.
+
+    Every number is range-checked before it is used: integers longer than 20 digits, NaN and
+    Infinity are refused while parsing, floats and bools where integers belong afterwards.
+    """
     try:
-        document = json.loads(data.decode("utf-8"), object_pairs_hook=_no_duplicate_keys)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        document = json.loads(
+            data.decode("utf-8"),
+            object_pairs_hook=_no_duplicate_keys,
+            parse_int=_parse_int,
+            parse_constant=_refuse_constant,
+        )
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise InvalidInput(f"{MANIFEST}: not valid UTF-8 JSON ({exc})", path=MANIFEST) from None
     if not isinstance(document, dict):
         raise InvalidInput(f"{MANIFEST}: must be a JSON object", path=MANIFEST)
     version = document.get("format")
-    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT:
+    if "format" in document and not _is_int(version):
+        raise _schema_error("format", "type")
+    if isinstance(version, int) and version > FORMAT:
         raise InvalidInput(
             f"{MANIFEST}: format {version} is newer than this bundler knows ({FORMAT}): "
             "restore it with a newer bundler",
@@ -268,7 +315,13 @@ def parse_index(data: bytes) -> BackupIndex:
         )
     _validate_schema(document)
     files: dict[str, Listed] = {}
-    for item in document["entries"]:
+    for number, item in enumerate(document["entries"]):
+        size = _bounded(item["size"], 0, MAX_ENTRY_SIZE, f"entries/{number}/size")
+        mtime_ns = item.get("mtime_ns")
+        if mtime_ns is not None:
+            mtime_ns = _bounded(mtime_ns, 0, MAX_MTIME_NS, f"entries/{number}/mtime_ns")
+        if "mode" in item:
+            _bounded(item["mode"], 0, 0o7777, f"entries/{number}/mode")
         path = item["path"]
         problem = path_problem(path)
         if problem is None and path == MANIFEST:
@@ -277,7 +330,7 @@ def parse_index(data: bytes) -> BackupIndex:
             raise InvalidInput(f"{MANIFEST}: entry {show(path)} {problem}", path=show(path))
         if path in files:
             raise InvalidInput(f"{MANIFEST}: entry {show(path)} is listed twice", path=show(path))
-        files[path] = Listed(path, item["size"], item["xxh3_128"], item.get("mtime_ns"))
+        files[path] = Listed(path, size, item["xxh3_128"], mtime_ns)
     folders = tuple(document.get("folders", ()))
     for folder in folders:
         problem = path_problem(folder, folder=True)

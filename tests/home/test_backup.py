@@ -317,3 +317,30 @@ def test_to_in_a_missing_folder_is_refused(tmp_path: Path) -> None:
     with pytest.raises(Refused, match="does not exist"):
         backup(tmp_path, project, to=tmp_path / "missing" / "b.zip")
     assert not (tmp_path / "missing").exists()
+
+
+@pytest.mark.parametrize("mtime_ns", [-1_000_000_000, 2**63 + 10**9], ids=["1969", "after-2262"])
+def test_file_time_outside_the_carried_range_is_backed_up_without_mtime_and_restores(
+    tmp_path: Path, mtime_ns: int
+) -> None:
+    """A legitimate file with a time backup.json cannot hold must not make the backup fail."""
+    project, home = make_project(tmp_path)
+    os.utime(home / "files" / "a.txt", ns=(mtime_ns, mtime_ns))
+    zip_path = tmp_path / "b.zip"
+    done = run_cli(
+        "home", "backup", "--project", str(project), "--to", str(zip_path), env=env_for(tmp_path)
+    )
+    assert done.returncode == 0, done.stderr
+    with zipfile.ZipFile(zip_path) as archive:
+        index = json.loads(archive.read("backup.json"))
+    listed = {entry["path"]: entry for entry in index["entries"]}
+    assert "mtime_ns" not in listed["files/a.txt"]
+    assert (
+        listed["files/script.sh"]["mtime_ns"] == (home / "files" / "script.sh").stat().st_mtime_ns
+    )
+    (home / "files" / "a.txt").write_text("changed")
+    restored = run_cli(
+        "home", "restore", str(zip_path), "--project", str(project), env=env_for(tmp_path)
+    )
+    assert restored.returncode == 0, restored.stderr
+    assert (home / "files" / "a.txt").read_text() == "alpha\n"

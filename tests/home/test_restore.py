@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from hostile_zips import (
     CASES,
+    NUMERIC_MANIFEST_CASES,
     Item,
     base_items,
     build,
@@ -180,6 +181,25 @@ def test_hostile_zip_is_refused_before_anything_changes(tmp_path: Path, case: st
     assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
     assert expect in lines[0]
     assert "Traceback" not in done.stderr
+    assert tree_state(home) == before
+
+
+@pytest.mark.parametrize("case", sorted(NUMERIC_MANIFEST_CASES))
+def test_backup_json_number_out_of_range_fails_verify_and_restore_with_exit_3(
+    tmp_path: Path, case: str
+) -> None:
+    """Issue 11 item 6: an out-of-range number verified, then crashed restore (OverflowError)."""
+    project, home = make_project(tmp_path)
+    zip_path, expect = build(case, tmp_path)
+    before = tree_state(home)
+    for args in (
+        ("home", "verify-backup", str(zip_path)),
+        ("home", "restore", str(zip_path), "--project", str(project)),
+    ):
+        done = run_cli(*args, env=env_for(tmp_path))
+        assert done.returncode == 3, (args[1], done.stderr)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: {expect}"), done.stderr
     assert tree_state(home) == before
 
 
