@@ -652,10 +652,22 @@ def _show_list(value: Any) -> str:
 
 
 def _check_store(report: VerifyReport, tree: _Tree) -> None:
-    from bundler.fs.snapshot import integrity_ok
+    from bundler.fs.snapshot import ROLLBACK_VERSIONS, integrity_ok, journal_versions
 
     if MEMORY_STORE not in tree.digests or tree.memory_copy is None:
         report.errors.append(Problem(MEMORY_STORE, "a format 2 bundle must carry its memory store"))
+        return
+    versions = journal_versions(tree.memory_copy)
+    if versions is not None and versions != ROLLBACK_VERSIONS:
+        # a WAL-mode store cannot be opened from read-only media or by a user who cannot write
+        # its folder, and a read-only open elsewhere leaves -wal/-shm files in the bundle
+        report.errors.append(
+            Problem(
+                MEMORY_STORE,
+                f"is not in rollback-journal mode (header file format versions "
+                f"{versions[0]}/{versions[1]}, not 1/1): export it again with this bundler",
+            )
+        )
         return
     if not integrity_ok(tree.memory_copy):
         report.errors.append(

@@ -177,16 +177,58 @@ def _reset_dest(dest: Path) -> None:
     _create_empty(dest)
 
 
+_HEADER_MAGIC = b"SQLite format 3\x00"
+ROLLBACK_VERSIONS = b"\x01\x01"
+"""Bytes 18 and 19 of a SQLite header in rollback-journal mode (file format write and read
+version 1; WAL mode writes 2 and 2)."""
+
+
+def journal_versions(path: Path) -> bytes | None:
+    """Bytes 18-19 of the SQLite header of ``path``: ``b"\\x01\\x01"`` rollback journal,
+    ``b"\\x02\\x02"`` WAL; None for a file without a SQLite header (empty, or not SQLite).
+
+    A pure read of the bytes: SQLite is never asked, so nothing is created beside the file.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
+    try:
+        header = os.pread(fd, 20, 0)
+    finally:
+        os.close(fd)
+    if len(header) < 20 or not header.startswith(_HEADER_MAGIC):
+        return None
+    return header[18:20]
+
+
+def _to_rollback_journal(target: sqlite3.Connection) -> None:
+    # The copy must open read-only anywhere: a WAL-mode store needs a writable folder for its
+    # -shm (read-only media and other users cannot open it) and a read-only open where it can
+    # write leaves -wal/-shm behind. Only the copy, never the source, is switched.
+    mode = target.execute("PRAGMA journal_mode=DELETE").fetchone()
+    if mode is None or str(mode[0]).lower() != "delete":
+        raise sqlite3.DatabaseError("the snapshot cannot leave WAL mode")
+
+
 def _copy_out(conn: sqlite3.Connection, dest: Path, method: Method) -> None:
     if method == "vacuum":
         conn.execute("VACUUM INTO ?", (str(dest),))
-        return
-    target = sqlite3.connect(str(dest), isolation_level=None)
-    try:
-        # pages=-1: the whole store in one step, so it is one consistent read transaction
-        conn.backup(target, pages=-1)
-    finally:
-        target.close()
+    else:
+        target = sqlite3.connect(str(dest), isolation_level=None)
+        try:
+            # pages=-1: the whole store in one step, so it is one consistent read transaction
+            conn.backup(target, pages=-1)
+            # the backup API copies page 1 as it is: a WAL source gives a WAL-mode copy
+            _to_rollback_journal(target)
+        finally:
+            target.close()
+    if journal_versions(dest) not in (None, ROLLBACK_VERSIONS):
+        # VACUUM INTO writes rollback mode in the SQLite versions we know; make sure of it
+        target = sqlite3.connect(str(dest), isolation_level=None)
+        try:
+            _to_rollback_journal(target)
+        finally:
+            target.close()
+    if journal_versions(dest) not in (None, ROLLBACK_VERSIONS):
+        raise sqlite3.DatabaseError("the snapshot is not in rollback-journal mode")
 
 
 def _check_source(source: Path) -> None:

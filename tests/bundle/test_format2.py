@@ -13,10 +13,14 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from bundlefactory import reseal
+from race_helpers import run_as_nobody
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "install"
@@ -177,3 +181,86 @@ def regenerate_expected() -> None:
 
 if __name__ == "__main__":
     regenerate_expected()
+
+
+# --- the snapshot is in rollback-journal mode (issue 11 item 8) ---------------------------------
+
+
+def header_versions(database: Path) -> bytes:
+    """Bytes 18 and 19 of the SQLite header: file format write/read version (1 rollback, 2 WAL)."""
+    with open(database, "rb") as handle:
+        return handle.read(20)[18:20]
+
+
+def make_wal_store(brain: Path) -> None:
+    """Put the store in WAL mode for good (the mode is stored in the file; no sidecar stays)."""
+    conn = sqlite3.connect(str(brain), isolation_level=None)
+    assert conn.execute("PRAGMA journal_mode=WAL").fetchone() == ("wal",)
+    conn.close()
+    assert header_versions(brain) == b"\x02\x02"
+    assert not os.path.exists(f"{brain}-wal")
+
+
+@pytest.fixture
+def world_readable_tmp() -> Iterator[Path]:
+    """A folder user 65534 can reach (pytest's tmp_path lies below a 0700 root folder)."""
+    folder = Path(tempfile.mkdtemp(prefix="bundler-f2-", dir="/tmp"))
+    os.chmod(folder, 0o755)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop privileges to uid 65534")
+def test_memory_snapshot_of_a_wal_store_is_in_rollback_mode_and_opens_read_only_anywhere(
+    install: Path, world_readable_tmp: Path
+) -> None:
+    brain = brain_of(install)
+    make_wal_store(brain)
+    before = file_states(brain.parent)
+    bundle = world_readable_tmp / "bundle"
+    done = export(install, bundle, "--include-memory")
+    assert done.returncode == 0, done.stderr
+    assert file_states(brain.parent) == before, "the source is never touched"
+    store = bundle / "memory" / "brain.db"
+    assert header_versions(store) == b"\x01\x01"
+    for folder, _dirs, files in os.walk(bundle):
+        os.chmod(folder, 0o755)  # root's folders: user 65534 can read them, never write
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o644)
+    expected = rows(brain, "memories")
+
+    def read_as_nobody() -> list[tuple[object, ...]]:
+        conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+        try:
+            return list(conn.execute("SELECT * FROM memories ORDER BY id"))
+        finally:
+            conn.close()
+
+    # an unprivileged reader, and a copy on media it cannot write
+    assert run_as_nobody(read_as_nobody) == expected
+    # a read-only open where the bundle is writable creates no -wal/-shm: verify still passes
+    conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
+        assert list(conn.execute("SELECT * FROM memories ORDER BY id")) == expected
+    finally:
+        conn.close()
+    assert [name for name in os.listdir(store.parent) if name.startswith("brain.db-")] == []
+    verified = bundler("bundle", "verify", str(bundle))
+    assert verified.returncode == 0, verified.stderr
+
+
+def test_bundle_verify_refuses_a_carried_store_in_wal_mode(install: Path, tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    assert export(install, bundle, "--include-memory").returncode == 0
+    store = bundle / "memory" / "brain.db"
+    data = bytearray(store.read_bytes())
+    data[18:20] = b"\x02\x02"  # what a WAL-mode store says: a reader needs a writable folder
+    store.write_bytes(bytes(data))
+    reseal(bundle)
+    done = bundler("bundle", "verify", str(bundle))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "memory/brain.db" in done.stdout + done.stderr
+    assert "rollback" in done.stdout + done.stderr
+    assert "Traceback" not in done.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -344,3 +345,22 @@ def test_file_time_outside_the_carried_range_is_backed_up_without_mtime_and_rest
     )
     assert restored.returncode == 0, restored.stderr
     assert (home / "files" / "a.txt").read_text() == "alpha\n"
+
+
+def test_database_of_a_wal_home_is_backed_up_in_rollback_journal_mode(tmp_path: Path) -> None:
+    """Like a format 2 memory snapshot (issue 11 item 8), the zip's chat.db opens read-only
+    anywhere: no -wal/-shm is needed beside it."""
+    project, home = make_project(tmp_path)
+    conn = sqlite3.connect(str(home / "chat.db"), isolation_level=None)
+    assert conn.execute("PRAGMA journal_mode=WAL").fetchone() == ("wal",)
+    conn.close()
+    before = tree_state(home)
+    zip_path = tmp_path / "b.zip"
+    done = run_cli(
+        "home", "backup", "--project", str(project), "--to", str(zip_path), env=env_for(tmp_path)
+    )
+    assert done.returncode == 0, done.stderr
+    assert tree_state(home) == before
+    with zipfile.ZipFile(zip_path) as archive:
+        header = archive.read("chat.db")[:20]
+    assert header[18:20] == b"\x01\x01"
