@@ -28,19 +28,20 @@ SQLite connection to that store.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import fcntl
 import os
 import shutil
 import sqlite3
 import stat
-import struct
+import sys
 import tempfile
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 from bundler.errors import Refused
 
@@ -54,9 +55,50 @@ SIDECARS = ("-wal", "-shm", "-journal")
 # the lock slots (incl. the "DMS" byte every open WAL connection holds) of the -shm file.
 _DB_LOCK_START, _DB_LOCK_LEN = 0x40000000, 512
 _SHM_LOCK_START, _SHM_LOCK_LEN = 120, 16
-# F_OFD_GETLK also reports traditional locks held by this very process (unlike F_GETLK)
-_F_OFD_GETLK = getattr(fcntl, "F_OFD_GETLK", 36)
-_FLOCK = struct.Struct("hhqqi4x")
+
+
+def _flock_fields() -> list[tuple[str, Any]]:
+    """The fields of ``struct flock`` in this platform's order (``fcntl(2)``).
+
+    Linux's ``F_OFD_*`` commands always take 64-bit offsets (``struct flock64``, which is
+    ``struct flock`` wherever ``off_t`` has 64 bits); the BSDs and macOS put the offsets first,
+    and FreeBSD adds ``l_sysid``.
+    """
+    if sys.platform == "darwin" or "bsd" in sys.platform:
+        fields: list[tuple[str, Any]] = [
+            ("l_start", ctypes.c_int64),
+            ("l_len", ctypes.c_int64),
+            ("l_pid", ctypes.c_int),
+            ("l_type", ctypes.c_short),
+            ("l_whence", ctypes.c_short),
+        ]
+        if sys.platform.startswith("freebsd"):
+            fields.append(("l_sysid", ctypes.c_int))
+        return fields
+    return [
+        ("l_type", ctypes.c_short),
+        ("l_whence", ctypes.c_short),
+        ("l_start", ctypes.c_int64),
+        ("l_len", ctypes.c_int64),
+        ("l_pid", ctypes.c_int),
+    ]
+
+
+class _Flock(ctypes.Structure):
+    """``struct flock`` as this platform lays it out, padding included (ctypes aligns it).
+
+    The probe must *ask* who holds a lock without taking one (taking one would get in SQLite's
+    way, needs a writable descriptor for a write lock, and closing it would drop this process's
+    own locks), which only ``F_GETLK``/``F_OFD_GETLK`` do, and those take the struct itself:
+    ``fcntl.lockf``/``fcntl.flock`` cannot answer the question.
+    """
+
+    _fields_: ClassVar[list[tuple[str, Any]]] = _flock_fields()
+
+
+# F_OFD_GETLK also reports traditional locks held by this very process (unlike F_GETLK, the
+# fallback where the platform has no OFD locks)
+_F_GETLK: int = getattr(fcntl, "F_OFD_GETLK", fcntl.F_GETLK)
 
 _ATTEMPTS = 3
 SNAPSHOT_PREFIX = ".bundler-snap-"
@@ -89,21 +131,26 @@ def sidecars_present(database: Path) -> list[str]:
     return found
 
 
-def _lock_held(path: str, start: int, length: int) -> bool:
-    """True when some process holds a POSIX or OFD lock on the byte range of ``path``."""
+def lock_holder(path: str, start: int, length: int) -> tuple[int, int, int] | None:
+    """The first lock some process holds on the byte range of ``path``, as the kernel reports
+    it: ``(pid, start, length)`` (pid -1 for an OFD lock), or None when the range is free.
+
+    Nothing is locked: the kernel is asked which lock would conflict with a write lock.
+    """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
-        return False
+        return None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return False
-        answer = fcntl.fcntl(
-            fd, _F_OFD_GETLK, _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, start, length, 0)
-        )
-        return bool(_FLOCK.unpack(answer)[0] != fcntl.F_UNLCK)
+            return None
+        query = _Flock(l_type=fcntl.F_WRLCK, l_whence=os.SEEK_SET, l_start=start, l_len=length)
+        answer = _Flock.from_buffer_copy(fcntl.fcntl(fd, _F_GETLK, bytes(query)))
     finally:
         os.close(fd)
+    if answer.l_type == fcntl.F_UNLCK:
+        return None
+    return int(answer.l_pid), int(answer.l_start), int(answer.l_len)
 
 
 def store_in_use(database: Path) -> bool:
@@ -112,8 +159,9 @@ def store_in_use(database: Path) -> bool:
     A connection that has read at least once holds such a lock for as long as it is open in WAL
     mode, and during every transaction in rollback mode.
     """
-    return _lock_held(str(database), _DB_LOCK_START, _DB_LOCK_LEN) or _lock_held(
-        f"{database}-shm", _SHM_LOCK_START, _SHM_LOCK_LEN
+    return (
+        lock_holder(str(database), _DB_LOCK_START, _DB_LOCK_LEN) is not None
+        or lock_holder(f"{database}-shm", _SHM_LOCK_START, _SHM_LOCK_LEN) is not None
     )
 
 

@@ -235,3 +235,130 @@ def test_hot_rollback_journal_is_rolled_back_in_a_private_copy_only(tmp_path: Pa
         0,
     )
     conn.close()
+
+
+# --- the lock probe asks the kernel with the platform's struct flock (issue 11 item 10) ---------
+
+LOCK_HOLDER = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.lockf(fd, fcntl.LOCK_SH if sys.argv[4] == "read" else fcntl.LOCK_EX,
+            int(sys.argv[3]), int(sys.argv[2]))
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def _hold_lock(path: Path, start: int, length: int, kind: str) -> subprocess.Popen[str]:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", LOCK_HOLDER, str(path), str(start), str(length), kind],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    return holder
+
+
+@pytest.mark.parametrize(
+    ("start", "length", "kind"),
+    [
+        (0x40000000, 1, "write"),  # PENDING: a writer committing in rollback mode
+        (0x40000002 + 300, 1, "read"),  # one byte of the SHARED range: a reader
+        (0x40000000 + 511, 1, "read"),  # the last byte of the range SQLite uses
+    ],
+)
+def test_lock_probe_reports_the_holder_of_a_lock_in_sqlites_database_range(
+    tmp_path: Path, start: int, length: int, kind: str
+) -> None:
+    from bundler.fs.snapshot import lock_holder
+
+    db = tmp_path / "chat.db"
+    make_store(db, wal=False)
+    assert lock_holder(str(db), 0x40000000, 512) is None
+    holder = _hold_lock(db, start, length, kind)
+    try:
+        # the pid, start and length the kernel wrote back are read from the right offsets
+        assert lock_holder(str(db), 0x40000000, 512) == (holder.pid, start, length)
+        assert lock_holder(str(db), 0, 0x40000000) is None, "no lock below the range"
+        assert store_in_use(db)
+    finally:
+        holder.communicate("")
+    assert lock_holder(str(db), 0x40000000, 512) is None
+    assert not store_in_use(db)
+
+
+def test_lock_probe_sees_the_dms_lock_of_a_wal_reader_on_the_shm(tmp_path: Path) -> None:
+    from bundler.fs.snapshot import lock_holder
+
+    db = tmp_path / "chat.db"
+    make_store(db)
+    reader = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3, sys\n"
+            "c = sqlite3.connect(sys.argv[1]); c.execute('SELECT count(*) FROM msg').fetchone()\n"
+            "print('ready', flush=True); sys.stdin.read()",
+            str(db),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert reader.stdout is not None and reader.stdout.readline().strip() == "ready"
+        held = lock_holder(f"{db}-shm", 120, 16)
+        assert held is not None and held[0] == reader.pid
+        assert store_in_use(db)
+    finally:
+        reader.communicate("")
+    assert not store_in_use(db)
+
+
+def test_home_backup_with_a_reader_attached_reads_live_and_changes_no_byte(tmp_path: Path) -> None:
+    """Through the CLI: a WAL home with a reader attached (the lock probe says "in use")."""
+    from hostile_zips import clean_env, make_project, run_cli
+
+    project, home = make_project(tmp_path)
+    db = home / "chat.db"
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.close()
+    leave_wal_behind(db, rows=40)
+    reader = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3, sys\n"
+            "c = sqlite3.connect(sys.argv[1]); c.execute('SELECT count(*) FROM msg').fetchone()\n"
+            "print('ready', flush=True); sys.stdin.read()",
+            str(db),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    user = tmp_path / "user"
+    user.mkdir()
+    try:
+        assert reader.stdout is not None and reader.stdout.readline().strip() == "ready"
+        wal_before, db_before = Path(f"{db}-wal").read_bytes(), db.read_bytes()
+        done = run_cli(
+            "home",
+            "backup",
+            "--project",
+            str(project),
+            "--to",
+            str(tmp_path / "b.zip"),
+            env=clean_env(user),
+        )
+        assert done.returncode == 0, done.stderr
+        assert Path(f"{db}-wal").read_bytes() == wal_before and db.read_bytes() == db_before
+    finally:
+        reader.communicate("")
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "b.zip") as archive:
+        (tmp_path / "restored.db").write_bytes(archive.read("chat.db"))
+    assert count(tmp_path / "restored.db") == 30 + 40
