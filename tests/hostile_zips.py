@@ -287,6 +287,87 @@ NUMERIC_MANIFEST_CASES: dict[str, Case] = {
 }
 
 
+def _record_at(data: bytearray, signature: bytes, name: str) -> int:
+    """Offset of the local header (``PK\\3\\4``) or directory record (``PK\\1\\2``) of ``name``."""
+    name_at, length_at = (30, 26) if signature == b"PK\x03\x04" else (46, 28)
+    at = data.find(signature)
+    while at >= 0:
+        length = struct.unpack_from("<H", data, at + length_at)[0]
+        if data[at + name_at : at + name_at + length] == name.encode():
+            return at
+        at = data.find(signature, at + 4)
+    raise KeyError(name)
+
+
+def _zip_field(where: str, offset: int, fmt: str, value: int, expect: str) -> Case:
+    """A sound backup with one numeric field of the zip structure set to ``value``.
+
+    ``where`` is ``central`` or ``local`` (files/a.txt's directory record or local header, the
+    entry stored so its sizes are known) or ``end`` (the end-of-central-directory record).
+    """
+
+    def case(path: Path) -> str:
+        items = base_items()
+        items[2] = Item("files/a.txt", b"hello\n" * 10, compress=zipfile.ZIP_STORED)
+        write_zip(path, items, manifest_for(items))
+        data = bytearray(path.read_bytes())
+        if where == "end":
+            at = data.rfind(b"PK\x05\x06")
+        else:
+            signature = b"PK\x01\x02" if where == "central" else b"PK\x03\x04"
+            at = _record_at(data, signature, "files/a.txt")
+        struct.pack_into(fmt, data, at + offset, value)
+        path.write_bytes(bytes(data))
+        return expect
+
+    return case
+
+
+_A = "files/a.txt"
+# Every numeric field of the zip structure out of range or inconsistent (06 §3 S2): versions,
+# flags, methods, DOS dates, CRCs, sizes, disk numbers, attributes, offsets, counts, lengths.
+NUMERIC_ZIP_CASES: dict[str, Case] = {
+    "central_version_needed_255": _zip_field("central", 6, "<H", 255, "zip file version"),
+    "central_made_by_not_unix": _zip_field("central", 5, "<B", 0, _A),
+    "central_made_by_0xff": _zip_field("central", 4, "<H", 0xFFFF, _A),
+    "central_flags_all_set": _zip_field("central", 8, "<H", 0xFFFE, _A),
+    "central_flag_strong_encryption": _zip_field("central", 8, "<H", 0x0840, _A),
+    "central_flag_masked_headers": _zip_field("central", 8, "<H", 0x2800, _A),
+    "central_time_hour_31": _zip_field("central", 12, "<H", 0xFFFF, _A),
+    "central_date_month_15": _zip_field("central", 14, "<H", 0xFFFF, _A),
+    "central_date_zero": _zip_field("central", 14, "<H", 0, _A),
+    "central_crc_wrong": _zip_field("central", 16, "<I", 0xDEADBEEF, _A),
+    "central_compressed_size_4g": _zip_field("central", 20, "<I", 0xFFFFFFFF, _A),
+    "central_size_4g": _zip_field("central", 24, "<I", 0xFFFFFFFF, _A),
+    "central_compressed_size_0": _zip_field("central", 20, "<I", 0, _A),
+    "central_disk_start_7": _zip_field("central", 34, "<H", 7, _A),
+    "central_disk_start_ffff": _zip_field("central", 34, "<H", 0xFFFF, _A),
+    "central_internal_attr_ffff": _zip_field("central", 36, "<H", 0xFFFF, _A),
+    "central_external_attr_all_set": _zip_field("central", 38, "<I", 0xFFFFFFFF, _A),
+    "central_offset_4g": _zip_field("central", 42, "<I", 0xFFFFFFFF, _A),
+    "central_offset_2g": _zip_field("central", 42, "<I", 0x7FFFFFFF, _A),
+    "central_offset_1": _zip_field("central", 42, "<I", 1, _A),
+    "local_version_needed_255": _zip_field("local", 4, "<H", 255, _A),
+    "local_flags_differ": _zip_field("local", 6, "<H", 0x0801, _A),
+    "local_method_99": _zip_field("local", 8, "<H", 99, _A),
+    "local_method_deflate": _zip_field("local", 8, "<H", 8, _A),
+    "local_crc_differs": _zip_field("local", 14, "<I", 1, _A),
+    "local_compressed_size_differs": _zip_field("local", 18, "<I", 7, _A),
+    "local_size_differs": _zip_field("local", 22, "<I", 0xFFFFFFF0, _A),
+    "local_name_length_ffff": _zip_field("local", 26, "<H", 0xFFFF, _A),
+    "local_extra_length_ffff": _zip_field("local", 28, "<H", 0xFFFF, _A),
+    "end_disk_3": _zip_field("end", 4, "<H", 3, "disk"),
+    "end_directory_disk_3": _zip_field("end", 6, "<H", 3, "disk"),
+    "end_count_zero": _zip_field("end", 10, "<H", 0, "entries"),
+    "end_count_on_disk_zero": _zip_field("end", 8, "<H", 0, "entries"),
+    "end_count_one_more": _zip_field("end", 10, "<H", 10, "entries"),
+    "end_directory_offset_4g": _zip_field("end", 16, "<I", 0xFFFFFFFF, "central directory"),
+    "end_directory_offset_0": _zip_field("end", 16, "<I", 0, "central directory"),
+    "end_directory_size_0": _zip_field("end", 12, "<I", 0, "central directory"),
+    "end_comment_length_ffff": _zip_field("end", 20, "<H", 0xFFFF, "end of central directory"),
+}
+
+
 def _no_manifest(path: Path) -> str:
     write_zip(path, base_items(), None)
     return "backup.json"
@@ -391,6 +472,7 @@ CASES: dict[str, Case] = {
     "declares_too_many_entries": _too_many_entries,
     "not_a_zip": _not_a_zip,
     **NUMERIC_MANIFEST_CASES,
+    **NUMERIC_ZIP_CASES,
 }
 
 

@@ -55,6 +55,15 @@ MAX_DEPTH = 256
 
 _UTF8_FLAG = 0x800
 _ENCRYPTED_FLAG = 0x1
+_DESCRIPTOR_FLAG = 0x8
+_KNOWN_FLAGS = _UTF8_FLAG | _DESCRIPTOR_FLAG | 0x6 | _ENCRYPTED_FLAG
+"""Flags a backup entry may carry: UTF-8 name, data descriptor, deflate level (bits 1-2); the
+encrypted bit is known so that it is refused by name. Any other bit changes how the entry is
+read (patched data, strong encryption, masked headers...) and is refused."""
+_UNIX = 3
+_MAX_EXTRACT_VERSION = 63
+_LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
+_ZIP64_SIZE = 0xFFFFFFFF
 _CENTRAL_RECORD_MIN = 46
 _EOCD = b"PK\x05\x06"
 _EOCD64_LOCATOR = b"PK\x06\x07"
@@ -119,8 +128,34 @@ def _kind_problem(info: zipfile.ZipInfo) -> str | None:
     return None
 
 
+def _date_valid(date_time: tuple[int, int, int, int, int, int]) -> bool:
+    _year, month, day, hour, minute, second = date_time
+    return 1 <= month <= 12 and 1 <= day <= 31 and hour < 24 and minute < 60 and second < 60
+
+
+def _record_problem(info: zipfile.ZipInfo) -> str | None:
+    """The first numeric field of the directory record out of what a backup can hold."""
+    if info.create_system != _UNIX:
+        return f"does not carry a Unix mode (made by system {info.create_system}, not {_UNIX})"
+    if info.extract_version > _MAX_EXTRACT_VERSION:
+        return f"needs zip version {info.extract_version / 10:.1f} to extract"
+    unknown = info.flag_bits & ~_KNOWN_FLAGS
+    if unknown:
+        return f"uses general-purpose flags {unknown:#06x} this reader does not support"
+    if info.volume != 0:
+        return f"lies on disk {info.volume}: a backup is one file"
+    if info.internal_attr & ~1:
+        return f"has internal attributes {info.internal_attr:#06x} a backup never sets"
+    if not _date_valid(info.date_time):
+        return "has an invalid date or time in the zip directory"
+    return None
+
+
 def check_infos(infos: Sequence[zipfile.ZipInfo]) -> None:
-    """Refuse (InvalidInput, naming the entry) anything 04 §5.3.1 refuses in the directory."""
+    """Refuse (InvalidInput, naming the entry) anything 04 §5.3.1 refuses in the directory.
+
+    Every numeric field of each record is checked here, before anything uses it.
+    """
     if len(infos) > MAX_ENTRIES:
         raise InvalidInput(f"backup holds {len(infos)} entries, more than {MAX_ENTRIES}")
     seen: set[str] = set()
@@ -135,7 +170,7 @@ def check_infos(infos: Sequence[zipfile.ZipInfo]) -> None:
             raise _invalid(name, "is encrypted")
         folder = name.endswith("/")
         path = name[:-1] if folder else name
-        problem = path_problem(path, folder=folder) or _kind_problem(info)
+        problem = path_problem(path, folder=folder) or _kind_problem(info) or _record_problem(info)
         if problem:
             raise _invalid(name, problem)
         if path in seen:
@@ -164,11 +199,31 @@ def check_infos(infos: Sequence[zipfile.ZipInfo]) -> None:
 # --- the central directory, read before zipfile is asked --------------------------------------
 
 
-def declared_entry_bound(fp: BinaryIO) -> int:
-    """The most entries the central directory can hold, from the end-of-directory records.
+@dataclass(frozen=True)
+class EndRecord:
+    """What the end-of-central-directory records (ZIP64 where present) declare, checked."""
 
-    Takes the larger of the declared count and what the directory's byte size could hold, so a
-    record that lies low cannot smuggle a million entries past :data:`MAX_ENTRIES`.
+    count: int
+    directory_size: int
+    directory_offset: int
+
+    @property
+    def bound(self) -> int:
+        """The most entries the directory can hold: the larger of the declared count and what
+        its byte size could hold, so a record that lies low cannot smuggle a million entries."""
+        return max(self.count, self.directory_size // _CENTRAL_RECORD_MIN)
+
+
+def _not_a_backup_zip(what: str) -> InvalidInput:
+    return InvalidInput(f"not a zip file this tool reads ({what})")
+
+
+def read_end_record(fp: BinaryIO) -> EndRecord:
+    """Read and check the end-of-central-directory record (and ZIP64 record) before zipfile.
+
+    Every number is checked: the archive lies on one disk, both entry counts agree, the comment
+    ends the file, and the directory ends exactly where the end record begins (zipfile would
+    otherwise shift every entry's offset by the difference, or seek to a negative position).
     """
     size = fp.seek(0, os.SEEK_END)
     tail_len = min(size, 22 + 0xFFFF + 20)
@@ -177,17 +232,49 @@ def declared_entry_bound(fp: BinaryIO) -> int:
     at = tail.rfind(_EOCD)
     if at < 0 or at + 22 > len(tail):
         raise InvalidInput("not a zip file (no end of central directory record)")
-    count, cd_size = struct.unpack_from("<HI", tail, at + 10)
+    disk, cd_disk, on_disk, count, cd_size, cd_offset, comment = struct.unpack_from(
+        "<HHHHIIH", tail, at + 4
+    )
+    if at + 22 + comment != len(tail):
+        raise _not_a_backup_zip(
+            "the end of central directory record's comment does not end the file"
+        )
+    directory_end = size - tail_len + at
     if at >= 20 and tail[at - 20 : at - 16] == _EOCD64_LOCATOR:
-        (offset,) = struct.unpack_from("<Q", tail, at - 20 + 8)
-        if offset + 56 > size:
+        locator_disk, offset, disks = struct.unpack_from("<IQI", tail, at - 20 + 4)
+        locator_at = directory_end - 20
+        if locator_disk != 0 or disks != 1:
+            raise _not_a_backup_zip("the zip64 locator names more than one disk")
+        if offset + 56 > locator_at:
             raise InvalidInput("not a zip file (bad zip64 end of central directory locator)")
         fp.seek(offset)
         record = fp.read(56)
         if record[:4] != _EOCD64:
             raise InvalidInput("not a zip file (bad zip64 end of central directory record)")
-        count, cd_size = struct.unpack_from("<QQ", record, 32)
-    return max(int(count), int(cd_size) // _CENTRAL_RECORD_MIN)
+        length, _made, _needed, disk, cd_disk, on_disk, count, cd_size, cd_offset = (
+            struct.unpack_from("<QHHIIQQQQ", record, 4)
+        )
+        if offset + 12 + length != locator_at:
+            raise _not_a_backup_zip("the zip64 end record does not end at its locator")
+        directory_end = offset
+    end = EndRecord(int(count), int(cd_size), int(cd_offset))
+    if end.bound > MAX_ENTRIES + 1:
+        # first: what the record declares is refused before anything else is believed
+        raise InvalidInput(f"the zip declares more than {MAX_ENTRIES} entries")
+    if disk != 0 or cd_disk != 0:
+        raise _not_a_backup_zip(f"spans several disks (disk {disk}, directory on disk {cd_disk})")
+    if on_disk != count:
+        raise _not_a_backup_zip(f"the end record declares {count} entries and {on_disk} on disk")
+    if cd_offset + cd_size != directory_end:
+        raise _not_a_backup_zip(
+            "the central directory is not where the end record says: data before or inside it"
+        )
+    return end
+
+
+def declared_entry_bound(fp: BinaryIO) -> int:
+    """The most entries the central directory can hold (see :meth:`EndRecord.bound`)."""
+    return read_end_record(fp).bound
 
 
 @contextmanager
@@ -207,19 +294,33 @@ def open_zip(path: Path) -> Iterator[zipfile.ZipFile]:
     with os.fdopen(fd, "rb") as fp:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise Refused(f"{path} is not a regular file", path=str(path))
-        bound = declared_entry_bound(fp)
-        if bound > MAX_ENTRIES + 1:
-            raise InvalidInput(f"{path}: the zip declares more than {MAX_ENTRIES} entries")
+        try:
+            end = read_end_record(fp)
+        except InvalidInput as exc:
+            raise InvalidInput(f"{path}: {exc.message}", path=str(path)) from None
         try:
             archive = zipfile.ZipFile(fp)
         except UnicodeDecodeError as exc:
             raw = exc.object if isinstance(exc.object, bytes) else b""
             name = raw.decode("utf-8", "backslashreplace")
             raise _invalid(name, "has a name that is not valid UTF-8") from None
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, struct.error, ValueError) as exc:
+        except (
+            zipfile.BadZipFile,
+            zipfile.LargeZipFile,
+            struct.error,
+            ValueError,
+            NotImplementedError,  # a directory record needing a zip version beyond 6.3
+        ) as exc:
             raise InvalidInput(f"{path}: not a readable zip file ({exc})", path=str(path)) from None
         with archive:
-            check_infos(archive.infolist())
+            infos = archive.infolist()
+            if len(infos) != end.count:
+                raise InvalidInput(
+                    f"{path}: the end of central directory record declares {end.count} entries, "
+                    f"the directory holds {len(infos)}",
+                    path=str(path),
+                )
+            check_infos(infos)
             yield archive
 
 
@@ -512,6 +613,7 @@ def stream_entry(
     Raises :class:`InvalidInput` naming the entry when it holds more or fewer bytes than
     ``size``, when its digest is not ``digest``, or when zipfile finds it corrupt (CRC, header).
     """
+    _check_local_header(archive, info)
     hasher = xxhash.xxh3_128()
     total = 0
     try:
@@ -531,6 +633,43 @@ def stream_entry(
         raise _invalid(info.filename, f"holds {total} bytes, not the declared {size}")
     if digest is not None and hasher.hexdigest() != digest:
         raise _invalid(info.filename, "does not match its xxh3_128 digest in backup.json")
+
+
+def _check_local_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> None:
+    """Refuse an entry whose local header says something else than its directory record.
+
+    zipfile reads only the name from the local header; another tool reads the rest, so a
+    backup whose two headers disagree would mean different things to different readers.
+    """
+    fp = archive.fp
+    if fp is None:
+        return
+    fp.seek(info.header_offset)
+    raw = fp.read(_LOCAL_HEADER.size)
+    if len(raw) < _LOCAL_HEADER.size or raw[:4] != b"PK\x03\x04":
+        raise _invalid(info.filename, "has no local header where the directory says")
+    _sig, version, flags, method, _time, _date, crc, packed, size, _name, _extra = (
+        _LOCAL_HEADER.unpack(raw)
+    )
+    if version > _MAX_EXTRACT_VERSION:
+        problem = f"needs zip version {version / 10:.1f} to extract (local header)"
+    elif flags != info.flag_bits:
+        problem = "has local header flags different from its directory record"
+    elif method != info.compress_type:
+        problem = "has a local header compression method different from its directory record"
+    elif flags & _DESCRIPTOR_FLAG:
+        problem = None  # CRC and sizes follow the data; zipfile checks the CRC as it reads
+    elif crc != info.CRC:
+        problem = "has a local header CRC different from its directory record"
+    elif packed not in (_ZIP64_SIZE, info.compress_size) or size not in (
+        _ZIP64_SIZE,
+        info.file_size,
+    ):
+        problem = "has local header sizes different from its directory record"
+    else:
+        problem = None
+    if problem:
+        raise _invalid(info.filename, problem)
 
 
 def restored_mode(info: zipfile.ZipInfo) -> int:
