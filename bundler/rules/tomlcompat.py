@@ -20,5 +20,12 @@ __all__ = ["TOMLDecodeError", "loads"]
 
 def loads(text: str) -> dict[str, Any]:
     """Parse TOML ``text`` into plain dicts/lists; raise ``TOMLDecodeError`` on bad input."""
-    result: dict[str, Any] = _toml.loads(text)
+    try:
+        result: dict[str, Any] = _toml.loads(text)
+    except _toml.TOMLDecodeError:
+        raise
+    except ValueError:
+        # int() refuses an integer of more than 4300 digits with a plain ValueError, which
+        # every caller would let through as a traceback; TOML integers have 64 bits anyway
+        raise _toml.TOMLDecodeError("an integer with more digits than TOML allows") from None
     return result
