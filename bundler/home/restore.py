@@ -147,6 +147,10 @@ class Journal:
         durable.atomic_write(staging_fd, JOURNAL, self.render())
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def parse_journal(data: bytes, token: str) -> Journal:
     """Parse a journal, refusing anything but the moves a restore with ``token`` can make."""
     where = f"{STAGING_PREFIX}{token}/{JOURNAL}"
@@ -166,10 +170,14 @@ def parse_journal(data: bytes, token: str) -> Journal:
         if pair is None or pair not in allowed:
             raise InvalidInput(f"{where} names a move a restore never makes: remove it", path=where)
         moves.append(pair)
+    version = document.get("format")
     if (
-        document.get("token") != token
+        # true and 1.0 equal 1 but are not format 1; a bool is not a step either
+        not _is_int(version)
+        or version != _JOURNAL_FORMAT
+        or document.get("token") != token
         or state not in ("extracting", "swapping", "committed")
-        or not isinstance(step, int)
+        or not _is_int(step)
         or not -1 <= step < max(len(moves), 1)
     ):
         raise InvalidInput(f"{where} is not a journal this tool wrote: remove it", path=where)

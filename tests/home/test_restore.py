@@ -426,3 +426,34 @@ def test_zip64_records_and_headers_of_a_sound_backup_pass_the_numeric_checks(
     assert raw[at + 18 : at + 26] == b"\xff" * 8, "ZIP64 sizes in the local header"
     done = run_cli("home", "verify-backup", str(path), env=env_for(tmp_path))
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(
+    "field",
+    ["step = true", "step = 1.0", "step = -2", "format = 2", "format = true", "format = 1.0"],
+)
+def test_journal_numbers_out_of_range_or_of_another_type_are_refused(field: str) -> None:
+    """The restore journal's numbers are checked like backup.json's (issue 11 item 6)."""
+    journal = Journal("T", "swapping", 1, plan_moves("T", {"chat.db", "files"}))
+    key = field.split(" = ")[0]
+    lines = [
+        line for line in journal.render().decode().splitlines() if not line.startswith(key + " ")
+    ]
+    planted = "\n".join([field, *lines]) + "\n"
+    with pytest.raises(InvalidInput, match="not a journal this tool wrote"):
+        parse_journal(planted.encode(), "T")
+
+
+def test_recover_refuses_a_journal_whose_format_is_true_with_exit_3(tmp_path: Path) -> None:
+    project, home = make_project(tmp_path)
+    token = "abcdefabcdef"
+    staging = home / f"{STAGING_PREFIX}{token}"
+    staging.mkdir()
+    journal = Journal(token, "swapping", 0, plan_moves(token, {"chat.db", "files"}))
+    text = journal.render().decode().replace("format = 1", "format = true")
+    (staging / "journal.toml").write_text(text)
+    before = tree_state(home)
+    done = run_cli("recover", "--home", str(home), env=env_for(tmp_path))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "journal.toml" in done.stderr and "Traceback" not in done.stderr
+    assert tree_state(home) == before
