@@ -299,7 +299,9 @@ def _record_at(data: bytearray, signature: bytes, name: str) -> int:
     raise KeyError(name)
 
 
-def _zip_field(where: str, offset: int, fmt: str, value: int, expect: str) -> Case:
+def _zip_field(
+    where: str, offset: int, fmt: str, value: int, expect: str, *, entry: str = "files/a.txt"
+) -> Case:
     """A sound backup with one numeric field of the zip structure set to ``value``.
 
     ``where`` is ``central`` or ``local`` (files/a.txt's directory record or local header, the
@@ -315,7 +317,7 @@ def _zip_field(where: str, offset: int, fmt: str, value: int, expect: str) -> Ca
             at = data.rfind(b"PK\x05\x06")
         else:
             signature = b"PK\x01\x02" if where == "central" else b"PK\x03\x04"
-            at = _record_at(data, signature, "files/a.txt")
+            at = _record_at(data, signature, entry)
         struct.pack_into(fmt, data, at + offset, value)
         path.write_bytes(bytes(data))
         return expect
@@ -356,6 +358,22 @@ NUMERIC_ZIP_CASES: dict[str, Case] = {
     "local_size_differs": _zip_field("local", 22, "<I", 0xFFFFFFF0, _A),
     "local_name_length_ffff": _zip_field("local", 26, "<H", 0xFFFF, _A),
     "local_extra_length_ffff": _zip_field("local", 28, "<H", 0xFFFF, _A),
+    "local_time_differs": _zip_field("local", 10, "<H", 0x1234, _A),
+    "local_date_differs": _zip_field("local", 12, "<H", 0x5821, _A),
+    "local_compressed_size_zip64_without_extra": _zip_field("local", 18, "<I", 0xFFFFFFFF, _A),
+    "local_size_zip64_without_extra": _zip_field("local", 22, "<I", 0xFFFFFFFF, _A),
+    "central_last_record_comment_past_directory": _zip_field(
+        "central", 32, "<H", 4, "central directory", entry="backup.json"
+    ),
+    "central_last_record_extra_past_directory": _zip_field(
+        "central", 30, "<H", 4, "central directory", entry="backup.json"
+    ),
+    "folder_entry_with_a_size": _zip_field("central", 24, "<I", 5, "files/", entry="files/"),
+    "folder_entry_with_a_crc": _zip_field("central", 16, "<I", 7, "files/", entry="files/"),
+    "folder_local_header_method_99": _zip_field("local", 8, "<H", 99, "files/", entry="files/"),
+    "folder_local_header_flags_differ": _zip_field(
+        "local", 6, "<H", 0x0001, "files/notes/", entry="files/notes/"
+    ),
     "end_disk_3": _zip_field("end", 4, "<H", 3, "disk"),
     "end_directory_disk_3": _zip_field("end", 6, "<H", 3, "disk"),
     "end_count_zero": _zip_field("end", 10, "<H", 0, "entries"),

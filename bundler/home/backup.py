@@ -48,6 +48,7 @@ from bundler.home.zipcheck import (
     STORE_ABOVE_RATIO,
     TREES,
     BackupIndex,
+    check_local_header,
     match_index,
     open_zip,
     path_problem,
@@ -113,6 +114,10 @@ def check_contents(
     """
     index = read_index(archive)
     files = match_index(index, archive.infolist())
+    for info in archive.infolist():
+        if info.filename.endswith("/"):
+            # folders hold no data to stream; their local headers are checked all the same
+            check_local_header(archive, info)
     for info in files:
         listed = index.files[info.filename]
         if info.filename == DATABASE and check_database:

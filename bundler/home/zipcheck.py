@@ -177,6 +177,8 @@ def check_infos(infos: Sequence[zipfile.ZipInfo]) -> None:
             raise _invalid(name, "appears more than once")
         seen.add(path)
         if folder:
+            if info.file_size or info.compress_size or info.CRC:
+                raise _invalid(name, "is a folder entry that holds data")
             continue
         files.append(path)
         if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
@@ -277,6 +279,37 @@ def declared_entry_bound(fp: BinaryIO) -> int:
     return read_end_record(fp).bound
 
 
+def _check_directory_ends(
+    fp: BinaryIO, infos: Sequence[zipfile.ZipInfo], end: EndRecord, path: Path
+) -> None:
+    """Refuse a last directory record whose declared lengths run past the directory.
+
+    zipfile reads the records from an in-memory copy of the directory and accepts a short read
+    of the last one's extra field or comment; every earlier record is exact, or the next one
+    would not have parsed.
+    """
+    if not infos:
+        return
+    at = end.directory_offset
+    for info in infos[:-1]:
+        encoding = "utf-8" if info.flag_bits & _UTF8_FLAG else "cp437"
+        at += _CENTRAL_RECORD_MIN + len(info.orig_filename.encode(encoding))
+        at += len(info.extra) + len(info.comment)
+    fp.seek(at)
+    record = fp.read(_CENTRAL_RECORD_MIN)
+    if len(record) < _CENTRAL_RECORD_MIN:
+        raise InvalidInput(f"{path}: the central directory is shorter than its records")
+    name_len, extra_len, comment_len = struct.unpack_from("<HHH", record, 28)
+    if at + _CENTRAL_RECORD_MIN + name_len + extra_len + comment_len != (
+        end.directory_offset + end.directory_size
+    ):
+        raise InvalidInput(
+            f"{path}: not a zip file this tool reads (the last record of the central directory "
+            "does not end where the directory ends)",
+            path=str(path),
+        )
+
+
 @contextmanager
 def open_zip(path: Path) -> Iterator[zipfile.ZipFile]:
     """Open a backup zip for reading after the entry-count check; the directory is checked.
@@ -321,6 +354,7 @@ def open_zip(path: Path) -> Iterator[zipfile.ZipFile]:
                     path=str(path),
                 )
             check_infos(infos)
+            _check_directory_ends(fp, infos, end, path)
             yield archive
 
 
@@ -613,7 +647,7 @@ def stream_entry(
     Raises :class:`InvalidInput` naming the entry when it holds more or fewer bytes than
     ``size``, when its digest is not ``digest``, or when zipfile finds it corrupt (CRC, header).
     """
-    _check_local_header(archive, info)
+    check_local_header(archive, info)
     hasher = xxhash.xxh3_128()
     total = 0
     try:
@@ -635,7 +669,53 @@ def stream_entry(
         raise _invalid(info.filename, "does not match its xxh3_128 digest in backup.json")
 
 
-def _check_local_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> None:
+def _dos_stamp(date_time: tuple[int, int, int, int, int, int]) -> tuple[int, int]:
+    """The DOS (time, date) words zipfile decoded ``date_time`` from (the decoding is exact)."""
+    year, month, day, hour, minute, second = date_time
+    return hour << 11 | minute << 5 | second // 2, (year - 1980) << 9 | month << 5 | day
+
+
+def _zip64_sizes(extra: bytes) -> tuple[int, int] | None:
+    """(uncompressed, compressed) from the ZIP64 field of a local header's extra, or None."""
+    at = 0
+    while at + 4 <= len(extra):
+        kind, length = struct.unpack_from("<HH", extra, at)
+        if kind == 1 and length >= 16 and at + 4 + length <= len(extra):
+            usize, csize = struct.unpack_from("<QQ", extra, at + 4)
+            return int(usize), int(csize)
+        at += 4 + length
+    return None
+
+
+def _local_problem(raw: bytes, tail: bytes, info: zipfile.ZipInfo) -> str | None:
+    _sig, version, flags, method, time_word, date_word, crc, packed, size, name_len, _x = (
+        _LOCAL_HEADER.unpack(raw)
+    )
+    if version > _MAX_EXTRACT_VERSION:
+        return f"needs zip version {version / 10:.1f} to extract (local header)"
+    if flags != info.flag_bits:
+        return "has local header flags different from its directory record"
+    if method != info.compress_type:
+        return "has a local header compression method different from its directory record"
+    if (time_word, date_word) != _dos_stamp(info.date_time):
+        return "has a local header date or time different from its directory record"
+    if flags & _DESCRIPTOR_FLAG:
+        return None  # CRC and sizes follow the data; zipfile checks the CRC as it reads
+    if crc != info.CRC:
+        return "has a local header CRC different from its directory record"
+    if _ZIP64_SIZE in (packed, size):
+        # both sizes then live in the ZIP64 field of the local extra (APPNOTE 4.5.3)
+        sizes = _zip64_sizes(tail[name_len:])
+        if sizes is None:
+            return "has ZIP64 sizes in its local header but no ZIP64 field"
+        packed = sizes[1] if packed == _ZIP64_SIZE else packed
+        size = sizes[0] if size == _ZIP64_SIZE else size
+    if packed != info.compress_size or size != info.file_size:
+        return "has local header sizes different from its directory record"
+    return None
+
+
+def check_local_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> None:
     """Refuse an entry whose local header says something else than its directory record.
 
     zipfile reads only the name from the local header; another tool reads the rest, so a
@@ -648,26 +728,9 @@ def _check_local_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> None
     raw = fp.read(_LOCAL_HEADER.size)
     if len(raw) < _LOCAL_HEADER.size or raw[:4] != b"PK\x03\x04":
         raise _invalid(info.filename, "has no local header where the directory says")
-    _sig, version, flags, method, _time, _date, crc, packed, size, _name, _extra = (
-        _LOCAL_HEADER.unpack(raw)
-    )
-    if version > _MAX_EXTRACT_VERSION:
-        problem = f"needs zip version {version / 10:.1f} to extract (local header)"
-    elif flags != info.flag_bits:
-        problem = "has local header flags different from its directory record"
-    elif method != info.compress_type:
-        problem = "has a local header compression method different from its directory record"
-    elif flags & _DESCRIPTOR_FLAG:
-        problem = None  # CRC and sizes follow the data; zipfile checks the CRC as it reads
-    elif crc != info.CRC:
-        problem = "has a local header CRC different from its directory record"
-    elif packed not in (_ZIP64_SIZE, info.compress_size) or size not in (
-        _ZIP64_SIZE,
-        info.file_size,
-    ):
-        problem = "has local header sizes different from its directory record"
-    else:
-        problem = None
+    name_len, extra_len = struct.unpack_from("<HH", raw, 26)
+    tail = fp.read(name_len + extra_len)
+    problem = _local_problem(raw, tail, info)
     if problem:
         raise _invalid(info.filename, problem)
 

@@ -238,8 +238,21 @@ def test_memory_snapshot_of_a_wal_store_is_in_rollback_mode_and_opens_read_only_
         finally:
             conn.close()
 
-    # an unprivileged reader, and a copy on media it cannot write
+    # an unprivileged reader, who cannot write the bundle's folders
     assert run_as_nobody(read_as_nobody) == expected
+    # read-only media: the bundle's memory folder mounted read-only, read by root
+    media = world_readable_tmp / "media"
+    media.mkdir()
+    subprocess.run(["mount", "--bind", str(store.parent), str(media)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(media)], check=True)
+        conn = sqlite3.connect(f"file:{media / 'brain.db'}?mode=ro", uri=True)
+        try:
+            assert list(conn.execute("SELECT * FROM memories ORDER BY id")) == expected
+        finally:
+            conn.close()
+    finally:
+        subprocess.run(["umount", str(media)], check=True)
     # a read-only open where the bundle is writable creates no -wal/-shm: verify still passes
     conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
     try:
