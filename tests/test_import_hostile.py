@@ -221,8 +221,9 @@ def test_lock_file_removed_by_a_refusal_is_never_shared_by_two_writers(tmp_path:
         third = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(third, fcntl.LOCK_EX)  # a third writer takes the lock at the path now
         os.close(first)
-        time.sleep(1.0)
+        time.sleep(2.0)
         assert writer.poll() is None, "the waiting writer ran while another held the lock"
+        assert b"full" not in (install / "config.toml").read_bytes()
         os.close(third)
         _, err = writer.communicate(timeout=60)
     finally:
