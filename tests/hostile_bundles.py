@@ -713,3 +713,66 @@ def identity_path_names_no_file(bundle: Path) -> str:
         ),
     )
     return "agents.researcher.identity.aieos_path"
+
+
+# --------------------------------------------------------------------------- skill directories
+# A skill bundle's `directory` becomes a folder of the importing install: anything but one fresh
+# portable folder under shared/skills/ is refused (issue 11 item 5).
+
+
+def _skill_directory(directory: str) -> Case:
+    def make(bundle: Path) -> str:
+        bf.edit_config(
+            bundle, lambda d: d["skill_bundles"][bf.SKILL_BUNDLE].update(directory=directory)
+        )
+        return f"skill_bundles.{bf.SKILL_BUNDLE}.directory"
+
+    return make
+
+
+for _name, _directory in {
+    "skill_directory_nul": "shared/skills/a\x00b",
+    "skill_directory_newline": "shared/skills/a\nb",
+    "skill_directory_escape": "shared/skills/a\x1bb",
+    "skill_directory_del": "shared/skills/a\x7fb",
+    "skill_directory_c1": "shared/skills/a\x85b",
+    "skill_directory_control_in_head": "shared\t/skills/tools",
+    "skill_directory_is_the_skills_root": "shared/skills",
+    "skill_directory_is_shared": "shared",
+    "skill_directory_dotdot_inside_shared": "shared/skills/../research_tools",
+    "skill_directory_dotdot_back_into_skills": "shared/skills/../skills/research_tools",
+    "skill_directory_nested": "shared/skills/a/b",
+    "skill_directory_elsewhere_in_shared": "shared/custom/tools",
+    "skill_directory_dot_component": "shared/skills/./research_tools",
+    "skill_directory_double_slash": "shared//skills/research_tools",
+    "skill_directory_trailing_slash": "shared/skills/research_tools/",
+    "skill_directory_device_name": "shared/skills/con",
+    "skill_directory_absolute_skills_folder": "/shared/skills/research_tools",
+    "skill_directory_home": "~/shared/skills/research_tools",
+    "skill_directory_backslash": "shared\\skills\\research_tools",
+    "skill_directory_workspace": "agents/researcher/workspace",
+    "skill_directory_empty_leaf_dot": "shared/skills/.",
+}.items():
+    CASES[_name] = _skill_directory(_directory)
+
+
+@case
+def skill_directory_of_another_bundle(bundle: Path) -> str:
+    """A second bundle whose directory is the first one's default folder (existing folder)."""
+
+    def change(data: dict[str, Any]) -> None:
+        _agent(data)["skill_bundles"].append("extra")
+        data["skill_bundles"]["extra"] = {"directory": f"shared/skills/{bf.SKILL_BUNDLE}"}
+
+    bf.edit_config(bundle, change)
+    return "skill_bundles.extra.directory"
+
+
+@case
+def skill_directory_inside_another_bundle(bundle: Path) -> str:
+    def change(data: dict[str, Any]) -> None:
+        _agent(data)["skill_bundles"].append("extra")
+        data["skill_bundles"]["extra"] = {"directory": f"shared/skills/{bf.SKILL_BUNDLE}/inner"}
+
+    bf.edit_config(bundle, change)
+    return "skill_bundles.extra.directory"

@@ -488,7 +488,94 @@ _CASES: list[tuple[str, Mutation, str, str]] = [
         "agents.writer",
         "invalid_value",
     ),
+    # wrongly typed containers: every reader of a target config must refuse them (issue 11)
+    ("mcp_not_a_table", lambda c: c.update(mcp=[]), "mcp", "invalid_value"),
+    (
+        "skill_bundles_not_a_table",
+        lambda c: c.update(skill_bundles=[]),
+        "skill_bundles",
+        "invalid_value",
+    ),
+    ("providers_not_a_table", lambda c: c.update(providers=CANARY), "providers", "invalid_value"),
+    (
+        "provider_models_not_a_table",
+        lambda c: c["providers"].update(models=3),
+        "providers.models",
+        "invalid_value",
+    ),
+    (
+        "provider_family_not_a_table",
+        lambda c: c["providers"]["models"].update(anthropic=5),
+        "providers.models.anthropic",
+        "invalid_value",
+    ),
+    (
+        "provider_entry_not_a_table",
+        lambda c: c["providers"]["models"]["openai"].update(backup=[CANARY]),
+        "providers.models.openai.backup",
+        "invalid_value",
+    ),
+    (
+        "provider_tts_not_a_table",
+        lambda c: c["providers"].update(tts=[]),
+        "providers.tts",
+        "invalid_value",
+    ),
+    (
+        "risk_profiles_not_a_table",
+        lambda c: c.update(risk_profiles=[]),
+        "risk_profiles",
+        "invalid_value",
+    ),
+    (
+        "risk_profile_not_a_table",
+        lambda c: c["risk_profiles"].update(careful=[1]),
+        "risk_profiles.careful",
+        "invalid_value",
+    ),
+    (
+        "runtime_profiles_not_a_table",
+        lambda c: c.update(runtime_profiles=[1]),
+        "runtime_profiles",
+        "invalid_value",
+    ),
+    ("mcp_bundles_not_a_table", lambda c: c.update(mcp_bundles=1), "mcp_bundles", "invalid_value"),
+    (
+        "knowledge_bundles_not_a_table",
+        lambda c: c.update(knowledge_bundles=CANARY),
+        "knowledge_bundles",
+        "invalid_value",
+    ),
+    (
+        "skill_bundle_not_a_table",
+        lambda c: c["skill_bundles"].update(sb=CANARY),
+        "skill_bundles.sb",
+        "invalid_value",
+    ),
+    (
+        "mcp_servers_not_an_array",
+        lambda c: c["mcp"].update(servers=3),
+        "mcp.servers",
+        "invalid_value",
+    ),
+    (
+        "mcp_server_not_a_table",
+        lambda c: c["mcp"]["servers"].append(5),
+        "mcp.servers.2",
+        "invalid_value",
+    ),
+    (
+        "agent_skill_bundles_not_a_list",
+        lambda c: _researcher(c).update(skill_bundles="sb"),
+        "agents.researcher.skill_bundles",
+        "invalid_value",
+    ),
 ]
+
+# the cases whose only fault is a container of the wrong type (the shape every reader walks)
+WRONGLY_TYPED = tuple(
+    name for name, *_ in _CASES if name.endswith(("_not_a_table", "_not_an_array", "_not_a_list"))
+)
 
 # cases that are not one mutation of the base: raw TOML text
 _RAW_CASES: list[HostileConfig] = [

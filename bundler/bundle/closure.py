@@ -26,6 +26,7 @@ from bundler.rules.names import is_portable_alias, non_portable_alias_reason, sa
 from bundler.rules.paths import format_path
 from bundler.rules.risk import RiskFlag, compute_risk_flags
 from bundler.rules.secrets import find_ciphertext, scrub
+from bundler.rules.skillfolder import skill_folder_problem, used_folders
 from bundler.rules.tomlcompat import TOMLDecodeError, loads
 from bundler.rules.validate import validate
 
@@ -485,16 +486,19 @@ class _Planner:
         entry = self.carry("skill_bundles", name, prune=False)
         assert entry is not None
         directory = entry.get("directory")
+        # only what verify accepts travels (one rule, bundler.rules.skillfolder); the content of a
+        # bundle elsewhere in shared/ is still carried and lands in the target's default folder
+        used = used_folders(self.config, self.install_root, except_bundle=name)
         if (
             isinstance(directory, str)
             and directory
-            and (Path(directory).is_absolute() or directory.startswith("~") or not inside)
+            and skill_folder_problem(directory, used) is not None
         ):
             del entry["directory"]
             self.drop(
                 ("skill_bundles", name, "directory"),
                 HOST_SPECIFIC,
-                "an absolute folder, or one outside shared/, names this host",
+                "only a folder shared/skills/<name> travels; this one names this host's layout",
             )
         prune_defaults(entry, self.node("skill_bundles", name))
         if not is_portable_alias(name):

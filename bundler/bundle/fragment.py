@@ -11,16 +11,17 @@ checked before parsing so a hostile file cannot exhaust the parser.
 
 from __future__ import annotations
 
-import posixpath
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from bundler.errors import UsageError
 from bundler.rules import schema
 from bundler.rules.names import escape_display, non_portable_alias_reason, safe_relative_path
 from bundler.rules.paths import format_path, parse_path
+from bundler.rules.skillfolder import skill_folder_problem, used_folders
 
 MAX_NESTING = 64
 MAX_FALLBACK_DEPTH = 3
@@ -48,6 +49,8 @@ _PROVIDER_FIELDS = {
 }
 _BUNDLE_FIELDS = ("skill_bundles", "knowledge_bundles", "mcp_bundles")
 _CIPHERTEXT_PREFIXES = ("enc:", "enc2:")
+# folders are compared install-relative, so any root serves for a fragment; never touched
+_FRAGMENT_ROOT = Path("/nonexistent/bundler-fragment-install")
 
 
 @dataclass(frozen=True)
@@ -415,6 +418,17 @@ def _reach_fallbacks(
     reached.update(("providers", "models", *entry) for entry in distance)
 
 
+def reached_entries(config: Mapping[str, Any], root: str) -> set[tuple[str, ...]]:
+    """Every entry agent ``root`` reaches in ``config`` (the closure an export would carry).
+
+    Keys are segment tuples: ``("agents", root)``, ``("providers", category, family, alias)``,
+    ``("risk_profiles", alias)``, ``("mcp", "servers", name)``… References that resolve nowhere
+    are left out.
+    """
+    agent = _table(_table(config.get("agents")).get(root))
+    return _reach(config, root, agent).entries
+
+
 def _present_entries(fragment: Mapping[str, Any]) -> Iterator[tuple[str, ...]]:
     """Every entry the fragment holds, as the key tuple :func:`_reach` produces."""
     for table in ("agents", "risk_profiles", "runtime_profiles", *_BUNDLE_FIELDS):
@@ -491,20 +505,15 @@ def _risk_profile_problems(fragment: Mapping[str, Any]) -> Iterator[Problem]:
 
 
 def _skill_directory_problems(fragment: Mapping[str, Any]) -> Iterator[Problem]:
+    """A carried ``directory`` must be a fresh child of the skills root (:mod:`skillfolder`)."""
     for alias, bundle in _table(fragment.get("skill_bundles")).items():
         directory = bundle.get("directory", "") if isinstance(bundle, dict) else ""
         if not isinstance(directory, str) or not directory:
             continue
-        normal = posixpath.normpath(directory)
-        if (
-            directory.startswith(("/", "~"))
-            or "\\" in directory
-            or not normal.startswith("shared/")
-        ):
-            yield Problem(
-                display_path(["skill_bundles", alias, "directory"]),
-                "absolute or outside shared/ (an export removes such a directory)",
-            )
+        used = used_folders(fragment, _FRAGMENT_ROOT, except_bundle=alias)
+        reason = skill_folder_problem(directory, used)
+        if reason is not None:
+            yield Problem(display_path(["skill_bundles", alias, "directory"]), reason)
 
 
 def _server_problems(fragment: Mapping[str, Any], agent: Mapping[str, Any]) -> Iterator[Problem]:

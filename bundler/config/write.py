@@ -72,19 +72,36 @@ AUDIT_RELATIVE_PATH = ("data", "state", "config-audit.jsonl")
 def config_lock(install_root: Path) -> Iterator[None]:
     """Hold the exclusive ``flock`` on ``<install>/.config.lock`` that every writer takes."""
     path = install_root / LOCK_NAME
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as err:
+            raise Refused(
+                f"cannot open the config lock {path}: {err.strerror}", path=str(path)
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            # a refused import removes the lock file it made, still holding it: whoever waited
+            # on that file now holds a lock nobody else can see, so lock the file at the path
+            if _same_file(fd, path):
+                break
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    except OSError as err:
-        raise Refused(
-            f"cannot open the config lock {path}: {err.strerror}", path=str(path)
-        ) from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)  # closing releases the lock
 
 
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        named = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 def stage_config(config: ConfigFile, temp_name: str, new_text: str) -> None:
     """Step 3: write ``new_text`` to ``temp_name`` beside the real file ``config`` was read from.
 

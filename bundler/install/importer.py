@@ -16,7 +16,7 @@ import contextlib
 import os
 import shutil
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,9 +24,10 @@ from typing import Any
 
 import tomli_w
 
+from bundler.bundle import fragment
 from bundler.bundle.verify import VerifyReport, verify_bundle
 from bundler.config.file import ConfigFile, read_config_file
-from bundler.config.write import config_lock
+from bundler.config.write import LOCK_NAME, config_lock
 from bundler.errors import BundlerError, InvalidInput, Refused
 from bundler.fs import copytree, durable
 from bundler.install import merge
@@ -76,6 +77,9 @@ from bundler.install.undo import UndoReport, undo_import
 from bundler.rules import layout
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
+from bundler.rules.risk import compute_risk_flags
+from bundler.rules.schemacheck import schema_findings
+from bundler.rules.skillfolder import SKILLS_ROOT, skill_folder_problem, used_folders
 from bundler.rules.validate import validate
 
 # the names callers imported from this module before it was split (bundler.cli, recover, tests)
@@ -174,7 +178,11 @@ def _consent(
         f"{escape_display(f.get('detail', ''))}"
         for f in flags
     ]
-    question = "This bundle grants:\n  " + "\n  ".join(lines) + "\nImport it? Type yes to accept"
+    question = (
+        "After this import the agent may:\n  "
+        + "\n  ".join(lines)
+        + "\nImport it? Type yes to accept"
+    )
     if prompter is not None and prompter.confirm(question):
         return
     raise Refused(
@@ -249,15 +257,114 @@ def import_bundle(
     ):
         if not dry_run:
             # a dry run writes nothing, so it need not wait for (or block) a writer
-            stack.enter_context(config_lock(install_root))
+            stack.enter_context(_import_lock(install_root, install_fd))
         config = read_config_file(install_fd, install_root, stack, missing_ok=True)
         run = _Run(install_fd, install_root, bundle, report, config, required, chosen)
         result, new_text, staged = _plan(run, given, warnings)
         if dry_run:
             return result
-        _consent(report.risk_flags, chosen.accept_risks, chosen.prompt)
+        _consent(result.risk_flags, chosen.accept_risks, chosen.prompt)
         _transact(run, result, new_text, staged)
         return result
+
+
+@contextlib.contextmanager
+def _import_lock(install_root: Path, install_fd: int) -> Iterator[None]:
+    """The config lock (01 §6); a lock file this import made is removed if the import fails.
+
+    A refused import leaves the install as it was, lock file included. The file is removed while
+    still locked: a writer that waited on it finds, once it holds it, that the path no longer
+    names the file it locked, and takes the lock again (:func:`bundler.config.store.config_lock`).
+    """
+    made = lstat_rel(install_fd, LOCK_NAME) is None
+    with config_lock(install_root):
+        try:
+            yield
+        except BaseException:
+            if made:
+                with contextlib.suppress(OSError):
+                    os.unlink(LOCK_NAME, dir_fd=install_fd)
+            raise
+
+
+def _check_target(target: Mapping[str, Any], install_root: Path) -> None:
+    """Refuse (exit 3, naming the file) a target config that breaks the schema's types.
+
+    Merging walks and extends its tables, so a table that is a number or a list cannot be
+    merged into; and an import never changes existing entries, so the merged config would
+    carry the same errors and fail validation anyway.
+    """
+    findings = schema_findings(target)
+    if findings:
+        shown = escape_display(str(install_root / CONFIG))
+        more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
+        raise InvalidInput(
+            f"{shown} is invalid: {findings[0].line()}{more}; fix it first "
+            "('bundler config validate' lists every error); nothing changed",
+            path=str(install_root / CONFIG),
+        )
+
+
+def _check_skill_folders(plan: merge.MergePlan, install_root: Path) -> None:
+    """Every added or namespaced skill bundle's folder is a fresh child of the skills root.
+
+    The rule verify applies to a bundle's ``directory`` (:mod:`bundler.rules.skillfolder`), asked
+    here of the merged config: the folder after namespacing (or the default one), against the
+    folders of every other skill bundle and workspace of the install.
+    """
+    bundles = plan.merged.get("skill_bundles")
+    for placement in plan.skills:
+        if placement.action not in ("added", "renamed") or not isinstance(bundles, dict):
+            continue
+        alias = placement.target_alias
+        entry = bundles.get(alias)
+        directory = entry.get("directory") if isinstance(entry, dict) else None
+        if not isinstance(directory, str) or not directory:
+            directory = f"{SKILLS_ROOT}/{alias}"
+        used = used_folders(plan.merged, install_root, except_bundle=alias)
+        reason = skill_folder_problem(directory, used)
+        if reason is not None:
+            path = format_path(["skill_bundles", alias])
+            raise Refused(
+                f"{escape_display(path)}: its folder {escape_display(directory)} {reason}; "
+                "nothing changed (move or rename the local entry, or bind this one to it)",
+                path=path,
+            )
+
+
+def effective_risk_flags(
+    plan: merge.MergePlan, carried_skill_bundles: Sequence[str], format_version: int
+) -> list[dict[str, str]]:
+    """The risk flags of the imported agent as the merged config grants them (03 §3.1.7).
+
+    Computed by :func:`bundler.rules.risk.compute_risk_flags` over what the agent reaches in the
+    merged config, so a bound local entry counts instead of the bundle's entry it replaces,
+    and flags carry the final (namespaced) paths. ``carried_skill_bundles`` are the bundle's
+    skill bundles with content; only those whose content lands (added or namespaced) count.
+    """
+    effective: dict[str, Any] = {}
+    for key in sorted(fragment.reached_entries(plan.merged, plan.agent)):
+        if key[:2] == ("mcp", "servers"):
+            server = next(
+                (v for n, v in merge.iter_entries(plan.merged, "mcp.servers") if n == key[2]),
+                None,
+            )
+            if server is not None:
+                effective.setdefault("mcp", {}).setdefault("servers", []).append(server)
+            continue
+        found, value = fragment.lookup(plan.merged, key)
+        if found:
+            node = effective
+            for part in key[:-1]:
+                node = node.setdefault(part, {})
+            node[key[-1]] = value
+    landing = [
+        p.target_alias
+        for p in plan.skills
+        if p.action in ("added", "renamed") and p.source_alias in carried_skill_bundles
+    ]
+    flags = compute_risk_flags(effective, landing, format_version, plan.agent)
+    return [flag.as_dict() for flag in flags]
 
 
 def _plan(
@@ -265,6 +372,7 @@ def _plan(
 ) -> tuple[ImportReport, str, list[Staged]]:
     """Plan the merge (asking for missing secrets), lay out the result, then probe the disk."""
     target = run.config.parse()
+    _check_target(target, run.install_root)
     plan = _merge(run, target, given)
     asked = _ask_for_secrets(plan, given, run.options)
     if asked is not None:
@@ -312,6 +420,7 @@ def _lay_out(run: _Run, plan: merge.MergePlan) -> tuple[ImportReport, str, list[
             f"the merged config would be invalid: {shown}{more}; nothing changed",
             path=errors[0].path,
         )
+    _check_skill_folders(plan, install_root)
     new_text, notes = merge.render_config_text(run.config.text, plan)
 
     workspace = relative_to_install(
@@ -321,14 +430,11 @@ def _lay_out(run: _Run, plan: merge.MergePlan) -> tuple[ImportReport, str, list[
     if (run.report.format_version or 1) == 2:
         sources.append(("memory", "memory"))
     staged = [Staged("workspace", sources, workspace)]
-    result = ImportReport(
-        str(run.bundle),
-        plan,
-        list(run.report.risk_flags),
-        run.options.dry_run,
-        str(install_root / workspace),
-    )
     carried = list(run.report.skill_bundles)
+    flags = effective_risk_flags(plan, carried, run.report.format_version or 1)
+    result = ImportReport(
+        str(run.bundle), plan, flags, run.options.dry_run, str(install_root / workspace)
+    )
     for placement in plan.skills:
         if placement.action in ("added", "renamed") and placement.source_alias in carried:
             folder = relative_to_install(

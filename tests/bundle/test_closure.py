@@ -577,10 +577,16 @@ def test_skill_bundle_in_shared_is_copied_with_its_filter() -> None:
         and not p.skill_sources[0].wants("b")
         and not p.skill_sources[0].wants("c")
     )
-    assert p.fragment["skill_bundles"]["tools"]["directory"] == "shared/custom/tools"
-    assert p.dropped == [
-        row for row in p.dropped if row.path == "agents.researcher.delegate_same_risk_profile"
-    ]
+    # only shared/skills/<name> travels (bundler.rules.skillfolder): the content does, the folder not
+    assert "directory" not in p.fragment["skill_bundles"]["tools"]
+    assert rows(p)["skill_bundles.tools.directory"].reason == "host_specific"
+    assert "skills/tools" not in rows(p)
+
+
+def test_skill_directory_under_the_skills_root_travels() -> None:
+    p = plan(_skills("shared/skills/toolbox"))
+    assert p.fragment["skill_bundles"]["tools"]["directory"] == "shared/skills/toolbox"
+    assert "skill_bundles.tools.directory" not in rows(p)
 
 
 def test_default_skill_bundle_folder_is_under_shared_skills() -> None:
