@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bundler.bundle import fragment as rules
-from bundler.rules import tomlcompat
+from bundler.rules import refs, tomlcompat
 
 
 def paths(problems: list[rules.Problem]) -> list[str]:
@@ -90,9 +90,9 @@ def test_the_factory_fragment_is_in_export_form() -> None:
 
 def test_granted_servers_exclude_wins_across_bundles() -> None:
     bundles = {"a": {"servers": ["x", "y"]}, "b": {"servers": ["z", "x"], "exclude": ["y"]}}
-    assert rules.granted_servers(bundles, ["a", "b"]) == ["x", "z"]
-    assert rules.granted_servers(bundles, ["a"]) == ["x", "y"]
-    assert rules.granted_servers(bundles, ["missing"]) == []
+    assert refs.granted_servers(bundles, ["a", "b"]) == ["x", "z"]
+    assert refs.granted_servers(bundles, ["a"]) == ["x", "y"]
+    assert refs.granted_servers(bundles, ["missing"]) == []
 
 
 def test_excluded_name_in_a_bundle_grants_nothing_and_is_allowed() -> None:
