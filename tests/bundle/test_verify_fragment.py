@@ -225,3 +225,22 @@ def test_check_form_never_raises_on_any_shape(data: dict[str, Any]) -> None:
     rules.required_secret_problems(data, bf.REQUIRED_SECRETS)
     for path in bf.REQUIRED_SECRETS:
         rules.secret_endpoint(data, path.split("."))
+
+
+def test_three_part_provider_reference_resolves_to_nothing_in_a_fragment() -> None:
+    # aliases a reference splits on "." hold no "." (01 §3): "openai.main.x" is malformed, not
+    # family "openai" with alias "main.x", whatever entry the fragment holds
+    data = bf.fragment()
+    data["providers"]["models"]["openai"]["main.x"] = {"api_key": ""}
+    data["agents"][bf.ROOT_AGENT]["summary_provider"] = "openai.main.x"
+    found = paths(rules.check_form(data, bf.ROOT_AGENT))
+    assert "agents.researcher.summary_provider" in found
+    assert 'providers.models.openai."main.x"' in found
+
+
+def test_an_exclude_that_is_not_a_list_excludes_nothing() -> None:
+    data = bf.fragment()
+    data["mcp"]["servers"][0]["name"] = "g"
+    data["mcp_bundles"]["gh"] = {"servers": ["g"], "exclude": "g"}  # the schema reports the type
+    # read as a list of characters it would exclude "g", and the carried server be ungranted
+    assert rules.check_form(data, bf.ROOT_AGENT) == []
