@@ -395,9 +395,9 @@ class _Planner:
         cut: dict[refs.EntryKey, set[int]] = {}
         for refs_of, why in ((found.unresolved, missing), (found.too_deep, too_deep)):
             for ref in refs_of:
-                if ref.source[0] in refs.PROVIDER_KINDS and ref.index is not None:
-                    cut.setdefault(ref.source, set()).add(ref.index)
-                    self.drops.drop(ref.path[:-1], SOURCE_MISSING, why, index=ref.index)
+                if ref.source[0] in refs.PROVIDER_KINDS and ref.position is not None:
+                    cut.setdefault(ref.source, set()).add(ref.position)
+                    self.drops.drop(ref.path[:-1], SOURCE_MISSING, why, index=ref.position)
         for (kind, name), indices in cut.items():
             family, alias = refs.entry_segments(kind, name)[-2:]
             entry = self.fragment["providers"][kind.split(".", 1)[1]][family][alias]

@@ -161,10 +161,10 @@ def rewrite_references(
         if new is None:
             continue
         at = value_at(out, ref.field.segments)
-        if ref.index is None:
+        if ref.position is None:
             _set(out, ref.field.segments, new)
         else:
-            at[ref.index] = new
+            at[ref.position] = new
     return out
 
 

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from itertools import repeat
-from typing import Any
+from typing import Any, NamedTuple
 
 from bundler.rules import schema
 
@@ -216,17 +216,16 @@ def _fields_by_key(kind: str, family: str) -> dict[str, tuple[RefField, ...]]:
     return {key: tuple(fields) for key, fields in grouped.items()}
 
 
-@dataclass(frozen=True)
-class Ref:
+class Ref(NamedTuple):
     """One reference: entry ``source`` names ``value`` in table ``field.target``.
 
-    ``index`` is the position in a list field, None for a scalar one. ``value`` is as found,
+    ``position`` is the index in a list field, None for a scalar one. ``value`` is as found,
     any type: a wrong type names nothing (the schema check reports it).
     """
 
     source: EntryKey
     field: RefField
-    index: int | None
+    position: int | None
     value: Any
 
     @property
@@ -237,7 +236,7 @@ class Ref:
     @property
     def path(self) -> list[str]:
         """Config path segments of the referencing value (a list item by index)."""
-        tail = [] if self.index is None else [str(self.index)]
+        tail = [] if self.position is None else [str(self.position)]
         return [*entry_segments(*self.source), *self.field.segments, *tail]
 
     @property
@@ -248,7 +247,7 @@ class Ref:
     @property
     def is_none(self) -> bool:
         """True for an empty scalar reference, which means "none" (01 §3.1), not a dangling one."""
-        return self.index is None and self.value == ""
+        return self.position is None and self.value == ""
 
     @property
     def target_key(self) -> EntryKey | None:

@@ -137,28 +137,28 @@ class _Run:
         value = ref.value
         if not isinstance(value, str):
             return  # the schema has reported the type
-        segments, target = ref.path, ref.target
+        target = ref.target
         if not value:
             # an empty scalar ref means "none" unless required; an empty list entry names nothing
             if ref.field.required:
-                self.error(REQUIRED_FIELD_EMPTY, segments, f"is required (an entry of {target})")
-            elif ref.index is not None:
+                self.error(REQUIRED_FIELD_EMPTY, ref.path, f"is required (an entry of {target})")
+            elif ref.position is not None:
                 self.error(
-                    DANGLING_REFERENCE, segments, f"is empty; must name an entry of {target}"
+                    DANGLING_REFERENCE, ref.path, f"is empty; must name an entry of {target}"
                 )
             return
         if target.startswith("providers."):
             problem = self.provider_problem(target.split(".", 1)[1], value)
             if problem:
-                self.error(problem[0], segments, problem[1])
+                self.error(problem[0], ref.path, problem[1])
         elif target == "channels":
             parts = refs.split_provider_ref(value)
             if parts is None:
-                self.error(INVALID_FORMAT, segments, "must be <type>.<alias>")
+                self.error(INVALID_FORMAT, ref.path, "must be <type>.<alias>")
             elif parts[1] not in _table(_table(self.config.get("channels")).get(parts[0])):
-                self.error(DANGLING_REFERENCE, segments, "names no existing channels entry")
+                self.error(DANGLING_REFERENCE, ref.path, "names no existing channels entry")
         elif value not in _table(self.config.get(target)):
-            self.error(DANGLING_REFERENCE, segments, f"names no existing {target} entry")
+            self.error(DANGLING_REFERENCE, ref.path, f"names no existing {target} entry")
 
     def check_refs_of(self, kind: str, alias: str, entry: Mapping[str, Any]) -> None:
         for ref in refs.entry_refs(kind, alias, entry):
@@ -415,7 +415,7 @@ class _Run:
                 if not isinstance(entry, dict):
                     continue
                 for ref in refs.entry_refs(kind, "", entry):
-                    if ref.target != "providers.models" or ref.index is not None:
+                    if ref.target != "providers.models" or ref.position is not None:
                         continue
                     if isinstance(ref.value, str) and ref.value:
                         roots.append(ref.value)
