@@ -265,6 +265,71 @@ def _check_root_families(found: refs.Reach) -> None:
             )
 
 
+# --- the agent (02 §3) -------------------------------------------------------------------------
+
+
+def _sanitised_agent(source: Mapping[str, Any], alias: str, drops: _Drops) -> Node:
+    """A copy of agent ``alias`` as it travels (02 §3), what it loses reported in ``drops``.
+
+    Host bindings and relations to other agents are removed, agent-to-agent publishing is
+    closed, ``delegate_same_risk_profile`` is false, keys the schema lacks are dropped, bundle
+    lists are trimmed and de-duplicated, and the identity path is kept only when portable.
+    """
+    entry = copy.deepcopy(dict(source))
+    base = ("agents", alias)
+    # removed fields first, so nothing inside them is reported a second time as unknown
+    drops.removed_fields(entry, _REMOVED_AGENT_FIELDS, base)
+    a2a = entry.pop("a2a", None)
+    if isinstance(a2a, Mapping):
+        a2a_open = is_populated(a2a.get("published")) or is_populated(a2a.get("exposed_skills"))
+    else:
+        a2a_open = is_populated(a2a)
+    if a2a_open:
+        drops.drop(
+            (*base, "a2a"),
+            DEFAULT_CLOSED,
+            "agent-to-agent publishing is off in a bundle; turn it on again on the target",
+        )
+    if entry.get("delegate_same_risk_profile", True) is not False:
+        drops.drop(
+            (*base, "delegate_same_risk_profile"),
+            RELATIONAL,
+            "set to false: the delegates it relates to stay behind",
+        )
+    entry["delegate_same_risk_profile"] = False
+    workspace = entry.get("workspace")
+    if isinstance(workspace, dict):
+        drops.removed_fields(workspace, _REMOVED_WORKSPACE_FIELDS, (*base, "workspace"))
+    drops.remove_unknown(entry, _node(*base), base)
+    for kind in _BUNDLE_KINDS:
+        if kind in entry:
+            cleaned = _aliases(entry[kind])
+            if cleaned is not None:
+                entry[kind] = cleaned
+    return entry
+
+
+def _portable_identity(entry: Node, alias: str, drops: _Drops) -> str | None:
+    """The agent's ``identity.aieos_path`` normalised, or None; a host-specific one is removed.
+
+    Kept only as a relative path of portable names outside ``memory/`` (02 §3).
+    """
+    identity = entry.get("identity")
+    if not isinstance(identity, dict):
+        return None
+    raw = identity.get("aieos_path")
+    if not isinstance(raw, str) or not raw:
+        return None
+    safe = safe_relative_path(raw)
+    if safe is None or safe == "memory" or safe.startswith("memory/"):
+        del identity["aieos_path"]
+        why = "the identity path is not a relative path of portable names outside memory/"
+        drops.drop(("agents", alias, "identity", "aieos_path"), HOST_SPECIFIC, why)
+        return None
+    identity["aieos_path"] = safe
+    return safe
+
+
 # --- the planner -------------------------------------------------------------------------------
 
 
@@ -311,8 +376,6 @@ class _Planner:
         table[base[-1]] = entry
         return entry
 
-    # -- the agent (02 §3) --
-
     def agent(self) -> Node:
         source = _table(self.config.get("agents")).get(self.alias)
         if not isinstance(source, Mapping):
@@ -320,55 +383,9 @@ class _Planner:
                 f"unknown agent {format_path([self.alias])}: the config has no such agent",
                 path=format_path(["agents", self.alias]),
             )
-        entry = copy.deepcopy(dict(source))
-        base = ("agents", self.alias)
-        # removed fields first, so nothing inside them is reported a second time as unknown
-        self.drops.removed_fields(entry, _REMOVED_AGENT_FIELDS, base)
-        a2a = entry.pop("a2a", None)
-        if isinstance(a2a, Mapping):
-            a2a_open = is_populated(a2a.get("published")) or is_populated(a2a.get("exposed_skills"))
-        else:
-            a2a_open = is_populated(a2a)
-        if a2a_open:
-            self.drops.drop(
-                (*base, "a2a"),
-                DEFAULT_CLOSED,
-                "agent-to-agent publishing is off in a bundle; turn it on again on the target",
-            )
-        if entry.get("delegate_same_risk_profile", True) is not False:
-            self.drops.drop(
-                (*base, "delegate_same_risk_profile"),
-                RELATIONAL,
-                "set to false: the delegates it relates to stay behind",
-            )
-        entry["delegate_same_risk_profile"] = False
-        workspace = entry.get("workspace")
-        if isinstance(workspace, dict):
-            self.drops.removed_fields(workspace, _REMOVED_WORKSPACE_FIELDS, (*base, "workspace"))
-        self.drops.remove_unknown(entry, _node(*base), base)
-        for kind in _BUNDLE_KINDS:
-            if kind in entry:
-                cleaned = _aliases(entry[kind])
-                if cleaned is not None:
-                    entry[kind] = cleaned
+        entry = _sanitised_agent(source, self.alias, self.drops)
         self.fragment["agents"] = {self.alias: entry}
         return entry
-
-    def identity(self, entry: Node) -> str | None:
-        identity = entry.get("identity")
-        if not isinstance(identity, dict):
-            return None
-        raw = identity.get("aieos_path")
-        if not isinstance(raw, str) or not raw:
-            return None
-        safe = safe_relative_path(raw)
-        if safe is None or safe == "memory" or safe.startswith("memory/"):
-            del identity["aieos_path"]
-            why = "the identity path is not a relative path of portable names outside memory/"
-            self.drops.drop(("agents", self.alias, "identity", "aieos_path"), HOST_SPECIFIC, why)
-            return None
-        identity["aieos_path"] = safe
-        return safe
 
     # -- what the agent reaches (02 §2) --
 
@@ -493,7 +510,7 @@ class _Planner:
                 f"agent alias {format_path([self.alias])} is not a portable alias: the target "
                 "will refuse to import it under this name (use --as)"
             )
-        identity_path = self.identity(agent)
+        identity_path = _portable_identity(agent, self.alias, self.drops)
         found = refs.reach(self.config, self.alias, agent)
         _check_root_families(found)
         skill_sources = self.carry_reached(found)
