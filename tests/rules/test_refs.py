@@ -409,3 +409,28 @@ def test_reach_is_closed_under_references(install: Install) -> None:
                 assert ref.target_key in found.entries or (ref.source, tuple(ref.path)) in seen, (
                     ref.path
                 )
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(installs())
+def test_the_merge_rewrites_exactly_the_references_the_graph_finds(install: Install) -> None:
+    from bundler.install.merge import rewrite_references
+
+    config = install.config
+    for kind in ("agents", *refs.ENTRY_KINDS):
+        for name, entry in refs.iter_entries(config, kind):
+            before = list(refs.entry_refs(kind, name, entry))
+            mapping = {
+                (r.target, r.value): f"{r.value}-renamed"
+                for r in before
+                if isinstance(r.value, str) and r.value
+            }
+            after = list(
+                refs.entry_refs(kind, name, rewrite_references(kind, name, entry, mapping))
+            )
+            assert [(r.path, r.target) for r in after] == [(r.path, r.target) for r in before]
+            for old, new in zip(before, after, strict=True):
+                renamed = (
+                    mapping.get((old.target, old.value)) if isinstance(old.value, str) else None
+                )
+                assert new.value == (old.value if renamed is None else renamed)
