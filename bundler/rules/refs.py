@@ -269,8 +269,12 @@ def entry_refs(kind: str, name: str, entry: Mapping[str, Any]) -> Iterator[Ref]:
     # walk the keys the entry has, not every reference field the schema knows: an agent sets
     # a few of its dozen, and this runs once per agent of a 5,000-agent config
     for key in entry:
-        for ref_field in by_key.get(key, ()):
-            value = value_at(entry, ref_field.segments)
+        fields = by_key.get(key)
+        if fields is None:
+            continue
+        for ref_field in fields:
+            segments = ref_field.segments
+            value = entry[key] if len(segments) == 1 else value_at(entry, segments)
             if ref_field.is_list:
                 for index, item in enumerate(_list(value)):
                     yield Ref(source, ref_field, index, item)

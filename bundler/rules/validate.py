@@ -365,28 +365,27 @@ class _Run:
     # -- warnings: fallbacks --------------------------------------------------------------------
 
     def fallbacks(self) -> None:
-        models = _table(_table(self.config.get("providers")).get("models"))
+        # the fallback graph: references between model providers (the graph refs.reach walks)
+        kind = "providers.models"
         edges: dict[str, list[str]] = {}
         where: dict[str, list[str]] = {}
-        for family, entries in models.items():
-            for alias in _table(entries):
-                node = f"{family}.{alias}"
-                edges[node] = []
-                where[node] = ["providers", "models", family, alias, "fallback"]
-        for node, segments in where.items():
-            entry = _get(models, segments[2:4])
-            for index, ref in enumerate(_list(_table(entry).get("fallback"))):
-                if not isinstance(ref, str):
-                    continue
-                if ref in edges and self.provider_problem("models", ref) is None:
-                    edges[node].append(ref)
-                else:
-                    # addressed by index: text that names no provider is not echoed
-                    self.warn(
-                        FALLBACK_DANGLING,
-                        [*segments, str(index)],
-                        "names no existing model provider; the runtime skips it",
-                    )
+        fallback_refs: list[refs.Ref] = []
+        for node, entry in refs.iter_entries(self.config, kind):
+            edges[node] = []
+            where[node] = [*refs.entry_segments(kind, node), "fallback"]
+            fallback_refs += [r for r in refs.entry_refs(kind, node, entry) if r.target == kind]
+        for ref in fallback_refs:
+            if not isinstance(ref.value, str):
+                continue
+            if ref.value in edges and self.provider_problem("models", ref.value) is None:
+                edges[ref.source[1]].append(ref.value)
+            else:
+                # addressed by index: text that names no provider is not echoed
+                self.warn(
+                    FALLBACK_DANGLING,
+                    ref.path,
+                    "names no existing model provider; the runtime skips it",
+                )
         component = strong_components(edges)
         roots = self.model_roots()
         depth = shortest_depths(edges, roots)
@@ -410,15 +409,18 @@ class _Run:
     def model_roots(self) -> list[str]:
         """The model providers agents and runtime profiles name directly: fallback depth 0."""
         roots: list[str] = []
+        fields = {
+            kind: [
+                f for f in refs.ref_fields(kind) if f.target == "providers.models" and not f.is_list
+            ]
+            for kind in ("agents", "runtime_profiles")
+        }
         for kind in ("agents", "runtime_profiles"):
             for entry in _table(self.config.get(kind)).values():
-                if not isinstance(entry, dict):
-                    continue
-                for ref in refs.entry_refs(kind, "", entry):
-                    if ref.target != "providers.models" or ref.position is not None:
-                        continue
-                    if isinstance(ref.value, str) and ref.value:
-                        roots.append(ref.value)
+                for field in fields[kind]:
+                    ref = _get(_table(entry), field.segments)
+                    if isinstance(ref, str) and ref:
+                        roots.append(ref)
         return roots
 
 
