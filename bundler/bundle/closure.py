@@ -161,6 +161,9 @@ def _aliases(value: Any) -> list[str] | None:
     return out
 
 
+# --- pruning (02 §4) ----------------------------------------------------------------------------
+
+
 def _same(value: Any, default: Any) -> bool:
     """Equal including type: ``1`` is not ``true`` and ``10.0`` is not ``10`` for pruning."""
     if type(value) is not type(default):
