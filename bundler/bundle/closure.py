@@ -12,16 +12,14 @@ is found.
 from __future__ import annotations
 
 import copy
-from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from bundler.bundle.manifest import Dropped, dropped_sort_key, render_config
 from bundler.errors import InvalidInput, Refused
-from bundler.rules import layout, schema
+from bundler.rules import layout, refs, schema
 from bundler.rules.names import is_portable_alias, non_portable_alias_reason, safe_relative_path
 from bundler.rules.paths import format_path
 from bundler.rules.risk import RiskFlag, compute_risk_flags
@@ -31,8 +29,6 @@ from bundler.rules.tomlcompat import TOMLDecodeError, loads
 from bundler.rules.validate import validate
 
 Node = dict[str, Any]
-
-MAX_FALLBACK_DEPTH = 3
 
 HOST_SPECIFIC = "host_specific"
 RELATIONAL = "relational"
@@ -61,14 +57,6 @@ REASONS = (
     SOURCE_MISSING,
 )
 
-# agent field -> provider category its reference points into (01 §3.1)
-AGENT_PROVIDER_FIELDS = (
-    ("model_provider", "models"),
-    ("classifier_provider", "models"),
-    ("summary_provider", "models"),
-    ("tts_provider", "tts"),
-    ("transcription_provider", "transcription"),
-)
 _BUNDLE_KINDS = ("skill_bundles", "knowledge_bundles", "mcp_bundles")
 
 # agent fields removed from every export: (field, reason, why)
@@ -174,14 +162,7 @@ def _aliases(value: Any) -> list[str] | None:
     return out
 
 
-def split_provider_ref(ref: Any) -> tuple[str, str] | None:
-    """``"<family>.<alias>"`` as ``(family, alias)``; None when it is not that form."""
-    if not isinstance(ref, str):
-        return None
-    family, dot, alias = ref.partition(".")
-    if not dot or not family or not alias or "." in alias:
-        return None
-    return family, alias
+# --- pruning (02 §4) ----------------------------------------------------------------------------
 
 
 def _same(value: Any, default: Any) -> bool:
@@ -222,20 +203,14 @@ def prune_defaults(entry: Node, node: Node | None) -> None:
             del entry[key]
 
 
-# --- the planner -------------------------------------------------------------------------------
+# --- drops ------------------------------------------------------------------------------------
 
 
-class _Planner:
-    """One planning run: the config, the fragment being built and the rows being collected."""
+class _Drops:
+    """The ``dropped`` rows of one plan (02 §3), and the removal of keys the schema lacks."""
 
-    def __init__(self, config: Mapping[str, Any], alias: str, install_root: Path) -> None:
-        self.config = config
-        self.alias = alias
-        self.install_root = install_root
-        self.root_schema = schema.config_schema()
-        self.dropped: list[Dropped] = []
-        self.warnings: list[str] = []
-        self.fragment: Node = {}
+    def __init__(self) -> None:
+        self.rows: list[Dropped] = []
 
     def drop(
         self, segments: Sequence[str], reason: str, detail: str, index: int | None = None
@@ -243,10 +218,7 @@ class _Planner:
         path = format_path(segments)
         if index is not None:
             path = f"{path}[{index}]"
-        self.dropped.append(Dropped(path, reason, detail))
-
-    def node(self, *segments: str) -> Node | None:
-        return schema.resolve(segments)[1]
+        self.rows.append(Dropped(path, reason, detail))
 
     def remove_unknown(self, entry: Node, node: Node | None, segments: tuple[str, ...]) -> None:
         """Drop keys the schema does not describe, recursively, reporting populated ones."""
@@ -257,11 +229,7 @@ class _Planner:
             if sub_node is None:
                 value = entry.pop(key)
                 if is_populated(value):
-                    self.drop(
-                        (*segments, key),
-                        NOT_YET_PORTABLE,
-                        _UNKNOWN_KEY_DETAIL,
-                    )
+                    self.drop((*segments, key), NOT_YET_PORTABLE, _UNKNOWN_KEY_DETAIL)
             elif (
                 isinstance(entry[key], dict)
                 and sub_node.get("type") == "object"
@@ -269,34 +237,148 @@ class _Planner:
             ):
                 self.remove_unknown(entry[key], sub_node, (*segments, key))
 
+    def removed_fields(
+        self, entry: Node, fields: Sequence[tuple[str, str, str]], base: Sequence[str]
+    ) -> None:
+        """Take out ``(key, reason, why)`` fields that never travel, reporting populated ones."""
+        for name, reason, why in fields:
+            if is_populated(entry.pop(name, None)):
+                self.drop((*base, name), reason, why)
+
+
+def _node(*segments: str) -> Node | None:
+    return schema.resolve(segments)[1]
+
+
+def _check_root_families(found: refs.Reach) -> None:
+    """Refuse a provider reference of the agent or its profile into an unknown family.
+
+    Such a reference cannot be carried nor cut (it is not a fallback edge): the user must fix
+    it. A malformed or dangling one is carried as is and validation of the closure names it.
+    """
+    for ref in found.unresolved:
+        key = ref.key
+        if ref.target not in refs.PROVIDER_KINDS or ref.source[0] in refs.PROVIDER_KINDS:
+            continue
+        category = ref.target.split(".", 1)[1]
+        if key is not None and key[0] not in refs.families(category):
+            where = format_path(ref.path)
+            raise InvalidInput(
+                f"{where}: unknown provider family {format_path([key[0]])} in {ref.target}",
+                path=where,
+            )
+
+
+# --- the agent (02 §3) -------------------------------------------------------------------------
+
+
+def _sanitised_agent(source: Mapping[str, Any], alias: str, drops: _Drops) -> Node:
+    """A copy of agent ``alias`` as it travels (02 §3), what it loses reported in ``drops``.
+
+    Host bindings and relations to other agents are removed, agent-to-agent publishing is
+    closed, ``delegate_same_risk_profile`` is false, keys the schema lacks are dropped, bundle
+    lists are trimmed and de-duplicated, and the identity path is kept only when portable.
+    """
+    entry = copy.deepcopy(dict(source))
+    base = ("agents", alias)
+    # removed fields first, so nothing inside them is reported a second time as unknown
+    drops.removed_fields(entry, _REMOVED_AGENT_FIELDS, base)
+    a2a = entry.pop("a2a", None)
+    if isinstance(a2a, Mapping):
+        a2a_open = is_populated(a2a.get("published")) or is_populated(a2a.get("exposed_skills"))
+    else:
+        a2a_open = is_populated(a2a)
+    if a2a_open:
+        drops.drop(
+            (*base, "a2a"),
+            DEFAULT_CLOSED,
+            "agent-to-agent publishing is off in a bundle; turn it on again on the target",
+        )
+    if entry.get("delegate_same_risk_profile", True) is not False:
+        drops.drop(
+            (*base, "delegate_same_risk_profile"),
+            RELATIONAL,
+            "set to false: the delegates it relates to stay behind",
+        )
+    entry["delegate_same_risk_profile"] = False
+    workspace = entry.get("workspace")
+    if isinstance(workspace, dict):
+        drops.removed_fields(workspace, _REMOVED_WORKSPACE_FIELDS, (*base, "workspace"))
+    drops.remove_unknown(entry, _node(*base), base)
+    for kind in _BUNDLE_KINDS:
+        if kind in entry:
+            cleaned = _aliases(entry[kind])
+            if cleaned is not None:
+                entry[kind] = cleaned
+    return entry
+
+
+def _portable_identity(entry: Node, alias: str, drops: _Drops) -> str | None:
+    """The agent's ``identity.aieos_path`` normalised, or None; a host-specific one is removed.
+
+    Kept only as a relative path of portable names outside ``memory/`` (02 §3).
+    """
+    identity = entry.get("identity")
+    if not isinstance(identity, dict):
+        return None
+    raw = identity.get("aieos_path")
+    if not isinstance(raw, str) or not raw:
+        return None
+    safe = safe_relative_path(raw)
+    if safe is None or safe == "memory" or safe.startswith("memory/"):
+        del identity["aieos_path"]
+        why = "the identity path is not a relative path of portable names outside memory/"
+        drops.drop(("agents", alias, "identity", "aieos_path"), HOST_SPECIFIC, why)
+        return None
+    identity["aieos_path"] = safe
+    return safe
+
+
+# --- the planner -------------------------------------------------------------------------------
+
+
+class _Planner:
+    """One planning run: the config, the fragment being built and the rows being collected.
+
+    What the agent reaches is :func:`bundler.rules.refs.reach` (verify recomputes it the same way);
+    the planner copies each reached entry, cuts what must not travel and prunes defaults.
+    """
+
+    def __init__(self, config: Mapping[str, Any], alias: str, install_root: Path) -> None:
+        self.config = config
+        self.alias = alias
+        self.install_root = install_root
+        self.drops = _Drops()
+        self.warnings: list[str] = []
+        self.fragment: Node = {}
+
     def carry(
         self,
         kind: str,
-        alias: str,
+        name: str,
+        source: Mapping[str, Any],
         *,
         prune: bool,
         removed: Sequence[tuple[str, str, str]] = (),
-    ) -> Node | None:
-        """A copy of ``<kind>.<alias>`` without unknown keys (pruned unless told otherwise).
+    ) -> Node:
+        """A copy of entry ``name`` of ``kind`` without unknown keys (pruned if told so).
 
         ``removed`` lists ``(key, reason, why)`` of fields that never travel; they are taken
         out first, so nothing inside them is reported a second time as an unknown key.
+        Providers are never pruned (02 §4).
         """
-        source = _table(self.config.get(kind)).get(alias)
-        if not isinstance(source, Mapping):
-            return None
+        base = tuple(refs.entry_segments(kind, name))
         entry = copy.deepcopy(dict(source))
-        for key, reason, why in removed:
-            if is_populated(entry.pop(key, None)):
-                self.drop((kind, alias, key), reason, why)
-        node = self.node(kind, alias)
-        self.remove_unknown(entry, node, (kind, alias))
+        self.drops.removed_fields(entry, removed, base)
+        node = _node(*base)
+        self.drops.remove_unknown(entry, node, base)
         if prune:
             prune_defaults(entry, node)
-        self.fragment.setdefault(kind, {})[alias] = entry
+        table = self.fragment
+        for part in base[:-1]:
+            table = table.setdefault(part, {})
+        table[base[-1]] = entry
         return entry
-
-    # -- the agent (02 §3) --
 
     def agent(self) -> Node:
         source = _table(self.config.get("agents")).get(self.alias)
@@ -305,186 +387,52 @@ class _Planner:
                 f"unknown agent {format_path([self.alias])}: the config has no such agent",
                 path=format_path(["agents", self.alias]),
             )
-        entry = copy.deepcopy(dict(source))
-        base = ("agents", self.alias)
-        # removed fields first, so nothing inside them is reported a second time as unknown
-        for name, reason, why in _REMOVED_AGENT_FIELDS:
-            if is_populated(entry.pop(name, None)):
-                self.drop((*base, name), reason, why)
-        a2a = entry.pop("a2a", None)
-        if isinstance(a2a, Mapping):
-            a2a_open = is_populated(a2a.get("published")) or is_populated(a2a.get("exposed_skills"))
-        else:
-            a2a_open = is_populated(a2a)
-        if a2a_open:
-            self.drop(
-                (*base, "a2a"),
-                DEFAULT_CLOSED,
-                "agent-to-agent publishing is off in a bundle; turn it on again on the target",
-            )
-        if entry.get("delegate_same_risk_profile", True) is not False:
-            self.drop(
-                (*base, "delegate_same_risk_profile"),
-                RELATIONAL,
-                "set to false: the delegates it relates to stay behind",
-            )
-        entry["delegate_same_risk_profile"] = False
-        workspace = entry.get("workspace")
-        if isinstance(workspace, dict):
-            for name, reason, why in _REMOVED_WORKSPACE_FIELDS:
-                if is_populated(workspace.pop(name, None)):
-                    self.drop((*base, "workspace", name), reason, why)
-        self.remove_unknown(entry, self.node(*base), base)
-        for kind in _BUNDLE_KINDS:
-            if kind in entry:
-                cleaned = _aliases(entry[kind])
-                if cleaned is not None:
-                    entry[kind] = cleaned
+        entry = _sanitised_agent(source, self.alias, self.drops)
         self.fragment["agents"] = {self.alias: entry}
         return entry
 
-    def identity(self, entry: Node) -> str | None:
-        identity = entry.get("identity")
-        if not isinstance(identity, dict):
-            return None
-        raw = identity.get("aieos_path")
-        if not isinstance(raw, str) or not raw:
-            return None
-        safe = safe_relative_path(raw)
-        if safe is None or safe == "memory" or safe.startswith("memory/"):
-            del identity["aieos_path"]
-            why = "the identity path is not a relative path of portable names outside memory/"
-            self.drop(("agents", self.alias, "identity", "aieos_path"), HOST_SPECIFIC, why)
-            return None
-        identity["aieos_path"] = safe
-        return safe
+    # -- what the agent reaches (02 §2) --
 
-    # -- references --
+    def carry_reached(self, found: refs.Reach) -> list[SkillSource]:
+        """Carry every entry the agent reaches; the skill bundles whose content is to travel."""
+        sources: list[SkillSource] = []
+        for (kind, name), source in found.entries.items():
+            if kind == "skill_bundles":
+                skill = self.skill_bundle(name, source)
+                if skill is not None:
+                    sources.append(skill)
+            elif kind == "risk_profiles":
+                self.carry(kind, name, source, prune=False, removed=_REMOVED_RISK_FIELDS)
+            else:
+                self.carry(kind, name, source, prune=kind not in refs.PROVIDER_KINDS)
+        return sources
 
-    def family_known(self, category: str, family: str) -> bool:
-        families = _table(
-            _table(self.root_schema["properties"]["providers"]["properties"]).get(category)
-        ).get("properties", {})
-        return family in families
-
-    def provider_root(
-        self, category: str, ref: Any, where: Sequence[str]
-    ) -> tuple[str, str] | None:
-        """A provider reference the closure needs, checked for a known family."""
-        if not isinstance(ref, str) or not ref:
-            return None
-        parts = split_provider_ref(ref)
-        if parts is None:
-            return None  # malformed: carried as is, and validation of the closure names it
-        if not self.family_known(category, parts[0]):
-            raise InvalidInput(
-                f"{format_path(where)}: unknown provider family "
-                f"{format_path([parts[0]])} in providers.{category}",
-                path=format_path(where),
-            )
-        return parts
-
-    def provider_entry(self, category: str, family: str, alias: str) -> Mapping[str, Any] | None:
-        entry = _table(_table(_table(self.config.get("providers")).get(category)).get(family)).get(
-            alias
+    def cut_fallbacks(self, found: refs.Reach) -> None:
+        """Remove the fallback edges that do not resolve or go too deep (02 §2 point 7)."""
+        missing = "target missing: the fallback names no model provider of this install"
+        too_deep = (
+            f"beyond MAX_FALLBACK_DEPTH ({refs.MAX_FALLBACK_DEPTH}): the runtime never follows it"
         )
-        return entry if isinstance(entry, Mapping) else None
-
-    def carry_provider(self, category: str, family: str, alias: str) -> Node | None:
-        source = self.provider_entry(category, family, alias)
-        if source is None:
-            return None
-        models = (
-            self.fragment.setdefault("providers", {})
-            .setdefault(category, {})
-            .setdefault(family, {})
-        )
-        if alias in models:
-            existing: Node = models[alias]
-            return existing
-        entry = copy.deepcopy(dict(source))
-        base = ("providers", category, family, alias)
-        self.remove_unknown(entry, self.node(*base), base)
-        models[alias] = entry  # providers are never pruned (02 §4)
-        return entry
-
-    def model_fallbacks(self, roots: list[tuple[str, str]]) -> None:
-        """Carry every model provider reachable from ``roots`` and cut the unusable edges (2.7)."""
-        distance: dict[tuple[str, str], int] = {}
-        queue: deque[tuple[str, str]] = deque()
-        for root in roots:
-            if root not in distance and self.provider_entry("models", *root) is not None:
-                distance[root] = 0
-                queue.append(root)
-        while queue:
-            source = queue.popleft()
-            entry = self.carry_provider("models", *source)
-            if entry is None:
-                continue
-            edges = entry.get("fallback")
-            if not isinstance(edges, list):
-                continue
-            kept: list[Any] = []
-            path = ("providers", "models", *source, "fallback")
-            for i, ref in enumerate(edges):
-                target = split_provider_ref(ref)
-                resolves = (
-                    target is not None
-                    and self.family_known("models", target[0])
-                    and self.provider_entry("models", *target) is not None
-                )
-                if not resolves or target is None:
-                    self.drop(
-                        path,
-                        SOURCE_MISSING,
-                        "target missing: the fallback names no model provider of this install",
-                        index=i,
-                    )
-                    continue
-                if distance[source] >= MAX_FALLBACK_DEPTH:
-                    self.drop(
-                        path,
-                        SOURCE_MISSING,
-                        f"beyond MAX_FALLBACK_DEPTH ({MAX_FALLBACK_DEPTH}): "
-                        "the runtime never follows it",
-                        index=i,
-                    )
-                    continue
-                kept.append(ref)
-                if target not in distance:
-                    distance[target] = distance[source] + 1
-                    queue.append(target)
-            entry["fallback"] = kept
+        cut: dict[refs.EntryKey, set[int]] = {}
+        for refs_of, why in ((found.unresolved, missing), (found.too_deep, too_deep)):
+            for ref in refs_of:
+                if ref.source[0] in refs.PROVIDER_KINDS and ref.position is not None:
+                    cut.setdefault(ref.source, set()).add(ref.position)
+                    self.drops.drop(ref.path[:-1], SOURCE_MISSING, why, index=ref.position)
+        for (kind, name), indices in cut.items():
+            family, alias = refs.entry_segments(kind, name)[-2:]
+            entry = self.fragment["providers"][kind.split(".", 1)[1]][family][alias]
+            edges = entry["fallback"]
+            entry["fallback"] = [ref for i, ref in enumerate(edges) if i not in indices]
 
     # -- bundles and MCP servers --
 
-    def bundles(self, agent: Node) -> list[SkillSource]:
-        sources: list[SkillSource] = []
-        for kind in _BUNDLE_KINDS:
-            names = agent.get(kind)
-            if not isinstance(names, list):
-                continue
-            for name in names:
-                if not isinstance(name, str):
-                    continue
-                if kind == "skill_bundles":
-                    source = self.skill_bundle(name)
-                    if source is not None:
-                        sources.append(source)
-                else:
-                    self.carry(kind, name, prune=True)
-        return sources
-
-    def skill_bundle(self, name: str) -> SkillSource | None:
-        raw = _table(self.config.get("skill_bundles")).get(name)
-        if not isinstance(raw, Mapping):
-            return None
+    def skill_bundle(self, name: str, raw: Mapping[str, Any]) -> SkillSource | None:
         folder = Path(
             layout.normalise(layout.skill_bundle_dir(self.config, name, self.install_root))
         )
         inside = layout.lexically_inside(folder, layout.shared_dir(self.install_root), strict=True)
-        entry = self.carry("skill_bundles", name, prune=False)
-        assert entry is not None
+        entry = self.carry("skill_bundles", name, raw, prune=False)
         directory = entry.get("directory")
         # only what verify accepts travels (one rule, bundler.rules.skillfolder); the content of a
         # bundle elsewhere in shared/ is still carried and lands in the target's default folder
@@ -495,14 +443,14 @@ class _Planner:
             and skill_folder_problem(directory, used) is not None
         ):
             del entry["directory"]
-            self.drop(
+            self.drops.drop(
                 ("skill_bundles", name, "directory"),
                 HOST_SPECIFIC,
                 "only a folder shared/skills/<name> travels; this one names this host's layout",
             )
-        prune_defaults(entry, self.node("skill_bundles", name))
+        prune_defaults(entry, _node("skill_bundles", name))
         if not is_portable_alias(name):
-            self.drop(
+            self.drops.drop(
                 ("skill_bundles", name),
                 HOST_SPECIFIC,
                 "the alias is not a portable folder name: rename the bundle; "
@@ -512,50 +460,42 @@ class _Planner:
         if not inside:
             # a bundle path, not a config path: written with "/" like the copier's rows
             why = "the bundle's folder lies outside shared/: its content was not copied"
-            self.dropped.append(Dropped(f"skills/{name}", HOST_SPECIFIC, why))
+            self.drops.rows.append(Dropped(f"skills/{name}", HOST_SPECIFIC, why))
             return None
         include = [item for item in _list(raw.get("include")) if isinstance(item, str)]
         exclude = [item for item in _list(raw.get("exclude")) if isinstance(item, str)]
         return SkillSource(name, folder, include, exclude, True)
 
-    def mcp_servers(self) -> None:
+    def mcp_servers(self, found: refs.Reach) -> None:
         """Carry the servers the carried MCP bundles grant (01 §3.5) and cut unknown names (2.4)."""
         bundles = _table(self.fragment.get("mcp_bundles"))
         if not bundles:
             return
-        excluded: set[str] = set()
-        for entry in bundles.values():
-            excluded.update(s for s in _list(entry.get("exclude")) if isinstance(s, str))
-        granted: list[str] = []
-        seen: set[str] = set()
-        for entry in bundles.values():
-            for name in _list(entry.get("servers")):
-                if isinstance(name, str) and name not in excluded and name not in seen:
-                    seen.add(name)
-                    granted.append(name)
-        found = self.first_servers(seen)
         carried: list[Node] = []
-        for name in granted:
-            server = found.get(name)
+        for name in found.granted:
+            server = found.servers.get(name)
             if server is None:
                 continue
             entry = copy.deepcopy(dict(server))
             base = ("mcp", "servers", name)
-            node = self.node("mcp", "servers", name)
-            self.remove_unknown(entry, node, base)
+            node = _node(*base)
+            self.drops.remove_unknown(entry, node, base)
             prune_defaults(entry, node)
             entry["name"] = name
             carried.append(entry)
         if carried:
             self.fragment["mcp"] = {"servers": carried}
+        # a granted name no server answers to: a same-named server on the target must not
+        # be granted by accident (an excluded name grants nothing, so it may stay)
+        unknown = set(found.granted) - set(found.servers)
         for alias, entry in bundles.items():
             servers = entry.get("servers")
             if not isinstance(servers, list):
                 continue
             kept = []
             for i, name in enumerate(servers):
-                if isinstance(name, str) and name not in excluded and name not in found:
-                    self.drop(
+                if isinstance(name, str) and name in unknown:
+                    self.drops.drop(
                         ("mcp_bundles", alias, "servers"),
                         SOURCE_MISSING,
                         "names no MCP server of this install; removed so a same-named "
@@ -565,29 +505,7 @@ class _Planner:
                     continue
                 kept.append(name)
             entry["servers"] = kept
-            prune_defaults(entry, self.node("mcp_bundles", alias))
-
-    def first_servers(self, wanted: set[str]) -> dict[str, Mapping[str, Any]]:
-        """The first ``mcp.servers`` entry of each wanted name (01 §3.5).
-
-        This is the one scan over a config-sized list, so it runs in C: the names are read by
-        ``map(dict.get, ...)`` and each wanted name is located by ``list.index``, which stops
-        at the first entry with exactly that name.
-        """
-        found: dict[str, Mapping[str, Any]] = {}
-        servers = _list(_table(self.config.get("mcp")).get("servers"))
-        if not wanted or not servers:
-            return found
-        try:
-            names: list[Any] = list(map(dict.get, servers, repeat("name")))
-        except TypeError:  # an entry that is not a table: read the names one by one
-            names = [s.get("name") if isinstance(s, dict) else None for s in servers]
-        for name in wanted:
-            try:
-                found[name] = servers[names.index(name)]
-            except ValueError:
-                continue
-        return found
+            prune_defaults(entry, _node("mcp_bundles", alias))
 
     # -- the whole plan --
 
@@ -602,32 +520,13 @@ class _Planner:
                 f"({alias_problem}): bundle verify and import refuse this bundle; rename the "
                 "agent and export again"
             )
-        identity_path = self.identity(agent)
-        risk = agent.get("risk_profile")
-        if isinstance(risk, str) and risk:
-            self.carry("risk_profiles", risk, prune=False, removed=_REMOVED_RISK_FIELDS)
-        runtime = agent.get("runtime_profile")
-        model_roots: list[tuple[str, str]] = []
-        for name, category in AGENT_PROVIDER_FIELDS:
-            parts = self.provider_root(category, agent.get(name), (*base, name))
-            if parts is None:
-                continue
-            if category == "models":
-                model_roots.append(parts)
-            else:
-                self.carry_provider(category, *parts)
-        if isinstance(runtime, str) and runtime:
-            profile = self.carry("runtime_profiles", runtime, prune=True)
-            if profile is not None:
-                summary = _table(profile.get("context_compression")).get("summary_provider")
-                where = ("runtime_profiles", runtime, "context_compression", "summary_provider")
-                parts = self.provider_root("models", summary, where)
-                if parts is not None:
-                    model_roots.append(parts)
-        self.model_fallbacks(model_roots)
-        skill_sources = self.bundles(agent)
-        self.mcp_servers()
-        prune_defaults(agent, self.node(*base))
+        identity_path = _portable_identity(agent, self.alias, self.drops)
+        found = refs.reach(self.config, self.alias, agent)
+        _check_root_families(found)
+        skill_sources = self.carry_reached(found)
+        self.cut_fallbacks(found)
+        self.mcp_servers(found)
+        prune_defaults(agent, _node(*base))
         required = scrub(self.fragment)
         ciphertext = find_ciphertext(self.fragment)
         if ciphertext:
@@ -641,7 +540,7 @@ class _Planner:
             alias=self.alias,
             fragment=self.fragment,
             required_secrets=required,
-            dropped=sorted(self.dropped, key=dropped_sort_key),
+            dropped=sorted(self.drops.rows, key=dropped_sort_key),
             workspace=layout.workspace_dir(self.config, self.alias, self.install_root),
             workspace_is_default=not (isinstance(workspace_path, str) and workspace_path),
             skill_sources=skill_sources,

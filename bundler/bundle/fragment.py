@@ -18,13 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from bundler.errors import UsageError
-from bundler.rules import schema
+from bundler.rules import refs, schema
 from bundler.rules.names import escape_display, non_portable_alias_reason, safe_relative_path
 from bundler.rules.paths import format_path, parse_path
 from bundler.rules.skillfolder import skill_folder_problem, used_folders
 
 MAX_NESTING = 64
-MAX_FALLBACK_DEPTH = 3
 
 # Top-level tables an export may write (02 §2); anything else was smuggled in.
 CARRIED_TABLES = (
@@ -40,13 +39,6 @@ CARRIED_TABLES = (
 # Agent fields an export always removes (02 §3): present in a bundle means not export's form.
 _REMOVED_AGENT_FIELDS = ("channels", "delegates", "cron_jobs", "a2a")
 _REMOVED_WORKSPACE_FIELDS = ("path", "access", "read_memory_from")
-_PROVIDER_FIELDS = {
-    "model_provider": "models",
-    "classifier_provider": "models",
-    "summary_provider": "models",
-    "tts_provider": "tts",
-    "transcription_provider": "transcription",
-}
 _BUNDLE_FIELDS = ("skill_bundles", "knowledge_bundles", "mcp_bundles")
 _CIPHERTEXT_PREFIXES = ("enc:", "enc2:")
 # folders are compared install-relative, so any root serves for a fragment; never touched
@@ -253,40 +245,18 @@ def _unresolved(what: str, ref: Any) -> str:
     return f"{what} {escape_display(str(ref))!r} does not resolve inside the bundle's fragment"
 
 
-def _split_provider_ref(ref: Any) -> tuple[str, str] | None:
-    if not isinstance(ref, str) or "." not in ref:
-        return None
-    family, alias = ref.split(".", 1)
-    return (family, alias) if family and alias else None
-
-
 def _table(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _provider_entry(fragment: Mapping[str, Any], category: str, ref: Any) -> tuple[str, str] | None:
-    """The (family, alias) of ``ref`` when it names a provider of the fragment, else None."""
-    parts = _split_provider_ref(ref)
-    if parts is None:
-        return None
-    family, alias = parts
-    families = _table(_table(fragment.get("providers")).get(category))
-    return parts if isinstance(_table(families.get(family)).get(alias), dict) else None
-
-
-def granted_servers(mcp_bundles: Mapping[str, Any], bundle_names: Sequence[str]) -> list[str]:
-    """The server names the named MCP bundles grant (01 §3.5): exclude wins across all bundles."""
-    excluded: set[str] = set()
-    for name in bundle_names:
-        excluded.update(
-            s for s in _table(mcp_bundles.get(name)).get("exclude", []) if isinstance(s, str)
-        )
-    granted: list[str] = []
-    for name in bundle_names:
-        for server in _table(mcp_bundles.get(name)).get("servers", []):
-            if isinstance(server, str) and server not in excluded and server not in granted:
-                granted.append(server)
-    return granted
+def _unresolved_problem(ref: refs.Ref) -> Problem:
+    if ref.target in _BUNDLE_FIELDS:
+        message = f"bundle {escape_display(str(ref.value))!r} is not in the bundle's fragment"
+    elif ref.source[0] in refs.PROVIDER_KINDS:
+        message = _unresolved("fallback", ref.value)
+    else:
+        message = _unresolved("reference", ref.value)
+    return Problem(display_path(ref.path), message)
 
 
 @dataclass
@@ -298,58 +268,15 @@ class _Closure:
 
 
 def _reach(fragment: Mapping[str, Any], root: str, agent: Mapping[str, Any]) -> _Closure:
-    reached: set[tuple[str, ...]] = {("agents", root)}
+    """The closure :func:`~bundler.rules.refs.reach` finds, as entry paths, with export-form rules.
+
+    An export writes bundle lists trimmed, unique and without empty names; every reference it
+    writes resolves inside the fragment.
+    """
     problems: list[Problem] = []
-    model_roots: list[tuple[str, str]] = []
-
-    def provider(category: str, ref: Any, path: list[str]) -> None:
-        if ref in ("", None):
-            return
-        entry = _provider_entry(fragment, category, ref)
-        if entry is None:
-            problems.append(
-                Problem(
-                    display_path(path),
-                    _unresolved("reference", ref),
-                )
-            )
-            return
-        reached.add(("providers", category, *entry))
-        if category == "models":
-            model_roots.append(entry)
-
-    for field, category in _PROVIDER_FIELDS.items():
-        provider(category, agent.get(field, ""), ["agents", root, field])
-    for field in ("risk_profile", "runtime_profile"):
-        ref = agent.get(field, "")
-        table = f"{field}s"
-        if ref in ("", None):
-            continue
-        if isinstance(ref, str) and isinstance(_table(fragment.get(table)).get(ref), dict):
-            reached.add((table, ref))
-        else:
-            problems.append(
-                Problem(
-                    display_path(["agents", root, field]),
-                    _unresolved("reference", ref),
-                )
-            )
-    runtime = _table(_table(fragment.get("runtime_profiles")).get(agent.get("runtime_profile", "")))
-    if runtime:
-        provider(
-            "models",
-            _table(runtime.get("context_compression")).get("summary_provider", ""),
-            [
-                "runtime_profiles",
-                str(agent.get("runtime_profile")),
-                "context_compression",
-                "summary_provider",
-            ],
-        )
     for field in _BUNDLE_FIELDS:
         names = agent.get(field, [])
         for index, name in enumerate(names if isinstance(names, list) else []):
-            path = ["agents", root, field, str(index)]
             if (
                 not isinstance(name, str)
                 or not name
@@ -358,64 +285,16 @@ def _reach(fragment: Mapping[str, Any], root: str, agent: Mapping[str, Any]) -> 
             ):
                 problems.append(
                     Problem(
-                        display_path(path),
+                        display_path(["agents", root, field, str(index)]),
                         "an export writes bundle lists trimmed, unique, without empty names",
                     )
                 )
-            if isinstance(name, str) and isinstance(_table(fragment.get(field)).get(name), dict):
-                reached.add((field, name))
-            else:
-                problems.append(
-                    Problem(
-                        display_path(path),
-                        f"bundle {escape_display(str(name))!r} is not in the bundle's fragment",
-                    )
-                )
-    _reach_fallbacks(fragment, model_roots, reached, problems)
-    mcp_names = (
-        [n for n in agent.get("mcp_bundles", []) if isinstance(n, str)]
-        if isinstance(agent.get("mcp_bundles"), list)
-        else []
-    )
-    for name in granted_servers(_table(fragment.get("mcp_bundles")), mcp_names):
-        reached.add(("mcp", "servers", name))
+    found = refs.reach(fragment, root, agent)
+    problems += [_unresolved_problem(ref) for ref in found.unresolved]
+    reached: set[tuple[str, ...]] = {("agents", root)}
+    reached.update(tuple(refs.entry_segments(*key)) for key in found.entries)
+    reached.update(("mcp", "servers", name) for name in found.granted)
     return _Closure(reached, problems)
-
-
-def _reach_fallbacks(
-    fragment: Mapping[str, Any],
-    roots: list[tuple[str, str]],
-    reached: set[tuple[str, ...]],
-    problems: list[Problem],
-) -> None:
-    """Breadth-first over ``fallback`` from the roots, to MAX_FALLBACK_DEPTH (01 §3.2)."""
-    models = _table(_table(fragment.get("providers")).get("models"))
-    distance: dict[tuple[str, str], int] = {}
-    frontier = []
-    for entry in roots:
-        if entry not in distance:
-            distance[entry] = 0
-            frontier.append(entry)
-    while frontier:
-        following: list[tuple[str, str]] = []
-        for family, alias in frontier:
-            edges = _table(models.get(family)).get(alias, {}).get("fallback", [])
-            for index, ref in enumerate(edges if isinstance(edges, list) else []):
-                target = _provider_entry(fragment, "models", ref)
-                if target is None:
-                    path = ["providers", "models", family, alias, "fallback", str(index)]
-                    problems.append(
-                        Problem(
-                            display_path(path),
-                            _unresolved("fallback", ref),
-                        )
-                    )
-                    continue
-                if distance[(family, alias)] < MAX_FALLBACK_DEPTH and target not in distance:
-                    distance[target] = distance[(family, alias)] + 1
-                    following.append(target)
-        frontier = following
-    reached.update(("providers", "models", *entry) for entry in distance)
 
 
 def reached_entries(config: Mapping[str, Any], root: str) -> set[tuple[str, ...]]:
@@ -535,13 +414,14 @@ def _server_problems(fragment: Mapping[str, Any], agent: Mapping[str, Any]) -> I
         if isinstance(agent.get("mcp_bundles"), list)
         else []
     )
-    excluded = {
-        s for n in carried for s in _table(bundles.get(n)).get("exclude", []) if isinstance(s, str)
-    }
+    # a listed name the grant rule lets through must be carried; an excluded one may stay
+    granted = set(refs.granted_servers(bundles, carried))
     for bundle_name in carried:
         listed = _table(bundles.get(bundle_name)).get("servers", [])
         for index, server_name in enumerate(listed if isinstance(listed, list) else []):
-            if server_name not in names and server_name not in excluded:
+            if server_name not in names and (
+                not isinstance(server_name, str) or server_name in granted
+            ):
                 path = ["mcp_bundles", bundle_name, "servers", str(index)]
                 yield Problem(
                     display_path(path),

@@ -80,7 +80,8 @@ def flatten_secrets(table: Mapping[str, Any], prefix: Sequence[str] = ()) -> dic
 def endpoint_of(config: Mapping[str, Any], path: str) -> str:
     """Where the secret at ``path`` will be sent: the provider's ``uri`` or its family's default,
     the MCP server's ``url`` or command (escaped for display)."""
-    located = merge.split_entry_path(parse_path(path))
+    segments = parse_path(path)
+    located = merge.split_entry_path(segments)
     if located is None:
         return "unknown"
     kind, name, _ = located
@@ -93,7 +94,7 @@ def endpoint_of(config: Mapping[str, Any], path: str) -> str:
         )
     if entry.get("uri"):
         return escape_display(str(entry["uri"]))
-    family = name.split(".", 1)[0]
+    family = segments[2]  # providers.<category>.<family>.<alias>...: no reference to split
     default = fragment.family_default_endpoint(kind.split(".", 1)[1], family, entry)
     if default is None:
         return f"the default endpoint of {escape_display(family)}"

@@ -28,27 +28,14 @@ import tomlkit.items
 
 from bundler.config.file import toml_error_reason
 from bundler.errors import InvalidInput, Refused, UsageError
-from bundler.rules import schema, tomlcompat
+from bundler.rules import refs, schema, tomlcompat
 from bundler.rules.names import escape_display, is_portable_alias, non_portable_alias_reason
 from bundler.rules.paths import format_path, format_segment, parse_path
 
-# the order new entries are appended in, agents last so a reader meets the referents first
-ENTRY_KINDS: tuple[str, ...] = (
-    "risk_profiles",
-    "runtime_profiles",
-    "providers.models",
-    "providers.tts",
-    "providers.transcription",
-    "skill_bundles",
-    "knowledge_bundles",
-    "mcp_bundles",
-    "mcp.servers",
-)
-_PROVIDER_KINDS = frozenset({"providers.models", "providers.tts", "providers.transcription"})
-# the one reference the schema cannot mark with x-ref: a bundle's server list names array items
-_EXTRA_REFS: dict[str, tuple[tuple[str, ...], str]] = {"mcp_bundles": (("servers",), "mcp.servers")}
-
-EntryKey = tuple[str, str]
+# the order new entries are appended in (agents last, so a reader meets the referents first)
+ENTRY_KINDS = refs.ENTRY_KINDS
+_PROVIDER_KINDS = refs.PROVIDER_KINDS
+EntryKey = refs.EntryKey
 Config = dict[str, Any]
 
 
@@ -120,12 +107,7 @@ class MergePlan:
 # entries and references
 
 
-def entry_segments(kind: str, name: str) -> list[str]:
-    """Config path segments of entry ``name`` of ``kind`` (a provider name is ``family.alias``)."""
-    if kind in _PROVIDER_KINDS:
-        family, _, alias = name.partition(".")
-        return [*kind.split("."), family, alias]
-    return [*kind.split("."), name]
+entry_segments = refs.entry_segments
 
 
 def entry_path(kind: str, name: str) -> str:
@@ -144,40 +126,8 @@ def split_entry_path(segments: Sequence[str]) -> tuple[str, str, list[str]] | No
     return None
 
 
-def iter_entries(config: Mapping[str, Any], kind: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """``(name, entry)`` for every entry of ``kind`` in ``config``, in file order.
-
-    Only well-formed entries (tables) are yielded; a duplicated server name yields its first
-    entry only, as the runtime resolves it (01 §3.5).
-    """
-    if kind == "mcp.servers":
-        mcp = config.get("mcp")
-        servers = mcp.get("servers") if isinstance(mcp, dict) else None
-        seen: set[str] = set()
-        for server in servers if isinstance(servers, list) else []:
-            if (
-                isinstance(server, dict)
-                and isinstance(server.get("name"), str)
-                and server["name"] not in seen
-            ):
-                seen.add(server["name"])
-                yield server["name"], server
-        return
-    node: Any = config
-    for part in kind.split("."):
-        node = node.get(part) if isinstance(node, dict) else None
-    if not isinstance(node, dict):
-        return
-    if kind in _PROVIDER_KINDS:
-        for family, aliases in node.items():
-            if isinstance(aliases, dict):
-                for alias, entry in aliases.items():
-                    if isinstance(entry, dict):
-                        yield f"{family}.{alias}", entry
-        return
-    for alias, entry in node.items():
-        if isinstance(entry, dict):
-            yield alias, entry
+iter_entries = refs.iter_entries
+value_at = refs.value_at
 
 
 def _lookup(config: Mapping[str, Any], kind: str, name: str) -> dict[str, Any] | None:
@@ -191,65 +141,32 @@ def _lookup(config: Mapping[str, Any], kind: str, name: str) -> dict[str, Any] |
     return next((entry for other, entry in iter_entries(config, kind) if other == name), None)
 
 
-def _ref_sites(
-    node: schema.Node | None, kind: str, prefix: tuple[str, ...] = ()
-) -> Iterator[tuple[tuple[str, ...], str]]:
-    """Every ``(relative path, referenced kind)`` the schema marks with ``x-ref`` under ``node``."""
-    if node is None:
-        return
-    for name, sub in node.get("properties", {}).items():
-        here = (*prefix, name)
-        if "x-ref" in sub:
-            yield here, str(sub["x-ref"])
-        elif sub.get("type") == "object":
-            yield from _ref_sites(sub, kind, here)
-    if not prefix and kind in _EXTRA_REFS:
-        yield _EXTRA_REFS[kind]
-
-
 def _entry_schema(kind: str, name: str) -> schema.Node | None:
     return schema.resolve(entry_segments(kind, name))[1]
 
 
-def _agent_schema() -> schema.Node | None:
-    return schema.resolve(["agents", "_"])[1]
-
-
-def references(entry: Mapping[str, Any], node: schema.Node | None, kind: str) -> Iterator[EntryKey]:
-    """Every entry ``entry`` references, as ``(kind, name)``."""
-    for rel, target in _ref_sites(node, kind):
-        value = value_at(entry, rel)
-        for ref in value if isinstance(value, list) else [value]:
-            if isinstance(ref, str) and ref:
-                yield target, ref
+def references(kind: str, name: str, entry: Mapping[str, Any]) -> Iterator[EntryKey]:
+    """Every entry ``entry`` (``name`` of ``kind``) references, as ``(kind, name)``."""
+    for ref in refs.entry_refs(kind, name, entry):
+        if isinstance(ref.value, str) and ref.value:
+            yield ref.target, ref.value
 
 
 def rewrite_references(
-    entry: Mapping[str, Any], node: schema.Node | None, kind: str, mapping: Mapping[EntryKey, str]
+    kind: str, name: str, entry: Mapping[str, Any], mapping: Mapping[EntryKey, str]
 ) -> dict[str, Any]:
     """A copy of ``entry`` with every reference found in ``mapping`` replaced by its new name."""
     out = copy.deepcopy(dict(entry))
-    for rel, target in _ref_sites(node, kind):
-        value = value_at(out, rel)
-        if isinstance(value, str) and (target, value) in mapping:
-            _set(out, rel, mapping[(target, value)])
-        elif isinstance(value, list):
-            _set(
-                out,
-                rel,
-                [mapping.get((target, ref), ref) if isinstance(ref, str) else ref for ref in value],
-            )
+    for ref in refs.entry_refs(kind, name, entry):
+        new = mapping.get((ref.target, ref.value)) if isinstance(ref.value, str) else None
+        if new is None:
+            continue
+        at = value_at(out, ref.field.segments)
+        if ref.position is None:
+            _set(out, ref.field.segments, new)
+        else:
+            at[ref.position] = new
     return out
-
-
-def value_at(entry: Mapping[str, Any], rel: Sequence[str]) -> Any:
-    """The value at ``rel`` below ``entry``, or None when a step is missing."""
-    node: Any = entry
-    for part in rel:
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
 
 
 def _set(entry: dict[str, Any], rel: Sequence[str], value: Any) -> None:
@@ -390,13 +307,15 @@ def _reachable(
         seen.add(key)
         if key in bound:
             continue
-        stack.extend(references(entries[key], _entry_schema(*key), key[0]))
+        stack.extend(references(*key, entries[key]))
     return seen
 
 
 def _free_name(kind: str, name: str, agent: str, taken: set[str], avoid: set[str]) -> str:
     """``<agent>-<alias>`` (the alias part of a provider), then ``-2``, ``-3``… until free."""
-    family, _, alias = name.rpartition(".") if kind in _PROVIDER_KINDS else ("", "", name)
+    family, alias = (
+        (refs.split_provider_ref(name) or ("", name)) if kind in _PROVIDER_KINDS else ("", name)
+    )
     base = f"{agent}-{alias}"
     counter = 1
     while True:
@@ -458,11 +377,11 @@ def plan_merge(
         if located is not None:
             scrubbed.setdefault((located[0], located[1]), []).append((canonical, located[2]))
 
-    needed = _reachable(list(references(agent_entry, _agent_schema(), "agents")), entries, bound)
+    needed = _reachable(list(references("agents", source_agent, agent_entry)), entries, bound)
     order = [key for key in entries if key in needed and key not in bound]
 
     def incoming(key: EntryKey, mapping: Mapping[EntryKey, str]) -> dict[str, Any]:
-        value = rewrite_references(entries[key], _entry_schema(*key), key[0], mapping)
+        value = rewrite_references(*key, entries[key], mapping)
         for canonical, rest in scrubbed.get(key, []):
             if canonical in given:
                 _set(value, rest, given[canonical])
@@ -544,7 +463,7 @@ def plan_merge(
         new = NewEntry(kind, final, value)
         plan.new_entries.append(new)
         _insert(plan.merged, new)
-    plan.agent_entry = rewrite_references(agent_entry, _agent_schema(), "agents", mapping)
+    plan.agent_entry = rewrite_references("agents", source_agent, agent_entry, mapping)
     plan.merged.setdefault("agents", {})[agent] = copy.deepcopy(plan.agent_entry)
     plan.added.append(f"agents.{format_segment(agent)}")
     plan.secrets_missing.sort()

@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from bundler.rules import layout, schema
+from bundler.rules import layout, refs, schema
 from bundler.rules.fallbackgraph import shortest_depths, strong_components
 
 # the finding vocabulary and the schema checker live in their own modules; their names stay
@@ -78,52 +76,6 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _families(category: str) -> frozenset[str]:
-    node = schema.config_schema()["properties"]["providers"]["properties"][category]
-    return frozenset(node["propertyNames"]["enum"])
-
-
-@dataclass(frozen=True)
-class _RefField:
-    """A reference field of an entry, read from the schema's ``x-ref`` marks."""
-
-    segments: tuple[str, ...]  # below the entry
-    target: str  # the map it points into: ``providers.models``, ``risk_profiles``...
-    is_list: bool
-    required: bool  # in its table's ``required``: an empty value is an error
-
-
-@cache
-def _ref_fields(kind: str) -> tuple[_RefField, ...]:
-    """The ``x-ref`` fields of an ``agents`` or ``runtime_profiles`` entry.
-
-    Read from the schema, so a new reference field needs no code here.
-    """
-    entry = schema.config_schema()["properties"][kind]["additionalProperties"]
-    found: list[_RefField] = []
-
-    def walk(node: Mapping[str, Any], prefix: tuple[str, ...]) -> None:
-        required = node.get("required", [])
-        for name, sub in node.get("properties", {}).items():
-            if "x-ref" in sub:
-                is_list = sub.get("type") == "array"
-                found.append(_RefField((*prefix, name), sub["x-ref"], is_list, name in required))
-            elif sub.get("type") == "object":
-                walk(sub, (*prefix, name))
-
-    walk(entry, ())
-    return tuple(found)
-
-
-@cache
-def _ref_fields_by_key(kind: str) -> dict[str, tuple[_RefField, ...]]:
-    """:func:`_ref_fields` grouped by their first segment (the key in the entry)."""
-    grouped: dict[str, list[_RefField]] = {}
-    for field in _ref_fields(kind):
-        grouped.setdefault(field.segments[0], []).append(field)
-    return {key: tuple(fields) for key, fields in grouped.items()}
-
-
 def _get(entry: Mapping[str, Any], segments: Sequence[str]) -> Any:
     value: Any = entry
     for segment in segments:
@@ -153,9 +105,6 @@ class _Run:
         self.errors: list[Finding] = []
         self.warnings: list[Finding] = []
         self._error_paths: set[str] = set()
-        self.families = {
-            category: _families(category) for category in ("models", "tts", "transcription")
-        }
 
     def error(self, kind: str, segments: Sequence[str], message: str) -> None:
         self.add_error(Finding(kind, format_path(segments), message))
@@ -173,61 +122,47 @@ class _Run:
 
     def provider_problem(self, category: str, ref: str) -> tuple[str, str] | None:
         """None when ``ref`` names an existing provider of ``category``, else (kind, message)."""
-        parts = ref.split(".")
-        if len(parts) != 2 or not all(parts):
+        parts = refs.split_provider_ref(ref)
+        if parts is None:
             return INVALID_FORMAT, "must be <family>.<alias>"
         family, alias = parts
-        if family not in self.families[category]:
+        if family not in refs.families(category):
             return INVALID_VALUE, f"names an unknown {category} provider family"
         providers = _table(self.config.get("providers"))
         if alias not in _table(_table(providers.get(category)).get(family)):
             return DANGLING_REFERENCE, f"names no existing providers.{category} entry"
         return None
 
-    def check_ref(self, segments: list[str], field: _RefField, ref: Any, in_list: bool) -> None:
-        if not isinstance(ref, str):
+    def check_ref(self, ref: refs.Ref) -> None:
+        value = ref.value
+        if not isinstance(value, str):
             return  # the schema has reported the type
-        target = field.target
-        if not ref:
+        target = ref.target
+        if not value:
             # an empty scalar ref means "none" unless required; an empty list entry names nothing
-            if field.required:
-                self.error(REQUIRED_FIELD_EMPTY, segments, f"is required (an entry of {target})")
-            elif in_list:
+            if ref.field.required:
+                self.error(REQUIRED_FIELD_EMPTY, ref.path, f"is required (an entry of {target})")
+            elif ref.position is not None:
                 self.error(
-                    DANGLING_REFERENCE, segments, f"is empty; must name an entry of {target}"
+                    DANGLING_REFERENCE, ref.path, f"is empty; must name an entry of {target}"
                 )
             return
         if target.startswith("providers."):
-            problem = self.provider_problem(target.split(".", 1)[1], ref)
+            problem = self.provider_problem(target.split(".", 1)[1], value)
             if problem:
-                self.error(problem[0], segments, problem[1])
+                self.error(problem[0], ref.path, problem[1])
         elif target == "channels":
-            parts = ref.split(".")
-            if len(parts) != 2 or not all(parts):
-                self.error(INVALID_FORMAT, segments, "must be <type>.<alias>")
+            parts = refs.split_provider_ref(value)
+            if parts is None:
+                self.error(INVALID_FORMAT, ref.path, "must be <type>.<alias>")
             elif parts[1] not in _table(_table(self.config.get("channels")).get(parts[0])):
-                self.error(DANGLING_REFERENCE, segments, "names no existing channels entry")
-        elif ref not in _table(self.config.get(target)):
-            self.error(DANGLING_REFERENCE, segments, f"names no existing {target} entry")
+                self.error(DANGLING_REFERENCE, ref.path, "names no existing channels entry")
+        elif value not in _table(self.config.get(target)):
+            self.error(DANGLING_REFERENCE, ref.path, f"names no existing {target} entry")
 
     def check_refs_of(self, kind: str, alias: str, entry: Mapping[str, Any]) -> None:
-        by_key = _ref_fields_by_key(kind)
-        # walk the keys the entry has, not every reference field the schema knows: an agent
-        # sets a few of its seventeen, and this runs once per agent of a 5,000-agent config
-        for key in entry:
-            for field in by_key.get(key, ()):
-                self.check_field(kind, alias, entry, field)
-
-    def check_field(
-        self, kind: str, alias: str, entry: Mapping[str, Any], field: _RefField
-    ) -> None:
-        value = _get(entry, field.segments)
-        base = [kind, alias, *field.segments]
-        if field.is_list:
-            for index, ref in enumerate(_list(value)):
-                self.check_ref([*base, str(index)], field, ref, in_list=True)
-        elif value is not None:  # absent: the default applies, or ``required`` reported it
-            self.check_ref(base, field, value, in_list=False)
+        for ref in refs.entry_refs(kind, alias, entry):
+            self.check_ref(ref)
 
     # -- rule 2: agents -------------------------------------------------------------------
 
@@ -430,28 +365,27 @@ class _Run:
     # -- warnings: fallbacks --------------------------------------------------------------------
 
     def fallbacks(self) -> None:
-        models = _table(_table(self.config.get("providers")).get("models"))
+        # the fallback graph: references between model providers (the graph refs.reach walks)
+        kind = "providers.models"
         edges: dict[str, list[str]] = {}
         where: dict[str, list[str]] = {}
-        for family, entries in models.items():
-            for alias in _table(entries):
-                node = f"{family}.{alias}"
-                edges[node] = []
-                where[node] = ["providers", "models", family, alias, "fallback"]
-        for node, segments in where.items():
-            entry = _get(models, segments[2:4])
-            for index, ref in enumerate(_list(_table(entry).get("fallback"))):
-                if not isinstance(ref, str):
-                    continue
-                if ref in edges and self.provider_problem("models", ref) is None:
-                    edges[node].append(ref)
-                else:
-                    # addressed by index: text that names no provider is not echoed
-                    self.warn(
-                        FALLBACK_DANGLING,
-                        [*segments, str(index)],
-                        "names no existing model provider; the runtime skips it",
-                    )
+        fallback_refs: list[refs.Ref] = []
+        for node, entry in refs.iter_entries(self.config, kind):
+            edges[node] = []
+            where[node] = [*refs.entry_segments(kind, node), "fallback"]
+            fallback_refs += [r for r in refs.entry_refs(kind, node, entry) if r.target == kind]
+        for ref in fallback_refs:
+            if not isinstance(ref.value, str):
+                continue
+            if ref.value in edges and self.provider_problem("models", ref.value) is None:
+                edges[ref.source[1]].append(ref.value)
+            else:
+                # addressed by index: text that names no provider is not echoed
+                self.warn(
+                    FALLBACK_DANGLING,
+                    ref.path,
+                    "names no existing model provider; the runtime skips it",
+                )
         component = strong_components(edges)
         roots = self.model_roots()
         depth = shortest_depths(edges, roots)
@@ -475,11 +409,15 @@ class _Run:
     def model_roots(self) -> list[str]:
         """The model providers agents and runtime profiles name directly: fallback depth 0."""
         roots: list[str] = []
+        fields = {
+            kind: [
+                f for f in refs.ref_fields(kind) if f.target == "providers.models" and not f.is_list
+            ]
+            for kind in ("agents", "runtime_profiles")
+        }
         for kind in ("agents", "runtime_profiles"):
             for entry in _table(self.config.get(kind)).values():
-                for field in _ref_fields(kind):
-                    if field.target != "providers.models" or field.is_list:
-                        continue
+                for field in fields[kind]:
                     ref = _get(_table(entry), field.segments)
                     if isinstance(ref, str) and ref:
                         roots.append(ref)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bundler.bundle import fragment as rules
-from bundler.rules import tomlcompat
+from bundler.rules import refs, tomlcompat
 
 
 def paths(problems: list[rules.Problem]) -> list[str]:
@@ -90,9 +90,9 @@ def test_the_factory_fragment_is_in_export_form() -> None:
 
 def test_granted_servers_exclude_wins_across_bundles() -> None:
     bundles = {"a": {"servers": ["x", "y"]}, "b": {"servers": ["z", "x"], "exclude": ["y"]}}
-    assert rules.granted_servers(bundles, ["a", "b"]) == ["x", "z"]
-    assert rules.granted_servers(bundles, ["a"]) == ["x", "y"]
-    assert rules.granted_servers(bundles, ["missing"]) == []
+    assert refs.granted_servers(bundles, ["a", "b"]) == ["x", "z"]
+    assert refs.granted_servers(bundles, ["a"]) == ["x", "y"]
+    assert refs.granted_servers(bundles, ["missing"]) == []
 
 
 def test_excluded_name_in_a_bundle_grants_nothing_and_is_allowed() -> None:
@@ -225,3 +225,22 @@ def test_check_form_never_raises_on_any_shape(data: dict[str, Any]) -> None:
     rules.required_secret_problems(data, bf.REQUIRED_SECRETS)
     for path in bf.REQUIRED_SECRETS:
         rules.secret_endpoint(data, path.split("."))
+
+
+def test_three_part_provider_reference_resolves_to_nothing_in_a_fragment() -> None:
+    # aliases a reference splits on "." hold no "." (01 §3): "openai.main.x" is malformed, not
+    # family "openai" with alias "main.x", whatever entry the fragment holds
+    data = bf.fragment()
+    data["providers"]["models"]["openai"]["main.x"] = {"api_key": ""}
+    data["agents"][bf.ROOT_AGENT]["summary_provider"] = "openai.main.x"
+    found = paths(rules.check_form(data, bf.ROOT_AGENT))
+    assert "agents.researcher.summary_provider" in found
+    assert 'providers.models.openai."main.x"' in found
+
+
+def test_an_exclude_that_is_not_a_list_excludes_nothing() -> None:
+    data = bf.fragment()
+    data["mcp"]["servers"][0]["name"] = "g"
+    data["mcp_bundles"]["gh"] = {"servers": ["g"], "exclude": "g"}  # the schema reports the type
+    # read as a list of characters it would exclude "g", and the carried server be ungranted
+    assert rules.check_form(data, bf.ROOT_AGENT) == []
