@@ -50,6 +50,7 @@ from bundler.fs.durable import (
     renameat2,
 )
 from bundler.fs.safefs import open_dir_nofollow, rmtree_at
+from bundler.rules import hints
 from bundler.rules.names import escape_display
 
 MANIFEST_NAME = "zeroclaw-agent.toml"
@@ -647,7 +648,8 @@ def _record_in_use(dir_fd: int, token: str) -> bool:
     return False
 
 
-def _describe(leftover: Leftover, folder: str) -> str:
+def _explain(leftover: Leftover, folder: str) -> tuple[str, str]:
+    """What ``leftover`` is, and the command that clears it (``""`` when only a person can)."""
     what = {"staging": "staging folder", "retired": "replaced bundle", "record": "export record"}[
         leftover.kind
     ]
@@ -655,14 +657,24 @@ def _describe(leftover: Leftover, folder: str) -> str:
     if leftover.target is None:
         return (
             f"{name}: {what} of an interrupted export with no readable record; "
-            "inspect and remove it by hand"
+            "inspect and remove it by hand",
+            "",
         )
-    dest = escape_display(os.path.join(folder, leftover.target))
-    return f"{name}: {what} of an interrupted export to {dest}; run 'bundler recover {dest}'"
+    dest = os.path.join(folder, leftover.target)
+    return (
+        f"{name}: {what} of an interrupted export to {escape_display(dest)}",
+        hints.command("recover", dest),
+    )
 
 
-def scan_leftovers(folder: Path) -> list[str]:
-    """One line per export leftover among ``folder``'s direct children, changing nothing."""
+def _describe(leftover: Leftover, folder: str) -> str:
+    text, fix = _explain(leftover, folder)
+    return f"{text}; run: {fix}" if fix else text
+
+
+def explain_leftovers(folder: Path) -> list[tuple[str, str]]:
+    """(what it is, the command that clears it or ``""``) per export leftover among ``folder``'s
+    direct children, changing nothing; a folder that cannot be listed is :class:`Refused`."""
     try:
         fd = open_dir(folder, follow=True)
     except OSError as err:
@@ -671,9 +683,14 @@ def scan_leftovers(folder: Path) -> list[str]:
         ) from None
     try:
         absolute = os.path.abspath(folder)
-        return [_describe(item, absolute) for item in find_leftovers(fd)]
+        return [_explain(item, absolute) for item in find_leftovers(fd)]
     finally:
         os.close(fd)
+
+
+def scan_leftovers(folder: Path) -> list[str]:
+    """One line per export leftover among ``folder``'s direct children, changing nothing."""
+    return [f"{text}; run: {fix}" if fix else text for text, fix in explain_leftovers(folder)]
 
 
 def recover_destination(dest: Path, dry_run: bool = False) -> list[str]:

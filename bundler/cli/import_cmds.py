@@ -14,6 +14,7 @@ from bundler.cli.output import Output, Result
 from bundler.config.file import find_install_root
 from bundler.errors import UsageError
 from bundler.install import importer
+from bundler.rules import hints
 from bundler.rules.names import escape_display
 
 
@@ -46,13 +47,17 @@ def import_bundle(args: argparse.Namespace, out: Output) -> Result:
     )
     return Result(
         payload=report.as_json(),
-        text=[] if out.quiet else summary(report),
+        text=[] if out.quiet else summary(report, install=args.install),
         warnings=report.warnings,
     )
 
 
-def summary(report: importer.ImportReport) -> list[str]:
-    """The human-readable plan (dry run) or outcome of an import; every string escaped."""
+def summary(report: importer.ImportReport, *, install: str | None = None) -> list[str]:
+    """The human-readable plan (dry run) or outcome of an import; every string escaped.
+
+    ``install`` is the ``--install`` given on the command line (None otherwise): the commands
+    printed for the user to paste repeat it (:mod:`bundler.rules.hints`), each on a line of its own.
+    """
     plan = report.plan
     head = "would import" if report.dry_run else "imported"
     lines = [f"{head} agent {escape_display(plan.agent)} from {escape_display(report.bundle)}"]
@@ -87,9 +92,12 @@ def summary(report: importer.ImportReport) -> list[str]:
     lines.extend(f"  note: {note}" for note in report.notes)
     for path in plan.secrets_missing:
         endpoint = report.endpoints.get(path, "")
-        lines.append(
-            f"  secret needed (sent to {endpoint}): bundler config set {escape_display(path)}"
-        )
+        lines.append(f"  secret needed: {escape_display(path)} (sent to {endpoint}); set it with:")
+        lines.append(f"    {hints.command('config', 'set', path, install=install)}")
     if report.receipt:
         lines.append(f"  receipt: {escape_display(report.receipt)}")
+        lines.append("  to undo this import:")
+        lines.append(
+            f"    {hints.command('agents', 'import', '--undo', report.receipt, install=install)}"
+        )
     return lines

@@ -26,10 +26,17 @@ def recover(args: argparse.Namespace, out: Output) -> Result:
             "recover takes exactly one of DEST, --install DIR, --home DIR or --scan DIR"
         )
     if args.scan:
-        from bundler.bundle.publish import scan_leftovers
+        from bundler.bundle.publish import explain_leftovers
 
-        actions = scan_leftovers(Path(args.scan))
-    elif args.dest:
+        found = explain_leftovers(Path(args.scan))
+        text: list[str] = []
+        for line, fix in found:
+            text += [f"{line}; run:", f"  {fix}"] if fix else [line]
+        return Result(
+            payload={"actions": [f"{line}; run: {fix}" if fix else line for line, fix in found]},
+            text=[] if out.quiet else text or ["nothing to do"],
+        )
+    if args.dest:
         from bundler.bundle.publish import recover_destination
 
         actions = recover_destination(Path(args.dest), dry_run=args.dry_run)
@@ -41,7 +48,6 @@ def recover(args: argparse.Namespace, out: Output) -> Result:
         from bundler.home.restore import recover_home
 
         actions = recover_home(Path(args.home), dry_run=args.dry_run)
-    text = actions if actions else ["nothing to do"]
     return Result(
-        payload={"actions": actions}, text=[line for line in text] if not out.quiet else []
+        payload={"actions": actions}, text=[] if out.quiet else actions or ["nothing to do"]
     )

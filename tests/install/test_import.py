@@ -144,8 +144,10 @@ def test_dry_run_prints_plan_changes_nothing_lists_missing_mcp_command(
     assert "would import agent researcher" in result.stdout
     assert "not on PATH: mcp.servers.github.command: bundler-test-no-such-command" in result.stdout
     assert (
-        "secret needed (sent to https://api.anthropic.com): bundler config set "
-        "providers.models.anthropic.main.api_key" in result.stdout
+        "secret needed: providers.models.anthropic.main.api_key "
+        "(sent to https://api.anthropic.com); set it with:\n"
+        f"    bundler --install {empty_install} config set "
+        "providers.models.anthropic.main.api_key\n" in result.stdout
     )
     assert "risk process_spawn mcp.servers.github.command" in result.stdout
     assert f"workspace: {empty_install}/agents/researcher/workspace" in result.stdout
