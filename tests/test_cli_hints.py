@@ -5,6 +5,7 @@ of its own, is shell-quoted, and runs against the install the printing command u
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -191,3 +192,31 @@ def test_recover_scan_hints_are_quoted_lines_of_their_own(
     fixed = paste(lines[0], env=env, cwd=tmp_path)
     assert fixed.returncode == 0, fixed.stderr
     assert sorted(os.listdir(parent)) == []
+
+
+def test_error_hint_follows_the_one_error_line_and_pastes(
+    tmp_path: Path, homes: tuple[Path, dict[str, str]]
+) -> None:
+    from hostile_zips import make_project
+
+    from bundler.home.backup import backup_home
+    from bundler.home.restore import STAGING_PREFIX
+
+    home_dir, env = homes
+    project, home = make_project(tmp_path / "my project")
+    zip_path = backup_home(project, to=tmp_path / "b.zip", environ={"HOME": str(home_dir)}).path
+    (home / f"{STAGING_PREFIX}abcdefabcdef").mkdir()
+    done = cli(["home", "restore", str(zip_path), "--project", str(project)], env=env, cwd=tmp_path)
+    assert done.returncode == 1
+    first, second, *rest = done.stderr.splitlines()
+    assert first.startswith("error: ") and first.endswith("; run:") and rest == []
+    assert second == "  " + shlex.join(["bundler", "recover", "--home", str(home)])
+    as_json = cli(
+        ["home", "restore", str(zip_path), "--project", str(project), "--json"],
+        env=env,
+        cwd=tmp_path,
+    )
+    assert json.loads(as_json.stdout)["error"]["fix"] == second.strip()
+    fixed = paste(second.strip(), env=env, cwd=tmp_path)
+    assert fixed.returncode == 0, fixed.stderr
+    assert not (home / f"{STAGING_PREFIX}abcdefabcdef").exists()

@@ -372,13 +372,13 @@ class Staging:
     def abort(self) -> list[str]:
         """Roll back before the swap: staging, then the record; returns what could not be removed.
 
-        Signals are held so a second Ctrl-C cannot interrupt the cleanup halfway.
+        Signals are held so a second Ctrl-C cannot interrupt the cleanup halfway. The caller
+        adds the command that clears what is left (``hints.command("recover", dest)``).
         """
         problems: list[str] = []
         with _signals_deferred():
             self._close_fd()
             parent = self.admission.parent_fd
-            hint = f"run 'bundler recover {escape_display(self.admission.dest_path)}'"
             if self._stranded is not None:
                 # the staging name holds something that is not ours: never remove it
                 self._release_record()
@@ -390,19 +390,17 @@ class Staging:
                     _rename_noreplace(parent, retired, self.admission.name)
                 except OSError as err:
                     self._release_record()
-                    return [f"the previous content is at {retired} ({err.strerror}); {hint}"]
+                    return [f"the previous content is at {retired} ({err.strerror})"]
             try:
                 remove_tree_at(parent, self.name)
             except OSError as err:
-                problems.append(f"could not remove {self.name}: {err.strerror}; {hint}")
+                problems.append(f"could not remove {self.name}: {err.strerror}")
             else:
                 try:
                     fsync_dir(parent)
                     os.unlink(record_name(self.token), dir_fd=parent)
                 except OSError as err:
-                    problems.append(
-                        f"could not remove {record_name(self.token)}: {err.strerror}; {hint}"
-                    )
+                    problems.append(f"could not remove {record_name(self.token)}: {err.strerror}")
             self._release_record()
         return problems
 
@@ -459,8 +457,10 @@ class Staging:
             interrupted = True
         if interrupted:
             outcome.warnings.append(
-                f"interrupted after the bundle was published; run "
-                f"'bundler recover {escape_display(adm.dest_path)}' to clear leftovers"
+                hints.Hinted(
+                    "interrupted after the bundle was published; leftovers may remain",
+                    hints.command("recover", adm.dest_path),
+                )
             )
         return outcome
 
@@ -515,7 +515,7 @@ class Staging:
             # staging name: abort must not remove it
             self._stranded = (
                 f"the destination's previous content could not be put back ({err.strerror}); "
-                f"it is at {self.name}: inspect it before running 'bundler recover'"
+                f"it is at {self.name}: inspect it before you recover"
             )
             raise
 
@@ -548,7 +548,7 @@ class Staging:
         """Past the commit point: make the swap durable, drop the old bundle, then the record."""
         adm = self.admission
         parent = adm.parent_fd
-        hint = f"run 'bundler recover {escape_display(adm.dest_path)}'"
+        fix = hints.command("recover", adm.dest_path)
         try:
             fsync_dir(parent)
         except OSError as err:
@@ -563,7 +563,9 @@ class Staging:
                 os.rename(self.name, retired, src_dir_fd=parent, dst_dir_fd=parent)
                 leftover = retired
             except OSError as err:
-                warnings.append(f"the old bundle is left at {self.name} ({err.strerror}); {hint}")
+                warnings.append(
+                    hints.Hinted(f"the old bundle is left at {self.name} ({err.strerror})", fix)
+                )
                 self._release_record()
                 return
         elif adm.kind is DestKind.BUNDLE:
@@ -574,8 +576,11 @@ class Staging:
             os.unlink(record_name(self.token), dir_fd=parent)
         except OSError as err:
             warnings.append(
-                f"the bundle is published but the previous one could not be fully removed "
-                f"({err.strerror}); {hint}"
+                hints.Hinted(
+                    "the bundle is published but the previous one could not be fully removed "
+                    f"({err.strerror})",
+                    fix,
+                )
             )
         finally:
             self._release_record()

@@ -14,6 +14,7 @@ from bundler.cli.output import Output, Result
 from bundler.config.file import find_install_root
 from bundler.errors import UsageError
 from bundler.install import importer
+from bundler.install.bind_secrets import SECRET_ARGUMENT_WARNING
 from bundler.rules import hints
 from bundler.rules.names import escape_display
 
@@ -34,6 +35,10 @@ def import_bundle(args: argparse.Namespace, out: Output) -> Result:
         )
     binds = dict(importer.split_assignment(raw, "--bind") for raw in args.bind)
     prompter = None if out.json_mode else importer.default_prompter()
+    early = [SECRET_ARGUMENT_WARNING] if args.secret and not out.json_mode else []
+    for warning in early:
+        # said before any prompt or refusal: the value is already in ps and the shell history
+        out.warn(warning)
     report = importer.import_bundle(
         install,
         Path(args.bundle),
@@ -48,7 +53,7 @@ def import_bundle(args: argparse.Namespace, out: Output) -> Result:
     return Result(
         payload=report.as_json(),
         text=[] if out.quiet else summary(report, install=args.install),
-        warnings=report.warnings,
+        warnings=[warning for warning in report.warnings if warning not in early],
     )
 
 

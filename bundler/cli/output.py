@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bundler.errors import BundlerError
+from bundler.rules import hints
 from bundler.rules.names import escape_display
 
 
@@ -71,7 +72,7 @@ class Output:
     def warn(self, message: str) -> None:
         """A warning line on stderr (not in --json mode: put warnings in the payload there)."""
         if not self.json_mode:
-            print(f"warning: {message}", file=sys.stderr)
+            print("\n".join(hints.lines("warning: ", message)), file=sys.stderr)
 
     def emit(self, result: Result) -> int:
         """Print a command's result; returns its exit code."""
@@ -88,7 +89,7 @@ class Output:
             print(json.dumps(document, ensure_ascii=False, default=str))
             return result.code
         for warning in result.warnings:
-            print(f"warning: {warning}", file=sys.stderr)
+            print("\n".join(hints.lines("warning: ", warning)), file=sys.stderr)
         if result.text:
             print("\n".join(result.text))
         if result.code != 0 and result.error_message:
@@ -99,15 +100,13 @@ class Output:
         """Print an error on one line (or as the JSON envelope); returns its exit code."""
         message = " ".join(str(err.message).splitlines())
         if self.json_mode:
-            print(
-                json.dumps(
-                    {
-                        "ok": False,
-                        "error": {"code": err.code, "message": message, "path": err.path},
-                    },
-                    ensure_ascii=False,
-                )
-            )
+            error: dict[str, Any] = {"code": err.code, "message": message, "path": err.path}
+            if isinstance(err.message, hints.Hinted):
+                error["fix"] = err.message.fix
+            print(json.dumps({"ok": False, "error": error}, ensure_ascii=False))
+        elif isinstance(err.message, hints.Hinted) and "\n" not in err.message:
+            # the error itself stays one line; the command to paste follows on its own
+            print("\n".join(hints.lines("error: ", err.message)), file=sys.stderr)
         else:
             print(f"error: {message}", file=sys.stderr)
         return err.code

@@ -55,7 +55,7 @@ from bundler.home.zipcheck import (
     restored_mode,
     stream_entry,
 )
-from bundler.rules import tomlcompat
+from bundler.rules import hints, tomlcompat
 from bundler.rules.names import escape_display
 
 STAGING_PREFIX = ".restore-"
@@ -274,8 +274,11 @@ def restore_home(
     except OSError as exc:
         shown = escape_display(str(resolution.home))
         raise Refused(
-            f"restore into {shown} failed ({os.strerror(exc.errno or errno.EIO)}); nothing was "
-            f"swapped (if in doubt, run 'bundler recover --home {shown}')",
+            hints.Hinted(
+                f"restore into {shown} failed ({os.strerror(exc.errno or errno.EIO)}); nothing "
+                "was swapped (if in doubt, check with recover)",
+                hints.command("recover", "--home", str(resolution.home)),
+            ),
             path=shown,
         ) from exc
 
@@ -323,8 +326,11 @@ def _refuse_interrupted(home_fd: int, home: Path) -> None:
         if name.startswith(STAGING_PREFIX):
             shown = escape_display(str(home))
             raise Refused(
-                f"an interrupted restore is in {shown}/{escape_display(name)}: run "
-                f"'bundler recover --home {shown}' first",
+                hints.Hinted(
+                    f"an interrupted restore is in {shown}/{escape_display(name)}: recover it "
+                    "first",
+                    hints.command("recover", "--home", str(home)),
+                ),
                 path=shown,
             )
 
@@ -441,8 +447,11 @@ def _stage_and_swap(
         except OSError as exc:
             shown = escape_display(str(home))
             warnings.append(
-                f"restored, but {staging} could not be removed "
-                f"({os.strerror(exc.errno or errno.EIO)}): run 'bundler recover --home {shown}'"
+                hints.Hinted(
+                    f"restored, but {staging} could not be removed "
+                    f"({os.strerror(exc.errno or errno.EIO)}) from {shown}",
+                    hints.command("recover", "--home", str(home)),
+                )
             )
     finally:
         os.close(staging_fd)
@@ -481,7 +490,10 @@ def _roll_back_after_failure(
     except OSError:
         shown = escape_display(str(home))
         raise Refused(
-            f"restore failed ({exc}) and could not be undone: run 'bundler recover --home {shown}'",
+            hints.Hinted(
+                f"restore failed ({exc}) and could not be undone in {shown}",
+                hints.command("recover", "--home", str(home)),
+            ),
             path=shown,
         ) from exc
     if isinstance(exc, OSError):

@@ -75,7 +75,7 @@ from bundler.install.stage import (
     stage_folder,
 )
 from bundler.install.undo import UndoReport, undo_import
-from bundler.rules import layout
+from bundler.rules import hints, layout
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
 from bundler.rules.validate import validate
@@ -177,7 +177,7 @@ def _consent(
         f"{escape_display(f.get('detail', ''))}"
         for f in flags
     ]
-    question = "This bundle grants:\n  " + "\n  ".join(lines) + "\nImport it? Type yes to accept"
+    question = "This bundle grants:\n  " + "\n  ".join(lines) + "\nImport it? [y/N]"
     if prompter is not None and prompter.confirm(question):
         return
     raise Refused(
@@ -244,10 +244,10 @@ def import_bundle(
             warnings,
             prompt,
             dry_run=dry_run,
+            accept_risks=accept_risks,
         )
         if dry_run:
             return result
-        _consent(report.risk_flags, accept_risks, prompt)
         _transact(install_fd, install_root, bundle, report, config, result, new_text, staged)
         return result
 
@@ -266,11 +266,16 @@ def _plan(
     prompt: Prompter | None,
     *,
     dry_run: bool,
+    accept_risks: bool = False,
 ) -> tuple[ImportReport, str, list[Staged]]:
     target = parse_config(config.text)
     plan = merge.plan_merge(
         target, report.fragment or {}, required, as_alias=as_alias, binds=binds, secrets=given
     )
+    if not dry_run:
+        # once the options are known to be sound, and before any secret is asked for: a
+        # refusal must not throw away what the user typed
+        _consent(report.risk_flags, accept_risks, prompt)
     if plan.secrets_missing and prompt is not None and not dry_run:
         asked = dict(given)
         for final in plan.secrets_missing:
@@ -484,8 +489,10 @@ def _transact(
         problems = [line for line in leftovers if line.startswith("left ") or line.startswith("(")]
         if problems:
             raise Refused(
-                "import failed and could not be fully undone; run 'bundler recover --install "
-                f"{install_root}'",
+                hints.Hinted(
+                    "import failed and could not be fully undone",
+                    hints.command("recover", "--install", str(install_root)),
+                ),
                 path=str(install_root),
             ) from err
         if isinstance(err, BundlerError):
@@ -507,6 +514,8 @@ def _transact(
         failure = failure or str(err)
     if failure:
         result.warnings.append(
-            f"imported, but finishing failed ({failure}); run 'bundler recover --install "
-            f"{install_root}'"
+            hints.Hinted(
+                f"imported, but finishing failed ({failure})",
+                hints.command("recover", "--install", str(install_root)),
+            )
         )

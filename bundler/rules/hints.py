@@ -54,4 +54,30 @@ def command(*words: str, install: str | None = None) -> str:
     return " ".join(quote_word(word) for word in argv)
 
 
-__all__ = ["PROGRAM", "command", "install_words", "quote_word"]
+class Hinted(str):
+    """A message that ends with a command to run: ``"<sentence>; run: <command>"``.
+
+    It is a plain ``str`` to every caller (JSON, logs, ``+``); the CLI's printer recognises it
+    and puts :attr:`fix` on a line of its own under :attr:`head`. String operations return a
+    plain ``str`` again, so build it last, once the sentence is final.
+    """
+
+    head: str
+    fix: str
+
+    def __new__(cls, sentence: str, fix: str) -> Hinted:
+        made = super().__new__(cls, f"{sentence}; run: {fix}")
+        made.head = f"{sentence}; run:"
+        made.fix = fix
+        return made
+
+
+def lines(prefix: str, message: str) -> list[str]:
+    """``message`` as printed lines: one, or two when it is :class:`Hinted` (the command alone,
+    indented, on the second)."""
+    if isinstance(message, Hinted):
+        return [f"{prefix}{message.head}", f"  {message.fix}"]
+    return [f"{prefix}{message}"]
+
+
+__all__ = ["PROGRAM", "Hinted", "command", "install_words", "lines", "quote_word"]

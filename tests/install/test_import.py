@@ -551,13 +551,14 @@ def test_terminal_prompts_for_secrets_without_echo_and_for_consent(
     )
     os.close(slave)
     try:
+        # consent first (issue 14 item 3): a refusal must not throw away typed secrets
+        answer(b"Import it? [y/N]", b"yes\n")
         answer(
             b"GITHUB_TOKEN (sent to npx -y @modelcontextprotocol/server-github",
             token.encode() + b"\n",
         )
         answer(b"api_key (sent to https://api.anthropic.com", b"\n")
         answer(b"api_key (sent to https://api.openai.com/v1", b"\n")
-        answer(b"Type yes to accept", b"yes\n")
         out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
