@@ -28,7 +28,8 @@ def export(args: argparse.Namespace, out: Output) -> Result:
         )
     return Result(
         payload=report.as_json(),
-        text=[] if out.quiet else summary(report),
+        text=summary(report),
+        quiet_text=[escape_display(report.bundle)],
         warnings=report.warnings,
     )
 

@@ -52,7 +52,8 @@ def import_bundle(args: argparse.Namespace, out: Output) -> Result:
     )
     return Result(
         payload=report.as_json(),
-        text=[] if out.quiet else summary(report, install=args.install),
+        text=summary(report, install=args.install),
+        quiet_text=[escape_display(report.receipt)] if report.receipt else [],
         warnings=[warning for warning in report.warnings if warning not in early],
     )
 

@@ -24,6 +24,9 @@ class Result:
     ``payload`` must not hold ``ok``; it is added from ``code``. ``text`` lines go to stdout,
     ``warnings`` to stderr (in ``--json`` mode they are in the payload instead). A findings
     command (validate, verify, doctor) that fails sets ``code`` and ``error_message``.
+    ``quiet_text``, when set, is what ``--quiet`` prints instead of ``text``: the one result
+    line a script wants (a bundle, a receipt, a backup); under ``--quiet`` only the warnings that
+    carry a command to run are printed.
     """
 
     payload: dict[str, Any] = field(default_factory=dict)
@@ -32,6 +35,7 @@ class Result:
     warnings: list[str] = field(default_factory=list)
     error_message: str = ""
     error_path: str = ""
+    quiet_text: list[str] | None = None
 
 
 class Output:
@@ -89,9 +93,11 @@ class Output:
             print(json.dumps(document, ensure_ascii=False, default=str))
             return result.code
         for warning in result.warnings:
-            print("\n".join(hints.lines("warning: ", warning)), file=sys.stderr)
-        if result.text:
-            print("\n".join(result.text))
+            if not self.quiet or isinstance(warning, hints.Hinted):
+                print("\n".join(hints.lines("warning: ", warning)), file=sys.stderr)
+        text = result.text if result.quiet_text is None or not self.quiet else result.quiet_text
+        if text:
+            print("\n".join(text))
         if result.code != 0 and result.error_message:
             print(f"error: {result.error_message}", file=sys.stderr)
         return result.code
