@@ -51,6 +51,7 @@ from bundler.fs.durable import (
 )
 from bundler.fs.safefs import open_dir_nofollow, rmtree_at
 from bundler.rules import hints
+from bundler.rules.actions import left_alone, step
 from bundler.rules.names import escape_display
 
 MANIFEST_NAME = "zeroclaw-agent.toml"
@@ -677,9 +678,10 @@ def _describe(leftover: Leftover, folder: str) -> str:
     return f"{text}; run: {fix}" if fix else text
 
 
-def explain_leftovers(folder: Path) -> list[tuple[str, str]]:
-    """(what it is, the command that clears it or ``""``) per export leftover among ``folder``'s
-    direct children, changing nothing; a folder that cannot be listed is :class:`Refused`."""
+def explain_leftovers(folder: Path) -> list[tuple[str, str, str]]:
+    """(its path, what it is, the command that clears it or ``""``) per export leftover among
+    ``folder``'s direct children, changing nothing; a folder that cannot be listed is
+    :class:`Refused`."""
     try:
         fd = open_dir(folder, follow=True)
     except OSError as err:
@@ -688,14 +690,17 @@ def explain_leftovers(folder: Path) -> list[tuple[str, str]]:
         ) from None
     try:
         absolute = os.path.abspath(folder)
-        return [_explain(item, absolute) for item in find_leftovers(fd)]
+        return [
+            (os.path.join(absolute, item.name), *_explain(item, absolute))
+            for item in find_leftovers(fd)
+        ]
     finally:
         os.close(fd)
 
 
 def scan_leftovers(folder: Path) -> list[str]:
     """One line per export leftover among ``folder``'s direct children, changing nothing."""
-    return [f"{text}; run: {fix}" if fix else text for text, fix in explain_leftovers(folder)]
+    return [f"{text}; run: {fix}" if fix else text for _, text, fix in explain_leftovers(folder)]
 
 
 def recover_destination(dest: Path, dry_run: bool = False) -> list[str]:
@@ -727,13 +732,15 @@ def _recover_in(parent_fd: int, parent: str, name: str, dry_run: bool) -> list[s
     mine = sorted({item.token for item in leftovers if item.target == name})
     for item in leftovers:
         if item.target != name:
-            actions.append(f"left alone: {_describe(item, parent)}")
-    verb = "would " if dry_run else ""
+            actions.append(left_alone(os.path.join(parent, item.name), _describe(item, parent)))
     for token in mine:
         if _record_in_use(parent_fd, token):
             actions.append(
-                f"left alone: {escape_display(staging_name(token))}: "
-                f"an export to {dest_display} is still running"
+                left_alone(
+                    os.path.join(parent, staging_name(token)),
+                    f"{escape_display(staging_name(token))}: "
+                    f"an export to {dest_display} is still running",
+                )
             )
             continue
         retired = retired_name(token)
@@ -745,19 +752,47 @@ def _recover_in(parent_fd: int, parent: str, name: str, dry_run: bool) -> list[s
                 and stat.S_ISDIR(retired_st.st_mode)
                 and _holds_manifest(parent_fd, retired)
             ):
-                actions.append(f"{verb}restore the previous bundle {retired} to {dest_display}")
+                actions.append(
+                    step(
+                        "restore",
+                        os.path.join(parent, name),
+                        f"the previous bundle {retired} to {dest_display}",
+                        dry_run=dry_run,
+                    )
+                )
                 if not dry_run:
                     _rename_noreplace(parent_fd, retired, name)
                     fsync_dir(parent_fd)
             else:
-                actions.append(f"{verb}remove the replaced bundle {retired}")
+                actions.append(
+                    step(
+                        "remove",
+                        os.path.join(parent, retired),
+                        f"the replaced bundle {retired}",
+                        dry_run=dry_run,
+                    )
+                )
                 if not dry_run:
                     remove_tree_at(parent_fd, retired)
         if _lstat_at(parent_fd, staging) is not None:
-            actions.append(f"{verb}remove the staging folder {staging}")
+            actions.append(
+                step(
+                    "remove",
+                    os.path.join(parent, staging),
+                    f"the staging folder {staging}",
+                    dry_run=dry_run,
+                )
+            )
             if not dry_run:
                 remove_tree_at(parent_fd, staging)
-        actions.append(f"{verb}remove the record {record_name(token)}")
+        actions.append(
+            step(
+                "remove",
+                os.path.join(parent, record_name(token)),
+                f"the record {record_name(token)}",
+                dry_run=dry_run,
+            )
+        )
         if not dry_run:
             # the folders' removal must be durable before the record that explains them goes
             fsync_dir(parent_fd)

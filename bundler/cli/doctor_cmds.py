@@ -101,7 +101,7 @@ def _path_findings(path: Path) -> tuple[list[Finding], list[Finding]]:
             "fallback"
         )
     problems = [
-        Finding("export-leftover", str(path), text, fix) for text, fix in explain_leftovers(path)
+        Finding("export-leftover", where, text, fix) for where, text, fix in explain_leftovers(path)
     ]
     return problems, [Finding("rename-exchange", str(path), detail)]
 

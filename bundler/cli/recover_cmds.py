@@ -7,6 +7,7 @@ from pathlib import Path
 
 from bundler.cli.output import Output, Result
 from bundler.errors import UsageError
+from bundler.rules.actions import as_json
 
 
 def recover(args: argparse.Namespace, out: Output) -> Result:
@@ -30,11 +31,14 @@ def recover(args: argparse.Namespace, out: Output) -> Result:
 
         found = explain_leftovers(Path(args.scan))
         text: list[str] = []
-        for line, fix in found:
+        for _, line, fix in found:
             text += [f"{line}; run:", f"  {fix}"] if fix else [line]
+        listed = [
+            {"action": "found", "path": where, "done": False, "detail": line, "fix": fix}
+            for where, line, fix in found
+        ]
         return Result(
-            payload={"actions": [f"{line}; run: {fix}" if fix else line for line, fix in found]},
-            text=[] if out.quiet else text or ["nothing to do"],
+            payload={"actions": listed}, text=[] if out.quiet else text or ["nothing to do"]
         )
     if args.dest:
         from bundler.bundle.publish import recover_destination
@@ -49,5 +53,6 @@ def recover(args: argparse.Namespace, out: Output) -> Result:
 
         actions = recover_home(Path(args.home), dry_run=args.dry_run)
     return Result(
-        payload={"actions": actions}, text=[] if out.quiet else actions or ["nothing to do"]
+        payload={"actions": [as_json(action) for action in actions]},
+        text=[] if out.quiet else actions or ["nothing to do"],
     )

@@ -53,6 +53,7 @@ from bundler.home.zipcheck import (
     read_index,
     stream_entry,
 )
+from bundler.rules.actions import step
 from bundler.rules.names import escape_display
 
 BACKUPS = "backups"
@@ -493,7 +494,12 @@ def remove_leftovers(home: Path, *, dry_run: bool) -> list[str]:
                 continue
             shown = f"{BACKUPS}/{escape_display(name)}"
             actions.append(
-                f"{'would remove' if dry_run else 'removed'} {shown} (interrupted backup)"
+                step(
+                    "remove",
+                    os.path.join(os.path.abspath(home), BACKUPS, name),
+                    f"{shown} (interrupted backup)",
+                    dry_run=dry_run,
+                )
             )
             if not dry_run:
                 rmtree_at(fd, name)

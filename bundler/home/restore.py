@@ -56,6 +56,7 @@ from bundler.home.zipcheck import (
     stream_entry,
 )
 from bundler.rules import hints, tomlcompat
+from bundler.rules.actions import Action, step
 from bundler.rules.names import escape_display
 
 STAGING_PREFIX = ".restore-"
@@ -518,7 +519,7 @@ def _read_journal(staging_fd: int, token: str) -> Journal | None:
         return parse_journal(handle.read(1 << 20), token)
 
 
-def _recover_one(home_fd: int, name: str, dry_run: bool) -> str:
+def _recover_one(home_fd: int, name: str, dry_run: bool) -> Action:
     token = name[len(STAGING_PREFIX) :]
     staging_fd = open_dir_nofollow(home_fd, name)
     try:
@@ -527,8 +528,12 @@ def _recover_one(home_fd: int, name: str, dry_run: bool) -> str:
         if journal is None or journal.state == "extracting":
             if not dry_run:
                 _discard_staging(home_fd, name, staging_fd)
-            verb = "would remove" if dry_run else "removed"
-            return f"{verb} {shown}: the staging folder of a restore that never started its swap"
+            return step(
+                "remove",
+                name,
+                f"{shown}: the staging folder of a restore that never started its swap",
+                dry_run=dry_run,
+            )
         last_src = journal.moves[journal.step][0] if journal.moves else ""
         forward = journal.state == "committed" or (
             journal.step == len(journal.moves) - 1 and not _exists(home_fd, last_src)
@@ -536,13 +541,21 @@ def _recover_one(home_fd: int, name: str, dry_run: bool) -> str:
         if forward:
             if not dry_run:
                 _finish(home_fd, name, staging_fd)
-            verb = "would complete" if dry_run else "completed"
-            return f"{verb} the interrupted restore {shown}: the home holds the restored state"
+            return step(
+                "complete",
+                name,
+                f"the interrupted restore {shown}: the home holds the restored state",
+                dry_run=dry_run,
+            )
         if not dry_run:
             _undo(home_fd, journal.moves)
             _finish(home_fd, name, staging_fd)
-        verb = "would roll back" if dry_run else "rolled back"
-        return f"{verb} the interrupted restore {shown}: the home holds its previous state"
+        return step(
+            "roll back",
+            name,
+            f"the interrupted restore {shown}: the home holds its previous state",
+            dry_run=dry_run,
+        )
     finally:
         os.close(staging_fd)
 
@@ -569,7 +582,7 @@ def recover_home(home: Path, dry_run: bool = False) -> list[str]:
             if not stat.S_ISDIR(st.st_mode):
                 continue
             try:
-                actions.append(_recover_one(home_fd, name, dry_run))
+                actions.append(_recover_one(home_fd, name, dry_run).under(os.path.abspath(home)))
             except OSError as exc:
                 raise Refused(
                     f"cannot recover {escape_display(name)} ({os.strerror(exc.errno or 0)})",
