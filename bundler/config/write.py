@@ -59,18 +59,42 @@ AUDIT_RELATIVE_PATH = ("data", "state", "config-audit.jsonl")
 
 @contextmanager
 def config_lock(install_root: Path) -> Iterator[None]:
-    """Hold the exclusive ``flock`` on ``<install>/.config.lock`` that every writer takes."""
+    """Hold the exclusive ``flock`` on ``<install>/.config.lock`` that every writer takes.
+
+    A folder that is still no install when the lock is released (no ``config.toml``: a refused
+    first import, a ``config set`` in the wrong folder) gets no lock file left behind. It is
+    unlinked while held, so every taker checks, once it holds the lock, that the name still
+    leads to the file it locked, and starts over when it does not.
+    """
     path = install_root / LOCK_NAME
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as err:
+            raise Refused(
+                f"cannot open the config lock {path}: {err.strerror}", path=str(path)
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            held = os.fstat(fd)
+            named = os.stat(path, follow_symlinks=False)
+        except FileNotFoundError:
+            os.close(fd)
+            continue
+        except BaseException:
+            os.close(fd)
+            raise
+        if (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino):
+            break
+        os.close(fd)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    except OSError as err:
-        raise Refused(
-            f"cannot open the config lock {path}: {err.strerror}", path=str(path)
-        ) from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
+        try:
+            if not os.path.lexists(layout.config_file(install_root)):
+                os.unlink(path)
+        except OSError:
+            pass  # a lock file left behind is harmless
         os.close(fd)  # closing releases the lock
 
 
