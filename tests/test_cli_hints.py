@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,8 @@ import bundlefactory as bf
 import pytest
 
 from bundler.rules import tomlcompat
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 NEEDED = [
     "mcp.servers.github.env.GITHUB_TOKEN",
@@ -220,3 +223,18 @@ def test_error_hint_follows_the_one_error_line_and_pastes(
     fixed = paste(second.strip(), env=env, cwd=tmp_path)
     assert fixed.returncode == 0, fixed.stderr
     assert not (home / f"{STAGING_PREFIX}abcdefabcdef").exists()
+
+
+def test_doctor_home_init_hint_names_the_project_and_pastes(
+    tmp_path: Path, homes: tuple[Path, dict[str, str]]
+) -> None:
+    _home, env = homes
+    project = tmp_path / "my project"
+    shutil.copytree(EXAMPLES / "project", project)
+    shutil.rmtree(project / "data-home", ignore_errors=True)
+    done = cli(["doctor", "--project", str(project)], env=env, cwd=tmp_path)
+    lines = command_lines(done.stdout)
+    assert lines == [shlex.join(["bundler", "home", "init", "--project", str(project)])]
+    # pasted from another folder, it makes this project's home, not one under the cwd
+    assert paste(lines[0], env=env, cwd=tmp_path).returncode == 0
+    assert (project / "data-home").is_dir()

@@ -118,7 +118,10 @@ def doctor(args: argparse.Namespace, out: Output) -> Result:
 
         try:
             notes += [
-                Finding("data-home", args.project, note) for note in doctor_home(Path(args.project))
+                Finding("data-home", args.project, note.sentence, note.fix)
+                if isinstance(note, hints.Hinted)
+                else Finding("data-home", args.project, note)
+                for note in doctor_home(Path(args.project))
             ]
         except BundlerError as err:
             problems.append(Finding("data-home", err.path, f"data home: {err.message}"))

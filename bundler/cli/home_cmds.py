@@ -19,6 +19,7 @@ from bundler.home.homes import (
 )
 from bundler.home.skills import save_skill, skills_of
 from bundler.home.volumes import list_allowed_directories, load_volumes, volumes_from
+from bundler.rules import hints
 from bundler.rules.names import escape_display
 
 _MAX_SKILL_FILE = 1 << 20
@@ -159,7 +160,12 @@ def doctor_home(project: Path) -> list[str]:
         raise InvalidInput(message, path=where)
     notes.append(f"data home {home} can be written")
     if not resolution.home.exists():
-        notes.append(f"data home {home} does not exist yet ('bundler home init' creates it)")
+        notes.append(
+            hints.Hinted(
+                f"data home {home} does not exist yet",
+                hints.command("home", "init", "--project", os.path.abspath(project)),
+            )
+        )
     volumes = load_volumes(project)
     notes.append(f"volumes: {', '.join(v.name for v in volumes) or 'none'}")
     return notes

@@ -62,11 +62,13 @@ class Hinted(str):
     plain ``str`` again, so build it last, once the sentence is final.
     """
 
+    sentence: str
     head: str
     fix: str
 
     def __new__(cls, sentence: str, fix: str) -> Hinted:
         made = super().__new__(cls, f"{sentence}; run: {fix}")
+        made.sentence = sentence
         made.head = f"{sentence}; run:"
         made.fix = fix
         return made
