@@ -238,3 +238,29 @@ def test_doctor_home_init_hint_names_the_project_and_pastes(
     # pasted from another folder, it makes this project's home, not one under the cwd
     assert paste(lines[0], env=env, cwd=tmp_path).returncode == 0
     assert (project / "data-home").is_dir()
+
+
+def test_hint_for_a_path_with_control_characters_is_escaped_and_pastes_into_bash(
+    tmp_path: Path, homes: tuple[Path, dict[str, str]]
+) -> None:
+    _home, env = homes
+    parent = tmp_path / "ex\x1b[2Jports 'q'"
+    parent.mkdir()
+    (parent / ".zeroclaw-export-Tok3nTok3nAB").mkdir()
+    (parent / ".zeroclaw-export-Tok3nTok3nAB.target").write_bytes(b"bundle\n")
+    done = cli(["recover", "--scan", str(parent)], env=env, cwd=tmp_path)
+    assert "\x1b" not in done.stdout
+    (line,) = set(command_lines(done.stdout))
+    assert "\\x1b[2Jports" in line and line.startswith("bundler recover $'")
+    # the shell parses the printed line; 'bundler' is this Python's module
+    shim = 'bundler() { "$BUNDLER_PYTHON" -m bundler "$@"; }\n'
+    pasted = subprocess.run(
+        ["bash", "-c", shim + line],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env, "BUNDLER_PYTHON": sys.executable},
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert pasted.returncode == 0, pasted.stderr
+    assert os.listdir(parent) == []

@@ -11,17 +11,18 @@ import sys
 from pathlib import Path
 
 import bundlefactory as bf
+import pexpect  # the test extra installs it
 import pytest
 
 from bundler.rules import tomlcompat
-
-pexpect = pytest.importorskip("pexpect")
 
 TYPED = "sk-TYPED-at-the-terminal-0123456789"
 GIVEN = "sk-ant-GIVEN-on-the-command-line-987"
 
 
-def spawn(install: Path, bundle: Path, *extra: str, home: Path) -> tuple[object, io.StringIO]:
+def spawn(
+    install: Path, bundle: Path, *extra: str, home: Path
+) -> tuple[pexpect.spawn, io.StringIO]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ZEROCLAW_", "BXAGENTS_"))}
     env.update({"HOME": str(home), "COLUMNS": "40", "LINES": "24", "TERM": "xterm"})
     child = pexpect.spawn(

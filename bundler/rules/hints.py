@@ -3,8 +3,8 @@
 One rule, written once (05 §3): a hint runs against the same install as the command that printed
 it. An install chosen with ``--install DIR`` on the command line is repeated as
 ``--install <absolute DIR>``; one chosen by ``$ZEROCLAW_CONFIG_DIR`` or the default is not (the
-pasted command finds it the same way). Every word is shell-quoted, so a path with spaces, quotes
-or a leading dash pastes as one argument; a word holding a control or bidirectional character is
+pasted command finds it the same way). Every word is shell-quoted, so a path with spaces or quotes
+pastes as one argument; a word holding a control or bidirectional character is
 written in ``$'…'`` form with ``\\xNN``/``\\uNNNN`` escapes, so the printed line can neither
 rewrite the terminal nor hide what it runs, and still pastes into bash and zsh.
 
