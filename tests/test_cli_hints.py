@@ -264,3 +264,16 @@ def test_hint_for_a_path_with_control_characters_is_escaped_and_pastes_into_bash
     )
     assert pasted.returncode == 0, pasted.stderr
     assert os.listdir(parent) == []
+
+
+def test_risk_refusal_names_the_inspect_command_for_this_bundle(
+    tmp_path: Path, homes: tuple[Path, dict[str, str]]
+) -> None:
+    _home, env = homes
+    bundle = bf.build_bundle(tmp_path / "the bundle")
+    done = cli(["--install", "target", "agents", "import", "the bundle"], env=env, cwd=tmp_path)
+    assert done.returncode == 1
+    first, second = done.stderr.splitlines()
+    assert first.startswith("error: the bundle carries") and first.endswith("; run:")
+    assert second == "  " + shlex.join(["bundler", "bundle", "inspect", str(bundle)])
+    assert paste(second.strip(), env=env, cwd=tmp_path / "..").returncode == 0

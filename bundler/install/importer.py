@@ -168,7 +168,10 @@ def _missing_commands(plan: merge.MergePlan) -> list[str]:
 
 
 def _consent(
-    flags: Sequence[Mapping[str, str]], accept_risks: bool, prompter: Prompter | None
+    flags: Sequence[Mapping[str, str]],
+    accept_risks: bool,
+    prompter: Prompter | None,
+    bundle: Path,
 ) -> None:
     if not flags or accept_risks:
         return
@@ -181,8 +184,11 @@ def _consent(
     if prompter is not None and prompter.confirm(question):
         return
     raise Refused(
-        f"the bundle carries {len(flags)} risk flag(s); review them ('bundler bundle inspect') "
-        "and pass --accept-risks or answer yes at a terminal; nothing changed",
+        hints.Hinted(
+            f"the bundle carries {len(flags)} risk flag(s); nothing changed; pass --accept-risks "
+            "or answer y at a terminal once you have reviewed them",
+            hints.command("bundle", "inspect", os.path.abspath(bundle)),
+        ),
         path="risk_flags",
     )
 
@@ -275,7 +281,7 @@ def _plan(
     if not dry_run:
         # once the options are known to be sound, and before any secret is asked for: a
         # refusal must not throw away what the user typed
-        _consent(report.risk_flags, accept_risks, prompt)
+        _consent(report.risk_flags, accept_risks, prompt, bundle)
     if plan.secrets_missing and prompt is not None and not dry_run:
         asked = dict(given)
         for final in plan.secrets_missing:
