@@ -120,3 +120,19 @@ def test_doctor_labels_warnings_and_reports_objects(tmp_path: Path) -> None:
     warning = document["warnings"][0]
     assert set(warning) == {"kind", "path", "detail", "fix"}
     assert warning["path"] == "providers.models.anthropic.main.fallback.0"
+
+
+def test_recover_dest_puts_the_command_for_another_destination_on_its_own_line(
+    tmp_path: Path,
+) -> None:
+    out = interrupted_export(tmp_path)
+    other = out.parent / ".zeroclaw-export-Zyxwvu654321"
+    other.mkdir()
+    (out.parent / ".zeroclaw-export-Zyxwvu654321.target").write_text("other\n")
+    done = cli("recover", str(out), home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert f"  bundler recover {out.parent / 'other'}" in lines
+    assert other.is_dir()
+    document = json.loads(cli("recover", str(out), "--json", home=tmp_path).stdout)
+    assert {a["fix"] for a in document["actions"]} == {f"bundler recover {out.parent / 'other'}"}

@@ -673,11 +673,6 @@ def _explain(leftover: Leftover, folder: str) -> tuple[str, str]:
     )
 
 
-def _describe(leftover: Leftover, folder: str) -> str:
-    text, fix = _explain(leftover, folder)
-    return f"{text}; run: {fix}" if fix else text
-
-
 def explain_leftovers(folder: Path) -> list[tuple[str, str, str]]:
     """(its path, what it is, the command that clears it or ``""``) per export leftover among
     ``folder``'s direct children, changing nothing; a folder that cannot be listed is
@@ -732,7 +727,7 @@ def _recover_in(parent_fd: int, parent: str, name: str, dry_run: bool) -> list[s
     mine = sorted({item.token for item in leftovers if item.target == name})
     for item in leftovers:
         if item.target != name:
-            actions.append(left_alone(os.path.join(parent, item.name), _describe(item, parent)))
+            actions.append(left_alone(os.path.join(parent, item.name), *_explain(item, parent)))
     for token in mine:
         if _record_in_use(parent_fd, token):
             actions.append(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bundler.cli.output import Output, Result
 from bundler.errors import UsageError
-from bundler.rules.actions import as_json
+from bundler.rules.actions import as_json, lines
 
 
 def recover(args: argparse.Namespace, out: Output) -> Result:
@@ -54,5 +54,5 @@ def recover(args: argparse.Namespace, out: Output) -> Result:
         actions = recover_home(Path(args.home), dry_run=args.dry_run)
     return Result(
         payload={"actions": [as_json(action) for action in actions]},
-        text=[] if out.quiet else actions or ["nothing to do"],
+        text=[] if out.quiet else [x for a in actions for x in lines(a)] or ["nothing to do"],
     )

@@ -18,25 +18,46 @@ class Action(str):
     action: str
     path: str
     done: bool
+    fix: str
+    sentence: str
 
-    def __new__(cls, sentence: str, *, action: str, path: str, done: bool) -> Action:
-        made = super().__new__(cls, sentence)
+    def __new__(cls, sentence: str, *, action: str, path: str, done: bool, fix: str = "") -> Action:
+        made = super().__new__(cls, f"{sentence}; run: {fix}" if fix else sentence)
         made.action = action
         made.path = path
         made.done = done
+        made.fix = fix
+        made.sentence = sentence
         return made
+
+    def lines(self) -> list[str]:
+        """The printed lines: the sentence, and the command that deals with it on its own."""
+        return [f"{self.sentence}; run:", f"  {self.fix}"] if self.fix else [self.sentence]
 
     def under(self, root: str) -> Action:
         """The same action with a relative ``path`` made absolute below ``root``."""
         if os.path.isabs(self.path) or not self.path:
             return self
         return Action(
-            str(self), action=self.action, path=os.path.join(root, self.path), done=self.done
+            self.sentence,
+            action=self.action,
+            path=os.path.join(root, self.path),
+            done=self.done,
+            fix=self.fix,
         )
 
     def as_json(self) -> dict[str, Any]:
-        """``{"action", "path", "done", "detail"}``; ``detail`` is the sentence."""
-        return {"action": self.action, "path": self.path, "done": self.done, "detail": str(self)}
+        """``{"action", "path", "done", "detail"}`` (and ``fix``, the command that deals with
+        what was left alone, when there is one); ``detail`` is the sentence."""
+        made: dict[str, Any] = {
+            "action": self.action,
+            "path": self.path,
+            "done": self.done,
+            "detail": self.sentence,
+        }
+        if self.fix:
+            made["fix"] = self.fix
+        return made
 
 
 # verb -> its past tense, for the sentences of :func:`step`
@@ -59,9 +80,15 @@ def step(verb: str, path: str, text: str, *, dry_run: bool) -> Action:
     return Action(f"{said} {text}", action=verb, path=path, done=not dry_run)
 
 
-def left_alone(path: str, text: str) -> Action:
-    """``"left alone: <text>"``: something recover found and must not touch."""
-    return Action(f"left alone: {text}", action="leave", path=path, done=False)
+def left_alone(path: str, text: str, fix: str = "") -> Action:
+    """``"left alone: <text>"``: something recover found and must not touch (``fix``: the
+    command that deals with it, if any)."""
+    return Action(f"left alone: {text}", action="leave", path=path, done=False, fix=fix)
+
+
+def lines(action: str) -> list[str]:
+    """The printed lines of an action line (a command it names goes on a line of its own)."""
+    return action.lines() if isinstance(action, Action) else [action]
 
 
 def as_json(action: str) -> dict[str, Any]:
@@ -71,4 +98,4 @@ def as_json(action: str) -> dict[str, Any]:
     return {"action": "note", "path": "", "done": False, "detail": action}
 
 
-__all__ = ["Action", "as_json", "left_alone", "step"]
+__all__ = ["Action", "as_json", "left_alone", "lines", "step"]
