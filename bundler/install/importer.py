@@ -221,7 +221,8 @@ def import_bundle(
         # one line naming the first few entries at fault; 'bundle verify' lists every one
         shown = "; ".join(str(problem) for problem in report.errors[:3])
         rest = len(report.errors) - 3
-        more = f" (and {rest} more; see 'bundler bundle verify')" if rest > 0 else ""
+        every = hints.command("bundle", "verify", os.path.abspath(bundle))
+        more = f" (and {rest} more; every one: {every})" if rest > 0 else ""
         raise InvalidInput(f"bundle failed verification: {shown}{more}", path=report.errors[0].path)
     manifest = report.manifest or {}
     required = [p for p in manifest.get("required_secrets", []) if isinstance(p, str)]
