@@ -84,3 +84,17 @@ def run_cli(
         cwd=cwd,
         timeout=120,
     )
+
+
+def one_error(stderr: str) -> bool:
+    """True when ``stderr`` is one ``error:`` line, optionally followed by the command that
+    repairs the failure, alone and indented on the next line (05 §3, issue 14 item 1). Warnings
+    said before the command started (``--secret`` is visible to others) may precede it."""
+    lines = stderr.strip("\n").splitlines()
+    while lines and lines[0].startswith("warning: "):
+        lines.pop(0)
+    if not lines or not lines[0].startswith("error: "):
+        return False
+    if len(lines) == 1:
+        return True
+    return len(lines) == 2 and lines[0].endswith("; run:") and lines[1].startswith("  bundler ")

@@ -59,7 +59,7 @@ from bundler.fs.safefs import (
     select_skills,
 )
 from bundler.fs.snapshot import snapshot_database
-from bundler.rules import schema
+from bundler.rules import hints, schema
 from bundler.rules.layout import skill_bundle_dir, workspace_dir
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
@@ -300,7 +300,10 @@ def export_agent(
             err.message = sweep.scrub_message(err.message)
             err.path = sweep.scrub_message(err.path)
             if leftovers:
-                err.message += f" (cleanup incomplete: {'; '.join(leftovers)})"
+                err.message = hints.Hinted(
+                    f"{err.message} (cleanup incomplete: {'; '.join(leftovers)})",
+                    hints.command("recover", admission.dest_path),
+                )
             raise
         except BaseException:
             if not staging.published:

@@ -51,6 +51,8 @@ from bundler.fs.durable import (
     renameat2,
 )
 from bundler.fs.safefs import open_dir_nofollow, rmtree_at
+from bundler.rules import hints
+from bundler.rules.actions import left_alone, step
 from bundler.rules.names import escape_display
 
 MANIFEST_NAME = "zeroclaw-agent.toml"
@@ -372,13 +374,13 @@ class Staging:
     def abort(self) -> list[str]:
         """Roll back before the swap: staging, then the record; returns what could not be removed.
 
-        Signals are held so a second Ctrl-C cannot interrupt the cleanup halfway.
+        Signals are held so a second Ctrl-C cannot interrupt the cleanup halfway. The caller
+        adds the command that clears what is left (``hints.command("recover", dest)``).
         """
         problems: list[str] = []
         with _signals_deferred():
             self._close_fd()
             parent = self.admission.parent_fd
-            hint = f"run 'bundler recover {escape_display(self.admission.dest_path)}'"
             if self._stranded is not None:
                 # the staging name holds something that is not ours: never remove it
                 self._release_record()
@@ -390,19 +392,17 @@ class Staging:
                     _rename_noreplace(parent, retired, self.admission.name)
                 except OSError as err:
                     self._release_record()
-                    return [f"the previous content is at {retired} ({err.strerror}); {hint}"]
+                    return [f"the previous content is at {retired} ({err.strerror})"]
             try:
                 remove_tree_at(parent, self.name)
             except OSError as err:
-                problems.append(f"could not remove {self.name}: {err.strerror}; {hint}")
+                problems.append(f"could not remove {self.name}: {err.strerror}")
             else:
                 try:
                     fsync_dir(parent)
                     os.unlink(record_name(self.token), dir_fd=parent)
                 except OSError as err:
-                    problems.append(
-                        f"could not remove {record_name(self.token)}: {err.strerror}; {hint}"
-                    )
+                    problems.append(f"could not remove {record_name(self.token)}: {err.strerror}")
             self._release_record()
         return problems
 
@@ -459,8 +459,10 @@ class Staging:
             interrupted = True
         if interrupted:
             outcome.warnings.append(
-                f"interrupted after the bundle was published; run "
-                f"'bundler recover {escape_display(adm.dest_path)}' to clear leftovers"
+                hints.Hinted(
+                    "interrupted after the bundle was published; leftovers may remain",
+                    hints.command("recover", adm.dest_path),
+                )
             )
         return outcome
 
@@ -515,7 +517,7 @@ class Staging:
             # staging name: abort must not remove it
             self._stranded = (
                 f"the destination's previous content could not be put back ({err.strerror}); "
-                f"it is at {self.name}: inspect it before running 'bundler recover'"
+                f"it is at {self.name}: inspect it before you recover"
             )
             raise
 
@@ -557,13 +559,15 @@ class Staging:
         """
         adm = self.admission
         parent = adm.parent_fd
-        hint = f"run 'bundler recover {escape_display(adm.dest_path)}'"
+        fix = hints.command("recover", adm.dest_path)
         retired = retired_name(self.token)
         if adm.kind is DestKind.BUNDLE and _lstat_at(parent, self.name) is not None:
             try:
                 os.rename(self.name, retired, src_dir_fd=parent, dst_dir_fd=parent)
             except OSError as err:
-                warnings.append(f"the old bundle is left at {self.name} ({err.strerror}); {hint}")
+                warnings.append(
+                    hints.Hinted(f"the old bundle is left at {self.name} ({err.strerror})", fix)
+                )
                 self._flush_published(warnings)
                 self._release_record()
                 return
@@ -577,8 +581,11 @@ class Staging:
             os.unlink(record_name(self.token), dir_fd=parent)
         except OSError as err:
             warnings.append(
-                f"the bundle is published but the previous one could not be fully removed "
-                f"({err.strerror}); {hint}"
+                hints.Hinted(
+                    "the bundle is published but the previous one could not be fully removed "
+                    f"({err.strerror})",
+                    fix,
+                )
             )
         finally:
             self._release_record()
@@ -662,7 +669,8 @@ def _record_in_use(dir_fd: int, token: str) -> bool:
     return False
 
 
-def _describe(leftover: Leftover, folder: str) -> str:
+def _explain(leftover: Leftover, folder: str) -> tuple[str, str]:
+    """What ``leftover`` is, and the command that clears it (``""`` when only a person can)."""
     what = {"staging": "staging folder", "retired": "replaced bundle", "record": "export record"}[
         leftover.kind
     ]
@@ -670,14 +678,20 @@ def _describe(leftover: Leftover, folder: str) -> str:
     if leftover.target is None:
         return (
             f"{name}: {what} of an interrupted export with no readable record; "
-            "inspect and remove it by hand"
+            "inspect and remove it by hand",
+            "",
         )
-    dest = escape_display(os.path.join(folder, leftover.target))
-    return f"{name}: {what} of an interrupted export to {dest}; run 'bundler recover {dest}'"
+    dest = os.path.join(folder, leftover.target)
+    return (
+        f"{name}: {what} of an interrupted export to {escape_display(dest)}",
+        hints.command("recover", dest),
+    )
 
 
-def scan_leftovers(folder: Path) -> list[str]:
-    """One line per export leftover among ``folder``'s direct children, changing nothing."""
+def explain_leftovers(folder: Path) -> list[tuple[str, str, str]]:
+    """(its path, what it is, the command that clears it or ``""``) per export leftover among
+    ``folder``'s direct children, changing nothing; a folder that cannot be listed is
+    :class:`Refused`."""
     try:
         fd = open_dir(folder, follow=True)
     except OSError as err:
@@ -686,9 +700,17 @@ def scan_leftovers(folder: Path) -> list[str]:
         ) from None
     try:
         absolute = os.path.abspath(folder)
-        return [_describe(item, absolute) for item in find_leftovers(fd)]
+        return [
+            (os.path.join(absolute, item.name), *_explain(item, absolute))
+            for item in find_leftovers(fd)
+        ]
     finally:
         os.close(fd)
+
+
+def scan_leftovers(folder: Path) -> list[str]:
+    """One line per export leftover among ``folder``'s direct children, changing nothing."""
+    return [f"{text}; run: {fix}" if fix else text for _, text, fix in explain_leftovers(folder)]
 
 
 def recover_destination(dest: Path, dry_run: bool = False) -> list[str]:
@@ -720,13 +742,15 @@ def _recover_in(parent_fd: int, parent: str, name: str, dry_run: bool) -> list[s
     mine = sorted({item.token for item in leftovers if item.target == name})
     for item in leftovers:
         if item.target != name:
-            actions.append(f"left alone: {_describe(item, parent)}")
-    verb = "would " if dry_run else ""
+            actions.append(left_alone(os.path.join(parent, item.name), *_explain(item, parent)))
     for token in mine:
         if _record_in_use(parent_fd, token):
             actions.append(
-                f"left alone: {escape_display(staging_name(token))}: "
-                f"an export to {dest_display} is still running"
+                left_alone(
+                    os.path.join(parent, staging_name(token)),
+                    f"{escape_display(staging_name(token))}: "
+                    f"an export to {dest_display} is still running",
+                )
             )
             continue
         retired = retired_name(token)
@@ -738,19 +762,47 @@ def _recover_in(parent_fd: int, parent: str, name: str, dry_run: bool) -> list[s
                 and stat.S_ISDIR(retired_st.st_mode)
                 and _holds_manifest(parent_fd, retired)
             ):
-                actions.append(f"{verb}restore the previous bundle {retired} to {dest_display}")
+                actions.append(
+                    step(
+                        "restore",
+                        os.path.join(parent, name),
+                        f"the previous bundle {retired} to {dest_display}",
+                        dry_run=dry_run,
+                    )
+                )
                 if not dry_run:
                     _rename_noreplace(parent_fd, retired, name)
                     fsync_dir(parent_fd)
             else:
-                actions.append(f"{verb}remove the replaced bundle {retired}")
+                actions.append(
+                    step(
+                        "remove",
+                        os.path.join(parent, retired),
+                        f"the replaced bundle {retired}",
+                        dry_run=dry_run,
+                    )
+                )
                 if not dry_run:
                     remove_tree_at(parent_fd, retired)
         if _lstat_at(parent_fd, staging) is not None:
-            actions.append(f"{verb}remove the staging folder {staging}")
+            actions.append(
+                step(
+                    "remove",
+                    os.path.join(parent, staging),
+                    f"the staging folder {staging}",
+                    dry_run=dry_run,
+                )
+            )
             if not dry_run:
                 remove_tree_at(parent_fd, staging)
-        actions.append(f"{verb}remove the record {record_name(token)}")
+        actions.append(
+            step(
+                "remove",
+                os.path.join(parent, record_name(token)),
+                f"the record {record_name(token)}",
+                dry_run=dry_run,
+            )
+        )
         if not dry_run:
             # the folders' removal must be durable before the record that explains them goes
             fsync_dir(parent_fd)

@@ -202,8 +202,15 @@ def build_parser() -> argparse.ArgumentParser:
     skills.add_argument("name", nargs="?", metavar="NAME")
     skills.add_argument("--description", metavar="TEXT")
     skills.add_argument("--file", metavar="FILE")
+    skills.add_argument(
+        "--force", action="store_true", help="save over an agent skill of the same name"
+    )
     backup = command(home, "backup", "back up the data home to one zip", project)
-    backup.add_argument("--to", metavar="FILE", help="the zip to create (never replaced)")
+    backup.add_argument(
+        "--to",
+        metavar="FILE",
+        help="the zip to create (never replaced), or an existing folder for a timestamped zip",
+    )
     command(home, "verify-backup", "check a backup zip, changing nothing").add_argument(
         "file", metavar="FILE"
     )

@@ -28,7 +28,8 @@ def backup(args: argparse.Namespace, out: Output) -> Result:
             "skipped": skipped.as_json(),
             "skipped_paths": skipped.paths,
         },
-        text=[] if out.quiet else [f"backup {shown}: {report.entries} files, {report.bytes} bytes"],
+        text=[f"backup {shown}: {report.entries} files, {report.bytes} bytes"],
+        quiet_text=[shown],
         warnings=warnings,
     )
 
@@ -72,6 +73,7 @@ def restore(args: argparse.Namespace, out: Output) -> Result:
             "kept": report.kept,
             "created_home": report.created_home,
         },
-        text=[] if out.quiet else lines,
+        text=lines,
+        quiet_text=[shown],
         warnings=report.warnings,
     )

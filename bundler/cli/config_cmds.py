@@ -46,7 +46,8 @@ def validate(args: argparse.Namespace, out: Output) -> Result:
         suffix = f" (value from environment variable {variable})" if variable else ""
         return escape_display(finding.line() + suffix)
 
-    text = [line(finding) for finding in [*errors, *warnings]]
+    # --quiet: errors only; warnings change nothing a script must act on
+    text = [line(finding) for finding in [*errors, *([] if out.quiet else warnings)]]
     payload = {
         "errors": [finding.as_dict() for finding in errors],
         "warnings": [finding.as_dict() for finding in warnings],

@@ -6,6 +6,7 @@ The checks are :mod:`bundler.install.doctor`'s; this handler only words their re
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 from pathlib import Path
 
 from bundler.cli.output import Output, Result
@@ -21,10 +22,21 @@ def doctor(args: argparse.Namespace, out: Output) -> Result:
         Path(args.path) if args.path else None,
         Path(args.project) if args.project else None,
     )
-    problems, notes = report.problems, report.notes
-    text = [f"problem: {p}" for p in problems] + [f"ok: {n}" for n in notes]
+    problems, warnings, notes = report.problems, report.warnings, report.notes
+    text: list[str] = []
+    for label, findings in (("problem", problems), ("warning", warnings), ("ok", notes)):
+        if out.quiet and label != "problem":
+            continue
+        for finding in findings:
+            text.append(f"{label}: {finding.detail}" + ("; run:" if finding.fix else ""))
+            if finding.fix:
+                text.append(f"  {finding.fix}")
     return Result(
-        payload={"problems": problems, "notes": notes},
+        payload={
+            "problems": [asdict(f) for f in problems],
+            "warnings": [asdict(f) for f in warnings],
+            "notes": [asdict(f) for f in notes],
+        },
         text=text,
         code=EXIT_INVALID if problems else 0,
         error_message=f"doctor found {len(problems)} problem(s)" if problems else "",

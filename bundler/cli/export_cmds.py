@@ -7,6 +7,7 @@ from pathlib import Path
 
 from bundler.bundle.export import CARRIED_AS_IS, ExportReport, export_agent
 from bundler.cli.output import Output, Result
+from bundler.rules import hints
 from bundler.rules.names import escape_display
 
 
@@ -27,7 +28,8 @@ def export(args: argparse.Namespace, out: Output) -> Result:
         )
     return Result(
         payload=report.as_json(),
-        text=[] if out.quiet else summary(report),
+        text=summary(report),
+        quiet_text=[escape_display(report.bundle)],
         warnings=report.warnings,
     )
 
@@ -69,8 +71,9 @@ def summary(report: ExportReport) -> list[str]:
         lines.append("  risk flags (what the receiver is asked to trust):")
         lines += [f"    {esc(f.kind)}  {esc(f.path)}: {esc(f.detail)}" for f in report.risk_flags]
     if report.required_secrets:
-        lines.append("  credentials scrubbed; the receiver completes each with:")
-        lines += [f"    bundler config set {esc(path)}" for path in report.required_secrets]
+        # run by the receiver in their own install: the exporter's --install is not repeated
+        lines.append("  credentials scrubbed; the receiver completes each, in their install, with:")
+        lines += [f"    {hints.command('config', 'set', path)}" for path in report.required_secrets]
     if report.dropped:
         lines.append("  not carried:")
         lines += [f"    {esc(d.path)} ({d.reason}): {esc(d.detail)}" for d in report.dropped]

@@ -115,14 +115,26 @@ def skills(args: argparse.Namespace, out: Output) -> Result:
     if args.action == "save":
         if not args.name or args.description is None or not args.file:
             raise UsageError("home skills save needs NAME, --description TEXT and --file FILE")
-        saved = save_skill(project, args.name, args.description, _read_skill_file(args.file))
+        content = _read_skill_file(args.file)
+        existing = [
+            s
+            for s in skills_of(resolve_home(project), project)
+            if s.origin == "agent" and s.name == args.name
+        ]
+        if existing and not args.force:
+            name = escape_display(args.name)
+            raise Refused(
+                f"the agent already has a skill {name}; pass --force to replace it",
+                path=args.name,
+            )
+        saved = save_skill(project, args.name, args.description, content)
         return Result(
             payload={"saved": saved.skill.as_json()},
             text=[f"saved agent skill {saved.skill.name}"] if not out.quiet else [],
             warnings=saved.warnings,
         )
-    if args.name or args.description is not None or args.file:
-        raise UsageError("NAME, --description and --file are for 'home skills save'")
+    if args.name or args.description is not None or args.file or args.force:
+        raise UsageError("NAME, --description, --file and --force are for 'home skills save'")
     listed = skills_of(resolve_home(project), project)
     active = [s.as_json() for s in listed if not s.shadowed]
     shadowed = [s.as_json() for s in listed if s.shadowed]

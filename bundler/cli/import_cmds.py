@@ -14,6 +14,8 @@ from bundler.cli.output import Output, Result
 from bundler.config.file import find_install_root
 from bundler.errors import UsageError
 from bundler.install import importer
+from bundler.install.bind_secrets import SECRET_ARGUMENT_WARNING
+from bundler.rules import hints
 from bundler.rules.names import escape_display
 
 
@@ -33,6 +35,10 @@ def import_bundle(args: argparse.Namespace, out: Output) -> Result:
         )
     binds = dict(importer.split_assignment(raw, "--bind") for raw in args.bind)
     prompter = None if out.json_mode else importer.default_prompter()
+    early = [SECRET_ARGUMENT_WARNING] if args.secret and not out.json_mode else []
+    for warning in early:
+        # said before any prompt or refusal: the value is already in ps and the shell history
+        out.warn(warning)
     options = importer.ImportOptions(
         as_alias=args.as_alias,
         binds=binds,
@@ -45,13 +51,18 @@ def import_bundle(args: argparse.Namespace, out: Output) -> Result:
     report = importer.import_bundle(install, Path(args.bundle), options)
     return Result(
         payload=report.as_json(),
-        text=[] if out.quiet else summary(report),
-        warnings=report.warnings,
+        text=summary(report, install=args.install),
+        quiet_text=[escape_display(report.receipt)] if report.receipt else [],
+        warnings=[warning for warning in report.warnings if warning not in early],
     )
 
 
-def summary(report: importer.ImportReport) -> list[str]:
-    """The human-readable plan (dry run) or outcome of an import; every string escaped."""
+def summary(report: importer.ImportReport, *, install: str | None = None) -> list[str]:
+    """The human-readable plan (dry run) or outcome of an import; every string escaped.
+
+    ``install`` is the ``--install`` given on the command line (None otherwise): the commands
+    printed for the user to paste repeat it (:mod:`bundler.rules.hints`), each on a line of its own.
+    """
     plan = report.plan
     head = "would import" if report.dry_run else "imported"
     lines = [f"{head} agent {escape_display(plan.agent)} from {escape_display(report.bundle)}"]
@@ -86,9 +97,12 @@ def summary(report: importer.ImportReport) -> list[str]:
     lines.extend(f"  note: {note}" for note in report.notes)
     for path in plan.secrets_missing:
         endpoint = report.endpoints.get(path, "")
-        lines.append(
-            f"  secret needed (sent to {endpoint}): bundler config set {escape_display(path)}"
-        )
+        lines.append(f"  secret needed: {escape_display(path)} (sent to {endpoint}); set it with:")
+        lines.append(f"    {hints.command('config', 'set', path, install=install)}")
     if report.receipt:
         lines.append(f"  receipt: {escape_display(report.receipt)}")
+        lines.append("  to undo this import:")
+        lines.append(
+            f"    {hints.command('agents', 'import', '--undo', report.receipt, install=install)}"
+        )
     return lines

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bundler.errors import BundlerError
+from bundler.rules import hints
 from bundler.rules.names import escape_display
 
 
@@ -23,6 +24,9 @@ class Result:
     ``payload`` must not hold ``ok``; it is added from ``code``. ``text`` lines go to stdout,
     ``warnings`` to stderr (in ``--json`` mode they are in the payload instead). A findings
     command (validate, verify, doctor) that fails sets ``code`` and ``error_message``.
+    ``quiet_text``, when set, is what ``--quiet`` prints instead of ``text``: the one result
+    line a script wants (a bundle, a receipt, a backup); under ``--quiet`` only the warnings that
+    carry a command to run are printed.
     """
 
     payload: dict[str, Any] = field(default_factory=dict)
@@ -31,6 +35,7 @@ class Result:
     warnings: list[str] = field(default_factory=list)
     error_message: str = ""
     error_path: str = ""
+    quiet_text: list[str] | None = None
 
 
 class Output:
@@ -71,7 +76,7 @@ class Output:
     def warn(self, message: str) -> None:
         """A warning line on stderr (not in --json mode: put warnings in the payload there)."""
         if not self.json_mode:
-            print(f"warning: {message}", file=sys.stderr)
+            print("\n".join(hints.lines("warning: ", message)), file=sys.stderr)
 
     def emit(self, result: Result) -> int:
         """Print a command's result; returns its exit code."""
@@ -88,9 +93,11 @@ class Output:
             print(json.dumps(document, ensure_ascii=False, default=str))
             return result.code
         for warning in result.warnings:
-            print(f"warning: {warning}", file=sys.stderr)
-        if result.text:
-            print("\n".join(result.text))
+            if not self.quiet or isinstance(warning, hints.Hinted):
+                print("\n".join(hints.lines("warning: ", warning)), file=sys.stderr)
+        text = result.text if result.quiet_text is None or not self.quiet else result.quiet_text
+        if text:
+            print("\n".join(text))
         if result.code != 0 and result.error_message:
             print(f"error: {result.error_message}", file=sys.stderr)
         return result.code
@@ -99,15 +106,13 @@ class Output:
         """Print an error on one line (or as the JSON envelope); returns its exit code."""
         message = " ".join(str(err.message).splitlines())
         if self.json_mode:
-            print(
-                json.dumps(
-                    {
-                        "ok": False,
-                        "error": {"code": err.code, "message": message, "path": err.path},
-                    },
-                    ensure_ascii=False,
-                )
-            )
+            error: dict[str, Any] = {"code": err.code, "message": message, "path": err.path}
+            if isinstance(err.message, hints.Hinted):
+                error["fix"] = err.message.fix
+            print(json.dumps({"ok": False, "error": error}, ensure_ascii=False))
+        elif isinstance(err.message, hints.Hinted) and "\n" not in err.message:
+            # the error itself stays one line; the command to paste follows on its own
+            print("\n".join(hints.lines("error: ", err.message)), file=sys.stderr)
         else:
             print(f"error: {message}", file=sys.stderr)
         return err.code

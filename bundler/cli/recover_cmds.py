@@ -7,6 +7,7 @@ from pathlib import Path
 
 from bundler.cli.output import Output, Result
 from bundler.errors import UsageError
+from bundler.rules.actions import as_json, lines
 
 
 def recover(args: argparse.Namespace, out: Output) -> Result:
@@ -26,10 +27,20 @@ def recover(args: argparse.Namespace, out: Output) -> Result:
             "recover takes exactly one of DEST, --install DIR, --home DIR or --scan DIR"
         )
     if args.scan:
-        from bundler.bundle.publish import scan_leftovers
+        from bundler.bundle.publish import explain_leftovers
 
-        actions = scan_leftovers(Path(args.scan))
-    elif args.dest:
+        found = explain_leftovers(Path(args.scan))
+        text: list[str] = []
+        for _, line, fix in found:
+            text += [f"{line}; run:", f"  {fix}"] if fix else [line]
+        listed = [
+            {"action": "found", "path": where, "done": False, "detail": line, "fix": fix}
+            for where, line, fix in found
+        ]
+        return Result(
+            payload={"actions": listed}, text=[] if out.quiet else text or ["nothing to do"]
+        )
+    if args.dest:
         from bundler.bundle.publish import recover_destination
 
         actions = recover_destination(Path(args.dest), dry_run=args.dry_run)
@@ -41,7 +52,7 @@ def recover(args: argparse.Namespace, out: Output) -> Result:
         from bundler.home.restore import recover_home
 
         actions = recover_home(Path(args.home), dry_run=args.dry_run)
-    text = actions if actions else ["nothing to do"]
     return Result(
-        payload={"actions": actions}, text=[line for line in text] if not out.quiet else []
+        payload={"actions": [as_json(action) for action in actions]},
+        text=[] if out.quiet else [x for a in actions for x in lines(a)] or ["nothing to do"],
     )

@@ -70,7 +70,13 @@ AUDIT_RELATIVE_PATH = ("data", "state", "config-audit.jsonl")
 
 @contextmanager
 def config_lock(install_root: Path) -> Iterator[None]:
-    """Hold the exclusive ``flock`` on ``<install>/.config.lock`` that every writer takes."""
+    """Hold the exclusive ``flock`` on ``<install>/.config.lock`` that every writer takes.
+
+    A folder that is still no install when the lock is released (no ``config.toml``: a refused
+    first import, a ``config set`` in the wrong folder) gets no lock file left behind. It is
+    unlinked while held, so every taker checks, once it holds the lock, that the name still
+    leads to the file it locked, and starts over when it does not.
+    """
     path = install_root / LOCK_NAME
     while True:
         try:
@@ -81,27 +87,28 @@ def config_lock(install_root: Path) -> Iterator[None]:
             ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            # a refused import removes the lock file it made, still holding it: whoever waited
-            # on that file now holds a lock nobody else can see, so lock the file at the path
-            if _same_file(fd, path):
-                break
+            held = os.fstat(fd)
+            named = os.stat(path, follow_symlinks=False)
+        except FileNotFoundError:
+            os.close(fd)
+            continue
         except BaseException:
             os.close(fd)
             raise
+        if (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino):
+            break
         os.close(fd)
     try:
         yield
     finally:
+        try:
+            if not os.path.lexists(layout.config_file(install_root)):
+                os.unlink(path)
+        except OSError:
+            pass  # a lock file left behind is harmless
         os.close(fd)  # closing releases the lock
 
 
-def _same_file(fd: int, path: Path) -> bool:
-    try:
-        named = os.stat(path, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    held = os.fstat(fd)
-    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 def stage_config(config: ConfigFile, temp_name: str, new_text: str) -> None:
     """Step 3: write ``new_text`` to ``temp_name`` beside the real file ``config`` was read from.
 

@@ -55,6 +55,7 @@ from bundler.home.zipcheck import (
     read_index,
     stream_entry,
 )
+from bundler.rules.actions import step
 from bundler.rules.names import escape_display
 
 BACKUPS = "backups"
@@ -338,12 +339,19 @@ def _publish(dir_fd: int, temp: str, final: str) -> None:
 
 
 def _target(resolution: HomeResolution, to: Path | None) -> tuple[Path, str | None]:
-    """The target folder and the requested final name (None: pick the default name)."""
+    """The target folder and the requested final name (None: pick the default name).
+
+    An existing folder as ``to`` receives a zip under the default timestamped name.
+    """
     home = resolution.home
     if to is None:
         return home / BACKUPS, None
     to = Path(os.path.abspath(to))
     shown = escape_display(str(to))
+    if os.path.isdir(to):
+        folder = Path(os.path.realpath(to))
+        _refuse_inside_trees(home, folder, shown)
+        return folder, None
     if to.name in ("", ".", ".."):
         raise Refused(f"--to {shown} must name a file", path=shown)
     if os.path.lexists(to):
@@ -353,14 +361,20 @@ def _target(resolution: HomeResolution, to: Path | None) -> tuple[Path, str | No
     parent = Path(os.path.realpath(to.parent))
     if not parent.is_dir():
         raise Refused(f"the folder of {shown} does not exist: create it first", path=shown)
+    _refuse_inside_trees(home, parent, shown)
+    return parent, to.name
+
+
+def _refuse_inside_trees(home: Path, folder: Path, shown: str) -> None:
+    """Refuse a backup folder inside the home's ``files/`` or ``skills/`` (it would hold
+    itself)."""
     for tree in TREES:
         real_tree = Path(os.path.realpath(home / tree))
-        if parent == real_tree or real_tree in parent.parents:
+        if folder == real_tree or real_tree in folder.parents:
             raise Refused(
                 f"{shown} is inside the home's {tree}/: a backup must not contain itself",
                 path=shown,
             )
-    return parent, to.name
 
 
 def _open_target(folder: Path, create: bool) -> int:
@@ -501,7 +515,12 @@ def remove_leftovers(home: Path, *, dry_run: bool) -> list[str]:
                 continue
             shown = f"{BACKUPS}/{escape_display(name)}"
             actions.append(
-                f"{'would remove' if dry_run else 'removed'} {shown} (interrupted backup)"
+                step(
+                    "remove",
+                    os.path.join(os.path.abspath(home), BACKUPS, name),
+                    f"{shown} (interrupted backup)",
+                    dry_run=dry_run,
+                )
             )
             if not dry_run:
                 rmtree_at(fd, name)

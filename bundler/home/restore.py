@@ -56,7 +56,8 @@ from bundler.home.zipcheck import (
     restored_mode,
     stream_entry,
 )
-from bundler.rules import tomlcompat
+from bundler.rules import hints, tomlcompat
+from bundler.rules.actions import Action, step
 from bundler.rules.names import escape_display
 
 STAGING_PREFIX = ".restore-"
@@ -283,8 +284,11 @@ def restore_home(
     except OSError as exc:
         shown = escape_display(str(resolution.home))
         raise Refused(
-            f"restore into {shown} failed ({os.strerror(exc.errno or errno.EIO)}); nothing was "
-            f"swapped (if in doubt, run 'bundler recover --home {shown}')",
+            hints.Hinted(
+                f"restore into {shown} failed ({os.strerror(exc.errno or errno.EIO)}); nothing "
+                "was swapped (if in doubt, check with recover)",
+                hints.command("recover", "--home", str(resolution.home)),
+            ),
             path=shown,
         ) from exc
 
@@ -332,8 +336,11 @@ def _refuse_interrupted(home_fd: int, home: Path) -> None:
         if name.startswith(STAGING_PREFIX):
             shown = escape_display(str(home))
             raise Refused(
-                f"an interrupted restore is in {shown}/{escape_display(name)}: run "
-                f"'bundler recover --home {shown}' first",
+                hints.Hinted(
+                    f"an interrupted restore is in {shown}/{escape_display(name)}: recover it "
+                    "first",
+                    hints.command("recover", "--home", str(home)),
+                ),
                 path=shown,
             )
 
@@ -454,8 +461,11 @@ def _stage_and_swap(
         except OSError as exc:
             shown = escape_display(str(home))
             warnings.append(
-                f"restored, but {staging} could not be removed "
-                f"({os.strerror(exc.errno or errno.EIO)}): run 'bundler recover --home {shown}'"
+                hints.Hinted(
+                    f"restored, but {staging} could not be removed "
+                    f"({os.strerror(exc.errno or errno.EIO)}) from {shown}",
+                    hints.command("recover", "--home", str(home)),
+                )
             )
     finally:
         os.close(staging_fd)
@@ -494,7 +504,10 @@ def _roll_back_after_failure(
     except OSError:
         shown = escape_display(str(home))
         raise Refused(
-            f"restore failed ({exc}) and could not be undone: run 'bundler recover --home {shown}'",
+            hints.Hinted(
+                f"restore failed ({exc}) and could not be undone in {shown}",
+                hints.command("recover", "--home", str(home)),
+            ),
             path=shown,
         ) from exc
     if isinstance(exc, OSError):
@@ -519,7 +532,7 @@ def _read_journal(staging_fd: int, token: str) -> Journal | None:
         return parse_journal(handle.read(1 << 20), token)
 
 
-def _recover_one(home_fd: int, name: str, dry_run: bool) -> str:
+def _recover_one(home_fd: int, name: str, dry_run: bool) -> Action:
     token = name[len(STAGING_PREFIX) :]
     staging_fd = open_dir_nofollow(home_fd, name)
     try:
@@ -528,8 +541,12 @@ def _recover_one(home_fd: int, name: str, dry_run: bool) -> str:
         if journal is None or journal.state == "extracting":
             if not dry_run:
                 _discard_staging(home_fd, name, staging_fd)
-            verb = "would remove" if dry_run else "removed"
-            return f"{verb} {shown}: the staging folder of a restore that never started its swap"
+            return step(
+                "remove",
+                name,
+                f"{shown}: the staging folder of a restore that never started its swap",
+                dry_run=dry_run,
+            )
         last_src = journal.moves[journal.step][0] if journal.moves else ""
         forward = journal.state == "committed" or (
             journal.step == len(journal.moves) - 1 and not _exists(home_fd, last_src)
@@ -537,13 +554,21 @@ def _recover_one(home_fd: int, name: str, dry_run: bool) -> str:
         if forward:
             if not dry_run:
                 _finish(home_fd, name, staging_fd)
-            verb = "would complete" if dry_run else "completed"
-            return f"{verb} the interrupted restore {shown}: the home holds the restored state"
+            return step(
+                "complete",
+                name,
+                f"the interrupted restore {shown}: the home holds the restored state",
+                dry_run=dry_run,
+            )
         if not dry_run:
             _undo(home_fd, journal.moves)
             _finish(home_fd, name, staging_fd)
-        verb = "would roll back" if dry_run else "rolled back"
-        return f"{verb} the interrupted restore {shown}: the home holds its previous state"
+        return step(
+            "roll back",
+            name,
+            f"the interrupted restore {shown}: the home holds its previous state",
+            dry_run=dry_run,
+        )
     finally:
         os.close(staging_fd)
 
@@ -570,7 +595,7 @@ def recover_home(home: Path, dry_run: bool = False) -> list[str]:
             if not stat.S_ISDIR(st.st_mode):
                 continue
             try:
-                actions.append(_recover_one(home_fd, name, dry_run))
+                actions.append(_recover_one(home_fd, name, dry_run).under(os.path.abspath(home)))
             except OSError as exc:
                 raise Refused(
                     f"cannot recover {escape_display(name)} ({os.strerror(exc.errno or 0)})",

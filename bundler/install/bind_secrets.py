@@ -30,7 +30,7 @@ class Prompter(Protocol):
         """A value for the secret at ``path`` (sent to ``endpoint``); ``""`` leaves it unfilled."""
 
     def confirm(self, question: str) -> bool:
-        """True when the user typed yes."""
+        """True when the user typed ``y`` or ``yes`` (any case)."""
 
 
 def split_assignment(text: str, option: str, *, secret: bool = False) -> tuple[str, str]:
@@ -110,10 +110,7 @@ def collect_secrets(
     if secrets_file is not None:
         values.update(load_secrets_file(secrets_file))
     if secret_args:
-        warnings.append(
-            "--secret values are visible to other users of this machine (ps, shell history); "
-            "prefer --secrets-file"
-        )
+        warnings.append(SECRET_ARGUMENT_WARNING)
     for raw in secret_args:
         path, value = split_assignment(raw, "--secret", secret=True)
         values[path] = value
@@ -155,6 +152,17 @@ def load_secrets_file(path: Path) -> dict[str, str]:
     return flatten_secrets(table)
 
 
+SECRET_ARGUMENT_WARNING = (
+    "--secret values are visible to other users of this machine (ps, shell history); "
+    "prefer --secrets-file"
+)
+
+
+def is_yes(answer: str) -> bool:
+    """True for ``y`` or ``yes`` in any case, surrounding blanks ignored."""
+    return answer.strip().lower() in ("y", "yes")
+
+
 def default_prompter() -> Prompter | None:
     """A :class:`Prompter` on the controlling terminal, or None when stdin is not a terminal."""
     import sys
@@ -164,7 +172,9 @@ def default_prompter() -> Prompter | None:
 
     class _Terminal:
         def secret(self, path: str, endpoint: str) -> str:
-            return getpass.getpass(f"{path} (sent to {endpoint}; empty to skip): ")
+            return getpass.getpass(
+                f"{escape_display(path)} (sent to {endpoint}; not echoed, empty to skip): "
+            )
 
         def confirm(self, question: str) -> bool:
             # ask where getpass asks: the terminal itself, not a redirected stderr
@@ -178,11 +188,11 @@ def default_prompter() -> Prompter | None:
                     answer = b""
                     while not answer.endswith(b"\n") and (chunk := os.read(fd, 1024)):
                         answer += chunk
-                    return answer.strip() == b"yes"
+                    return is_yes(answer.decode("utf-8", "replace"))
                 finally:
                     os.close(fd)
             else:
                 print(question, end=": ", file=sys.stderr, flush=True)
-                return sys.stdin.readline().strip() == "yes"
+                return is_yes(sys.stdin.readline())
 
     return _Terminal()

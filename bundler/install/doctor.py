@@ -12,98 +12,141 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bundler.bundle.publish import rename_exchange_works, scan_leftovers
+from bundler.bundle.publish import explain_leftovers, rename_exchange_works
 from bundler.config.file import find_install_root
 from bundler.config.store import load_config
-from bundler.errors import BundlerError, InvalidInput
+from bundler.errors import BundlerError, InvalidInput, Refused
 from bundler.home.homes import is_writable, resolve_home
 from bundler.home.volumes import load_volumes
 from bundler.install.journal import STAGING_PREFIX
-from bundler.rules import layout
+from bundler.rules import hints, layout
 from bundler.rules.names import escape_display
 from bundler.rules.validate import validate
 
-__all__ = [
-    "DoctorReport",
-    "destination_findings",
-    "diagnose",
-    "home_findings",
-    "install_findings",
-]
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing doctor found: ``kind`` says what was checked, ``path`` where, ``detail`` what
+    was found (escaped for display), ``fix`` the command that repairs it (``""`` if none)."""
+
+    kind: str
+    path: str
+    detail: str
+    fix: str = ""
 
 
 @dataclass
 class DoctorReport:
-    """What doctor found: problems (any one makes it exit 3) and notes."""
+    """What doctor found: problems (any one makes it exit 3), warnings and notes."""
 
-    problems: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    problems: list[Finding] = field(default_factory=list)
+    warnings: list[Finding] = field(default_factory=list)
+    notes: list[Finding] = field(default_factory=list)
 
     def add(self, other: DoctorReport) -> None:
         """Append another check's findings."""
         self.problems += other.problems
+        self.warnings += other.warnings
         self.notes += other.notes
 
 
 def install_findings(install: Path) -> DoctorReport:
     """The install's config validity and the staging folders an interrupted import left."""
     report = DoctorReport()
-    config = layout.config_file(install)
-    if not config.exists():
-        report.notes.append(f"no install at {escape_display(str(install))} (no config.toml)")
+    config_file = str(layout.config_file(install))
+    try:
+        os.lstat(config_file)
+    except (FileNotFoundError, NotADirectoryError):
+        shown = escape_display(str(install))
+        detail = f"no install at {shown} (no config.toml)"
+        report.notes.append(Finding("install", str(install), detail))
         return report
+    except OSError:
+        pass  # load_config names the file and the reason
     try:
         loaded = load_config(install)
     except BundlerError as err:
-        report.problems.append(f"config: {err.message}")
+        report.problems.append(Finding("config", err.path or config_file, err.message))
         return report
     errors, warnings = validate(loaded.data, install)
-    report.problems += [f"config: {e.kind} {e.path}: {escape_display(e.message)}" for e in errors]
-    report.notes += [
-        f"config warning: {w.kind} {w.path}: {escape_display(w.message)}" for w in warnings
+    report.problems += [
+        Finding("config", e.path, f"{e.kind} {e.path}: {escape_display(e.message)}") for e in errors
+    ]
+    report.warnings += [
+        Finding("config", w.path, f"{w.kind} {w.path}: {escape_display(w.message)}")
+        for w in warnings
     ]
     if not errors:
-        report.notes.append(f"config: {escape_display(str(config))} is valid")
+        detail = f"{escape_display(config_file)} is valid"
+        report.notes.append(Finding("config", config_file, detail))
     leftovers = sorted(name for name in os.listdir(install) if name.startswith(STAGING_PREFIX))
     for name in leftovers:
         report.problems.append(
-            f"interrupted import left {escape_display(name)}: "
-            f"run 'bundler recover --install {escape_display(str(install))}'"
+            Finding(
+                "import-leftover",
+                str(install / name),
+                f"an interrupted import left {escape_display(name)} in "
+                f"{escape_display(str(install))}",
+                # explicit, whatever chose the install: recover's --install is its target
+                hints.command("recover", "--install", str(install)),
+            )
         )
     return report
 
 
 def destination_findings(path: Path) -> DoctorReport:
     """A destination folder: ``RENAME_EXCHANGE`` support and what interrupted exports left."""
-    report = DoctorReport()
     shown = escape_display(str(path))
-    if rename_exchange_works(path):
-        report.notes.append(f"{shown}: RENAME_EXCHANGE works (exports replace bundles atomically)")
+    try:
+        works = rename_exchange_works(path)
+    except OSError as err:
+        raise Refused(
+            f"--path {shown}: cannot check it ({err.strerror}); name an existing folder "
+            "where exports go",
+            path=str(path),
+        ) from None
+    if works:
+        detail = f"{shown}: RENAME_EXCHANGE works (exports replace bundles atomically)"
     else:
-        report.notes.append(
+        detail = (
             f"{shown}: RENAME_EXCHANGE is not supported; --force exports use the two-rename "
             "fallback"
         )
-    report.problems += scan_leftovers(path)
-    return report
+    return DoctorReport(
+        problems=[
+            Finding("export-leftover", where, text, fix)
+            for where, text, fix in explain_leftovers(path)
+        ],
+        notes=[Finding("rename-exchange", str(path), detail)],
+    )
 
 
-def home_findings(project: Path) -> list[str]:
+def home_findings(project: Path) -> list[Finding]:
     """Findings about the data home for ``bundler doctor --project``: where it is, the rule
     that found it, whether it can be written. Creates nothing; a problem raises
     :class:`~bundler.errors.BundlerError` (unwritable home: :class:`InvalidInput`)."""
     resolution = resolve_home(project)
+    where = str(project)
     home = escape_display(str(resolution.home))
-    notes = [f"data home {home} (rule {resolution.rule}: {escape_display(resolution.source)})"]
+    source = escape_display(resolution.source)
+    notes = [Finding("data-home", where, f"data home {home} (rule {resolution.rule}: {source})")]
     if not is_writable(resolution.home):
-        where = str(resolution.home)
         message = f"data home {home} (rule {resolution.rule}) cannot be written"
-        raise InvalidInput(message, path=where)
-    notes.append(f"data home {home} can be written")
+        raise InvalidInput(message, path=str(resolution.home))
+    notes.append(Finding("data-home", where, f"data home {home} can be written"))
     if not resolution.home.exists():
-        notes.append(f"data home {home} does not exist yet ('bundler home init' creates it)")
+        notes.append(
+            Finding(
+                "data-home",
+                where,
+                f"data home {home} does not exist yet",
+                hints.command("home", "init", "--project", os.path.abspath(project)),
+            )
+        )
     volumes = load_volumes(project)
-    notes.append(f"volumes: {', '.join(v.name for v in volumes) or 'none'}")
+    notes.append(
+        Finding("data-home", where, f"volumes: {', '.join(v.name for v in volumes) or 'none'}")
+    )
     return notes
 
 
@@ -111,7 +154,7 @@ def diagnose(
     install_arg: str | None, destination: Path | None = None, project: Path | None = None
 ) -> DoctorReport:
     """Every check doctor was asked for: the install always (``--install`` or where
-    :func:`~bundler.config.store.find_install_root` looks), a destination and a project if given."""
+    :func:`~bundler.config.file.find_install_root` looks), a destination and a project if given."""
     report = install_findings(find_install_root(install_arg))
     if destination is not None:
         report.add(destination_findings(destination))
@@ -119,5 +162,5 @@ def diagnose(
         try:
             report.notes += home_findings(project)
         except BundlerError as err:
-            report.problems.append(f"data home: {err.message}")
+            report.problems.append(Finding("data-home", err.path, f"data home: {err.message}"))
     return report

@@ -74,7 +74,7 @@ from bundler.install.stage import (
     stage_folder,
 )
 from bundler.install.undo import UndoReport, undo_import
-from bundler.rules import layout
+from bundler.rules import hints, layout
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
 from bundler.rules.risk import compute_risk_flags
@@ -169,7 +169,10 @@ def _missing_commands(plan: merge.MergePlan) -> list[str]:
 
 
 def _consent(
-    flags: Sequence[Mapping[str, str]], accept_risks: bool, prompter: Prompter | None
+    flags: Sequence[Mapping[str, str]],
+    accept_risks: bool,
+    prompter: Prompter | None,
+    bundle: Path,
 ) -> None:
     if not flags or accept_risks:
         return
@@ -179,15 +182,16 @@ def _consent(
         for f in flags
     ]
     question = (
-        "After this import the agent may:\n  "
-        + "\n  ".join(lines)
-        + "\nImport it? Type yes to accept"
+        "After this import the agent may:\n  " + "\n  ".join(lines) + "\nImport it? [y/N]"
     )
     if prompter is not None and prompter.confirm(question):
         return
     raise Refused(
-        f"the bundle carries {len(flags)} risk flag(s); review them ('bundler bundle inspect') "
-        "and pass --accept-risks or answer yes at a terminal; nothing changed",
+        hints.Hinted(
+            f"the bundle carries {len(flags)} risk flag(s); nothing changed; pass --accept-risks "
+            "or answer y at a terminal once you have reviewed them",
+            hints.command("bundle", "inspect", os.path.abspath(bundle)),
+        ),
         path="risk_flags",
     )
 
@@ -242,7 +246,8 @@ def import_bundle(
         # one line naming the first few entries at fault; 'bundle verify' lists every one
         shown = "; ".join(str(problem) for problem in report.errors[:3])
         rest = len(report.errors) - 3
-        more = f" (and {rest} more; see 'bundler bundle verify')" if rest > 0 else ""
+        every = hints.command("bundle", "verify", os.path.abspath(bundle))
+        more = f" (and {rest} more; every one: {every})" if rest > 0 else ""
         raise InvalidInput(f"bundle failed verification: {shown}{more}", path=report.errors[0].path)
     manifest = report.manifest or {}
     required = [p for p in manifest.get("required_secrets", []) if isinstance(p, str)]
@@ -263,7 +268,6 @@ def import_bundle(
         result, new_text, staged = _plan(run, given, warnings)
         if dry_run:
             return result
-        _consent(result.risk_flags, chosen.accept_risks, chosen.prompt)
         _transact(run, result, new_text, staged)
         return result
 
@@ -370,10 +374,18 @@ def effective_risk_flags(
 def _plan(
     run: _Run, given: dict[str, str], warnings: list[str]
 ) -> tuple[ImportReport, str, list[Staged]]:
-    """Plan the merge (asking for missing secrets), lay out the result, then probe the disk."""
+    """Plan the merge, ask for consent then for missing secrets, lay out the result, probe."""
     target = run.config.parse()
     _check_target(target, run.install_root)
     plan = _merge(run, target, given)
+    if not run.options.dry_run:
+        # once the options are known to be sound, and before any secret is asked for: a
+        # refusal must not throw away what the user typed. The flags are those the merged
+        # config grants (a bound local entry counts instead of the bundle's).
+        flags = effective_risk_flags(
+            plan, list(run.report.skill_bundles), run.report.format_version or 1
+        )
+        _consent(flags, run.options.accept_risks, run.options.prompt, run.bundle)
     asked = _ask_for_secrets(plan, given, run.options)
     if asked is not None:
         plan = _merge(run, target, asked)
@@ -614,8 +626,10 @@ def _transact(run: _Run, result: ImportReport, new_text: str, staged: list[Stage
         problems = [line for line in leftovers if line.startswith("left ") or line.startswith("(")]
         if problems:
             raise Refused(
-                "import failed and could not be fully undone; run 'bundler recover --install "
-                f"{install_root}'",
+                hints.Hinted(
+                    "import failed and could not be fully undone",
+                    hints.command("recover", "--install", str(install_root)),
+                ),
                 path=str(install_root),
             ) from err
         if isinstance(err, BundlerError):
@@ -637,6 +651,8 @@ def _transact(run: _Run, result: ImportReport, new_text: str, staged: list[Stage
         failure = failure or str(err)
     if failure:
         result.warnings.append(
-            f"imported, but finishing failed ({failure}); run 'bundler recover --install "
-            f"{install_root}'"
+            hints.Hinted(
+                f"imported, but finishing failed ({failure})",
+                hints.command("recover", "--install", str(install_root)),
+            )
         )

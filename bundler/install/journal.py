@@ -56,6 +56,7 @@ from bundler.install.files import (
     write_new_file,
 )
 from bundler.rules import tomlcompat
+from bundler.rules.actions import Action, left_alone, step
 from bundler.rules.names import escape_display
 
 STAGING_PREFIX = ".bundler-import-"
@@ -202,27 +203,32 @@ def _roll_back(
         ):
             continue  # never moved (or already moved back)
         if tree_at(install_fd, move["dst"]) != move["tree"]:
-            actions.append(f"left {move['dst']}: it changed since the import staged it")
+            actions.append(
+                left_alone(move["dst"], f"{move['dst']}: it changed since the import staged it")
+            )
             continue
-        actions.append(f"moved {move['dst']} back")
+        actions.append(step("move back", move["dst"], move["dst"], dry_run=dry_run))
         if not dry_run:
             rename_rel(install_fd, move["dst"], move["src"], replace_empty=False)
     for empty in journal.emptied:
         if lstat_rel(install_fd, empty["path"]) is None:
-            actions.append(f"re-created empty folder {empty['path']}")
+            actions.append(
+                step("re-create", empty["path"], f"empty folder {empty['path']}", dry_run=dry_run)
+            )
             if not dry_run:
                 mkdir_rel(install_fd, empty["path"], int(empty["mode"]))
     for parent in reversed(journal.parents):
         if lstat_rel(install_fd, parent) is not None:
-            actions.append(f"removed folder {parent}")
+            actions.append(step("remove", parent, f"folder {parent}", dry_run=dry_run))
             if not dry_run:
                 rmdir_rel(install_fd, parent)
     with contextlib.suppress(FileNotFoundError):
         os.stat(journal.config_tmp, dir_fd=config_dir_fd, follow_symlinks=False)
-        actions.append(f"removed {journal.config_tmp}")
+        actions.append(step("remove", journal.config_tmp, journal.config_tmp, dry_run=dry_run))
         if not dry_run:
             os.unlink(journal.config_tmp, dir_fd=config_dir_fd)
-    actions.append(f"removed {staging_name(journal.token)}")
+    staging = staging_name(journal.token)
+    actions.append(step("remove", staging, staging, dry_run=dry_run))
     if not dry_run:
         safefs.rmtree_at(install_fd, staging_name(journal.token))
         durable.fsync_dir(install_fd)
@@ -245,18 +251,22 @@ def complete_transaction(
         _remove_partial_receipt(install_fd, journal, actions, dry_run=dry_run)
         name = _receipt_present(install_fd, journal)
         if name is None:
-            actions.append("wrote the import receipt")
+            actions.append(step("write", "/".join(RECEIPTS), "the import receipt", dry_run=dry_run))
             if not dry_run:
                 receipt = write_receipt(install_fd, journal)
         else:
             receipt = "/".join([*RECEIPTS, name])
     for line in journal.audit:
-        actions.append(f"audited {line['path']}")
+        actions.append(
+            step("audit", "data/state/config-audit.jsonl", line["path"], dry_run=dry_run)
+        )
         if not dry_run:
             append_audit(install_root, line["path"], line["old"], line["new"], line["via"])
     for empty in journal.restore_empty:
         if lstat_rel(install_fd, empty["path"]) is None:
-            actions.append(f"re-created empty folder {empty['path']}")
+            actions.append(
+                step("re-create", empty["path"], f"empty folder {empty['path']}", dry_run=dry_run)
+            )
             if not dry_run:
                 mkdir_rel(install_fd, empty["path"], int(empty["mode"]))
     for parent in reversed(journal.remove_parents):
@@ -264,10 +274,11 @@ def complete_transaction(
             lstat_rel(install_fd, parent) is not None
             and target_state(install_fd, parent) == "empty"
         ):
-            actions.append(f"removed empty folder {parent}")
+            actions.append(step("remove", parent, f"empty folder {parent}", dry_run=dry_run))
             if not dry_run:
                 rmdir_rel(install_fd, parent)
-    actions.append(f"removed {staging_name(journal.token)}")
+    staging = staging_name(journal.token)
+    actions.append(step("remove", staging, staging, dry_run=dry_run))
     if not dry_run:
         safefs.rmtree_at(install_fd, staging_name(journal.token))
         durable.fsync_dir(install_fd)
@@ -284,7 +295,14 @@ def _remove_partial_receipt(
         return
     try:
         os.stat(partial_name(journal.receipt_stem), dir_fd=fd, follow_symlinks=False)
-        actions.append("removed a half-written receipt")
+        actions.append(
+            step(
+                "remove",
+                "/".join([*RECEIPTS, partial_name(journal.receipt_stem)]),
+                "a half-written receipt",
+                dry_run=dry_run,
+            )
+        )
         if not dry_run:
             os.unlink(partial_name(journal.receipt_stem), dir_fd=fd)
     except FileNotFoundError:
@@ -379,22 +397,43 @@ def recover_install(install_root: Path, dry_run: bool = False) -> list[str]:
             if journal is None:
                 # the journal is written before anything outside staging changes
                 for tmp in _temp_configs(config.dir_fd, token):
-                    actions.append(f"removed {tmp}")
+                    actions.append(step("remove", tmp, tmp, dry_run=dry_run))
                     if not dry_run:
                         os.unlink(tmp, dir_fd=config.dir_fd)
-                actions.append(f"removed {name} (no journal: nothing else was changed)")
+                actions.append(
+                    step(
+                        "remove",
+                        name,
+                        f"{name} (no journal: nothing else was changed)",
+                        dry_run=dry_run,
+                    )
+                )
                 if not dry_run:
                     safefs.rmtree_at(install_fd, name)
                     durable.fsync_dir(install_fd)
                 continue
             digest = config.digest
             if digest == journal.old_config and digest != journal.new_config:
-                actions.append(f"{name}: {journal.kind} was not committed; rolling back")
+                actions.append(
+                    step(
+                        "roll back",
+                        name,
+                        f"the {journal.kind} of {name}: it was not committed",
+                        dry_run=dry_run,
+                    )
+                )
                 actions += _roll_back(install_fd, config.dir_fd, journal, dry_run=dry_run)
             elif digest == journal.new_config:
-                actions.append(f"{name}: {journal.kind} was committed; completing")
+                actions.append(
+                    step(
+                        "complete",
+                        name,
+                        f"the {journal.kind} of {name}: it was committed",
+                        dry_run=dry_run,
+                    )
+                )
                 for tmp in _temp_configs(config.dir_fd, token):
-                    actions.append(f"removed {tmp}")
+                    actions.append(step("remove", tmp, tmp, dry_run=dry_run))
                     if not dry_run:
                         os.unlink(tmp, dir_fd=config.dir_fd)
                 actions += complete_transaction(install_root, install_fd, journal, dry_run=dry_run)[
@@ -408,4 +447,5 @@ def recover_install(install_root: Path, dry_run: bool = False) -> list[str]:
                     "resolve by hand",
                     path=str(install_root / name),
                 )
-    return actions
+    root = str(install_root)
+    return [a.under(root) if isinstance(a, Action) else a for a in actions]

@@ -39,7 +39,7 @@ from bundler.install.journal import (
     Transaction,
     complete_transaction,
 )
-from bundler.rules import tomlcompat
+from bundler.rules import hints, tomlcompat
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path, parse_path
 from bundler.rules.validate import validate
@@ -220,7 +220,9 @@ def undo_import(install_root: Path, receipt: Path) -> UndoReport:
                 txn.rollback()
             except OSError:
                 raise Refused(
-                    f"undo failed; run 'bundler recover --install {install_root}'",
+                    hints.Hinted(
+                        "undo failed", hints.command("recover", "--install", str(install_root))
+                    ),
                     path=str(install_root),
                 ) from err
             if isinstance(err, OSError):
@@ -237,8 +239,10 @@ def undo_import(install_root: Path, receipt: Path) -> UndoReport:
             failure = failure or str(err)
         if failure:
             result.warnings.append(
-                f"undone, but tidying up failed ({failure}); run 'bundler recover --install "
-                f"{install_root}'"
+                hints.Hinted(
+                    f"undone, but tidying up failed ({failure})",
+                    hints.command("recover", "--install", str(install_root)),
+                )
             )
         result.removed_entries = paths
         result.removed_folders = [str(install_root / folder["path"]) for folder in folders]

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from faultinject import Call, ptrace_unavailable, run_with_fault, sample, trace_calls
+from installs import one_error
 from test_export_kit import (
     bundle_bytes,
     bundler,
@@ -277,8 +278,7 @@ def _r2(tmp_path: Path, force: bool, count: int | None) -> None:
         assert result.returncode in (0, 1), f"{call}: exit {result.returncode}: {result.stderr}"
         outcomes[result.returncode] += 1
         if result.returncode == 1:
-            lines = result.stderr.splitlines()
-            assert len(lines) == 1 and lines[0].startswith("error: "), f"{call}: {result.stderr}"
+            assert one_error(result.stderr), f"{call}: {result.stderr}"
             assert scenario.state() == before, f"{call}: destination changed by a failed export"
             assert hidden_leftovers(scenario.parent) == [], (
                 f"{call}: leftovers after a failed export"

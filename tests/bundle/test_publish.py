@@ -280,7 +280,7 @@ def _leave(
 def test_recover_restores_retired_bundle_when_destination_missing(tmp_path: Path) -> None:
     _leave(tmp_path, "A" * 12, "out", staging=True, retired="old")
     actions = recover_destination(tmp_path / "out")
-    assert any("restore the previous bundle" in line for line in actions)
+    assert any(line.startswith("restored the previous bundle") for line in actions)
     assert (tmp_path / "out" / "config.toml").read_text() == "# old\n"
     assert _hidden(tmp_path) == []
 
@@ -325,7 +325,11 @@ def test_recover_dry_run_changes_nothing_and_is_idempotent(tmp_path: Path) -> No
     assert _snapshot(tmp_path) == before
     assert all(line.startswith("would ") for line in planned)
     done = recover_destination(tmp_path / "out")
-    assert [line.removeprefix("would ") for line in planned] == done
+    # the same steps, said in the past tense once done (issue 14 item 11)
+    assert [(a.action, a.path, a.done) for a in planned] == [  # type: ignore[attr-defined]
+        (a.action, a.path, False) for a in done  # type: ignore[attr-defined]
+    ]
+    assert all(a.done and not a.startswith("would ") for a in done)  # type: ignore[attr-defined]
     assert recover_destination(tmp_path / "out") == []
 
 

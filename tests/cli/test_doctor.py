@@ -52,7 +52,9 @@ def test_doctor_names_each_config_error_and_exits_3(install: Path, tmp_path: Pat
     assert done.returncode == 3
     payload = json.loads(done.stdout)
     assert payload["ok"] is False and payload["error"]["code"] == 3
-    assert any("risk_profile" in problem for problem in payload["problems"])
+    assert any("risk_profile" in problem["detail"] for problem in payload["problems"])
+    problem = next(p for p in payload["problems"] if "risk_profile" in p["detail"])
+    assert problem["kind"] == "config" and problem["path"] == "agents.researcher.risk_profile"
 
 
 def test_doctor_lists_an_interrupted_import_with_the_command_that_clears_it(

@@ -460,9 +460,9 @@ def test_cli_doctor_reports_the_data_home_and_creates_nothing(world: World) -> N
     result = run_cli("doctor", "--project", str(world.project), "--json", env=env)
     assert snapshot_tree(world.root) == before
     document = json.loads(result.stdout)
-    notes = " ".join(document["notes"])
+    notes = " ".join(note["detail"] for note in document["notes"])
     assert "rule 5" in notes and "can be written" in notes
-    assert not any("data home" in problem for problem in document["problems"])
+    assert not any("data home" in problem["detail"] for problem in document["problems"])
 
 
 def test_cli_doctor_bad_agent_yaml_is_a_problem_exit_3(world: World) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from faultinject import Call, ptrace_unavailable, run_with_fault, sample, trace_calls
 from hostile_zips import clean_env, content_state, make_project, run_cli
+from installs import one_error
 
 from bundler.home.backup import backup_home
 
@@ -149,8 +150,7 @@ def _fault_sweep(tmp_path: Path, count: int | None) -> tuple[int, int]:
         assert run.fired, call.line
         assert "Traceback" not in run.stderr, (call.line, run.stderr)
         if run.returncode == 1:
-            lines = run.stderr.strip().splitlines()
-            assert len(lines) == 1 and lines[0].startswith("error: "), (call.line, run.stderr)
+            assert one_error(run.stderr), (call.line, run.stderr)
             assert content_state(home) == old_state, f"refused at {call.line} but the home changed"
             refused += 1
         else:

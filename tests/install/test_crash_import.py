@@ -21,6 +21,7 @@ from pathlib import Path
 import bundlefactory as bf
 import pytest
 from faultinject import Call, ptrace_unavailable, run_with_fault, sample, trace_calls
+from installs import one_error
 
 R1_SYSCALLS = [
     "rename",
@@ -240,7 +241,7 @@ def _fail_each(scenario: Scenario, calls: list[Call], fault: str) -> None:
             assert state(scenario.install) == scenario.new, call
         else:
             assert run.returncode == 1, (call, run.returncode, run.stderr)
-            assert len(run.stderr.strip().splitlines()) == 1, (call, run.stderr)
+            assert one_error(run.stderr), (call, run.stderr)
             if now != scenario.old:
                 # a failed rollback says so and leaves it to recover
                 assert "bundler recover --install" in run.stderr, (call, run.stderr)

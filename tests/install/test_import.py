@@ -145,8 +145,10 @@ def test_dry_run_prints_plan_changes_nothing_lists_missing_mcp_command(
     assert "would import agent researcher" in result.stdout
     assert "not on PATH: mcp.servers.github.command: bundler-test-no-such-command" in result.stdout
     assert (
-        "secret needed (sent to https://api.anthropic.com): bundler config set "
-        "providers.models.anthropic.main.api_key" in result.stdout
+        "secret needed: providers.models.anthropic.main.api_key "
+        "(sent to https://api.anthropic.com); set it with:\n"
+        f"    bundler --install {empty_install} config set "
+        "providers.models.anthropic.main.api_key\n" in result.stdout
     )
     assert "risk process_spawn mcp.servers.github.command" in result.stdout
     assert f"workspace: {empty_install}/agents/researcher/workspace" in result.stdout
@@ -583,13 +585,14 @@ def test_terminal_prompts_for_secrets_without_echo_and_for_consent(
     )
     os.close(slave)
     try:
+        # consent first (issue 14 item 3): a refusal must not throw away typed secrets
+        answer(b"Import it? [y/N]", b"yes\n")
         answer(
             b"GITHUB_TOKEN (sent to npx -y @modelcontextprotocol/server-github",
             token.encode() + b"\n",
         )
         answer(b"api_key (sent to https://api.anthropic.com", b"\n")
         answer(b"api_key (sent to https://api.openai.com/v1", b"\n")
-        answer(b"Type yes to accept", b"yes\n")
         out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:

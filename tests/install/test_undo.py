@@ -56,7 +56,8 @@ def test_undo_of_import_into_empty_install_removes_config(tmp_path: Path) -> Non
     result = bundler(install, "agents", "import", "--undo", str(receipt))
     assert result.returncode == 0, result.stderr
     assert not (install / "config.toml").exists()
-    assert folders(install) == {".config.lock"}
+    # no longer an install: not even the config lock is left (issue 14 item 16)
+    assert folders(install) == set()
 
 
 def test_undo_ignores_secrets_filled_in_after_import(tmp_path: Path) -> None:

@@ -1,0 +1,121 @@
+"""Every command given a path that is missing, not a folder, or unreadable answers with one
+``error:`` line (or its findings) and an exit code of 05 §2, never a traceback (issue 14
+item 5: ``bundler doctor --path /tmp/nope`` crashed with FileNotFoundError)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import bundlefactory as bf
+import pytest
+from installs import one_error
+
+# The interpreter lives under /root (0700 here): the child imports every handler, the schema and
+# what argparse loads lazily as root, then drops to uid/gid 65534 to run the command unprivileged.
+_AS_NOBODY = """
+import gettext, importlib, locale, os, sys
+import bundler.cli
+for target in bundler.cli.HANDLERS.values():
+    importlib.import_module(target.split(":")[0])
+try:  # the schema's home depends on the package layout
+    schema = importlib.import_module("bundler.rules.schema")
+except ImportError:
+    schema = importlib.import_module("bundler.rules.schema")
+schema.config_schema()
+bundler.cli.build_parser()
+os.setgroups([]); os.setgid(65534); os.setuid(65534)
+sys.exit(bundler.cli.main(sys.argv[1:]))
+"""
+
+# {p} is the bad path; {i} a readable install, {b} a sound bundle
+COMMANDS = [
+    "doctor --path {p}",
+    "doctor --project {p}",
+    "--install {p} doctor",
+    "--install {p} config validate",
+    "--install {p} agents list",
+    "bundle verify {p}",
+    "bundle inspect {p}",
+    "recover {p}/x",
+    "recover --scan {p}",
+    "recover --home {p}",
+    "recover --install {p}",
+    "home show --project {p}",
+    "home backup --project {p}",
+    "home verify-backup {p}",
+    "home restore {p} --project {p}",
+    "--install {i} agents import {p}",
+    "--install {i} agents import --undo {p}",
+    "--install {i} agents import {b} --secrets-file {p}",
+    "--install {i} agents export researcher --out {p}/x",
+]
+
+
+@pytest.fixture(scope="module")
+def place() -> Iterator[Path]:
+    """A folder user 65534 can reach, with an install, a bundle and the four bad paths."""
+    parent = Path(tempfile.mkdtemp(prefix="bundler-paths-", dir="/tmp"))
+    parent.chmod(0o755)
+    bf.write_install(parent / "install")
+    bf.build_bundle(parent / "bundle")
+    (parent / "a-file").write_text("not a folder\n")
+    (parent / "locked").mkdir()
+    (parent / "locked" / "config.toml").write_text("")
+    (parent / "unreadable").write_text("x\n")
+    for folder, _dirs, files in os.walk(parent):
+        os.chmod(folder, 0o755)
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o644)
+    (parent / "locked").chmod(0o000)
+    (parent / "unreadable").chmod(0o000)
+    yield parent
+    (parent / "locked").chmod(0o755)
+    shutil.rmtree(parent)
+
+
+@pytest.mark.parametrize("kind", ["missing", "a-file", "locked", "unreadable"])
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_bad_path_argument_is_one_error_line_never_a_traceback(
+    place: Path, command: str, kind: str
+) -> None:
+    unprivileged = kind in ("locked", "unreadable")
+    if unprivileged and os.geteuid() != 0:
+        pytest.skip("needs root to drop privileges to uid 65534 in a child")
+    bad = place / ("nope" if kind == "missing" else kind)
+    args = command.format(p=bad, i=place / "install", b=place / "bundle").split()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZEROCLAW_", "BXAGENTS_"))}
+    env["HOME"] = str(place / "no-home")
+    prefix = (
+        [sys.executable, "-c", _AS_NOBODY] if unprivileged else [sys.executable, "-m", "bundler"]
+    )
+    done = subprocess.run(
+        [*prefix, *args], capture_output=True, text=True, env=env, cwd="/", timeout=120
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode in (0, 1, 3), (done.returncode, done.stderr)
+    if done.returncode != 0:
+        assert one_error(done.stderr), done.stderr
+
+
+def test_doctor_path_that_does_not_exist_says_so_and_exits_1(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZEROCLAW_", "BXAGENTS_"))}
+    env["HOME"] = str(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "bundler", "doctor", "--path", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr == (
+        f"error: --path {tmp_path / 'nope'}: cannot check it (No such file or directory); "
+        "name an existing folder where exports go\n"
+    )

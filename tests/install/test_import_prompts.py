@@ -1,0 +1,110 @@
+"""Interactive ``agents import`` on a real terminal (issue 14 item 3, 03 §3.1): the warning about
+``--secret`` first, then what the bundle grants and the question (``y``/``yes`` in any case),
+then the secrets, typed without echo; a refusal asks for no secret and changes nothing."""
+
+from __future__ import annotations
+
+import io
+import os
+import shlex
+import sys
+from pathlib import Path
+
+import bundlefactory as bf
+import pexpect  # the test extra installs it
+import pytest
+
+from bundler.rules import tomlcompat
+
+TYPED = "sk-TYPED-at-the-terminal-0123456789"
+GIVEN = "sk-ant-GIVEN-on-the-command-line-987"
+
+
+def spawn(
+    install: Path, bundle: Path, *extra: str, home: Path
+) -> tuple[pexpect.spawn, io.StringIO]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZEROCLAW_", "BXAGENTS_"))}
+    env.update({"HOME": str(home), "COLUMNS": "40", "LINES": "24", "TERM": "xterm"})
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "bundler", "--install", str(install), "agents", "import", str(bundle), *extra],
+        env=env,
+        encoding="utf-8",
+        timeout=60,
+        dimensions=(24, 40),
+    )
+    seen = io.StringIO()
+    child.logfile_read = seen
+    return child, seen
+
+
+def test_consent_comes_first_y_is_accepted_secrets_are_not_echoed(tmp_path: Path) -> None:
+    bundle = bf.build_bundle(tmp_path / "bundle")
+    install = tmp_path / "target"
+    child, seen = spawn(
+        install,
+        bundle,
+        "--secret",
+        f"providers.models.anthropic.main.api_key={GIVEN}",
+        home=tmp_path,
+    )
+    child.expect("--secret values are visible to other users")
+    child.expect("This bundle grants:")
+    child.expect(r"Import it\? \[y/N\]")
+    assert "api_key (sent to" not in seen.getvalue()  # no secret was asked for yet
+    child.sendline("y")
+    child.expect(r"mcp\.servers\.github\.env\.GITHUB_TOKEN \(sent to ")
+    child.expect("empty to skip\\): ")
+    child.sendline("")
+    child.expect(r"providers\.models\.openai\.backup\.api_key \(sent to https://api\.openai\.com")
+    child.expect("empty to skip\\): ")
+    child.sendline(TYPED)
+    child.expect("receipt: ")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, seen.getvalue()
+    transcript = seen.getvalue()
+    assert TYPED not in transcript and GIVEN not in transcript
+    config = tomlcompat.loads((install / "config.toml").read_text(encoding="utf-8"))
+    assert config["providers"]["models"]["openai"]["backup"]["api_key"] == TYPED
+    assert config["providers"]["models"]["anthropic"]["main"]["api_key"] == GIVEN
+    # the warning came once, before the question; the undo hint survives a 40-column terminal
+    assert transcript.count("--secret values are visible") == 1
+    assert transcript.index("--secret values") < transcript.index("This bundle grants")
+    receipt = next((install / "data" / "state" / "imports").iterdir())
+    undo = shlex.join(
+        ["bundler", "--install", str(install), "agents", "import", "--undo", str(receipt)]
+    )
+    assert undo in [line.strip() for line in transcript.splitlines()]
+
+
+@pytest.mark.parametrize("answer", ["YES", "Y"])
+def test_yes_in_any_case_is_consent(tmp_path: Path, answer: str) -> None:
+    bundle = bf.build_bundle(tmp_path / "bundle")
+    install = tmp_path / "target"
+    child, seen = spawn(install, bundle, home=tmp_path)
+    child.expect(r"Import it\? \[y/N\]")
+    child.sendline(answer)
+    for _ in range(3):
+        child.expect("empty to skip\\): ")
+        child.sendline("")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, seen.getvalue()
+    assert (install / "config.toml").exists()
+
+
+def test_refusal_asks_for_no_secret_and_leaves_no_trace(tmp_path: Path) -> None:
+    bundle = bf.build_bundle(tmp_path / "bundle")
+    install = tmp_path / "target"
+    install.mkdir()
+    child, seen = spawn(install, bundle, home=tmp_path)
+    child.expect(r"Import it\? \[y/N\]")
+    child.sendline("n")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 1
+    assert "empty to skip" not in seen.getvalue()
+    assert "error: " in seen.getvalue()
+    # not even the config lock: the folder is still no install
+    assert list(install.iterdir()) == []
