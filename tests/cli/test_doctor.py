@@ -3,6 +3,8 @@ RENAME_EXCHANGE works where exports go, the data home; it changes nothing (02 §
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import json
 import os
 import shutil
@@ -121,9 +123,14 @@ def test_doctor_checks_are_a_library_the_cli_only_words(install: Path, tmp_path:
     before = tree(install)
     report = diagnose(str(install), dest)
     assert tree(install) == before and list(dest.iterdir()) == []
-    assert any("interrupted import left .bundler-import-AAAAAAAAAAAA" in p for p in report.problems)
-    assert any("RENAME_EXCHANGE" in note for note in report.notes)
+    assert any(
+        "interrupted import left .bundler-import-AAAAAAAAAAAA" in p.detail for p in report.problems
+    )
+    assert any("RENAME_EXCHANGE" in note.detail for note in report.notes)
     done = doctor("--install", str(install), "doctor", "--path", str(dest), "--json", home=tmp_path)
     assert done.returncode == 3
     document = json.loads(done.stdout)
-    assert (document["problems"], document["notes"]) == (report.problems, report.notes)
+    assert (document["problems"], document["notes"]) == (
+        [asdict(p) for p in report.problems],
+        [asdict(n) for n in report.notes],
+    )

@@ -24,7 +24,7 @@ import bundlefactory as bf
 import pytest
 from faultinject import ptrace_unavailable, run_with_fault
 from hostile_configs import BASE_SECRETS, CANARY, WRONGLY_TYPED, hostile_configs
-from installs import run_cli
+from installs import one_error, run_cli
 
 from bundler.rules import tomlcompat
 
@@ -50,9 +50,8 @@ def everything(root: Path) -> dict[str, tuple[Any, ...]]:
 
 def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
     assert "Traceback" not in result.stderr, result.stderr
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    return lines[0]
+    assert one_error(result.stderr), result.stderr
+    return result.stderr.splitlines()[0]
 
 
 @pytest.fixture

@@ -49,7 +49,7 @@ def test_consent_comes_first_y_is_accepted_secrets_are_not_echoed(tmp_path: Path
         home=tmp_path,
     )
     child.expect("--secret values are visible to other users")
-    child.expect("This bundle grants:")
+    child.expect("After this import the agent may:")
     child.expect(r"Import it\? \[y/N\]")
     assert "api_key (sent to" not in seen.getvalue()  # no secret was asked for yet
     child.sendline("y")
@@ -70,7 +70,7 @@ def test_consent_comes_first_y_is_accepted_secrets_are_not_echoed(tmp_path: Path
     assert config["providers"]["models"]["anthropic"]["main"]["api_key"] == GIVEN
     # the warning came once, before the question; the undo hint survives a 40-column terminal
     assert transcript.count("--secret values are visible") == 1
-    assert transcript.index("--secret values") < transcript.index("This bundle grants")
+    assert transcript.index("--secret values") < transcript.index("After this import the agent may")
     receipt = next((install / "data" / "state" / "imports").iterdir())
     undo = shlex.join(
         ["bundler", "--install", str(install), "agents", "import", "--undo", str(receipt)]
