@@ -46,7 +46,7 @@ from bundler.bundle.manifest import (
 )
 from bundler.bundle.publish import MANIFEST_NAME, Staging, admit
 from bundler.config.store import load_config
-from bundler.errors import BundlerError, Refused, UsageError
+from bundler.errors import BundlerError, Refused, UsageError, withholding
 from bundler.fs.copytree import CopiedFile, copy_tree, digest_fd
 from bundler.fs.safefs import (
     SkipCounts,
@@ -62,7 +62,7 @@ from bundler.rules.layout import skill_bundle_dir, workspace_dir
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
 from bundler.rules.risk import RiskFlag
-from bundler.rules.secrets import Hit, Sweeper, SweepStream, sweep_targets
+from bundler.rules.secrets import WITHHELD, Hit, Sweeper, SweepStream, sweep_targets
 
 FORMAT_VERSION = 1
 MEMORY_FORMAT_VERSION = 2
@@ -130,15 +130,14 @@ class ExportReport:
         }
 
 
-WITHHELD = "<name withheld: it holds a secret>"
-
-
 class _Sweep:
     """The exact-value sweep riding on the copy: one stream per file, fed every chunk.
 
     ``refuse`` raises at the end of the first file holding a secret, so the export stops before
-    copying more; ``warn`` collects every hit; ``off`` sweeps no content. Whatever the mode,
-    :meth:`redact` keeps a secret that is part of a *name* out of every message and report.
+    copying more; ``warn`` collects every hit; ``off`` sweeps no content. Every carried path
+    is swept as well, folders (empty ones too) included, since a name travels like a byte
+    (02 §5.3). Whatever the mode, :meth:`redact` keeps a secret that is part of a *name* out of
+    every report, and :meth:`withhold` out of every message (see :func:`withholding`).
     """
 
     def __init__(self, sweeper: Sweeper | None, mode: str) -> None:
@@ -170,6 +169,11 @@ class _Sweep:
             self._finish()
         self._add(self._names_hits(relpath))
 
+    def folder(self, relpath: str) -> None:
+        """Sweep the relative path of a carried folder (it travels even when empty)."""
+        if self.observer is not None:
+            self._add(self._names_hits(relpath))
+
     def scan(self, name: str, data: bytes) -> None:
         """Sweep a whole rendered file (``config.toml``, the manifest)."""
         if self.observer is not None:
@@ -189,11 +193,9 @@ class _Sweep:
         # a value holding "/" (base64 does) can span components: withhold all but the top
         return shown if not self._names_hits(shown) else f"{parts[0]}/{WITHHELD}"
 
-    def scrub_message(self, text: str) -> str:
-        """``text`` with every word that holds a known secret withheld (error messages)."""
-        if self.sweeper is None or not self._names_hits(text):
-            return text
-        return " ".join(WITHHELD if self._names_hits(word) else word for word in text.split(" "))
+    def withhold(self, text: str) -> str:
+        """``text`` with every known secret, in every encoding the sweep knows, withheld."""
+        return text if self.sweeper is None else self.sweeper.withhold(text)
 
     def _finish(self) -> None:
         if self._stream is not None:
@@ -257,15 +259,41 @@ def export_agent(
     if scan_secrets not in SCAN_MODES:
         raise UsageError(f"--scan-secrets must be one of {', '.join(SCAN_MODES)}")
     env = os.environ if environ is None else environ
-    config = load_config(install_root, environ=env).data
+    loaded = load_config(install_root, environ=env)
+    config = loaded.data
     plan = plan_closure(config, alias, install_root)
     if include_memory:
         _check_memory_backend(config, alias)
-    # built even with --scan-secrets off: a secret in a file *name* must stay out of the report
-    targets, encrypted = sweep_targets(config)
+    # built even with --scan-secrets off: a secret in a file *name* must stay out of the report.
+    # Its targets are the stored values and the overrides' values: both are this install's.
+    targets, encrypted = sweep_targets(loaded.file_data, config)
     sweep = _Sweep(Sweeper(targets) if targets else None, scan_secrets)
     if scan_secrets == "off":
         encrypted = 0
+    # every error made from here on withholds the secrets where it is made (errors.withholding)
+    with withholding(sweep.withhold):
+        report = _admit_build_publish(
+            install_root, plan, config, out, sweep, encrypted, force, include_memory, env, progress
+        )
+    report.warnings = [sweep.withhold(warning) for warning in report.warnings]
+    report.secret_hits = sweep.hits
+    _redact_report(report, sweep)
+    return report
+
+
+def _admit_build_publish(
+    install_root: Path,
+    plan: ExportPlan,
+    config: Mapping[str, Any],
+    out: Path,
+    sweep: _Sweep,
+    encrypted: int,
+    force: bool,
+    include_memory: bool,
+    env: Mapping[str, str],
+    progress: Progress | None,
+) -> ExportReport:
+    """Admit the destination, build the bundle in staging, flush it and swap it in (02 §8)."""
     try:
         admission = admit(out, force=force, protected=protected_paths(config, install_root))
     except OSError as err:
@@ -273,7 +301,7 @@ def export_agent(
     with admission:
         report = ExportReport(
             bundle=admission.dest_path,
-            root_agent=alias,
+            root_agent=plan.alias,
             format_version=MEMORY_FORMAT_VERSION if include_memory else FORMAT_VERSION,
             encrypted_not_swept=encrypted,
         )
@@ -292,10 +320,13 @@ def export_agent(
                 raise _io_failure(admission.dest_path, "could not write the bundle", err) from err
         except BundlerError as err:
             leftovers = [] if staging.published else staging.abort()
-            err.message = sweep.scrub_message(err.message)
-            err.path = sweep.scrub_message(err.path)
             if leftovers:
-                err.message += f" (cleanup incomplete: {'; '.join(leftovers)})"
+                # a new error, not an edited one: an exception's args must say what it says
+                raise type(err)(
+                    f"{err.message} (cleanup incomplete: {'; '.join(leftovers)})",
+                    path=err.path,
+                    code=err.code,
+                ) from err
             raise
         except BaseException:
             if not staging.published:
@@ -303,8 +334,6 @@ def export_agent(
             raise
     report.publish_method = outcome.method.value
     report.warnings += outcome.warnings
-    report.secret_hits = sweep.hits
-    _redact_report(report, sweep)
     return report
 
 
@@ -444,6 +473,7 @@ class _Copy:
             prefix=prefix,
             on_skip=skipped.record if counted else None,
             on_non_portable=skipped.record_non_portable if counted else None,
+            on_folder=self.sweep.folder,
             observer=self.sweep.observer,
             **extra,
         ):
@@ -560,6 +590,7 @@ class _Copy:
                             )
                         )
                         continue
+                    self.sweep.folder(f"skills/{source.alias}")
                     if skills_fd < 0:
                         skills_fd = _mkdir_open(self.root, "skills")
                     bundle_fd = _mkdir_open(skills_fd, source.alias)
@@ -589,6 +620,7 @@ class _Copy:
                 path=prefix,
             ) from err
         try:
+            self.sweep.folder(prefix.rstrip("/"))
             dst = _mkdir_open(bundle_dst, name)
             try:
                 # one section per bundle: its skills come in name order already
