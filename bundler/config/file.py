@@ -99,7 +99,13 @@ def read_config_snapshot(
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise InvalidInput(f"{path}: not UTF-8 at byte {err.start}", path=str(path)) from None
+        bad_at = err.start
+    else:
+        bad_at = -1
+    if bad_at >= 0:
+        # raised outside the handler: the decode error holds the file's bytes (secrets) in its
+        # args, and an error raised inside would keep it as __context__, even "from None"
+        raise InvalidInput(f"{path}: not UTF-8 at byte {bad_at}", path=str(path))
     return text, (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
 
 

@@ -177,10 +177,9 @@ def read_config(install_fd: int, stack: contextlib.ExitStack) -> ConfigFile:
             chunks.append(chunk)
     finally:
         os.close(fd)
-    try:
-        text = b"".join(chunks).decode("utf-8")
-    except UnicodeDecodeError:
-        raise InvalidInput("config.toml is not valid UTF-8", path=CONFIG) from None
+    text = tomlcompat.decode_utf8(b"".join(chunks))
+    if text is None:
+        raise InvalidInput("config.toml is not valid UTF-8", path=CONFIG)
     return ConfigFile(
         text, True, _identity(st), stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, dir_fd, name
     )

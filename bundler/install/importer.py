@@ -26,7 +26,7 @@ import tomli_w
 
 from bundler.bundle.verify import VerifyReport, verify_bundle
 from bundler.config.write import config_lock
-from bundler.errors import BundlerError, InvalidInput, Refused
+from bundler.errors import BundlerError, InvalidInput, Refused, withholding
 from bundler.fs import copytree, durable
 from bundler.install import merge
 from bundler.install.bind_secrets import (
@@ -78,6 +78,7 @@ from bundler.install.undo import UndoReport, undo_import
 from bundler.rules import layout
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
+from bundler.rules.secrets import value_targets, withholder
 from bundler.rules.validate import validate
 
 # the names callers imported from this module before it was split (bundler.cli, recover, tests)
@@ -210,6 +211,26 @@ def import_bundle(
     options. With ``dry_run`` nothing is changed or created.
     """
     install_root = Path(os.path.abspath(install_root))
+    given, warnings = collect_secrets(secrets, secrets_file)
+    # every error made from here on withholds the given values (a bundle path may hold one)
+    with withholding(withholder(value_targets(given))):
+        return _import(
+            install_root, bundle, given, warnings, as_alias, binds, accept_risks, dry_run, prompt
+        )
+
+
+def _import(
+    install_root: Path,
+    bundle: Path,
+    given: dict[str, str],
+    warnings: list[str],
+    as_alias: str | None,
+    binds: Mapping[str, str] | None,
+    accept_risks: bool,
+    dry_run: bool,
+    prompt: Prompter | None,
+) -> ImportReport:
+    """The body of :func:`import_bundle`, once the given secrets are known."""
     report = verify_bundle(bundle)
     if not report.ok:
         # one line naming the first few entries at fault; 'bundle verify' lists every one
@@ -219,7 +240,6 @@ def import_bundle(
         raise InvalidInput(f"bundle failed verification: {shown}{more}", path=report.errors[0].path)
     manifest = report.manifest or {}
     required = [p for p in manifest.get("required_secrets", []) if isinstance(p, str)]
-    given, warnings = collect_secrets(secrets, secrets_file)
 
     with (
         open_install(

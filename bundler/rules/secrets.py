@@ -16,7 +16,7 @@ import re
 import sys
 import urllib.parse
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -207,6 +207,26 @@ def sweep_targets(config: Node, *more: Node) -> tuple[list[SweepTarget], int]:
                 seen.add(key)
                 targets.append(SweepTarget(leaf.path, value))
     return targets, len(encrypted)
+
+
+def value_targets(values: Mapping[str, str]) -> list[SweepTarget]:
+    """Targets for values given by the user (``--secret``, ``--secrets-file``): path -> value.
+
+    The same floor as a secret field's (8 characters): a shorter value would be withheld
+    wherever its letters happen to occur.
+    """
+    return [
+        SweepTarget(path, value)
+        for path, value in values.items()
+        if isinstance(value, str) and len(value) >= SECRET_MIN_LENGTH
+    ]
+
+
+def withholder(targets: Sequence[SweepTarget]) -> Callable[[str], str]:
+    """A function withholding every target, in every encoding, from a text (messages, paths)."""
+    if not targets:
+        return lambda text: text
+    return Sweeper(targets).withhold
 
 
 def _opaque_secret_key(leaf: Leaf) -> bool:

@@ -15,10 +15,22 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10 only
 
 TOMLDecodeError: type[ValueError] = _toml.TOMLDecodeError
 
-__all__ = ["TOMLDecodeError", "loads"]
+__all__ = ["TOMLDecodeError", "decode_utf8", "loads"]
 
 
 def loads(text: str) -> dict[str, Any]:
     """Parse TOML ``text`` into plain dicts/lists; raise ``TOMLDecodeError`` on bad input."""
     result: dict[str, Any] = _toml.loads(text)
     return result
+
+
+def decode_utf8(raw: bytes) -> str | None:
+    """The UTF-8 text of a TOML document's bytes, or None when they are not UTF-8.
+
+    Returns instead of raising: a ``UnicodeDecodeError`` holds the whole input in its ``args``,
+    and a file that may hold secrets must not end up chained to the error that reports it.
+    """
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
