@@ -21,6 +21,7 @@ from bundler.errors import UsageError
 from bundler.rules import schema
 from bundler.rules.names import escape_display, is_portable_alias, safe_relative_path
 from bundler.rules.paths import format_path, parse_path
+from bundler.rules.secrets import CIPHERTEXT_PREFIXES
 
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
 MAX_NESTING = 64
@@ -48,7 +49,6 @@ _PROVIDER_FIELDS = {
     "transcription_provider": "transcription",
 }
 _BUNDLE_FIELDS = ("skill_bundles", "knowledge_bundles", "mcp_bundles")
-_CIPHERTEXT_PREFIXES = ("enc:", "enc2:")
 
 
 @dataclass(frozen=True)
@@ -237,7 +237,7 @@ def _schema_problems(
 
 def _ciphertext_problems(fragment: Mapping[str, Any]) -> Iterator[Problem]:
     for segments, leaf in _walk_leaves(fragment, []):
-        if isinstance(leaf, str) and leaf.startswith(_CIPHERTEXT_PREFIXES):
+        if isinstance(leaf, str) and leaf.startswith(CIPHERTEXT_PREFIXES):
             yield Problem(
                 display_path(segments),
                 "holds an encrypted value (enc:/enc2:), which an export never writes",
