@@ -235,3 +235,26 @@ def test_secret_holding_a_space_never_appears_in_an_error(
     assert leaks_in(error["message"] + error["path"], EXAMPLE_SECRETS) == []
     assert error["path"].startswith(("workspace/", "skills/"))
     assert list(outdir.iterdir()) == []
+
+
+# --- verify: the name rules it can apply hold for folders as for files ------------------------
+
+
+def test_verify_applies_the_name_rules_to_empty_folders_as_to_files(tmp_path: Path) -> None:
+    """03 §1: verify cannot know the exporting install's secrets (a bundle carries none of
+    their values), so the rule it can apply to a name is the portable-name rule, and it applies
+    it to every folder, empty ones included, exactly as to files."""
+    root = copy_example(tmp_path)
+    bundle = tmp_path / "bundle"
+    human, _machine = _export(root, "researcher", bundle)
+    assert human.returncode == 0, human.stderr
+    (bundle / "workspace" / "con").mkdir()
+    (bundle / "skills" / "research_tools" / "aux").mkdir()
+    (bundle / "skills" / "research_tools" / "citations" / "nul").mkdir()
+    verified = bundler_cli(["bundle", "verify", str(bundle), "--json"])
+    assert verified.returncode == 3, verified.stdout + verified.stderr
+    document = json.loads(verified.stdout)
+    errors = {problem["path"] for problem in document["errors"]}
+    warnings = {problem["path"] for problem in document["warnings"]}
+    assert "skills/research_tools/aux" in errors
+    assert {"workspace/con", "skills/research_tools/citations/nul"} <= warnings
