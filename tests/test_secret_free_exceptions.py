@@ -335,3 +335,44 @@ def test_import_refused_after_reading_secrets_holds_none_of_them(
         )
     )
     assert _leaks(err) == [], (refusal, err.path)
+
+
+# --- the mechanism ---------------------------------------------------------------------------
+
+
+def _withhold_bearer(text: str) -> str:
+    return text.replace(BEARER, "<withheld>")
+
+
+def test_an_error_made_inside_withholding_never_holds_the_secret() -> None:
+    """Scrubbed when made: ``args``, ``str``, ``repr`` and ``path`` agree, and a system error
+    chained with ``from`` (which names the file it was given) is scrubbed along the chain."""
+    from bundler.errors import Refused, withholding
+
+    def fail() -> None:
+        try:
+            os.open(f"/nonexistent/{BEARER}", os.O_RDONLY)
+        except OSError as exc:
+            raise Refused(f"cannot read {BEARER}/x (gone)", path=f"workspace/{BEARER}") from exc
+
+    with pytest.raises(Refused) as caught, withholding(_withhold_bearer):
+        fail()
+    err = caught.value
+    assert err.args == (err.message,) and "<withheld>" in err.message
+    assert isinstance(err.__cause__, OSError) and "<withheld>" in str(err.__cause__.filename)
+    assert _leaks(err) == []
+
+
+def test_a_foreign_exception_holding_the_secret_is_cut_from_the_chain() -> None:
+    from bundler.errors import Refused, withholding
+
+    def fail() -> None:
+        try:
+            raise ValueError(f"parser saw {BEARER!r}")
+        except ValueError as exc:
+            raise Refused("the file does not parse", path="x") from exc
+
+    with pytest.raises(Refused) as caught, withholding(_withhold_bearer):
+        fail()
+    assert caught.value.__cause__ is None and caught.value.__context__ is None
+    assert _leaks(caught.value) == []

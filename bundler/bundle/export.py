@@ -275,7 +275,6 @@ def export_agent(
         report = _admit_build_publish(
             install_root, plan, config, out, sweep, encrypted, force, include_memory, env, progress
         )
-    report.warnings = [sweep.withhold(warning) for warning in report.warnings]
     report.secret_hits = sweep.hits
     _redact_report(report, sweep)
     return report
@@ -352,12 +351,14 @@ def _io_failure(dest: str, what: str, err: OSError) -> Refused:
 
 
 def _redact_report(report: ExportReport, sweep: _Sweep) -> None:
-    """Withhold name components that hold a known secret from every listed path."""
+    """Withhold name components that hold a known secret from every listed path and text."""
+    report.bundle = sweep.withhold(report.bundle)
+    report.warnings = [sweep.withhold(warning) for warning in report.warnings]
     skipped = report.skipped
     skipped.paths = [sweep.redact(path) for path in skipped.paths]
     skipped.non_portable_names = [sweep.redact(path) for path in skipped.non_portable_names]
     report.dropped = [
-        Dropped(sweep.redact(row.path), row.reason, row.detail)
+        Dropped(sweep.redact(row.path), row.reason, sweep.withhold(row.detail))
         if row.path.startswith(("workspace/", "skills/"))
         else row
         for row in report.dropped
