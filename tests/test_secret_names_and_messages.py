@@ -82,6 +82,7 @@ def test_folder_named_after_a_secret_refuses_export(tmp_path: Path, case: str) -
         assert result.returncode == 1, result.stdout + result.stderr
         _no_leak(result, EXAMPLE_SECRETS)
     assert "withheld" in human.stderr
+    assert "the name of " in human.stderr and "rename it" in human.stderr
     document = json.loads(machine.stdout)
     assert document["ok"] is False
     assert document["error"]["path"].split("/")[0] in ("workspace", "skills")

@@ -167,12 +167,12 @@ class _Sweep:
             return
         if self._current == relpath:
             self._finish()
-        self._add(self._names_hits(relpath))
+        self._add(self._names_hits(relpath), in_name=True)
 
     def folder(self, relpath: str) -> None:
         """Sweep the relative path of a carried folder (it travels even when empty)."""
         if self.observer is not None:
-            self._add(self._names_hits(relpath))
+            self._add(self._names_hits(relpath), in_name=True)
 
     def scan(self, name: str, data: bytes) -> None:
         """Sweep a whole rendered file (``config.toml``, the manifest)."""
@@ -202,16 +202,21 @@ class _Sweep:
             stream, self._stream = self._stream, None
             self._add(stream.close())
 
-    def _add(self, hits: Sequence[Hit]) -> None:
+    def _add(self, hits: Sequence[Hit], *, in_name: bool = False) -> None:
         for found in hits:
             hit = Hit(self.redact(found.file), found.secret_path, found.encoding)
             if hit not in self.hits:
                 self.hits.append(hit)
             if self.mode == "refuse":
+                shown = escape_display(hit.file)
+                where, fix = (
+                    (f"the name of {shown} holds", "rename it")
+                    if in_name
+                    else (f"{shown} contains", "remove it from the file")
+                )
                 raise Refused(
-                    f"{escape_display(hit.file)} contains the value of {hit.secret_path} "
-                    f"({hit.encoding}); remove it from the file (or pass --scan-secrets warn) "
-                    "and export again",
+                    f"{where} the value of {hit.secret_path} ({hit.encoding}); {fix} "
+                    "(or pass --scan-secrets warn) and export again",
                     path=hit.file,
                 )
 
