@@ -259,3 +259,43 @@ def test_verify_applies_the_name_rules_to_empty_folders_as_to_files(tmp_path: Pa
     warnings = {problem["path"] for problem in document["warnings"]}
     assert "skills/research_tools/aux" in errors
     assert {"workspace/con", "skills/research_tools/citations/nul"} <= warnings
+
+
+@pytest.mark.parametrize("where", ["file", "folder"])
+def test_verify_never_prints_a_smuggled_secret_through_a_name(tmp_path: Path, where: str) -> None:
+    """The one secret value verify can know is one a bundle smuggles into its own config.toml
+    (refused: every x-secret value must be ""): verify withholds it from every path it lists,
+    folders included, like export does, and import's refusal quotes none of it either."""
+    root = copy_example(tmp_path)
+    bundle = tmp_path / "bundle"
+    human, _machine = _export(root, "researcher", bundle)
+    assert human.returncode == 0, human.stderr
+    config = bundle / "config.toml"
+    text = config.read_text(encoding="utf-8")
+    assert 'Authorization = ""' in text
+    config.write_text(text.replace('Authorization = ""', f"Authorization = {json.dumps(BEARER)}"))
+    entry = bundle / "workspace" / f"{BEARER}.txt"
+    if where == "folder":
+        (bundle / "workspace" / BEARER).mkdir()
+        entry = bundle / "workspace" / BEARER / "x.txt"
+    entry.write_text("not in the checksums\n")
+    runs = [
+        bundler_cli(["bundle", "verify", str(bundle)]),
+        bundler_cli(["bundle", "verify", str(bundle), "--json"]),
+        bundler_cli(["bundle", "inspect", str(bundle), "--json"]),
+        bundler_cli(
+            [
+                "--install",
+                str(tmp_path / "target"),
+                "agents",
+                "import",
+                str(bundle),
+                "--accept-risks",
+                "--json",
+            ]
+        ),  # fmt: skip
+    ]
+    for result in runs:
+        assert result.returncode == 3, result.stdout + result.stderr
+        _no_leak(result, [BEARER])
+    assert "withheld" in runs[0].stderr and "Authorization" in runs[0].stderr
