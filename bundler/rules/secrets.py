@@ -461,7 +461,7 @@ class Sweeper:
         if not text or not self._engines:
             return text
         for _ in range(8):
-            if not self.scan_bytes("", text.encode("utf-8", "surrogateescape")):
+            if not self.scan_bytes("", _text_bytes(text)):
                 return text
             for pattern in self._text_patterns:
                 text = text.replace(pattern, marker)
@@ -491,6 +491,15 @@ class Sweeper:
     def stream(self, name: str) -> SweepStream:
         """A scanner for ``name`` fed chunk by chunk; call ``close()`` for the hits."""
         return SweepStream(self, name)
+
+
+def _text_bytes(text: str) -> bytes:
+    """The bytes a message spells: a name's own bytes (surrogate-escaped by ``os.fsdecode``);
+    any other lone surrogate passes through rather than failing the error being made."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
 
 
 class SweepStream:
