@@ -376,3 +376,21 @@ def test_a_foreign_exception_holding_the_secret_is_cut_from_the_chain() -> None:
         fail()
     assert caught.value.__cause__ is None and caught.value.__context__ is None
     assert _leaks(caught.value) == []
+
+
+@pytest.mark.parametrize("broken", ["not-utf8", "not-toml"])
+def test_a_config_that_cannot_be_read_is_reported_by_an_error_with_no_chain(
+    tmp_path: Path, bundle: Path, broken: str
+) -> None:
+    """The decode error holds the file (its ``args``; newer TOML parsers keep ``doc``): the
+    error reporting it is raised outside the handler, so nothing chains the file to it."""
+    root = copy_example(tmp_path)
+    config = root / "config.toml"
+    raw = config.read_bytes()
+    config.write_bytes(raw + (b"\n# \xff\n" if broken == "not-utf8" else b"\n[[[ broken\n"))
+    exported = _refusal(lambda: export_agent(root, "researcher", tmp_path / "out", environ={}))
+    imported = _refusal(lambda: import_bundle(root, bundle, as_alias="other", accept_risks=True))
+    for err in (exported, imported):
+        assert err.code == 3, err.message
+        assert err.__cause__ is None and err.__context__ is None, repr(err.__context__)
+        assert _leaks(err) == []

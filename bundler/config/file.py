@@ -117,9 +117,12 @@ def parse_config_text(text: str, where: str) -> dict[str, Any]:
     try:
         return tomlcompat.loads(text)
     except tomlcompat.TOMLDecodeError as err:
-        raise InvalidInput(f"{where}: invalid TOML: {_safe_toml_reason(err)}", path=where) from None
+        reason = _safe_toml_reason(err)
     except RecursionError:
-        raise InvalidInput(f"{where}: invalid TOML: nested too deeply", path=where) from None
+        reason = "nested too deeply"
+    # raised outside the handler: newer parsers keep the whole document (secrets) on the
+    # decode error (``doc``), which would stay reachable as __context__, even "from None"
+    raise InvalidInput(f"{where}: invalid TOML: {reason}", path=where)
 
 
 _QUOTED = re.compile(r"'((?:[^'\\]|\\.)*)'")

@@ -190,9 +190,9 @@ def parse_config(text: str) -> dict[str, Any]:
     try:
         return tomlcompat.loads(text)
     except tomlcompat.TOMLDecodeError as err:
-        raise InvalidInput(
-            f"config.toml does not parse ({err}); fix it first", path=CONFIG
-        ) from None
+        reason = str(err)
+    # outside the handler: a newer parser's decode error holds the whole document (``doc``)
+    raise InvalidInput(f"config.toml does not parse ({reason}); fix it first", path=CONFIG)
 
 
 def check_unchanged(config: ConfigFile) -> None:
