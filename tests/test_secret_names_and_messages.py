@@ -14,6 +14,7 @@ import base64
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import urllib.parse
@@ -173,8 +174,7 @@ _DROP_PRIVILEGES = (
 
 
 def _as_nobody(args: list[str]) -> Any:
-    import subprocess
-
+    """``bundler ARGS`` run by user 65534, so that a mode 000 entry cannot be read."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ZEROCLAW_")}
     env["SOURCE_DATE_EPOCH"] = "1700000000"
     return subprocess.run(
