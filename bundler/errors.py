@@ -1,10 +1,17 @@
 """Exceptions a user can cause: each carries the exit code, the path at fault and a message.
 
 The CLI prints them on one line as ``error: <message>``; the library raises them unchanged.
-Messages never contain a secret value: callers name config paths, never values.
+Messages never contain a secret value: callers name config paths, never values. Where a message
+must name something that can itself hold a secret (a file name the user chose), the operation
+runs inside :func:`withholding`, so the secret is withheld where the error is *made*: no
+exception object, not its ``args`` nor its ``repr``, ever holds it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -19,6 +26,8 @@ class BundlerError(Exception):
     code: int = EXIT_FAILED
 
     def __init__(self, message: str, *, path: str = "", code: int | None = None) -> None:
+        for scrub in _SCRUBBERS.get():
+            message, path = scrub(message), scrub(path)
         super().__init__(message)
         self.message = message
         self.path = path
@@ -51,3 +60,58 @@ class Interrupted(BundlerError):
     """SIGINT or SIGTERM arrived; the operation cleaned up like a failure (exit 130)."""
 
     code = EXIT_INTERRUPTED
+
+
+Scrub = Callable[[str], str]
+_SCRUBBERS: ContextVar[tuple[Scrub, ...]] = ContextVar("bundler_scrubbers", default=())
+
+
+@contextmanager
+def withholding(scrub: Scrub) -> Iterator[None]:
+    """Within the block, every :class:`BundlerError` is made with ``scrub`` applied.
+
+    ``scrub(text)`` returns ``text`` with every secret it knows withheld. It is applied to the
+    message and the path when the error is constructed (so ``args``, ``str`` and ``repr`` agree
+    and none holds a secret). An exception leaving the block is also cleaned along its
+    ``__cause__``/``__context__`` chain: an ``OSError`` the system made names the file it was
+    given, which may be a secret name, so its ``filename`` is scrubbed; any other link whose
+    text holds a secret is cut from the chain.
+    """
+    token = _SCRUBBERS.set((*_SCRUBBERS.get(), scrub))
+    try:
+        yield
+    except BaseException as exc:
+        _clean_chain(exc, scrub)
+        raise
+    finally:
+        _SCRUBBERS.reset(token)
+
+
+def _holds(exc: BaseException, scrub: Scrub) -> bool:
+    texts = [str(exc), repr(exc), *(a for a in exc.args if isinstance(a, str))]
+    return any(scrub(text) != text for text in texts)
+
+
+def _clean_chain(top: BaseException, scrub: Scrub) -> None:
+    if not isinstance(top, BundlerError) and _holds(top, scrub):
+        # not ours (a bug surfacing): keep the type, withhold the text
+        top.args = tuple(scrub(a) if isinstance(a, str) else a for a in top.args)
+    seen: set[int] = set()
+    pending = [top]
+    while pending:
+        link = pending.pop()
+        if id(link) in seen:
+            continue
+        seen.add(id(link))
+        if isinstance(link, OSError):
+            for attr in ("filename", "filename2"):
+                value = getattr(link, attr)
+                if isinstance(value, str) and scrub(value) != value:
+                    setattr(link, attr, scrub(value))
+        linked = [e for e in (link.__cause__, link.__context__) if e is not None]
+        if any(not isinstance(e, (OSError, BundlerError)) and _holds(e, scrub) for e in linked):
+            link.__cause__ = None
+            link.__context__ = None
+            link.__suppress_context__ = True
+            continue
+        pending += linked

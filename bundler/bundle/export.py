@@ -46,7 +46,7 @@ from bundler.bundle.manifest import (
 )
 from bundler.bundle.publish import MANIFEST_NAME, Staging, admit
 from bundler.config.store import load_config
-from bundler.errors import BundlerError, Refused, UsageError
+from bundler.errors import BundlerError, Refused, UsageError, withholding
 from bundler.fs import durable
 from bundler.fs.copytree import CopiedFile, copy_tree, digest_fd
 from bundler.fs.safefs import (
@@ -64,7 +64,7 @@ from bundler.rules.layout import skill_bundle_dir, workspace_dir
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
 from bundler.rules.risk import RiskFlag
-from bundler.rules.secrets import Hit, Sweeper, SweepStream, sweep_targets
+from bundler.rules.secrets import WITHHELD, Hit, Sweeper, SweepStream, sweep_targets
 
 FORMAT_VERSION = 1
 MEMORY_FORMAT_VERSION = 2
@@ -133,15 +133,14 @@ class ExportReport:
         }
 
 
-WITHHELD = "<name withheld: it holds a secret>"
-
-
 class _Sweep:
     """The exact-value sweep riding on the copy: one stream per file, fed every chunk.
 
     ``refuse`` raises at the end of the first file holding a secret, so the export stops before
-    copying more; ``warn`` collects every hit; ``off`` sweeps no content. Whatever the mode,
-    :meth:`redact` keeps a secret that is part of a *name* out of every message and report.
+    copying more; ``warn`` collects every hit; ``off`` sweeps no content. Every carried path
+    is swept as well, folders (empty ones too) included, since a name travels like a byte
+    (02 §5.3). Whatever the mode, :meth:`redact` keeps a secret that is part of a *name* out of
+    every report, and :meth:`withhold` out of every message (see :func:`withholding`).
     """
 
     def __init__(self, sweeper: Sweeper | None, mode: str) -> None:
@@ -171,7 +170,12 @@ class _Sweep:
             return
         if self._current == relpath:
             self._finish()
-        self._add(self._names_hits(relpath))
+        self._add(self._names_hits(relpath), in_name=True)
+
+    def folder(self, relpath: str) -> None:
+        """Sweep the relative path of a carried folder (it travels even when empty)."""
+        if self.observer is not None:
+            self._add(self._names_hits(relpath), in_name=True)
 
     def scan(self, name: str, data: bytes) -> None:
         """Sweep a whole rendered file (``config.toml``, the manifest)."""
@@ -192,27 +196,30 @@ class _Sweep:
         # a value holding "/" (base64 does) can span components: withhold all but the top
         return shown if not self._names_hits(shown) else f"{parts[0]}/{WITHHELD}"
 
-    def scrub_message(self, text: str) -> str:
-        """``text`` with every word that holds a known secret withheld (error messages)."""
-        if self.sweeper is None or not self._names_hits(text):
-            return text
-        return " ".join(WITHHELD if self._names_hits(word) else word for word in text.split(" "))
+    def withhold(self, text: str) -> str:
+        """``text`` with every known secret, in every encoding the sweep knows, withheld."""
+        return text if self.sweeper is None else self.sweeper.withhold(text)
 
     def _finish(self) -> None:
         if self._stream is not None:
             stream, self._stream = self._stream, None
             self._add(stream.close())
 
-    def _add(self, hits: Sequence[Hit]) -> None:
+    def _add(self, hits: Sequence[Hit], *, in_name: bool = False) -> None:
         for found in hits:
             hit = Hit(self.redact(found.file), found.secret_path, found.encoding)
             if hit not in self.hits:
                 self.hits.append(hit)
             if self.mode == "refuse":
+                shown = escape_display(hit.file)
+                where, fix = (
+                    (f"the name of {shown} holds", "rename it")
+                    if in_name
+                    else (f"{shown} contains", "remove it from the file")
+                )
                 raise Refused(
-                    f"{escape_display(hit.file)} contains the value of {hit.secret_path} "
-                    f"({hit.encoding}); remove it from the file (or pass --scan-secrets warn) "
-                    "and export again",
+                    f"{where} the value of {hit.secret_path} ({hit.encoding}); {fix} "
+                    "(or pass --scan-secrets warn) and export again",
                     path=hit.file,
                 )
 
@@ -260,15 +267,40 @@ def export_agent(
     if scan_secrets not in SCAN_MODES:
         raise UsageError(f"--scan-secrets must be one of {', '.join(SCAN_MODES)}")
     env = os.environ if environ is None else environ
-    config = load_config(install_root, environ=env).data
+    loaded = load_config(install_root, environ=env)
+    config = loaded.data
     plan = plan_closure(config, alias, install_root)
     if include_memory:
         _check_memory_backend(config, alias)
-    # built even with --scan-secrets off: a secret in a file *name* must stay out of the report
-    targets, encrypted = sweep_targets(config)
+    # built even with --scan-secrets off: a secret in a file *name* must stay out of the report.
+    # Its targets are the stored values and the overrides' values: both are this install's.
+    targets, encrypted = sweep_targets(loaded.file_data, config)
     sweep = _Sweep(Sweeper(targets) if targets else None, scan_secrets)
     if scan_secrets == "off":
         encrypted = 0
+    # every error made from here on withholds the secrets where it is made (errors.withholding)
+    with withholding(sweep.withhold):
+        report = _admit_build_publish(
+            install_root, plan, config, out, sweep, encrypted, force, include_memory, env, progress
+        )
+    report.secret_hits = sweep.hits
+    _redact_report(report, sweep)
+    return report
+
+
+def _admit_build_publish(
+    install_root: Path,
+    plan: ExportPlan,
+    config: Mapping[str, Any],
+    out: Path,
+    sweep: _Sweep,
+    encrypted: int,
+    force: bool,
+    include_memory: bool,
+    env: Mapping[str, str],
+    progress: Progress | None,
+) -> ExportReport:
+    """Admit the destination, build the bundle in staging, flush it and swap it in (02 §8)."""
     try:
         admission = admit(out, force=force, protected=protected_paths(config, install_root))
     except OSError as err:
@@ -276,7 +308,7 @@ def export_agent(
     with admission:
         report = ExportReport(
             bundle=admission.dest_path,
-            root_agent=alias,
+            root_agent=plan.alias,
             format_version=MEMORY_FORMAT_VERSION if include_memory else FORMAT_VERSION,
             encrypted_not_swept=encrypted,
             # the plan's findings (a non-portable root alias, 01 §3) are part of the report
@@ -297,13 +329,16 @@ def export_agent(
                 raise _io_failure(admission.dest_path, "could not write the bundle", err) from err
         except BundlerError as err:
             leftovers = [] if staging.published else staging.abort()
-            err.message = sweep.scrub_message(err.message)
-            err.path = sweep.scrub_message(err.path)
             if leftovers:
-                err.message = hints.Hinted(
-                    f"{err.message} (cleanup incomplete: {'; '.join(leftovers)})",
-                    hints.command("recover", admission.dest_path),
-                )
+                # a new error, not an edited one: an exception's args must say what it says
+                raise type(err)(
+                    hints.Hinted(
+                        f"{err.message} (cleanup incomplete: {'; '.join(leftovers)})",
+                        hints.command("recover", admission.dest_path),
+                    ),
+                    path=err.path,
+                    code=err.code,
+                ) from err
             raise
         except BaseException:
             if not staging.published:
@@ -311,8 +346,6 @@ def export_agent(
             raise
     report.publish_method = outcome.method.value
     report.warnings += outcome.warnings
-    report.secret_hits = sweep.hits
-    _redact_report(report, sweep)
     return report
 
 
@@ -331,12 +364,14 @@ def _io_failure(dest: str, what: str, err: OSError) -> Refused:
 
 
 def _redact_report(report: ExportReport, sweep: _Sweep) -> None:
-    """Withhold name components that hold a known secret from every listed path."""
+    """Withhold name components that hold a known secret from every listed path and text."""
+    report.bundle = sweep.withhold(report.bundle)
+    report.warnings = [sweep.withhold(warning) for warning in report.warnings]
     skipped = report.skipped
     skipped.paths = [sweep.redact(path) for path in skipped.paths]
     skipped.non_portable_names = [sweep.redact(path) for path in skipped.non_portable_names]
     report.dropped = [
-        Dropped(sweep.redact(row.path), row.reason, row.detail)
+        Dropped(sweep.redact(row.path), row.reason, sweep.withhold(row.detail))
         if row.path.startswith(("workspace/", "skills/"))
         else row
         for row in report.dropped
@@ -452,6 +487,7 @@ class _Copy:
             prefix=prefix,
             on_skip=skipped.record if counted else None,
             on_non_portable=skipped.record_non_portable if counted else None,
+            on_folder=self.sweep.folder,
             observer=self.sweep.observer,
             **extra,
         ):
@@ -580,6 +616,7 @@ class _Copy:
                             )
                         )
                         continue
+                    self.sweep.folder(f"skills/{source.alias}")
                     if skills_fd < 0:
                         skills_fd = _mkdir_open(self.root, "skills")
                     bundle_fd = _mkdir_open(skills_fd, source.alias)
@@ -611,6 +648,7 @@ class _Copy:
                 path=prefix,
             ) from err
         try:
+            self.sweep.folder(prefix.rstrip("/"))
             dst = _mkdir_open(bundle_dst, name)
             try:
                 # one section per bundle: its skills come in name order already

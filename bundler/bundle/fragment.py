@@ -21,6 +21,7 @@ from bundler.errors import UsageError
 from bundler.rules import refs, schema
 from bundler.rules.names import escape_display, non_portable_alias_reason, safe_relative_path
 from bundler.rules.paths import format_path, parse_path
+from bundler.rules.secrets import CIPHERTEXT_PREFIXES
 from bundler.rules.skillfolder import skill_folder_problem, used_folders
 
 MAX_NESTING = 64
@@ -40,7 +41,6 @@ CARRIED_TABLES = (
 _REMOVED_AGENT_FIELDS = ("channels", "delegates", "cron_jobs", "a2a")
 _REMOVED_WORKSPACE_FIELDS = ("path", "access", "read_memory_from")
 _BUNDLE_FIELDS = ("skill_bundles", "knowledge_bundles", "mcp_bundles")
-_CIPHERTEXT_PREFIXES = ("enc:", "enc2:")
 # folders are compared install-relative, so any root serves for a fragment; never touched
 _FRAGMENT_ROOT = Path("/nonexistent/bundler-fragment-install")
 
@@ -231,7 +231,7 @@ def _schema_problems(
 
 def _ciphertext_problems(fragment: Mapping[str, Any]) -> Iterator[Problem]:
     for segments, leaf in _walk_leaves(fragment, []):
-        if isinstance(leaf, str) and leaf.startswith(_CIPHERTEXT_PREFIXES):
+        if isinstance(leaf, str) and leaf.startswith(CIPHERTEXT_PREFIXES):
             yield Problem(
                 display_path(segments),
                 "holds an encrypted value (enc:/enc2:), which an export never writes",

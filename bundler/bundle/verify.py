@@ -36,6 +36,7 @@ from bundler.fs import safefs
 from bundler.fs.copytree import digest_fd
 from bundler.rules import tomlcompat
 from bundler.rules.names import escape_display, is_portable_alias, is_portable_name
+from bundler.rules.secrets import sweep_targets, withholder
 
 KNOWN_FORMATS = (1, 2)
 MANIFEST = "zeroclaw-agent.toml"
@@ -729,6 +730,23 @@ def _verify_open(
     if version == 2 and not tree.stopped:
         _check_store(report, tree)
     report.errors = _unique(report.errors)
+    if fragment is not None:
+        _withhold_smuggled(report, fragment)
+
+
+def _withhold_smuggled(report: VerifyReport, fragment: dict[str, Any]) -> None:
+    """Keep secret values the fragment smuggles out of every finding (01 §6).
+
+    A bundle carries no secret value (each must be ``""``, an error otherwise), so the only
+    values verify can know are those; a name in the tree may spell one, raw or encoded, and
+    the findings list names. The same exact-value rule as export's sweep withholds them.
+    """
+    targets, _ = sweep_targets(fragment)
+    if not targets:
+        return
+    scrub = withholder(targets)
+    report.errors = [Problem(scrub(p.path), scrub(p.message)) for p in report.errors]
+    report.warnings = [Problem(scrub(p.path), scrub(p.message)) for p in report.warnings]
 
 
 def _read_fragment(report: VerifyReport, tree: _Tree) -> dict[str, Any] | None:

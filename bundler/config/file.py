@@ -165,14 +165,24 @@ def read_config_file(
         raise Refused(f"cannot read {where}: {err.strerror}", path=where) from None
     finally:
         os.close(fd)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise InvalidInput(f"{where}: not UTF-8 at byte {err.start}", path=where) from None
+    text = tomlcompat.decode_utf8(raw)
+    if text is None:
+        # raised outside any handler: the decode error holds the file's bytes (secrets) in its
+        # args, and an error raised inside one would keep it as __context__, even "from None"
+        raise InvalidInput(f"{where}: not UTF-8 at byte {_first_bad_byte(raw)}", path=where)
     identity = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
     return ConfigFile(
         text, identity, stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid, dir_fd, name, where
     )
+
+
+def _first_bad_byte(raw: bytes) -> int:
+    """Where ``raw`` stops being UTF-8 (only the offset leaves this function, never the bytes)."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return err.start
+    return -1
 
 
 def _read_limited(fd: int, where: str) -> bytes:
@@ -238,9 +248,12 @@ def parse_config_text(text: str, where: str) -> dict[str, Any]:
     try:
         return tomlcompat.loads(text)
     except tomlcompat.TOMLDecodeError as err:
-        raise InvalidInput(f"{where}: invalid TOML: {toml_error_reason(err)}", path=where) from None
+        reason = toml_error_reason(err)
     except RecursionError:
-        raise InvalidInput(f"{where}: invalid TOML: nested too deeply", path=where) from None
+        reason = "nested too deeply"
+    # raised outside the handler: newer parsers keep the whole document (secrets) on the
+    # decode error (``doc``), which would stay reachable as __context__, even "from None"
+    raise InvalidInput(f"{where}: invalid TOML: {reason}", path=where)
 
 
 _QUOTED = re.compile(r"'((?:[^'\\]|\\.)*)'")

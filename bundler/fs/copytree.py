@@ -256,9 +256,11 @@ class CopyOptions:
     ``prefix`` is prepended to every reported path (``"workspace/"``). ``exclude``, ``on_skip``
     and ``on_non_portable`` are passed to :func:`bundler.fs.safefs.walk`. With ``on_live_store``
     set, a file starting with ``SQLite format 3\\0`` that has a ``-wal`` or ``-journal`` beside
-    it is not copied but reported there, and so are that store's sidecars. ``observer`` sees
-    every chunk of every copied file (the secret sweep), in order, read back from the copy so
-    that it sees exactly the bytes that travel. Folders are created ``dir_mode``.
+    it is not copied but reported there, and so are that store's sidecars. ``on_folder(relpath)``
+    is called for every folder before it is created (a folder's name travels even when it is
+    empty: the exporter sweeps it). ``observer`` sees every chunk of every copied file (the
+    secret sweep), in order, read back from the copy so that it sees exactly the bytes that
+    travel. Folders are created ``dir_mode``.
     ``use_copy_file_range=False`` forces the read+write path (benchmarks and tests; it is also
     the automatic fallback).
     """
@@ -268,6 +270,7 @@ class CopyOptions:
     on_skip: OnSkip | None = None
     on_non_portable: Callable[[str], None] | None = None
     on_live_store: Callable[[str], None] | None = None
+    on_folder: Callable[[str], None] | None = None
     observer: Observer | None = None
     dir_mode: int = 0o700
     use_copy_file_range: bool = True
@@ -297,6 +300,8 @@ def copy_tree(
             on_non_portable=chosen.on_non_portable,
         ):
             if entry.kind == "dir":
+                if chosen.on_folder is not None:
+                    chosen.on_folder(entry.relpath)
                 copier.make_dir(entry)
                 continue
             copied = copier.copy_file(entry)

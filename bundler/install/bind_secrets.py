@@ -142,13 +142,13 @@ def load_secrets_file(path: Path) -> dict[str, str]:
                 raise InvalidInput(f"secrets file {shown} is larger than 16 MiB", path=str(path))
     finally:
         os.close(fd)
-    try:
-        table = tomlcompat.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomlcompat.TOMLDecodeError):
-        # the parser's message may quote a line of the file, which holds secrets: say only where
+    # the parser's message may quote a line of the file, which holds secrets: say only where.
+    # Raised outside any handler, so that no decode error (holding the bytes) is chained to it.
+    table = _parse_secrets(raw)
+    if table is None:
         raise InvalidInput(
             f'secrets file {shown} is not a TOML table of path = "value"', path=str(path)
-        ) from None
+        )
     return flatten_secrets(table)
 
 
@@ -161,6 +161,14 @@ SECRET_ARGUMENT_WARNING = (
 def is_yes(answer: str) -> bool:
     """True for ``y`` or ``yes`` in any case, surrounding blanks ignored."""
     return answer.strip().lower() in ("y", "yes")
+def _parse_secrets(raw: bytes) -> dict[str, Any] | None:
+    text = tomlcompat.decode_utf8(raw)
+    if text is None:
+        return None
+    try:
+        return tomlcompat.loads(text)
+    except tomlcompat.TOMLDecodeError:
+        return None
 
 
 def default_prompter() -> Prompter | None:

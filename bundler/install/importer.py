@@ -28,7 +28,7 @@ from bundler.bundle import fragment
 from bundler.bundle.verify import VerifyReport, verify_bundle
 from bundler.config.file import ConfigFile, read_config_file
 from bundler.config.write import LOCK_NAME, config_lock
-from bundler.errors import BundlerError, InvalidInput, Refused
+from bundler.errors import BundlerError, InvalidInput, Refused, withholding
 from bundler.fs import copytree, durable
 from bundler.install import merge
 from bundler.install.bind_secrets import (
@@ -79,6 +79,7 @@ from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
 from bundler.rules.risk import compute_risk_flags
 from bundler.rules.schemacheck import schema_findings
+from bundler.rules.secrets import value_targets, withholder
 from bundler.rules.skillfolder import SKILLS_ROOT, skill_folder_problem, used_folders
 from bundler.rules.validate import validate
 
@@ -241,6 +242,20 @@ def import_bundle(
     """
     chosen = replace(options or ImportOptions(), **fields)
     install_root = Path(os.path.abspath(install_root))
+    given, warnings = collect_secrets(chosen.secrets, chosen.secrets_file)
+    # every error made from here on withholds the given values (a bundle path may hold one)
+    with withholding(withholder(value_targets(given))):
+        return _import(install_root, bundle, chosen, given, warnings)
+
+
+def _import(
+    install_root: Path,
+    bundle: Path,
+    chosen: ImportOptions,
+    given: dict[str, str],
+    warnings: list[str],
+) -> ImportReport:
+    """The body of :func:`import_bundle`, once the given secrets are known."""
     report = verify_bundle(bundle)
     if not report.ok:
         # one line naming the first few entries at fault; 'bundle verify' lists every one
@@ -251,7 +266,6 @@ def import_bundle(
         raise InvalidInput(f"bundle failed verification: {shown}{more}", path=report.errors[0].path)
     manifest = report.manifest or {}
     required = [p for p in manifest.get("required_secrets", []) if isinstance(p, str)]
-    given, warnings = collect_secrets(chosen.secrets, chosen.secrets_file)
     dry_run = chosen.dry_run
 
     with (

@@ -16,7 +16,7 @@ import re
 import sys
 import urllib.parse
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,7 @@ from bundler.rules import schema
 from bundler.rules.paths import format_path
 
 CIPHERTEXT_PREFIXES = ("enc:", "enc2:")
+WITHHELD = "<name withheld: it holds a secret>"
 SECRET_MIN_LENGTH = 8
 SECRET_MAP_VALUE_MIN_LENGTH = 16
 OPAQUE_SECRET_KEY = re.compile(r"token|secret|password|passwd|api_key|apikey", re.IGNORECASE)
@@ -168,37 +169,64 @@ class SweepTarget:
     value: str = field(repr=False)
 
 
-def sweep_targets(config: Node) -> tuple[list[SweepTarget], int]:
+def sweep_targets(config: Node, *more: Node) -> tuple[list[SweepTarget], int]:
     """The values the exact-value sweep looks for (02 §5.3) and how many could not be swept.
 
     Secret fields count from 8 characters, values of secret maps from 16 (shorter ones would
     match by chance); values under a key matching ``token|secret|password|passwd|api_key|apikey``
     in opaque or unknown tables count from 8. Stored-encrypted values (``enc:``/``enc2:``) hide
     their plain text and are counted instead.
+
+    ``more`` are other views of the same install whose values count too: the config as the
+    file has it and with the environment overrides applied are both the install's secrets (an
+    override replacing a key does not make the stored key harmless to publish).
     """
     targets: list[SweepTarget] = []
     seen: set[tuple[str, str]] = set()
-    encrypted = 0
-    for leaf in iter_leaves(config):
-        value = leaf.value
-        if leaf.secret or leaf.secret_map_value:
-            minimum = SECRET_MAP_VALUE_MIN_LENGTH if leaf.secret_map_value else SECRET_MIN_LENGTH
-        elif not leaf.known and _opaque_secret_key(leaf):
-            minimum = SECRET_MIN_LENGTH
-        else:
-            continue
-        if not isinstance(value, str):
-            continue
-        if value.startswith(CIPHERTEXT_PREFIXES):
-            encrypted += 1
-            continue
-        if len(value) < minimum:
-            continue
-        key = (leaf.path, value)
-        if key not in seen:
-            seen.add(key)
-            targets.append(SweepTarget(leaf.path, value))
-    return targets, encrypted
+    encrypted: set[tuple[str, str]] = set()
+    for view in (config, *more):
+        for leaf in iter_leaves(view):
+            value = leaf.value
+            if leaf.secret or leaf.secret_map_value:
+                minimum = (
+                    SECRET_MAP_VALUE_MIN_LENGTH if leaf.secret_map_value else SECRET_MIN_LENGTH
+                )
+            elif not leaf.known and _opaque_secret_key(leaf):
+                minimum = SECRET_MIN_LENGTH
+            else:
+                continue
+            if not isinstance(value, str):
+                continue
+            key = (leaf.path, value)
+            if value.startswith(CIPHERTEXT_PREFIXES):
+                encrypted.add(key)
+                continue
+            if len(value) < minimum:
+                continue
+            if key not in seen:
+                seen.add(key)
+                targets.append(SweepTarget(leaf.path, value))
+    return targets, len(encrypted)
+
+
+def value_targets(values: Mapping[str, str]) -> list[SweepTarget]:
+    """Targets for values given by the user (``--secret``, ``--secrets-file``): path -> value.
+
+    The same floor as a secret field's (8 characters): a shorter value would be withheld
+    wherever its letters happen to occur.
+    """
+    return [
+        SweepTarget(path, value)
+        for path, value in values.items()
+        if isinstance(value, str) and len(value) >= SECRET_MIN_LENGTH
+    ]
+
+
+def withholder(targets: Sequence[SweepTarget]) -> Callable[[str], str]:
+    """A function withholding every target, in every encoding, from a text (messages, paths)."""
+    if not targets:
+        return lambda text: text
+    return Sweeper(targets).withhold
 
 
 def _opaque_secret_key(leaf: Leaf) -> bool:
@@ -404,6 +432,10 @@ class Sweeper:
             for encoding, pattern in encodings_of(target.value):
                 owners.setdefault(pattern, []).append((target.config_path, encoding))
         self._owners = owners
+        # longest first, so that a secret containing another is withheld whole
+        self._text_patterns = sorted(
+            (p.decode("utf-8", "surrogateescape") for p in owners), key=len, reverse=True
+        )
         self.max_length = max((len(p) for p in owners), default=0)
         long_min = 2 * _GramEngine.GRAM - 1
         long = [p for p in owners if len(p) >= long_min]
@@ -418,6 +450,23 @@ class Sweeper:
     def empty(self) -> bool:
         """True when there is nothing to look for."""
         return not self._engines
+
+    def withhold(self, text: str, marker: str = WITHHELD) -> str:
+        """``text`` with every occurrence of every pattern (any secret, any encoding) replaced.
+
+        By exact value over the whole text, so a secret holding a space or a ``/`` is found as
+        well as one that is a whole word. For messages and paths, which are short: a message is
+        only rewritten when the one-pass matcher finds something in it.
+        """
+        if not text or not self._engines:
+            return text
+        for _ in range(8):
+            if not self.scan_bytes("", _text_bytes(text)):
+                return text
+            for pattern in self._text_patterns:
+                text = text.replace(pattern, marker)
+        # overlapping occurrences kept re-forming: say nothing rather than part of a secret
+        return marker
 
     def _scan(
         self, name: str, data: bytes | memoryview, found: dict[tuple[str, str], None]
@@ -442,6 +491,15 @@ class Sweeper:
     def stream(self, name: str) -> SweepStream:
         """A scanner for ``name`` fed chunk by chunk; call ``close()`` for the hits."""
         return SweepStream(self, name)
+
+
+def _text_bytes(text: str) -> bytes:
+    """The bytes a message spells: a name's own bytes (surrogate-escaped by ``os.fsdecode``);
+    any other lone surrogate passes through rather than failing the error being made."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
 
 
 class SweepStream:

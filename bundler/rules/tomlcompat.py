@@ -15,7 +15,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10 only
 
 TOMLDecodeError: type[ValueError] = _toml.TOMLDecodeError
 
-__all__ = ["TOMLDecodeError", "loads"]
+__all__ = ["TOMLDecodeError", "decode_utf8", "loads"]
 
 
 def loads(text: str) -> dict[str, Any]:
@@ -29,3 +29,15 @@ def loads(text: str) -> dict[str, Any]:
         # every caller would let through as a traceback; TOML integers have 64 bits anyway
         raise _toml.TOMLDecodeError("an integer with more digits than TOML allows") from None
     return result
+
+
+def decode_utf8(raw: bytes) -> str | None:
+    """The UTF-8 text of a TOML document's bytes, or None when they are not UTF-8.
+
+    Returns instead of raising: a ``UnicodeDecodeError`` holds the whole input in its ``args``,
+    and a file that may hold secrets must not end up chained to the error that reports it.
+    """
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None

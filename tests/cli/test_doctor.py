@@ -3,13 +3,12 @@ RENAME_EXCHANGE works where exports go, the data home; it changes nothing (02 §
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 import json
 import os
 import shutil
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest

@@ -343,3 +343,50 @@ def test_long_secrets_sampled_with_a_stride_are_found_at_every_offset() -> None:
             assert Hit("f", f"s{i}", "raw") in sweeper.scan_bytes("f", blob), (i, offset)
             sparse = rng.randbytes(at) + value.encode() + rng.randbytes(100)
             assert Hit("f", f"s{i}", "raw") in sweeper.scan_bytes("f", sparse), (i, offset)
+
+
+def test_ciphertext_prefixes_are_listed_once() -> None:
+    """Issue 12: export's check (02 §5.2) and verify's (03 §1) read one list, not two copies."""
+    from pathlib import Path
+
+    import bundler
+
+    package = Path(bundler.__file__).parent
+    holders = [
+        path.name for path in package.rglob("*.py") if '"enc2:"' in path.read_text(encoding="utf-8")
+    ]
+    assert holders == ["secrets.py"]
+
+
+@pytest.mark.parametrize(
+    "shown",
+    [
+        "cannot read workspace/Bearer Zq8#Xv!2Lp@9Wm$4 (Permission denied)",
+        "a/Bearer Zq8#Xv!2Lp@9Wm$4/b",
+        "x" + base64.b64encode(b"ab" + b"Bearer Zq8#Xv!2Lp@9Wm$4").decode() + "y",
+        "k="
+        + urllib.parse.quote("Bearer Zq8#Xv!2Lp@9Wm$4", safe="")
+        + " and again Bearer Zq8#Xv!2Lp@9Wm$4",
+        json.dumps({"v": "Bearer Zq8#Xv!2Lp@9Wm$4"}),
+    ],
+    ids=["space", "slash", "base64", "url-twice", "json"],
+)
+def test_withhold_removes_a_secret_by_exact_value_in_every_encoding(shown: str) -> None:
+    """Issue 11 item 2: by value over the whole text, not word by word."""
+    secret = "Bearer " + SECRET
+    sweeper = Sweeper([SweepTarget("mcp.servers.s.headers.Authorization", secret)])
+    withheld = sweeper.withhold(shown)
+    assert "withheld" in withheld
+    assert sweeper.scan_bytes("m", withheld.encode()) == []
+    assert sweeper.withhold("nothing secret here") == "nothing secret here"
+
+
+def test_sweep_targets_of_the_file_and_the_overrides_are_both_kept() -> None:
+    """Issue 11 item 3: an override replacing a key leaves the stored key a target."""
+    stored = {"providers": {"models": {"openai": {"m": {"api_key": API, "model": "x"}}}}}
+    overridden = {"providers": {"models": {"openai": {"m": {"api_key": "", "model": "x"}}}}}
+    targets, _ = sweep_targets(stored, overridden)
+    assert [t.value for t in targets] == [API]
+    other = {"providers": {"models": {"openai": {"m": {"api_key": SECRET, "model": "x"}}}}}
+    targets, _ = sweep_targets(stored, other)
+    assert sorted(t.value for t in targets) == sorted([API, SECRET])

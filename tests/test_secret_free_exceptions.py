@@ -1,0 +1,396 @@
+"""No exception object holds a secret value (01 §6; issue 12): every refusal of export and
+import that can meet a known secret is provoked through the library, and the raised error is
+searched whole: ``str``, ``args``, ``repr``, ``.message``, ``.path``, and every exception along
+its ``__cause__`` and ``__context__`` chains (an ``OSError``'s ``filename`` included), for the
+secret in every encoding the leak oracle knows.
+
+A message rewritten after the raise leaves the secret in ``args`` and ``repr``; a system error
+chained with ``from`` names the file it was given; a decode error keeps the bytes it failed on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e_helpers import leaks_in, write_secrets_file
+from installs import copy_example
+
+from bundler.bundle.export import export_agent
+from bundler.errors import BundlerError
+from bundler.install.importer import import_bundle
+
+ANTHROPIC_KEY = "sk-FAKE-anthropic-0000000000000000"
+BEARER = "Bearer sk-FAKE-search-999999999999"
+KEY_PATH = "providers.models.anthropic.main.api_key"
+GIVEN = "sk-GIVEN-import-value-0123456789abc"  # a value given to import
+SECRETS = [ANTHROPIC_KEY, BEARER, "ghp_FAKE888888888888888888", GIVEN]
+NOBODY = 65534
+
+
+def _texts(err: BaseException) -> Iterator[str]:
+    """Every text an exception and its chains expose."""
+    seen: set[int] = set()
+    pending: list[BaseException] = [err]
+    while pending:
+        link = pending.pop()
+        if id(link) in seen:
+            continue
+        seen.add(id(link))
+        yield str(link)
+        yield repr(link)
+        yield from (repr(arg) for arg in link.args)
+        yield from (str(arg) for arg in link.args)
+        for attr in ("message", "path", "filename", "filename2", "object"):
+            value = getattr(link, attr, None)
+            if value is not None:
+                yield value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+        pending += [e for e in (link.__cause__, link.__context__) if e is not None]
+
+
+def _leaks(err: BaseException) -> list[str]:
+    return [leak for text in _texts(err) for leak in leaks_in(text, SECRETS)]
+
+
+def _refusal(action: Callable[[], Any]) -> BundlerError:
+    with pytest.raises(BundlerError) as caught:
+        action()
+    return caught.value
+
+
+# --- export ------------------------------------------------------------------------------------
+
+
+def _workspace(root: Path) -> Path:
+    return root / "agents" / "researcher" / "workspace"
+
+
+def _plant_file(root: Path, rel: str, data: bytes) -> None:
+    target = _workspace(root) / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+
+
+def _deep(top: Path) -> None:
+    top.mkdir(parents=True)
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(260):  # deeper than the 256 levels an export accepts (02 §7.2)
+            os.mkdir("d", dir_fd=fd)
+            child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    finally:
+        os.close(fd)
+
+
+def _set_workspace_path(root: Path, path: Path) -> None:
+    config = root / "config.toml"
+    text = config.read_text(encoding="utf-8")
+    text = text.replace(
+        "[agents.researcher.workspace]\n",
+        f"[agents.researcher.workspace]\npath = {json.dumps(str(path))}\n",
+        1,
+    )
+    config.write_text(text, encoding="utf-8")
+
+
+EXPORT_CASES: dict[str, Callable[[Path, Path], tuple[Path, dict[str, Any]]]] = {}
+
+
+def _case(name: str) -> Callable[[Any], Any]:
+    def register(func: Any) -> Any:
+        EXPORT_CASES[name] = func
+        return func
+
+    return register
+
+
+@_case("content-raw")
+def _content_raw(root: Path, tmp: Path) -> tuple[Path, dict[str, Any]]:
+    _plant_file(root, "notes/k.txt", f"key {BEARER}\n".encode())
+    return tmp / "out", {}
+
+
+@_case("file-name-with-space")
+def _file_name(root: Path, tmp: Path) -> tuple[Path, dict[str, Any]]:
+    _plant_file(root, f"notes/{BEARER}.txt", b"harmless\n")
+    return tmp / "out", {}
+
+
+@_case("empty-folder-name")
+def _folder_name(root: Path, tmp: Path) -> tuple[Path, dict[str, Any]]:
+    (_workspace(root) / "a" / BEARER).mkdir(parents=True)
+    return tmp / "out", {}
+
+
+@_case("too-deep-under-secret-folder")
+def _too_deep(root: Path, tmp: Path) -> tuple[Path, dict[str, Any]]:
+    _deep(_workspace(root) / BEARER)
+    return tmp / "out", {"scan_secrets": "off"}
+
+
+@_case("destination-parent-missing")
+def _dest_missing(root: Path, tmp: Path) -> tuple[Path, dict[str, Any]]:
+    return tmp / BEARER / "out", {}
+
+
+@_case("destination-not-a-bundle")
+def _dest_occupied(root: Path, tmp: Path) -> tuple[Path, dict[str, Any]]:
+    out = tmp / f"x {ANTHROPIC_KEY}"
+    out.mkdir()
+    (out / "something.txt").write_text("not a bundle\n")
+    return out, {"force": True}
+
+
+@_case("workspace-path-is-a-link")
+def _workspace_link(root: Path, tmp: Path) -> tuple[Path, dict[str, Any]]:
+    real = tmp / "real-workspace"
+    real.mkdir()
+    link = tmp / f"ws {ANTHROPIC_KEY}"
+    link.symlink_to(real)
+    _set_workspace_path(root, link)
+    return tmp / "out", {}
+
+
+@_case("include-memory-without-store")
+def _no_brain(root: Path, tmp: Path) -> tuple[Path, dict[str, Any]]:
+    elsewhere = tmp / ANTHROPIC_KEY / "ws"
+    elsewhere.mkdir(parents=True)
+    _set_workspace_path(root, elsewhere)
+    return tmp / "out", {"include_memory": True}
+
+
+@_case("stored-key-under-an-override")
+def _override(root: Path, tmp: Path) -> tuple[Path, dict[str, Any]]:
+    _plant_file(root, "notes/pasted.txt", ANTHROPIC_KEY.encode())
+    env = {"ZEROCLAW_providers__models__anthropic__main__api_key": ""}
+    return tmp / "out", {"environ": env}
+
+
+@_case("config-not-utf8")
+def _not_utf8(root: Path, tmp: Path) -> tuple[Path, dict[str, Any]]:
+    config = root / "config.toml"
+    config.write_bytes(config.read_bytes() + b"\n# \xff\xfe\n")
+    return tmp / "out", {}
+
+
+@_case("config-unparseable")
+def _unparseable(root: Path, tmp: Path) -> tuple[Path, dict[str, Any]]:
+    config = root / "config.toml"
+    text = config.read_text(encoding="utf-8")
+    config.write_text(text.replace(f'api_key = "{ANTHROPIC_KEY}"', f'api_key = "{ANTHROPIC_KEY}'))
+    return tmp / "out", {}
+
+
+@pytest.mark.parametrize("case", list(EXPORT_CASES))
+def test_no_export_refusal_holds_a_secret_in_its_exception(tmp_path: Path, case: str) -> None:
+    root = copy_example(tmp_path)
+    out, options = EXPORT_CASES[case](root, tmp_path)
+    options.setdefault("environ", {})
+    err = _refusal(lambda: export_agent(root, "researcher", out, **options))
+    assert err.message and "\n" not in err.message
+    assert _leaks(err) == [], (case, err.path)
+
+
+def _export_as_nobody(install: Path, out: Path, scan: str) -> dict[str, Any]:
+    """Run ``export_agent`` in a forked child that dropped root; the child searches the error.
+
+    The interpreter lives under /root, which nobody cannot reach, so the CLI cannot be started
+    as nobody; the fork keeps the imported library and only changes the user.
+    """
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            try:
+                export_agent(install, "researcher", out, scan_secrets=scan, environ={})
+                outcome: dict[str, Any] = {"raised": False}
+            except BundlerError as err:
+                outcome = {"raised": True, "message": err.message, "leaks": _leaks(err)}
+            os.write(write_end, json.dumps(outcome).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as reader:
+        data = reader.read()
+    os.waitpid(pid, 0)
+    return dict(json.loads(data))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to hand the install to another user")
+@pytest.mark.parametrize("kind", ["file", "folder"])
+@pytest.mark.parametrize("scan", ["refuse", "off"])
+def test_unreadable_entry_named_after_a_secret_leaves_no_secret_in_the_exception(
+    kind: str, scan: str
+) -> None:
+    base = Path(tempfile.mkdtemp(prefix="bundler-exc-", dir="/tmp"))
+    try:
+        os.chmod(base, 0o755)
+        install = copy_example(base)
+        entry = _workspace(install) / BEARER
+        if kind == "folder":
+            entry.mkdir()
+            (entry / "inside.txt").write_text("harmless\n")
+        else:
+            entry.write_text("harmless\n")
+        for folder, dirs, files in os.walk(base):
+            for name in [folder, *(os.path.join(folder, n) for n in dirs + files)]:
+                os.chown(name, NOBODY, NOBODY, follow_symlinks=False)
+        os.chmod(entry, 0)
+        outcome = _export_as_nobody(install, base / "bundle", scan)
+    finally:
+        shutil.rmtree(base)
+    assert outcome["raised"], outcome
+    if scan == "off":
+        assert "cannot read" in outcome["message"]
+    assert outcome["leaks"] == []
+
+
+# --- import ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example's researcher exported once (read-only here)."""
+    base = tmp_path_factory.mktemp("bundle")
+    root = copy_example(base)
+    out = base / "researcher"
+    export_agent(root, "researcher", out, environ={})
+    return out
+
+
+def _given_file(tmp: Path, text: bytes, mode: int = 0o600) -> Path:
+    path = tmp / "secrets.toml"
+    path.write_bytes(text)
+    os.chmod(path, mode)
+    return path
+
+
+IMPORT_CASES: dict[str, Callable[[Path, Path], dict[str, Any]]] = {
+    "secret-for-an-unknown-path": lambda tmp, b: {
+        "secrets": [f"providers.models.nobody.main.api_key={GIVEN}"]
+    },
+    "secret-without-path": lambda tmp, b: {"secrets": [GIVEN]},
+    "secret-with-a-bad-path": lambda tmp, b: {"secrets": [f'"unterminated={GIVEN}']},
+    "secrets-file-readable-by-others": lambda tmp, b: {
+        "secrets_file": write_secrets_file(tmp / "s.toml", {KEY_PATH: GIVEN}, 0o644)
+    },
+    "secrets-file-not-toml": lambda tmp, b: {
+        "secrets_file": _given_file(tmp, f'"{KEY_PATH}" = {GIVEN}\n'.encode())
+    },
+    "secrets-file-not-utf8": lambda tmp, b: {
+        "secrets_file": _given_file(tmp, f'"{KEY_PATH}" = "{GIVEN}\xff"\n'.encode("latin-1"))
+    },
+    "secrets-file-wrong-type": lambda tmp, b: {
+        "secrets_file": _given_file(tmp, f'"{KEY_PATH}" = ["{GIVEN}"]\n'.encode())
+    },
+}
+
+
+def _target_with_researcher(tmp: Path) -> Path:
+    return copy_example(tmp, "install")
+
+
+@pytest.mark.parametrize("case", list(IMPORT_CASES))
+def test_no_import_refusal_holds_a_given_secret_in_its_exception(
+    tmp_path: Path, bundle: Path, case: str
+) -> None:
+    options = IMPORT_CASES[case](tmp_path, bundle)
+    target = tmp_path / "target"
+    err = _refusal(lambda: import_bundle(target, bundle, accept_risks=True, **options))
+    assert _leaks(err) == [], (case, err.path)
+
+
+@pytest.mark.parametrize("refusal", ["alias-taken", "bundle-tampered", "target-config-not-utf8"])
+def test_import_refused_after_reading_secrets_holds_none_of_them(
+    tmp_path: Path, bundle: Path, refusal: str
+) -> None:
+    given = write_secrets_file(tmp_path / "s.toml", {KEY_PATH: GIVEN})
+    target = tmp_path / "target"
+    used = bundle
+    if refusal == "alias-taken":
+        target = copy_example(tmp_path)  # already has a researcher; holds the example's keys
+    elif refusal == "bundle-tampered":
+        used = tmp_path / "tampered"
+        shutil.copytree(bundle, used)
+        (used / "workspace" / f"{GIVEN}.txt").write_text("not in the checksums\n")
+    else:
+        target = copy_example(tmp_path)
+        config = target / "config.toml"
+        config.write_bytes(config.read_bytes() + b"\n# \xff\n")
+    err = _refusal(
+        lambda: import_bundle(
+            target, used, as_alias="researcher", secrets_file=given, accept_risks=True
+        )
+    )
+    assert _leaks(err) == [], (refusal, err.path)
+
+
+# --- the mechanism ---------------------------------------------------------------------------
+
+
+def _withhold_bearer(text: str) -> str:
+    return text.replace(BEARER, "<withheld>")
+
+
+def test_an_error_made_inside_withholding_never_holds_the_secret() -> None:
+    """Scrubbed when made: ``args``, ``str``, ``repr`` and ``path`` agree, and a system error
+    chained with ``from`` (which names the file it was given) is scrubbed along the chain."""
+    from bundler.errors import Refused, withholding
+
+    def fail() -> None:
+        try:
+            os.open(f"/nonexistent/{BEARER}", os.O_RDONLY)
+        except OSError as exc:
+            raise Refused(f"cannot read {BEARER}/x (gone)", path=f"workspace/{BEARER}") from exc
+
+    with pytest.raises(Refused) as caught, withholding(_withhold_bearer):
+        fail()
+    err = caught.value
+    assert err.args == (err.message,) and "<withheld>" in err.message
+    assert isinstance(err.__cause__, OSError) and "<withheld>" in str(err.__cause__.filename)
+    assert _leaks(err) == []
+
+
+def test_a_foreign_exception_holding_the_secret_is_cut_from_the_chain() -> None:
+    from bundler.errors import Refused, withholding
+
+    def fail() -> None:
+        try:
+            raise ValueError(f"parser saw {BEARER!r}")
+        except ValueError as exc:
+            raise Refused("the file does not parse", path="x") from exc
+
+    with pytest.raises(Refused) as caught, withholding(_withhold_bearer):
+        fail()
+    assert caught.value.__cause__ is None and caught.value.__context__ is None
+    assert _leaks(caught.value) == []
+
+
+@pytest.mark.parametrize("broken", ["not-utf8", "not-toml"])
+def test_a_config_that_cannot_be_read_is_reported_by_an_error_with_no_chain(
+    tmp_path: Path, bundle: Path, broken: str
+) -> None:
+    """The decode error holds the file (its ``args``; newer TOML parsers keep ``doc``): the
+    error reporting it is raised outside the handler, so nothing chains the file to it."""
+    root = copy_example(tmp_path)
+    config = root / "config.toml"
+    raw = config.read_bytes()
+    config.write_bytes(raw + (b"\n# \xff\n" if broken == "not-utf8" else b"\n[[[ broken\n"))
+    exported = _refusal(lambda: export_agent(root, "researcher", tmp_path / "out", environ={}))
+    imported = _refusal(lambda: import_bundle(root, bundle, as_alias="other", accept_risks=True))
+    for err in (exported, imported):
+        assert err.code == 3, err.message
+        assert err.__cause__ is None and err.__context__ is None, repr(err.__context__)
+        assert _leaks(err) == []
