@@ -437,7 +437,8 @@ class Generator:
         if name in _FLOATS:
             return {"type": "number"}
         if name in _FREE_JSON:
-            return {}
+            # any TOML value, carried as is: bundler's mark for content it does not describe
+            return {"x-opaque": True}
         if name in ("Vec", "HashSet", "BTreeSet"):
             items = self.node(args[0])
             if "x-ref" in items:

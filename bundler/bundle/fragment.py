@@ -201,9 +201,9 @@ def _schema_problems(
     value: Any, node: schema.Node | None, segments: list[str], secret: bool
 ) -> Iterator[Problem]:
     """Unknown keys and non-empty secrets below ``value`` whose schema is ``node``."""
+    if node is not None and node.get("x-opaque"):
+        return  # kept as is: a free-form value (a table, or a list of them) describes itself
     if isinstance(value, dict):
-        if node is not None and node.get("x-opaque"):
-            return
         secret_map = bool(node and node.get("x-secret") and node.get("type") == "object")
         for key, sub in value.items():
             sub_node = (
