@@ -899,3 +899,27 @@ def test_unknown_key_inside_approval_route_is_not_reported_twice() -> None:
     assert [row.path for row in p.dropped if "approval_route" in row.path] == [
         "risk_profiles.guarded.approval_route"
     ]
+
+
+def test_serde_alias_key_travels_under_its_field_name() -> None:
+    """ZeroClaw reads ``allowed_paths`` as ``allowed_roots`` and writes it back under that name."""
+    config = base()
+    config["risk_profiles"]["guarded"]["allowed_paths"] = ["/srv/data"]
+    config["providers"]["models"]["azure"] = {"a": {"azure_openai_resource": "contoso"}}
+    config["agents"]["researcher"]["classifier_provider"] = "azure.a"
+    p = plan(config)
+    profile = p.fragment["risk_profiles"]["guarded"]
+    assert profile["allowed_roots"] == ["/srv/data"] and "allowed_paths" not in profile
+    assert p.fragment["providers"]["models"]["azure"]["a"] == {"resource": "contoso"}
+    assert not [row for row in p.dropped if row.reason == "not_yet_portable"]
+    assert_export_form(p)
+
+
+def test_serde_alias_beside_its_field_is_dropped_not_merged() -> None:
+    """Both spellings at once is a duplicate field to ZeroClaw: the field's own name wins."""
+    config = base()
+    config["risk_profiles"]["guarded"].update(allowed_roots=["/a"], allowed_path=["/b"])
+    p = plan(config)
+    assert p.fragment["risk_profiles"]["guarded"]["allowed_roots"] == ["/a"]
+    assert "allowed_path" not in p.fragment["risk_profiles"]["guarded"]
+    assert rows(p)["risk_profiles.guarded.allowed_path"].reason == "not_yet_portable"
