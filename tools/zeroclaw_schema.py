@@ -274,9 +274,9 @@ class Enum:
 
 def wire_case(name: str, rule: str | None) -> str:
     """A Rust variant or field name as serde's ``rename_all`` spells it."""
-    words = re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+", name) if rule else [name]
     if rule is None:
         return name
+    words = re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+", name)
     if rule == "snake_case":
         return "_".join(w.lower() for w in words)
     if rule == "kebab-case":
@@ -632,7 +632,12 @@ class Generator:
         raise SourceError(f"no default known for {type_text!r}")
 
     def evaluate(self, expr: str, type_text: str) -> Any:
-        """A default expression as a TOML value; ``_NONE`` when it is not one this reader knows."""
+        """A default expression as a TOML value (``_NONE`` for ``None``).
+
+        Knows literals, ``vec![..]``, ``Some(..)``, ``X::default()``, enum variants, constant
+        arithmetic and calls of argument-less fns (their last expression); anything else raises
+        :class:`SourceError`, so a default is never guessed.
+        """
         expr = " ".join(expr.split()).rstrip(";").strip()
         name, args = parse_type(type_text) if re.fullmatch(r"[\w:<>, ]+", type_text) else ("", [])
         # a fn body: take its last expression
