@@ -56,7 +56,12 @@ def base_config() -> Config:
                     "backup": {"api_key": BASE_SECRETS[1], "uri": "https://api.example.com/v1"}
                 },
             },
-            "transcription": {"local_whisper": {"desk": {"bearer_token": BASE_SECRETS[4]}}},
+            "transcription": {
+                # ZeroClaw has no default for a local whisper's uri: it is required
+                "local_whisper": {
+                    "desk": {"uri": "http://127.0.0.1:9000", "bearer_token": BASE_SECRETS[4]}
+                }
+            },
         },
         "risk_profiles": {"careful": {"level": "supervised"}},
         "runtime_profiles": {"rt": {"context_compression": {"summary_provider": "openai.backup"}}},

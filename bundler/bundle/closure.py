@@ -37,6 +37,9 @@ PRIVATE_DATA = "private_data"
 NOT_YET_PORTABLE = "not_yet_portable"
 SOURCE_MISSING = "source_missing"
 _UNKNOWN_KEY_DETAIL = "the schema does not describe this key, so it cannot be checked for secrets"
+_DUPLICATE_ALIAS_DETAIL = (
+    "another spelling of a field that is also set: the field's own value travels"
+)
 
 __all__ = [
     "Dropped",
@@ -221,15 +224,28 @@ class _Drops:
         self.rows.append(Dropped(path, reason, detail))
 
     def remove_unknown(self, entry: Node, node: Node | None, segments: tuple[str, ...]) -> None:
-        """Drop keys the schema does not describe, recursively, reporting populated ones."""
+        """Drop keys the schema does not describe, recursively, reporting populated ones.
+
+        A serde alias (``allowed_paths``) is renamed to its field (``allowed_roots``), as
+        ZeroClaw reads and writes it back; beside the field itself it is a duplicate ZeroClaw
+        refuses, so it is dropped.
+        """
         if node is None:
             return
         for key in list(entry):
             sub_node = schema.child(node, key)
+            field = schema.alias_target(node, key) if sub_node is None else None
+            if field is not None and field not in entry:
+                entry[field] = entry.pop(key)
+                key, sub_node = field, schema.child(node, field)
             if sub_node is None:
                 value = entry.pop(key)
                 if is_populated(value):
-                    self.drop((*segments, key), NOT_YET_PORTABLE, _UNKNOWN_KEY_DETAIL)
+                    self.drop(
+                        (*segments, key),
+                        NOT_YET_PORTABLE,
+                        _UNKNOWN_KEY_DETAIL if field is None else _DUPLICATE_ALIAS_DETAIL,
+                    )
             elif (
                 isinstance(entry[key], dict)
                 and sub_node.get("type") == "object"

@@ -195,9 +195,9 @@ def _schema_problems(
     value: Any, node: schema.Node | None, segments: list[str], secret: bool
 ) -> Iterator[Problem]:
     """Unknown keys and non-empty secrets below ``value`` whose schema is ``node``."""
+    if node is not None and node.get("x-opaque"):
+        return  # kept as is: a free-form value (a table, or a list of them) describes itself
     if isinstance(value, dict):
-        if node is not None and node.get("x-opaque"):
-            return
         secret_map = bool(node and node.get("x-secret") and node.get("type") == "object")
         for key, sub in value.items():
             sub_node = (
@@ -561,61 +561,36 @@ def portable_alias_problems(root_agent: str) -> list[Problem]:
 
 # --------------------------------------------------------------------------- endpoints
 
-# Where a provider family sends its key when the entry sets no ``uri`` (03 §2, §3.1 rule 6).
-# The one table of family defaults: inspect and the import prompt both read it.
-FAMILY_DEFAULT_ENDPOINTS: dict[str, dict[str, str]] = {
-    "models": {
-        "openai": "https://api.openai.com/v1",
-        "anthropic": "https://api.anthropic.com",
-        "azure": "https://<resource>.openai.azure.com",
-        "gemini": "https://generativelanguage.googleapis.com",
-        "ollama": "http://localhost:11434",
-        "openrouter": "https://openrouter.ai/api/v1",
-        "groq": "https://api.groq.com/openai/v1",
-        "mistral": "https://api.mistral.ai/v1",
-        "deepseek": "https://api.deepseek.com",
-        "xai": "https://api.x.ai/v1",
-        "bedrock": "https://bedrock-runtime.<region>.amazonaws.com",
-        "together": "https://api.together.xyz/v1",
-        "fireworks": "https://api.fireworks.ai/inference/v1",
-        "custom": "(no default endpoint: the entry's uri)",
-        "openai_codex": "https://chatgpt.com/backend-api/codex",
-        "gemini_cli": "the local gemini CLI program (binary_path)",
-        "kilocli": "the local kilo CLI program (binary_path)",
-    },
-    "tts": {
-        "openai": "https://api.openai.com/v1",
-        "elevenlabs": "https://api.elevenlabs.io",
-        "google": "https://texttospeech.googleapis.com",
-        "edge": "https://speech.platform.bing.com",
-        "piper": "a local program (no network)",
-    },
-    "transcription": {
-        "groq": "https://api.groq.com/openai/v1",
-        "openai": "https://api.openai.com/v1",
-        "deepgram": "https://api.deepgram.com",
-        "assemblyai": "https://api.assemblyai.com",
-        "google": "https://speech.googleapis.com",
-        "local_whisper": "a local whisper server (the entry's uri)",
-    },
-}
-
 
 def family_default_endpoint(category: str, family: str, entry: Mapping[str, Any]) -> str | None:
     """The endpoint a provider family uses when the entry sets no ``uri``, or None if unknown.
 
-    ``category`` is ``models``, ``tts`` or ``transcription``; azure and bedrock defaults are
-    filled from the entry's ``resource``/``region``. The one table of defaults: the import's
-    secret prompt and the export's report both read it, so they never disagree.
+    ``category`` is ``models``, ``tts`` or ``transcription``. Read from the schema, which takes
+    it from ZeroClaw's own endpoint tables (``x-default-endpoint``, or per ``endpoint`` choice
+    ``x-endpoint-uris``), so the import's secret prompt and the export's report never disagree
+    with each other or with the runtime. A template's ``{resource}``/``{region}`` is filled from
+    the entry; a local program or an operator-supplied endpoint is said in words.
     """
-    default = FAMILY_DEFAULT_ENDPOINTS.get(category, {}).get(family)
-    if default is None:
+    node = schema.resolve(["providers", category, family, "-"])[1]
+    if node is None or not isinstance(node.get("x-default-endpoint"), str):
         return None
-    for placeholder, key in (("<resource>", "resource"), ("<region>", "region")):
-        value = entry.get(key)
-        if placeholder in default and isinstance(value, str) and value:
-            default = default.replace(placeholder, value)
-    return default
+    default: str = node["x-default-endpoint"]
+    choice = entry.get("endpoint")
+    choices = _table(_table(node.get("properties")).get("endpoint")).get("x-endpoint-uris")
+    if isinstance(choice, str) and isinstance(choices, dict):
+        if choice not in choices:
+            return None
+        default = str(choices[choice])
+    if default.startswith("subprocess://"):
+        return f"a local program ({default.removeprefix('subprocess://')}, binary_path)"
+    if "://" not in default:
+        return "(no default endpoint: the entry's uri)"
+
+    def fill(match: re.Match[str]) -> str:
+        value = entry.get(match.group(1))
+        return value if isinstance(value, str) and value else f"<{match.group(1)}>"
+
+    return re.sub(r"\{(\w+)\}", fill, default)
 
 
 def secret_endpoint(fragment: Mapping[str, Any], segments: Sequence[str]) -> str:

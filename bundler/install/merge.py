@@ -509,12 +509,25 @@ def _render_table(
 ) -> str:
     """A ``[header]`` (or ``[[header]]``) table with sub-tables as their own headers below it."""
     header = ".".join(format_segment(segment) for segment in segments)
-    plain = {key: sub for key, sub in value.items() if not isinstance(sub, dict)}
+    plain = {
+        key: sub
+        for key, sub in value.items()
+        if not isinstance(sub, dict) and not _array_of_tables(sub)
+    }
     out = [f"[[{header}]]\n" if array_item else f"[{header}]\n", tomli_w.dumps(plain)]
     for key, sub in value.items():
         if isinstance(sub, dict):
             out.append("\n" + _render_table([*segments, key], sub))
+        elif _array_of_tables(sub):
+            # tomli_w would write ``[[key]]`` from the document root: give it its full header
+            for item in sub:
+                out.append("\n" + _render_table([*segments, key], item, array_item=True))
     return "".join(out)
+
+
+def _array_of_tables(value: Any) -> bool:
+    """True for a non-empty list holding only tables (ZeroClaw's ``tool_filter_groups``)."""
+    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
 
 
 def _inline_parent(doc: tomlkit.TOMLDocument, new: NewEntry) -> list[str] | None:

@@ -60,6 +60,20 @@ def child(node: Node | None, segment: str) -> Node | None:
     return None
 
 
+def alias_target(node: Node | None, segment: str) -> str | None:
+    """The field ``segment`` is a serde alias of (``x-aliases``), or None.
+
+    ZeroClaw accepts an alias on input and writes the field's own name, so a carried entry
+    uses the field's name.
+    """
+    if node is None:
+        return None
+    for name, sub in node.get("properties", {}).items():
+        if segment in sub.get("x-aliases", ()):
+            return str(name)
+    return None
+
+
 def field_name(node: Node | None, segment: str) -> str:
     """``segment`` as the schema spells it: ``api-key`` is ``api_key`` when that field exists.
 

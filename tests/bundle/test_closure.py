@@ -217,7 +217,10 @@ def test_every_agent_provider_reference_carried_keyless() -> None:
     config["providers"]["models"]["openai"]["summ"] = {"api_key": "sk-SUMMARY-0000000"}
     config["providers"]["tts"] = {"elevenlabs": {"voice": {"api_key": "el-TTS-SECRET-0000"}}}
     config["providers"]["transcription"] = {
-        "local_whisper": {"w": {"bearer_token": "bearer-SECRET-0000"}}
+        # ZeroClaw has no default for a local whisper's uri: without one the closure is invalid
+        "local_whisper": {
+            "w": {"uri": "http://127.0.0.1:9000", "bearer_token": "bearer-SECRET-0000"}
+        }
     }
     p = plan(config)
     providers = p.fragment["providers"]
@@ -666,8 +669,10 @@ def test_agent_runtime_bundle_and_server_defaults_pruned() -> None:
     )
     config["runtime_profiles"]["fast"].update(
         max_actions_per_hour=20,
+        # an Option upstream: no default, so a set value travels even when it says "off"
         parallel_tools=False,
-        context_compression={"enabled": True, "threshold_ratio": 0.8},
+        # ZeroClaw's ContextCompressionConfig defaults
+        context_compression={"enabled": False, "threshold_ratio": 0.5},
     )
     config["mcp"]["servers"][1].update(transport="stdio", args=[], tool_timeout_secs=30)
     config["mcp_bundles"]["ops"]["exclude"] = ["shell"]
@@ -675,7 +680,10 @@ def test_agent_runtime_bundle_and_server_defaults_pruned() -> None:
     researcher = agent(p)
     for key in ("enabled", "classifier_provider", "memory", "workspace"):
         assert key not in researcher
-    assert p.fragment["runtime_profiles"]["fast"] == {"max_tool_iterations": 12}
+    assert p.fragment["runtime_profiles"]["fast"] == {
+        "max_tool_iterations": 12,
+        "parallel_tools": False,
+    }
     shell_server = next(s for s in _mcp_config()["mcp"]["servers"] if s["name"] == "db")
     carried_db = next(s for s in p.fragment["mcp"]["servers"] if s["name"] == "db")
     assert carried_db == {"name": "db", "command": shell_server["command"]}
@@ -685,9 +693,10 @@ def test_agent_runtime_bundle_and_server_defaults_pruned() -> None:
 def test_value_of_other_type_than_default_not_pruned() -> None:
     config = base()
     config["runtime_profiles"]["fast"]["threshold_ratio_unknown"] = 1
-    config["runtime_profiles"]["fast"]["context_compression"] = {"threshold_ratio": 0.5}
+    # the default is the integer 3: the float 3.0 is another value for pruning
+    config["runtime_profiles"]["fast"]["context_compression"] = {"max_passes": 3.0}
     p = plan(config)
-    assert p.fragment["runtime_profiles"]["fast"]["context_compression"] == {"threshold_ratio": 0.5}
+    assert p.fragment["runtime_profiles"]["fast"]["context_compression"] == {"max_passes": 3.0}
 
 
 def test_providers_and_risk_profiles_never_pruned() -> None:
@@ -716,7 +725,7 @@ def test_providers_and_risk_profiles_never_pruned() -> None:
 
 def test_carried_top_level_entry_always_present() -> None:
     config = base()
-    config["runtime_profiles"]["fast"] = {"max_tool_iterations": 10}
+    config["runtime_profiles"]["fast"] = {"max_tool_iterations": 0}  # ZeroClaw's default
     config["agents"]["researcher"]["knowledge_bundles"] = ["empty"]
     config["knowledge_bundles"] = {"empty": {"sources": [], "tags": []}}
     p = plan(config)
@@ -896,3 +905,27 @@ def test_unknown_key_inside_approval_route_is_not_reported_twice() -> None:
     assert [row.path for row in p.dropped if "approval_route" in row.path] == [
         "risk_profiles.guarded.approval_route"
     ]
+
+
+def test_serde_alias_key_travels_under_its_field_name() -> None:
+    """ZeroClaw reads ``allowed_paths`` as ``allowed_roots`` and writes it back under that name."""
+    config = base()
+    config["risk_profiles"]["guarded"]["allowed_paths"] = ["/srv/data"]
+    config["providers"]["models"]["azure"] = {"a": {"azure_openai_resource": "contoso"}}
+    config["agents"]["researcher"]["classifier_provider"] = "azure.a"
+    p = plan(config)
+    profile = p.fragment["risk_profiles"]["guarded"]
+    assert profile["allowed_roots"] == ["/srv/data"] and "allowed_paths" not in profile
+    assert p.fragment["providers"]["models"]["azure"]["a"] == {"resource": "contoso"}
+    assert not [row for row in p.dropped if row.reason == "not_yet_portable"]
+    assert_export_form(p)
+
+
+def test_serde_alias_beside_its_field_is_dropped_not_merged() -> None:
+    """Both spellings at once is a duplicate field to ZeroClaw: the field's own name wins."""
+    config = base()
+    config["risk_profiles"]["guarded"].update(allowed_roots=["/a"], allowed_path=["/b"])
+    p = plan(config)
+    assert p.fragment["risk_profiles"]["guarded"]["allowed_roots"] == ["/a"]
+    assert "allowed_path" not in p.fragment["risk_profiles"]["guarded"]
+    assert rows(p)["risk_profiles.guarded.allowed_path"].reason == "not_yet_portable"

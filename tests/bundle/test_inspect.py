@@ -13,7 +13,7 @@ from pathlib import Path
 import bundlefactory as bf
 import pytest
 
-from bundler.bundle.fragment import FAMILY_DEFAULT_ENDPOINTS, secret_endpoint
+from bundler.bundle.fragment import family_default_endpoint, secret_endpoint
 from bundler.bundle.verify import inspect_bundle
 
 SERVER_COMMAND = "npx -y @modelcontextprotocol/server-github"
@@ -47,8 +47,8 @@ def test_inspect_json_lists_closure_secrets_flags_and_dropped(bundle: Path) -> N
     endpoints = {row["path"]: row["endpoint"] for row in document["required_secrets"]}
     assert endpoints == {
         "mcp.servers.github.env.GITHUB_TOKEN": "local process: " + SERVER_COMMAND,
-        "providers.models.anthropic.main.api_key": FAMILY_DEFAULT_ENDPOINTS["models"]["anthropic"],
-        "providers.models.openai.backup.api_key": FAMILY_DEFAULT_ENDPOINTS["models"]["openai"],
+        "providers.models.anthropic.main.api_key": "https://api.anthropic.com",
+        "providers.models.openai.backup.api_key": "https://api.openai.com/v1",
     }
     assert {flag["kind"] for flag in document["risk_flags"]} == {
         "process_spawn",
@@ -104,7 +104,7 @@ def test_endpoint_of_http_server_and_filled_family_defaults() -> None:
     fragment = {
         "providers": {
             "models": {
-                "azure": {"a": {"resource": "contoso"}},
+                "azure": {"a": {"resource": "contoso", "deployment": "gpt4"}},
                 "bedrock": {"b": {"region": "eu-west-1"}},
             }
         },
@@ -118,7 +118,7 @@ def test_endpoint_of_http_server_and_filled_family_defaults() -> None:
     )
     assert (
         secret_endpoint(fragment, ["providers", "models", "azure", "a", "api_key"])
-        == "https://contoso.openai.azure.com"
+        == "https://contoso.openai.azure.com/openai/deployments/gpt4"
     )
     assert secret_endpoint(fragment, ["providers", "models", "bedrock", "b", "api_key"]) == (
         "https://bedrock-runtime.eu-west-1.amazonaws.com"
@@ -130,7 +130,16 @@ def test_every_family_of_the_schema_has_a_default_endpoint() -> None:
 
     providers = schema.config_schema()["properties"]["providers"]["properties"]
     for category, node in providers.items():
-        assert set(node["properties"]) == set(FAMILY_DEFAULT_ENDPOINTS[category]), category
+        for family in node["properties"]:
+            endpoint = family_default_endpoint(category, family, {})
+            assert endpoint, (category, family)
+            assert "{" not in endpoint and "\x00" not in endpoint, (category, family)
+    # a family choosing among endpoints by its endpoint field (ZeroClaw's MoonshotEndpoint)
+    assert family_default_endpoint("models", "moonshot", {"endpoint": "cn"}) == (
+        "https://api.moonshot.cn/v1"
+    )
+    assert family_default_endpoint("models", "moonshot", {}) == "https://api.moonshot.ai/v1"
+    assert family_default_endpoint("models", "moonshot", {"endpoint": "mars"}) is None
 
 
 def test_bundle_strings_are_escaped(bundle: Path) -> None:

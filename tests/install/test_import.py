@@ -14,7 +14,6 @@ import bundlefactory as bf
 import pytest
 from installs import run_cli
 
-from bundler.bundle.fragment import FAMILY_DEFAULT_ENDPOINTS
 from bundler.config.file import MAX_CONFIG_BYTES
 from bundler.errors import UsageError
 from bundler.install.bind_secrets import endpoint_of, split_assignment
@@ -672,11 +671,13 @@ def test_secret_prompt_endpoint_reads_the_one_family_default_table() -> None:
         "mcp": {"servers": [{"name": "remote", "url": "https://tools.example/mcp"}]},
     }
     cases = {
-        "providers.models.openai.main.api_key": FAMILY_DEFAULT_ENDPOINTS["models"]["openai"],
-        "providers.models.azure.a.api_key": "https://contoso.openai.azure.com",
+        "providers.models.openai.main.api_key": "https://api.openai.com/v1",
+        "providers.models.azure.a.api_key": (
+            "https://contoso.openai.azure.com/openai/deployments/<deployment>"
+        ),
         "providers.models.custom.c.api_key": "https://llm.example/v1",
-        "providers.tts.elevenlabs.voice.api_key": FAMILY_DEFAULT_ENDPOINTS["tts"]["elevenlabs"],
-        "providers.transcription.deepgram.ears.api_key": "https://api.deepgram.com",
+        "providers.tts.elevenlabs.voice.api_key": "https://api.elevenlabs.io/v1/text-to-speech",
+        "providers.transcription.deepgram.ears.api_key": "https://api.deepgram.com/v1/listen",
         "mcp.servers.remote.headers.Authorization": "https://tools.example/mcp",
     }
     for path, expected in cases.items():

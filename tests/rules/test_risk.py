@@ -219,10 +219,9 @@ def test_host_path_for_local_knowledge_sources_only() -> None:
 
 
 def test_external_auth_for_requires_openai_auth() -> None:
-    frag = fragment(providers={"models": {"openai_codex": {"c": {"requires_openai_auth": True}}}})
-    assert pairs(frag) == {
-        ("external_auth", "providers.models.openai_codex.c.requires_openai_auth")
-    }
+    # ZeroClaw has no openai_codex family: Codex auth is this flag on an openai entry
+    frag = fragment(providers={"models": {"openai": {"c": {"requires_openai_auth": True}}}})
+    assert pairs(frag) == {("external_auth", "providers.models.openai.c.requires_openai_auth")}
 
 
 def test_carried_skills_one_per_bundle_that_travelled() -> None:

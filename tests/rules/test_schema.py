@@ -51,9 +51,13 @@ def test_defaults_come_from_the_schema() -> None:
     agent = schema.resolve(["agents", "a"])[1]
     assert schema.default_of(schema.child(agent, "delegate_same_risk_profile")) is True
     assert schema.default_of(schema.resolve(["agents", "a", "memory", "backend"])[1]) == "sqlite"
-    assert schema.default_of(schema.resolve(["runtime_profiles", "r", "max_tool_iterations"])[1]) == 10
+    # ZeroClaw's own defaults (RuntimeProfileConfig's impl Default), not the spec's summary
+    assert schema.default_of(schema.resolve(["runtime_profiles", "r", "max_tool_iterations"])[1]) == 0
+    shell = schema.resolve(["runtime_profiles", "r", "shell_timeout_secs"])[1]
+    assert schema.default_of(shell) == 60
+    # an Option<T> field has no default: absent is None, so a set value is never pruned
     provider_key = schema.resolve(["providers", "models", "openai", "o", "api_key"])[1]
-    assert schema.default_of(provider_key) == ""
+    assert provider_key is not None and not schema.has_default(provider_key)
 
 
 def test_default_of_returns_a_fresh_copy() -> None:

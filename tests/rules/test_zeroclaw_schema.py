@@ -1,0 +1,152 @@
+"""The config schema is ZeroClaw's: generated from its pinned Rust source (issue 13, 01 §3).
+
+``manifests/config.schema.json`` is the output of ``tools/zeroclaw_schema.py`` run on
+``../shared/interop/zeroclaw/upstream`` with ``manifests/config.schema.overlay.json``; these tests
+regenerate it and compare byte for byte, so neither a hand edit of the generated file nor a
+stale one goes unnoticed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from bundler.rules import schema
+
+REPO = Path(__file__).resolve().parents[2]
+UPSTREAM = (REPO / "../shared/interop/zeroclaw/upstream").resolve()
+GENERATOR = REPO / "tools" / "zeroclaw_schema.py"
+
+needs_upstream = pytest.mark.skipif(
+    not (UPSTREAM / "crates" / "zeroclaw-config" / "src" / "schema.rs").is_file(),
+    reason=f"ZeroClaw's pinned source is not at {UPSTREAM} (../shared is absent)",
+)
+
+
+def generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("zeroclaw_schema", GENERATOR)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def families_in_rust(macro: str) -> list[str]:
+    """The family names of a slot macro, read straight from providers.rs."""
+    text = (UPSTREAM / "crates/zeroclaw-config/src/providers.rs").read_text(encoding="utf-8")
+    start = text.index(f"macro_rules! {macro}")
+    body = text[start : text.index("\n}\n", start)]
+    return re.findall(r'\(\w+,\s*"(\w+)"', body)
+
+
+@needs_upstream
+def test_checked_in_schema_is_exactly_what_the_generator_writes() -> None:
+    produced = generator().generate(UPSTREAM)
+    checked_in = (REPO / "manifests" / "config.schema.json").read_text(encoding="utf-8")
+    assert produced == checked_in, "run tools/zeroclaw_schema.py and commit the result"
+
+
+@needs_upstream
+def test_generator_cli_check_mode_agrees() -> None:
+    done = subprocess.run(
+        [sys.executable, str(GENERATOR), "../shared/interop/zeroclaw/upstream", "--check"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+@needs_upstream
+def test_every_family_of_every_category_is_zeroclaws() -> None:
+    providers = schema.config_schema()["properties"]["providers"]["properties"]
+    models = providers["models"]
+    assert list(models["properties"]) == families_in_rust("for_each_model_provider_slot")
+    assert len(models["properties"]) == 75
+    assert models["propertyNames"]["enum"] == list(models["properties"])
+    assert "openai_codex" not in models["properties"]
+    assert {"qwen", "moonshot", "glm"} <= set(models["properties"])
+    tts = ["openai", "elevenlabs", "google", "edge", "piper"]
+    assert list(providers["tts"]["properties"]) == tts
+    assert list(providers["transcription"]["properties"]) == [
+        "groq",
+        "openai",
+        "deepgram",
+        "assemblyai",
+        "google",
+        "local_whisper",
+    ]
+
+
+def test_secret_marks_come_from_hash_secret_on_every_family() -> None:
+    models = schema.config_schema()["properties"]["providers"]["properties"]["models"]
+    for family in models["properties"]:
+        for name in ("api_key", "extra_headers"):
+            assert schema.is_secret(["providers", "models", family, "a", name]), (family, name)
+        assert not schema.is_secret(["providers", "models", family, "a", "model"]), family
+    # ``#[secret(category = ...)]`` counts as well as a bare ``#[secret]``
+    assert schema.is_secret(["providers", "models", "qwen", "a", "oauth_refresh_token"])
+    assert schema.is_secret(["providers", "models", "gemini", "a", "oauth_client_secret"])
+    assert schema.is_secret(["mcp", "servers", "s", "env", "TOKEN"])
+
+
+def test_reference_newtypes_become_the_x_ref_vocabulary_bundler_reads() -> None:
+    def ref(*segments: str) -> object:
+        node = schema.resolve(segments)[1]
+        assert node is not None, segments
+        return node.get("x-ref")
+
+    assert ref("agents", "a", "model_provider") == "providers.models"
+    assert ref("agents", "a", "tts_provider") == "providers.tts"
+    assert ref("agents", "a", "transcription_provider") == "providers.transcription"
+    assert ref("agents", "a", "risk_profile") == "risk_profiles"
+    assert ref("agents", "a", "runtime_profile") == "runtime_profiles"
+    assert ref("agents", "a", "channels") == "channels"
+    assert ref("providers", "models", "qwen", "a", "fallback") == "providers.models"
+    assert ref("runtime_profiles", "r", "context_compression", "summary_provider") == (
+        "providers.models"
+    )
+    # plain strings upstream, marked by the overlay
+    assert ref("agents", "a", "skill_bundles") == "skill_bundles"
+    assert ref("agents", "a", "cron_jobs") == "cron"
+
+
+def test_zeroclaw_keys_bundler_lacked_are_described() -> None:
+    for segments in (
+        ("runtime_profiles", "r", "agentic"),
+        ("runtime_profiles", "r", "max_context_tokens"),
+        ("runtime_profiles", "r", "thinking", "default_level"),
+        ("providers", "models", "openai", "a", "pricing"),
+        ("providers", "models", "groq", "a", "native_tools"),
+        ("providers", "models", "ollama", "a", "num_ctx"),
+        ("agents", "a", "acp_enable_mcp"),
+        ("agents", "a", "precheck", "enabled"),
+    ):
+        assert schema.resolve(segments)[1] is not None, segments
+
+
+def test_generated_schema_keeps_only_keywords_bundler_checks() -> None:
+    """The compiled checker must still compile it (it falls back to jsonschema otherwise)."""
+    from bundler.rules import schemacheck
+
+    assert schemacheck._compiled_config_check() is not None
+
+
+@needs_upstream
+def test_overlay_path_naming_nothing_refuses_to_generate(tmp_path: Path) -> None:
+    module = generator()
+    overlay = json.loads((REPO / "manifests" / "config.schema.overlay.json").read_text())
+    overlay["paths"]["agents.*.no_such_field"] = {"minimum": 1}
+    bogus = tmp_path / "overlay.json"
+    bogus.write_text(json.dumps(overlay))
+    with pytest.raises(module.SourceError, match="no_such_field"):
+        module.generate(UPSTREAM, bogus)
