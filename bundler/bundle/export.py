@@ -32,6 +32,7 @@ import xxhash
 
 from bundler import __version__
 from bundler.bundle.closure import ExportPlan, finish_plan, plan_closure
+from bundler.bundle.history import record_destination
 from bundler.bundle.manifest import (
     Contents,
     Dropped,
@@ -44,7 +45,7 @@ from bundler.bundle.manifest import (
     render_config,
     render_manifest,
 )
-from bundler.bundle.publish import MANIFEST_NAME, Staging, admit
+from bundler.bundle.publish import MANIFEST_NAME, Staging, admit, clear_abandoned
 from bundler.config.store import load_config
 from bundler.errors import BundlerError, Refused, UsageError
 from bundler.fs import durable
@@ -232,6 +233,18 @@ def protected_paths(config: Mapping[str, Any], install_root: Path) -> list[Path]
     return paths
 
 
+def _clear_abandoned(out: Path) -> list[str]:
+    """What dead exports left beside ``out``: cleared or named, as warnings (never fatal)."""
+    try:
+        return clear_abandoned(out)
+    except OSError as err:
+        shown = escape_display(os.fspath(out))
+        return [
+            f"could not clear what an interrupted export left beside {shown} ({err.strerror}); "
+            f"run 'bundler recover {shown}'"
+        ]
+
+
 def export_agent(
     install_root: Path,
     alias: str,
@@ -267,6 +280,7 @@ def export_agent(
     sweep = _Sweep(Sweeper(targets) if targets else None, scan_secrets)
     if scan_secrets == "off":
         encrypted = 0
+    cleared = _clear_abandoned(out)
     try:
         admission = admit(out, force=force, protected=protected_paths(config, install_root))
     except OSError as err:
@@ -278,6 +292,15 @@ def export_agent(
             format_version=MEMORY_FORMAT_VERSION if include_memory else FORMAT_VERSION,
             encrypted_not_swept=encrypted,
         )
+        report.warnings += cleared
+        try:
+            # before the staging exists, so doctor can find what a crash leaves beside it
+            record_destination(install_root, admission.dest_path)
+        except OSError as err:
+            report.warnings.append(
+                f"could not note {escape_display(admission.dest_path)} in the install's state "
+                f"folder ({err.strerror}); 'bundler doctor' will not look there"
+            )
         try:
             staging = admission.stage()
         except OSError as err:

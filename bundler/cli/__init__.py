@@ -252,8 +252,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code of 05 §2."""
     argv = list(sys.argv[1:] if argv is None else argv)
     out = Output(json_mode=_wants_json(argv))
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+    # a closed terminal (SIGHUP) and kill (SIGTERM) clean up like Ctrl-C: no staging left behind
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _on_signal)
     try:
         parser = build_parser()
         args = parser.parse_args(argv)

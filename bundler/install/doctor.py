@@ -12,11 +12,13 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bundler.bundle.publish import rename_exchange_works, scan_leftovers
+from bundler.bundle.history import recent_destinations
+from bundler.bundle.publish import abandoned_in, leftovers_beside, rename_exchange_works
 from bundler.config.file import find_install_root
 from bundler.config.store import load_config
 from bundler.errors import BundlerError, InvalidInput
 from bundler.home.homes import is_writable, resolve_home
+from bundler.home.restore import home_leftovers
 from bundler.home.volumes import load_volumes
 from bundler.install.journal import STAGING_PREFIX
 from bundler.rules import layout
@@ -46,7 +48,25 @@ class DoctorReport:
 
 
 def install_findings(install: Path) -> DoctorReport:
-    """The install's config validity and the staging folders an interrupted import left."""
+    """The install's config validity, the staging folders an interrupted import left, and what
+    interrupted exports left beside the destinations the install recorded."""
+    report = _config_findings(install)
+    try:
+        names = os.listdir(install)
+    except OSError:
+        names = []
+    for name in sorted(n for n in names if n.startswith(STAGING_PREFIX)):
+        # its temporary config (.config.toml.bundler-<token>) is part of the same problem
+        report.problems.append(
+            f"interrupted import left {escape_display(name)}: "
+            f"run 'bundler recover --install {escape_display(str(install))}'"
+        )
+    for dest in recent_destinations(install):
+        report.problems += leftovers_beside(Path(dest))
+    return report
+
+
+def _config_findings(install: Path) -> DoctorReport:
     report = DoctorReport()
     config = layout.config_file(install)
     if not config.exists():
@@ -64,12 +84,6 @@ def install_findings(install: Path) -> DoctorReport:
     ]
     if not errors:
         report.notes.append(f"config: {escape_display(str(config))} is valid")
-    leftovers = sorted(name for name in os.listdir(install) if name.startswith(STAGING_PREFIX))
-    for name in leftovers:
-        report.problems.append(
-            f"interrupted import left {escape_display(name)}: "
-            f"run 'bundler recover --install {escape_display(str(install))}'"
-        )
     return report
 
 
@@ -84,7 +98,7 @@ def destination_findings(path: Path) -> DoctorReport:
             f"{shown}: RENAME_EXCHANGE is not supported; --force exports use the two-rename "
             "fallback"
         )
-    report.problems += scan_leftovers(path)
+    report.problems += abandoned_in(path)
     return report
 
 
@@ -118,6 +132,7 @@ def diagnose(
     if project is not None:
         try:
             report.notes += home_findings(project)
+            report.problems += home_leftovers(resolve_home(project).home)
         except BundlerError as err:
             report.problems.append(f"data home: {err.message}")
     return report

@@ -60,6 +60,7 @@ from bundler.install.journal import (
     UNRESTRICTED,
     Journal,
     Transaction,
+    clear_abandoned,
     complete_transaction,
     recover_install,
     staging_name,
@@ -251,6 +252,8 @@ def import_bundle(
             # a dry run writes nothing, so it need not wait for (or block) a writer
             stack.enter_context(config_lock(install_root))
         config = read_config_file(install_fd, install_root, stack, missing_ok=True)
+        if not dry_run:
+            warnings += clear_abandoned(install_root, install_fd, config.dir_fd)
         run = _Run(install_fd, install_root, bundle, report, config, required, chosen)
         result, new_text, staged = _plan(run, given, warnings)
         if dry_run:

@@ -354,6 +354,34 @@ def _temp_configs(dir_fd: int, token: str) -> list[str]:
     ]
 
 
+def clear_abandoned(install_root: Path, install_fd: int, config_dir_fd: int) -> list[str]:
+    """Before an import or undo stages, with the config lock held (so no other writer of this
+    install is running): remove staging folders without a journal (nothing outside them was
+    touched) and refuse, naming ``bundler recover --install``, when one has a journal.
+
+    Returns warnings naming what was removed.
+    """
+    warnings: list[str] = []
+    for name in sorted(n for n in os.listdir(install_fd) if n.startswith(STAGING_PREFIX)):
+        shown = escape_display(str(install_root))
+        if _journal_of(install_fd, name) is not None:
+            raise Refused(
+                f"an interrupted import or undo left {escape_display(name)} with its journal: "
+                f"run 'bundler recover --install {shown}' first",
+                path=str(install_root / name),
+            )
+        removed = [name, *_temp_configs(config_dir_fd, name[len(STAGING_PREFIX) :])]
+        for tmp in removed[1:]:
+            os.unlink(tmp, dir_fd=config_dir_fd)
+        safefs.rmtree_at(install_fd, name)
+        durable.fsync_dir(install_fd)
+        warnings.append(
+            f"removed {', '.join(escape_display(n) for n in removed)}: left by an interrupted "
+            "import that had changed nothing else"
+        )
+    return warnings
+
+
 @io_errors_refused("recovery")
 def recover_install(install_root: Path, dry_run: bool = False) -> list[str]:
     """Finish or roll back interrupted imports and undos of an install (03 §6).
