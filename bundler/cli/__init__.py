@@ -213,7 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--home", dest="target_home", metavar="DIR", help="restore into this data home instead"
     )
     restore.add_argument(
-        "--force", action="store_true", help="restore even though chat.db looks in use"
+        "--force",
+        action="store_true",
+        help="restore even though chat.db looks in use or DIR is not a data home",
     )
 
     doctor = command(

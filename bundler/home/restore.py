@@ -47,7 +47,16 @@ from bundler.fs.copytree import make_durable
 from bundler.fs.safefs import open_dir_nofollow, rmtree_at
 from bundler.fs.snapshot import SIDECARS, integrity_ok
 from bundler.home.backup import check_contents, leftover_backups, remove_leftovers
-from bundler.home.homes import HomeResolution, init_home, is_within, resolve_home, user_home
+from bundler.home.homes import (
+    README_NAME,
+    HomeResolution,
+    init_home,
+    is_within,
+    looks_like_data_home,
+    resolve_home,
+    tree_size,
+    user_home,
+)
 from bundler.home.zipcheck import (
     DATABASE,
     TREES,
@@ -310,6 +319,8 @@ def _restore(resolution: HomeResolution, zip_path: Path, force: bool) -> Restore
                 "or chat; stop it and try again (or restore with --force)",
                 path=escape_display(str(target / busy[0])),
             )
+        if not force:
+            _refuse_foreign(target)
         created = not os.path.lexists(target)
         if created:
             init_home(resolution)
@@ -326,6 +337,56 @@ def _restore(resolution: HomeResolution, zip_path: Path, force: bool) -> Restore
         finally:
             os.close(home_fd)
     return RestoreReport(target, len(files), total, kept, created, warnings)
+
+
+def _refuse_foreign(target: Path) -> None:
+    """A restore moves what is there aside and deletes it at the next restore: never do that
+    to a non-empty folder that is not a data home unless asked (``--force``)."""
+    try:
+        fd = durable.open_dir(target, follow=True)
+    except (FileNotFoundError, NotADirectoryError):
+        return  # absent: created as a first start; not a folder: init_home refuses it
+    try:
+        names = set(os.listdir(fd))
+        head = b""
+        with contextlib.suppress(OSError):
+            readme = os.open(README_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            try:
+                head = os.read(readme, 256)
+            finally:
+                os.close(readme)
+    finally:
+        os.close(fd)
+    if names and not looks_like_data_home(names, head):
+        shown = escape_display(str(target))
+        raise Refused(
+            f"{shown} is not a data home (no chat.db, files/ with skills/, or README.md of one) "
+            "and is not empty: a restore would move its contents aside and delete them at the "
+            "next restore; name a data home or an empty folder (or restore with --force)",
+            path=shown,
+        )
+
+
+def before_restore_copy(home: Path) -> tuple[list[str], int] | None:
+    """The one ``*.before-restore`` set a restore keeps in ``home``: its names and total bytes
+    (regular files only, links never followed); None when there is none. Reads only."""
+    try:
+        fd = durable.open_dir(home, follow=True)
+    except OSError:
+        return None
+    try:
+        kept = {name for _item, name in current_items()}
+        names = sorted(name for name in os.listdir(fd) if name in kept)
+        total = 0
+        for name in names:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISREG(st.st_mode):
+                total += st.st_size
+            elif stat.S_ISDIR(st.st_mode):
+                total += tree_size(fd, name)
+    finally:
+        os.close(fd)
+    return (names, total) if names else None
 
 
 def _owner_alive(home_fd: int, name: str) -> bool:
