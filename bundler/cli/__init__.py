@@ -26,6 +26,7 @@ HANDLERS: dict[tuple[str, ...], str] = {
     ("agents", "list"): "bundler.cli.config_cmds:agents_list",
     ("agents", "export"): "bundler.cli.export_cmds:export",
     ("agents", "import"): "bundler.cli.import_cmds:import_bundle",
+    ("agents", "imports"): "bundler.cli.import_cmds:imports",
     ("bundle", "verify"): "bundler.cli.bundle_cmds:verify",
     ("bundle", "inspect"): "bundler.cli.bundle_cmds:inspect",
     ("recover",): "bundler.cli.recover_cmds:recover",
@@ -118,7 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
     imp = command(agents, "import", "import a bundle into this install, transactionally")
     imp.add_argument("bundle", nargs="?", metavar="BUNDLE")
     imp.add_argument(
-        "--undo", metavar="RECEIPT", help="remove exactly what the import with this receipt added"
+        "--undo",
+        metavar="RECEIPT",
+        help="remove exactly what the import with this receipt added ('last': the newest one "
+        "not yet undone; see 'agents imports')",
     )
     imp.add_argument(
         "--as", dest="as_alias", metavar="ALIAS", help="import the agent under this alias"
@@ -148,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="accept the bundle's risk flags without a prompt",
     )
     imp.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
+    command(agents, "imports", "list the import receipts, newest first, with their state")
 
     bundle = command(groups, "bundle", "verify and inspect bundles").add_subparsers(
         dest="command", metavar="COMMAND", parser_class=_Parser

@@ -34,6 +34,7 @@ from bundler.install.files import (
 )
 from bundler.install.journal import (
     RECEIPT_FORMAT,
+    RECEIPTS,
     UNRESTRICTED,
     Journal,
     Transaction,
@@ -54,6 +55,7 @@ class UndoReport:
     removed_entries: list[str] = field(default_factory=list)
     removed_folders: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    dry_run: bool = False
 
     def as_json(self) -> dict[str, Any]:
         """The ``--json`` payload of ``agents import --undo``."""
@@ -62,6 +64,32 @@ class UndoReport:
             "receipt": self.receipt,
             "removed": self.removed_entries,
             "removed_folders": self.removed_folders,
+            "dry_run": self.dry_run,
+        }
+
+
+@dataclass(frozen=True)
+class ReceiptInfo:
+    """One import receipt of an install, for ``agents imports``.
+
+    ``state``: ``imported`` (everything it added is there, unchanged), ``undone`` (none of it
+    is there) or ``changed`` (some of it was edited or removed since).
+    """
+
+    path: Path
+    agent: str
+    bundle: str
+    imported_at: str
+    state: str
+
+    def as_json(self) -> dict[str, Any]:
+        """One row of ``agents imports --json``."""
+        return {
+            "receipt": str(self.path),
+            "agent": self.agent,
+            "bundle": self.bundle,
+            "imported_at": self.imported_at,
+            "state": self.state,
         }
 
 
@@ -146,8 +174,81 @@ def _pruned(value: Any) -> Any:
     return value
 
 
+def _state_of(
+    current: Mapping[str, Any], install_fd: int, data: Mapping[str, Any]
+) -> tuple[str, list[str]]:
+    """(``imported`` | ``undone`` | ``changed``, what changed) of one receipt's additions."""
+    changed: list[str] = []
+    absent = 0
+    entries = [entry for entry in data["entries"] if isinstance(entry, dict)]
+    for entry in entries:
+        value = _find_entry(current, str(entry["path"]))
+        if value is None:
+            absent += 1
+            changed.append(f"{entry['path']} (removed)")
+        elif entry_digest(value, parse_path(str(entry["path"]))) != entry.get("digest"):
+            changed.append(f"{entry['path']} (changed)")
+    folders = [folder for folder in data.get("folders", []) if isinstance(folder, dict)]
+    for folder in folders:
+        tree = tree_at(install_fd, str(folder["path"]))
+        if tree is None:
+            absent += 1
+        if tree != folder.get("tree"):
+            changed.append(f"{folder['path']} (changed or missing)")
+    if absent == len(entries) + len(folders):
+        return "undone", changed
+    return ("changed" if changed else "imported"), changed
+
+
+def _receipts_dir(install_root: Path) -> Path:
+    return install_root.joinpath(*RECEIPTS)
+
+
+def list_receipts(install_root: Path) -> list[ReceiptInfo]:
+    """Every readable receipt of the install, newest first, each with its state. Reads only;
+    a file that is not a receipt is skipped."""
+    install_root = Path(os.path.abspath(install_root))
+    folder = _receipts_dir(install_root)
+    try:
+        names = [name for name in os.listdir(folder) if name.endswith(".toml")]
+    except OSError:
+        return []
+    found: list[tuple[tuple[str, int], ReceiptInfo]] = []
+    with open_install(install_root, create=False) as install_fd, contextlib.ExitStack() as stack:
+        config = read_config_file(install_fd, install_root, stack, missing_ok=True)
+        current = config.parse()
+        for name in names:
+            path = folder / name
+            try:
+                data = _load_receipt(path)
+                mtime = os.stat(path, follow_symlinks=False).st_mtime_ns
+            except (BundlerError, OSError):
+                continue
+            state, _ = _state_of(current, install_fd, data)
+            stamp = str(data.get("imported_at", ""))
+            info = ReceiptInfo(
+                path, str(data.get("agent", "")), str(data.get("bundle", "")), stamp, state
+            )
+            found.append(((stamp, mtime), info))
+    return [info for _key, info in sorted(found, key=lambda item: item[0], reverse=True)]
+
+
+def resolve_receipt(install_root: Path, which: str) -> Path:
+    """``which`` as a receipt path; ``last`` is the newest import not yet undone."""
+    if which != "last":
+        return Path(which)
+    for info in list_receipts(install_root):
+        if info.state != "undone":
+            return info.path
+    shown = escape_display(str(install_root))
+    raise Refused(
+        f"no import left to undo in {shown} (see 'bundler agents imports')",
+        path=str(install_root),
+    )
+
+
 @io_errors_refused("undo")
-def undo_import(install_root: Path, receipt: Path) -> UndoReport:
+def undo_import(install_root: Path, receipt: Path, *, dry_run: bool = False) -> UndoReport:
     """Remove exactly what the import recorded in ``receipt`` added (03 §4), transactionally.
 
     Every added entry (compared by digest with ``x-secret`` values ignored) and every folder the
@@ -161,18 +262,15 @@ def undo_import(install_root: Path, receipt: Path) -> UndoReport:
         stack.enter_context(config_lock(install_root))
         config = read_config_file(install_fd, install_root, stack, missing_ok=True)
         current = config.parse()
-        changed: list[str] = []
         paths = [str(entry["path"]) for entry in data["entries"]]
-        for entry in data["entries"]:
-            value = _find_entry(current, entry["path"])
-            if value is None:
-                changed.append(f"{entry['path']} (removed)")
-            elif entry_digest(value, parse_path(entry["path"])) != entry["digest"]:
-                changed.append(f"{entry['path']} (changed)")
         folders = [folder for folder in data.get("folders", []) if isinstance(folder, dict)]
-        for folder in folders:
-            if tree_at(install_fd, folder["path"]) != folder["tree"]:
-                changed.append(f"{folder['path']} (changed or missing)")
+        state, changed = _state_of(current, install_fd, data)
+        if state == "undone":
+            raise Refused(
+                f"{escape_display(str(receipt))} is already undone: nothing it added is in the "
+                "install",
+                path=str(receipt),
+            )
         if changed:
             raise Refused(
                 "cannot undo: changed since the import: "
@@ -187,6 +285,11 @@ def undo_import(install_root: Path, receipt: Path) -> UndoReport:
                 f"{errors[0].line()}",
                 path=errors[0].path,
             )
+        if dry_run:
+            result.dry_run = True
+            result.removed_entries = paths
+            result.removed_folders = [str(install_root / folder["path"]) for folder in folders]
+            return result
         token = durable.random_token()
         journal = Journal(
             kind="undo",
