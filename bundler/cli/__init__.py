@@ -33,6 +33,7 @@ HANDLERS: dict[tuple[str, ...], str] = {
     ("config", "validate"): "bundler.cli.config_cmds:validate",
     ("config", "get"): "bundler.cli.config_cmds:get",
     ("config", "set"): "bundler.cli.config_cmds:set_value",
+    ("config", "unset"): "bundler.cli.config_cmds:unset_value",
     ("home", "init"): "bundler.cli.home_cmds:init",
     ("home", "show"): "bundler.cli.home_cmds:show",
     ("home", "volumes"): "bundler.cli.home_cmds:volumes",
@@ -186,6 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     set_.add_argument(
         "value", nargs="?", metavar="VALUE", help="omit to read it from standard input (no echo)"
     )
+    unset = command(config, "unset", "remove a config value, keeping the file's formatting")
+    unset.add_argument("path", metavar="PATH", help="the config path to remove")
 
     home = command(groups, "home", "data homes: show, volumes, skills, backups").add_subparsers(
         dest="command", metavar="COMMAND", parser_class=_Parser
