@@ -153,6 +153,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="accept the bundle's risk flags without a prompt",
     )
     imp.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
+    imp.add_argument(
+        "--force",
+        action="store_true",
+        help="with --undo: remove entries edited since the import, saving their values first",
+    )
     command(agents, "imports", "list the import receipts, newest first, with their state")
 
     bundle = command(groups, "bundle", "verify and inspect bundles").add_subparsers(

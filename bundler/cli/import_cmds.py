@@ -24,6 +24,8 @@ def import_bundle(args: argparse.Namespace, out: Output) -> Result:
     install = find_install_root(args.install)
     if args.undo is not None:
         return _undo(args, out, install)
+    if args.force:
+        raise UsageError("--force goes with --undo (see 'bundler agents import --help')")
     binds = dict(importer.split_assignment(raw, "--bind") for raw in args.bind)
     prompter = None if out.json_mode else importer.default_prompter()
     options = importer.ImportOptions(
@@ -50,9 +52,11 @@ def _undo(args: argparse.Namespace, out: Output, install: Path) -> Result:
     if args.as_alias or args.bind or args.secret or args.secrets_file:
         raise UsageError("--undo takes no other import option but --dry-run")
     receipt = resolve_receipt(install, args.undo)
-    undone = importer.undo_import(install, receipt, dry_run=args.dry_run)
+    undone = importer.undo_import(install, receipt, dry_run=args.dry_run, force=args.force)
     verb = "would remove" if undone.dry_run else "removed"
     text = [f"{verb} {escape_display(path)}" for path in undone.removed_entries]
+    if undone.saved:
+        text.append(f"edited values saved in {escape_display(undone.saved)}")
     text += [f"{verb} folder {escape_display(path)}" for path in undone.removed_folders]
     return Result(
         payload=undone.as_json(), text=[] if out.quiet else text, warnings=undone.warnings

@@ -42,6 +42,7 @@ from bundler.install.bind_secrets import (
 from bundler.install.files import (
     CONFIG,
     entry_digest,
+    field_digests,
     io_errors_refused,
     lstat_rel,
     missing_parents,
@@ -396,7 +397,11 @@ def _receipt_text(
     plan = result.plan
     config = run.config
     entries = [
-        {"path": new.path, "digest": entry_digest(new.value, new.segments)}
+        {
+            "path": new.path,
+            "digest": entry_digest(new.value, new.segments),
+            "fields": field_digests(new.value, new.segments),
+        }
         for new in plan.new_entries
     ]
     agent_segments = ["agents", plan.agent]
@@ -404,6 +409,7 @@ def _receipt_text(
         {
             "path": format_path(agent_segments),
             "digest": entry_digest(plan.agent_entry, agent_segments),
+            "fields": field_digests(plan.agent_entry, agent_segments),
         }
     )
     document = {

@@ -14,9 +14,11 @@ import errno
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import tomli_w
 import tomlkit
 
 from bundler.config.file import parse_config_text, read_config_file
@@ -27,8 +29,10 @@ from bundler.install import merge
 from bundler.install.files import (
     CONFIG,
     entry_digest,
+    field_digests,
     io_errors_refused,
     open_install,
+    public_value,
     tree_at,
     xxh,
 )
@@ -56,6 +60,8 @@ class UndoReport:
     removed_folders: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     dry_run: bool = False
+    edited: list[str] = field(default_factory=list)
+    saved: str = ""
 
     def as_json(self) -> dict[str, Any]:
         """The ``--json`` payload of ``agents import --undo``."""
@@ -65,6 +71,8 @@ class UndoReport:
             "removed": self.removed_entries,
             "removed_folders": self.removed_folders,
             "dry_run": self.dry_run,
+            "edited": self.edited,
+            "saved": self.saved,
         }
 
 
@@ -187,7 +195,7 @@ def _state_of(
             absent += 1
             changed.append(f"{entry['path']} (removed)")
         elif entry_digest(value, parse_path(str(entry["path"]))) != entry.get("digest"):
-            changed.append(f"{entry['path']} (changed)")
+            changed += _changed_fields(entry, value)
     folders = [folder for folder in data.get("folders", []) if isinstance(folder, dict)]
     for folder in folders:
         tree = tree_at(install_fd, str(folder["path"]))
@@ -198,6 +206,45 @@ def _state_of(
     if absent == len(entries) + len(folders):
         return "undone", changed
     return ("changed" if changed else "imported"), changed
+
+
+def _changed_fields(entry: Mapping[str, Any], value: Any) -> list[str]:
+    """Each field of an edited entry, named with what happened to it; the entry as a whole
+    for receipts written before per-field digests."""
+    recorded = entry.get("fields")
+    segments = parse_path(str(entry["path"]))
+    if not isinstance(recorded, dict) or not isinstance(value, dict):
+        return [f"{entry['path']} (changed)"]
+    now = field_digests(value, segments)
+    named = [
+        f"{format_path([*segments, key])} ({'removed' if key not in now else 'changed'})"
+        for key, digest in recorded.items()
+        if now.get(key) != digest
+    ]
+    named += [f"{format_path([*segments, key])} (added)" for key in now if key not in recorded]
+    return named or [f"{entry['path']} (changed)"]
+
+
+def _save_edited(receipt: Path, current: Mapping[str, Any], paths: Sequence[str]) -> Path:
+    """Write the current values of the edited entries (secret fields left out) beside the
+    receipt, 0600 and durable, before ``--force`` removes them; returns the file."""
+    document = {
+        "receipt": str(receipt),
+        "saved_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "entries": {
+            path: public_value(_find_entry(current, path), parse_path(path)) for path in paths
+        },
+    }
+    data = tomli_w.dumps(document).encode("utf-8")
+    folder = receipt.parent
+    fd = durable.open_dir(folder, follow=False)
+    try:
+        name = f"{receipt.stem}.edited-{durable.random_token()}.toml"
+        durable.write_synced(fd, name, data, mode=0o600)
+        durable.fsync_dir(fd)
+    finally:
+        os.close(fd)
+    return folder / name
 
 
 def _receipts_dir(install_root: Path) -> Path:
@@ -248,7 +295,9 @@ def resolve_receipt(install_root: Path, which: str) -> Path:
 
 
 @io_errors_refused("undo")
-def undo_import(install_root: Path, receipt: Path, *, dry_run: bool = False) -> UndoReport:
+def undo_import(
+    install_root: Path, receipt: Path, *, dry_run: bool = False, force: bool = False
+) -> UndoReport:
     """Remove exactly what the import recorded in ``receipt`` added (03 §4), transactionally.
 
     Every added entry (compared by digest with ``x-secret`` values ignored) and every folder the
@@ -271,12 +320,33 @@ def undo_import(install_root: Path, receipt: Path, *, dry_run: bool = False) -> 
                 "install",
                 path=str(receipt),
             )
-        if changed:
+        folder_changes = [c for c in changed if c.endswith("(changed or missing)")]
+        if changed and (not force or folder_changes):
+            hint = (
+                "; folders are never removed with changes in them: move them aside first"
+                if folder_changes
+                else "; pass --force to save the edited values beside the receipt and remove "
+                "them anyway"
+            )
             raise Refused(
                 "cannot undo: changed since the import: "
-                + ", ".join(escape_display(c) for c in changed),
+                + ", ".join(escape_display(c) for c in changed)
+                + hint,
                 path=str(receipt),
             )
+        edited = sorted(
+            {
+                str(entry["path"])
+                for entry in data["entries"]
+                if _find_entry(current, str(entry["path"])) is not None
+                and entry_digest(
+                    _find_entry(current, str(entry["path"])), parse_path(str(entry["path"]))
+                )
+                != entry.get("digest")
+            }
+        )
+        # an entry already gone has nothing left to remove
+        paths = [path for path in paths if _find_entry(current, path) is not None]
         new_text = _undone_text(config.text, current, paths, data)
         errors, _ = validate(parse_config_text(new_text or "", config.where), install_root)
         if errors:
@@ -287,9 +357,13 @@ def undo_import(install_root: Path, receipt: Path, *, dry_run: bool = False) -> 
             )
         if dry_run:
             result.dry_run = True
+            result.edited = edited
             result.removed_entries = paths
             result.removed_folders = [str(install_root / folder["path"]) for folder in folders]
             return result
+        if edited:
+            result.edited = edited
+            result.saved = str(_save_edited(Path(receipt), current, edited))
         token = durable.random_token()
         journal = Journal(
             kind="undo",

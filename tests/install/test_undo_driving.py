@@ -74,3 +74,34 @@ def test_undo_twice_says_already_undone_once(tmp_path: Path) -> None:
     assert "already undone" in again.stderr
     assert "(removed)" not in again.stderr
     assert len(again.stderr.strip().splitlines()) == 1
+
+
+def _edit(install: Path, old: str, new: str) -> None:
+    text = (install / "config.toml").read_text(encoding="utf-8")
+    assert old in text
+    (install / "config.toml").write_text(text.replace(old, new), encoding="utf-8")
+
+
+def test_undo_names_each_field_edited_since_the_import(tmp_path: Path) -> None:
+    install, receipt = imported(tmp_path)
+    _edit(install, 'model = "gpt-4o"', 'model = "gpt-5"\ntemperature = 0.2')
+    done = bundler(install, "agents", "import", "--undo", str(receipt))
+    assert done.returncode == 1
+    assert "providers.models.openai.backup.model (changed)" in done.stderr
+    assert "providers.models.openai.backup.temperature (added)" in done.stderr
+    assert "--force" in done.stderr
+
+
+def test_undo_force_saves_the_edited_values_beside_the_receipt_then_removes(
+    tmp_path: Path,
+) -> None:
+    install, receipt = imported(tmp_path)
+    _edit(install, 'model = "gpt-4o"', 'model = "gpt-5"')
+    done = bundler(install, "agents", "import", "--undo", str(receipt), "--force", "--json")
+    assert done.returncode == 0, done.stdout
+    saved = Path(json.loads(done.stdout)["saved"])
+    assert saved.parent == receipt.parent and saved.stat().st_mode & 0o077 == 0
+    text = saved.read_text(encoding="utf-8")
+    assert 'model = "gpt-5"' in text and "providers.models.openai.backup" in text
+    assert "api_key" not in text
+    assert (install / "config.toml").read_text(encoding="utf-8") == USER_CONFIG
