@@ -57,7 +57,7 @@ class Refused(BundlerError):
 
 
 class Interrupted(BundlerError):
-    """SIGINT or SIGTERM arrived; the operation cleaned up like a failure (exit 130)."""
+    """SIGINT, SIGTERM or SIGHUP arrived; the operation cleaned up like a failure (exit 130)."""
 
     code = EXIT_INTERRUPTED
 

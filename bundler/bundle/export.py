@@ -32,6 +32,7 @@ import xxhash
 
 from bundler import __version__
 from bundler.bundle.closure import ExportPlan, finish_plan, plan_closure
+from bundler.bundle.history import record_destination
 from bundler.bundle.manifest import (
     Contents,
     Dropped,
@@ -44,7 +45,7 @@ from bundler.bundle.manifest import (
     render_config,
     render_manifest,
 )
-from bundler.bundle.publish import MANIFEST_NAME, Staging, admit
+from bundler.bundle.publish import MANIFEST_NAME, Staging, admit, clear_abandoned
 from bundler.config.store import load_config
 from bundler.errors import BundlerError, Refused, UsageError, withholding
 from bundler.fs import durable
@@ -241,6 +242,20 @@ def protected_paths(config: Mapping[str, Any], install_root: Path) -> list[Path]
     return paths
 
 
+def _clear_abandoned(out: Path) -> list[str]:
+    """What dead exports left beside ``out``: cleared or named, as warnings (never fatal)."""
+    try:
+        return clear_abandoned(out)
+    except OSError as err:
+        shown = escape_display(os.fspath(out))
+        return [
+            hints.Hinted(
+                f"could not clear what an interrupted export left beside {shown} ({err.strerror})",
+                hints.command("recover", os.path.abspath(out)),
+            )
+        ]
+
+
 def export_agent(
     install_root: Path,
     alias: str,
@@ -301,6 +316,7 @@ def _admit_build_publish(
     progress: Progress | None,
 ) -> ExportReport:
     """Admit the destination, build the bundle in staging, flush it and swap it in (02 §8)."""
+    cleared = _clear_abandoned(out)
     try:
         admission = admit(out, force=force, protected=protected_paths(config, install_root))
     except OSError as err:
@@ -314,6 +330,15 @@ def _admit_build_publish(
             # the plan's findings (a non-portable root alias, 01 §3) are part of the report
             warnings=list(plan.warnings),
         )
+        report.warnings += cleared
+        try:
+            # before the staging exists, so doctor can find what a crash leaves beside it
+            record_destination(install_root, admission.dest_path)
+        except OSError as err:
+            report.warnings.append(
+                f"could not note {escape_display(admission.dest_path)} in the install's state "
+                f"folder ({err.strerror}); 'bundler doctor' will not look there"
+            )
         try:
             staging = admission.stage()
         except OSError as err:

@@ -143,12 +143,12 @@ def _lstat_at(dir_fd: int, name: str) -> os.stat_result | None:
 
 @contextmanager
 def _signals_deferred() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM while a multi-step rename runs; they are delivered on exit.
+    """Hold SIGINT/SIGTERM/SIGHUP while a multi-step rename runs; they are delivered on exit.
 
     A handler raising in the middle of exchange-then-check would leave the two names swapped
     without the follow-up the protocol needs.
     """
-    mask = {signal.SIGINT, signal.SIGTERM}
+    mask = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
     old = signal.pthread_sigmask(signal.SIG_BLOCK, mask)
     try:
         yield
@@ -711,6 +711,102 @@ def explain_leftovers(folder: Path) -> list[tuple[str, str, str]]:
 def scan_leftovers(folder: Path) -> list[str]:
     """One line per export leftover among ``folder``'s direct children, changing nothing."""
     return [f"{text}; run: {fix}" if fix else text for _, text, fix in explain_leftovers(folder)]
+
+
+def _abandoned_by_token(dir_fd: int) -> dict[str, list[Leftover]]:
+    """Leftovers among ``dir_fd``'s children grouped by token, live exports left out.
+
+    A staging folder, its record and a retired bundle of one run are one problem, so callers
+    name each token once.
+    """
+    grouped: dict[str, list[Leftover]] = {}
+    for item in find_leftovers(dir_fd):
+        grouped.setdefault(item.token, []).append(item)
+    return {token: items for token, items in grouped.items() if not _record_in_use(dir_fd, token)}
+
+
+def _recover_hint(folder: str, items: Sequence[Leftover]) -> str:
+    """One line naming a run's leftovers and the one command that repairs them."""
+    names = ", ".join(escape_display(item.name) for item in items)
+    target = items[0].target
+    shown_folder = escape_display(folder)
+    if target is None:
+        return (
+            f"{shown_folder}: {names}: left by an interrupted export with no readable record; "
+            "inspect and remove by hand"
+        )
+    return hints.Hinted(
+        f"{names} in {shown_folder}: left by an interrupted export",
+        hints.command("recover", os.path.join(folder, target)),
+    )
+
+
+def abandoned_in(folder: Path) -> list[str]:
+    """One line per dead export run among ``folder``'s children (its staging folder, record and
+    retired bundle together), naming its recover command; changes nothing."""
+    try:
+        fd = open_dir(folder, follow=True)
+    except OSError:
+        return []
+    try:
+        absolute = os.path.abspath(folder)
+        return [_recover_hint(absolute, items) for items in _abandoned_by_token(fd).values()]
+    finally:
+        os.close(fd)
+
+
+def leftovers_beside(dest: Path) -> list[str]:
+    """One line per interrupted export to ``dest`` whose owner is gone, naming ``bundler
+    recover DEST``; empty when the parent cannot be read. Changes nothing (for ``bundle
+    verify`` and ``doctor``)."""
+    parent_given, name = _split_out(dest)
+    parent = os.path.realpath(parent_given)
+    try:
+        fd = open_dir(parent, follow=True)
+    except OSError:
+        return []
+    try:
+        return [
+            _recover_hint(parent, items)
+            for items in _abandoned_by_token(fd).values()
+            if items[0].target == name
+        ]
+    finally:
+        os.close(fd)
+
+
+def clear_abandoned(out: str | os.PathLike[str]) -> list[str]:
+    """Before an export is admitted: repair what earlier, dead exports to the same destination
+    left (exactly what ``bundler recover DEST`` does, so a retired bundle goes back first) and
+    name the recover command for dead exports to other destinations in the same folder.
+
+    Returns warnings; a parent that cannot be opened is left for :func:`admit` to refuse.
+    Exports still running (their record is locked) are left alone.
+    """
+    parent_given, name = _split_out(out)
+    parent = os.path.realpath(parent_given)
+    try:
+        fd = open_dir(parent, follow=False)
+    except OSError:
+        return []
+    try:
+        warnings: list[str] = []
+        mine: list[str] = []
+        for items in _abandoned_by_token(fd).values():
+            if items[0].target == name:
+                mine += [item.name for item in items]
+            else:
+                warnings.append(_recover_hint(parent, items))
+        if mine:
+            _recover_in(fd, parent, name, dry_run=False)
+            warnings.append(
+                f"removed {', '.join(escape_display(n) for n in sorted(mine))}: left by an "
+                f"interrupted export to {escape_display(os.path.join(parent, name))} that is no "
+                "longer running"
+            )
+        return warnings
+    finally:
+        os.close(fd)
 
 
 def recover_destination(dest: Path, dry_run: bool = False) -> list[str]:

@@ -26,12 +26,14 @@ HANDLERS: dict[tuple[str, ...], str] = {
     ("agents", "list"): "bundler.cli.config_cmds:agents_list",
     ("agents", "export"): "bundler.cli.export_cmds:export",
     ("agents", "import"): "bundler.cli.import_cmds:import_bundle",
+    ("agents", "imports"): "bundler.cli.import_cmds:imports",
     ("bundle", "verify"): "bundler.cli.bundle_cmds:verify",
     ("bundle", "inspect"): "bundler.cli.bundle_cmds:inspect",
     ("recover",): "bundler.cli.recover_cmds:recover",
     ("config", "validate"): "bundler.cli.config_cmds:validate",
     ("config", "get"): "bundler.cli.config_cmds:get",
     ("config", "set"): "bundler.cli.config_cmds:set_value",
+    ("config", "unset"): "bundler.cli.config_cmds:unset_value",
     ("home", "init"): "bundler.cli.home_cmds:init",
     ("home", "show"): "bundler.cli.home_cmds:show",
     ("home", "volumes"): "bundler.cli.home_cmds:volumes",
@@ -118,7 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
     imp = command(agents, "import", "import a bundle into this install, transactionally")
     imp.add_argument("bundle", nargs="?", metavar="BUNDLE")
     imp.add_argument(
-        "--undo", metavar="RECEIPT", help="remove exactly what the import with this receipt added"
+        "--undo",
+        metavar="RECEIPT",
+        help="remove exactly what the import with this receipt added ('last': the newest one "
+        "not yet undone; see 'agents imports')",
     )
     imp.add_argument(
         "--as", dest="as_alias", metavar="ALIAS", help="import the agent under this alias"
@@ -148,6 +153,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="accept the bundle's risk flags without a prompt",
     )
     imp.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
+    imp.add_argument(
+        "--force",
+        action="store_true",
+        help="with --undo: remove entries edited since the import, saving their values first",
+    )
+    command(agents, "imports", "list the import receipts, newest first, with their state")
 
     bundle = command(groups, "bundle", "verify and inspect bundles").add_subparsers(
         dest="command", metavar="COMMAND", parser_class=_Parser
@@ -181,6 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
     set_.add_argument(
         "value", nargs="?", metavar="VALUE", help="omit to read it from standard input (no echo)"
     )
+    unset = command(config, "unset", "remove a config value, keeping the file's formatting")
+    unset.add_argument("path", metavar="PATH", help="the config path to remove")
 
     home = command(groups, "home", "data homes: show, volumes, skills, backups").add_subparsers(
         dest="command", metavar="COMMAND", parser_class=_Parser
@@ -220,7 +233,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--home", dest="target_home", metavar="DIR", help="restore into this data home instead"
     )
     restore.add_argument(
-        "--force", action="store_true", help="restore even though chat.db looks in use"
+        "--force",
+        action="store_true",
+        help="restore even though chat.db looks in use or DIR is not a data home",
     )
 
     doctor = command(
@@ -259,8 +274,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code of 05 §2."""
     argv = list(sys.argv[1:] if argv is None else argv)
     out = Output(json_mode=_wants_json(argv))
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+    # a closed terminal (SIGHUP) and kill (SIGTERM) clean up like Ctrl-C: no staging left behind
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _on_signal)
     try:
         parser = build_parser()
         args = parser.parse_args(argv)

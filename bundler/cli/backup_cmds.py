@@ -15,7 +15,7 @@ def backup(args: argparse.Namespace, out: Output) -> Result:
     """Back up the data home; ``--json``: ``{"ok", "backup", "entries", "bytes"}``."""
     report = backups.backup_home(Path(args.project), to=Path(args.to) if args.to else None)
     skipped = report.skipped
-    warnings = []
+    warnings = list(report.warnings)
     if skipped.total:
         counts = ", ".join(f"{n} {kind}" for kind, n in skipped.as_json().items() if n)
         warnings.append(f"not in the backup: {counts} (links and special files are never copied)")

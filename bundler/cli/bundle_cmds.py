@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bundler.bundle.publish import leftovers_beside
 from bundler.bundle.verify import InspectReport, inspect_bundle, verify_bundle
 from bundler.cli.output import Output, Result
 from bundler.errors import EXIT_INVALID
@@ -26,6 +27,9 @@ def verify(args: argparse.Namespace, out: Output) -> Result:
         report = verify_bundle(Path(args.dir), progress=advance)
     payload = report.as_json()
     warnings = [f"{w.path}: {w.message}" for w in report.warnings]
+    beside = leftovers_beside(Path(args.dir))
+    warnings += beside
+    payload["warnings"] += [{"path": str(args.dir), "message": line} for line in beside]
     if report.ok:
         text = [
             f"ok: {escape_display(str(report.path))}: format {report.format_version} bundle "

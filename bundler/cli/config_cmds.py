@@ -112,6 +112,18 @@ def set_value(args: argparse.Namespace, out: Output) -> Result:
     return Result(payload={"path": path}, text=text, warnings=warnings)
 
 
+def unset_value(args: argparse.Namespace, out: Output) -> Result:
+    """``config unset PATH``: remove a value (validated, comment-preserving, atomic)."""
+    from bundler.config.store import unset_config_value
+    from bundler.rules.paths import format_path
+
+    root = find_install_root(args.install)
+    path = format_path(canonical_segments(args.path)[0])
+    removed = unset_config_value(root, args.path, via="config unset")
+    line = f"unset {escape_display(path)}" if removed else f"{escape_display(path)} was not set"
+    return Result(payload={"path": path, "removed": removed}, text=[] if out.quiet else [line])
+
+
 def agents_list(args: argparse.Namespace, out: Output) -> Result:
     """``agents list``: alias, enabled and model provider of every agent."""
     root = find_install_root(args.install)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 from pathlib import Path
+from typing import Any
 
 from bundler.cli.output import Output, Result
 from bundler.errors import InvalidInput, Refused, UsageError
@@ -47,6 +49,7 @@ def show(args: argparse.Namespace, out: Output) -> Result:
     resolution, document = resolve_home_with_config(project)
     volumes = volumes_from(document, project, resolution, user_home(os.environ))
     sizes = home_sizes(resolution)
+    before = _before_restore(resolution.home)
     writable = is_writable(resolution.home)
     payload = {
         "home": str(resolution.home),
@@ -59,6 +62,7 @@ def show(args: argparse.Namespace, out: Output) -> Result:
             {"name": v.name, "mode": v.mode, "description": v.description, "path": str(v.path)}
             for v in volumes
         ],
+        "before_restore": before,
     }
     text = [
         f"data home: {escape_display(str(resolution.home))}",
@@ -68,6 +72,7 @@ def show(args: argparse.Namespace, out: Output) -> Result:
         f"({sizes['database']} bytes, -wal {sizes['database_wal']} bytes)",
     ]
     text += [f"{name + '/':<10} {sizes[name]} bytes" for name in ("files", "skills", "backups")]
+    text += _before_restore_lines(before)
     text.append("volumes:" if volumes else "volumes:   none (toolOptions.bxai.allowedPaths is set)")
     text += [
         f"  {v.name} ({v.mode}) {escape_display(str(v.path))}"
@@ -75,6 +80,29 @@ def show(args: argparse.Namespace, out: Output) -> Result:
         for v in volumes
     ]
     return Result(payload=payload, text=text)
+
+
+def _before_restore(home: Path) -> dict[str, Any] | None:
+    """The one copy a restore keeps of what it replaced (04 §5.3 step 3), for ``home show``."""
+    from bundler.home.restore import before_restore_copy
+
+    found = before_restore_copy(home)
+    if found is None:
+        return None
+    names, size = found
+    return {"names": names, "paths": [str(home / name) for name in names], "bytes": size}
+
+
+def _before_restore_lines(copy: dict[str, Any] | None) -> list[str]:
+    if copy is None:
+        return []
+    paths = [str(path) for path in copy["paths"]]
+    names = ", ".join(escape_display(os.path.basename(path)) for path in paths)
+    return [
+        f"before-restore copy: {copy['bytes']} bytes ({names}); the next restore replaces it",
+        "  to remove it:",
+        "    rm -r -- " + " ".join(shlex.quote(escape_display(path)) for path in paths),
+    ]
 
 
 def volumes(args: argparse.Namespace, out: Output) -> Result:

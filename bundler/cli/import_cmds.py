@@ -25,14 +25,9 @@ def import_bundle(args: argparse.Namespace, out: Output) -> Result:
         raise UsageError("agents import takes exactly one of BUNDLE or --undo RECEIPT")
     install = find_install_root(args.install)
     if args.undo is not None:
-        if args.as_alias or args.bind or args.secret or args.secrets_file or args.dry_run:
-            raise UsageError("--undo takes no other import option")
-        undone = importer.undo_import(install, Path(args.undo))
-        text = [f"removed {escape_display(path)}" for path in undone.removed_entries]
-        text += [f"removed folder {escape_display(path)}" for path in undone.removed_folders]
-        return Result(
-            payload=undone.as_json(), text=[] if out.quiet else text, warnings=undone.warnings
-        )
+        return _undo(args, out, install)
+    if args.force:
+        raise UsageError("--force goes with --undo (see 'bundler agents import --help')")
     binds = dict(importer.split_assignment(raw, "--bind") for raw in args.bind)
     prompter = None if out.json_mode else importer.default_prompter()
     early = [SECRET_ARGUMENT_WARNING] if args.secret and not out.json_mode else []
@@ -54,6 +49,40 @@ def import_bundle(args: argparse.Namespace, out: Output) -> Result:
         text=summary(report, install=args.install),
         quiet_text=[escape_display(report.receipt)] if report.receipt else [],
         warnings=[warning for warning in report.warnings if warning not in early],
+    )
+
+
+def _undo(args: argparse.Namespace, out: Output, install: Path) -> Result:
+    """``--undo RECEIPT`` or ``--undo last``, with ``--dry-run`` saying what would go."""
+    from bundler.install.undo import resolve_receipt
+
+    if args.as_alias or args.bind or args.secret or args.secrets_file:
+        raise UsageError("--undo takes no other import option but --dry-run")
+    receipt = resolve_receipt(install, args.undo)
+    undone = importer.undo_import(install, receipt, dry_run=args.dry_run, force=args.force)
+    verb = "would remove" if undone.dry_run else "removed"
+    text = [f"{verb} {escape_display(path)}" for path in undone.removed_entries]
+    if undone.saved:
+        text.append(f"edited values saved in {escape_display(undone.saved)}")
+    text += [f"{verb} folder {escape_display(path)}" for path in undone.removed_folders]
+    return Result(
+        payload=undone.as_json(), text=[] if out.quiet else text, warnings=undone.warnings
+    )
+
+
+def imports(args: argparse.Namespace, out: Output) -> Result:
+    """``agents imports``: the install's receipts, newest first, with alias, bundle, date, state."""
+    from bundler.install.undo import list_receipts
+
+    rows = list_receipts(find_install_root(args.install))
+    text = [
+        f"{row.imported_at}  {escape_display(row.agent)}  {row.state}  "
+        f"from {escape_display(row.bundle)}  receipt {escape_display(str(row.path))}"
+        for row in rows
+    ]
+    return Result(
+        payload={"imports": [row.as_json() for row in rows]},
+        text=[] if out.quiet else (text or ["no imports"]),
     )
 
 

@@ -21,7 +21,7 @@ any of them may be a secret. Messages name config paths and variable names only.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -152,6 +152,70 @@ def set_config_value(install_root: Path, path: str, raw_value: str, *, via: str)
             path=canonical,
         )
     value = parse_value(raw_value, node, canonical)
+
+    def edit(document: tomlkit.TOMLDocument) -> None:
+        _set_in_document(document, segments, value, canonical)
+
+    _edit_config(install_root, canonical, edit, via=via, verb="set")
+    return canonical
+
+
+def unset_config_value(install_root: Path, path: str, *, via: str) -> bool:
+    """``config unset``: remove ``path`` from ``config.toml``, keeping every other byte's
+    formatting; returns False when it was not set (nothing written).
+
+    The same rules as :func:`set_config_value`: the result is validated before it is saved
+    (a required field cannot be unset), a locked memory backend is refused, and a change of
+    ``unrestricted_filesystem`` is audited.
+    """
+    segments, _node, _secret = canonical_segments(path)
+    canonical = format_path(segments)
+    removed = False
+
+    def edit(document: tomlkit.TOMLDocument) -> None:
+        nonlocal removed
+        removed = _remove_from_document(document, segments)
+
+    _edit_config(install_root, canonical, edit, via=via, verb="unset")
+    return removed
+
+
+def _remove_from_document(document: tomlkit.TOMLDocument, segments: list[str]) -> bool:
+    """Delete ``segments`` from the document; False when it is not there."""
+    container: Any = document
+    node: schema.Node | None = schema.config_schema()
+    for depth, segment in enumerate(segments):
+        last = depth == len(segments) - 1
+        if isinstance(container, (list, AoT, Array)):
+            index = list_index(list(container), segment, node)
+            if index is None:
+                return False
+            if last:
+                del container[index]
+                return True
+            container = container[index]
+        elif isinstance(container, (Container, Table, InlineTable, OutOfOrderTableProxy)):
+            if segment not in container:
+                return False
+            if last:
+                del container[segment]
+                return True
+            container = container[segment]
+        else:
+            return False
+        node = schema.child(node, segment)
+    return False
+
+
+def _edit_config(
+    install_root: Path,
+    canonical: str,
+    edit: Callable[[tomlkit.TOMLDocument], None],
+    *,
+    via: str,
+    verb: str,
+) -> None:
+    """Apply ``edit`` to ``config.toml`` under the lock: validated, guarded, audited, atomic."""
     config_path = layout.config_file(install_root)
     if not os.path.lexists(config_path):
         # checked before taking the lock, whose file would otherwise be created in a non-install
@@ -167,7 +231,7 @@ def set_config_value(install_root: Path, path: str, raw_value: str, *, via: str)
         text = config.text
         before = config.parse()
         document = _parse_document(text, str(config_path))
-        _set_in_document(document, segments, value, canonical)
+        edit(document)
         new_text = document.as_string()
         after = parse_config_text(new_text, str(config_path))
         changes = guarded_changes(before, after)
@@ -183,16 +247,15 @@ def set_config_value(install_root: Path, path: str, raw_value: str, *, via: str)
             shown = "; ".join(finding.line() for finding in errors[:5])
             more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
             raise InvalidInput(
-                f"config set {canonical} refused, the result would be invalid: {shown}{more}",
+                f"config {verb} {canonical} refused, the result would be invalid: {shown}{more}",
                 path=canonical,
             )
         if new_text == text:
-            return canonical
+            return
         write_config(config, new_text)
         for change in changes:
             if change.is_unrestricted:
                 append_audit(install_root, change.path, change.old, change.new, via)
-    return canonical
 
 
 def _parse_document(text: str, where: str) -> tomlkit.TOMLDocument:

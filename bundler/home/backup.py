@@ -55,6 +55,7 @@ from bundler.home.zipcheck import (
     read_index,
     stream_entry,
 )
+from bundler.rules import hints
 from bundler.rules.actions import step
 from bundler.rules.names import escape_display
 
@@ -81,6 +82,7 @@ class BackupReport:
     bytes: int
     skipped: SkipCounts
     database_read_as: str
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -414,11 +416,23 @@ def backup_home(
         raise Refused(
             f"cannot open the data home {shown} ({os.strerror(exc.errno or 0)})", path=shown
         ) from None
+    stale = leftover_backups(home)
     try:
         folder, requested = _target(resolution, to)
         target_fd = _open_target(folder, create=requested is None)
         try:
-            return _backup_into(resolution, home_fd, folder, target_fd, requested)
+            report = _backup_into(resolution, home_fd, folder, target_fd, requested)
+            # a backup cannot tell a dead run's temporaries from a live one's: it names them
+            shown = escape_display(str(home))
+            report.warnings.extend(
+                hints.Hinted(
+                    f"{', '.join(escape_display(n) for n in names)} in {shown}: left by an "
+                    "interrupted backup",
+                    hints.command("recover", "--home", str(home)),
+                )
+                for names in stale
+            )
+            return report
         except OSError as exc:
             shown = escape_display(str(folder))
             raise Refused(
@@ -493,6 +507,33 @@ def _publish_name(target_fd: int, zip_name: str, requested: str | None) -> str:
             continue
         return name
     raise Refused("too many backups with the same timestamp: try again in a second")
+
+
+def leftover_backups(home: Path) -> list[list[str]]:
+    """What interrupted backups left in ``<home>/backups``, grouped by run (the ``.db`` and the
+    ``.zip`` of one token are one leftover); changes nothing."""
+    try:
+        home_fd = durable.open_dir(home, follow=True)
+    except OSError:
+        return []
+    try:
+        fd = open_dir_nofollow(home_fd, BACKUPS)
+    except OSError:
+        return []
+    finally:
+        os.close(home_fd)
+    try:
+        names = sorted(os.listdir(fd))
+    finally:
+        os.close(fd)
+    runs: dict[str, list[str]] = {}
+    for name in names:
+        if name.startswith(TEMP_PREFIX):
+            token = name[len(TEMP_PREFIX) :].split(".", 1)[0]
+            runs.setdefault(token, []).append(f"{BACKUPS}/{name}")
+        elif name.startswith(SNAPSHOT_PREFIX):
+            runs.setdefault(name, []).append(f"{BACKUPS}/{name}")
+    return list(runs.values())
 
 
 def remove_leftovers(home: Path, *, dry_run: bool) -> list[str]:

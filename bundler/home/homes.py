@@ -376,6 +376,17 @@ def tree_size(parent_fd: int, name: str) -> int:
     return total
 
 
+def looks_like_data_home(names: set[str], readme_head: bytes) -> bool:
+    """Whether a folder's entries (``names``) are a data home's (04 §1.2, §5.3): a database,
+    ``files/`` with ``skills/``, the first start's ``README.md`` (``readme_head`` is its first
+    bytes), or what a restore leaves. An empty folder is not one (it needs no check)."""
+    if DATABASE_NAME in names or {"files", "skills"} <= names:
+        return True
+    if README_NAME in names and readme_head.startswith(README_TEXT.splitlines()[0].encode()):
+        return True
+    return any(name.endswith(".before-restore") or name.startswith(".restore-") for name in names)
+
+
 def home_sizes(resolution: HomeResolution) -> dict[str, int]:
     """Sizes in bytes (05 §3 ``home show``): ``database``, ``database_wal``, ``files``,
     ``skills``, ``backups``; 0 for what does not exist. Reads only."""

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import functools
 import os
 import stat
@@ -45,8 +46,17 @@ from bundler.fs import durable
 from bundler.fs.copytree import make_durable
 from bundler.fs.safefs import open_dir_nofollow, rmtree_at
 from bundler.fs.snapshot import SIDECARS, integrity_ok
-from bundler.home.backup import check_contents, remove_leftovers
-from bundler.home.homes import HomeResolution, init_home, is_within, resolve_home, user_home
+from bundler.home.backup import check_contents, leftover_backups, remove_leftovers
+from bundler.home.homes import (
+    README_NAME,
+    HomeResolution,
+    init_home,
+    is_within,
+    looks_like_data_home,
+    resolve_home,
+    tree_size,
+    user_home,
+)
 from bundler.home.zipcheck import (
     DATABASE,
     TREES,
@@ -313,6 +323,8 @@ def _restore(resolution: HomeResolution, zip_path: Path, force: bool) -> Restore
                 "or chat; stop it and try again (or restore with --force)",
                 path=escape_display(str(target / busy[0])),
             )
+        if not force:
+            _refuse_foreign(target)
         created = not os.path.lexists(target)
         if created:
             init_home(resolution)
@@ -323,26 +335,138 @@ def _restore(resolution: HomeResolution, zip_path: Path, force: bool) -> Restore
                 for tree in TREES:
                     with contextlib.suppress(OSError):
                         os.rmdir(tree, dir_fd=home_fd)
-            _refuse_interrupted(home_fd, target)
             warnings: list[str] = []
+            _clear_interrupted(home_fd, target, warnings)
             kept = _stage_and_swap(archive, index, files, home_fd, target, warnings)
         finally:
             os.close(home_fd)
     return RestoreReport(target, len(files), total, kept, created, warnings)
 
 
-def _refuse_interrupted(home_fd: int, home: Path) -> None:
-    for name in os.listdir(home_fd):
-        if name.startswith(STAGING_PREFIX):
-            shown = escape_display(str(home))
+def _refuse_foreign(target: Path) -> None:
+    """A restore moves what is there aside and deletes it at the next restore: never do that
+    to a non-empty folder that is not a data home unless asked (``--force``)."""
+    try:
+        fd = durable.open_dir(target, follow=True)
+    except (FileNotFoundError, NotADirectoryError):
+        return  # absent: created as a first start; not a folder: init_home refuses it
+    try:
+        names = set(os.listdir(fd))
+        head = b""
+        with contextlib.suppress(OSError):
+            readme = os.open(README_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            try:
+                head = os.read(readme, 256)
+            finally:
+                os.close(readme)
+    finally:
+        os.close(fd)
+    if names and not looks_like_data_home(names, head):
+        shown = escape_display(str(target))
+        raise Refused(
+            f"{shown} is not a data home (no chat.db, files/ with skills/, or README.md of one) "
+            "and is not empty: a restore would move its contents aside and delete them at the "
+            "next restore; name a data home or an empty folder (or restore with --force)",
+            path=shown,
+        )
+
+
+def before_restore_copy(home: Path) -> tuple[list[str], int] | None:
+    """The one ``*.before-restore`` set a restore keeps in ``home``: its names and total bytes
+    (regular files only, links never followed); None when there is none. Reads only."""
+    try:
+        fd = durable.open_dir(home, follow=True)
+    except OSError:
+        return None
+    try:
+        kept = {name for _item, name in current_items()}
+        names = sorted(name for name in os.listdir(fd) if name in kept)
+        total = 0
+        for name in names:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISREG(st.st_mode):
+                total += st.st_size
+            elif stat.S_ISDIR(st.st_mode):
+                total += tree_size(fd, name)
+    finally:
+        os.close(fd)
+    return (names, total) if names else None
+
+
+def _owner_alive(home_fd: int, name: str) -> bool:
+    """True while a running restore holds the staging folder ``name`` locked."""
+    try:
+        fd = open_dir_nofollow(home_fd, name)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def _clear_interrupted(home_fd: int, home: Path, warnings: list[str]) -> None:
+    """Before a restore stages: a dead restore that never began its swap is removed (a warning
+    says so); one that did, or a live one, refuses with what to do."""
+    shown = escape_display(str(home))
+    for name in sorted(os.listdir(home_fd)):
+        if not name.startswith(STAGING_PREFIX):
+            continue
+        if _owner_alive(home_fd, name):
             raise Refused(
-                hints.Hinted(
-                    f"an interrupted restore is in {shown}/{escape_display(name)}: recover it "
-                    "first",
-                    hints.command("recover", "--home", str(home)),
-                ),
+                f"another restore into {shown} is running ({escape_display(name)}); "
+                "wait for it to finish",
                 path=shown,
             )
+        staging_fd = open_dir_nofollow(home_fd, name)
+        try:
+            journal = _read_journal(staging_fd, name[len(STAGING_PREFIX) :])
+            if journal is None or journal.state == "extracting":
+                _discard_staging(home_fd, name, staging_fd)
+                warnings.append(
+                    f"removed {shown}/{escape_display(name)}: left by an interrupted restore "
+                    "that had not started its swap"
+                )
+                continue
+        finally:
+            os.close(staging_fd)
+        raise Refused(
+            hints.Hinted(
+                f"an interrupted restore is in {shown}/{escape_display(name)}: recover it first",
+                hints.command("recover", "--home", str(home)),
+            ),
+            path=shown,
+        )
+
+
+def home_leftovers(home: Path) -> list[str]:
+    """One line per interrupted restore or backup of ``home`` whose process is gone, each
+    naming ``bundler recover --home HOME``; changes nothing (for ``doctor``)."""
+    try:
+        home_fd = durable.open_dir(home, follow=True)
+    except OSError:
+        return []
+    shown = escape_display(str(home))
+    fix = hints.command("recover", "--home", str(home))
+    try:
+        lines: list[str] = [
+            hints.Hinted(f"interrupted restore left {shown}/{escape_display(name)}", fix)
+            for name in sorted(os.listdir(home_fd))
+            if name.startswith(STAGING_PREFIX) and not _owner_alive(home_fd, name)
+        ]
+    finally:
+        os.close(home_fd)
+    lines += [
+        hints.Hinted(
+            f"interrupted backup left {', '.join(escape_display(n) for n in names)} in {shown}",
+            fix,
+        )
+        for names in leftover_backups(home)
+    ]
+    return lines
 
 
 def _extract(
@@ -418,6 +542,8 @@ def _stage_and_swap(
     try:
         durable.fsync_dir(home_fd)
         staging_fd = open_dir_nofollow(home_fd, staging)
+        # held until the descriptor closes: a later run can tell a live restore from a dead one
+        fcntl.flock(staging_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         with contextlib.suppress(OSError):
             os.rmdir(staging, dir_fd=home_fd)
@@ -593,6 +719,9 @@ def recover_home(home: Path, dry_run: bool = False) -> list[str]:
                 continue
             st = os.stat(name, dir_fd=home_fd, follow_symlinks=False)
             if not stat.S_ISDIR(st.st_mode):
+                continue
+            if _owner_alive(home_fd, name):
+                actions.append(f"left alone: {escape_display(name)}: a restore is still running")
                 continue
             try:
                 actions.append(_recover_one(home_fd, name, dry_run).under(os.path.abspath(home)))

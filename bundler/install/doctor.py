@@ -12,11 +12,13 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bundler.bundle.publish import explain_leftovers, rename_exchange_works
+from bundler.bundle.history import recent_destinations
+from bundler.bundle.publish import abandoned_in, leftovers_beside, rename_exchange_works
 from bundler.config.file import find_install_root
 from bundler.config.store import load_config
 from bundler.errors import BundlerError, InvalidInput, Refused
 from bundler.home.homes import is_writable, resolve_home
+from bundler.home.restore import home_leftovers
 from bundler.home.volumes import load_volumes
 from bundler.install.journal import STAGING_PREFIX
 from bundler.rules import hints, layout
@@ -51,7 +53,40 @@ class DoctorReport:
 
 
 def install_findings(install: Path) -> DoctorReport:
-    """The install's config validity and the staging folders an interrupted import left."""
+    """The install's config validity, the staging folders an interrupted import left, and what
+    interrupted exports left beside the destinations the install recorded."""
+    report = _config_findings(install)
+    try:
+        names = os.listdir(install)
+    except OSError:
+        names = []
+    for name in sorted(n for n in names if n.startswith(STAGING_PREFIX)):
+        # its temporary config (.config.toml.bundler-<token>) is part of the same problem
+        report.problems.append(
+            Finding(
+                "import-leftover",
+                str(install / name),
+                f"an interrupted import left {escape_display(name)} in "
+                f"{escape_display(str(install))}",
+                # explicit, whatever chose the install: recover's --install is its target
+                hints.command("recover", "--install", str(install)),
+            )
+        )
+    for dest in recent_destinations(install):
+        report.problems += [
+            _leftover("export-leftover", dest, line) for line in leftovers_beside(Path(dest))
+        ]
+    return report
+
+
+def _leftover(kind: str, where: str, line: str) -> Finding:
+    """A leftover line of the layers below as a finding, its fix command kept apart."""
+    if isinstance(line, hints.Hinted):
+        return Finding(kind, where, line.sentence, line.fix)
+    return Finding(kind, where, line)
+
+
+def _config_findings(install: Path) -> DoctorReport:
     report = DoctorReport()
     config_file = str(layout.config_file(install))
     try:
@@ -79,18 +114,6 @@ def install_findings(install: Path) -> DoctorReport:
     if not errors:
         detail = f"{escape_display(config_file)} is valid"
         report.notes.append(Finding("config", config_file, detail))
-    leftovers = sorted(name for name in os.listdir(install) if name.startswith(STAGING_PREFIX))
-    for name in leftovers:
-        report.problems.append(
-            Finding(
-                "import-leftover",
-                str(install / name),
-                f"an interrupted import left {escape_display(name)} in "
-                f"{escape_display(str(install))}",
-                # explicit, whatever chose the install: recover's --install is its target
-                hints.command("recover", "--install", str(install)),
-            )
-        )
     return report
 
 
@@ -113,10 +136,7 @@ def destination_findings(path: Path) -> DoctorReport:
             "fallback"
         )
     return DoctorReport(
-        problems=[
-            Finding("export-leftover", where, text, fix)
-            for where, text, fix in explain_leftovers(path)
-        ],
+        problems=[_leftover("export-leftover", str(path), line) for line in abandoned_in(path)],
         notes=[Finding("rename-exchange", str(path), detail)],
     )
 
@@ -161,6 +181,10 @@ def diagnose(
     if project is not None:
         try:
             report.notes += home_findings(project)
+            home = resolve_home(project).home
+            report.problems += [
+                _leftover("home-leftover", str(home), line) for line in home_leftovers(home)
+            ]
         except BundlerError as err:
             report.problems.append(Finding("data-home", err.path, f"data home: {err.message}"))
     return report

@@ -83,6 +83,31 @@ def entry_digest(value: Any, segments: Sequence[str]) -> str:
     return xxh(canonical.encode("utf-8"))
 
 
+def field_digests(value: Any, segments: Sequence[str]) -> dict[str, str]:
+    """Per-key digests of a table entry (secret keys left out), so undo can name which field
+    changed without the receipt holding any value."""
+    if not isinstance(value, dict):
+        return {}
+    return {
+        key: entry_digest(sub, [*segments, key])
+        for key, sub in value.items()
+        if not schema.is_secret([*segments, key])
+    }
+
+
+def public_value(value: Any, segments: Sequence[str]) -> Any:
+    """``value`` with every ``x-secret`` field removed, in tables and in arrays of tables."""
+    if isinstance(value, dict):
+        return {
+            key: public_value(sub, [*segments, key])
+            for key, sub in value.items()
+            if not schema.is_secret([*segments, key])
+        }
+    if isinstance(value, list):
+        return [public_value(item, [*segments, "0"]) for item in value]
+    return value
+
+
 def tree_digest(files: Iterable[tuple[str, int, str]]) -> str:
     """Digest of a folder's regular files: ``(path inside it, size, XXH3-128)`` in walk order."""
     hasher = xxhash.xxh3_128()

@@ -43,6 +43,7 @@ from bundler.install.bind_secrets import (
 from bundler.install.files import (
     CONFIG,
     entry_digest,
+    field_digests,
     io_errors_refused,
     lstat_rel,
     missing_parents,
@@ -61,6 +62,7 @@ from bundler.install.journal import (
     UNRESTRICTED,
     Journal,
     Transaction,
+    clear_abandoned,
     complete_transaction,
     recover_install,
     staging_name,
@@ -278,6 +280,8 @@ def _import(
             # a dry run writes nothing, so it need not wait for (or block) a writer
             stack.enter_context(_import_lock(install_root, install_fd))
         config = read_config_file(install_fd, install_root, stack, missing_ok=True)
+        if not dry_run:
+            warnings += clear_abandoned(install_root, install_fd, config.dir_fd)
         run = _Run(install_fd, install_root, bundle, report, config, required, chosen)
         result, new_text, staged = _plan(run, given, warnings)
         if dry_run:
@@ -525,7 +529,11 @@ def _receipt_text(
     plan = result.plan
     config = run.config
     entries = [
-        {"path": new.path, "digest": entry_digest(new.value, new.segments)}
+        {
+            "path": new.path,
+            "digest": entry_digest(new.value, new.segments),
+            "fields": field_digests(new.value, new.segments),
+        }
         for new in plan.new_entries
     ]
     agent_segments = ["agents", plan.agent]
@@ -533,6 +541,7 @@ def _receipt_text(
         {
             "path": format_path(agent_segments),
             "digest": entry_digest(plan.agent_entry, agent_segments),
+            "fields": field_digests(plan.agent_entry, agent_segments),
         }
     )
     document = {

@@ -55,7 +55,7 @@ from bundler.install.files import (
     tree_at,
     write_new_file,
 )
-from bundler.rules import tomlcompat
+from bundler.rules import hints, tomlcompat
 from bundler.rules.actions import Action, left_alone, step
 from bundler.rules.names import escape_display
 
@@ -370,6 +370,37 @@ def _temp_configs(dir_fd: int, token: str) -> list[str]:
         for name in os.listdir(dir_fd)
         if name.startswith(".") and name.endswith(f".bundler-{token}")
     ]
+
+
+def clear_abandoned(install_root: Path, install_fd: int, config_dir_fd: int) -> list[str]:
+    """Before an import or undo stages, with the config lock held (so no other writer of this
+    install is running): remove staging folders without a journal (nothing outside them was
+    touched) and refuse, naming ``bundler recover --install``, when one has a journal.
+
+    Returns warnings naming what was removed.
+    """
+    warnings: list[str] = []
+    for name in sorted(n for n in os.listdir(install_fd) if n.startswith(STAGING_PREFIX)):
+        shown = escape_display(str(install_root))
+        if _journal_of(install_fd, name) is not None:
+            raise Refused(
+                hints.Hinted(
+                    f"an interrupted import or undo left {escape_display(name)} with its "
+                    f"journal in {shown}: recover it first",
+                    hints.command("recover", "--install", str(install_root)),
+                ),
+                path=str(install_root / name),
+            )
+        removed = [name, *_temp_configs(config_dir_fd, name[len(STAGING_PREFIX) :])]
+        for tmp in removed[1:]:
+            os.unlink(tmp, dir_fd=config_dir_fd)
+        safefs.rmtree_at(install_fd, name)
+        durable.fsync_dir(install_fd)
+        warnings.append(
+            f"removed {', '.join(escape_display(n) for n in removed)}: left by an interrupted "
+            "import that had changed nothing else"
+        )
+    return warnings
 
 
 @io_errors_refused("recovery")

@@ -14,9 +14,11 @@ import errno
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import tomli_w
 import tomlkit
 
 from bundler.config.file import parse_config_text, read_config_file
@@ -27,13 +29,16 @@ from bundler.install import merge
 from bundler.install.files import (
     CONFIG,
     entry_digest,
+    field_digests,
     io_errors_refused,
     open_install,
+    public_value,
     tree_at,
     xxh,
 )
 from bundler.install.journal import (
     RECEIPT_FORMAT,
+    RECEIPTS,
     UNRESTRICTED,
     Journal,
     Transaction,
@@ -54,6 +59,9 @@ class UndoReport:
     removed_entries: list[str] = field(default_factory=list)
     removed_folders: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    dry_run: bool = False
+    edited: list[str] = field(default_factory=list)
+    saved: str = ""
 
     def as_json(self) -> dict[str, Any]:
         """The ``--json`` payload of ``agents import --undo``."""
@@ -62,6 +70,34 @@ class UndoReport:
             "receipt": self.receipt,
             "removed": self.removed_entries,
             "removed_folders": self.removed_folders,
+            "dry_run": self.dry_run,
+            "edited": self.edited,
+            "saved": self.saved,
+        }
+
+
+@dataclass(frozen=True)
+class ReceiptInfo:
+    """One import receipt of an install, for ``agents imports``.
+
+    ``state``: ``imported`` (everything it added is there, unchanged), ``undone`` (none of it
+    is there) or ``changed`` (some of it was edited or removed since).
+    """
+
+    path: Path
+    agent: str
+    bundle: str
+    imported_at: str
+    state: str
+
+    def as_json(self) -> dict[str, Any]:
+        """One row of ``agents imports --json``."""
+        return {
+            "receipt": str(self.path),
+            "agent": self.agent,
+            "bundle": self.bundle,
+            "imported_at": self.imported_at,
+            "state": self.state,
         }
 
 
@@ -146,8 +182,122 @@ def _pruned(value: Any) -> Any:
     return value
 
 
+def _state_of(
+    current: Mapping[str, Any], install_fd: int, data: Mapping[str, Any]
+) -> tuple[str, list[str]]:
+    """(``imported`` | ``undone`` | ``changed``, what changed) of one receipt's additions."""
+    changed: list[str] = []
+    absent = 0
+    entries = [entry for entry in data["entries"] if isinstance(entry, dict)]
+    for entry in entries:
+        value = _find_entry(current, str(entry["path"]))
+        if value is None:
+            absent += 1
+            changed.append(f"{entry['path']} (removed)")
+        elif entry_digest(value, parse_path(str(entry["path"]))) != entry.get("digest"):
+            changed += _changed_fields(entry, value)
+    folders = [folder for folder in data.get("folders", []) if isinstance(folder, dict)]
+    for folder in folders:
+        tree = tree_at(install_fd, str(folder["path"]))
+        if tree is None:
+            absent += 1
+        if tree != folder.get("tree"):
+            changed.append(f"{folder['path']} (changed or missing)")
+    if absent == len(entries) + len(folders):
+        return "undone", changed
+    return ("changed" if changed else "imported"), changed
+
+
+def _changed_fields(entry: Mapping[str, Any], value: Any) -> list[str]:
+    """Each field of an edited entry, named with what happened to it; the entry as a whole
+    for receipts written before per-field digests."""
+    recorded = entry.get("fields")
+    segments = parse_path(str(entry["path"]))
+    if not isinstance(recorded, dict) or not isinstance(value, dict):
+        return [f"{entry['path']} (changed)"]
+    now = field_digests(value, segments)
+    named = [
+        f"{format_path([*segments, key])} ({'removed' if key not in now else 'changed'})"
+        for key, digest in recorded.items()
+        if now.get(key) != digest
+    ]
+    named += [f"{format_path([*segments, key])} (added)" for key in now if key not in recorded]
+    return named or [f"{entry['path']} (changed)"]
+
+
+def _save_edited(receipt: Path, current: Mapping[str, Any], paths: Sequence[str]) -> Path:
+    """Write the current values of the edited entries (secret fields left out) beside the
+    receipt, 0600 and durable, before ``--force`` removes them; returns the file."""
+    document = {
+        "receipt": str(receipt),
+        "saved_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "entries": {
+            path: public_value(_find_entry(current, path), parse_path(path)) for path in paths
+        },
+    }
+    data = tomli_w.dumps(document).encode("utf-8")
+    folder = receipt.parent
+    fd = durable.open_dir(folder, follow=False)
+    try:
+        name = f"{receipt.stem}.edited-{durable.random_token()}.toml"
+        durable.write_synced(fd, name, data, mode=0o600)
+        durable.fsync_dir(fd)
+    finally:
+        os.close(fd)
+    return folder / name
+
+
+def _receipts_dir(install_root: Path) -> Path:
+    return install_root.joinpath(*RECEIPTS)
+
+
+def list_receipts(install_root: Path) -> list[ReceiptInfo]:
+    """Every readable receipt of the install, newest first, each with its state. Reads only;
+    a file that is not a receipt is skipped."""
+    install_root = Path(os.path.abspath(install_root))
+    folder = _receipts_dir(install_root)
+    try:
+        names = [name for name in os.listdir(folder) if name.endswith(".toml")]
+    except OSError:
+        return []
+    found: list[tuple[tuple[str, int], ReceiptInfo]] = []
+    with open_install(install_root, create=False) as install_fd, contextlib.ExitStack() as stack:
+        config = read_config_file(install_fd, install_root, stack, missing_ok=True)
+        current = config.parse()
+        for name in names:
+            path = folder / name
+            try:
+                data = _load_receipt(path)
+                mtime = os.stat(path, follow_symlinks=False).st_mtime_ns
+            except (BundlerError, OSError):
+                continue
+            state, _ = _state_of(current, install_fd, data)
+            stamp = str(data.get("imported_at", ""))
+            info = ReceiptInfo(
+                path, str(data.get("agent", "")), str(data.get("bundle", "")), stamp, state
+            )
+            found.append(((stamp, mtime), info))
+    return [info for _key, info in sorted(found, key=lambda item: item[0], reverse=True)]
+
+
+def resolve_receipt(install_root: Path, which: str) -> Path:
+    """``which`` as a receipt path; ``last`` is the newest import not yet undone."""
+    if which != "last":
+        return Path(which)
+    for info in list_receipts(install_root):
+        if info.state != "undone":
+            return info.path
+    shown = escape_display(str(install_root))
+    raise Refused(
+        f"no import left to undo in {shown} (see 'bundler agents imports')",
+        path=str(install_root),
+    )
+
+
 @io_errors_refused("undo")
-def undo_import(install_root: Path, receipt: Path) -> UndoReport:
+def undo_import(
+    install_root: Path, receipt: Path, *, dry_run: bool = False, force: bool = False
+) -> UndoReport:
     """Remove exactly what the import recorded in ``receipt`` added (03 §4), transactionally.
 
     Every added entry (compared by digest with ``x-secret`` values ignored) and every folder the
@@ -161,24 +311,42 @@ def undo_import(install_root: Path, receipt: Path) -> UndoReport:
         stack.enter_context(config_lock(install_root))
         config = read_config_file(install_fd, install_root, stack, missing_ok=True)
         current = config.parse()
-        changed: list[str] = []
         paths = [str(entry["path"]) for entry in data["entries"]]
-        for entry in data["entries"]:
-            value = _find_entry(current, entry["path"])
-            if value is None:
-                changed.append(f"{entry['path']} (removed)")
-            elif entry_digest(value, parse_path(entry["path"])) != entry["digest"]:
-                changed.append(f"{entry['path']} (changed)")
         folders = [folder for folder in data.get("folders", []) if isinstance(folder, dict)]
-        for folder in folders:
-            if tree_at(install_fd, folder["path"]) != folder["tree"]:
-                changed.append(f"{folder['path']} (changed or missing)")
-        if changed:
+        state, changed = _state_of(current, install_fd, data)
+        if state == "undone":
             raise Refused(
-                "cannot undo: changed since the import: "
-                + ", ".join(escape_display(c) for c in changed),
+                f"{escape_display(str(receipt))} is already undone: nothing it added is in the "
+                "install",
                 path=str(receipt),
             )
+        folder_changes = [c for c in changed if c.endswith("(changed or missing)")]
+        if changed and (not force or folder_changes):
+            hint = (
+                "; folders are never removed with changes in them: move them aside first"
+                if folder_changes
+                else "; pass --force to save the edited values beside the receipt and remove "
+                "them anyway"
+            )
+            raise Refused(
+                "cannot undo: changed since the import: "
+                + ", ".join(escape_display(c) for c in changed)
+                + hint,
+                path=str(receipt),
+            )
+        edited = sorted(
+            {
+                str(entry["path"])
+                for entry in data["entries"]
+                if _find_entry(current, str(entry["path"])) is not None
+                and entry_digest(
+                    _find_entry(current, str(entry["path"])), parse_path(str(entry["path"]))
+                )
+                != entry.get("digest")
+            }
+        )
+        # an entry already gone has nothing left to remove
+        paths = [path for path in paths if _find_entry(current, path) is not None]
         new_text = _undone_text(config.text, current, paths, data)
         errors, _ = validate(parse_config_text(new_text or "", config.where), install_root)
         if errors:
@@ -187,6 +355,15 @@ def undo_import(install_root: Path, receipt: Path) -> UndoReport:
                 f"{errors[0].line()}",
                 path=errors[0].path,
             )
+        if dry_run:
+            result.dry_run = True
+            result.edited = edited
+            result.removed_entries = paths
+            result.removed_folders = [str(install_root / folder["path"]) for folder in folders]
+            return result
+        if edited:
+            result.edited = edited
+            result.saved = str(_save_edited(Path(receipt), current, edited))
         token = durable.random_token()
         journal = Journal(
             kind="undo",

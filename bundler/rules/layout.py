@@ -20,6 +20,7 @@ __all__ = [
     "normalise",
     "resolve_config_path",
     "shared_dir",
+    "state_dir",
     "skill_bundle_dir",
     "workspace_dir",
 ]
@@ -35,6 +36,11 @@ def config_file(install_root: Path) -> Path:
 def shared_dir(install_root: Path) -> Path:
     """``<install>/shared``: the only place skill bundle folders may live (01 §5 rule 4)."""
     return install_root / "shared"
+
+
+def state_dir(install_root: Path) -> Path:
+    """``<install>/data/state``: receipts, the audit log and the record of export destinations."""
+    return install_root / "data" / "state"
 
 
 def agent_dir(install_root: Path, alias: str) -> Path:

@@ -26,9 +26,9 @@ from test_export_kit import (
     cli_env,
     export_cmd,
     hidden_leftovers,
+    install_snapshot,
     make_install,
     run,
-    snapshot,
     workspace,
 )
 
@@ -108,7 +108,7 @@ def _scenario(tmp_path: Path, force: bool, files: int = 50) -> Scenario:
     assert run(export_cmd(install, reference)).returncode == 0
     new = bundle_bytes(reference)
     assert new != old
-    scenario = Scenario(install, parent, out, force, old, new, pristine, snapshot(install))
+    scenario = Scenario(install, parent, out, force, old, new, pristine, install_snapshot(install))
     scenario.reset()
     return scenario
 
@@ -133,7 +133,7 @@ def _assert_old_or_new_after_recover(scenario: Scenario, call: Call) -> None:
     if state is not None:
         check_bundle(scenario.out)
     assert hidden_leftovers(scenario.parent) == [], call
-    assert snapshot(scenario.install) == scenario.install_state, call
+    assert install_snapshot(scenario.install) == scenario.install_state, call
 
 
 def _r1(tmp_path: Path, force: bool, count: int | None) -> None:
@@ -289,7 +289,7 @@ def _r2(tmp_path: Path, force: bool, count: int | None) -> None:
                 assert "warning: " in result.stderr, f"{call}: leftovers without a warning"
             _assert_old_or_new_after_recover(scenario, call)
             assert scenario.state() == scenario.new
-        assert snapshot(scenario.install) == scenario.install_state, call
+        assert install_snapshot(scenario.install) == scenario.install_state, call
         scenario.reset()
     assert outcomes[1], "no fault made the export fail"
 

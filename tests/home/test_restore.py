@@ -224,17 +224,29 @@ def test_at_least_25_hostile_zips() -> None:
     assert len(CASES) >= 25
 
 
-def test_restore_refuses_while_an_interrupted_restore_waits_for_recover(tmp_path: Path) -> None:
+def test_restore_refuses_while_an_interrupted_swap_waits_for_recover(tmp_path: Path) -> None:
+    project, home = make_project(tmp_path)
+    zip_path = take_backup(tmp_path, project)
+    staging = home / f"{STAGING_PREFIX}abcdefabcdef"
+    staging.mkdir()
+    # a swap that had begun: only recovery may decide which way it goes
+    (staging / "journal.toml").write_text(
+        'format = 1\ntoken = "abcdefabcdef"\nstate = "swapping"\nstep = -1\nmoves = []\n'
+    )
+    with pytest.raises(Refused, match="recover --home"):
+        restore(tmp_path, project, zip_path)
+    assert len(recover_home(home)) == 1
+    assert not staging.exists()
+    restore(tmp_path, project, zip_path)
+
+
+def test_restore_clears_a_dead_restore_that_never_began_its_swap(tmp_path: Path) -> None:
     project, home = make_project(tmp_path)
     zip_path = take_backup(tmp_path, project)
     (home / f"{STAGING_PREFIX}abcdefabcdef").mkdir()
-    with pytest.raises(Refused, match="recover --home"):
-        restore(tmp_path, project, zip_path)
-    assert recover_home(home) == [
-        f"removed {STAGING_PREFIX}abcdefabcdef: the staging folder of a restore that never "
-        "started its swap"
-    ]
-    restore(tmp_path, project, zip_path)
+    report = restore(tmp_path, project, zip_path)
+    assert [w for w in report.warnings if "interrupted restore" in w]
+    assert not (home / f"{STAGING_PREFIX}abcdefabcdef").exists()
 
 
 def test_plan_moves_keeps_the_previous_set_until_the_new_state_is_in_place() -> None:

@@ -84,7 +84,9 @@ def test_undo_refuses_when_an_added_entry_changed(tmp_path: Path) -> None:
     before = bf.tree_snapshot(install)
     result = bundler(install, "agents", "import", "--undo", str(receipt))
     assert result.returncode == 1
-    assert "changed since the import: providers.models.openai.backup (changed)" in result.stderr
+    assert (
+        "changed since the import: providers.models.openai.backup.model (changed)" in result.stderr
+    )
     assert bf.tree_snapshot(install) == before
 
 

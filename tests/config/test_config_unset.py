@@ -1,0 +1,48 @@
+"""Issue 14 item 7: ``bundler config unset PATH`` through the real CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from installs import MINIMAL_CONFIG, make_install, run_cli
+
+CONFIG = MINIMAL_CONFIG.replace(
+    'model = "claude"\n', 'model = "claude"   # keep me\ntemperature = 0.5\n'
+)
+
+
+def test_config_unset_removes_one_value_and_keeps_the_rest_byte_for_byte(tmp_path: Path) -> None:
+    install = make_install(tmp_path, CONFIG)
+    done = run_cli(
+        [
+            "--install",
+            str(install),
+            "config",
+            "unset",
+            "providers.models.anthropic.main.temperature",
+        ]
+    )
+    assert done.returncode == 0, done.stderr
+    assert "unset providers.models.anthropic.main.temperature" in done.stdout
+    text = (install / "config.toml").read_text(encoding="utf-8")
+    assert text == CONFIG.replace("temperature = 0.5\n", "")
+
+
+def test_config_unset_of_a_value_not_set_changes_nothing(tmp_path: Path) -> None:
+    install = make_install(tmp_path, CONFIG)
+    done = run_cli(
+        ["--install", str(install), "config", "unset", "agents.researcher.temperature", "--json"]
+    )
+    assert done.returncode == 0, done.stdout
+    assert json.loads(done.stdout)["removed"] is False
+    assert (install / "config.toml").read_text(encoding="utf-8") == CONFIG
+
+
+def test_config_unset_refuses_a_result_that_would_be_invalid(tmp_path: Path) -> None:
+    install = make_install(tmp_path, CONFIG)
+    done = run_cli(["--install", str(install), "config", "unset", "risk_profiles.default"])
+    assert done.returncode == 3, done.stderr
+    assert "config unset risk_profiles.default refused" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert (install / "config.toml").read_text(encoding="utf-8") == CONFIG
