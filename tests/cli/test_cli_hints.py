@@ -208,7 +208,11 @@ def test_error_hint_follows_the_one_error_line_and_pastes(
     home_dir, env = homes
     project, home = make_project(tmp_path / "my project")
     zip_path = backup_home(project, to=tmp_path / "b.zip", environ={"HOME": str(home_dir)}).path
+    # a dead restore that had begun its swap: the next restore refuses and names recover
     (home / f"{STAGING_PREFIX}abcdefabcdef").mkdir()
+    (home / f"{STAGING_PREFIX}abcdefabcdef" / "journal.toml").write_text(
+        'format = 1\ntoken = "abcdefabcdef"\nstate = "swapping"\nstep = -1\nmoves = []\n'
+    )
     done = cli(["home", "restore", str(zip_path), "--project", str(project)], env=env, cwd=tmp_path)
     assert done.returncode == 1
     first, second, *rest = done.stderr.splitlines()

@@ -19,12 +19,13 @@ def test_backup_and_doctor_name_an_interrupted_backup_once(tmp_path: Path) -> No
     done = run_cli("home", "backup", "--project", str(project), "--json", env=env)
     assert done.returncode == 0, done.stdout
     named = [w for w in json.loads(done.stdout)["warnings"] if "interrupted backup" in w]
-    assert len(named) == 1 and f"'bundler recover --home {home}'" in named[0]
+    assert len(named) == 1 and named[0].endswith(f"; run: bundler recover --home {home}")
     found = run_cli(
         "doctor", "--install", str(tmp_path / "none"), "--project", str(project), "--json", env=env
     )
     problems = json.loads(found.stdout)["problems"]
-    assert len(problems) == 1 and f"'bundler recover --home {home}'" in problems[0], problems
+    assert len(problems) == 1, problems
+    assert problems[0]["fix"] == f"bundler recover --home {home}", problems
     assert run_cli("recover", "--home", str(home), env=env).returncode == 0
     assert sorted(p.name for p in (home / "backups").iterdir() if p.name.startswith(".")) == []
     found = run_cli(

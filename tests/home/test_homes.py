@@ -449,8 +449,8 @@ def test_doctor_home_reports_home_rule_and_writable_creating_nothing(
     before = snapshot_tree(world.root)
     notes = doctor_home(world.project)
     assert snapshot_tree(world.root) == before
-    assert any("rule 5" in note for note in notes)
-    assert any("can be written" in note for note in notes)
+    assert any("rule 5" in note.detail for note in notes)
+    assert any("can be written" in note.detail for note in notes)
 
 
 def test_cli_doctor_reports_the_data_home_and_creates_nothing(world: World) -> None:
