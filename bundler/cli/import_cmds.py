@@ -1,7 +1,7 @@
 """``bundler agents import BUNDLE`` and ``agents import --undo RECEIPT`` (03 §3, §4).
 
 No logic here: options are handed to :func:`bundler.install.importer.import_bundle` and
-:func:`bundler.install.importer.undo_import`, and their reports are printed. Secret values never
+:func:`bundler.install.undo_import`, and their reports are printed. Secret values never
 pass through this module's output: reports name paths only.
 """
 
@@ -14,7 +14,8 @@ from bundler.cli.output import Output, Result
 from bundler.config.file import find_install_root
 from bundler.errors import UsageError
 from bundler.install import importer
-from bundler.install.bind_secrets import SECRET_ARGUMENT_WARNING
+from bundler.install.bind_secrets import SECRET_ARGUMENT_WARNING, default_prompter, split_assignment
+from bundler.install.undo import undo_import
 from bundler.rules import hints
 from bundler.rules.names import escape_display
 
@@ -28,8 +29,8 @@ def import_bundle(args: argparse.Namespace, out: Output) -> Result:
         return _undo(args, out, install)
     if args.force:
         raise UsageError("--force goes with --undo (see 'bundler agents import --help')")
-    binds = dict(importer.split_assignment(raw, "--bind") for raw in args.bind)
-    prompter = None if out.json_mode else importer.default_prompter()
+    binds = dict(split_assignment(raw, "--bind") for raw in args.bind)
+    prompter = None if out.json_mode else default_prompter()
     early = [SECRET_ARGUMENT_WARNING] if args.secret and not out.json_mode else []
     for warning in early:
         # said before any prompt or refusal: the value is already in ps and the shell history
@@ -59,7 +60,7 @@ def _undo(args: argparse.Namespace, out: Output, install: Path) -> Result:
     if args.as_alias or args.bind or args.secret or args.secrets_file:
         raise UsageError("--undo takes no other import option but --dry-run")
     receipt = resolve_receipt(install, args.undo)
-    undone = importer.undo_import(install, receipt, dry_run=args.dry_run, force=args.force)
+    undone = undo_import(install, receipt, dry_run=args.dry_run, force=args.force)
     verb = "would remove" if undone.dry_run else "removed"
     text = [f"{verb} {escape_display(path)}" for path in undone.removed_entries]
     if undone.saved:

@@ -4,8 +4,7 @@
 * :func:`set_config_value` is ``config set``: a comment-preserving edit, validated before it is
   saved through the write protocol.
 
-The rest of the config layer lives in modules by concept, and every name it has ever offered
-stays importable from here (its users import ``bundler.config.store``):
+The rest of the config layer lives in modules by concept; import each name from its own:
 
 * :mod:`bundler.config.file`: finding the install root, reading and parsing ``config.toml``.
 * :mod:`bundler.rules.values`: values at config paths (lookup, defaults, redaction, typing).
@@ -32,31 +31,18 @@ from tomlkit.items import AoT, Array, InlineTable, Table
 
 from bundler.config import overrides
 from bundler.config.file import (
-    CONFIG_DIR_VARIABLE,
-    MAX_CONFIG_BYTES,
-    ConfigFile,
-    ConfigIdentity,
     LoadedConfig,
-    find_install_root,
     open_install_root,
     parse_config_text,
     read_config_file,
     read_config_snapshot,
 )
-from bundler.config.guards import GuardedChange, guarded_changes
-from bundler.config.memorylock import backend_locked, memory_backend_locked
-from bundler.config.overrides import ENV_PREFIX, apply_overrides, override_variables
+from bundler.config.guards import guarded_changes
+from bundler.config.memorylock import backend_locked
 from bundler.config.write import (
-    AUDIT_RELATIVE_PATH,
-    LOCK_NAME,
-    StagedConfig,
     append_audit,
-    commit_staged_config,
     config_lock,
-    discard_staged_config,
-    stage_config_text,
     write_config,
-    write_config_text,
 )
 from bundler.errors import InvalidInput, Refused, UsageError
 from bundler.rules import layout, schema
@@ -64,56 +50,10 @@ from bundler.rules.paths import format_path
 from bundler.rules.validate import validate
 from bundler.rules.values import (
     canonical_segments,
-    effective_value,
-    format_value,
-    is_string_field,
     list_index,
-    lookup,
     parse_value,
-    redact,
-    schema_default,
     to_item,
-    to_jsonable,
 )
-
-__all__ = [
-    "AUDIT_RELATIVE_PATH",
-    "CONFIG_DIR_VARIABLE",
-    "ENV_PREFIX",
-    "LOCK_NAME",
-    "MAX_CONFIG_BYTES",
-    "ConfigFile",
-    "ConfigIdentity",
-    "GuardedChange",
-    "LoadedConfig",
-    "StagedConfig",
-    "append_audit",
-    "apply_overrides",
-    "canonical_segments",
-    "commit_staged_config",
-    "config_lock",
-    "discard_staged_config",
-    "effective_value",
-    "find_install_root",
-    "format_value",
-    "guarded_changes",
-    "is_string_field",
-    "load_config",
-    "lookup",
-    "memory_backend_locked",
-    "override_variables",
-    "parse_config_text",
-    "parse_value",
-    "read_config_file",
-    "read_config_snapshot",
-    "redact",
-    "schema_default",
-    "set_config_value",
-    "stage_config_text",
-    "to_jsonable",
-    "write_config",
-    "write_config_text",
-]
 
 
 def load_config(

@@ -5,9 +5,6 @@ The import is one transaction whose commit point is the atomic replacement of ``
 pure (:mod:`bundler.install.merge`); this module orchestrates: verify the bundle, plan the merge,
 ask for consent and secrets (:mod:`bundler.install.bind_secrets`), stage the folders
 (:mod:`bundler.install.stage`), validate the merged config, then commit.
-
-The undo (:mod:`bundler.install.undo`) and :func:`recover_install` are re-exported here, with the
-other names callers have imported from this module.
 """
 
 from __future__ import annotations
@@ -34,11 +31,7 @@ from bundler.install import merge
 from bundler.install.bind_secrets import (
     Prompter,
     collect_secrets,
-    default_prompter,
     endpoint_of,
-    flatten_secrets,
-    load_secrets_file,
-    split_assignment,
 )
 from bundler.install.files import (
     CONFIG,
@@ -48,25 +41,17 @@ from bundler.install.files import (
     lstat_rel,
     missing_parents,
     open_install,
-    partial_name,
     relative_to_install,
     target_state,
-    tree_digest,
     xxh,
 )
 from bundler.install.journal import (
-    JOURNAL,
     RECEIPT_FORMAT,
-    RECEIPTS,
-    STAGING_PREFIX,
     UNRESTRICTED,
     Journal,
     Transaction,
     clear_abandoned,
     complete_transaction,
-    recover_install,
-    staging_name,
-    write_receipt,
 )
 from bundler.install.stage import (
     Staged,
@@ -75,7 +60,6 @@ from bundler.install.stage import (
     read_checksums,
     stage_folder,
 )
-from bundler.install.undo import UndoReport, undo_import
 from bundler.rules import hints, layout
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
@@ -84,36 +68,6 @@ from bundler.rules.schemacheck import schema_findings
 from bundler.rules.secrets import value_targets, withholder
 from bundler.rules.skillfolder import SKILLS_ROOT, skill_folder_problem, used_folders
 from bundler.rules.validate import validate
-
-# the names callers imported from this module before it was split (bundler.cli, recover, tests)
-__all__ = [
-    "CONFIG",
-    "JOURNAL",
-    "RECEIPTS",
-    "RECEIPT_FORMAT",
-    "STAGING_PREFIX",
-    "UNRESTRICTED",
-    "ConfigFile",
-    "ImportOptions",
-    "ImportReport",
-    "Journal",
-    "Prompter",
-    "UndoReport",
-    "default_prompter",
-    "endpoint_of",
-    "entry_digest",
-    "flatten_secrets",
-    "import_bundle",
-    "load_secrets_file",
-    "partial_name",
-    "recover_install",
-    "split_assignment",
-    "staging_name",
-    "tree_digest",
-    "undo_import",
-    "write_receipt",
-    "xxh",
-]
 
 
 @dataclass

@@ -24,7 +24,17 @@ from hypothesis import strategies as st
 from installs import MINIMAL_CONFIG, make_install, run_cli
 
 from bundler.config import store as cfg
+from bundler.config.file import find_install_root, read_config_snapshot
+from bundler.config.memorylock import memory_backend_locked
+from bundler.config.write import (
+    commit_staged_config,
+    config_lock,
+    discard_staged_config,
+    stage_config_text,
+    write_config_text,
+)
 from bundler.errors import InvalidInput, Refused, UsageError
+from bundler.rules.values import effective_value, lookup, parse_value, redact
 
 SECRET = "sk-FAKE-minimal-0123456789abcdef"
 CANARY = "sk-FAKE-CANARY-value-Zq81Lm"
@@ -40,20 +50,20 @@ def file_state(path: Path) -> tuple[bytes, int, int]:
 
 def test_install_root_cli_option_wins(tmp_path: Path) -> None:
     env = {"ZEROCLAW_CONFIG_DIR": str(tmp_path / "env"), "HOME": str(tmp_path / "home")}
-    assert cfg.find_install_root(str(tmp_path / "cli"), env) == tmp_path / "cli"
+    assert find_install_root(str(tmp_path / "cli"), env) == tmp_path / "cli"
 
 
 def test_install_root_environment_then_home(tmp_path: Path) -> None:
     env = {"ZEROCLAW_CONFIG_DIR": str(tmp_path / "env"), "HOME": str(tmp_path / "home")}
-    assert cfg.find_install_root(None, env) == tmp_path / "env"
-    assert cfg.find_install_root(None, {"HOME": str(tmp_path / "home")}) == (
+    assert find_install_root(None, env) == tmp_path / "env"
+    assert find_install_root(None, {"HOME": str(tmp_path / "home")}) == (
         tmp_path / "home" / ".zeroclaw"
     )
 
 
 def test_install_root_resolution_creates_nothing(tmp_path: Path) -> None:
-    cfg.find_install_root(None, {"HOME": str(tmp_path)})
-    cfg.find_install_root(str(tmp_path / "x"), {})
+    find_install_root(None, {"HOME": str(tmp_path)})
+    find_install_root(str(tmp_path / "x"), {})
     assert list(tmp_path.iterdir()) == []
 
 
@@ -191,32 +201,32 @@ def test_override_addresses_mcp_server_by_name(tmp_path: Path) -> None:
 def test_parse_value_strings_verbatim_others_toml() -> None:
     string_node = {"type": "string"}
     assert (
-        cfg.parse_value('"quoted" # not a comment', string_node, "p") == '"quoted" # not a comment'
+        parse_value('"quoted" # not a comment', string_node, "p") == '"quoted" # not a comment'
     )
-    assert cfg.parse_value("[1, 2]", {"type": "array"}, "p") == [1, 2]
-    assert cfg.parse_value("{ a = 1 }", {"type": "object"}, "p") == {"a": 1}
-    assert cfg.parse_value("markdown", {"enum": ["sqlite", "markdown"]}, "p") == "markdown"
+    assert parse_value("[1, 2]", {"type": "array"}, "p") == [1, 2]
+    assert parse_value("{ a = 1 }", {"type": "object"}, "p") == {"a": 1}
+    assert parse_value("markdown", {"enum": ["sqlite", "markdown"]}, "p") == "markdown"
 
 
 def test_parse_value_refuses_a_smuggled_second_key() -> None:
     with pytest.raises(InvalidInput) as caught:
-        cfg.parse_value(f'1\nx = "{CANARY}"', {"type": "integer"}, "agents.a.x")
+        parse_value(f'1\nx = "{CANARY}"', {"type": "integer"}, "agents.a.x")
     assert CANARY not in caught.value.message and "agents.a.x" in caught.value.message
 
 
 def test_redact_masks_nested_secrets_only() -> None:
     server = {"name": "gh", "command": "gh", "env": {"T": "v", "E": ""}, "headers": {"A": "b"}}
-    assert cfg.redact([server], ["mcp", "servers"]) == [
+    assert redact([server], ["mcp", "servers"]) == [
         {"name": "gh", "command": "gh", "env": {"T": "***", "E": ""}, "headers": {"A": "***"}}
     ]
-    assert cfg.redact("k", ["providers", "models", "openai", "m", "api_key"]) == "***"
-    assert cfg.redact("gpt", ["providers", "models", "openai", "m", "model"]) == "gpt"
+    assert redact("k", ["providers", "models", "openai", "m", "api_key"]) == "***"
+    assert redact("gpt", ["providers", "models", "openai", "m", "model"]) == "gpt"
 
 
 def test_lookup_by_name_and_index() -> None:
     data = {"mcp": {"servers": [{"name": "a", "args": ["x", "y"]}, {"name": "a", "args": []}]}}
-    assert cfg.lookup(data, ["mcp", "servers", "a", "args", "1"]) == (True, "y")
-    assert cfg.lookup(data, ["mcp", "servers", "b"]) == (False, None)
+    assert lookup(data, ["mcp", "servers", "a", "args", "1"]) == (True, "y")
+    assert lookup(data, ["mcp", "servers", "b"]) == (False, None)
 
 
 # --- config set ----------------------------------------------------------------------------------
@@ -329,10 +339,10 @@ def test_memory_lock_sees_data_in_subfolders_and_not_through_symlinks(install: P
     (workspace / "memory").mkdir(parents=True)
     (workspace / "memory" / "link").symlink_to(outside / "big")
     data = cfg.load_config(install).data
-    assert not cfg.memory_backend_locked(data, "researcher", install)
+    assert not memory_backend_locked(data, "researcher", install)
     (workspace / "memory" / "archive").mkdir()
     (workspace / "memory" / "archive" / "2025.md").write_text("old")
-    assert cfg.memory_backend_locked(data, "researcher", install)
+    assert memory_backend_locked(data, "researcher", install)
 
 
 def test_guard_rule_is_pure_and_the_memory_scan_lives_apart(tmp_path: Path) -> None:
@@ -405,40 +415,40 @@ def test_write_through_symlinked_config_replaces_the_target(tmp_path: Path) -> N
 
 
 def test_write_refused_when_config_changed_since_read(install: Path) -> None:
-    with cfg.config_lock(install):
-        text, identity = cfg.read_config_snapshot(install)
+    with config_lock(install):
+        text, identity = read_config_snapshot(install)
         (install / "config.toml").write_text(text + "\n# edited meanwhile\n")
         with pytest.raises(Refused, match="changed since it was read"):
-            cfg.write_config_text(install, text.replace("supervised", "full"), identity)
+            write_config_text(install, text.replace("supervised", "full"), identity)
     assert (install / "config.toml").read_text().endswith("# edited meanwhile\n")
     assert sorted(p.name for p in install.iterdir()) == [".config.lock", "config.toml"]
 
 
 def test_staged_config_is_invisible_until_committed(install: Path) -> None:
-    with cfg.config_lock(install):
-        text, identity = cfg.read_config_snapshot(install)
+    with config_lock(install):
+        text, identity = read_config_snapshot(install)
         (install / "config.toml").chmod(0o604)
-        staged = cfg.stage_config_text(install, text + "# new\n")
+        staged = stage_config_text(install, text + "# new\n")
         assert stat.S_IMODE((install / staged.temp_name).stat().st_mode) == 0o604
-        assert cfg.read_config_snapshot(install)[0] == text
-        cfg.commit_staged_config(install, staged, identity)
-    assert cfg.read_config_snapshot(install)[0].endswith("# new\n")
-    staged = cfg.stage_config_text(install, "x = 1\n")
-    cfg.discard_staged_config(staged)
+        assert read_config_snapshot(install)[0] == text
+        commit_staged_config(install, staged, identity)
+    assert read_config_snapshot(install)[0].endswith("# new\n")
+    staged = stage_config_text(install, "x = 1\n")
+    discard_staged_config(staged)
     assert sorted(p.name for p in install.iterdir()) == [".config.lock", "config.toml"]
 
 
 def test_write_creates_missing_config_only_when_still_missing(tmp_path: Path) -> None:
-    text, identity = cfg.read_config_snapshot(tmp_path, missing_ok=True)
+    text, identity = read_config_snapshot(tmp_path, missing_ok=True)
     assert (text, identity) == ("", None)
-    cfg.write_config_text(tmp_path, MINIMAL_CONFIG, None)
+    write_config_text(tmp_path, MINIMAL_CONFIG, None)
     assert (tmp_path / "config.toml").read_text() == MINIMAL_CONFIG
     with pytest.raises(Refused, match="changed since it was read"):
-        cfg.write_config_text(tmp_path, "", None)
+        write_config_text(tmp_path, "", None)
 
 
 def test_config_lock_is_exclusive(install: Path) -> None:
-    with cfg.config_lock(install):
+    with config_lock(install):
         fd = os.open(install / ".config.lock", os.O_RDWR)
         try:
             with pytest.raises(BlockingIOError):
@@ -454,7 +464,7 @@ def test_config_lock_is_exclusive(install: Path) -> None:
 
 def test_config_lock_refuses_a_symlinked_lock_file(install: Path) -> None:
     (install / ".config.lock").symlink_to(install / "elsewhere")
-    with pytest.raises(Refused), cfg.config_lock(install):
+    with pytest.raises(Refused), config_lock(install):
         pass
     assert not (install / "elsewhere").exists()
 
@@ -727,11 +737,11 @@ def test_config_validate_marks_findings_on_overridden_values(install: Path) -> N
 
 def test_effective_value_defaults_only_for_fields_of_existing_entries() -> None:
     data = {"agents": {"a": {"model_provider": "x.y"}}}
-    assert cfg.effective_value(data, ["agents", "a", "model_provider"]) == ("set", "x.y")
-    assert cfg.effective_value(data, ["agents", "a", "memory", "backend"]) == ("default", "sqlite")
-    assert cfg.effective_value(data, ["agents", "b", "memory", "backend"]) == ("absent", None)
-    assert cfg.effective_value(data, ["agents", "a", "classifier_provider"]) == ("default", "")
-    assert cfg.effective_value(data, ["mcp", "enabled"]) == ("default", True)
+    assert effective_value(data, ["agents", "a", "model_provider"]) == ("set", "x.y")
+    assert effective_value(data, ["agents", "a", "memory", "backend"]) == ("default", "sqlite")
+    assert effective_value(data, ["agents", "b", "memory", "backend"]) == ("absent", None)
+    assert effective_value(data, ["agents", "a", "classifier_provider"]) == ("default", "")
+    assert effective_value(data, ["mcp", "enabled"]) == ("default", True)
 
 
 def test_config_set_from_a_terminal_does_not_echo(install: Path) -> None:
