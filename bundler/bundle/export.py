@@ -45,7 +45,8 @@ from bundler.bundle.manifest import (
     render_config,
     render_manifest,
 )
-from bundler.bundle.publish import MANIFEST_NAME, Staging, admit, clear_abandoned
+from bundler.bundle.publish import MANIFEST_NAME, Staging, admit
+from bundler.bundle.recover import clear_abandoned
 from bundler.config.store import load_config
 from bundler.errors import BundlerError, Refused, UsageError, withholding
 from bundler.fs import durable

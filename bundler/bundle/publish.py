@@ -18,7 +18,7 @@ The protocol of 02 §8, in the order it runs:
 5. :meth:`Staging.abort` — on any failure before the swap: staging removed, record removed,
    destination untouched.
 
-:func:`recover_destination` and :func:`scan_leftovers` repair and list what a crash left
+:mod:`bundler.bundle.recover` repairs and lists what a crash left
 (02 §8.5). Every step is idempotent, so recovery can itself be interrupted and run again.
 
 All names below the parent are reached through the held parent descriptor, never re-resolved
@@ -52,7 +52,6 @@ from bundler.fs.durable import (
 )
 from bundler.fs.safefs import open_dir_nofollow, rmtree_at
 from bundler.rules import hints
-from bundler.rules.actions import left_alone, step
 from bundler.rules.names import escape_display
 
 MANIFEST_NAME = "zeroclaw-agent.toml"
@@ -61,11 +60,11 @@ RETIRED_PREFIX = ".zeroclaw-export-old-"
 RECORD_SUFFIX = ".target"
 
 _TOKEN = r"[A-Za-z0-9]{12}"
-_STAGING_RE = re.compile(rf"\.zeroclaw-export-({_TOKEN})")
-_RETIRED_RE = re.compile(rf"\.zeroclaw-export-old-({_TOKEN})")
-_RECORD_RE = re.compile(rf"\.zeroclaw-export-({_TOKEN})\.target")
+STAGING_RE = re.compile(rf"\.zeroclaw-export-({_TOKEN})")
+RETIRED_RE = re.compile(rf"\.zeroclaw-export-old-({_TOKEN})")
+RECORD_RE = re.compile(rf"\.zeroclaw-export-({_TOKEN})\.target")
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class DestKind(str, Enum):
@@ -134,7 +133,7 @@ def _identity(st: os.stat_result) -> tuple[int, int]:
     return (st.st_dev, st.st_ino)
 
 
-def _lstat_at(dir_fd: int, name: str) -> os.stat_result | None:
+def lstat_at(dir_fd: int, name: str) -> os.stat_result | None:
     try:
         return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
@@ -169,18 +168,18 @@ def remove_tree_at(dir_fd: int, name: str) -> None:
             raise
     else:
         try:
-            _unlink_missing_ok(fd, MANIFEST_NAME)
+            unlink_missing_ok(fd, MANIFEST_NAME)
         finally:
             os.close(fd)
     rmtree_at(dir_fd, name)
 
 
-def _unlink_missing_ok(dir_fd: int, name: str) -> None:
+def unlink_missing_ok(dir_fd: int, name: str) -> None:
     with suppress(FileNotFoundError):
         os.unlink(name, dir_fd=dir_fd)
 
 
-def _split_out(out: str | os.PathLike[str]) -> tuple[str, str]:
+def split_out(out: str | os.PathLike[str]) -> tuple[str, str]:
     """(absolute parent path as given, final component), refusing ``.``, ``..`` and the root."""
     raw = os.fspath(out)
     if not raw:
@@ -241,7 +240,7 @@ def admit(
     destination may neither equal, contain nor lie inside any of them (compared by real path).
     Raises UsageError for ``.``/``..`` and Refused for everything else that is not admitted.
     """
-    parent_given, name = _split_out(out)
+    parent_given, name = split_out(out)
     display = escape_display(os.fspath(out))
     parent = os.path.realpath(parent_given)
     try:
@@ -281,7 +280,7 @@ def admit(
 def _classify(
     parent_fd: int, name: str, *, force: bool, display: str, raw: str
 ) -> tuple[DestKind, tuple[int, int] | None]:
-    st = _lstat_at(parent_fd, name)
+    st = lstat_at(parent_fd, name)
     if st is None:
         return DestKind.VACANT, None
     if stat.S_ISLNK(st.st_mode):
@@ -293,7 +292,7 @@ def _classify(
         raise Refused(
             f"--out {display} exists and is not a folder; choose an empty or new folder", path=raw
         )
-    fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+    fd = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
     try:
         opened = os.fstat(fd)
         if _identity(opened) != _identity(st):
@@ -356,7 +355,7 @@ class Staging:
                 raise OSError(errno.EIO, "short write of the export record")
             os.fsync(record_fd)
             os.mkdir(staging_name(token), 0o700, dir_fd=parent)
-            fd = os.open(staging_name(token), _DIR_FLAGS, dir_fd=parent)
+            fd = os.open(staging_name(token), DIR_FLAGS, dir_fd=parent)
             fsync_dir(parent)
         except BaseException:
             if fd >= 0:
@@ -386,10 +385,10 @@ class Staging:
                 self._release_record()
                 return [self._stranded]
             retired = retired_name(self.token)
-            if _lstat_at(parent, retired) is not None:
+            if lstat_at(parent, retired) is not None:
                 # the fallback moved the destination aside and could not move it back
                 try:
-                    _rename_noreplace(parent, retired, self.admission.name)
+                    rename_noreplace(parent, retired, self.admission.name)
                 except OSError as err:
                     self._release_record()
                     return [f"the previous content is at {retired} ({err.strerror})"]
@@ -425,7 +424,7 @@ class Staging:
     def _recheck(self) -> None:
         """The destination must still be what was admitted (02 §8.3)."""
         adm = self.admission
-        st = _lstat_at(adm.parent_fd, adm.name)
+        st = lstat_at(adm.parent_fd, adm.name)
         if adm.kind is DestKind.VACANT:
             if st is not None:
                 raise self._dest_refused("appeared while the bundle was being built")
@@ -492,7 +491,7 @@ class Staging:
             return self._swap_fallback()
         # the object now under the staging name must be the one admitted, and an empty folder
         # must still be empty; otherwise put everything back and refuse
-        st = _lstat_at(parent, self.name)
+        st = lstat_at(parent, self.name)
         if st is None or _identity(st) != adm.identity:
             self._exchange_back()
             raise self._dest_refused("was replaced just before the swap")
@@ -561,7 +560,7 @@ class Staging:
         parent = adm.parent_fd
         fix = hints.command("recover", adm.dest_path)
         retired = retired_name(self.token)
-        if adm.kind is DestKind.BUNDLE and _lstat_at(parent, self.name) is not None:
+        if adm.kind is DestKind.BUNDLE and lstat_at(parent, self.name) is not None:
             try:
                 os.rename(self.name, retired, src_dir_fd=parent, dst_dir_fd=parent)
             except OSError as err:
@@ -607,325 +606,13 @@ def _quietly(action: Callable[[], object]) -> None:
         action()
 
 
-@dataclass(frozen=True)
-class Leftover:
-    """One export leftover among a folder's children (02 §8.5)."""
-
-    name: str
-    kind: str  # "staging", "retired" or "record"
-    token: str
-    target: str | None  # destination named by the token's record; None without a readable record
-
-
-def find_leftovers(dir_fd: int) -> list[Leftover]:
-    """Every staging folder, retired folder and record among the children of ``dir_fd``, by name."""
-    found: list[tuple[str, str, str]] = []
-    with os.scandir(dir_fd) as entries:
-        for entry in entries:
-            for kind, pattern in (
-                ("record", _RECORD_RE),
-                ("retired", _RETIRED_RE),
-                ("staging", _STAGING_RE),
-            ):
-                match = pattern.fullmatch(entry.name)
-                if match:
-                    found.append((entry.name, kind, match.group(1)))
-                    break
-    targets = {token: _read_record(dir_fd, record_name(token)) for _, _, token in found}
-    return [Leftover(name, kind, token, targets[token]) for name, kind, token in sorted(found)]
-
-
-def _read_record(dir_fd: int, name: str) -> str | None:
-    try:
-        fd = os.open(
-            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd
-        )
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return decode_record(os.read(fd, 4097))
-    finally:
-        os.close(fd)
-
-
-def _record_in_use(dir_fd: int, token: str) -> bool:
-    """True while a running export holds the token's record locked."""
-    try:
-        fd = os.open(
-            record_name(token),
-            os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
-            dir_fd=dir_fd,
-        )
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
-
-
-def _explain(leftover: Leftover, folder: str) -> tuple[str, str]:
-    """What ``leftover`` is, and the command that clears it (``""`` when only a person can)."""
-    what = {"staging": "staging folder", "retired": "replaced bundle", "record": "export record"}[
-        leftover.kind
-    ]
-    name = escape_display(leftover.name)
-    if leftover.target is None:
-        return (
-            f"{name}: {what} of an interrupted export with no readable record; "
-            "inspect and remove it by hand",
-            "",
-        )
-    dest = os.path.join(folder, leftover.target)
-    return (
-        f"{name}: {what} of an interrupted export to {escape_display(dest)}",
-        hints.command("recover", dest),
-    )
-
-
-def explain_leftovers(folder: Path) -> list[tuple[str, str, str]]:
-    """(its path, what it is, the command that clears it or ``""``) per export leftover among
-    ``folder``'s direct children, changing nothing; a folder that cannot be listed is
-    :class:`Refused`."""
-    try:
-        fd = open_dir(folder, follow=True)
-    except OSError as err:
-        raise Refused(
-            f"cannot scan {escape_display(str(folder))}: {err.strerror}", path=str(folder)
-        ) from None
-    try:
-        absolute = os.path.abspath(folder)
-        return [
-            (os.path.join(absolute, item.name), *_explain(item, absolute))
-            for item in find_leftovers(fd)
-        ]
-    finally:
-        os.close(fd)
-
-
-def scan_leftovers(folder: Path) -> list[str]:
-    """One line per export leftover among ``folder``'s direct children, changing nothing."""
-    return [f"{text}; run: {fix}" if fix else text for _, text, fix in explain_leftovers(folder)]
-
-
-def _abandoned_by_token(dir_fd: int) -> dict[str, list[Leftover]]:
-    """Leftovers among ``dir_fd``'s children grouped by token, live exports left out.
-
-    A staging folder, its record and a retired bundle of one run are one problem, so callers
-    name each token once.
-    """
-    grouped: dict[str, list[Leftover]] = {}
-    for item in find_leftovers(dir_fd):
-        grouped.setdefault(item.token, []).append(item)
-    return {token: items for token, items in grouped.items() if not _record_in_use(dir_fd, token)}
-
-
-def _recover_hint(folder: str, items: Sequence[Leftover]) -> str:
-    """One line naming a run's leftovers and the one command that repairs them."""
-    names = ", ".join(escape_display(item.name) for item in items)
-    target = items[0].target
-    shown_folder = escape_display(folder)
-    if target is None:
-        return (
-            f"{shown_folder}: {names}: left by an interrupted export with no readable record; "
-            "inspect and remove by hand"
-        )
-    return hints.Hinted(
-        f"{names} in {shown_folder}: left by an interrupted export",
-        hints.command("recover", os.path.join(folder, target)),
-    )
-
-
-def abandoned_in(folder: Path) -> list[str]:
-    """One line per dead export run among ``folder``'s children (its staging folder, record and
-    retired bundle together), naming its recover command; changes nothing."""
-    try:
-        fd = open_dir(folder, follow=True)
-    except OSError:
-        return []
-    try:
-        absolute = os.path.abspath(folder)
-        return [_recover_hint(absolute, items) for items in _abandoned_by_token(fd).values()]
-    finally:
-        os.close(fd)
-
-
-def leftovers_beside(dest: Path) -> list[str]:
-    """One line per interrupted export to ``dest`` whose owner is gone, naming ``bundler
-    recover DEST``; empty when the parent cannot be read. Changes nothing (for ``bundle
-    verify`` and ``doctor``)."""
-    parent_given, name = _split_out(dest)
-    parent = os.path.realpath(parent_given)
-    try:
-        fd = open_dir(parent, follow=True)
-    except OSError:
-        return []
-    try:
-        return [
-            _recover_hint(parent, items)
-            for items in _abandoned_by_token(fd).values()
-            if items[0].target == name
-        ]
-    finally:
-        os.close(fd)
-
-
-def clear_abandoned(out: str | os.PathLike[str]) -> list[str]:
-    """Before an export is admitted: repair what earlier, dead exports to the same destination
-    left (exactly what ``bundler recover DEST`` does, so a retired bundle goes back first) and
-    name the recover command for dead exports to other destinations in the same folder.
-
-    Returns warnings; a parent that cannot be opened is left for :func:`admit` to refuse.
-    Exports still running (their record is locked) are left alone.
-    """
-    parent_given, name = _split_out(out)
-    parent = os.path.realpath(parent_given)
-    try:
-        fd = open_dir(parent, follow=False)
-    except OSError:
-        return []
-    try:
-        warnings: list[str] = []
-        mine: list[str] = []
-        for items in _abandoned_by_token(fd).values():
-            if items[0].target == name:
-                mine += [item.name for item in items]
-            else:
-                warnings.append(_recover_hint(parent, items))
-        if mine:
-            _recover_in(fd, parent, name, dry_run=False)
-            warnings.append(
-                f"removed {', '.join(escape_display(n) for n in sorted(mine))}: left by an "
-                f"interrupted export to {escape_display(os.path.join(parent, name))} that is no "
-                "longer running"
-            )
-        return warnings
-    finally:
-        os.close(fd)
-
-
-def recover_destination(dest: Path, dry_run: bool = False) -> list[str]:
-    """Repair what interrupted exports to ``dest`` left (02 §8.5); returns what was (would be) done.
-
-    For each token whose record names ``dest``: a retired bundle is renamed back when ``dest`` is
-    missing (and it still holds its manifest), else removed; the staging folder is removed; then
-    the record. Leftovers of other destinations, or without a record, are listed, not touched.
-    Exports still running (their record is locked) are left alone.
-    """
-    parent_given, name = _split_out(dest)
-    parent = os.path.realpath(parent_given)
-    try:
-        parent_fd = open_dir(parent, follow=False)
-    except OSError as err:
-        raise Refused(
-            f"cannot open {escape_display(parent_given)}: {err.strerror}", path=str(dest)
-        ) from None
-    try:
-        return _recover_in(parent_fd, parent, name, dry_run)
-    finally:
-        os.close(parent_fd)
-
-
-def _recover_in(parent_fd: int, parent: str, name: str, dry_run: bool) -> list[str]:
-    dest_display = escape_display(os.path.join(parent, name))
-    actions: list[str] = []
-    leftovers = find_leftovers(parent_fd)
-    mine = sorted({item.token for item in leftovers if item.target == name})
-    for item in leftovers:
-        if item.target != name:
-            actions.append(left_alone(os.path.join(parent, item.name), *_explain(item, parent)))
-    for token in mine:
-        if _record_in_use(parent_fd, token):
-            actions.append(
-                left_alone(
-                    os.path.join(parent, staging_name(token)),
-                    f"{escape_display(staging_name(token))}: "
-                    f"an export to {dest_display} is still running",
-                )
-            )
-            continue
-        retired = retired_name(token)
-        staging = staging_name(token)
-        retired_st = _lstat_at(parent_fd, retired)
-        if retired_st is not None:
-            if (
-                _lstat_at(parent_fd, name) is None
-                and stat.S_ISDIR(retired_st.st_mode)
-                and _holds_manifest(parent_fd, retired)
-            ):
-                actions.append(
-                    step(
-                        "restore",
-                        os.path.join(parent, name),
-                        f"the previous bundle {retired} to {dest_display}",
-                        dry_run=dry_run,
-                    )
-                )
-                if not dry_run:
-                    _rename_noreplace(parent_fd, retired, name)
-                    fsync_dir(parent_fd)
-            else:
-                actions.append(
-                    step(
-                        "remove",
-                        os.path.join(parent, retired),
-                        f"the replaced bundle {retired}",
-                        dry_run=dry_run,
-                    )
-                )
-                if not dry_run:
-                    remove_tree_at(parent_fd, retired)
-        if _lstat_at(parent_fd, staging) is not None:
-            actions.append(
-                step(
-                    "remove",
-                    os.path.join(parent, staging),
-                    f"the staging folder {staging}",
-                    dry_run=dry_run,
-                )
-            )
-            if not dry_run:
-                remove_tree_at(parent_fd, staging)
-        actions.append(
-            step(
-                "remove",
-                os.path.join(parent, record_name(token)),
-                f"the record {record_name(token)}",
-                dry_run=dry_run,
-            )
-        )
-        if not dry_run:
-            # the folders' removal must be durable before the record that explains them goes
-            fsync_dir(parent_fd)
-            _unlink_missing_ok(parent_fd, record_name(token))
-            fsync_dir(parent_fd)
-    return actions
-
-
-def _holds_manifest(parent_fd: int, folder: str) -> bool:
-    try:
-        fd = os.open(folder, _DIR_FLAGS, dir_fd=parent_fd)
-    except OSError:
-        return False
-    try:
-        st = _lstat_at(fd, MANIFEST_NAME)
-        return st is not None and stat.S_ISREG(st.st_mode)
-    finally:
-        os.close(fd)
-
-
-def _rename_noreplace(dir_fd: int, src: str, dst: str) -> None:
+def rename_noreplace(dir_fd: int, src: str, dst: str) -> None:
     try:
         renameat2(dir_fd, src, dir_fd, dst, RENAME_NOREPLACE)
     except OSError as err:
         if err.errno not in UNSUPPORTED_ERRNOS:
             raise
-        if _lstat_at(dir_fd, dst) is not None:
+        if lstat_at(dir_fd, dst) is not None:
             raise
         os.rename(src, dst, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
 
@@ -940,7 +627,7 @@ def rename_exchange_works(path: Path) -> bool:
     probe = f".bundler-doctor-{random_token()}"
     try:
         os.mkdir(probe, 0o700, dir_fd=fd)
-        probe_fd = os.open(probe, _DIR_FLAGS, dir_fd=fd)
+        probe_fd = os.open(probe, DIR_FLAGS, dir_fd=fd)
         try:
             os.mkdir("a", 0o700, dir_fd=probe_fd)
             os.mkdir("b", 0o700, dir_fd=probe_fd)

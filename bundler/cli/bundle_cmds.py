@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bundler.bundle.publish import leftovers_beside
+from bundler.bundle.recover import leftovers_beside
 from bundler.bundle.verify import InspectReport, inspect_bundle, verify_bundle
 from bundler.cli.output import Output, Result
 from bundler.errors import EXIT_INVALID

@@ -27,7 +27,7 @@ def recover(args: argparse.Namespace, out: Output) -> Result:
             "recover takes exactly one of DEST, --install DIR, --home DIR or --scan DIR"
         )
     if args.scan:
-        from bundler.bundle.publish import explain_leftovers
+        from bundler.bundle.recover import explain_leftovers
 
         found = explain_leftovers(Path(args.scan))
         text: list[str] = []
@@ -41,7 +41,7 @@ def recover(args: argparse.Namespace, out: Output) -> Result:
             payload={"actions": listed}, text=[] if out.quiet else text or ["nothing to do"]
         )
     if args.dest:
-        from bundler.bundle.publish import recover_destination
+        from bundler.bundle.recover import recover_destination
 
         actions = recover_destination(Path(args.dest), dry_run=args.dry_run)
     elif args.install:

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bundler.bundle.history import recent_destinations
-from bundler.bundle.publish import abandoned_in, leftovers_beside, rename_exchange_works
+from bundler.bundle.publish import rename_exchange_works
+from bundler.bundle.recover import abandoned_in, leftovers_beside
 from bundler.config.file import find_install_root
 from bundler.config.store import load_config
 from bundler.errors import BundlerError, InvalidInput, Refused

@@ -15,14 +15,12 @@ from bundler.bundle.publish import (
     admit,
     decode_record,
     encode_record,
-    find_leftovers,
     record_name,
-    recover_destination,
     rename_exchange_works,
     retired_name,
-    scan_leftovers,
     staging_name,
 )
+from bundler.bundle.recover import find_leftovers, recover_destination, scan_leftovers
 from bundler.errors import Refused, UsageError
 
 
