@@ -452,11 +452,15 @@ class _Planner:
         directory = entry.get("directory")
         # only what verify accepts travels (one rule, bundler.rules.skillfolder); the content of a
         # bundle elsewhere in shared/ is still carried and lands in the target's default folder
-        used = used_folders(self.config, self.install_root, except_bundle=name)
+        # the folders of every other entry are gathered only when there is a directory to
+        # check: in a 5,000-agent install that walk would dominate planning (P5)
         if (
             isinstance(directory, str)
             and directory
-            and skill_folder_problem(directory, used) is not None
+            and skill_folder_problem(
+                directory, used_folders(self.config, self.install_root, except_bundle=name)
+            )
+            is not None
         ):
             del entry["directory"]
             self.drops.drop(

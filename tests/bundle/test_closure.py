@@ -895,6 +895,34 @@ def test_bench_planner_builds_both_configs_and_reports_a_ratio(
     assert "ratio" in capsys.readouterr().out
 
 
+def test_planning_one_agent_does_not_grow_with_the_install() -> None:
+    """P5 (06 §1): planning one agent of a 5,000-agent install costs about what it costs in a
+    50-agent one (bar 3x). A per-plan walk over every agent (a skill-folder check gathering
+    every workspace) once made it 55x; the bound here is loose enough for a loaded machine."""
+    import importlib.util
+    import statistics
+    import time
+
+    spec = importlib.util.spec_from_file_location(
+        "bench_planner", Path(__file__).resolve().parents[2] / "tools" / "bench_planner.py"
+    )
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    big = bench.build_config(5000, 5000, 2000)
+    small = bench.build_config(50, 50, 20)
+
+    def per_plan(config: dict[str, Any]) -> float:
+        start = time.perf_counter()
+        for _ in range(20):
+            plan_closure(config, bench.AGENT, ROOT)
+        return (time.perf_counter() - start) / 20
+
+    per_plan(big), per_plan(small)  # warm the schema caches
+    ratios = [per_plan(big) / per_plan(small) for _ in range(5)]
+    assert statistics.median(ratios) < 6, ratios
+
+
 def test_unknown_key_inside_approval_route_is_not_reported_twice() -> None:
     config = base()
     config["risk_profiles"]["guarded"]["approval_route"] = {
