@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 from bundler.bundle.manifest import Dropped, dropped_sort_key, render_config
 from bundler.errors import InvalidInput, Refused
 from bundler.rules import layout, schema
-from bundler.rules.names import is_portable_alias, safe_relative_path
+from bundler.rules.names import is_portable_alias, is_portable_skill_alias, safe_relative_path
 from bundler.rules.paths import format_path
 from bundler.rules.risk import RiskFlag, compute_risk_flags
 from bundler.rules.secrets import find_ciphertext, scrub
@@ -497,7 +497,7 @@ class _Planner:
                 "an absolute folder, or one outside shared/, names this host",
             )
         prune_defaults(entry, self.node("skill_bundles", name))
-        if not is_portable_alias(name):
+        if not is_portable_skill_alias(name):
             self.drop(
                 ("skill_bundles", name),
                 HOST_SPECIFIC,

@@ -385,34 +385,183 @@ def _reach_fallbacks(
     reached: set[tuple[str, ...]],
     problems: list[Problem],
 ) -> None:
-    """Breadth-first over ``fallback`` from the roots, to MAX_FALLBACK_DEPTH (01 §3.2)."""
+    """Every model provider ``fallback`` reaches inside the fragment from the roots, any depth.
+
+    ZeroClaw's exporter keeps an edge that resolves on the exporting install even past its
+    ``MAX_FALLBACK_DEPTH`` and on a cycle, so a bundle may carry such chains: the runtime skips
+    what it cannot use, and :func:`fragment_warnings` says so. Edges that resolve nowhere in the
+    fragment are warnings too (:func:`unresolved_edges`), never a problem here.
+    """
+    del problems  # dangling edges are warnings, reported by fragment_warnings
     models = _table(_table(fragment.get("providers")).get("models"))
-    distance: dict[tuple[str, str], int] = {}
+    seen: set[tuple[str, str]] = set()
     frontier = []
     for entry in roots:
-        if entry not in distance:
-            distance[entry] = 0
+        if entry not in seen:
+            seen.add(entry)
             frontier.append(entry)
     while frontier:
         following: list[tuple[str, str]] = []
         for family, alias in frontier:
-            edges = _table(models.get(family)).get(alias, {}).get("fallback", [])
-            for index, ref in enumerate(edges if isinstance(edges, list) else []):
+            edges = _table(_table(models.get(family)).get(alias)).get("fallback", [])
+            for ref in edges if isinstance(edges, list) else []:
                 target = _provider_entry(fragment, "models", ref)
-                if target is None:
-                    path = ["providers", "models", family, alias, "fallback", str(index)]
-                    problems.append(
-                        Problem(
-                            display_path(path),
-                            _unresolved("fallback", ref),
-                        )
-                    )
-                    continue
-                if distance[(family, alias)] < MAX_FALLBACK_DEPTH and target not in distance:
-                    distance[target] = distance[(family, alias)] + 1
+                if target is not None and target not in seen:
+                    seen.add(target)
                     following.append(target)
         frontier = following
-    reached.update(("providers", "models", *entry) for entry in distance)
+    reached.update(("providers", "models", *entry) for entry in seen)
+
+
+def indexed_path(segments: Sequence[str], index: int) -> str:
+    """A list element's config path as ZeroClaw writes it: ``...fallback[0]`` (escaped)."""
+    return f"{display_path(segments)}[{index}]"
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """A name in the fragment that resolves to nothing the bundle carries.
+
+    ``segments`` is the list holding it (a provider's ``fallback`` or an MCP bundle's
+    ``servers``), ``index`` its position, ``ref`` the name as written.
+    """
+
+    segments: tuple[str, ...]
+    index: int
+    ref: Any
+
+    @property
+    def path(self) -> str:
+        """``<list path>[<index>]``, escaped for display."""
+        return indexed_path(self.segments, self.index)
+
+
+def unresolved_edges(fragment: Mapping[str, Any], root_agent: str) -> list[Unresolved]:
+    """Fallback edges and MCP bundle server names that do not resolve inside the fragment.
+
+    ZeroClaw's exporter keeps both (an edge that resolves on the exporting install, a server
+    name nothing configures). On import they are removed rather than bound to a same-named
+    entry the target happens to have, which would change the agent's endpoint, credentials or
+    tools without the bundle saying so.
+    """
+    out: list[Unresolved] = []
+    models = _table(_table(fragment.get("providers")).get("models"))
+    for family, entries in models.items():
+        for alias, entry in _table(entries).items():
+            edges = _table(entry).get("fallback", [])
+            for index, ref in enumerate(edges if isinstance(edges, list) else []):
+                if _provider_entry(fragment, "models", ref) is None:
+                    segments = ("providers", "models", family, alias, "fallback")
+                    out.append(Unresolved(segments, index, ref))
+    agent = _table(_table(fragment.get("agents")).get(root_agent))
+    names = agent.get("mcp_bundles", [])
+    carried = [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+    servers = _table(fragment.get("mcp")).get("servers", [])
+    present = {
+        s.get("name") for s in (servers if isinstance(servers, list) else []) if isinstance(s, dict)
+    }
+    bundles = _table(fragment.get("mcp_bundles"))
+    excluded = {
+        s for n in carried for s in _table(bundles.get(n)).get("exclude", []) if isinstance(s, str)
+    }
+    for bundle_name in dict.fromkeys(carried):
+        listed = _table(bundles.get(bundle_name)).get("servers", [])
+        for index, server_name in enumerate(listed if isinstance(listed, list) else []):
+            if server_name not in present and server_name not in excluded:
+                out.append(Unresolved(("mcp_bundles", bundle_name, "servers"), index, server_name))
+    return out
+
+
+def without_unresolved(
+    fragment: Mapping[str, Any], root_agent: str
+) -> tuple[dict[str, Any], list[Unresolved]]:
+    """A copy of ``fragment`` with every :func:`unresolved_edges` item removed, and the items.
+
+    A ``fallback`` list left empty is removed, as ZeroClaw drops an empty ``fallback``.
+    """
+    import copy
+
+    out: dict[str, Any] = copy.deepcopy(dict(fragment))
+    removed = unresolved_edges(out, root_agent)
+    for item in sorted(removed, key=lambda i: i.index, reverse=True):
+        *parent_segments, key = item.segments
+        parent: Any = out
+        for segment in parent_segments:
+            parent = parent[segment]
+        del parent[key][item.index]
+    for item in removed:
+        *parent_segments, key = item.segments
+        parent = out
+        for segment in parent_segments:
+            parent = parent[segment]
+        if key == "fallback" and parent.get(key) == []:
+            del parent[key]
+    return out, removed
+
+
+def fragment_warnings(fragment: Mapping[str, Any], root_agent: str) -> list[Problem]:
+    """What ZeroClaw's ``collect_warnings`` would say of the fragment's dangling names.
+
+    Each unresolved fallback edge or MCP server name is a warning: ``verify`` accepts it and
+    ``agents import`` removes it (see :func:`unresolved_edges`).
+    """
+    problems: list[Problem] = []
+    for item in unresolved_edges(fragment, root_agent):
+        if item.segments[0] == "providers":
+            message = (
+                f"fallback {escape_display(str(item.ref))!r} is not in the bundle; "
+                "import removes the edge rather than bind it to a same-named target provider"
+            )
+        else:
+            message = (
+                f"server {escape_display(str(item.ref))!r} is neither carried nor configured; "
+                "import removes the name rather than grant a same-named target server"
+            )
+        problems.append(Problem(item.path, message))
+    problems += _deep_dangling_warnings(fragment, root_agent)
+    return problems
+
+
+def _deep_dangling_warnings(fragment: Mapping[str, Any], root_agent: str) -> list[Problem]:
+    """A dangling edge leaving a provider the runtime reaches only at its depth limit.
+
+    ``validate`` warns of resolved edges past the limit; an edge that leaves the fragment from
+    there is past it too, whatever the target install holds.
+    """
+    from bundler.rules.fallbackgraph import shortest_depths
+
+    models = _table(_table(fragment.get("providers")).get("models"))
+    edges: dict[str, list[str]] = {}
+    for family, entries in models.items():
+        for alias, entry in _table(entries).items():
+            refs = _table(entry).get("fallback", [])
+            edges[f"{family}.{alias}"] = [
+                r
+                for r in (refs if isinstance(refs, list) else [])
+                if _provider_entry(fragment, "models", r) is not None
+            ]
+    agent = _table(_table(fragment.get("agents")).get(root_agent))
+    roots = [
+        ref
+        for field, category in _PROVIDER_FIELDS.items()
+        if category == "models" and isinstance(ref := agent.get(field), str)
+    ]
+    depth = shortest_depths(edges, roots)
+    out: list[Problem] = []
+    for item in unresolved_edges(fragment, root_agent):
+        if item.segments[0] != "providers":
+            continue
+        node = f"{item.segments[2]}.{item.segments[3]}"
+        if depth.get(node, -1) >= MAX_FALLBACK_DEPTH:
+            out.append(
+                Problem(
+                    display_path(item.segments),
+                    f"max_fallback_depth_exceeded: {escape_display(node)} is at depth "
+                    f"{depth[node]}; the runtime follows fallback to MAX_FALLBACK_DEPTH = "
+                    f"{MAX_FALLBACK_DEPTH} and never tries this edge",
+                )
+            )
+    return out
 
 
 def _present_entries(fragment: Mapping[str, Any]) -> Iterator[tuple[str, ...]]:
@@ -520,24 +669,8 @@ def _server_problems(fragment: Mapping[str, Any], agent: Mapping[str, Any]) -> I
                 display_path(["mcp", "servers", name]), "a second MCP server with the same name"
             )
         names.append(name)
-    bundles = _table(fragment.get("mcp_bundles"))
-    carried = (
-        [n for n in agent.get("mcp_bundles", []) if isinstance(n, str)]
-        if isinstance(agent.get("mcp_bundles"), list)
-        else []
-    )
-    excluded = {
-        s for n in carried for s in _table(bundles.get(n)).get("exclude", []) if isinstance(s, str)
-    }
-    for bundle_name in carried:
-        listed = _table(bundles.get(bundle_name)).get("servers", [])
-        for index, server_name in enumerate(listed if isinstance(listed, list) else []):
-            if server_name not in names and server_name not in excluded:
-                path = ["mcp_bundles", bundle_name, "servers", str(index)]
-                yield Problem(
-                    display_path(path),
-                    f"server {escape_display(str(server_name))!r} is neither carried nor excluded",
-                )
+    # a bundle's server names that name no carried server are warnings (fragment_warnings)
+    del agent
 
 
 def check_form(fragment: Mapping[str, Any], root_agent: str) -> list[Problem]:
@@ -545,9 +678,10 @@ def check_form(fragment: Mapping[str, Any], root_agent: str) -> list[Problem]:
 
     Reports: foreign top-level tables and global ``[mcp]`` keys; a missing root agent or any
     other agent; entries the agent does not reach (other profiles, providers, bundles, servers);
-    references that do not resolve inside the fragment; keys the schema does not know; fields an
-    export always removes; ``delegate_same_risk_profile`` not false; MCP bundle server names
-    neither carried nor excluded; ``enc:``/``enc2:`` strings; non-empty secrets.
+    references that do not resolve inside the fragment (but fallback edges and MCP bundle server
+    names, which ZeroClaw keeps: :func:`fragment_warnings`); keys the schema does not know;
+    fields an export always removes; ``delegate_same_risk_profile`` not false; ``enc:``/``enc2:``
+    strings; non-empty secrets.
     """
     problems: list[Problem] = list(_top_level_problems(fragment))
     agents = _table(fragment.get("agents"))
