@@ -24,6 +24,7 @@ from typing import Any
 
 import tomli_w
 
+from bundler.bundle.fragment import without_unresolved
 from bundler.bundle.verify import VerifyReport, verify_bundle
 from bundler.config.file import ConfigFile, read_config_file
 from bundler.config.write import config_lock
@@ -164,24 +165,59 @@ def _missing_commands(plan: merge.MergePlan) -> list[str]:
     return missing
 
 
+UNPROVEN_INTEGRITY = (
+    "its files are not covered by checksums (no checksums.xxh3), so nothing proves they are "
+    "the ones the exporter wrote"
+)
+
+
 def _consent(
-    flags: Sequence[Mapping[str, str]], accept_risks: bool, prompter: Prompter | None
+    flags: Sequence[Mapping[str, str]],
+    accept_risks: bool,
+    prompter: Prompter | None,
+    *,
+    integrity_unproven: bool = False,
 ) -> None:
-    if not flags or accept_risks:
+    """Ask for consent to the recomputed flags and to unproven integrity, like one risk list."""
+    if (not flags and not integrity_unproven) or accept_risks:
         return
     lines = [
         f"{escape_display(f['kind'])} {escape_display(f['path'])}: "
         f"{escape_display(f.get('detail', ''))}"
         for f in flags
     ]
+    if integrity_unproven:
+        lines.append(f"unproven_integrity checksums.xxh3: {UNPROVEN_INTEGRITY}")
     question = "This bundle grants:\n  " + "\n  ".join(lines) + "\nImport it? Type yes to accept"
     if prompter is not None and prompter.confirm(question):
         return
+    parts = [f"{len(flags)} risk flag(s)"] if flags else []
+    if integrity_unproven:
+        parts.append("no checksums (its integrity cannot be proven)")
+    what = " and ".join(parts)
     raise Refused(
-        f"the bundle carries {len(flags)} risk flag(s); review them ('bundler bundle inspect') "
+        f"the bundle carries {what}; review them ('bundler bundle inspect') "
         "and pass --accept-risks or answer yes at a terminal; nothing changed",
-        path="risk_flags",
+        path="risk_flags" if flags else "checksums.xxh3",
     )
+
+
+def _drop_unresolved(report: VerifyReport) -> list[str]:
+    """Remove fallback edges and MCP server names that resolve nowhere in the bundle.
+
+    Kept, they would bind to whatever same-named provider or server the target has: an
+    endpoint, credentials or tools the bundle never described. Returns what was removed.
+    """
+    fragment = report.fragment
+    root = (report.manifest or {}).get("root_agent")
+    if fragment is None or not isinstance(root, str):
+        return []
+    report.fragment, removed = without_unresolved(fragment, root)
+    return [
+        f"{item.path}: removed {escape_display(str(item.ref))!r}, which the bundle does not "
+        "carry (it is never bound to a same-named entry of this install)"
+        for item in removed
+    ]
 
 
 @dataclass(frozen=True)
@@ -239,6 +275,7 @@ def import_bundle(
     manifest = report.manifest or {}
     required = [p for p in manifest.get("required_secrets", []) if isinstance(p, str)]
     given, warnings = collect_secrets(chosen.secrets, chosen.secrets_file)
+    warnings = [*_drop_unresolved(report), *warnings]
     dry_run = chosen.dry_run
 
     with (
@@ -255,7 +292,12 @@ def import_bundle(
         result, new_text, staged = _plan(run, given, warnings)
         if dry_run:
             return result
-        _consent(report.risk_flags, chosen.accept_risks, chosen.prompt)
+        _consent(
+            report.risk_flags,
+            chosen.accept_risks,
+            chosen.prompt,
+            integrity_unproven=report.integrity_unproven,
+        )
         _transact(run, result, new_text, staged)
         return result
 
