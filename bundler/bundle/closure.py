@@ -453,7 +453,12 @@ class _Planner:
                 if target not in distance:
                     distance[target] = distance[source] + 1
                     queue.append(target)
-            entry["fallback"] = kept
+            if kept:
+                entry["fallback"] = kept
+            else:
+                # ZeroClaw's serializer skips an empty fallback; writing `fallback = []` would
+                # make the two exporters' fragments differ for no meaning
+                del entry["fallback"]
 
     # -- bundles and MCP servers --
 

@@ -446,11 +446,14 @@ class _Run:
                 if ref in edges and self.provider_problem("models", ref) is None:
                     edges[node].append(ref)
                 else:
-                    # addressed by index: text that names no provider is not echoed
-                    self.warn(
-                        FALLBACK_DANGLING,
-                        [*segments, str(index)],
-                        "names no existing model provider; the runtime skips it",
+                    # addressed by index, as ZeroClaw writes it (fallback[0]): text that names
+                    # no provider is not echoed
+                    self.warnings.append(
+                        Finding(
+                            FALLBACK_DANGLING,
+                            f"{format_path(segments)}[{index}]",
+                            "names no existing model provider; the runtime skips it",
+                        )
                     )
         component = strong_components(edges)
         roots = self.model_roots()
