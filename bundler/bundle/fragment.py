@@ -760,6 +760,44 @@ def lookup(fragment: Mapping[str, Any], segments: Sequence[str]) -> tuple[bool, 
     return True, current
 
 
+def resolve_raw_path(fragment: Mapping[str, Any], path: str) -> list[str] | None:
+    """The segments of a config path ZeroClaw joined raw, matched against the fragment's keys.
+
+    ZeroClaw writes paths with every segment joined by ``.`` unquoted, and its ``config set``
+    takes a secret map's key as the whole rest of the path (``headers.X-Org.Id``) and a map
+    section's key by longest match. So each step here takes the longest run of segments that is
+    a key of the table reached; arrays keyed by name match a name the same way. None when the
+    path reaches nothing.
+    """
+    parts = path.split(".")
+    current: Any = fragment
+    node: schema.Node | None = schema.config_schema()
+    out: list[str] = []
+    i = 0
+    while i < len(parts):
+        for end in range(len(parts), i, -1):
+            key = ".".join(parts[i:end])
+            if isinstance(current, dict):
+                name = schema.field_name(node, key)
+                if name in current:
+                    out.append(name)
+                    current = current[name]
+                    break
+            elif isinstance(current, list) and node is not None and node.get("x-keyed-by"):
+                field = str(node["x-keyed-by"])
+                matches = [c for c in current if isinstance(c, dict) and c.get(field) == key]
+                if matches:
+                    name = key
+                    out.append(key)
+                    current = matches[0]
+                    break
+        else:
+            return None
+        node = schema.child(node, name)
+        i = end
+    return out
+
+
 def required_secret_problems(fragment: Mapping[str, Any], paths: Sequence[Any]) -> list[Problem]:
     """Each ``required_secrets`` path must name an x-secret field of the fragment holding ``""``.
 

@@ -766,11 +766,36 @@ def _verify_open(
         report.fragment = fragment
         root = manifest["root_agent"]
         report.errors += fragment_rules.check_form(fragment, root)
+        _read_raw_secret_paths(manifest, fragment)
         _recompute(report, tree, manifest, fragment)
         _fragment_warnings(report, fragment, root)
     if version == 2 and not tree.stopped:
         _check_store(report, tree)
     report.errors = _unique(report.errors)
+
+
+def _read_raw_secret_paths(manifest: dict[str, Any], fragment: dict[str, Any]) -> None:
+    """Rewrite a ZeroClaw manifest's raw ``required_secrets`` paths in bundler's quoted form.
+
+    ZeroClaw joins segments unquoted (``mcp.servers.s.headers.X-Org.Id``); bundler's paths quote
+    a segment holding a dot (``headers."X-Org.Id"``). Only a path that does not already name a
+    field is rewritten, and only to one that does, so the checks that follow are unchanged.
+    """
+    from bundler.errors import UsageError
+    from bundler.rules.paths import format_path, parse_path
+
+    secrets = manifest.get("required_secrets")
+    if not zeroclaw_written(manifest) or not isinstance(secrets, list):
+        return
+    for index, path in enumerate(secrets):
+        if not isinstance(path, str):
+            continue
+        with contextlib.suppress(UsageError):
+            if fragment_rules.lookup(fragment, parse_path(path))[0]:
+                continue
+        segments = fragment_rules.resolve_raw_path(fragment, path)
+        if segments is not None:
+            secrets[index] = format_path(segments)
 
 
 def _fragment_warnings(report: VerifyReport, fragment: dict[str, Any], root: str) -> None:

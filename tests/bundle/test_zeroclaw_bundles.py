@@ -122,3 +122,34 @@ def test_zeroclaw_manifest_without_bundler_only_kinds_is_no_omission(tmp_path: P
     assert ("remote_tools", "mcp.servers.search.url") in {
         (f["kind"], f["path"]) for f in report.risk_flags
     }
+
+
+def _dotted_header(bundle: Path) -> None:
+    """d with its secret header named ``X-Org.Id``, written the way ZeroClaw writes it."""
+    config = bundle / "config.toml"
+    config.write_text(config.read_text().replace('Authorization = ""', '"X-Org.Id" = ""'))
+    manifest = bundle / "zeroclaw-agent.toml"
+    manifest.write_text(
+        manifest.read_text().replace(
+            "mcp.servers.search.headers.Authorization", "mcp.servers.search.headers.X-Org.Id"
+        )
+    )
+
+
+def test_zeroclaw_raw_secret_path_with_a_dotted_map_key_is_read(tmp_path: Path) -> None:
+    """ZeroClaw joins a secret map key raw (``headers.X-Org.Id``), as its ``config set`` takes it."""
+    bundle = golden_copy("d-mcp-missing-server", tmp_path)
+    _dotted_header(bundle)
+    report = verify_bundle(bundle)
+    assert report.ok, report.errors
+    assert 'mcp.servers.search.headers."X-Org.Id"' in (report.manifest or {})["required_secrets"]
+
+
+def test_raw_secret_path_naming_no_secret_is_still_refused(tmp_path: Path) -> None:
+    bundle = golden_copy("d-mcp-missing-server", tmp_path)
+    _dotted_header(bundle)
+    manifest = bundle / "zeroclaw-agent.toml"
+    manifest.write_text(manifest.read_text().replace("headers.X-Org.Id", "headers.X-Org.Nope"))
+    result = run_verify(bundle)
+    assert result.returncode == 3
+    assert "required_secrets" in result.stderr

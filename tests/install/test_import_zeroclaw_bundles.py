@@ -122,3 +122,23 @@ def test_consent_shows_the_recomputed_flags_not_the_manifest_wording(tmp_path: P
     err = import_into(install, bundle, "--accept-risks")
     assert "harmless" not in err
     assert "process_spawn mcp.servers.github.command: starts a local process" in err
+
+
+def test_zeroclaw_raw_dotted_secret_path_imports_and_takes_a_secret(tmp_path: Path) -> None:
+    bundle = golden_copy("d-mcp-missing-server", tmp_path)
+    config = bundle / "config.toml"
+    config.write_text(config.read_text().replace('Authorization = ""', '"X-Org.Id" = ""'))
+    manifest = bundle / "zeroclaw-agent.toml"
+    manifest.write_text(manifest.read_text().replace("headers.Authorization", "headers.X-Org.Id"))
+    install = tmp_path / "install"
+    import_into(
+        install,
+        bundle,
+        "--accept-risks",
+        "--secret",
+        'mcp.servers.search.headers."X-Org.Id"=org-value-1',
+    )
+    servers = config_of(install)["mcp"]["servers"]
+    search = next(s for s in servers if s["name"] == "search")
+    assert search["headers"] == {"X-Org.Id": "org-value-1"}
+    validate_ok(install)
