@@ -432,3 +432,19 @@ def test_format_2_manifest_must_keep_its_checksums_keys(
     bf.edit_manifest(bundle, lambda m: m["contents"].pop("checksums_xxh3_128"))
     report = verify_bundle(bundle)
     assert {p.path for p in report.errors} >= {bf.MANIFEST, bf.CHECKSUMS}
+
+
+def test_bundler_manifest_omitting_any_recomputed_flag_is_refused(
+    exported: Path, tmp_path: Path
+) -> None:
+    """bundler knows all its kinds: leaving out any flag, bundler-only kinds too, is a lie."""
+    kinds = [f["kind"] for f in bf.read_manifest(exported)["risk_flags"]]
+    assert "command_allowlist" in kinds  # a kind ZeroClaw's exporter does not have
+    for index, kind in enumerate(kinds):
+        bundle = fresh_copy(exported, tmp_path / str(index))
+        bf.edit_manifest(
+            bundle,
+            lambda m, k=kind: m.update(risk_flags=[f for f in m["risk_flags"] if f["kind"] != k]),
+        )
+        report = verify_bundle(bundle)
+        assert any(f"omits {kind}" in p.message for p in report.errors), (kind, report.errors)
