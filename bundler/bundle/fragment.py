@@ -253,9 +253,7 @@ def _table(value: Any) -> dict[str, Any]:
 def _unresolved_problem(ref: refs.Ref) -> Problem:
     if ref.target in _BUNDLE_FIELDS:
         message = f"bundle {escape_display(str(ref.value))!r} is not in the bundle's fragment"
-    elif ref.source[0] in refs.PROVIDER_KINDS:
-        message = _unresolved("fallback", ref.value)
-    else:
+    else:  # fallback edges are warnings (fragment_warnings), never problems
         message = _unresolved("reference", ref.value)
     return Problem(display_path(ref.path), message)
 
