@@ -190,17 +190,6 @@ def risk_flags_all_removed_after_granting_full(bundle: Path) -> str:
 
 
 @case
-def risk_flag_detail_tampered(bundle: Path) -> str:
-    def change(manifest: dict[str, Any]) -> None:
-        for flag in manifest["risk_flags"]:
-            if flag["kind"] == "process_spawn":
-                flag["detail"] = "harmless"
-
-    bf.edit_manifest(bundle, change)
-    return "process_spawn"
-
-
-@case
 def skill_bundles_claims_absent(bundle: Path) -> str:
     shutil.rmtree(bundle / "skills")
     bf.reseal(bundle)
@@ -494,15 +483,6 @@ def reference_outside_fragment(bundle: Path) -> str:
 
 
 @case
-def fallback_outside_fragment(bundle: Path) -> str:
-    bf.edit_config(
-        bundle,
-        lambda d: d["providers"]["models"]["anthropic"]["main"]["fallback"].append("openai.gone"),
-    )
-    return "providers.models.anthropic.main.fallback"
-
-
-@case
 def workspace_path_smuggled(bundle: Path) -> str:
     bf.edit_config(bundle, lambda d: _agent(d).update(workspace={"path": "/home/victim"}))
     return "agents.researcher.workspace.path"
@@ -609,12 +589,6 @@ def server_not_granted(bundle: Path) -> str:
         ),
     )
     return "mcp.servers.evil"
-
-
-@case
-def bundle_server_neither_carried_nor_excluded(bundle: Path) -> str:
-    bf.edit_config(bundle, lambda d: d["mcp_bundles"]["gh"]["servers"].append("ghost"))
-    return "mcp_bundles.gh.servers"
 
 
 @case
@@ -776,3 +750,155 @@ def skill_directory_inside_another_bundle(bundle: Path) -> str:
 
     bf.edit_config(bundle, change)
     return "skill_bundles.extra.directory"
+
+
+# --------------------------------------------------------------------------- the tolerant reader
+# ZeroClaw-written bundles may lack checksums and [contents], name zeroclaw_version, carry a
+# nanosecond RFC 3339 time and dotted skill aliases (03 §1.1). Each case below aims at one of
+# those tolerances: relaxed where ZeroClaw differs, still strict where it matters.
+
+
+def _zeroclaw_style(bundle: Path) -> None:
+    """Make the bundle look written by ZeroClaw: no checksums, no [contents], zeroclaw_version."""
+    (bundle / bf.CHECKSUMS).unlink()
+
+    def change(manifest: dict[str, Any]) -> None:
+        del manifest["contents"]
+        manifest["provenance"] = {
+            "zeroclaw_version": "0.8.4",
+            "exported_at": "2026-08-20T09:14:03.417902361+00:00",
+        }
+
+    bf.edit_manifest(bundle, change)
+
+
+@case
+def checksums_stripped_and_file_tampered(bundle: Path) -> str:
+    (bundle / bf.CHECKSUMS).unlink()
+    path = bundle / "workspace" / "README.md"
+    raw = bytearray(path.read_bytes())
+    raw[0] ^= 0x20  # same size: [contents] files/bytes still agree
+    path.write_bytes(bytes(raw))
+    return "checksums.xxh3"
+
+
+@case
+def no_checksums_config_grants_more_than_manifest(bundle: Path) -> str:
+    _zeroclaw_style(bundle)
+    text = (bundle / "config.toml").read_text()
+    (bundle / "config.toml").write_text(text.replace('level = "supervised"', 'level = "full"'))
+    return "full_autonomy"
+
+
+@case
+def zeroclaw_manifest_omits_a_zeroclaw_kind(bundle: Path) -> str:
+    _zeroclaw_style(bundle)
+    bf.edit_manifest(
+        bundle,
+        lambda m: m.update(risk_flags=[f for f in m["risk_flags"] if f["kind"] != "process_spawn"]),
+    )
+    return "omits process_spawn"
+
+
+@case
+def foreign_exporter_omits_a_bundler_kind(bundle: Path) -> str:
+    """Any exporter name is held to every kind bundler knows: only zeroclaw_version is not."""
+
+    def change(manifest: dict[str, Any]) -> None:
+        manifest["provenance"]["exporter"] = "zeroclaw-ng 9.9"
+        manifest["risk_flags"] = [
+            f for f in manifest["risk_flags"] if f["kind"] != "command_allowlist"
+        ]
+
+    bf.edit_manifest(bundle, change)
+    return "omits command_allowlist"
+
+
+@case
+def zeroclaw_manifest_claiming_bundler_kind_at_wrong_path(bundle: Path) -> str:
+    """Naming one of bundler's kinds claims to know it: its real flag may not be left out."""
+    _zeroclaw_style(bundle)
+
+    def change(manifest: dict[str, Any]) -> None:
+        for flag in manifest["risk_flags"]:
+            if flag["kind"] == "command_allowlist":
+                flag["path"] = "risk_profiles.guarded.level"
+
+    bf.edit_manifest(bundle, change)
+    return "omits command_allowlist"
+
+
+def _exported_at(value: str) -> Case:
+    def make(bundle: Path) -> str:
+        bf.edit_manifest(bundle, lambda m: m["provenance"].update(exported_at=value))
+        return "provenance.exported_at"
+
+    return make
+
+
+for _name, _value in {
+    "exported_at_fraction_then_junk": "2026-08-20T09:14:03.417902361+00:00junk",
+    "exported_at_fraction_then_newline": "2026-08-20T09:14:03.417902361+00:00\n",
+    "exported_at_fraction_without_digits": "2026-08-20T09:14:03.+00:00",
+    "exported_at_month_13_with_fraction": "2026-13-20T09:14:03.5+00:00",
+    "exported_at_31_april": "2026-04-31T09:14:03.5Z",
+    "exported_at_offset_24_hours": "2026-08-20T09:14:03.5+24:00",
+    "exported_at_offset_without_colon": "2026-08-20T09:14:03.5+0000",
+    "exported_at_fraction_with_unicode_digits": "2026-08-20T09:14:03.\u0661\u0662Z",
+}.items():
+    CASES[_name] = _exported_at(_value)
+
+
+def _rename_skill_bundle(bundle: Path, alias: str) -> None:
+    """Give the carried skill bundle ``alias`` everywhere: folder, config, manifest, flag."""
+    os.rename(bundle / "skills" / bf.SKILL_BUNDLE, bundle / "skills" / alias)
+
+    def config(data: dict[str, Any]) -> None:
+        data["skill_bundles"][alias] = data["skill_bundles"].pop(bf.SKILL_BUNDLE)
+        _agent(data)["skill_bundles"] = [alias]
+
+    bf.edit_config(bundle, config)
+
+    def manifest(data: dict[str, Any]) -> None:
+        data["skill_bundles"] = [alias]
+        for flag in data["risk_flags"]:
+            if flag["kind"] == "carried_skills":
+                flag["path"] = f"skill_bundles.{alias}"
+
+    bf.edit_manifest(bundle, manifest)
+
+
+@case
+def dotted_skill_alias_with_dotdot(bundle: Path) -> str:
+    _rename_skill_bundle(bundle, "research..tools")
+    return "skills/research..tools"
+
+
+@case
+def dotted_skill_alias_trailing_dot_with_content(bundle: Path) -> str:
+    _rename_skill_bundle(bundle, "research.")
+    return "skills/research."
+
+
+@case
+def dotted_skill_alias_reserved_stem_with_content(bundle: Path) -> str:
+    _rename_skill_bundle(bundle, "con.tools")
+    return "skills/con.tools"
+
+
+@case
+def dotted_skill_alias_leading_dot(bundle: Path) -> str:
+    _rename_skill_bundle(bundle, ".tools")
+    return "skills/.tools"
+
+
+@case
+def skill_alias_dotdot_without_content(bundle: Path) -> str:
+    """``..`` as an alias: its folder would be shared/ itself."""
+
+    def config(data: dict[str, Any]) -> None:
+        data["skill_bundles"][".."] = {}
+        _agent(data)["skill_bundles"].append("..")
+
+    bf.edit_config(bundle, config)
+    return 'skill_bundles.".."'

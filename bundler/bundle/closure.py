@@ -20,7 +20,11 @@ from typing import Any, NamedTuple
 from bundler.bundle.manifest import Dropped, dropped_sort_key, render_config
 from bundler.errors import InvalidInput, Refused
 from bundler.rules import layout, refs, schema
-from bundler.rules.names import is_portable_alias, non_portable_alias_reason, safe_relative_path
+from bundler.rules.names import (
+    is_portable_skill_alias,
+    non_portable_alias_reason,
+    safe_relative_path,
+)
 from bundler.rules.paths import format_path
 from bundler.rules.risk import RiskFlag, compute_risk_flags
 from bundler.rules.secrets import find_ciphertext, scrub
@@ -440,6 +444,14 @@ class _Planner:
             entry = self.fragment["providers"][kind.split(".", 1)[1]][family][alias]
             edges = entry["fallback"]
             entry["fallback"] = [ref for i, ref in enumerate(edges) if i not in indices]
+        for kind, name in found.entries:
+            if kind in refs.PROVIDER_KINDS:
+                family, alias = refs.entry_segments(kind, name)[-2:]
+                entry = self.fragment["providers"][kind.split(".", 1)[1]][family][alias]
+                if entry.get("fallback") == []:
+                    # ZeroClaw's serializer skips an empty fallback; writing `fallback = []`
+                    # would make the two exporters' fragments differ for no meaning
+                    del entry["fallback"]
 
     # -- bundles and MCP servers --
 
@@ -469,7 +481,7 @@ class _Planner:
                 "only a folder shared/skills/<name> travels; this one names this host's layout",
             )
         prune_defaults(entry, _node("skill_bundles", name))
-        if not is_portable_alias(name):
+        if not is_portable_skill_alias(name):
             self.drops.drop(
                 ("skill_bundles", name),
                 HOST_SPECIFIC,

@@ -11,6 +11,7 @@ checked before parsing so a hostile file cannot exhaust the parser.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -252,9 +253,7 @@ def _table(value: Any) -> dict[str, Any]:
 def _unresolved_problem(ref: refs.Ref) -> Problem:
     if ref.target in _BUNDLE_FIELDS:
         message = f"bundle {escape_display(str(ref.value))!r} is not in the bundle's fragment"
-    elif ref.source[0] in refs.PROVIDER_KINDS:
-        message = _unresolved("fallback", ref.value)
-    else:
+    else:  # fallback edges are warnings (fragment_warnings), never problems
         message = _unresolved("reference", ref.value)
     return Problem(display_path(ref.path), message)
 
@@ -267,11 +266,19 @@ class _Closure:
     problems: list[Problem]
 
 
-def _reach(fragment: Mapping[str, Any], root: str, agent: Mapping[str, Any]) -> _Closure:
+def _reach(
+    fragment: Mapping[str, Any],
+    root: str,
+    agent: Mapping[str, Any],
+    fallback_depth: int | None = None,
+) -> _Closure:
     """The closure :func:`~bundler.rules.refs.reach` finds, as entry paths, with export-form rules.
 
     An export writes bundle lists trimmed, unique and without empty names; every reference it
-    writes resolves inside the fragment.
+    writes resolves inside the fragment, but for fallback edges, which ZeroClaw's exporter keeps
+    when they resolve on its install: those are warnings (:func:`fragment_warnings`). Fallback
+    chains are followed at any depth and round cycles unless ``fallback_depth`` limits them:
+    ZeroClaw's exporter keeps such edges too, and the runtime skips what it cannot use.
     """
     problems: list[Problem] = []
     for field in _BUNDLE_FIELDS:
@@ -289,8 +296,8 @@ def _reach(fragment: Mapping[str, Any], root: str, agent: Mapping[str, Any]) -> 
                         "an export writes bundle lists trimmed, unique, without empty names",
                     )
                 )
-    found = refs.reach(fragment, root, agent)
-    problems += [_unresolved_problem(ref) for ref in found.unresolved]
+    found = refs.reach(fragment, root, agent, fallback_depth=fallback_depth)
+    problems += [_unresolved_problem(ref) for ref in found.unresolved if not ref.is_fallback]
     reached: set[tuple[str, ...]] = {("agents", root)}
     reached.update(tuple(refs.entry_segments(*key)) for key in found.entries)
     reached.update(("mcp", "servers", name) for name in found.granted)
@@ -305,7 +312,119 @@ def reached_entries(config: Mapping[str, Any], root: str) -> set[tuple[str, ...]
     are left out.
     """
     agent = _table(_table(config.get("agents")).get(root))
-    return _reach(config, root, agent).entries
+    return _reach(config, root, agent, refs.MAX_FALLBACK_DEPTH).entries
+
+
+def indexed_path(segments: Sequence[str], index: int) -> str:
+    """A list element's config path as ZeroClaw writes it: ``...fallback[0]`` (escaped)."""
+    return f"{display_path(segments)}[{index}]"
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """A name in the fragment that resolves to nothing the bundle carries.
+
+    ``segments`` is the list holding it (a provider's ``fallback`` or an MCP bundle's
+    ``servers``), ``index`` its position, ``ref`` the name as written; ``depth`` is, for a
+    fallback edge, the fallback distance of the provider it leaves (0 for a server name).
+    """
+
+    segments: tuple[str, ...]
+    index: int
+    ref: Any
+    depth: int = 0
+
+    @property
+    def path(self) -> str:
+        """``<list path>[<index>]``, escaped for display."""
+        return indexed_path(self.segments, self.index)
+
+
+def unresolved_edges(fragment: Mapping[str, Any], root_agent: str) -> list[Unresolved]:
+    """Fallback edges and MCP bundle server names the root agent reaches that resolve nowhere.
+
+    Read off :func:`~bundler.rules.refs.reach` (the one reference graph and grant rule).
+    ZeroClaw's exporter keeps both (an edge that resolves on the exporting install, a server
+    name nothing configures). On import they are removed rather than bound to a same-named
+    entry the target happens to have, which would change the agent's endpoint, credentials or
+    tools without the bundle saying so.
+    """
+    agent = _table(_table(fragment.get("agents")).get(root_agent))
+    found = refs.reach(fragment, root_agent, agent, fallback_depth=None)
+    out: list[Unresolved] = []
+    for ref in found.unresolved:
+        if ref.is_fallback and ref.position is not None:
+            depth = found.depth.get(ref.source, 0)
+            out.append(Unresolved(tuple(ref.path[:-1]), ref.position, ref.value, depth))
+    unconfigured = set(found.unconfigured)
+    names = agent.get("mcp_bundles", [])
+    carried = [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+    bundles = _table(fragment.get("mcp_bundles"))
+    for bundle_name in dict.fromkeys(carried):
+        listed = _table(bundles.get(bundle_name)).get("servers", [])
+        for index, server_name in enumerate(listed if isinstance(listed, list) else []):
+            if isinstance(server_name, str) and server_name in unconfigured:
+                out.append(Unresolved(("mcp_bundles", bundle_name, "servers"), index, server_name))
+    return out
+
+
+def without_unresolved(
+    fragment: Mapping[str, Any], root_agent: str
+) -> tuple[dict[str, Any], list[Unresolved]]:
+    """A copy of ``fragment`` with every :func:`unresolved_edges` item removed, and the items.
+
+    A ``fallback`` list left empty is removed, as ZeroClaw drops an empty ``fallback``.
+    """
+    out: dict[str, Any] = copy.deepcopy(dict(fragment))
+    removed = unresolved_edges(out, root_agent)
+    for item in sorted(removed, key=lambda i: i.index, reverse=True):
+        *parent_segments, key = item.segments
+        parent: Any = out
+        for segment in parent_segments:
+            parent = parent[segment]
+        del parent[key][item.index]
+    for item in removed:
+        *parent_segments, key = item.segments
+        parent = out
+        for segment in parent_segments:
+            parent = parent[segment]
+        if key == "fallback" and parent.get(key) == []:
+            del parent[key]
+    return out, removed
+
+
+def fragment_warnings(fragment: Mapping[str, Any], root_agent: str) -> list[Problem]:
+    """What ZeroClaw's ``collect_warnings`` would say of the fragment's dangling names.
+
+    Each unresolved fallback edge or MCP server name is a warning: ``verify`` accepts it and
+    ``agents import`` removes it (see :func:`unresolved_edges`). A dangling edge leaving a
+    provider at the depth limit is past the limit too, whatever the target install holds.
+    """
+    problems: list[Problem] = []
+    deep: list[Problem] = []
+    for item in unresolved_edges(fragment, root_agent):
+        if item.segments[0] == "providers":
+            message = (
+                f"fallback {escape_display(str(item.ref))!r} is not in the bundle; "
+                "import removes the edge rather than bind it to a same-named target provider"
+            )
+            if item.depth >= refs.MAX_FALLBACK_DEPTH:
+                node = f"{item.segments[2]}.{item.segments[3]}"
+                deep.append(
+                    Problem(
+                        display_path(item.segments),
+                        f"max_fallback_depth_exceeded: {escape_display(node)} is at depth "
+                        f"{item.depth}; the runtime follows fallback to MAX_FALLBACK_DEPTH = "
+                        f"{refs.MAX_FALLBACK_DEPTH} and never tries this edge",
+                    )
+                )
+        else:
+            message = (
+                f"server {escape_display(str(item.ref))!r} is neither carried nor configured; "
+                "import removes the name rather than grant a same-named target server"
+            )
+        problems.append(Problem(item.path, message))
+    return problems + deep
 
 
 def _present_entries(fragment: Mapping[str, Any]) -> Iterator[tuple[str, ...]]:
@@ -414,18 +533,16 @@ def _server_problems(fragment: Mapping[str, Any], agent: Mapping[str, Any]) -> I
         if isinstance(agent.get("mcp_bundles"), list)
         else []
     )
-    # a listed name the grant rule lets through must be carried; an excluded one may stay
-    granted = set(refs.granted_servers(bundles, carried))
+    # a listed server name that names no carried server is a warning (fragment_warnings):
+    # ZeroClaw's exporter keeps it; a name that is not a string is no name at all
     for bundle_name in carried:
         listed = _table(bundles.get(bundle_name)).get("servers", [])
         for index, server_name in enumerate(listed if isinstance(listed, list) else []):
-            if server_name not in names and (
-                not isinstance(server_name, str) or server_name in granted
-            ):
+            if not isinstance(server_name, str):
                 path = ["mcp_bundles", bundle_name, "servers", str(index)]
                 yield Problem(
                     display_path(path),
-                    f"server {escape_display(str(server_name))!r} is neither carried nor excluded",
+                    f"server {escape_display(str(server_name))!r} is not a server name",
                 )
 
 
@@ -434,9 +551,10 @@ def check_form(fragment: Mapping[str, Any], root_agent: str) -> list[Problem]:
 
     Reports: foreign top-level tables and global ``[mcp]`` keys; a missing root agent or any
     other agent; entries the agent does not reach (other profiles, providers, bundles, servers);
-    references that do not resolve inside the fragment; keys the schema does not know; fields an
-    export always removes; ``delegate_same_risk_profile`` not false; MCP bundle server names
-    neither carried nor excluded; ``enc:``/``enc2:`` strings; non-empty secrets.
+    references that do not resolve inside the fragment (but fallback edges and MCP bundle server
+    names, which ZeroClaw keeps: :func:`fragment_warnings`); keys the schema does not know;
+    fields an export always removes; ``delegate_same_risk_profile`` not false; ``enc:``/``enc2:``
+    strings; non-empty secrets.
     """
     problems: list[Problem] = list(_top_level_problems(fragment))
     agents = _table(fragment.get("agents"))
@@ -513,6 +631,44 @@ def lookup(fragment: Mapping[str, Any], segments: Sequence[str]) -> tuple[bool, 
             return False, None
         node = schema.child(node, name)
     return True, current
+
+
+def resolve_raw_path(fragment: Mapping[str, Any], path: str) -> list[str] | None:
+    """The segments of a config path ZeroClaw joined raw, matched against the fragment's keys.
+
+    ZeroClaw writes paths with every segment joined by ``.`` unquoted, and its ``config set``
+    takes a secret map's key as the whole rest of the path (``headers.X-Org.Id``) and a map
+    section's key by longest match. So each step here takes the longest run of segments that is
+    a key of the table reached; arrays keyed by name match a name the same way. None when the
+    path reaches nothing.
+    """
+    parts = path.split(".")
+    current: Any = fragment
+    node: schema.Node | None = schema.config_schema()
+    out: list[str] = []
+    i = 0
+    while i < len(parts):
+        for end in range(len(parts), i, -1):
+            key = ".".join(parts[i:end])
+            if isinstance(current, dict):
+                name = schema.field_name(node, key)
+                if name in current:
+                    out.append(name)
+                    current = current[name]
+                    break
+            elif isinstance(current, list) and node is not None and node.get("x-keyed-by"):
+                field = str(node["x-keyed-by"])
+                matches = [c for c in current if isinstance(c, dict) and c.get(field) == key]
+                if matches:
+                    name = key
+                    out.append(key)
+                    current = matches[0]
+                    break
+        else:
+            return None
+        node = schema.child(node, name)
+        i = end
+    return out
 
 
 def required_secret_problems(fragment: Mapping[str, Any], paths: Sequence[Any]) -> list[Problem]:

@@ -8,6 +8,7 @@ and the field, never a traceback.
 
 from __future__ import annotations
 
+import datetime
 import re
 import time
 from collections.abc import Iterable, Mapping
@@ -83,10 +84,31 @@ def dropped_sort_key(row: Dropped) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class Provenance:
-    """Who made the bundle and when (UTC, ``YYYY-MM-DDTHH:MM:SSZ``)."""
+    """Who made the bundle and when.
 
-    exporter: str
+    bundler writes ``exporter`` and a UTC ``YYYY-MM-DDTHH:MM:SSZ`` time; ZeroClaw's own exporter
+    writes ``zeroclaw_version`` instead of ``exporter`` and chrono's RFC 3339 form with
+    nanoseconds and ``+00:00``. A reader accepts either name and any RFC 3339 time.
+    """
+
+    exporter: str | None
     exported_at: str
+    zeroclaw_version: str | None = None
+
+    def as_dict(self) -> dict[str, str]:
+        """The ``[provenance]`` table, with only the keys the bundle said."""
+        data: dict[str, str] = {}
+        if self.exporter is not None:
+            data["exporter"] = self.exporter
+        if self.zeroclaw_version is not None:
+            data["zeroclaw_version"] = self.zeroclaw_version
+        data["exported_at"] = self.exported_at
+        return data
+
+    @property
+    def zeroclaw_written(self) -> bool:
+        """True when ZeroClaw's own exporter wrote the bundle (no ``exporter`` name)."""
+        return self.exporter is None and self.zeroclaw_version is not None
 
 
 @dataclass(frozen=True)
@@ -117,7 +139,7 @@ class Manifest:
     required_secrets: list[str]
     skill_bundles: list[str]
     provenance: Provenance
-    contents: Contents
+    contents: Contents | None
     dropped: list[Dropped] = field(default_factory=list)
     risk_flags: list[RiskFlag] = field(default_factory=list)
     memory: Memory | None = None
@@ -130,17 +152,15 @@ class Manifest:
             "root_agent": self.root_agent,
             "required_secrets": list(self.required_secrets),
             "skill_bundles": list(self.skill_bundles),
-            "provenance": {
-                "exporter": self.provenance.exporter,
-                "exported_at": self.provenance.exported_at,
-            },
-            "contents": {
+            "provenance": self.provenance.as_dict(),
+        }
+        if self.contents is not None:
+            data["contents"] = {
                 "files": self.contents.files,
                 "bytes": self.contents.bytes,
                 "checksums": self.contents.checksums,
                 "checksums_xxh3_128": self.contents.checksums_xxh3_128,
-            },
-        }
+            }
         if self.memory is not None:
             data["memory"] = {
                 "backend": self.memory.backend,
@@ -228,20 +248,30 @@ def parse_manifest(data: bytes) -> Manifest:
         raise _fail(_schema_message(first), _json_path(first.absolute_path) or "(top level)")
     if version == 2 and "memory" not in table:
         raise _fail("a format 2 bundle needs its [memory] table", "memory")
+    if version == 2 and "contents" not in table:
+        raise _fail("a format 2 bundle needs its [contents] table", "contents")
+    provenance, contents = table["provenance"], table.get("contents")
+    if not is_rfc3339(provenance["exported_at"]):
+        raise _fail("is not an RFC 3339 date and time", "provenance.exported_at")
     memory = table.get("memory")
-    provenance, contents = table["provenance"], table["contents"]
     return Manifest(
         format_version=version,
         root_agent=table["root_agent"],
         required_secrets=list(table["required_secrets"]),
         skill_bundles=list(table["skill_bundles"]),
-        provenance=Provenance(provenance["exporter"], provenance["exported_at"]),
+        provenance=Provenance(
+            provenance.get("exporter"),
+            provenance["exported_at"],
+            provenance.get("zeroclaw_version"),
+        ),
         contents=Contents(
             contents["files"],
             contents["bytes"],
             contents["checksums"],
             contents["checksums_xxh3_128"],
-        ),
+        )
+        if isinstance(contents, dict)
+        else None,
         dropped=[
             Dropped(row["path"], row["reason"], row["detail"]) for row in table.get("dropped", [])
         ],
@@ -253,6 +283,33 @@ def parse_manifest(data: bytes) -> Manifest:
         else None,
         extra={key: value for key, value in table.items() if key not in _SUMMARY_TOP},
     )
+
+
+_RFC3339 = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.[0-9]+)?"
+    r"(?:[Zz]|[+-]([0-9]{2}):([0-9]{2}))"
+)
+
+
+def is_rfc3339(text: str) -> bool:
+    """True when ``text`` is an RFC 3339 ``date-time`` (section 5.6), any offset and fraction.
+
+    The form and every field's range are checked: a month 13, a 31 April, an hour 24 or an
+    offset ``+24:00`` is refused, as is anything around the time. A leap second (``:60``) is
+    allowed, as RFC 3339 allows it.
+    """
+    match = _RFC3339.fullmatch(text)
+    if match is None:
+        return False
+    year, month, day, hour, minute, second = (int(v) for v in match.groups()[:6])
+    try:
+        datetime.date(year, month, day)
+    except ValueError:
+        return False
+    if hour > 23 or minute > 59 or second > 60:
+        return False
+    off_hour, off_minute = match.group(7), match.group(8)
+    return off_hour is None or (int(off_hour) <= 23 and int(off_minute) <= 59)
 
 
 def _schema_message(error: Any) -> str:

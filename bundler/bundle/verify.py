@@ -35,7 +35,11 @@ from bundler.errors import BundlerError, InvalidInput, Refused
 from bundler.fs import safefs
 from bundler.fs.copytree import digest_fd
 from bundler.rules import tomlcompat
-from bundler.rules.names import escape_display, is_portable_alias, is_portable_name
+from bundler.rules.names import (
+    escape_display,
+    is_portable_name,
+    is_portable_skill_alias,
+)
 from bundler.rules.secrets import sweep_targets, withholder
 
 KNOWN_FORMATS = (1, 2)
@@ -90,6 +94,7 @@ class VerifyReport:
     files: int = 0
     bytes: int = 0
     checksums_digest: str = ""
+    integrity_unproven: bool = False
 
     @property
     def ok(self) -> bool:
@@ -338,7 +343,7 @@ class _Walker:
         if len(parts) == 2:
             if not is_dir:
                 return "skills/ holds only skill bundle folders"
-            if not is_portable_alias(parts[1]):
+            if not is_portable_skill_alias(parts[1]):
                 return "skill bundle folder name is not a portable alias (it becomes a folder name)"
             self.tree.skill_bundles.add(parts[1])
             return None
@@ -476,23 +481,70 @@ def _compare_contents(report: VerifyReport, manifest: Mapping[str, Any]) -> None
             )
 
 
-def _flag_key(flag: Mapping[str, Any]) -> tuple[str, str]:
-    return str(flag.get("path", "")), str(flag.get("kind", ""))
+def zeroclaw_written(manifest: Mapping[str, Any]) -> bool:
+    """True when ZeroClaw's own exporter wrote the manifest: ``zeroclaw_version``, no exporter.
+
+    Any ``exporter`` name, bundler's or a stranger's, is held to every kind bundler knows.
+    """
+    provenance = manifest.get("provenance")
+    return (
+        isinstance(provenance, dict)
+        and "exporter" not in provenance
+        and isinstance(provenance.get("zeroclaw_version"), str)
+    )
 
 
-def _compare_flags(report: VerifyReport, claimed: Any, actual: list[dict[str, str]]) -> None:
-    claimed_flags = claimed if isinstance(claimed, list) else []
-    claimed_by_key = {_flag_key(f): f for f in claimed_flags if isinstance(f, dict)}
-    actual_by_key = {_flag_key(f): f for f in actual}
+def _raw_joined(path: str) -> str:
+    # ZeroClaw joins a flag's path segments with "." unquoted (skill_bundles.research.tools)
+    from bundler.errors import UsageError
+    from bundler.rules.paths import parse_path
+
+    try:
+        return ".".join(parse_path(path))
+    except UsageError:
+        return path
+
+
+def _flag_key(flag: Mapping[str, Any], *, raw: bool) -> tuple[str, str]:
+    path = str(flag.get("path", ""))
+    return (_raw_joined(path) if raw else path), str(flag.get("kind", ""))
+
+
+def _known_kinds(
+    manifest: Mapping[str, Any], claimed: Sequence[Mapping[str, Any]]
+) -> frozenset[str]:
+    """The kinds the manifest's exporter knows: only those can be omitted from it."""
+    from bundler.rules.risk import KINDS, ZEROCLAW_KINDS
+
+    if not zeroclaw_written(manifest):
+        return frozenset(KINDS)
+    # a manifest naming one of bundler's kinds claims to know it, whoever wrote it
+    return ZEROCLAW_KINDS | {str(f.get("kind", "")) for f in claimed}
+
+
+def _compare_flags(
+    report: VerifyReport,
+    manifest: Mapping[str, Any],
+    actual: list[dict[str, str]],
+) -> None:
+    """The manifest's ``risk_flags`` against the recomputed ones, by (kind, path) only.
+
+    ``detail`` is wording for people (ZeroClaw's differs from bundler's) and is never compared:
+    what the user sees and consents to is the recomputed flag. A recomputed flag of a kind the
+    exporter knows but the manifest leaves out is a lying manifest; one of a kind it cannot
+    know is not. Paths of a ZeroClaw-written manifest are compared as ZeroClaw joins them.
+    """
+    claimed = manifest.get("risk_flags", [])
+    claimed_flags = [f for f in claimed if isinstance(f, dict)] if isinstance(claimed, list) else []
+    raw = zeroclaw_written(manifest)
+    known = _known_kinds(manifest, claimed_flags)
+    claimed_by_key = {_flag_key(f, raw=raw): f for f in claimed_flags}
+    actual_by_key = {_flag_key(f, raw=raw): f for f in actual}
     where = f"{MANIFEST}: risk_flags"
-    for key, flag in actual_by_key.items():
+    for key in actual_by_key:
         shown = f"{escape_display(key[1])} at {escape_display(key[0])}"
-        if key not in claimed_by_key:
+        if key not in claimed_by_key and key[1] in known:
             report.errors.append(Problem(where, f"omits {shown}, which config.toml grants"))
-        elif claimed_by_key[key].get("detail") != flag.get("detail"):
-            report.errors.append(
-                Problem(where, f"detail of {shown} differs from what config.toml grants")
-            )
     for key in claimed_by_key:
         if key not in actual_by_key:
             report.errors.append(
@@ -566,7 +618,7 @@ def _recompute(
             Problem(CONFIG, f"risk flags cannot be computed ({type(exc).__name__})")
         )
     else:
-        _compare_flags(report, manifest.get("risk_flags", []), report.risk_flags)
+        _compare_flags(report, manifest, report.risk_flags)
     secrets = manifest.get("required_secrets", [])
     if isinstance(secrets, list):
         report.errors += [
@@ -686,14 +738,7 @@ def _verify_open(
     if checksums_problem is not None:
         report.errors.append(checksums_problem)
     elif raw_checksums is None:
-        if version == 1:
-            report.warnings.append(
-                Problem(
-                    CHECKSUMS, "absent (older exporter): file contents are not covered by checksums"
-                )
-            )
-        else:
-            report.errors.append(Problem(CHECKSUMS, "missing"))
+        _no_checksums(report, manifest or {}, version)
     else:
         report.checksums_digest = xxhash.xxh3_128(raw_checksums).hexdigest()
         contents = (manifest or {}).get("contents")
@@ -726,7 +771,9 @@ def _verify_open(
         report.fragment = fragment
         root = manifest["root_agent"]
         report.errors += fragment_rules.check_form(fragment, root)
+        _read_raw_secret_paths(manifest, fragment)
         _recompute(report, tree, manifest, fragment)
+        _fragment_warnings(report, fragment, root)
     if version == 2 and not tree.stopped:
         _check_store(report, tree)
     report.errors = _unique(report.errors)
@@ -747,6 +794,95 @@ def _withhold_smuggled(report: VerifyReport, fragment: dict[str, Any]) -> None:
     scrub = withholder(targets)
     report.errors = [Problem(scrub(p.path), scrub(p.message)) for p in report.errors]
     report.warnings = [Problem(scrub(p.path), scrub(p.message)) for p in report.warnings]
+
+
+def _read_raw_secret_paths(manifest: dict[str, Any], fragment: dict[str, Any]) -> None:
+    """Rewrite a ZeroClaw manifest's raw ``required_secrets`` paths in bundler's quoted form.
+
+    ZeroClaw joins segments unquoted (``mcp.servers.s.headers.X-Org.Id``); bundler's paths quote
+    a segment holding a dot (``headers."X-Org.Id"``). Only a path that does not already name a
+    field is rewritten, and only to one that does, so the checks that follow are unchanged.
+    """
+    from bundler.errors import UsageError
+    from bundler.rules.paths import format_path, parse_path
+
+    secrets = manifest.get("required_secrets")
+    if not zeroclaw_written(manifest) or not isinstance(secrets, list):
+        return
+    for index, path in enumerate(secrets):
+        if not isinstance(path, str):
+            continue
+        with contextlib.suppress(UsageError):
+            if fragment_rules.lookup(fragment, parse_path(path))[0]:
+                continue
+        segments = fragment_rules.resolve_raw_path(fragment, path)
+        if segments is not None:
+            secrets[index] = format_path(segments)
+
+
+def _fragment_warnings(report: VerifyReport, fragment: dict[str, Any], root: str) -> None:
+    """Warnings ZeroClaw's own ``collect_warnings`` gives on a fragment it would accept.
+
+    Dangling fallback edges and MCP server names, fallback cycles and chains deeper than the
+    runtime follows: a ZeroClaw-written bundle may carry them all, and none makes it unsafe.
+    """
+    from bundler.rules.findings import FALLBACK_CYCLE, FALLBACK_TOO_DEEP
+    from bundler.rules.validate import validate
+
+    report.warnings += fragment_rules.fragment_warnings(fragment, root)
+    report.warnings += _contentless_skill_aliases(fragment, root)
+    _errors, warnings = validate(fragment, _EMPTY_INSTALL)
+    report.warnings += [
+        Problem(escape_display(w.path), f"{w.kind}: {escape_display(w.message)}")
+        for w in warnings
+        if w.kind in (FALLBACK_CYCLE, FALLBACK_TOO_DEEP)
+    ]
+
+
+def _contentless_skill_aliases(fragment: dict[str, Any], root: str) -> list[Problem]:
+    """Skill bundles the agent names whose alias is no portable folder name (``con``, ``notes.``).
+
+    ZeroClaw keeps them in the config and carries no content for them (verify refuses content
+    under such a folder), so on the target they name folders that do not exist yet.
+    """
+    named = fragment_rules.agent_of(fragment, root).get("skill_bundles", [])
+    return [
+        Problem(
+            display_path(["skill_bundles", alias]),
+            "host_specific: configured without content (the alias is not a portable folder "
+            "name); rename or re-bind it on the target",
+        )
+        for alias in (named if isinstance(named, list) else [])
+        if isinstance(alias, str) and not is_portable_skill_alias(alias)
+    ]
+
+
+INTEGRITY_UNPROVEN = (
+    "absent: the integrity of the bundle's files cannot be proven (ZeroClaw's exporter and "
+    "older ones write no checksums); import asks for consent to that like a risk"
+)
+
+
+def _no_checksums(report: VerifyReport, manifest: Mapping[str, Any], version: int) -> None:
+    """A bundle without ``checksums.xxh3``: said once, and refused where the manifest needs it.
+
+    Format 1 may omit checksums (ZeroClaw never writes them): one warning, and import asks for
+    consent. A manifest that names ``contents.checksums`` or its digest promised the file, so
+    its absence means the file was removed (and the files can no longer be trusted): refused.
+    """
+    contents = manifest.get("contents")
+    promised = isinstance(contents, dict) and (
+        "checksums" in contents or "checksums_xxh3_128" in contents
+    )
+    if version != 1:
+        report.errors.append(Problem(CHECKSUMS, "missing"))
+    elif promised:
+        report.errors.append(
+            Problem(CHECKSUMS, "missing, though the manifest's [contents] names it and its digest")
+        )
+    else:
+        report.integrity_unproven = True
+        report.warnings.append(Problem(CHECKSUMS, INTEGRITY_UNPROVEN))
 
 
 def _read_fragment(report: VerifyReport, tree: _Tree) -> dict[str, Any] | None:

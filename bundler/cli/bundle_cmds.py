@@ -41,7 +41,9 @@ def verify(args: argparse.Namespace, out: Output) -> Result:
     return Result(
         payload=payload,
         code=EXIT_INVALID,
-        warnings=warnings,
+        # a refused bundle's report starts with why it is refused, as import's does; a tolerant
+        # reader's warnings (no checksums, dangling names) would only bury that (--json keeps them)
+        warnings=[],
         error_message=_error_lines(lines[0], lines[1:], out.json_mode),
         error_path=first.path,
     )

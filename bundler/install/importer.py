@@ -13,7 +13,7 @@ import contextlib
 import os
 import shutil
 import stat
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -66,7 +66,12 @@ from bundler.rules.paths import format_path
 from bundler.rules.risk import compute_risk_flags
 from bundler.rules.schemacheck import schema_findings
 from bundler.rules.secrets import value_targets, withholder
-from bundler.rules.skillfolder import SKILLS_ROOT, skill_folder_problem, used_folders
+from bundler.rules.skillfolder import (
+    SKILLS_ROOT,
+    overlap_problem,
+    skill_folder_problem,
+    used_folders,
+)
 from bundler.rules.validate import validate
 
 
@@ -125,32 +130,63 @@ def _missing_commands(plan: merge.MergePlan) -> list[str]:
     return missing
 
 
+UNPROVEN_INTEGRITY = (
+    "its files are not covered by checksums (no checksums.xxh3), so nothing proves they are "
+    "the ones the exporter wrote"
+)
+
+
 def _consent(
     flags: Sequence[Mapping[str, str]],
     accept_risks: bool,
     prompter: Prompter | None,
     bundle: Path,
+    *,
+    integrity_unproven: bool = False,
 ) -> None:
-    if not flags or accept_risks:
+    """Ask for consent to the recomputed flags and to unproven integrity, like one risk list."""
+    if (not flags and not integrity_unproven) or accept_risks:
         return
     lines = [
         f"{escape_display(f['kind'])} {escape_display(f['path'])}: "
         f"{escape_display(f.get('detail', ''))}"
         for f in flags
     ]
-    question = (
-        "After this import the agent may:\n  " + "\n  ".join(lines) + "\nImport it? [y/N]"
-    )
+    if integrity_unproven:
+        lines.append(f"unproven_integrity checksums.xxh3: {UNPROVEN_INTEGRITY}")
+    question = "After this import the agent may:\n  " + "\n  ".join(lines) + "\nImport it? [y/N]"
     if prompter is not None and prompter.confirm(question):
         return
+    parts = [f"{len(flags)} risk flag(s)"] if flags else []
+    if integrity_unproven:
+        parts.append("no checksums (its integrity cannot be proven)")
+    what = " and ".join(parts)
     raise Refused(
         hints.Hinted(
-            f"the bundle carries {len(flags)} risk flag(s); nothing changed; pass --accept-risks "
+            f"the bundle carries {what}; nothing changed; pass --accept-risks "
             "or answer y at a terminal once you have reviewed them",
             hints.command("bundle", "inspect", os.path.abspath(bundle)),
         ),
-        path="risk_flags",
+        path="risk_flags" if flags else "checksums.xxh3",
     )
+
+
+def _drop_unresolved(report: VerifyReport) -> list[str]:
+    """Remove fallback edges and MCP server names that resolve nowhere in the bundle.
+
+    Kept, they would bind to whatever same-named provider or server the target has: an
+    endpoint, credentials or tools the bundle never described. Returns what was removed.
+    """
+    carried = report.fragment
+    root = (report.manifest or {}).get("root_agent")
+    if carried is None or not isinstance(root, str):
+        return []
+    report.fragment, removed = fragment.without_unresolved(carried, root)
+    return [
+        f"{item.path}: removed {escape_display(str(item.ref))!r}, which the bundle does not "
+        "carry (it is never bound to a same-named entry of this install)"
+        for item in removed
+    ]
 
 
 @dataclass(frozen=True)
@@ -222,6 +258,8 @@ def _import(
         raise InvalidInput(f"bundle failed verification: {shown}{more}", path=report.errors[0].path)
     manifest = report.manifest or {}
     required = [p for p in manifest.get("required_secrets", []) if isinstance(p, str)]
+    # before the merge plan: a dangling name is removed, never bound to a same-named local entry
+    warnings = [*_drop_unresolved(report), *warnings]
     dry_run = chosen.dry_run
 
     with (
@@ -281,12 +319,17 @@ def _check_target(target: Mapping[str, Any], install_root: Path) -> None:
         )
 
 
-def _check_skill_folders(plan: merge.MergePlan, install_root: Path) -> None:
+def _check_skill_folders(
+    plan: merge.MergePlan, install_root: Path, with_content: Collection[str]
+) -> None:
     """Every added or namespaced skill bundle's folder is a fresh child of the skills root.
 
     The rule verify applies to a bundle's ``directory`` (:mod:`bundler.rules.skillfolder`), asked
     here of the merged config: the folder after namespacing (or the default one), against the
-    folders of every other skill bundle and workspace of the install.
+    folders of every other skill bundle and workspace of the install. A bundle carried without
+    content (``with_content`` lists the others) under its own alias and default folder is one
+    ZeroClaw keeps although the alias is no portable folder name (``con``, ``notes.``): no
+    folder is made for it, so only another entry's folder is refused.
     """
     bundles = plan.merged.get("skill_bundles")
     for placement in plan.skills:
@@ -295,10 +338,16 @@ def _check_skill_folders(plan: merge.MergePlan, install_root: Path) -> None:
         alias = placement.target_alias
         entry = bundles.get(alias)
         directory = entry.get("directory") if isinstance(entry, dict) else None
+        contentless = placement.source_alias not in with_content
         if not isinstance(directory, str) or not directory:
             directory = f"{SKILLS_ROOT}/{alias}"
+        else:
+            contentless = False
         used = used_folders(plan.merged, install_root, except_bundle=alias)
-        reason = skill_folder_problem(directory, used)
+        if contentless and placement.action == "added":
+            reason = overlap_problem(directory, used)
+        else:
+            reason = skill_folder_problem(directory, used)
         if reason is not None:
             path = format_path(["skill_bundles", alias])
             raise Refused(
@@ -357,7 +406,13 @@ def _plan(
         flags = effective_risk_flags(
             plan, list(run.report.skill_bundles), run.report.format_version or 1
         )
-        _consent(flags, run.options.accept_risks, run.options.prompt, run.bundle)
+        _consent(
+            flags,
+            run.options.accept_risks,
+            run.options.prompt,
+            run.bundle,
+            integrity_unproven=run.report.integrity_unproven,
+        )
     asked = _ask_for_secrets(plan, given, run.options)
     if asked is not None:
         plan = _merge(run, target, asked)
@@ -404,7 +459,7 @@ def _lay_out(run: _Run, plan: merge.MergePlan) -> tuple[ImportReport, str, list[
             f"the merged config would be invalid: {shown}{more}; nothing changed",
             path=errors[0].path,
         )
-    _check_skill_folders(plan, install_root)
+    _check_skill_folders(plan, install_root, run.report.skill_bundles)
     new_text, notes = merge.render_config_text(run.config.text, plan)
 
     workspace = relative_to_install(

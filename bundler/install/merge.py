@@ -29,7 +29,11 @@ import tomlkit.items
 from bundler.config.file import toml_error_reason
 from bundler.errors import InvalidInput, Refused, UsageError
 from bundler.rules import refs, schema, tomlcompat
-from bundler.rules.names import escape_display, is_portable_alias, non_portable_alias_reason
+from bundler.rules.names import (
+    escape_display,
+    is_portable_skill_alias,
+    non_portable_alias_reason,
+)
 from bundler.rules.paths import format_path, format_segment, parse_path
 
 # the order new entries are appended in (agents last, so a reader meets the referents first)
@@ -473,7 +477,9 @@ def plan_merge(
 
 def _place_skill(plan: MergePlan, old: str, new: str, value: dict[str, Any], renamed: bool) -> None:
     """Record where a skill bundle's content goes; a renamed one's directory follows its alias."""
-    if not is_portable_alias(new):
+    # an unportable alias arrives only as the bundle wrote it, without content (verify refuses
+    # content under it); a rename must still give a folder name
+    if renamed and not is_portable_skill_alias(new):
         raise Refused(
             f"skill bundle alias {escape_display(new)} is not a portable alias; "
             "import with a shorter --as",

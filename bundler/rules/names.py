@@ -96,6 +96,24 @@ def is_portable_alias(alias: str) -> bool:
     return non_portable_alias_reason(alias) is None
 
 
+_SKILL_ALIAS_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+
+
+def is_portable_skill_alias(alias: str) -> bool:
+    """True when a skill-bundle alias may travel with its content (its folder name).
+
+    As ZeroClaw's exporter decides it: a ``.`` inside is ordinary (``research.tools``), but the
+    alias must still be a portable folder name, so a Windows device name (``con``) or a trailing
+    dot (``notes.``) is not, and neither is anything holding ``..``, a slash or a backslash.
+    Such an alias stays in the config without content (reported ``host_specific``).
+    """
+    return (
+        _SKILL_ALIAS_RE.fullmatch(alias) is not None
+        and ".." not in alias
+        and is_portable_name(alias)
+    )
+
+
 def safe_relative_path(path: str) -> str | None:
     """The normalised form of a relative ``/``-separated path of portable components, else None.
 

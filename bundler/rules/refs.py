@@ -250,6 +250,11 @@ class Ref(NamedTuple):
         return self.position is None and self.value == ""
 
     @property
+    def is_fallback(self) -> bool:
+        """True for a fallback edge: a reference from one provider to another (01 §3.2)."""
+        return self.source[0] in PROVIDER_KINDS
+
+    @property
     def target_key(self) -> EntryKey | None:
         """The ``(kind, name)`` of the entry it names when well formed, else None."""
         return None if self.key is None else (self.target, self.value)
@@ -360,18 +365,31 @@ class Reach:
     ``entries`` maps each reached entry (not the agent) to its table, in discovery order;
     ``unresolved`` are references into carried tables that name no entry (malformed ones
     included); ``too_deep`` are resolving fallback edges of a provider at ``MAX_FALLBACK_DEPTH``,
-    which the runtime never follows; ``granted`` are the server names the agent's MCP bundles
-    grant and ``servers`` the first entry of each that exists.
+    which the runtime never follows; ``depth`` is each reached provider's fallback distance from
+    the providers reached otherwise (0); ``granted`` are the server names the agent's MCP
+    bundles grant and ``servers`` the first entry of each that exists.
     """
 
     entries: dict[EntryKey, Mapping[str, Any]] = field(default_factory=dict)
     unresolved: list[Ref] = field(default_factory=list)
     too_deep: list[Ref] = field(default_factory=list)
+    depth: dict[EntryKey, int] = field(default_factory=dict)
     granted: list[str] = field(default_factory=list)
     servers: dict[str, Mapping[str, Any]] = field(default_factory=dict)
 
+    @property
+    def unconfigured(self) -> list[str]:
+        """The granted server names no ``mcp.servers`` entry has, in grant order."""
+        return [name for name in self.granted if name not in self.servers]
 
-def reach(config: Mapping[str, Any], root: str, agent: Mapping[str, Any]) -> Reach:
+
+def reach(
+    config: Mapping[str, Any],
+    root: str,
+    agent: Mapping[str, Any],
+    *,
+    fallback_depth: int | None = MAX_FALLBACK_DEPTH,
+) -> Reach:
     """The closure of agent ``root`` (whose entry is ``agent``) inside ``config`` (02 §2).
 
     Every reference into a carried table is followed from the agent, except that references
@@ -379,6 +397,10 @@ def reach(config: Mapping[str, Any], root: str, agent: Mapping[str, Any]) -> Rea
     otherwise (depth 0) and never from one at ``MAX_FALLBACK_DEPTH`` (01 §3.2). MCP servers are
     reached by :func:`granted_servers` over the agent's ``mcp_bundles``. The export planner and
     verify both call this, so an exported fragment's closure is the planner's by construction.
+
+    ``fallback_depth`` None follows fallback edges at any depth (``too_deep`` stays empty): a
+    bundle ZeroClaw wrote keeps every edge that resolved on its install, past the runtime's
+    limit and round cycles, and verify accepts that (issue 13); the export cuts at the limit.
     """
     out = Reach()
     queue: list[tuple[str, str, Mapping[str, Any]]] = [("agents", root, agent)]
@@ -390,7 +412,7 @@ def reach(config: Mapping[str, Any], root: str, agent: Mapping[str, Any]) -> Rea
                 found = _follow(config, ref, out)
                 if found is not None:
                     queue.append((ref.target, ref.value, found))
-    _fallbacks(config, out)
+    _fallbacks(config, out, fallback_depth)
     names = _list(agent.get("mcp_bundles"))
     out.granted = granted_servers(_table(config.get("mcp_bundles")), names)
     out.servers = first_servers(config, set(out.granted))
@@ -411,9 +433,10 @@ def _follow(config: Mapping[str, Any], ref: Ref, out: Reach) -> Mapping[str, Any
     return found
 
 
-def _fallbacks(config: Mapping[str, Any], out: Reach) -> None:
+def _fallbacks(config: Mapping[str, Any], out: Reach, limit: int | None) -> None:
     """Breadth-first over the provider-to-provider edges, from every provider reached so far."""
-    distance = {key: 0 for key in out.entries if key[0] in PROVIDER_KINDS}
+    distance = out.depth
+    distance.update((key, 0) for key in out.entries if key[0] in PROVIDER_KINDS)
     frontier = list(distance)
     while frontier:
         following: list[EntryKey] = []
@@ -425,7 +448,7 @@ def _fallbacks(config: Mapping[str, Any], out: Reach) -> None:
                 found = None if key is None else entry_of(config, ref.target, key)
                 if found is None:
                     out.unresolved.append(ref)
-                elif distance[source] >= MAX_FALLBACK_DEPTH:
+                elif limit is not None and distance[source] >= limit:
                     out.too_deep.append(ref)
                 elif (ref.target, ref.value) not in distance:
                     target = (ref.target, ref.value)

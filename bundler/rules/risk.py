@@ -52,6 +52,24 @@ KINDS = (
     CARRIED_MEMORY,
 )
 
+# The kinds ZeroClaw's own exporter writes (``RiskKind::as_wire`` in its agent_bundle.rs). A
+# manifest written by ZeroClaw cannot name bundler's other kinds, so their absence from it is no
+# omission; a flag of one of these kinds that it leaves out still is.
+ZEROCLAW_KINDS = frozenset(
+    {
+        FULL_AUTONOMY,
+        FILESYSTEM_ESCAPE,
+        SANDBOX_DISABLED,
+        APPROVAL_BYPASS,
+        ENV_PASSTHROUGH,
+        EXTRA_FILESYSTEM_ROOTS,
+        DELEGATION_ENABLED,
+        PROCESS_SPAWN,
+        UNTRUSTED_STARTUP_CONTEXT,
+        CARRIED_SKILLS,
+    }
+)
+
 _URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 

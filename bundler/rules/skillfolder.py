@@ -60,6 +60,11 @@ def skill_folder_problem(directory: str, used: Mapping[str, str]) -> str | None:
     reason = non_portable_reason(name)
     if reason is not None:
         return f"its folder name is not portable ({reason})"
+    return overlap_problem(directory, used)
+
+
+def overlap_problem(directory: str, used: Mapping[str, str]) -> str | None:
+    """Why ``directory`` may not be ``used`` (another entry's folder, inside or around it)."""
     for path, folder in used.items():
         if _overlaps(directory, folder):
             return f"overlaps the folder of {path}"

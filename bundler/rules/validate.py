@@ -380,11 +380,14 @@ class _Run:
             if ref.value in edges and self.provider_problem("models", ref.value) is None:
                 edges[ref.source[1]].append(ref.value)
             else:
-                # addressed by index: text that names no provider is not echoed
-                self.warn(
-                    FALLBACK_DANGLING,
-                    ref.path,
-                    "names no existing model provider; the runtime skips it",
+                # addressed by index, as ZeroClaw writes it (fallback[0]): text that names no
+                # provider is not echoed
+                self.warnings.append(
+                    Finding(
+                        FALLBACK_DANGLING,
+                        f"{format_path(ref.path[:-1])}[{ref.position}]",
+                        "names no existing model provider; the runtime skips it",
+                    )
                 )
         component = strong_components(edges)
         roots = self.model_roots()

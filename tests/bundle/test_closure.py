@@ -270,7 +270,7 @@ def test_fallback_chain_of_depth_4_carries_3_levels_and_reports_cut_edge() -> No
     p = plan(_chain(4))
     carried = p.fragment["providers"]["models"]["openai"]
     assert sorted(carried) == ["p1", "p2", "p3"]
-    assert carried["p3"]["fallback"] == []
+    assert "fallback" not in carried["p3"]  # emptied: dropped, as ZeroClaw drops the key
     row = rows(p)["providers.models.openai.p3.fallback[0]"]
     assert row.reason == "source_missing" and "MAX_FALLBACK_DEPTH" in row.detail
     assert_export_form(p)
@@ -321,8 +321,22 @@ def test_edge_from_distance_3_removed_even_when_target_is_carried() -> None:
     config = _chain(3)
     config["providers"]["models"]["openai"]["p3"]["fallback"] = ["anthropic.main"]
     p = plan(config)
-    assert p.fragment["providers"]["models"]["openai"]["p3"]["fallback"] == []
+    assert "fallback" not in p.fragment["providers"]["models"]["openai"]["p3"]
     assert "MAX_FALLBACK_DEPTH" in rows(p)["providers.models.openai.p3.fallback[0]"].detail
+
+
+def test_empty_fallback_is_dropped_like_zeroclaw_drops_the_key() -> None:
+    """ZeroClaw skips an empty ``fallback`` when it serializes: a bundle never says ``[]``."""
+    p = plan(_chain(2))  # p2 has fallback = [] in the source
+    assert "fallback" not in p.fragment["providers"]["models"]["openai"]["p2"]
+    assert "fallback = []" not in rendered(p)
+    assert_export_form(p)
+    config = _chain(1)  # every edge of p1 is cut: the list empties
+    config["providers"]["models"]["openai"]["p1"]["fallback"] = ["openai.gone"]
+    p = plan(config)
+    assert "fallback" not in p.fragment["providers"]["models"]["openai"]["p1"]
+    assert rows(p)["providers.models.openai.p1.fallback[0]"].reason == "source_missing"
+    assert_export_form(p)
 
 
 def test_unknown_schema_keys_removed_and_reported_not_yet_portable() -> None:

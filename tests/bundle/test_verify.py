@@ -15,6 +15,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import bundlefactory as bf
 import hostile_bundles
@@ -121,12 +122,33 @@ def test_format_2_risk_flags_include_carried_memory(built_format_2: Path) -> Non
 
 
 def test_format_1_without_checksums_verifies_with_warning(exported: Path, tmp_path: Path) -> None:
+    """An older exporter's manifest names no checksums file: integrity unproven, said once."""
+    bundle = fresh_copy(exported, tmp_path)
+    (bundle / bf.CHECKSUMS).unlink()
+
+    def older(manifest: dict[str, Any]) -> None:
+        del manifest["contents"]["checksums"], manifest["contents"]["checksums_xxh3_128"]
+
+    bf.edit_manifest(bundle, older)
+    result = run_verify(bundle)
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "checksums.xxh3" in line]
+    assert len(warnings) == 1, result.stderr
+    assert warnings[0].startswith("warning: checksums.xxh3: absent")
+    assert "cannot be proven" in warnings[0]
+
+
+def test_checksums_removed_though_the_manifest_names_them_is_refused(
+    exported: Path, tmp_path: Path
+) -> None:
+    """The manifest's [contents] promised checksums.xxh3: without it a tampered file would pass."""
     bundle = fresh_copy(exported, tmp_path)
     (bundle / bf.CHECKSUMS).unlink()
     result = run_verify(bundle)
-    assert result.returncode == 0, result.stderr
-    assert "warning: checksums.xxh3: absent" in result.stderr
-    assert "not covered" in result.stderr
+    assert result.returncode == 3, result.stderr
+    assert "error: checksums.xxh3: missing, though the manifest's [contents] names it" in (
+        result.stderr
+    )
 
 
 def test_non_portable_workspace_name_is_a_warning(exported: Path, tmp_path: Path) -> None:
@@ -411,3 +433,19 @@ def test_format_2_manifest_must_keep_its_checksums_keys(
     bf.edit_manifest(bundle, lambda m: m["contents"].pop("checksums_xxh3_128"))
     report = verify_bundle(bundle)
     assert {p.path for p in report.errors} >= {bf.MANIFEST, bf.CHECKSUMS}
+
+
+def test_bundler_manifest_omitting_any_recomputed_flag_is_refused(
+    exported: Path, tmp_path: Path
+) -> None:
+    """bundler knows all its kinds: leaving out any flag, bundler-only kinds too, is a lie."""
+    kinds = [f["kind"] for f in bf.read_manifest(exported)["risk_flags"]]
+    assert "command_allowlist" in kinds  # a kind ZeroClaw's exporter does not have
+    for index, kind in enumerate(kinds):
+        bundle = fresh_copy(exported, tmp_path / str(index))
+        bf.edit_manifest(
+            bundle,
+            lambda m, k=kind: m.update(risk_flags=[f for f in m["risk_flags"] if f["kind"] != k]),
+        )
+        report = verify_bundle(bundle)
+        assert any(f"omits {kind}" in p.message for p in report.errors), (kind, report.errors)

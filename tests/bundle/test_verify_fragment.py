@@ -102,7 +102,8 @@ def test_excluded_name_in_a_bundle_grants_nothing_and_is_allowed() -> None:
     assert rules.check_form(data, bf.ROOT_AGENT) == []
 
 
-def test_fallback_cycle_is_kept_and_depth_limits_reach() -> None:
+def test_fallback_edges_resolving_inside_the_fragment_are_kept_at_any_depth() -> None:
+    """ZeroClaw's exporter carries a chain past MAX_FALLBACK_DEPTH and cycles (03 §1.1)."""
     data = bf.fragment()
     models = data["providers"]["models"]
     models["openai"]["backup"]["fallback"] = ["anthropic.main"]  # a cycle: allowed
@@ -110,7 +111,29 @@ def test_fallback_cycle_is_kept_and_depth_limits_reach() -> None:
     # a chain main -> backup -> c1 -> c2 -> c3: c3 is at distance 4, beyond MAX_FALLBACK_DEPTH
     models["openai"]["backup"]["fallback"] = ["groq.c1"]
     models["groq"] = {"c1": {"fallback": ["groq.c2"]}, "c2": {"fallback": ["groq.c3"]}, "c3": {}}
-    assert paths(rules.check_form(data, bf.ROOT_AGENT)) == ["providers.models.groq.c3"]
+    assert rules.check_form(data, bf.ROOT_AGENT) == []
+
+
+def test_dangling_fallback_and_server_name_are_warnings_not_problems() -> None:
+    data = bf.fragment()
+    data["providers"]["models"]["anthropic"]["main"]["fallback"].append("openai.gone")
+    data["mcp_bundles"]["gh"]["servers"].append("ghost")
+    assert rules.check_form(data, bf.ROOT_AGENT) == []
+    assert paths(rules.fragment_warnings(data, bf.ROOT_AGENT)) == [
+        "providers.models.anthropic.main.fallback[1]",
+        "mcp_bundles.gh.servers[1]",
+    ]
+
+
+def test_unresolved_names_are_removed_and_an_emptied_fallback_dropped() -> None:
+    data = bf.fragment()
+    data["providers"]["models"]["anthropic"]["main"]["fallback"] = ["openai.gone"]
+    data["mcp_bundles"]["gh"]["servers"].append("ghost")
+    cleaned, removed = rules.without_unresolved(data, bf.ROOT_AGENT)
+    assert [item.ref for item in removed] == ["openai.gone", "ghost"]
+    assert "fallback" not in cleaned["providers"]["models"]["anthropic"]["main"]
+    assert cleaned["mcp_bundles"]["gh"]["servers"] == ["github"]
+    assert data["mcp_bundles"]["gh"]["servers"] == ["github", "ghost"]  # the input is untouched
 
 
 def test_summary_provider_of_runtime_profile_must_resolve() -> None:

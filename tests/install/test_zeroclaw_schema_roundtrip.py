@@ -200,8 +200,12 @@ def test_every_family_and_key_exports_scrubbed_and_round_trips(index: int, tmp_p
     carried_models = carried["providers"]["models"]
     assert set(carried_models) == set(node_at("providers", "models")["properties"])
     for family, entries in carried_models.items():
-        described = node_at("providers", "models", family, ALIAS)["properties"]
-        assert set(entries[ALIAS]) == set(described), family
+        described = set(node_at("providers", "models", family, ALIAS)["properties"])
+        if family != ROOT_FAMILY:
+            # its fallback is empty, and ZeroClaw's serializer skips an empty fallback
+            # (skip_serializing_if = "Vec::is_empty"): so does the export (issue 13)
+            described.discard("fallback")
+        assert set(entries[ALIAS]) == described, family
 
     given = {path: f"given-{i:03d}-wvkqwvkqwvkq" for i, path in enumerate(fill.secrets)}
     secrets_file = tmp_path / "secrets.toml"

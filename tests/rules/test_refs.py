@@ -326,6 +326,21 @@ def test_a_root_reached_otherwise_is_at_depth_zero_whatever_the_order() -> None:
     assert found.too_deep == []
 
 
+def test_without_a_depth_limit_fallbacks_are_reached_at_any_depth_and_round_cycles() -> None:
+    """What verify walks for a ZeroClaw-written bundle (issue 13): every edge that resolves."""
+    config = _chain(5)
+    config["providers"]["models"]["groq"]["p5"] = {"fallback": ["groq.p0", "groq.gone"]}
+    found = refs.reach(config, "a", config["agents"]["a"], fallback_depth=None)
+    assert {name for kind, name in found.entries if kind == "providers.models"} == {
+        f"groq.p{i}" for i in range(6)
+    }
+    assert found.too_deep == []
+    assert found.depth[("providers.models", "groq.p5")] == 5
+    assert [(r.path, r.is_fallback) for r in found.unresolved] == [
+        (["providers", "models", "groq", "p5", "fallback", "1"], True)
+    ]
+
+
 def test_unresolved_references_are_reported_and_channels_never_followed() -> None:
     config: dict[str, Any] = {
         "agents": {
@@ -355,6 +370,7 @@ def test_servers_are_reached_by_the_grant_rule_only() -> None:
     found = refs.reach(config, "a", config["agents"]["a"])
     assert found.granted == ["gh", "ghost"]
     assert list(found.servers) == ["gh"]
+    assert found.unconfigured == ["ghost"]
     assert set(found.entries) == {("mcp_bundles", "m"), ("mcp_bundles", "n")}
 
 

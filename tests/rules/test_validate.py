@@ -361,7 +361,7 @@ def test_fallback_dangling_is_a_warning(config: dict[str, Any]) -> None:
     errors, warnings = run(config)
     assert errors == []
     assert [(w.kind, w.path) for w in warnings] == [
-        (FALLBACK_DANGLING, "providers.models.openai.backup.fallback.0")
+        (FALLBACK_DANGLING, "providers.models.openai.backup.fallback[0]")
     ]
 
 
