@@ -66,6 +66,19 @@ Scrub = Callable[[str], str]
 _SCRUBBERS: ContextVar[tuple[Scrub, ...]] = ContextVar("bundler_scrubbers", default=())
 
 
+def withheld(text: str) -> str:
+    """``text`` with every secret of the active :func:`withholding` scopes withheld.
+
+    For what is not an error but is printed all the same (warnings, notes); an unchanged text is
+    returned as the same object, so a :class:`~bundler.rules.hints.Hinted` keeps its command.
+    """
+    for scrub in _SCRUBBERS.get():
+        scrubbed = scrub(text)
+        if scrubbed != text:
+            text = scrubbed
+    return text
+
+
 @contextmanager
 def withholding(scrub: Scrub) -> Iterator[None]:
     """Within the block, every :class:`BundlerError` is made with ``scrub`` applied.

@@ -25,7 +25,7 @@ from bundler.bundle import fragment
 from bundler.bundle.verify import VerifyReport, verify_bundle
 from bundler.config.file import ConfigFile, read_config_file
 from bundler.config.write import LOCK_NAME, config_lock
-from bundler.errors import BundlerError, InvalidInput, Refused, withholding
+from bundler.errors import BundlerError, InvalidInput, Refused, withheld, withholding
 from bundler.fs import copytree, durable
 from bundler.install import merge
 from bundler.install.bind_secrets import (
@@ -237,7 +237,10 @@ def import_bundle(
     given, warnings = collect_secrets(chosen.secrets, chosen.secrets_file)
     # every error made from here on withholds the given values (a bundle path may hold one)
     with withholding(withholder(value_targets(given))):
-        return _import(install_root, bundle, chosen, given, warnings)
+        report = _import(install_root, bundle, chosen, given, warnings)
+        # warnings are printed too: a bundle's names (a dangling fallback) may spell a value
+        report.warnings = [withheld(warning) for warning in report.warnings]
+        return report
 
 
 def _import(

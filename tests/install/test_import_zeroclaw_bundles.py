@@ -159,3 +159,26 @@ def test_contentless_skill_alias_folder_of_a_local_bundle_refuses_import(tmp_pat
     assert "skill_bundles.con" in result.stderr
     assert "overlaps the folder of skill_bundles.mine" in result.stderr
     assert (install / "config.toml").read_bytes() == before
+
+
+def test_a_removed_dangling_name_never_echoes_a_given_secret(tmp_path: Path) -> None:
+    """c's fallback 'deepseek.fifth' is removed on import and reported; when a value given with
+    --secret happens to spell it, the warning withholds it (nothing a user typed is echoed)."""
+    bundle = golden_copy("c-fallbacks", tmp_path)
+    install = tmp_path / "install"
+    secret = "deepseek.fifth"
+    result = run_cli(
+        [
+            "--install",
+            str(install),
+            "agents",
+            "import",
+            str(bundle),
+            "--accept-risks",
+            "--secret",
+            f"providers.models.anthropic.primary.api_key={secret}",
+        ]
+    )
+    assert result.returncode == 0, result.stderr
+    assert "removed" in result.stdout + result.stderr
+    assert secret not in result.stdout + result.stderr
