@@ -34,6 +34,9 @@ from bundler import __version__
 from bundler.bundle.closure import ExportPlan, finish_plan, plan_closure
 from bundler.bundle.history import record_destination
 from bundler.bundle.manifest import (
+    CHECKSUMS_NAME,
+    CONFIG_NAME,
+    MANIFEST_NAME,
     Contents,
     Dropped,
     Manifest,
@@ -45,7 +48,7 @@ from bundler.bundle.manifest import (
     render_config,
     render_manifest,
 )
-from bundler.bundle.publish import MANIFEST_NAME, Staging, admit
+from bundler.bundle.publish import Staging, admit
 from bundler.bundle.recover import clear_abandoned
 from bundler.config.store import load_config
 from bundler.errors import BundlerError, Refused, UsageError, withholding
@@ -73,8 +76,6 @@ MEMORY_FORMAT_VERSION = 2
 MEMORY_STORE = "memory/brain.db"
 MEMORY_STORE_SOURCE = "workspace/memory/brain.db"
 SCAN_MODES = ("refuse", "warn", "off")
-CONFIG_NAME = "config.toml"
-CHECKSUMS_NAME = "checksums.xxh3"
 _GENERATED_MODE = 0o644
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _MKDIR_MODE = 0o700

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+from bundler.bundle.manifest import MANIFEST_NAME
 from bundler.errors import Interrupted, Refused, UsageError
 from bundler.fs.copytree import make_durable
 from bundler.fs.durable import (
@@ -54,7 +55,6 @@ from bundler.fs.safefs import open_dir_nofollow, rmtree_at
 from bundler.rules import hints
 from bundler.rules.names import escape_display
 
-MANIFEST_NAME = "zeroclaw-agent.toml"
 STAGING_PREFIX = ".zeroclaw-export-"
 RETIRED_PREFIX = ".zeroclaw-export-old-"
 RECORD_SUFFIX = ".target"

@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bundler.bundle.manifest import MANIFEST_NAME
 from bundler.bundle.publish import (
     DIR_FLAGS,
-    MANIFEST_NAME,
     RECORD_RE,
     RETIRED_RE,
     STAGING_RE,

@@ -29,7 +29,13 @@ import xxhash
 
 from bundler.bundle import fragment as fragment_rules
 from bundler.bundle.fragment import Problem, display_path
-from bundler.bundle.manifest import checksums_by_path, parse_manifest
+from bundler.bundle.manifest import (
+    CHECKSUMS_NAME,
+    CONFIG_NAME,
+    MANIFEST_NAME,
+    checksums_by_path,
+    parse_manifest,
+)
 from bundler.config.file import MAX_CONFIG_BYTES, toml_error_reason
 from bundler.errors import BundlerError, InvalidInput, Refused
 from bundler.fs import safefs
@@ -43,9 +49,6 @@ from bundler.rules.names import (
 from bundler.rules.secrets import sweep_targets, withholder
 
 KNOWN_FORMATS = (1, 2)
-MANIFEST = "zeroclaw-agent.toml"
-CONFIG = "config.toml"
-CHECKSUMS = "checksums.xxh3"
 MAX_ENTRIES = 1_000_000
 # A tree of a million FIFOs must not become a million-line report held in memory.
 MAX_LISTED_TREE_ERRORS = 10_000
@@ -195,8 +198,8 @@ def _parse_toml(name: str, raw: bytes) -> tuple[dict[str, Any] | None, Problem |
 
 
 def _manifest_error(exc: BundlerError) -> Problem:
-    message = exc.message.removeprefix(f"{MANIFEST}: ")
-    return Problem(MANIFEST, message)
+    message = exc.message.removeprefix(f"{MANIFEST_NAME}: ")
+    return Problem(MANIFEST_NAME, message)
 
 
 def _read_manifest(raw: bytes, *, legacy: bool) -> tuple[dict[str, Any] | None, list[Problem]]:
@@ -208,7 +211,7 @@ def _read_manifest(raw: bytes, *, legacy: bool) -> tuple[dict[str, Any] | None, 
     ``checksums.xxh3`` in the bundle) lets a format 1 manifest omit the checksums keys, as
     older exporters wrote it (03 §1).
     """
-    table, problem = _parse_toml(MANIFEST, raw)
+    table, problem = _parse_toml(MANIFEST_NAME, raw)
     if table is None:
         return None, [problem] if problem is not None else []
     problems: list[Problem] = []
@@ -216,7 +219,7 @@ def _read_manifest(raw: bytes, *, legacy: bool) -> tuple[dict[str, Any] | None, 
     contents = table.get("contents")
     filled: list[str] = []
     if legacy and table.get("format_version") == 1 and isinstance(contents, dict):
-        placeholders = {"checksums": CHECKSUMS, "checksums_xxh3_128": "0" * 32}
+        placeholders = {"checksums": CHECKSUMS_NAME, "checksums_xxh3_128": "0" * 32}
         filled = [key for key in placeholders if key not in contents]
         contents.update({key: placeholders[key] for key in filled})
         raw = tomli_w.dumps(table).encode("utf-8")
@@ -229,7 +232,7 @@ def _read_manifest(raw: bytes, *, legacy: bool) -> tuple[dict[str, Any] | None, 
     root = manifest.get("root_agent")
     if isinstance(root, str) and root:
         problems += [
-            Problem(f"{MANIFEST}: {p.path}", p.message)
+            Problem(f"{MANIFEST_NAME}: {p.path}", p.message)
             for p in fragment_rules.portable_alias_problems(root)
         ]
     return manifest, problems
@@ -240,7 +243,7 @@ def _read_checksums(raw: bytes) -> tuple[dict[str, str] | None, Problem | None]:
     try:
         return checksums_by_path(raw), None
     except InvalidInput as exc:
-        where = exc.path or CHECKSUMS  # "checksums.xxh3:<line>"
+        where = exc.path or CHECKSUMS_NAME  # "checksums.xxh3:<line>"
         return None, Problem(where, exc.message.removeprefix(f"{where}: "))
 
 
@@ -322,7 +325,7 @@ class _Walker:
     def _misplaced(self, parts: list[str], is_dir: bool) -> str | None:
         top = parts[0]
         if len(parts) == 1:
-            if top in (MANIFEST, CONFIG, CHECKSUMS):
+            if top in (MANIFEST_NAME, CONFIG_NAME, CHECKSUMS_NAME):
                 return None if not is_dir else "must be a regular file"
             if top in ("workspace", "skills") or (top == "memory" and self.format_version == 2):
                 return None if is_dir else "must be a folder"
@@ -389,12 +392,12 @@ class _Walker:
 
     def _file(self, entry: safefs.Entry) -> None:
         rel = entry.rel
-        if rel in (MANIFEST, CHECKSUMS):
+        if rel in (MANIFEST_NAME, CHECKSUMS_NAME):
             return
         parts = rel.split("/")
         if len(parts) == 4 and parts[0] == "skills" and parts[3] == "SKILL.md":
             self.tree.skill_dirs[(parts[1], parts[2])] = True
-        if rel == CONFIG:
+        if rel == CONFIG_NAME:
             self._config(entry)
             return
         sink = self._memory_sink() if rel == MEMORY_STORE else None
@@ -432,15 +435,17 @@ class _Walker:
             held += len(chunk)
 
         try:
-            size, digest = digest_fd(entry.fd, relpath=CONFIG, observer=keep, buffer=self.buffer)
+            size, digest = digest_fd(
+                entry.fd, relpath=CONFIG_NAME, observer=keep, buffer=self.buffer
+            )
         except BundlerError as exc:
-            self.error(CONFIG, exc.message)
+            self.error(CONFIG_NAME, exc.message)
             return
         if size > limit:
-            self.error(CONFIG, f"larger than {limit} bytes (at most 16 MiB)")
+            self.error(CONFIG_NAME, f"larger than {limit} bytes (at most 16 MiB)")
         else:
             self.tree.config = b"".join(kept)
-        self.tree.digests[CONFIG] = (size, digest)
+        self.tree.digests[CONFIG_NAME] = (size, digest)
 
 
 # --------------------------------------------------------------------------- recomputed facts
@@ -450,10 +455,12 @@ def _compare_checksums(report: VerifyReport, tree: _Tree, listed: dict[str, str]
     for rel, (_size, digest) in tree.digests.items():
         expected = listed.get(rel)
         if expected is None:
-            report.errors.append(Problem(escape_display(rel), f"not listed in {CHECKSUMS}"))
+            report.errors.append(Problem(escape_display(rel), f"not listed in {CHECKSUMS_NAME}"))
         elif expected != digest:
             report.errors.append(
-                Problem(escape_display(rel), f"content does not match its digest in {CHECKSUMS}")
+                Problem(
+                    escape_display(rel), f"content does not match its digest in {CHECKSUMS_NAME}"
+                )
             )
     if not tree.stopped:
         for rel in listed:
@@ -461,7 +468,7 @@ def _compare_checksums(report: VerifyReport, tree: _Tree, listed: dict[str, str]
                 report.errors.append(
                     Problem(
                         escape_display(rel),
-                        f"listed in {CHECKSUMS} but not a regular file of the bundle",
+                        f"listed in {CHECKSUMS_NAME} but not a regular file of the bundle",
                     )
                 )
 
@@ -475,7 +482,7 @@ def _compare_contents(report: VerifyReport, manifest: Mapping[str, Any]) -> None
         if isinstance(claimed, int) and claimed != actual:
             report.errors.append(
                 Problem(
-                    f"{MANIFEST}: contents.{key}",
+                    f"{MANIFEST_NAME}: contents.{key}",
                     f"says {claimed} but the bundle's files give {actual}",
                 )
             )
@@ -540,7 +547,7 @@ def _compare_flags(
     known = _known_kinds(manifest, claimed_flags)
     claimed_by_key = {_flag_key(f, raw=raw): f for f in claimed_flags}
     actual_by_key = {_flag_key(f, raw=raw): f for f in actual}
-    where = f"{MANIFEST}: risk_flags"
+    where = f"{MANIFEST_NAME}: risk_flags"
     for key in actual_by_key:
         shown = f"{escape_display(key[1])} at {escape_display(key[0])}"
         if key not in claimed_by_key and key[1] in known:
@@ -605,7 +612,7 @@ def _recompute(
     if manifest.get("skill_bundles") != report.skill_bundles:
         report.errors.append(
             Problem(
-                f"{MANIFEST}: skill_bundles",
+                f"{MANIFEST_NAME}: skill_bundles",
                 f"says {_show_list(manifest.get('skill_bundles'))} "
                 f"but skills/ carries {_show_list(report.skill_bundles)}",
             )
@@ -615,14 +622,14 @@ def _recompute(
         report.risk_flags = [flag.as_dict() for flag in flags]
     except (TypeError, ValueError, AttributeError, KeyError) as exc:
         report.errors.append(
-            Problem(CONFIG, f"risk flags cannot be computed ({type(exc).__name__})")
+            Problem(CONFIG_NAME, f"risk flags cannot be computed ({type(exc).__name__})")
         )
     else:
         _compare_flags(report, manifest, report.risk_flags)
     secrets = manifest.get("required_secrets", [])
     if isinstance(secrets, list):
         report.errors += [
-            Problem(f"{MANIFEST}: {p.path}", p.message)
+            Problem(f"{MANIFEST_NAME}: {p.path}", p.message)
             for p in fragment_rules.required_secret_problems(fragment, secrets)
         ]
     seen = {p.path for p in report.errors}
@@ -716,13 +723,13 @@ def verify_bundle(path: Path, *, progress: Progress | None = None) -> VerifyRepo
 def _verify_open(
     root_fd: int, report: VerifyReport, private: Path, progress: Progress | None
 ) -> None:
-    raw_manifest, problem = _read_root_file(root_fd, MANIFEST, MAX_MANIFEST_BYTES)
-    raw_checksums, checksums_problem = _read_root_file(root_fd, CHECKSUMS, MAX_CHECKSUMS_BYTES)
+    raw_manifest, problem = _read_root_file(root_fd, MANIFEST_NAME, MAX_MANIFEST_BYTES)
+    raw_checksums, checksums_problem = _read_root_file(root_fd, CHECKSUMS_NAME, MAX_CHECKSUMS_BYTES)
     manifest: dict[str, Any] | None = None
     if problem is not None:
         report.errors.append(problem)
     elif raw_manifest is None:
-        report.errors.append(Problem(MANIFEST, "missing: not a bundle"))
+        report.errors.append(Problem(MANIFEST_NAME, "missing: not a bundle"))
     else:
         legacy = raw_checksums is None and checksums_problem is None
         manifest, problems = _read_manifest(raw_manifest, legacy=legacy)
@@ -746,7 +753,7 @@ def _verify_open(
         if claimed != report.checksums_digest:
             report.errors.append(
                 Problem(
-                    CHECKSUMS,
+                    CHECKSUMS_NAME,
                     "its digest does not match the manifest's contents.checksums_xxh3_128",
                 )
             )
@@ -875,22 +882,26 @@ def _no_checksums(report: VerifyReport, manifest: Mapping[str, Any], version: in
         "checksums" in contents or "checksums_xxh3_128" in contents
     )
     if version != 1:
-        report.errors.append(Problem(CHECKSUMS, "missing"))
+        report.errors.append(Problem(CHECKSUMS_NAME, "missing"))
     elif promised:
         report.errors.append(
-            Problem(CHECKSUMS, "missing, though the manifest's [contents] names it and its digest")
+            Problem(
+                CHECKSUMS_NAME, "missing, though the manifest's [contents] names it and its digest"
+            )
         )
     else:
         report.integrity_unproven = True
-        report.warnings.append(Problem(CHECKSUMS, INTEGRITY_UNPROVEN))
+        report.warnings.append(Problem(CHECKSUMS_NAME, INTEGRITY_UNPROVEN))
 
 
 def _read_fragment(report: VerifyReport, tree: _Tree) -> dict[str, Any] | None:
     if tree.config is None:
-        if CONFIG not in tree.digests and not any(p.path == CONFIG for p in report.errors):
-            report.errors.append(Problem(CONFIG, "missing"))
+        if CONFIG_NAME not in tree.digests and not any(
+            p.path == CONFIG_NAME for p in report.errors
+        ):
+            report.errors.append(Problem(CONFIG_NAME, "missing"))
         return None
-    fragment, problem = _parse_toml(CONFIG, tree.config)
+    fragment, problem = _parse_toml(CONFIG_NAME, tree.config)
     if problem is not None:
         report.errors.append(problem)
     return fragment
@@ -1064,7 +1075,7 @@ def inspect_bundle(path: Path, *, progress: Progress | None = None) -> InspectRe
     checked = verify_bundle(path, progress=progress)
     manifest = checked.manifest
     if manifest is None:
-        first = checked.errors[0] if checked.errors else Problem(MANIFEST, "unreadable")
+        first = checked.errors[0] if checked.errors else Problem(MANIFEST_NAME, "unreadable")
         raise InvalidInput(str(first), path=first.path)
     report = InspectReport(verify=checked, root_agent=_escaped(manifest.get("root_agent", "")))
     report.format_version = checked.format_version

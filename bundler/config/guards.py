@@ -24,7 +24,7 @@ def _effective(data: Mapping[str, Any], segments: list[str]) -> Any:
     return value if found else schema_default(segments)[1]
 
 
-_UNRESTRICTED = ("workspace", "unrestricted_filesystem")
+UNRESTRICTED = ("workspace", "unrestricted_filesystem")
 _BACKEND = ("memory", "backend")
 
 
@@ -45,7 +45,7 @@ class GuardedChange:
     @property
     def is_unrestricted(self) -> bool:
         """True for ``workspace.unrestricted_filesystem``, False for ``memory.backend``."""
-        return self.segments[2:] == _UNRESTRICTED
+        return self.segments[2:] == UNRESTRICTED
 
 
 def guarded_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[GuardedChange]:
@@ -62,7 +62,7 @@ def guarded_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list
             aliases.update(dict.fromkeys(agents))
     changes = []
     for alias in aliases:
-        for field_name in (_UNRESTRICTED, _BACKEND):
+        for field_name in (UNRESTRICTED, _BACKEND):
             segments = ["agents", alias, *field_name]
             old, new = _effective(before, segments), _effective(after, segments)
             if old != new:

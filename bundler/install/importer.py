@@ -24,6 +24,7 @@ import tomli_w
 from bundler.bundle import fragment
 from bundler.bundle.verify import VerifyReport, verify_bundle
 from bundler.config.file import ConfigFile, read_config_file
+from bundler.config.guards import UNRESTRICTED
 from bundler.config.write import LOCK_NAME, config_lock
 from bundler.errors import BundlerError, InvalidInput, Refused, withheld, withholding
 from bundler.fs import copytree, durable
@@ -47,7 +48,6 @@ from bundler.install.files import (
 )
 from bundler.install.journal import (
     RECEIPT_FORMAT,
-    UNRESTRICTED,
     Journal,
     Transaction,
     clear_abandoned,

@@ -61,12 +61,7 @@ from bundler.rules.names import escape_display
 
 STAGING_PREFIX = ".bundler-import-"
 JOURNAL = "journal.toml"
-
-
 RECEIPTS = ("data", "state", "imports")
-
-
-UNRESTRICTED = ("workspace", "unrestricted_filesystem")
 RECEIPT_FORMAT = 1
 
 

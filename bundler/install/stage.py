@@ -13,8 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bundler.bundle.manifest import checksums_by_path
-from bundler.bundle.verify import CHECKSUMS
+from bundler.bundle.manifest import CHECKSUMS_NAME, checksums_by_path
 from bundler.errors import InvalidInput
 from bundler.fs import copytree, safefs
 from bundler.install import merge
@@ -42,12 +41,12 @@ class Staged:
 def read_checksums(bundle_fd: int, expected_digest: str) -> dict[str, str] | None:
     """The verified checksums again; a file changed since verification is refused."""
     try:
-        fd = os.open(CHECKSUMS, READ_FLAGS, dir_fd=bundle_fd)
+        fd = os.open(CHECKSUMS_NAME, READ_FLAGS, dir_fd=bundle_fd)
     except FileNotFoundError:
         if expected_digest:
             raise InvalidInput(
                 "checksums.xxh3 vanished after verification; verify the bundle again",
-                path=CHECKSUMS,
+                path=CHECKSUMS_NAME,
             ) from None
         return None
     try:
@@ -58,7 +57,8 @@ def read_checksums(bundle_fd: int, expected_digest: str) -> dict[str, str] | Non
         os.close(fd)
     if xxh(raw) != expected_digest:
         raise InvalidInput(
-            "checksums.xxh3 changed after verification; verify the bundle again", path=CHECKSUMS
+            f"{CHECKSUMS_NAME} changed after verification; verify the bundle again",
+            path=CHECKSUMS_NAME,
         )
     return checksums_by_path(raw)
 

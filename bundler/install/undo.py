@@ -22,6 +22,7 @@ import tomli_w
 import tomlkit
 
 from bundler.config.file import parse_config_text, read_config_file
+from bundler.config.guards import UNRESTRICTED
 from bundler.config.write import config_lock
 from bundler.errors import BundlerError, InvalidInput, Refused
 from bundler.fs import durable
@@ -39,7 +40,6 @@ from bundler.install.files import (
 from bundler.install.journal import (
     RECEIPT_FORMAT,
     RECEIPTS,
-    UNRESTRICTED,
     Journal,
     Transaction,
     complete_transaction,
