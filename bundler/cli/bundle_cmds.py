@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bundler.bundle.inspect import InspectReport, inspect_bundle
 from bundler.bundle.recover import leftovers_beside
-from bundler.bundle.verify import InspectReport, inspect_bundle, verify_bundle
+from bundler.bundle.verify import verify_bundle
 from bundler.cli.output import Output, Result
 from bundler.errors import EXIT_INVALID
 from bundler.rules.names import escape_display

@@ -14,7 +14,7 @@ import bundlefactory as bf
 import pytest
 
 from bundler.bundle.fragment import family_default_endpoint, secret_endpoint
-from bundler.bundle.verify import inspect_bundle
+from bundler.bundle.inspect import inspect_bundle
 
 SERVER_COMMAND = "npx -y @modelcontextprotocol/server-github"
 

@@ -1,0 +1,198 @@
+"""``bundler bundle inspect``: what a bundle grants, shown before anything is imported (03 §2).
+
+The report is made from :func:`bundler.bundle.verify.verify_bundle`'s recomputed facts (risk
+flags, the closure, the required secrets), never from the manifest's claims; every string in it
+is escaped for display.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bundler.bundle import fragment as fragment_rules
+from bundler.bundle.fragment import Problem
+from bundler.bundle.manifest import MANIFEST_NAME
+from bundler.bundle.verify import Progress, VerifyReport, verify_bundle
+from bundler.errors import InvalidInput
+from bundler.rules.names import escape_display
+
+# --------------------------------------------------------------------------- inspect
+
+_ENTRY_TABLES = (
+    "risk_profiles",
+    "runtime_profiles",
+    "skill_bundles",
+    "knowledge_bundles",
+    "mcp_bundles",
+)
+_COLUMNS = {
+    "closure": ("kind", "entry"),
+    "required secrets": ("config path", "will be sent to"),
+    "risk flags (recomputed)": ("kind", "granted by", "detail"),
+    "dropped": ("path", "reason", "detail"),
+}
+
+
+@dataclass
+class InspectReport:
+    """What a bundle holds and grants (03 §2), built on a full :func:`verify_bundle` pass.
+
+    Every string here comes from the bundle and is already escaped for display. ``entries``
+    maps each kind of closure entry to its aliases (providers as ``<category>.<family>.<alias>``,
+    MCP servers by name); ``secrets`` pairs each required secret with where it will be sent;
+    ``risk_flags`` are recomputed, never the manifest's.
+    """
+
+    verify: VerifyReport
+    root_agent: str = ""
+    format_version: int | None = None
+    provenance: dict[str, str] = field(default_factory=dict)
+    entries: dict[str, list[str]] = field(default_factory=dict)
+    secrets: list[tuple[str, str]] = field(default_factory=list)
+    risk_flags: list[dict[str, str]] = field(default_factory=list)
+    dropped: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def path(self) -> Path:
+        """The bundle folder."""
+        return self.verify.path
+
+    def summary(self) -> list[tuple[str, str]]:
+        """(label, value) rows of the header."""
+        errors = len(self.verify.errors)
+        return [
+            ("root agent", self.root_agent),
+            ("format", str(self.format_version)),
+            *((key.replace("_", " "), value) for key, value in self.provenance.items()),
+            ("files", str(self.verify.files)),
+            ("bytes", str(self.verify.bytes)),
+            ("verified", "yes" if not errors else f"NO: {errors} error(s), see below"),
+        ]
+
+    def sections(self) -> list[tuple[str, list[tuple[str, ...]]]]:
+        """(title, rows) of each table, in reading order."""
+        closure: list[tuple[str, ...]] = [
+            (kind, alias) for kind, aliases in self.entries.items() for alias in aliases
+        ]
+        flags: list[tuple[str, ...]] = [
+            (f["kind"], f["path"], f["detail"]) for f in self.risk_flags
+        ]
+        dropped: list[tuple[str, ...]] = [
+            (d["path"], d["reason"], d["detail"]) for d in self.dropped
+        ]
+        return [
+            ("closure", closure),
+            ("required secrets", [tuple(row) for row in self.secrets]),
+            ("risk flags (recomputed)", flags),
+            ("dropped", dropped),
+        ]
+
+    @staticmethod
+    def columns(title: str) -> tuple[str, ...]:
+        """Column headings of the section ``title``."""
+        return _COLUMNS[title]
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``bundle inspect --json`` payload."""
+        return {
+            "bundle": str(self.path),
+            "root_agent": self.root_agent,
+            "format_version": self.format_version,
+            "provenance": self.provenance,
+            "files": self.verify.files,
+            "bytes": self.verify.bytes,
+            "entries": self.entries,
+            "required_secrets": [{"path": p, "endpoint": e} for p, e in self.secrets],
+            "risk_flags": self.risk_flags,
+            "dropped": self.dropped,
+            "errors": [{"path": p.path, "message": p.message} for p in self.verify.errors],
+            "warnings": [{"path": p.path, "message": p.message} for p in self.verify.warnings],
+        }
+
+
+def _escaped(value: Any) -> str:
+    return escape_display(str(value))
+
+
+def _closure_entries(fragment: Mapping[str, Any]) -> dict[str, list[str]]:
+    entries: dict[str, list[str]] = {}
+    agents = fragment.get("agents")
+    entries["agent"] = [_escaped(a) for a in agents] if isinstance(agents, dict) else []
+    providers = fragment.get("providers")
+    for category, families in providers.items() if isinstance(providers, dict) else []:
+        for family, aliases in families.items() if isinstance(families, dict) else []:
+            for alias in aliases if isinstance(aliases, dict) else []:
+                entries.setdefault(f"provider ({_escaped(category)})", []).append(
+                    _escaped(f"{family}.{alias}")
+                )
+    for table in _ENTRY_TABLES:
+        value = fragment.get(table)
+        if isinstance(value, dict) and value:
+            entries[table.replace("_", " ").rstrip("s")] = [_escaped(alias) for alias in value]
+    servers = fragment_rules.lookup(fragment, ["mcp", "servers"])[1]
+    if isinstance(servers, list) and servers:
+        entries["mcp server"] = [
+            _escaped(s.get("name", "?") if isinstance(s, dict) else "?") for s in servers
+        ]
+    return entries
+
+
+def _secret_rows(fragment: Mapping[str, Any], paths: Any) -> list[tuple[str, str]]:
+    from bundler.errors import UsageError
+    from bundler.rules.paths import parse_path
+
+    rows: list[tuple[str, str]] = []
+    for path in paths if isinstance(paths, list) else []:
+        try:
+            endpoint = fragment_rules.secret_endpoint(fragment, parse_path(str(path)))
+        except UsageError:
+            endpoint = "(not a config path)"
+        rows.append((_escaped(path), _escaped(endpoint)))
+    return rows
+
+
+def _escaped_rows(rows: Any) -> list[dict[str, str]]:
+    out: list[dict[str, str]] = []
+    for row in rows if isinstance(rows, list) else []:
+        if isinstance(row, dict):
+            out.append(
+                {
+                    key: _escaped(row.get(key, ""))
+                    for key in ("path", "reason", "kind", "detail")
+                    if key in row
+                }
+            )
+    return out
+
+
+def inspect_bundle(path: Path, *, progress: Progress | None = None) -> InspectReport:
+    """Verify ``path`` and describe it for a person (03 §2); raises like :func:`verify_bundle`.
+
+    Raises :class:`InvalidInput` when the manifest cannot be read at all (there is nothing to
+    describe); otherwise the report carries the verification errors beside the description.
+    """
+    checked = verify_bundle(path, progress=progress)
+    manifest = checked.manifest
+    if manifest is None:
+        first = checked.errors[0] if checked.errors else Problem(MANIFEST_NAME, "unreadable")
+        raise InvalidInput(str(first), path=first.path)
+    report = InspectReport(verify=checked, root_agent=_escaped(manifest.get("root_agent", "")))
+    report.format_version = checked.format_version
+    provenance = manifest.get("provenance")
+    if isinstance(provenance, dict):
+        report.provenance = {_escaped(k): _escaped(v) for k, v in provenance.items()}
+    fragment = checked.fragment or {}
+    report.entries = _closure_entries(fragment)
+    report.secrets = _secret_rows(fragment, manifest.get("required_secrets", []))
+    report.risk_flags = [
+        {key: _escaped(flag.get(key, "")) for key in ("kind", "path", "detail")}
+        for flag in checked.risk_flags
+    ]
+    report.dropped = [
+        {key: row.get(key, "") for key in ("path", "reason", "detail")}
+        for row in _escaped_rows(manifest.get("dropped", []))
+    ]
+    return report
