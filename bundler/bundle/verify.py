@@ -1,4 +1,4 @@
-"""``bundler bundle verify`` (03 §1): check a bundle, changing nothing (``inspect`` reads its report).
+"""``bundler bundle verify`` (03 §1): check a bundle, changing nothing; ``inspect`` builds on it.
 
 A bundle is untrusted input. Everything that decides safety is **recomputed** from the bundle's
 contents (risk flags, carried skill bundles, the secrets it needs) and compared with what its
