@@ -119,7 +119,7 @@ def test_doctor_labels_warnings_and_reports_objects(tmp_path: Path) -> None:
     ]
     warning = document["warnings"][0]
     assert set(warning) == {"kind", "path", "detail", "fix"}
-    assert warning["path"] == "providers.models.anthropic.main.fallback.0"
+    assert warning["path"] == "providers.models.anthropic.main.fallback[0]"
 
 
 def test_recover_dest_puts_the_command_for_another_destination_on_its_own_line(
