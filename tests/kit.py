@@ -20,15 +20,21 @@ from typing import Any
 _FOREIGN_PREFIXES = ("ZEROCLAW_", "BXAGENTS_")
 
 # The interpreter lives under /root (mode 0700 here), so the child starts as root, imports every
-# handler, the schema (package data) and what argparse imports lazily (gettext, locale), then
-# drops to uid/gid 65534 before it runs: the command itself is unprivileged.
+# handler, loads the schemas and validators (package data, read lazily) and what argparse imports
+# lazily (gettext, locale), then drops to uid/gid 65534 before it runs: the command itself is
+# unprivileged.
 AS_NOBODY = """
-import gettext, importlib, locale, os, sys
+import gettext, importlib, json, locale, os, shutil, sqlite3, sys, tempfile
+from pathlib import Path
 import bundler.cli, bundler.cli.output
 for target in bundler.cli.HANDLERS.values():
     importlib.import_module(target.split(":")[0])
-import bundler.rules.schema
+import bundler.bundle.manifest, bundler.fs.snapshot, bundler.rules.risk, bundler.rules.schema
+import bundler.rules.validate
 bundler.rules.schema.config_schema()
+bundler.rules.schema.load("bundle-manifest.schema.json")
+bundler.rules.validate.validate({}, Path("/nonexistent"))
+bundler.bundle.manifest._manifest_validator()
 bundler.cli.build_parser()
 os.setgroups([]); os.setgid(65534); os.setuid(65534)
 sys.exit(bundler.cli.main(sys.argv[1:]))
