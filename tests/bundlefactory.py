@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import kit
 import tomli_w
 import xxhash
 
@@ -352,27 +353,11 @@ def export_bundle(install: Path, out: Path, *, include_memory: bool = False) -> 
 
 
 def tree_snapshot(root: Path) -> dict[str, tuple[Any, ...]]:
-    """Every entry below ``root`` with its type, mode, size, mtime and content or link target.
+    """Every entry below ``root`` with its kind, mode, content or link target, mtime (folders'
+    too), inode and size.
 
     Used to prove an operation changed nothing (not even a SQLite sidecar appeared).
     """
-    snap: dict[str, tuple[Any, ...]] = {}
-    for folder, dirs, files in os.walk(root):
-        for name in dirs + files:
-            path = Path(folder) / name
-            st = os.lstat(path)
-            rel = os.path.relpath(path, root)
-            if stat.S_ISLNK(st.st_mode):
-                snap[rel] = ("link", os.readlink(path))
-            elif stat.S_ISREG(st.st_mode):
-                snap[rel] = (
-                    "file",
-                    st.st_mode,
-                    st.st_size,
-                    st.st_mtime_ns,
-                    st.st_ino,
-                    path.read_bytes(),
-                )
-            else:
-                snap[rel] = ("other", st.st_mode, st.st_mtime_ns, st.st_ino)
-    return snap
+    return kit.tree_snapshot(root, mtimes=True, dir_mtimes=True, inodes=True, sizes=True)
+
+

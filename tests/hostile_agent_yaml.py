@@ -9,12 +9,13 @@ as "a volume that is the data home" or "a volume whose path is a file" point at 
 from __future__ import annotations
 
 import os
-import stat
 import subprocess
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import kit
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -187,36 +188,15 @@ def run_cli(
     *args: str, env: Mapping[str, str], cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     """``python -m bundler ARGS`` as a real process."""
-    return subprocess.run(
-        [sys.executable, "-m", "bundler", *args],
-        env=dict(env),
-        cwd=str(cwd) if cwd else None,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return kit.run_cli(args, exact_env=env, cwd=cwd)
 
 
-Snapshot = dict[str, tuple[int, int, int, bytes | str | None]]
+Snapshot = dict[str, tuple[Any, ...]]
 
 
 def snapshot_tree(root: Path) -> Snapshot:
-    """Every entry below ``root`` (links not followed): mode, size, mtime and content (file
-    bytes, link target), to prove an operation created or changed nothing."""
-    state: Snapshot = {}
-    for folder, dirs, files in os.walk(root):
-        for name in dirs + files:
-            path = Path(folder) / name
-            info = os.lstat(path)
-            content: bytes | str | None = None
-            if stat.S_ISREG(info.st_mode):
-                content = path.read_bytes()
-            elif stat.S_ISLNK(info.st_mode):
-                content = os.readlink(path)
-            state[str(path.relative_to(root))] = (
-                info.st_mode,
-                info.st_size,
-                info.st_mtime_ns if not stat.S_ISDIR(info.st_mode) else 0,
-                content,
-            )
-    return state
+    """Every entry below ``root`` (links not followed): kind, mode, content (file bytes, link
+    target), mtime (not folders') and size, to prove an operation created or changed nothing."""
+    return kit.tree_snapshot(root, mtimes=True, sizes=True)
+
+

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import kit
 import xxhash
 
 
@@ -501,38 +502,17 @@ def build(name: str, folder: Path) -> tuple[Path, str]:
     return path, expect
 
 
-def tree_state(folder: Path) -> dict[str, tuple[str, bytes, int, int]]:
-    """Type, bytes, mode and mtime_ns of ``folder`` and everything below it (links not followed)."""
-    state: dict[str, tuple[str, bytes, int, int]] = {}
-    for root, dirs, files in os.walk(folder):
-        for name in [*dirs, *files]:
-            path = Path(root) / name
-            st = path.lstat()
-            kind = (
-                "dir"
-                if stat.S_ISDIR(st.st_mode)
-                else "link"
-                if stat.S_ISLNK(st.st_mode)
-                else "file"
-            )
-            data = (
-                path.read_bytes()
-                if kind == "file"
-                else os.readlink(path).encode()
-                if kind == "link"
-                else b""
-            )
-            state[str(path.relative_to(folder))] = (kind, data, st.st_mode, st.st_mtime_ns)
-    top = folder.lstat()
-    state["."] = ("dir", b"", top.st_mode, top.st_mtime_ns)
-    return state
+def tree_state(folder: Path) -> dict[str, tuple[Any, ...]]:
+    """Kind, mode, bytes or link target and mtime_ns of ``folder`` (as ``"."``) and everything
+    below it (links not followed)."""
+    return kit.tree_snapshot(folder, mtimes=True, dir_mtimes=True, include_root=True)
 
 
-def content_state(folder: Path) -> dict[str, tuple[str, bytes, int]]:
+def content_state(folder: Path) -> dict[str, tuple[str, bytes | str | None, int]]:
     """Like :func:`tree_state` without mtimes of folders (restore recreates folders)."""
     return {
         path: (kind, data, mode if kind != "dir" else 0)
-        for path, (kind, data, mode, _mtime) in tree_state(folder).items()
+        for path, (kind, mode, data, _mtime) in tree_state(folder).items()
         if path != "."
     }
 
@@ -578,17 +558,7 @@ def make_project(tmp_path: Path, *, rows: int = 30) -> tuple[Path, Path]:
 
 def run_cli(*args: str, env: dict[str, str], cwd: Path | None = None) -> Any:
     """Run ``python -m bundler ARGS`` as a real process; returns the CompletedProcess."""
-    import subprocess
-    import sys
-
-    return subprocess.run(
-        [sys.executable, "-m", "bundler", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=300,
-    )
+    return kit.run_cli(args, exact_env=env, cwd=cwd, timeout=300)
 
 
 def rows(database: Path) -> int:

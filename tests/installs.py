@@ -5,12 +5,14 @@ Shared by every helper's tests; keep it small and free of assertions.
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
+
+# the CLI runner and the one-error-line check live in the shared kit; re-exported for callers
+from kit import one_error, run_cli
+
+__all__ = ["EXAMPLES", "MINIMAL_CONFIG", "copy_example", "make_install", "one_error", "run_cli"]
 
 # a minimal valid config: one enabled agent with its provider and risk profile
 MINIMAL_CONFIG = """\
@@ -62,39 +64,3 @@ def copy_example(tmp_path: Path, which: str = "install") -> Path:
     target = tmp_path / f"example-{which}"
     shutil.copytree(EXAMPLES / which, target, symlinks=True)
     return target
-
-
-def run_cli(
-    args: Sequence[str],
-    *,
-    input_text: str | None = None,
-    env: Mapping[str, str] | None = None,
-    cwd: Path | None = None,
-) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m bundler ARGS`` in a real process; ``env`` entries are added to ours."""
-    full_env = dict(os.environ)
-    full_env.pop("ZEROCLAW_CONFIG_DIR", None)
-    full_env.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "bundler", *args],
-        input=input_text,
-        capture_output=True,
-        text=True,
-        env=full_env,
-        cwd=cwd,
-        timeout=120,
-    )
-
-
-def one_error(stderr: str) -> bool:
-    """True when ``stderr`` is one ``error:`` line, optionally followed by the command that
-    repairs the failure, alone and indented on the next line (05 §3, issue 14 item 1). Warnings
-    said before the command started (``--secret`` is visible to others) may precede it."""
-    lines = stderr.strip("\n").splitlines()
-    while lines and lines[0].startswith("warning: "):
-        lines.pop(0)
-    if not lines or not lines[0].startswith("error: "):
-        return False
-    if len(lines) == 1:
-        return True
-    return len(lines) == 2 and lines[0].endswith("; run:") and lines[1].startswith("  bundler ")

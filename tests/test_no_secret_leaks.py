@@ -10,7 +10,6 @@ import base64
 import json
 import os
 import shutil
-import sys
 import tempfile
 import urllib.parse
 from pathlib import Path
@@ -31,6 +30,7 @@ from faultinject import ptrace_unavailable, run_with_fault, sample, trace_calls
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from installs import copy_example
+from kit import clean_env, cli_command
 from strategies import installs
 
 from bundler.bundle.export import export_agent
@@ -546,11 +546,10 @@ def test_import_killed_at_any_step_keeps_the_secret_only_in_config_files(
     secrets_file = write_secrets_file(tmp_path / "s.toml", {CLOSURE_OF_RESEARCHER: LEAK})
     target = tmp_path / "target"
     cmd = [
-        sys.executable, "-m", "bundler", "--install", str(target), "agents", "import",
+        *cli_command(), "--install", str(target), "agents", "import",
         str(researcher_bundle), "--accept-risks", "--secrets-file", str(secrets_file),
     ]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ZEROCLAW_")}
-    env.update(SOURCE_DATE_EPOCH=FIXED_EPOCH, PYTHONDONTWRITEBYTECODE="1")
+    env = clean_env({"SOURCE_DATE_EPOCH": FIXED_EPOCH, "PYTHONDONTWRITEBYTECODE": "1"})
     target.mkdir()
     clean, traced = trace_calls(cmd, ["fsync", "rename", "renameat2"], env=env, relevant="target")
     assert clean.returncode == 0, clean.stderr

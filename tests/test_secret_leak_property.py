@@ -19,8 +19,6 @@ import base64
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import urllib.parse
 from collections.abc import Iterator
@@ -33,6 +31,7 @@ import tomli_w
 from e2e_helpers import FIXED_EPOCH, bundler_cli, leaks_in, tree_leaks
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
+from kit import run_cli
 from strategies import Install, installs
 
 from bundler.rules.layout import skill_bundle_dir, workspace_dir
@@ -197,30 +196,12 @@ def _build(base: Path, scenario: Scenario) -> tuple[Path, str, list[Path]]:
     return root, alias, locked
 
 
-# The interpreter lives under /root (0700 here): the child imports the CLI and what argparse
-# imports lazily as root, then drops to uid/gid 65534 (see tests/test_export.py).
-_DROP_PRIVILEGES = (
-    "import os, sys; import bundler.cli, bundler.cli.export_cmds, bundler.cli.output; "
-    "import gettext, locale; bundler.cli.build_parser(); "
-    "os.setgroups([]); os.setgid(65534); os.setuid(65534); "
-    "sys.exit(bundler.cli.main(sys.argv[1:]))"
-)
-
-
 def _export(args: list[str]) -> Any:
     """``bundler ARGS`` as user 65534 when we are root (so a mode 000 entry is unreadable)."""
     if not ROOT:
         return bundler_cli(args)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ZEROCLAW_")}
-    env.update(SOURCE_DATE_EPOCH=FIXED_EPOCH, PYTHONDONTWRITEBYTECODE="1")
-    return subprocess.run(
-        [sys.executable, "-c", _DROP_PRIVILEGES, *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd="/",
-        timeout=120,
-    )
+    env = {"SOURCE_DATE_EPOCH": FIXED_EPOCH, "PYTHONDONTWRITEBYTECODE": "1"}
+    return run_cli(args, env=env, cwd="/", as_nobody=True)
 
 
 def _no_leak(result: Any, secrets: set[str], what: str) -> None:

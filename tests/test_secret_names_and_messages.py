@@ -14,8 +14,6 @@ import base64
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import urllib.parse
 from collections.abc import Iterator
@@ -25,6 +23,7 @@ from typing import Any
 import pytest
 from e2e_helpers import bundler_cli, leaks_in, tree_leaks
 from installs import copy_example
+from kit import run_cli
 
 ANTHROPIC_KEY = "sk-FAKE-anthropic-0000000000000000"  # examples/install, researcher's provider
 KEY_PATH = "providers.models.anthropic.main.api_key"
@@ -163,28 +162,9 @@ def shared_tmp() -> Iterator[Path]:
         shutil.rmtree(folder)
 
 
-# The interpreter lives under /root (0700 here): the child imports the CLI and what argparse
-# imports lazily as root, then drops to uid/gid 65534 before it runs (see tests/test_export.py).
-_DROP_PRIVILEGES = (
-    "import os, sys; import bundler.cli, bundler.cli.export_cmds, bundler.cli.output; "
-    "import gettext, locale; bundler.cli.build_parser(); "
-    "os.setgroups([]); os.setgid(65534); os.setuid(65534); "
-    "sys.exit(bundler.cli.main(sys.argv[1:]))"
-)
-
-
 def _as_nobody(args: list[str]) -> Any:
     """``bundler ARGS`` run by user 65534, so that a mode 000 entry cannot be read."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ZEROCLAW_")}
-    env["SOURCE_DATE_EPOCH"] = "1700000000"
-    return subprocess.run(
-        [sys.executable, "-c", _DROP_PRIVILEGES, *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd="/",
-        timeout=120,
-    )
+    return run_cli(args, env={"SOURCE_DATE_EPOCH": "1700000000"}, cwd="/", as_nobody=True)
 
 
 def _hand_to_nobody(base: Path) -> None:

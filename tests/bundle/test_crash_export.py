@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from faultinject import Call, ptrace_unavailable, run_with_fault, sample, trace_calls
 from installs import one_error
+from kit import FAULT_SYSCALLS, SWAP_SYSCALLS
 from test_export_kit import (
     bundle_bytes,
     bundler,
@@ -32,18 +33,8 @@ from test_export_kit import (
     workspace,
 )
 
-R1_SYSCALLS = [
-    "rename",
-    "renameat",
-    "renameat2",
-    "unlink",
-    "unlinkat",
-    "rmdir",
-    "fsync",
-    "fdatasync",
-    "syncfs",
-]
-R2_SYSCALLS = ["write", "fsync", "syncfs", "renameat2", "openat"]
+R1_SYSCALLS = SWAP_SYSCALLS
+R2_SYSCALLS = FAULT_SYSCALLS
 FAST_SAMPLE = 4
 
 

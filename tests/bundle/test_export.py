@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kit import cli_command
 from test_export_kit import (
     API_KEY,
     SECRETS,
@@ -232,20 +233,9 @@ def _open_to_nobody(root: Path) -> None:
             os.chmod(os.path.join(folder, name), 0o644)
 
 
-# The interpreter lives under /root (mode 0700 here), so the child starts as root, imports the
-# CLI and what argparse imports lazily (gettext, locale: with LANG set, building the parser
-# imports locale), then drops to uid/gid 65534 before it runs: the export is unprivileged.
-_DROP_PRIVILEGES = (
-    "import os, sys; import bundler.cli, bundler.cli.export_cmds, bundler.cli.output; "
-    "import gettext, locale; bundler.cli.build_parser(); "
-    "os.setgroups([]); os.setgid(65534); os.setuid(65534); "
-    "sys.exit(bundler.cli.main(sys.argv[1:]))"
-)
-
-
 def _as_nobody(cmd: list[str]) -> list[str]:
     assert cmd[1:3] == ["-m", "bundler"]
-    return [cmd[0], "-c", _DROP_PRIVILEGES, *cmd[3:]]
+    return [*cli_command(as_nobody=True), *cmd[3:]]
 
 
 @pytest.mark.skipif(

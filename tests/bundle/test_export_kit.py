@@ -8,13 +8,13 @@ from __future__ import annotations
 import base64
 import os
 import shutil
-import stat
 import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import kit
 import xxhash
+from kit import cli_command
 
 from bundler.rules.tomlcompat import loads
 
@@ -118,9 +118,7 @@ def cli_env(**extra: str) -> dict[str, str]:
 def export_cmd(install: Path, out: Path | str, *extra: str, alias: str = "researcher") -> list[str]:
     """The argv of ``bundler agents export`` through the current interpreter."""
     return [
-        sys.executable,
-        "-m",
-        "bundler",
+        *cli_command(),
         "--install",
         str(install),
         "agents",
@@ -143,7 +141,7 @@ def run(
 
 def bundler(*args: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``python -m bundler ARGS``."""
-    return run([sys.executable, "-m", "bundler", *args], env)
+    return run([*cli_command(), *args], env)
 
 
 # the one thing export writes in an install (issue 14 item 2): its record of destinations
@@ -161,21 +159,10 @@ def install_snapshot(install: Path) -> dict[str, tuple[int, bytes | None]]:
 
 def snapshot(folder: Path) -> dict[str, tuple[int, bytes | None]]:
     """Every path below ``folder`` with its mode and bytes (None for folders); links as targets."""
-    found: dict[str, tuple[int, bytes | None]] = {}
-    for root, dirs, files in os.walk(folder):
-        for name in dirs + files:
-            full = os.path.join(root, name)
-            st = os.lstat(full)
-            rel = os.path.relpath(full, folder)
-            if os.path.islink(full):
-                found[rel] = (st.st_mode, os.readlink(full).encode())
-            elif not stat.S_ISREG(st.st_mode):
-                # folders, and FIFOs or sockets other tests left in a shared parent: opening
-                # a FIFO would block, and only their presence and mode matter here
-                found[rel] = (st.st_mode, None)
-            else:
-                found[rel] = (st.st_mode, Path(full).read_bytes())
-    return found
+    return {
+        rel: (mode, content.encode() if kind == "link" else content)
+        for rel, (kind, mode, content) in kit.tree_snapshot(folder).items()
+    }
 
 
 def bundle_bytes(folder: Path) -> dict[str, bytes | None]:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from faultinject import FaultRun, ptrace_unavailable, run_with_fault, trace_calls
+from kit import cli_command
 from test_export_kit import (
     cli_env,
     export_cmd,
@@ -34,15 +35,6 @@ from test_export_kit import (
 
 NOBODY = 65534
 
-# The interpreter lives under /root (mode 0700 here), so the child starts as root, imports the
-# CLI and what argparse imports lazily, then drops to uid/gid 65534: the export is unprivileged.
-_DROP_PRIVILEGES = (
-    "import os, sys; import bundler.cli, bundler.cli.export_cmds, bundler.cli.output; "
-    "import gettext, locale; bundler.cli.build_parser(); "
-    "os.setgroups([]); os.setgid(65534); os.setuid(65534); "
-    "sys.exit(bundler.cli.main(sys.argv[1:]))"
-)
-
 needs_root = pytest.mark.skipif(
     os.geteuid() != 0, reason="needs root to drop privileges to uid 65534 in the child"
 )
@@ -50,7 +42,7 @@ needs_root = pytest.mark.skipif(
 
 def _as_nobody(cmd: list[str]) -> list[str]:
     assert cmd[1:3] == ["-m", "bundler"]
-    return [cmd[0], "-c", _DROP_PRIVILEGES, *cmd[3:]]
+    return [*cli_command(as_nobody=True), *cmd[3:]]
 
 
 @pytest.fixture

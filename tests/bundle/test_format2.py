@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from bundlefactory import reseal
+from kit import run_cli
 from race_helpers import run_as_nobody
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,12 +44,7 @@ print(n, flush=True)
 
 
 def bundler(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ZEROCLAW_")}
-    env["SOURCE_DATE_EPOCH"] = EPOCH
-    env.update(env_extra or {})
-    return subprocess.run(
-        [sys.executable, "-m", "bundler", *args], capture_output=True, text=True, env=env, timeout=300
-    )
+    return run_cli(args, env={"SOURCE_DATE_EPOCH": EPOCH, **(env_extra or {})}, timeout=300)
 
 
 @pytest.fixture

@@ -7,11 +7,11 @@ import os
 import pty
 import select
 import subprocess
-import sys
 from pathlib import Path
 
 import bundlefactory as bf
 import pytest
+from kit import clean_env, cli_command, run_cli
 
 from bundler.bundle.fragment import family_default_endpoint, secret_endpoint
 from bundler.bundle.inspect import inspect_bundle
@@ -20,12 +20,7 @@ SERVER_COMMAND = "npx -y @modelcontextprotocol/server-github"
 
 
 def run_inspect(bundle: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bundler", "bundle", "inspect", str(bundle), *extra],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_cli(["bundle", "inspect", str(bundle), *extra])
 
 
 @pytest.fixture
@@ -162,10 +157,10 @@ def test_bundle_strings_are_escaped(bundle: Path) -> None:
 def test_inspect_on_a_terminal_draws_tables(bundle: Path) -> None:
     master, slave = pty.openpty()
     process = subprocess.Popen(
-        [sys.executable, "-m", "bundler", "bundle", "inspect", str(bundle)],
+        [*cli_command(), "bundle", "inspect", str(bundle)],
         stdout=slave,
         stderr=subprocess.PIPE,
-        env={**os.environ, "COLUMNS": "200", "TERM": "xterm"},
+        env=clean_env({"COLUMNS": "200", "TERM": "xterm"}),
     )
     os.close(slave)
     chunks: list[bytes] = []

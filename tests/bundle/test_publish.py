@@ -8,6 +8,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from kit import tree_snapshot
 
 from bundler.bundle.publish import (
     DestKind,
@@ -30,16 +31,9 @@ def _make_bundle(path: Path, marker: str) -> None:
     (path / "config.toml").write_text(f"# {marker}\n")
 
 
-def _snapshot(folder: Path) -> dict[str, bytes | None]:
-    """Every path below ``folder`` with its bytes (None for folders)."""
-    found: dict[str, bytes | None] = {}
-    for root, dirs, files in os.walk(folder):
-        for name in dirs:
-            found[os.path.relpath(os.path.join(root, name), folder)] = None
-        for name in files:
-            full = os.path.join(root, name)
-            found[os.path.relpath(full, folder)] = Path(full).read_bytes()
-    return found
+def _snapshot(folder: Path) -> dict[str, bytes | str | None]:
+    """Every path below ``folder`` with its bytes (None for folders, the target for links)."""
+    return {rel: content for rel, (_kind, _mode, content) in tree_snapshot(folder).items()}
 
 
 def _hidden(parent: Path) -> list[str]:

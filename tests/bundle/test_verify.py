@@ -11,7 +11,6 @@ import os
 import shutil
 import sqlite3
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,18 +21,14 @@ import hostile_bundles
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kit import run_cli
 
 from bundler.bundle.verify import verify_bundle
 
 
 def run_verify(bundle: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bundler", "bundle", "verify", str(bundle), *extra],
-        capture_output=True,
-        text=True,
-        errors="backslashreplace",
-        timeout=600,
-    )
+    args = ["bundle", "verify", str(bundle), *extra]
+    return run_cli(args, errors="backslashreplace", timeout=600)
 
 
 @pytest.fixture(scope="session")
@@ -293,33 +288,10 @@ def test_unreadable_file_is_reported(exported: Path, public_tmp: Path) -> None:
     (bundle / "workspace" / "README.md").chmod(0o000)
     if os.geteuid() != 0:
         pytest.skip("needs root to run the check as another user (root reads mode 000 files)")
-    result = subprocess.run(
-        [sys.executable, "-c", AS_NOBODY, str(bundle)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_cli(["bundle", "verify", str(bundle)], as_nobody=True)
     assert result.returncode == 3, result.stderr
     assert "Traceback" not in result.stderr
     assert "workspace/README.md" in result.stderr and "cannot read" in result.stderr
-
-
-# The interpreter lives under /root here, which nobody cannot read: import everything the
-# verification needs first, then drop to nobody and run the real CLI entry point.
-AS_NOBODY = """
-import os, sys, sqlite3, tempfile, shutil, json
-from pathlib import Path
-import bundler.cli, bundler.cli.bundle_cmds, bundler.cli.output, bundler.bundle.verify, bundler.rules.risk
-import bundler.fs.snapshot, bundler.bundle.manifest, bundler.rules.validate
-import gettext, locale  # argparse imports them lazily (with LANG set); /root is unreadable later
-bundler.cli.build_parser()
-from bundler.rules import schema
-schema.config_schema(); schema.load("bundle-manifest.schema.json")
-bundler.rules.validate.validate({}, Path("/nonexistent"))
-bundler.bundle.manifest._manifest_validator()
-os.setgroups([]); os.setgid(65534); os.setuid(65534)
-sys.exit(bundler.cli.main(["bundle", "verify", sys.argv[1]]))
-"""
 
 
 # --------------------------------------------------------------------------- property

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import bundlefactory as bf
 import pytest
+from kit import run_cli
 
 from bundler.rules import tomlcompat
 
@@ -30,17 +31,7 @@ NEEDED = [
 def cli(
     args: list[str], *, env: dict[str, str], cwd: Path, input_text: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("ZEROCLAW_", "BXAGENTS_"))}
-    clean.update(env)
-    return subprocess.run(
-        [sys.executable, "-m", "bundler", *args],
-        capture_output=True,
-        text=True,
-        env=clean,
-        cwd=cwd,
-        input=input_text,
-        timeout=120,
-    )
+    return run_cli(args, env=env, cwd=cwd, input_text=input_text)
 
 
 def paste(

@@ -6,32 +6,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import bundlefactory as bf
 import pytest
-from installs import one_error
-
-# The interpreter lives under /root (0700 here): the child imports every handler, the schema and
-# what argparse loads lazily as root, then drops to uid/gid 65534 to run the command unprivileged.
-_AS_NOBODY = """
-import gettext, importlib, locale, os, sys
-import bundler.cli
-for target in bundler.cli.HANDLERS.values():
-    importlib.import_module(target.split(":")[0])
-try:  # the schema's home depends on the package layout
-    schema = importlib.import_module("bundler.rules.schema")
-except ImportError:
-    schema = importlib.import_module("bundler.rules.schema")
-schema.config_schema()
-bundler.cli.build_parser()
-os.setgroups([]); os.setgid(65534); os.setuid(65534)
-sys.exit(bundler.cli.main(sys.argv[1:]))
-"""
+from kit import one_error, run_cli
 
 # {p} is the bad path; {i} a readable install, {b} a sound bundle
 COMMANDS = [
@@ -89,14 +70,7 @@ def test_a_bad_path_argument_is_one_error_line_never_a_traceback(
         pytest.skip("needs root to drop privileges to uid 65534 in a child")
     bad = place / ("nope" if kind == "missing" else kind)
     args = command.format(p=bad, i=place / "install", b=place / "bundle").split()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZEROCLAW_", "BXAGENTS_"))}
-    env["HOME"] = str(place / "no-home")
-    prefix = (
-        [sys.executable, "-c", _AS_NOBODY] if unprivileged else [sys.executable, "-m", "bundler"]
-    )
-    done = subprocess.run(
-        [*prefix, *args], capture_output=True, text=True, env=env, cwd="/", timeout=120
-    )
+    done = run_cli(args, env={"HOME": str(place / "no-home")}, cwd="/", as_nobody=unprivileged)
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode in (0, 1, 3), (done.returncode, done.stderr)
     if done.returncode != 0:
@@ -104,15 +78,7 @@ def test_a_bad_path_argument_is_one_error_line_never_a_traceback(
 
 
 def test_doctor_path_that_does_not_exist_says_so_and_exits_1(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZEROCLAW_", "BXAGENTS_"))}
-    env["HOME"] = str(tmp_path)
-    done = subprocess.run(
-        [sys.executable, "-m", "bundler", "doctor", "--path", str(tmp_path / "nope")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    done = run_cli(["doctor", "--path", str(tmp_path / "nope")], env={"HOME": str(tmp_path)})
     assert done.returncode == 1
     assert done.stdout == ""
     assert done.stderr == (

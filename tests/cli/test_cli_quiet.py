@@ -4,26 +4,17 @@ bundle, the receipt, the backup, the restored home); ``doctor`` prints its probl
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import bundlefactory as bf
 from hostile_zips import make_project
 from installs import MINIMAL_CONFIG, make_install
+from kit import run_cli
 
 
 def cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZEROCLAW_", "BXAGENTS_"))}
-    env["HOME"] = str(home)
-    return subprocess.run(
-        [sys.executable, "-m", "bundler", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    return run_cli(args, env={"HOME": str(home)})
 
 
 def test_quiet_export_prints_the_bundle_path_only(tmp_path: Path) -> None:

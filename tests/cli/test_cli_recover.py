@@ -7,25 +7,17 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import bundlefactory as bf
 from installs import MINIMAL_CONFIG, make_install
+from kit import run_cli
 
 PAST = ("removed ", "restored ", "completed ", "rolled back ", "moved back ", "left alone: ")
 
 
 def cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZEROCLAW_", "BXAGENTS_"))}
-    env["HOME"] = str(home)
-    return subprocess.run(
-        [sys.executable, "-m", "bundler", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    return run_cli(args, env={"HOME": str(home)})
 
 
 def interrupted_export(tmp_path: Path) -> Path:

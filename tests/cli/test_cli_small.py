@@ -4,27 +4,17 @@ writes a timestamped zip inside an existing folder."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import bundlefactory as bf
 from hostile_zips import make_project
+from kit import run_cli
 
 
 def cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZEROCLAW_", "BXAGENTS_"))}
-    env["HOME"] = str(home)
-    return subprocess.run(
-        [sys.executable, "-m", "bundler", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        timeout=120,
-    )
+    return run_cli(args, env={"HOME": str(home)}, stdin=subprocess.DEVNULL)
 
 
 def test_refused_operations_leave_no_lock_in_a_folder_that_is_not_an_install(

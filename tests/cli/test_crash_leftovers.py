@@ -14,7 +14,6 @@ import os
 import shlex
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 import pytest
 from bundlefactory import export_bundle, write_install
 from hostile_zips import clean_env, make_project
+from kit import cli_command, run_cli
 
 from bundler.home.backup import backup_home
 
@@ -40,14 +40,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bundler", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return run_cli(args, exact_env=env, timeout=300)
 
 
 def _fill(folder: Path) -> None:
@@ -59,7 +52,7 @@ def _fill(folder: Path) -> None:
 def _kill_when(args: list[str], env: dict[str, str], ready: Callable[[], bool], signum: int) -> int:
     """Start the CLI, wait until ``ready()`` (its staging exists), send ``signum``; exit code."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bundler", *args],
+        [*cli_command(), *args],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

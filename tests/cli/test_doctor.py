@@ -4,33 +4,24 @@ RENAME_EXCHANGE works where exports go, the data home; it changes nothing (02 §
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import pytest
+from kit import run_cli, tree_snapshot
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def doctor(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZEROCLAW_", "BXAGENTS_"))}
-    env["HOME"] = str(home)
-    return subprocess.run(
-        [sys.executable, "-m", "bundler", *args], capture_output=True, text=True, env=env, timeout=120
-    )
+    return run_cli(args, env={"HOME": str(home)})
 
 
-def tree(folder: Path) -> dict[str, tuple[int, int, bytes | None]]:
-    found = {}
-    for path in sorted(folder.rglob("*")):
-        st = path.lstat()
-        data = path.read_bytes() if path.is_file() and not path.is_symlink() else None
-        found[path.relative_to(folder).as_posix()] = (st.st_mode, st.st_mtime_ns, data)
-    return found
+def tree(folder: Path) -> dict[str, tuple[Any, ...]]:
+    return tree_snapshot(folder, mtimes=True, dir_mtimes=True)
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ import select
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +20,8 @@ import pytest
 from conftest import EXAMPLE_INSTALL
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from installs import MINIMAL_CONFIG, make_install, run_cli
+from installs import MINIMAL_CONFIG, make_install
+from kit import clean_env, cli_command, run_cli
 
 from bundler.config import store as cfg
 from bundler.config.file import find_install_root, read_config_snapshot
@@ -585,18 +585,6 @@ def test_config_set_without_config_creates_nothing(tmp_path: Path) -> None:
 
 # --- unprivileged reads and writes ---------------------------------------------------------------
 
-# The interpreter lives under /root (mode 0700 here), so the child starts as root, imports the
-# CLI, the schema (package data) and what argparse imports lazily (Python 3.10: gettext,
-# locale), then drops to uid/gid 65534 before it runs: the command itself is unprivileged.
-_AS_NOBODY = (
-    "import os, sys; import bundler.cli, bundler.cli.config_cmds, bundler.cli.output; "
-    "import bundler.rules.schema, gettext, locale; bundler.rules.schema.config_schema(); "
-    "bundler.cli.build_parser(); "
-    "os.setgroups([]); os.setgid(65534); os.setuid(65534); "
-    "sys.exit(bundler.cli.main(sys.argv[1:]))"
-)
-
-
 @pytest.fixture
 def open_install(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """An install that user 65534 can reach (pytest's tmp_path is 0700 root)."""
@@ -611,15 +599,7 @@ def open_install(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def _run_as_nobody(args: list[str]) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ZEROCLAW_")}
-    return subprocess.run(
-        [sys.executable, "-c", _AS_NOBODY, *args],
-        capture_output=True,
-        text=True,
-        cwd="/",
-        env=env,
-        timeout=60,
-    )
+    return run_cli(args, cwd="/", timeout=60, as_nobody=True)
 
 
 def test_unreadable_config_is_a_one_line_refusal(open_install: Path) -> None:
@@ -647,13 +627,11 @@ def test_config_set_in_unwritable_install_changes_nothing(open_install: Path) ->
 def test_concurrent_config_sets_lose_no_update(tmp_path: Path) -> None:
     profiles = "".join(f'\n[risk_profiles.r{i}]\nlevel = "readonly"\n' for i in range(8))
     root = make_install(tmp_path, MINIMAL_CONFIG + profiles)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ZEROCLAW_")}
+    env = clean_env()
     runs = [
         subprocess.Popen(
             [
-                sys.executable,
-                "-m",
-                "bundler",
+                *cli_command(),
                 "--install",
                 str(root),
                 "config",
@@ -749,11 +727,8 @@ def test_config_set_from_a_terminal_does_not_echo(install: Path) -> None:
     typed = "sk-FAKE-typed-at-a-terminal-0042"
     pid, master = pty.fork()
     if pid == 0:  # the child: the CLI with the pty as its controlling terminal
-        os.execve(
-            sys.executable,
-            [sys.executable, "-m", "bundler", "--install", str(install), "config", "set", key],
-            {k: v for k, v in os.environ.items() if not k.startswith("ZEROCLAW_")},
-        )
+        command = [*cli_command(), "--install", str(install), "config", "set", key]
+        os.execve(command[0], command, clean_env())
     seen = b""
 
     def read_some() -> bytes:

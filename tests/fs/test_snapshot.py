@@ -8,21 +8,18 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from kit import tree_snapshot
 
 from bundler.errors import Refused
 from bundler.fs.snapshot import integrity_ok, open_readonly, snapshot_database, store_in_use
 
 
-def tree_state(folder: Path) -> dict[str, tuple[bytes, int, int]]:
-    """Bytes, mode and mtime_ns of every file of ``folder``."""
-    state = {}
-    for path in sorted(folder.rglob("*")):
-        st = path.lstat()
-        data = path.read_bytes() if path.is_file() else b""
-        state[str(path.relative_to(folder))] = (data, st.st_mode, st.st_mtime_ns)
-    return state
+def tree_state(folder: Path) -> dict[str, tuple[Any, ...]]:
+    """Kind, mode, bytes (or link target) and mtime_ns of every entry of ``folder``."""
+    return tree_snapshot(folder, mtimes=True, dir_mtimes=True)
 
 
 def make_store(path: Path, rows: int = 200, *, wal: bool = True) -> None:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 import stat
-import sys
 from pathlib import Path
 
 import pytest
 from faultinject import ptrace_unavailable, run_with_fault, sample, trace_calls
 from hostile_agent_yaml import clean_env, run_cli
+from kit import cli_command
 
 from bundler.home.homes import README_TEXT
 
@@ -33,7 +33,7 @@ def test_init_after_any_fault_then_again_gives_the_complete_home(
     (project / "Agent.yaml").write_text(f"name: nano\ndata:\n  home: {home}\n")
     env = clean_env(user, PYTHONDONTWRITEBYTECODE="1", SOURCE_DATE_EPOCH="1700000000")
     args = ["home", "init", "--project", str(project)]
-    cmd = [sys.executable, "-m", "bundler", *args]
+    cmd = [*cli_command(), *args]
     clean, calls = trace_calls(cmd, SYSCALLS, env=env, relevant=str(tmp_path / "state"))
     assert clean.returncode == 0, clean.stderr
     assert len(calls) >= 8, "init made fewer traced calls than it has folders to create"

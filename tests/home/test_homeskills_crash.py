@@ -5,12 +5,12 @@ whole or the new one whole, never a mix, and a failure says so on one line."""
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 from faultinject import ptrace_unavailable, run_with_fault, sample, trace_calls
 from hostile_agent_yaml import clean_env
+from kit import cli_command
 
 from bundler.home.homes import init_home, resolve_home
 
@@ -38,7 +38,7 @@ def world(tmp_path: Path) -> tuple[list[str], dict[str, str], Path]:
     init_home(resolve_home(project, environ=env))
     body = tmp_path / "body.md"
     body.write_text(NEW_BODY)
-    cmd = [sys.executable, "-m", "bundler", "home", "skills", "save", "notes"]
+    cmd = [*cli_command(), "home", "skills", "save", "notes"]
     cmd += ["--description", "new", "--file", str(body), "--project", str(project)]
     return cmd, env, home
 

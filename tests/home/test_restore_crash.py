@@ -12,27 +12,17 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 from faultinject import Call, ptrace_unavailable, run_with_fault, sample, trace_calls
 from hostile_zips import clean_env, content_state, make_project, run_cli
 from installs import one_error
+from kit import FAULT_SYSCALLS, SWAP_SYSCALLS, cli_command
 
 from bundler.home.backup import backup_home
 
-SYSCALLS = [
-    "rename",
-    "renameat",
-    "renameat2",
-    "unlink",
-    "unlinkat",
-    "rmdir",
-    "fsync",
-    "fdatasync",
-    "syncfs",
-]
+SYSCALLS = SWAP_SYSCALLS
 
 
 def _prepare(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
@@ -67,9 +57,7 @@ def _sweep(tmp_path: Path, count: int | None) -> int:
     home = tmp_path / "target" / "home"
     home.parent.mkdir()
     cmd = [
-        sys.executable,
-        "-m",
-        "bundler",
+        *cli_command(),
         "home",
         "restore",
         str(zip_path),
@@ -114,7 +102,6 @@ def test_restore_killed_at_sampled_calls_recovers_to_old_or_new_state(tmp_path: 
     assert _sweep(tmp_path, 6) == 6
 
 
-FAULT_SYSCALLS = ["write", "fsync", "syncfs", "renameat2", "openat"]
 
 
 def _fault_sweep(tmp_path: Path, count: int | None) -> tuple[int, int]:
@@ -127,9 +114,7 @@ def _fault_sweep(tmp_path: Path, count: int | None) -> tuple[int, int]:
     home = tmp_path / "target" / "home"
     home.parent.mkdir()
     cmd = [
-        sys.executable,
-        "-m",
-        "bundler",
+        *cli_command(),
         "home",
         "restore",
         str(zip_path),

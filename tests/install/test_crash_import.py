@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,19 +21,10 @@ import bundlefactory as bf
 import pytest
 from faultinject import Call, ptrace_unavailable, run_with_fault, sample, trace_calls
 from installs import one_error
+from kit import FAULT_SYSCALLS, RENAME_SYSCALLS, SWAP_SYSCALLS, clean_env, cli_command, run_cli
 
-R1_SYSCALLS = [
-    "rename",
-    "renameat",
-    "renameat2",
-    "unlink",
-    "unlinkat",
-    "rmdir",
-    "fsync",
-    "fdatasync",
-    "syncfs",
-]
-R2_SYSCALLS = ["write", "fsync", "syncfs", "renameat2", "openat"]
+R1_SYSCALLS = SWAP_SYSCALLS
+R2_SYSCALLS = FAULT_SYSCALLS
 FAST_SAMPLE = 6
 SECRET = "sk-ant-CRASHTEST-zqxjzqxjzqxjzqxjzq"
 USER_CONFIG = '# mine\n[risk_profiles.strict]\nlevel = "readonly"   # kept\n'
@@ -56,20 +46,13 @@ def _needs_ptrace() -> None:
 
 
 def cli_env() -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("ZEROCLAW_")}
-    env.update(PYTHONDONTWRITEBYTECODE="1", SOURCE_DATE_EPOCH="1700000000", PYTHONPATH=str(REPO))
-    return env
+    return clean_env(
+        {"PYTHONDONTWRITEBYTECODE": "1", "SOURCE_DATE_EPOCH": "1700000000", "PYTHONPATH": str(REPO)}
+    )
 
 
 def bundler(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bundler", *args],
-        capture_output=True,
-        text=True,
-        env=cli_env(),
-        cwd="/",
-        timeout=120,
-    )
+    return run_cli(args, exact_env=cli_env(), cwd="/")
 
 
 def state(install: Path) -> State:
@@ -99,9 +82,7 @@ class Scenario:
     @property
     def cmd(self) -> list[str]:
         return [
-            sys.executable,
-            "-m",
-            "bundler",
+            *cli_command(),
             "--install",
             str(self.install),
             "agents",
@@ -200,7 +181,7 @@ def test_sigkill_at_the_commit_rename_leaves_recoverable_journal_without_secret(
 ) -> None:
     scenario = _scenario(tmp_path)
     calls = [
-        c for c in _calls(scenario, ["rename", "renameat", "renameat2"]) if "config.toml" in c.line
+        c for c in _calls(scenario, RENAME_SYSCALLS) if "config.toml" in c.line
     ]
     assert calls, "no config rename traced"
     commit = calls[-1]
@@ -280,7 +261,7 @@ def test_recover_removes_staging_without_journal(tmp_path: Path) -> None:
 def test_recover_refuses_when_config_matches_neither_digest(tmp_path: Path) -> None:
     scenario = _scenario(tmp_path)
     calls = [
-        c for c in _calls(scenario, ["rename", "renameat", "renameat2"]) if "config.toml" in c.line
+        c for c in _calls(scenario, RENAME_SYSCALLS) if "config.toml" in c.line
     ]
     run = run_with_fault(
         scenario.cmd, calls[-1].syscall, calls[-1].index, "SIGKILL", env=cli_env(), cwd="/"
@@ -306,9 +287,7 @@ def _undo_scenario(tmp_path: Path) -> tuple[Scenario, list[str], State, State]:
     shutil.copytree(scenario.install, imported, symlinks=True)
     receipt = next((scenario.install / "data" / "state" / "imports").iterdir())
     cmd = [
-        sys.executable,
-        "-m",
-        "bundler",
+        *cli_command(),
         "--install",
         str(scenario.install),
         "agents",

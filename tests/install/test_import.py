@@ -13,6 +13,7 @@ from typing import Any
 import bundlefactory as bf
 import pytest
 from installs import run_cli
+from kit import clean_env, cli_command
 
 from bundler.config.file import MAX_CONFIG_BYTES
 from bundler.errors import UsageError
@@ -542,7 +543,6 @@ def test_terminal_prompts_for_secrets_without_echo_and_for_consent(
     import fcntl
     import pty
     import select
-    import sys
     import termios
 
     master, slave = pty.openpty()
@@ -564,12 +564,10 @@ def test_terminal_prompts_for_secrets_without_echo_and_for_consent(
         os.write(master, line)
 
     token = "ghp_TYPEDatTHEprompt-zqxjzqxjzqxj"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ZEROCLAW_")}
+    env = clean_env()
     proc = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "bundler",
+            *cli_command(),
             "--install",
             str(empty_install),
             "agents",

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ import pytest
 from faultinject import ptrace_unavailable, run_with_fault
 from hostile_configs import BASE_SECRETS, CANARY, WRONGLY_TYPED, hostile_configs
 from installs import one_error, run_cli
+from kit import clean_env, cli_command
 
 from bundler.rules import tomlcompat
 
@@ -200,9 +200,9 @@ def test_lock_file_removed_by_a_refusal_is_never_shared_by_two_writers(tmp_path:
     lock = install / ".config.lock"
     first = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(first, fcntl.LOCK_EX)  # we are the refusing import that created it
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ZEROCLAW_")}
+    env = clean_env()
     writer = subprocess.Popen(
-        [sys.executable, "-m", "bundler", "--install", str(install), "config", "set",
+        [*cli_command(), "--install", str(install), "config", "set",
          "risk_profiles.mine.level", "full"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
@@ -290,9 +290,9 @@ def test_wrongly_typed_config_after_an_interrupted_import_recover_refuses_in_one
     if reason is not None:
         pytest.skip(reason)
     bundle = bf.build_bundle(tmp_path / "bundle")
-    cmd = [sys.executable, "-m", "bundler", "--install", str(empty_install), "agents", "import",
+    cmd = [*cli_command(), "--install", str(empty_install), "agents", "import",
            str(bundle), "--accept-risks"]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ZEROCLAW_")}
+    env = clean_env()
     killed = run_with_fault(cmd, "renameat2", 1, "SIGKILL", env=env)
     assert killed.fired and killed.killed
     assert [n for n in os.listdir(empty_install) if n.startswith(".bundler-import-")]

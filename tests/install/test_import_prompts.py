@@ -5,14 +5,13 @@ then the secrets, typed without echo; a refusal asks for no secret and changes n
 from __future__ import annotations
 
 import io
-import os
 import shlex
-import sys
 from pathlib import Path
 
 import bundlefactory as bf
 import pexpect  # the test extra installs it
 import pytest
+from kit import clean_env, cli_command
 
 from bundler.rules import tomlcompat
 
@@ -23,11 +22,11 @@ GIVEN = "sk-ant-GIVEN-on-the-command-line-987"
 def spawn(
     install: Path, bundle: Path, *extra: str, home: Path
 ) -> tuple[pexpect.spawn, io.StringIO]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZEROCLAW_", "BXAGENTS_"))}
-    env.update({"HOME": str(home), "COLUMNS": "40", "LINES": "24", "TERM": "xterm"})
+    env = clean_env({"HOME": str(home), "COLUMNS": "40", "LINES": "24", "TERM": "xterm"})
+    python, *start = cli_command()
     child = pexpect.spawn(
-        sys.executable,
-        ["-m", "bundler", "--install", str(install), "agents", "import", str(bundle), *extra],
+        python,
+        [*start, "--install", str(install), "agents", "import", str(bundle), *extra],
         env=env,
         encoding="utf-8",
         timeout=60,

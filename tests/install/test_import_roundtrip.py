@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from kit import run_cli
 
 from bundler.rules import tomlcompat
 
@@ -20,15 +20,8 @@ EXAMPLE = REPO / "examples" / "install"
 
 
 def bundler(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("ZEROCLAW_")}
-    env.update(SOURCE_DATE_EPOCH="1700000000", PYTHONDONTWRITEBYTECODE="1")
-    return subprocess.run(
-        [sys.executable, "-m", "bundler", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    env = {"SOURCE_DATE_EPOCH": "1700000000", "PYTHONDONTWRITEBYTECODE": "1"}
+    return run_cli(args, env=env, timeout=300)
 
 
 def example_agents() -> list[str]:

@@ -17,11 +17,11 @@ import itertools
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kit import run_cli
 
 from bundler.rules import schema, tomlcompat
 from bundler.rules.paths import format_path
@@ -32,15 +32,8 @@ ALIAS = "p"
 
 
 def bundler(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("ZEROCLAW_")}
-    env.update(SOURCE_DATE_EPOCH="1700000000", PYTHONDONTWRITEBYTECODE="1")
-    return subprocess.run(
-        [sys.executable, "-m", "bundler", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    env = {"SOURCE_DATE_EPOCH": "1700000000", "PYTHONDONTWRITEBYTECODE": "1"}
+    return run_cli(args, env=env, timeout=300)
 
 
 class Filler:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from bundlefactory import reseal
+from kit import run_cli
 
 from bundler.rules import tomlcompat
 
@@ -21,9 +21,7 @@ LONG = "9" * 5000
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bundler", *args], capture_output=True, text=True, timeout=300
-    )
+    return run_cli(args, timeout=300)
 
 
 def test_integer_beyond_python_int_limit_is_a_toml_decode_error() -> None:

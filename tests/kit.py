@@ -1,0 +1,166 @@
+"""The shared test kit: run the real CLI, snapshot a tree, check the one-line error, syscall lists.
+
+Every test file used to carry its own copy of these; they live here once so a change to how the
+CLI is started (its environment, its privileges) or to what "nothing changed" means is made in
+one place. Keep it free of assertions: callers state what they expect.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+# Variables the CLI reads (ZeroClaw's overrides and config dir, the agents directory): a test
+# that wants one sets it in ``env``; one inherited from the shell running pytest must not leak in.
+_FOREIGN_PREFIXES = ("ZEROCLAW_", "BXAGENTS_")
+
+# The interpreter lives under /root (mode 0700 here), so the child starts as root, imports every
+# handler, loads the schemas and validators (package data, read lazily) and what argparse imports
+# lazily (gettext, locale), then drops to uid/gid 65534 before it runs: the command itself is
+# unprivileged.
+AS_NOBODY = """
+import gettext, importlib, json, locale, os, shutil, sqlite3, sys, tempfile
+from pathlib import Path
+import bundler.cli, bundler.cli.output
+for target in bundler.cli.HANDLERS.values():
+    importlib.import_module(target.split(":")[0])
+import bundler.bundle.manifest, bundler.fs.snapshot, bundler.rules.risk, bundler.rules.schema
+import bundler.rules.validate
+bundler.rules.schema.config_schema()
+bundler.rules.schema.load("bundle-manifest.schema.json")
+bundler.rules.validate.validate({}, Path("/nonexistent"))
+bundler.bundle.manifest._manifest_validator()
+bundler.cli.build_parser()
+os.setgroups([]); os.setgid(65534); os.setuid(65534)
+sys.exit(bundler.cli.main(sys.argv[1:]))
+"""
+
+
+def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A copy of ``os.environ`` without ZEROCLAW_* and BXAGENTS_*, then ``extra`` added."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_FOREIGN_PREFIXES)}
+    env.update(extra or {})
+    return env
+
+
+def cli_command(*, as_nobody: bool = False) -> list[str]:
+    """The argv prefix that starts the CLI (as uid 65534 when ``as_nobody``)."""
+    if as_nobody:
+        return [sys.executable, "-c", AS_NOBODY]
+    return [sys.executable, "-m", "bundler"]
+
+
+def run_cli(
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    exact_env: Mapping[str, str] | None = None,
+    cwd: Path | str | None = None,
+    input_text: str | None = None,
+    stdin: int | None = None,
+    timeout: float = 120,
+    as_nobody: bool = False,
+    errors: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m bundler ARGS`` in a real process and capture its text output.
+
+    ``env`` entries are added to :func:`clean_env`; ``exact_env`` is used as the whole
+    environment instead (for helpers that build one themselves). ``as_nobody`` runs the command
+    as uid/gid 65534 (the caller must be root); ``errors`` is passed to the decoder, for output
+    that may not be UTF-8.
+    """
+    full_env = dict(exact_env) if exact_env is not None else clean_env(env)
+    return subprocess.run(
+        [*cli_command(as_nobody=as_nobody), *args],
+        input=input_text,
+        stdin=stdin,
+        capture_output=True,
+        text=True,
+        errors=errors,
+        env=full_env,
+        cwd=cwd,
+        timeout=timeout,
+    )
+
+
+def one_error(stderr: str) -> bool:
+    """True when ``stderr`` is one ``error:`` line, optionally followed by the command that
+    repairs the failure, alone and indented on the next line (05 §3, issue 14 item 1). Warnings
+    said before the command started (``--secret`` is visible to others) may precede it."""
+    lines = stderr.strip("\n").splitlines()
+    while lines and lines[0].startswith("warning: "):
+        lines.pop(0)
+    if not lines or not lines[0].startswith("error: "):
+        return False
+    if len(lines) == 1:
+        return True
+    return len(lines) == 2 and lines[0].endswith("; run:") and lines[1].startswith("  bundler ")
+
+
+Entry = tuple[Any, ...]
+
+
+def tree_snapshot(
+    root: Path,
+    *,
+    mtimes: bool = False,
+    dir_mtimes: bool = False,
+    inodes: bool = False,
+    sizes: bool = False,
+    include_root: bool = False,
+) -> dict[str, Entry]:
+    """Every entry below ``root`` (links not followed), keyed by its relative POSIX path:
+    ``(kind, mode, content)`` where kind is file/dir/link/other and content the file's bytes,
+    the link's target (str) or None; then ``mtime_ns`` when ``mtimes`` (folders' only with
+    ``dir_mtimes``: adding or removing in them moves it), then ``st_ino`` when ``inodes`` (a
+    file replaced by an identical copy is a change), then ``st_size`` when ``sizes`` (a folder
+    that held a temporary entry may have grown). FIFOs and sockets are never opened.
+    ``include_root`` records ``root`` itself as ``"."``.
+    """
+    found: dict[str, Entry] = {}
+    paths = [root] if include_root else []
+    for folder, dirs, files in os.walk(root):
+        paths.extend(Path(folder) / name for name in dirs + files)
+    for path in paths:
+        st = os.lstat(path)
+        content: bytes | str | None = None
+        if stat.S_ISREG(st.st_mode):
+            kind, content = "file", path.read_bytes()
+        elif stat.S_ISLNK(st.st_mode):
+            kind, content = "link", os.readlink(path)
+        elif stat.S_ISDIR(st.st_mode):
+            kind = "dir"
+        else:
+            kind = "other"
+        entry: Entry = (kind, st.st_mode, content)
+        if mtimes:
+            entry += (st.st_mtime_ns if kind != "dir" or dir_mtimes else 0,)
+        if inodes:
+            entry += (st.st_ino,)
+        if sizes:
+            entry += (st.st_size,)
+        found[path.relative_to(root).as_posix() if path != root else "."] = entry
+    return found
+
+
+# The calls a crash test kills the CLI at: every step of a swap or a removal and every flush
+# that orders them (R1), and the calls a fault is injected into (R2: ENOSPC/EIO on write and
+# flush, a refused rename, a refused open).
+SWAP_SYSCALLS = [
+    "rename",
+    "renameat",
+    "renameat2",
+    "unlink",
+    "unlinkat",
+    "rmdir",
+    "fsync",
+    "fdatasync",
+    "syncfs",
+]
+FAULT_SYSCALLS = ["write", "fsync", "syncfs", "renameat2", "openat"]
+RENAME_SYSCALLS = ["rename", "renameat", "renameat2"]
