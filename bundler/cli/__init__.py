@@ -29,6 +29,7 @@ HANDLERS: dict[tuple[str, ...], str] = {
     ("agents", "imports"): "bundler.cli.import_cmds:imports",
     ("bundle", "verify"): "bundler.cli.bundle_cmds:verify",
     ("bundle", "inspect"): "bundler.cli.bundle_cmds:inspect",
+    ("bundle", "secrets-template"): "bundler.cli.bundle_cmds:secrets_template",
     ("recover",): "bundler.cli.recover_cmds:recover",
     ("config", "validate"): "bundler.cli.config_cmds:validate",
     ("config", "get"): "bundler.cli.config_cmds:get",
@@ -169,6 +170,14 @@ def build_parser() -> argparse.ArgumentParser:
     command(bundle, "inspect", "show what a bundle holds and grants").add_argument(
         "dir", metavar="DIR"
     )
+    template = command(
+        bundle, "secrets-template", "write the bundle's required secrets as a --secrets-file"
+    )
+    template.add_argument("dir", metavar="BUNDLE", help="the bundle folder")
+    template.add_argument(
+        "--out", metavar="FILE", help="create FILE (mode 0600) instead of printing"
+    )
+    template.add_argument("--force", action="store_true", help="replace an existing FILE")
 
     recover = command(
         groups, "recover", "repair what an interrupted export, import or restore left"

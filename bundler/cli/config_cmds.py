@@ -11,7 +11,8 @@ from bundler.cli.output import Output, Result
 from bundler.config.file import find_install_root
 from bundler.config.store import load_config, set_config_value
 from bundler.errors import EXIT_INVALID, Refused
-from bundler.rules import layout
+from bundler.install.undo import unfilled_secrets
+from bundler.rules import hints, layout
 from bundler.rules.findings import Finding
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
@@ -48,10 +49,18 @@ def validate(args: argparse.Namespace, out: Output) -> Result:
 
     # --quiet: errors only; warnings change nothing a script must act on
     text = [line(finding) for finding in [*errors, *([] if out.quiet else warnings)]]
-    payload = {
+    payload: dict[str, list[dict[str, str]]] = {
         "errors": [finding.as_dict() for finding in errors],
         "warnings": [finding.as_dict() for finding in warnings],
     }
+    for path, agent in unfilled_secrets(root, loaded.data):
+        fix = hints.command("config", "set", path, install=args.install)
+        message = f"required secret left empty by the import of agent {escape_display(agent)}"
+        payload["warnings"].append(
+            {"kind": "required_secret_empty", "path": path, "message": message, "fix": fix}
+        )
+        if not out.quiet:
+            text += [f"required_secret_empty {escape_display(path)}: {message}; run:", f"  {fix}"]
     if not errors:
         return Result(payload=payload, text=text)
     config_file = layout.config_file(root)

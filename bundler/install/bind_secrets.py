@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+import tomli_w
+
 from bundler.bundle import fragment
 from bundler.errors import InvalidInput, Refused, UsageError
 from bundler.install import merge
@@ -101,6 +103,30 @@ def endpoint_of(config: Mapping[str, Any], path: str) -> str:
     return escape_display(default)
 
 
+def secrets_template(
+    fragment_config: Mapping[str, Any], required: Sequence[str], *, bundle: str
+) -> str:
+    """The ``--secrets-file`` skeleton of a bundle's ``required`` secret paths: one
+    ``"path" = ""`` line each (the form :func:`flatten_secrets` reads), under a comment saying
+    where the value will be sent. ``bundle`` is the bundle's path as the user gave it."""
+    head = [
+        f"# Secrets required by the bundle {escape_display(bundle)}.",
+        "# Fill in each value between the quotes; a value left empty stays unfilled.",
+        "# Keep this file private (mode 0600) and pass it to",
+        "#   bundler agents import BUNDLE --secrets-file FILE",
+    ]
+    body: list[str] = []
+    for path in required:
+        try:
+            endpoint = fragment.secret_endpoint(fragment_config, parse_path(path))
+        except UsageError:
+            continue  # not a config path: verification refuses such a bundle anyway
+        body += ["", f"# sent to {escape_display(endpoint)}", tomli_w.dumps({path: ""}).strip()]
+    if not body:
+        body = ["", "# this bundle requires no secrets"]
+    return "\n".join([*head, *body]) + "\n"
+
+
 def collect_secrets(
     secret_args: Sequence[str], secrets_file: Path | None
 ) -> tuple[dict[str, str], list[str]]:
@@ -108,7 +134,9 @@ def collect_secrets(
     values: dict[str, str] = {}
     warnings: list[str] = []
     if secrets_file is not None:
-        values.update(load_secrets_file(secrets_file))
+        # an empty value is a template line not filled in: the secret stays unfilled, as an
+        # empty answer to the prompt leaves it
+        values.update({p: v for p, v in load_secrets_file(secrets_file).items() if v})
     if secret_args:
         warnings.append(SECRET_ARGUMENT_WARNING)
     for raw in secret_args:
