@@ -20,7 +20,12 @@ from typing import Any, NamedTuple
 from bundler.bundle.manifest import Dropped, dropped_sort_key, render_config
 from bundler.errors import InvalidInput, Refused
 from bundler.rules import layout, refs, schema
-from bundler.rules.names import is_portable_alias, non_portable_alias_reason, safe_relative_path
+from bundler.rules.names import (
+    did_you_mean,
+    is_portable_alias,
+    non_portable_alias_reason,
+    safe_relative_path,
+)
 from bundler.rules.paths import format_path
 from bundler.rules.risk import RiskFlag, compute_risk_flags
 from bundler.rules.secrets import find_ciphertext, scrub
@@ -397,10 +402,12 @@ class _Planner:
         return entry
 
     def agent(self) -> Node:
-        source = _table(self.config.get("agents")).get(self.alias)
+        agents = _table(self.config.get("agents"))
+        source = agents.get(self.alias)
         if not isinstance(source, Mapping):
+            close = did_you_mean(self.alias, [str(alias) for alias in agents])
             raise Refused(
-                f"unknown agent {format_path([self.alias])}: the config has no such agent",
+                f"unknown agent {format_path([self.alias])}: the config has no such agent{close}",
                 path=format_path(["agents", self.alias]),
             )
         entry = _sanitised_agent(source, self.alias, self.drops)

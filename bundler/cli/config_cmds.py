@@ -19,6 +19,7 @@ from bundler.rules.paths import format_path
 from bundler.rules.validate import validate as validate_config
 from bundler.rules.values import (
     canonical_segments,
+    closest_path,
     effective_value,
     format_value,
     redact,
@@ -73,6 +74,12 @@ def validate(args: argparse.Namespace, out: Output) -> Result:
     )
 
 
+def _did_you_mean(data: dict[str, Any], segments: list[str]) -> str:
+    """``"; did you mean PATH?"`` for a path close to a mistyped one, else ``""``."""
+    close = closest_path(data, segments)
+    return f"; did you mean {escape_display(close)}?" if close else ""
+
+
 def get(args: argparse.Namespace, out: Output) -> Result:
     """``config get PATH [--reveal]``: the value, secrets as ``***`` unless revealed."""
     root = find_install_root(args.install)
@@ -81,7 +88,8 @@ def get(args: argparse.Namespace, out: Output) -> Result:
     path = format_path(segments)
     state, value = effective_value(loaded.data, segments)
     if state == "absent":
-        raise Refused(f"{path} is not set in {layout.config_file(root)}", path=path)
+        close = _did_you_mean(loaded.data, segments)
+        raise Refused(f"{path} is not set in {layout.config_file(root)}{close}", path=path)
     is_default = state == "default"
     shown: Any = value if args.reveal else redact(value, segments)
     variable = _override_note(path, loaded.override_vars)
@@ -129,7 +137,10 @@ def unset_value(args: argparse.Namespace, out: Output) -> Result:
     root = find_install_root(args.install)
     path = format_path(canonical_segments(args.path)[0])
     removed = unset_config_value(root, args.path, via="config unset")
-    line = f"unset {escape_display(path)}" if removed else f"{escape_display(path)} was not set"
+    line = f"unset {escape_display(path)}"
+    if not removed:
+        close = _did_you_mean(load_config(root).data, canonical_segments(args.path)[0])
+        line = f"{escape_display(path)} was not set{close}"
     return Result(payload={"path": path, "removed": removed}, text=[] if out.quiet else [line])
 
 

@@ -11,6 +11,7 @@ No file I/O. No message built here contains the value it is about: it may be a s
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from datetime import date, datetime, time
 from typing import Any
@@ -21,10 +22,11 @@ from tomlkit.items import Item
 from bundler.errors import InvalidInput
 from bundler.rules import schema, tomlcompat
 from bundler.rules.findings import describe
-from bundler.rules.paths import parse_path
+from bundler.rules.paths import format_path, parse_path
 
 __all__ = [
     "canonical_segments",
+    "closest_path",
     "effective_value",
     "format_value",
     "is_string_field",
@@ -190,3 +192,40 @@ def to_item(value: Any, *, inline: bool) -> Item:
         return array
     item: Item = tomlkit.item(value)
     return item
+
+
+def closest_path(data: Mapping[str, Any], segments: list[str]) -> str | None:
+    """A path the user probably meant by ``segments`` (for "did you mean"), or None.
+
+    Walks ``data`` and the schema together; at the first segment that names neither a key of
+    the config there nor a field of the schema, takes the closest of those names
+    (:func:`difflib.get_close_matches`) and keeps the rest of the path. Names only, never values.
+    """
+    value: Any = data
+    node: schema.Node | None = schema.config_schema()
+    for depth, segment in enumerate(segments):
+        names: set[str] = set()
+        if isinstance(value, Mapping):
+            names |= {str(key) for key in value}
+        key = node.get("x-keyed-by") if node else None
+        if isinstance(value, list) and key:
+            names |= {str(item[key]) for item in value if isinstance(item, Mapping) and key in item}
+        properties = node.get("properties") if node else None
+        if isinstance(properties, Mapping):
+            names |= {str(name) for name in properties}
+        if segment not in names:
+            close = difflib.get_close_matches(segment, sorted(names), n=1)
+            if close:
+                return format_path([*segments[:depth], close[0], *segments[depth + 1 :]])
+            # a table of aliases or a keyed array takes any name: look further down
+            if node is None or not (key or isinstance(node.get("additionalProperties"), dict)):
+                return None
+        if isinstance(value, Mapping):
+            value = value.get(segment)
+        elif isinstance(value, list):
+            index = list_index(value, segment, node)
+            value = None if index is None else value[index]
+        else:
+            value = None
+        node = schema.child(node, segment)
+    return None
