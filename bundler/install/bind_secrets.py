@@ -60,22 +60,28 @@ def split_assignment(text: str, option: str, *, secret: bool = False) -> tuple[s
     raise UsageError(f"{option} {shown}: expected PATH=VALUE", path=shown)
 
 
-def flatten_secrets(table: Mapping[str, Any], prefix: Sequence[str] = ()) -> dict[str, str]:
+def flatten_secrets(
+    table: Mapping[str, Any], prefix: Sequence[str] = (), *, source: str = "secrets file"
+) -> dict[str, str]:
     """A secrets file's table as ``{config path: value}``.
 
     Top-level keys are config paths (``"providers.models.openai.main.api_key" = "…"``); nested
-    tables spell the same path as TOML tables. Values must be strings; the error names the path.
+    tables spell the same path as TOML tables. Values must be strings; the error names
+    ``source`` (``secrets file F``) and the path.
     """
     out: dict[str, str] = {}
     for key, value in table.items():
-        segments = [*prefix, key] if prefix else parse_path(key)
+        try:
+            segments = [*prefix, key] if prefix else parse_path(key)
+        except UsageError as err:
+            raise UsageError(f"{source}: {err.message}", path=key) from None
         if isinstance(value, dict):
-            out.update(flatten_secrets(value, segments))
+            out.update(flatten_secrets(value, segments, source=source))
         elif isinstance(value, str):
             out[format_path(segments)] = value
         else:
             path = format_path(segments)
-            raise InvalidInput(f"secrets file: {escape_display(path)} must be a string", path=path)
+            raise InvalidInput(f"{source}: {escape_display(path)} must be a string", path=path)
     return out
 
 
@@ -177,7 +183,7 @@ def load_secrets_file(path: Path) -> dict[str, str]:
         raise InvalidInput(
             f'secrets file {shown} is not a TOML table of path = "value"', path=str(path)
         )
-    return flatten_secrets(table)
+    return flatten_secrets(table, source=f"secrets file {shown}")
 
 
 SECRET_ARGUMENT_WARNING = (

@@ -165,3 +165,34 @@ def test_a_wrong_path_in_a_secrets_file_names_the_file_not_the_option(tmp_path: 
     assert one_error(done.stderr)
     assert str(secrets) in done.stderr and "--secret " not in done.stderr, done.stderr
     assert "did you mean providers.models.anthropic.main.api_key?" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        '"providers.models.anthropic.main.api_key" = 42\n',
+        '"providers..main" = "sk-x"\n',
+    ],
+    ids=["not a string", "not a path"],
+)
+def test_a_malformed_secrets_file_is_named_in_the_error(tmp_path: Path, content: str) -> None:
+    bundle = bf.build_bundle(tmp_path / "bundle")
+    secrets = tmp_path / "my secrets.toml"
+    secrets.write_text(content, encoding="utf-8")
+    secrets.chmod(0o600)
+    done = run_cli(
+        [
+            "--install",
+            str(tmp_path / "install"),
+            "agents",
+            "import",
+            str(bundle),
+            "--accept-risks",
+            "--secrets-file",
+            str(secrets),
+        ]
+    )
+    assert done.returncode in (2, 3)
+    assert one_error(done.stderr)
+    assert f"secrets file {secrets}" in done.stderr and "--secret " not in done.stderr
+    assert "sk-x" not in done.stderr
