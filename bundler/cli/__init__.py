@@ -70,7 +70,9 @@ EXAMPLES: dict[tuple[str, ...], list[list[str]]] = {
     ("config", "validate"): [[], ["--json"]],
     ("config", "get"): [["agents.researcher.model_provider"], ["providers.models", "--json"]],
     ("config", "set"): [
+        ["agents.researcher.model_provider", "groq.fast"],
         ["agents.researcher.enabled", "false"],
+        ["risk_profiles.default.allowed_commands", '["ls", "git"]'],
         ["providers.models.openai.main.api_key"],
     ],
     ("config", "unset"): [["agents.researcher.identity.aieos_path"]],
@@ -86,6 +88,16 @@ EXAMPLES: dict[tuple[str, ...], list[list[str]]] = {
     ("home", "restore"): [["./backups/home.zip"], ["./backups/home.zip", "--home", "DIR"]],
     ("doctor",): [[], ["--project", ".", "--path", "/mnt/usb"]],
 }
+
+# the one rule for a VALUE of 'config set' (bundler.rules.values.parse_value)
+SET_VALUE_RULE = """set a config value, keeping the file's formatting
+
+VALUE is typed by the field it sets:
+  a string field: the text, bare or as a TOML string (groq.fast or '"groq.fast"');
+    give a string that itself starts with a quote as a TOML string
+  any other field: one TOML value of its type: true or false, 42, 0.5,
+    ["ls", "git"], { key = "value" }; quote it for the shell
+  omit VALUE to type it without echo (do that for secrets)"""
 
 GLOBALS_NOTE = (
     "global options (--install DIR, --json, --quiet, --no-progress) go before or after\n"
@@ -280,6 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
     get.add_argument("path", metavar="PATH", help="a dotted config path, as in config.toml")
     get.add_argument("--reveal", action="store_true", help="print secret values")
     set_ = command(config, "set", "set a config value, keeping the file's formatting")
+    set_.description = SET_VALUE_RULE
     set_.add_argument("path", metavar="PATH", help="a dotted config path, as in config.toml")
     set_.add_argument(
         "value", nargs="?", metavar="VALUE", help="omit to read it from standard input (no echo)"

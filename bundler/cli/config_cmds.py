@@ -94,6 +94,17 @@ def get(args: argparse.Namespace, out: Output) -> Result:
     shown: Any = value if args.reveal else redact(value, segments)
     variable = _override_note(path, loaded.override_vars)
     warnings = [f"{path} is overridden by environment variable {variable}"] if variable else []
+    empty_required = False
+    if secret and value == "":
+        left = dict(unfilled_secrets(root, loaded.data))
+        if path in left:
+            empty_required = True
+            fix = hints.command("config", "set", path, install=args.install)
+            sentence = (
+                f"{escape_display(path)} is a required secret and is still empty (the import "
+                f"of agent {escape_display(left[path])} left it unfilled); fill it in"
+            )
+            warnings.append(hints.Hinted(sentence, fix))
     payload = {
         "path": path,
         "value": to_jsonable(shown),
@@ -101,6 +112,8 @@ def get(args: argparse.Namespace, out: Output) -> Result:
         "default": is_default,
         "overridden_by": variable,
     }
+    if secret:
+        payload["empty_required_secret"] = empty_required
     return Result(payload=payload, text=[escape_display(format_value(shown))], warnings=warnings)
 
 

@@ -97,7 +97,7 @@ def set_config_value(install_root: Path, path: str, raw_value: str, *, via: str)
             f"not know, edit config.toml by hand{end}",
             path=canonical,
         )
-    value = parse_value(raw_value, node, canonical)
+    value = parse_value(raw_value, node, canonical, toml_strings=True)
 
     def edit(document: tomlkit.TOMLDocument) -> None:
         _set_in_document(document, segments, value, canonical)
