@@ -154,7 +154,9 @@ def secrets_template(args: argparse.Namespace, out: Output) -> Result:
             error_path=report.errors[0].path if report.errors else str(args.dir),
         )
     required = [p for p in report.manifest.get("required_secrets", []) if isinstance(p, str)]
-    text = render(report.fragment or {}, required, bundle=str(args.dir))
+    text = render(
+        report.fragment or {}, required, bundle=str(args.dir), out=args.out, install=args.install
+    )
     payload: dict[str, Any] = {"required_secrets": required, "out": args.out}
     if args.out is None:
         if out.json_mode:

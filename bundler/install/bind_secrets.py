@@ -20,7 +20,7 @@ import tomli_w
 from bundler.bundle import fragment
 from bundler.errors import InvalidInput, Refused, UsageError
 from bundler.install import merge
-from bundler.rules import tomlcompat
+from bundler.rules import hints, tomlcompat
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path, parse_path
 
@@ -110,16 +110,30 @@ def endpoint_of(config: Mapping[str, Any], path: str) -> str:
 
 
 def secrets_template(
-    fragment_config: Mapping[str, Any], required: Sequence[str], *, bundle: str
+    fragment_config: Mapping[str, Any],
+    required: Sequence[str],
+    *,
+    bundle: str,
+    out: str | None = None,
+    install: str | None = None,
 ) -> str:
     """The ``--secrets-file`` skeleton of a bundle's ``required`` secret paths: one
     ``"path" = ""`` line each (the form :func:`flatten_secrets` reads), under a comment saying
-    where the value will be sent. ``bundle`` is the bundle's path as the user gave it."""
+    where the value will be sent. ``bundle`` and ``out`` (the template's file, if any) are paths
+    as the user gave them; ``install`` is the ``--install`` given, for the import command."""
+    command = hints.command(
+        "agents",
+        "import",
+        os.path.abspath(bundle),
+        "--secrets-file",
+        os.path.abspath(out) if out else "FILE",
+        install=install,
+    )
     head = [
         f"# Secrets required by the bundle {escape_display(bundle)}.",
         "# Fill in each value between the quotes; a value left empty stays unfilled.",
-        "# Keep this file private (mode 0600) and pass it to",
-        "#   bundler agents import BUNDLE --secrets-file FILE",
+        "# Keep this file private (mode 0600) and import with:",
+        f"#   {command}",
     ]
     body: list[str] = []
     for path in required:

@@ -5,6 +5,7 @@ import left empty. Everything runs through the real CLI."""
 from __future__ import annotations
 
 import json
+import shlex
 import os
 import stat
 from pathlib import Path
@@ -154,3 +155,25 @@ def test_config_validate_lists_required_secrets_left_empty_by_an_import(tmp_path
     assert NEEDED[0] in warned and NEEDED[2] not in warned
     doctor = run_cli(["--install", str(install), "doctor"])
     assert NEEDED[0] in doctor.stdout + doctor.stderr
+
+
+def test_secrets_template_names_the_import_command_that_reads_it(tmp_path: Path) -> None:
+    bundle = bf.build_bundle(tmp_path / "bundle")
+    install = tmp_path / "target install"
+    secrets = tmp_path / "keys.toml"
+    done = run_cli(
+        [
+            "--install",
+            str(install),
+            "bundle",
+            "secrets-template",
+            str(bundle),
+            "--out",
+            str(secrets),
+        ]
+    )
+    assert done.returncode == 0, done.stderr
+    lines = secrets.read_text(encoding="utf-8").splitlines()
+    command = next(line for line in lines if line.startswith("#   bundler "))[4:]
+    expected = ["bundler", "--install", str(install), "agents", "import", str(bundle)]
+    assert shlex.split(command) == [*expected, "--secrets-file", str(secrets)]
