@@ -170,7 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[_global_options(suppress=False)],
     )
     parser.add_argument("--version", action="version", version=f"bundler {__version__}")
-    groups = parser.add_subparsers(dest="group", metavar="COMMAND", parser_class=_Parser)
+    groups = parser.add_subparsers(
+        dest="group", metavar="COMMAND", parser_class=_Parser, help="one of:"
+    )
 
     def command(
         subs: Any, name: str, help_text: str, *extra: argparse.ArgumentParser
@@ -188,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
         return made
 
     agents = command(groups, "agents", "list, export and import agents").add_subparsers(
-        dest="command", metavar="COMMAND", parser_class=_Parser
+        dest="command", metavar="COMMAND", parser_class=_Parser, help="one of:"
     )
     command(agents, "list", "list the install's agents")
     export = command(agents, "export", "export an agent to a portable bundle")
@@ -256,8 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     command(agents, "imports", "list the import receipts, newest first, with their state")
 
-    bundle = command(groups, "bundle", "verify and inspect bundles").add_subparsers(
-        dest="command", metavar="COMMAND", parser_class=_Parser
+    bundle_help = "verify and inspect bundles, write a secrets template"
+    bundle = command(groups, "bundle", bundle_help).add_subparsers(
+        dest="command", metavar="COMMAND", parser_class=_Parser, help="one of:"
     )
     command(bundle, "verify", "check a bundle completely, changing nothing").add_argument(
         "dir", metavar="DIR", help="the bundle folder"
@@ -285,7 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     recover.add_argument("--dry-run", action="store_true", help="say what would be done")
 
     config = command(groups, "config", "validate, read and edit config.toml").add_subparsers(
-        dest="command", metavar="COMMAND", parser_class=_Parser
+        dest="command", metavar="COMMAND", parser_class=_Parser, help="one of:"
     )
     command(config, "validate", "print every error and warning of the config")
     get = command(config, "get", "print a config value (secrets masked)")
@@ -301,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
     unset.add_argument("path", metavar="PATH", help="the config path to remove")
 
     home = command(groups, "home", "data homes: show, volumes, skills, backups").add_subparsers(
-        dest="command", metavar="COMMAND", parser_class=_Parser
+        dest="command", metavar="COMMAND", parser_class=_Parser, help="one of:"
     )
     project = argparse.ArgumentParser(add_help=False)
     project.add_argument(

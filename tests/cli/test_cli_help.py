@@ -196,3 +196,11 @@ def test_a_malformed_secrets_file_is_named_in_the_error(tmp_path: Path, content:
     assert one_error(done.stderr)
     assert f"secrets file {secrets}" in done.stderr and "--secret " not in done.stderr
     assert "sk-x" not in done.stderr
+
+
+@pytest.mark.parametrize("words", [[], ["agents"], ["bundle"], ["config"], ["home"]], ids=str)
+def test_every_command_group_explains_its_command_positional(words: list[str]) -> None:
+    done = run_cli([*words, "--help"])
+    assert done.returncode == 0, done.stderr
+    first = _section(done.stdout, "positional arguments")[0]
+    assert re.match(r"^  COMMAND\s{2,}\S", first), done.stdout
