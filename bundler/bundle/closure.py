@@ -21,6 +21,7 @@ from bundler.bundle.manifest import Dropped, dropped_sort_key, render_config
 from bundler.errors import InvalidInput, Refused
 from bundler.rules import layout, refs, schema
 from bundler.rules.names import (
+    did_you_mean,
     is_portable_skill_alias,
     non_portable_alias_reason,
     safe_relative_path,
@@ -401,10 +402,12 @@ class _Planner:
         return entry
 
     def agent(self) -> Node:
-        source = _table(self.config.get("agents")).get(self.alias)
+        agents = _table(self.config.get("agents"))
+        source = agents.get(self.alias)
         if not isinstance(source, Mapping):
+            close = did_you_mean(self.alias, [str(alias) for alias in agents])
             raise Refused(
-                f"unknown agent {format_path([self.alias])}: the config has no such agent",
+                f"unknown agent {format_path([self.alias])}: the config has no such agent{close}",
                 path=format_path(["agents", self.alias]),
             )
         entry = _sanitised_agent(source, self.alias, self.drops)

@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 from bundler import __version__
 from bundler.cli.output import Output, Result
 from bundler.errors import BundlerError, Interrupted, UsageError
+from bundler.rules import hints
 from bundler.rules.names import escape_display
 
 # command words -> "module:function" of its handler
@@ -29,6 +30,7 @@ HANDLERS: dict[tuple[str, ...], str] = {
     ("agents", "imports"): "bundler.cli.import_cmds:imports",
     ("bundle", "verify"): "bundler.cli.bundle_cmds:verify",
     ("bundle", "inspect"): "bundler.cli.bundle_cmds:inspect",
+    ("bundle", "secrets-template"): "bundler.cli.bundle_cmds:secrets_template",
     ("recover",): "bundler.cli.recover_cmds:recover",
     ("config", "validate"): "bundler.cli.config_cmds:validate",
     ("config", "get"): "bundler.cli.config_cmds:get",
@@ -45,8 +47,83 @@ HANDLERS: dict[tuple[str, ...], str] = {
 }
 
 
+# per command: example argument lists, printed under "examples:" in its help (05 §1)
+EXAMPLES: dict[tuple[str, ...], list[list[str]]] = {
+    ("agents", "list"): [[], ["--json"]],
+    ("agents", "export"): [
+        ["researcher", "--out", "./researcher.bundle"],
+        ["researcher", "--out", "./researcher.bundle", "--force", "--include-memory"],
+    ],
+    ("agents", "import"): [
+        ["./researcher.bundle", "--dry-run"],
+        ["./researcher.bundle", "--as", "researcher2", "--secrets-file", "secrets.toml"],
+        ["--undo", "last", "--dry-run"],
+    ],
+    ("agents", "imports"): [[], ["--json"]],
+    ("bundle", "verify"): [["./researcher.bundle"]],
+    ("bundle", "inspect"): [["./researcher.bundle"]],
+    ("bundle", "secrets-template"): [
+        ["./researcher.bundle"],
+        ["./researcher.bundle", "--out", "secrets.toml"],
+    ],
+    ("recover",): [["./researcher.bundle", "--dry-run"], ["--scan", "."], ["--home", "DIR"]],
+    ("config", "validate"): [[], ["--json"]],
+    ("config", "get"): [["agents.researcher.model_provider"], ["providers.models", "--json"]],
+    ("config", "set"): [
+        ["agents.researcher.model_provider", "groq.fast"],
+        ["agents.researcher.enabled", "false"],
+        ["risk_profiles.default.allowed_commands", '["ls", "git"]'],
+        ["providers.models.openai.main.api_key"],
+    ],
+    ("config", "unset"): [["agents.researcher.identity.aieos_path"]],
+    ("home", "init"): [["--project", "."]],
+    ("home", "show"): [[], ["--project", "~/agents/notes"]],
+    ("home", "volumes"): [[]],
+    ("home", "skills"): [
+        ["list"],
+        ["save", "weekly-report", "--description", "the weekly report", "--file", "SKILL.md"],
+    ],
+    ("home", "backup"): [["--to", "./backups"]],
+    ("home", "verify-backup"): [["./backups/home.zip"]],
+    ("home", "restore"): [["./backups/home.zip"], ["./backups/home.zip", "--home", "DIR"]],
+    ("doctor",): [[], ["--project", ".", "--path", "/mnt/usb"]],
+}
+
+# the one rule for a VALUE of 'config set' (bundler.rules.values.parse_value)
+SET_VALUE_RULE = """set a config value, keeping the file's formatting
+
+VALUE is typed by the field it sets:
+  a string field: the text, bare or as a TOML string (groq.fast or '"groq.fast"');
+    give a string that itself starts with a quote as a TOML string
+  any other field: one TOML value of its type: true or false, 42, 0.5,
+    ["ls", "git"], { key = "value" }; quote it for the shell
+  omit VALUE to type it without echo (do that for secrets)"""
+
+GLOBALS_NOTE = (
+    "global options (--install DIR, --json, --quiet, --no-progress) go before or after\n"
+    "the command: see 'bundler --help'"
+)
+
+
+def _epilog(words: tuple[str, ...]) -> str:
+    """A command's help epilog: its examples, each a paste-ready line, and the globals note."""
+    lines = ["examples:"]
+    lines += [f"  {hints.command(*words, *args)}" for args in EXAMPLES.get(words, [])]
+    if len(lines) == 1:
+        lines = []
+    return "\n".join([*lines, "", GLOBALS_NOTE] if lines else [GLOBALS_NOTE])
+
+
 class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser that raises :class:`UsageError` instead of printing and exiting 2."""
+    """An ArgumentParser that raises :class:`UsageError` instead of printing and exiting 2.
+
+    Options are never abbreviated: ``--acc`` for ``--accept-risks`` would keep working only
+    until a second option starting with ``--acc`` appears, and then mean something else.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see '{self.prog} --help')")
@@ -56,19 +133,29 @@ def _global_options(suppress: bool) -> argparse.ArgumentParser:
     """The global options; on subcommands they default to SUPPRESS so either position works."""
     parent = argparse.ArgumentParser(add_help=False)
     default: dict[str, Any] = {"default": argparse.SUPPRESS} if suppress else {}
+
+    def text(words: str) -> str:
+        # shown once, in 'bundler --help'; a command's help points there instead of repeating
+        return argparse.SUPPRESS if suppress else words
+
     parent.add_argument(
         "--install",
         metavar="DIR",
-        help="install root (else $ZEROCLAW_CONFIG_DIR, else ~/.zeroclaw)",
+        help=text("install root (else $ZEROCLAW_CONFIG_DIR, else ~/.zeroclaw)"),
         **default,
     )
     parent.add_argument(
-        "--json", action="store_true", help="print exactly one JSON object on stdout", **default
+        "--json",
+        action="store_true",
+        help=text("print exactly one JSON object on stdout"),
+        **default,
     )
     parent.add_argument(
-        "--quiet", action="store_true", help="print only errors and the result", **default
+        "--quiet", action="store_true", help=text("print only errors and the result"), **default
     )
-    parent.add_argument("--no-progress", action="store_true", help="never draw progress", **default)
+    parent.add_argument(
+        "--no-progress", action="store_true", help=text("never draw progress"), **default
+    )
     return parent
 
 
@@ -83,22 +170,31 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[_global_options(suppress=False)],
     )
     parser.add_argument("--version", action="version", version=f"bundler {__version__}")
-    groups = parser.add_subparsers(dest="group", metavar="COMMAND", parser_class=_Parser)
+    groups = parser.add_subparsers(
+        dest="group", metavar="COMMAND", parser_class=_Parser, help="one of:"
+    )
 
     def command(
         subs: Any, name: str, help_text: str, *extra: argparse.ArgumentParser
     ) -> argparse.ArgumentParser:
+        # argparse keeps the parent command's words ("bundler agents") only in _prog_prefix
+        words = (*str(subs._prog_prefix).split()[1:], name)
         made: argparse.ArgumentParser = subs.add_parser(
-            name, help=help_text, description=help_text, parents=[sub_globals, *extra]
+            name,
+            help=help_text,
+            description=help_text,
+            parents=[sub_globals, *extra],
+            epilog=_epilog(words),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         return made
 
     agents = command(groups, "agents", "list, export and import agents").add_subparsers(
-        dest="command", metavar="COMMAND", parser_class=_Parser
+        dest="command", metavar="COMMAND", parser_class=_Parser, help="one of:"
     )
     command(agents, "list", "list the install's agents")
     export = command(agents, "export", "export an agent to a portable bundle")
-    export.add_argument("alias", metavar="ALIAS")
+    export.add_argument("alias", metavar="ALIAS", help="the agent to export (see 'agents list')")
     export.add_argument(
         "--out",
         required=True,
@@ -118,7 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="what a known secret found in a carried file does (default refuse)",
     )
     imp = command(agents, "import", "import a bundle into this install, transactionally")
-    imp.add_argument("bundle", nargs="?", metavar="BUNDLE")
+    imp.add_argument(
+        "bundle", nargs="?", metavar="BUNDLE", help="the bundle folder (not with --undo)"
+    )
     imp.add_argument(
         "--undo",
         metavar="RECEIPT",
@@ -160,15 +258,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     command(agents, "imports", "list the import receipts, newest first, with their state")
 
-    bundle = command(groups, "bundle", "verify and inspect bundles").add_subparsers(
-        dest="command", metavar="COMMAND", parser_class=_Parser
+    bundle_help = "verify and inspect bundles, write a secrets template"
+    bundle = command(groups, "bundle", bundle_help).add_subparsers(
+        dest="command", metavar="COMMAND", parser_class=_Parser, help="one of:"
     )
     command(bundle, "verify", "check a bundle completely, changing nothing").add_argument(
-        "dir", metavar="DIR"
+        "dir", metavar="DIR", help="the bundle folder"
     )
     command(bundle, "inspect", "show what a bundle holds and grants").add_argument(
-        "dir", metavar="DIR"
+        "dir", metavar="DIR", help="the bundle folder"
     )
+    template = command(
+        bundle, "secrets-template", "write the bundle's required secrets as a --secrets-file"
+    )
+    template.add_argument("dir", metavar="BUNDLE", help="the bundle folder")
+    template.add_argument(
+        "--out", metavar="FILE", help="create FILE (mode 0600) instead of printing"
+    )
+    template.add_argument("--force", action="store_true", help="replace an existing FILE")
 
     recover = command(
         groups, "recover", "repair what an interrupted export, import or restore left"
@@ -181,14 +288,15 @@ def build_parser() -> argparse.ArgumentParser:
     recover.add_argument("--dry-run", action="store_true", help="say what would be done")
 
     config = command(groups, "config", "validate, read and edit config.toml").add_subparsers(
-        dest="command", metavar="COMMAND", parser_class=_Parser
+        dest="command", metavar="COMMAND", parser_class=_Parser, help="one of:"
     )
     command(config, "validate", "print every error and warning of the config")
     get = command(config, "get", "print a config value (secrets masked)")
-    get.add_argument("path", metavar="PATH")
+    get.add_argument("path", metavar="PATH", help="a dotted config path, as in config.toml")
     get.add_argument("--reveal", action="store_true", help="print secret values")
     set_ = command(config, "set", "set a config value, keeping the file's formatting")
-    set_.add_argument("path", metavar="PATH")
+    set_.description = SET_VALUE_RULE
+    set_.add_argument("path", metavar="PATH", help="a dotted config path, as in config.toml")
     set_.add_argument(
         "value", nargs="?", metavar="VALUE", help="omit to read it from standard input (no echo)"
     )
@@ -196,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
     unset.add_argument("path", metavar="PATH", help="the config path to remove")
 
     home = command(groups, "home", "data homes: show, volumes, skills, backups").add_subparsers(
-        dest="command", metavar="COMMAND", parser_class=_Parser
+        dest="command", metavar="COMMAND", parser_class=_Parser, help="one of:"
     )
     project = argparse.ArgumentParser(add_help=False)
     project.add_argument(
@@ -210,9 +318,12 @@ def build_parser() -> argparse.ArgumentParser:
         command(home, name, text, project)
     skills = command(home, "skills", "list skills, or save one", project)
     skills.add_argument(
-        "action", nargs="?", choices=["save"], help="save a skill of the agent's own"
+        "action",
+        nargs="?",
+        choices=["list", "save"],
+        help="list the skills (the default), or save a skill of the agent's own",
     )
-    skills.add_argument("name", nargs="?", metavar="NAME")
+    skills.add_argument("name", nargs="?", metavar="NAME", help="with save: the skill's name")
     skills.add_argument("--description", metavar="TEXT")
     skills.add_argument("--file", metavar="FILE")
     skills.add_argument(
@@ -225,10 +336,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="the zip to create (never replaced), or an existing folder for a timestamped zip",
     )
     command(home, "verify-backup", "check a backup zip, changing nothing").add_argument(
-        "file", metavar="FILE"
+        "file", metavar="FILE", help="the backup zip"
     )
     restore = command(home, "restore", "restore a backup zip into the data home", project)
-    restore.add_argument("file", metavar="FILE")
+    restore.add_argument("file", metavar="FILE", help="the backup zip to restore")
     restore.add_argument(
         "--home", dest="target_home", metavar="DIR", help="restore into this data home instead"
     )
@@ -262,6 +373,25 @@ def _handler(words: tuple[str, ...]) -> Any:
     return getattr(module, function_name)
 
 
+def _unrecognized(extras: list[str], args: argparse.Namespace) -> NoReturn:
+    """Refuse words no parser took, pointing to the help of the command they were given to.
+
+    Only option names are quoted: a stray word may be a secret (a mistyped ``--secret``)."""
+    words = ["bundler"]
+    group = getattr(args, "group", None)
+    if group:
+        words.append(group)
+        if getattr(args, "command", None):
+            words.append(args.command)
+    options = [escape_display(word.split("=", 1)[0]) for word in extras if word.startswith("-")]
+    others = len(extras) - len(options)
+    shown = " ".join(options)
+    if others:
+        tail = f"{others} other argument(s), not shown as they may be secrets"
+        shown = f"{shown} and {tail}" if shown else tail
+    raise UsageError(f"unrecognized arguments: {shown} (see '{' '.join(words)} --help')")
+
+
 def _on_signal(signum: int, frame: FrameType | None) -> None:
     raise Interrupted(f"interrupted by {signal.Signals(signum).name}; cleaned up")
 
@@ -279,7 +409,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signum, _on_signal)
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        args, extras = parser.parse_known_args(argv)
+        if extras:
+            _unrecognized(extras, args)
         for option in ("install", "json", "quiet", "no_progress"):
             if not hasattr(args, option):
                 setattr(args, option, None if option == "install" else False)

@@ -1,8 +1,10 @@
-"""``bundler bundle verify DIR`` and ``bundler bundle inspect DIR`` (03 §1, §2): printing only."""
+"""``bundle verify|inspect DIR`` (03 §1, §2) and ``bundle secrets-template``: printing only."""
 
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,7 @@ from bundler.bundle.inspect import InspectReport, inspect_bundle
 from bundler.bundle.recover import leftovers_beside
 from bundler.bundle.verify import verify_bundle
 from bundler.cli.output import Output, Result
-from bundler.errors import EXIT_INVALID
+from bundler.errors import EXIT_INVALID, Refused
 from bundler.rules.names import escape_display
 
 
@@ -106,3 +108,64 @@ def inspect(args: argparse.Namespace, out: Output) -> Result:
         error_message=_error_lines(lines[0], lines[1:], out.json_mode),
         error_path=report.verify.errors[0].path,
     )
+
+
+def _write_private(target: Path, text: str, *, force: bool) -> None:
+    """Create ``target`` 0600 holding ``text``; an existing file is replaced only with ``force``."""
+    from bundler.fs import durable
+
+    shown = escape_display(str(target))
+    try:
+        dir_fd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise Refused(
+            f"cannot write {shown} ({os.strerror(exc.errno or errno.EIO)})", path=str(target)
+        ) from None
+    try:
+        if force:
+            durable.atomic_write(dir_fd, target.name, text.encode("utf-8"), mode=0o600)
+        else:
+            durable.write_synced(dir_fd, target.name, text.encode("utf-8"), mode=0o600)
+            durable.fsync_dir(dir_fd)
+    except FileExistsError:
+        raise Refused(
+            f"{shown} exists (it may hold secrets already filled in); choose another file, "
+            "or add --force to replace it",
+            path=str(target),
+        ) from None
+    except OSError as exc:
+        raise Refused(
+            f"cannot write {shown} ({os.strerror(exc.errno or errno.EIO)})", path=str(target)
+        ) from None
+    finally:
+        os.close(dir_fd)
+
+
+def secrets_template(args: argparse.Namespace, out: Output) -> Result:
+    """``bundle secrets-template BUNDLE [--out FILE [--force]]``: the ``--secrets-file``
+    skeleton of a verified bundle's required secrets, on stdout or in a new 0600 file."""
+    from bundler.install.bind_secrets import secrets_template as render
+
+    with out.progress("verifying", None) as advance:
+        report = verify_bundle(Path(args.dir), progress=advance)
+    if not report.ok or report.manifest is None:
+        lines = [str(problem) for problem in report.errors] or ["the bundle cannot be read"]
+        return Result(
+            payload=report.as_json(),
+            code=EXIT_INVALID,
+            error_message=_error_lines(lines[0], lines[1:], out.json_mode),
+            error_path=report.errors[0].path if report.errors else str(args.dir),
+        )
+    required = [p for p in report.manifest.get("required_secrets", []) if isinstance(p, str)]
+    text = render(
+        report.fragment or {}, required, bundle=str(args.dir), out=args.out, install=args.install
+    )
+    payload: dict[str, Any] = {"required_secrets": required, "out": args.out}
+    if args.out is None:
+        if out.json_mode:
+            payload["template"] = text
+            return Result(payload=payload)
+        return Result(payload=payload, text=text.splitlines())
+    _write_private(Path(args.out), text, force=args.force)
+    shown = escape_display(args.out)
+    return Result(payload=payload, text=[] if out.quiet else [f"wrote {shown}"])

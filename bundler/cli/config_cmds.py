@@ -11,13 +11,15 @@ from bundler.cli.output import Output, Result
 from bundler.config.file import find_install_root
 from bundler.config.store import load_config, set_config_value
 from bundler.errors import EXIT_INVALID, Refused
-from bundler.rules import layout
+from bundler.install.undo import unfilled_secrets
+from bundler.rules import hints, layout
 from bundler.rules.findings import Finding
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
 from bundler.rules.validate import validate as validate_config
 from bundler.rules.values import (
     canonical_segments,
+    closest_path,
     effective_value,
     format_value,
     redact,
@@ -48,10 +50,18 @@ def validate(args: argparse.Namespace, out: Output) -> Result:
 
     # --quiet: errors only; warnings change nothing a script must act on
     text = [line(finding) for finding in [*errors, *([] if out.quiet else warnings)]]
-    payload = {
+    payload: dict[str, list[dict[str, str]]] = {
         "errors": [finding.as_dict() for finding in errors],
         "warnings": [finding.as_dict() for finding in warnings],
     }
+    for path, agent in unfilled_secrets(root, loaded.data):
+        fix = hints.command("config", "set", path, install=args.install)
+        message = f"required secret left empty by the import of agent {escape_display(agent)}"
+        payload["warnings"].append(
+            {"kind": "required_secret_empty", "path": path, "message": message, "fix": fix}
+        )
+        if not out.quiet:
+            text += [f"required_secret_empty {escape_display(path)}: {message}; run:", f"  {fix}"]
     if not errors:
         return Result(payload=payload, text=text)
     config_file = layout.config_file(root)
@@ -64,6 +74,12 @@ def validate(args: argparse.Namespace, out: Output) -> Result:
     )
 
 
+def _did_you_mean(data: dict[str, Any], segments: list[str]) -> str:
+    """``"; did you mean PATH?"`` for a path close to a mistyped one, else ``""``."""
+    close = closest_path(data, segments)
+    return f"; did you mean {escape_display(close)}?" if close else ""
+
+
 def get(args: argparse.Namespace, out: Output) -> Result:
     """``config get PATH [--reveal]``: the value, secrets as ``***`` unless revealed."""
     root = find_install_root(args.install)
@@ -72,11 +88,23 @@ def get(args: argparse.Namespace, out: Output) -> Result:
     path = format_path(segments)
     state, value = effective_value(loaded.data, segments)
     if state == "absent":
-        raise Refused(f"{path} is not set in {layout.config_file(root)}", path=path)
+        close = _did_you_mean(loaded.data, segments)
+        raise Refused(f"{path} is not set in {layout.config_file(root)}{close}", path=path)
     is_default = state == "default"
     shown: Any = value if args.reveal else redact(value, segments)
     variable = _override_note(path, loaded.override_vars)
     warnings = [f"{path} is overridden by environment variable {variable}"] if variable else []
+    empty_required = False
+    if secret and value == "":
+        left = dict(unfilled_secrets(root, loaded.data))
+        if path in left:
+            empty_required = True
+            fix = hints.command("config", "set", path, install=args.install)
+            sentence = (
+                f"{escape_display(path)} is a required secret and is still empty (the import "
+                f"of agent {escape_display(left[path])} left it unfilled); fill it in"
+            )
+            warnings.append(hints.Hinted(sentence, fix))
     payload = {
         "path": path,
         "value": to_jsonable(shown),
@@ -84,6 +112,8 @@ def get(args: argparse.Namespace, out: Output) -> Result:
         "default": is_default,
         "overridden_by": variable,
     }
+    if secret:
+        payload["empty_required_secret"] = empty_required
     return Result(payload=payload, text=[escape_display(format_value(shown))], warnings=warnings)
 
 
@@ -120,7 +150,10 @@ def unset_value(args: argparse.Namespace, out: Output) -> Result:
     root = find_install_root(args.install)
     path = format_path(canonical_segments(args.path)[0])
     removed = unset_config_value(root, args.path, via="config unset")
-    line = f"unset {escape_display(path)}" if removed else f"{escape_display(path)} was not set"
+    line = f"unset {escape_display(path)}"
+    if not removed:
+        close = _did_you_mean(load_config(root).data, canonical_segments(args.path)[0])
+        line = f"{escape_display(path)} was not set{close}"
     return Result(payload={"path": path, "removed": removed}, text=[] if out.quiet else [line])
 
 

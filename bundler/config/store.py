@@ -46,10 +46,12 @@ from bundler.config.write import (
 )
 from bundler.errors import InvalidInput, Refused, UsageError
 from bundler.rules import layout, schema
+from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
 from bundler.rules.validate import validate
 from bundler.rules.values import (
     canonical_segments,
+    closest_path,
     list_index,
     parse_value,
     to_item,
@@ -87,11 +89,15 @@ def set_config_value(install_root: Path, path: str, raw_value: str, *, via: str)
     segments, node, _secret = canonical_segments(path)
     canonical = format_path(segments)
     if node is None:
+        close = closest_path({}, segments)
+        hint = f"did you mean {escape_display(close)}? (" if close else ""
+        end = ")" if close else ""
         raise UsageError(
-            f"{canonical} is not a config field bundler knows; edit config.toml by hand",
+            f"{canonical} is not a config field bundler knows; {hint}to set a field it does "
+            f"not know, edit config.toml by hand{end}",
             path=canonical,
         )
-    value = parse_value(raw_value, node, canonical)
+    value = parse_value(raw_value, node, canonical, toml_strings=True)
 
     def edit(document: tomlkit.TOMLDocument) -> None:
         _set_in_document(document, segments, value, canonical)

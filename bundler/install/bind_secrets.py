@@ -15,10 +15,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+import tomli_w
+
 from bundler.bundle import fragment
 from bundler.errors import InvalidInput, Refused, UsageError
 from bundler.install import merge
-from bundler.rules import tomlcompat
+from bundler.rules import hints, tomlcompat
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path, parse_path
 
@@ -58,22 +60,28 @@ def split_assignment(text: str, option: str, *, secret: bool = False) -> tuple[s
     raise UsageError(f"{option} {shown}: expected PATH=VALUE", path=shown)
 
 
-def flatten_secrets(table: Mapping[str, Any], prefix: Sequence[str] = ()) -> dict[str, str]:
+def flatten_secrets(
+    table: Mapping[str, Any], prefix: Sequence[str] = (), *, source: str = "secrets file"
+) -> dict[str, str]:
     """A secrets file's table as ``{config path: value}``.
 
     Top-level keys are config paths (``"providers.models.openai.main.api_key" = "…"``); nested
-    tables spell the same path as TOML tables. Values must be strings; the error names the path.
+    tables spell the same path as TOML tables. Values must be strings; the error names
+    ``source`` (``secrets file F``) and the path.
     """
     out: dict[str, str] = {}
     for key, value in table.items():
-        segments = [*prefix, key] if prefix else parse_path(key)
+        try:
+            segments = [*prefix, key] if prefix else parse_path(key)
+        except UsageError as err:
+            raise UsageError(f"{source}: {err.message}", path=key) from None
         if isinstance(value, dict):
-            out.update(flatten_secrets(value, segments))
+            out.update(flatten_secrets(value, segments, source=source))
         elif isinstance(value, str):
             out[format_path(segments)] = value
         else:
             path = format_path(segments)
-            raise InvalidInput(f"secrets file: {escape_display(path)} must be a string", path=path)
+            raise InvalidInput(f"{source}: {escape_display(path)} must be a string", path=path)
     return out
 
 
@@ -101,6 +109,44 @@ def endpoint_of(config: Mapping[str, Any], path: str) -> str:
     return escape_display(default)
 
 
+def secrets_template(
+    fragment_config: Mapping[str, Any],
+    required: Sequence[str],
+    *,
+    bundle: str,
+    out: str | None = None,
+    install: str | None = None,
+) -> str:
+    """The ``--secrets-file`` skeleton of a bundle's ``required`` secret paths: one
+    ``"path" = ""`` line each (the form :func:`flatten_secrets` reads), under a comment saying
+    where the value will be sent. ``bundle`` and ``out`` (the template's file, if any) are paths
+    as the user gave them; ``install`` is the ``--install`` given, for the import command."""
+    command = hints.command(
+        "agents",
+        "import",
+        os.path.abspath(bundle),
+        "--secrets-file",
+        os.path.abspath(out) if out else "FILE",
+        install=install,
+    )
+    head = [
+        f"# Secrets required by the bundle {escape_display(bundle)}.",
+        "# Fill in each value between the quotes; a value left empty stays unfilled.",
+        "# Keep this file private (mode 0600) and import with:",
+        f"#   {command}",
+    ]
+    body: list[str] = []
+    for path in required:
+        try:
+            endpoint = fragment.secret_endpoint(fragment_config, parse_path(path))
+        except UsageError:
+            continue  # not a config path: verification refuses such a bundle anyway
+        body += ["", f"# sent to {escape_display(endpoint)}", tomli_w.dumps({path: ""}).strip()]
+    if not body:
+        body = ["", "# this bundle requires no secrets"]
+    return "\n".join([*head, *body]) + "\n"
+
+
 def collect_secrets(
     secret_args: Sequence[str], secrets_file: Path | None
 ) -> tuple[dict[str, str], list[str]]:
@@ -108,7 +154,9 @@ def collect_secrets(
     values: dict[str, str] = {}
     warnings: list[str] = []
     if secrets_file is not None:
-        values.update(load_secrets_file(secrets_file))
+        # an empty value is a template line not filled in: the secret stays unfilled, as an
+        # empty answer to the prompt leaves it
+        values.update({p: v for p, v in load_secrets_file(secrets_file).items() if v})
     if secret_args:
         warnings.append(SECRET_ARGUMENT_WARNING)
     for raw in secret_args:
@@ -149,7 +197,7 @@ def load_secrets_file(path: Path) -> dict[str, str]:
         raise InvalidInput(
             f'secrets file {shown} is not a TOML table of path = "value"', path=str(path)
         )
-    return flatten_secrets(table)
+    return flatten_secrets(table, source=f"secrets file {shown}")
 
 
 SECRET_ARGUMENT_WARNING = (

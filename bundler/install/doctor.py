@@ -22,6 +22,7 @@ from bundler.home.homes import is_writable, resolve_home
 from bundler.home.restore import home_leftovers
 from bundler.home.volumes import load_volumes
 from bundler.install.journal import STAGING_PREFIX
+from bundler.install.undo import unfilled_secrets
 from bundler.rules import hints, layout
 from bundler.rules.names import escape_display
 from bundler.rules.validate import validate
@@ -112,6 +113,13 @@ def _config_findings(install: Path) -> DoctorReport:
         Finding("config", w.path, f"{w.kind} {w.path}: {escape_display(w.message)}")
         for w in warnings
     ]
+    for path, agent in unfilled_secrets(install, loaded.data):
+        detail = (
+            f"required secret {escape_display(path)} is empty (left unfilled by the import of "
+            f"agent {escape_display(agent)})"
+        )
+        fix = hints.command("config", "set", path, install=str(install))
+        report.warnings.append(Finding("secret", path, detail, fix))
     if not errors:
         detail = f"{escape_display(config_file)} is valid"
         report.notes.append(Finding("config", config_file, detail))

@@ -33,6 +33,7 @@ from bundler.install.bind_secrets import (
     Prompter,
     collect_secrets,
     endpoint_of,
+    split_assignment,
 )
 from bundler.install.files import (
     CONFIG,
@@ -427,6 +428,16 @@ def _plan(
 
 def _merge(run: _Run, target: dict[str, Any], secrets: Mapping[str, str]) -> merge.MergePlan:
     """The pure merge plan of the bundle's fragment into ``target``."""
+    # a path not given with --secret came from the secrets file: its errors name the file
+    from_arguments = {
+        split_assignment(raw, "--secret", secret=True)[0] for raw in run.options.secrets
+    }
+    file = run.options.secrets_file
+    origins = {
+        path: f"secrets file {escape_display(str(file))}"
+        for path in secrets
+        if file is not None and path not in from_arguments
+    }
     return merge.plan_merge(
         target,
         run.report.fragment or {},
@@ -434,6 +445,7 @@ def _merge(run: _Run, target: dict[str, Any], secrets: Mapping[str, str]) -> mer
         as_alias=run.options.as_alias,
         binds=run.options.binds,
         secrets=dict(secrets),
+        secret_origins=origins,
     )
 
 

@@ -30,6 +30,7 @@ from bundler.config.file import toml_error_reason
 from bundler.errors import InvalidInput, Refused, UsageError
 from bundler.rules import refs, schema, tomlcompat
 from bundler.rules.names import (
+    did_you_mean,
     escape_display,
     is_portable_skill_alias,
     non_portable_alias_reason,
@@ -281,17 +282,22 @@ def _parse_binds(
 
 
 def _parse_secrets(
-    secrets: Mapping[str, str], required: Sequence[str]
+    secrets: Mapping[str, str], required: Sequence[str], origins: Mapping[str, str]
 ) -> tuple[dict[tuple[str, ...], str], list[tuple[str, ...]]]:
-    """Given secrets keyed by canonical segments, and the canonical required paths in order."""
+    """Given secrets keyed by canonical segments, and the canonical required paths in order.
+
+    ``origins`` names where a path came from when not ``--secret`` (``secrets file F``)."""
     required_canonical = [_canonical(path, "required secret") for path in required]
     given: dict[tuple[str, ...], str] = {}
     for path, value in secrets.items():
-        canonical = _canonical(path, "--secret")
+        origin = origins.get(path)
+        canonical = _canonical(path, origin or "--secret")
         if canonical not in required_canonical:
+            close = did_you_mean(path, [format_path(list(c)) for c in required_canonical])
+            shown = escape_display(path)
+            where = f"{origin}: {shown} is" if origin else f"--secret {shown}:"
             raise UsageError(
-                f"--secret {escape_display(path)}: not a required secret of this bundle "
-                "(its manifest lists them)",
+                f"{where} not a required secret of this bundle (its manifest lists them){close}",
                 path=path,
             )
         given[canonical] = value
@@ -339,12 +345,14 @@ def plan_merge(
     as_alias: str | None = None,
     binds: Mapping[str, str] | None = None,
     secrets: Mapping[str, str] | None = None,
+    secret_origins: Mapping[str, str] | None = None,
 ) -> MergePlan:
     """Decide how ``fragment`` (a verified bundle's config) merges into ``target_config``.
 
     ``required_secrets`` are the manifest's paths; ``binds`` maps a fragment entry path to a
     local reference (``providers.models.anthropic.main`` → ``anthropic.prod``); ``secrets``
-    maps required secret paths (as the manifest writes them) to values. Raises
+    maps required secret paths (as the manifest writes them) to values, and ``secret_origins``
+    says where a path not from ``--secret`` came from (``secrets file F``) for errors. Raises
     :class:`Refused` (exit 1) for a taken or non-portable agent alias, a bind to a missing
     local entry or a namespaced skill alias that is not portable; :class:`UsageError` (exit 2)
     for a malformed ``--bind``/``--secret`` path. The returned plan's ``merged`` is the whole
@@ -371,7 +379,7 @@ def plan_merge(
         (kind, name): entry for kind in ENTRY_KINDS for name, entry in iter_entries(fragment, kind)
     }
     bound = _parse_binds(binds or {}, set(entries), target_config)
-    given, required = _parse_secrets(secrets or {}, required_secrets)
+    given, required = _parse_secrets(secrets or {}, required_secrets, secret_origins or {})
     sources = dict(zip(required, required_secrets, strict=True))
 
     # secret paths grouped by the entry holding them: (canonical path, path inside the entry)

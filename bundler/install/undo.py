@@ -280,6 +280,44 @@ def list_receipts(install_root: Path) -> list[ReceiptInfo]:
     return [info for _key, info in sorted(found, key=lambda item: item[0], reverse=True)]
 
 
+def unfilled_secrets(install_root: Path, config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(secret path, agent)`` of each required secret an import left unfilled that is still
+    empty in ``config``, sorted by path.
+
+    "Left unfilled" is the import's own decision (:func:`merge.plan_merge`'s ``secrets_missing``,
+    kept in the receipt), not a second rule; a secret whose entry is gone (undone, removed) is
+    not listed. Reads only; a file that is not a receipt is skipped.
+    """
+    folder = _receipts_dir(Path(os.path.abspath(install_root)))
+    try:
+        names = sorted(name for name in os.listdir(folder) if name.endswith(".toml"))
+    except OSError:
+        return []
+    found: dict[str, str] = {}
+    for name in names:
+        try:
+            data = _load_receipt(folder / name)
+        except BundlerError:
+            continue
+        missing = data.get("secrets_missing")
+        for path in missing if isinstance(missing, list) else []:
+            if not isinstance(path, str):
+                continue
+            try:
+                segments = parse_path(path)
+            except BundlerError:
+                continue
+            located = merge.split_entry_path(segments)
+            node: Any = _find_entry(config, path)
+            if node is None or located is None:
+                continue
+            for part in located[2]:
+                node = node.get(part) if isinstance(node, dict) else None
+            if node is None or node == "":
+                found.setdefault(path, str(data.get("agent", "")))
+    return sorted(found.items())
+
+
 def resolve_receipt(install_root: Path, which: str) -> Path:
     """``which`` as a receipt path; ``last`` is the newest import not yet undone."""
     if which != "last":

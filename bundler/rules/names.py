@@ -5,7 +5,9 @@ Every reader and writer of the project asks these functions; no other module spe
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Iterable
 
 PORTABLE_ALIAS_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,63}")
 
@@ -140,3 +142,14 @@ def escape_display(text: str) -> str:
         else:
             out.append(ch)
     return "".join(out)
+
+
+def did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    """``"; did you mean X?"`` for the candidate closest to a mistyped ``word`` (difflib's
+    ratio of at least 0.6), or ``""`` when none is close; ``X`` is escaped for display.
+
+    Only names the user could have meant are passed in (aliases of the install, paths of the
+    schema or the config, a bundle's required secret paths), never values.
+    """
+    close = difflib.get_close_matches(word, [c for c in candidates if c != word], n=1)
+    return f"; did you mean {escape_display(close[0])}?" if close else ""

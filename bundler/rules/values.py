@@ -11,6 +11,7 @@ No file I/O. No message built here contains the value it is about: it may be a s
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from datetime import date, datetime, time
 from typing import Any
@@ -21,10 +22,11 @@ from tomlkit.items import Item
 from bundler.errors import InvalidInput
 from bundler.rules import schema, tomlcompat
 from bundler.rules.findings import describe
-from bundler.rules.paths import parse_path
+from bundler.rules.paths import format_path, parse_path
 
 __all__ = [
     "canonical_segments",
+    "closest_path",
     "effective_value",
     "format_value",
     "is_string_field",
@@ -158,22 +160,75 @@ def is_string_field(node: schema.Node | None) -> bool:
     return isinstance(choices, list) and bool(choices) and all(isinstance(c, str) for c in choices)
 
 
-def parse_value(raw: str, node: schema.Node | None, path: str) -> Any:
-    """A ``config set`` VALUE typed by the schema: verbatim for strings, else one TOML value.
+_TYPES: dict[str, tuple[type, ...]] = {
+    "boolean": (bool,),
+    "array": (list,),
+    "integer": (int,),
+    "number": (int, float),
+    "object": (dict,),
+}
 
-    Raises ``InvalidInput`` naming ``path`` (never the value) when it is not one TOML value.
-    """
-    if is_string_field(node):
+
+def toml_form_example(node: schema.Node | None) -> str:
+    """How a value of ``node``'s type is written in TOML, for an error or a help text."""
+    kind = node.get("type") if node else None
+    if kind == "boolean":
+        return "true or false"
+    if kind == "array":
+        items = node.get("items") if node else None
+        if isinstance(items, Mapping) and items.get("type") == "integer":
+            return "[1, 2]"
+        return '["ls", "git"]'
+    if kind == "integer":
+        return "42"
+    if kind == "number":
+        return "0.5"
+    if kind == "object":
+        return '{ key = "value" }'
+    return '"text", 42, true or ["a", "b"]'
+
+
+def _bare_or_toml_string(raw: str) -> str:
+    """A string field's VALUE: a TOML string (``"a b"`` or ``'a b'``) is unquoted, anything else
+    is taken verbatim."""
+    if raw[:1] not in ('"', "'"):
         return raw
     try:
         parsed = tomlcompat.loads(f"value = {raw}\n")
     except (tomlcompat.TOMLDecodeError, RecursionError):
+        return raw
+    value = parsed.get("value")
+    return value if set(parsed) == {"value"} and isinstance(value, str) else raw
+
+
+def parse_value(
+    raw: str, node: schema.Node | None, path: str, *, toml_strings: bool = False
+) -> Any:
+    """A VALUE typed by the schema: verbatim for strings, else one TOML value of the schema's type.
+
+    With ``toml_strings`` (``config set``) a string may also be given as a TOML string, quotes
+    and all. Raises ``InvalidInput`` naming ``path`` and the expected TOML form (never the
+    value) when it is not one TOML value of that type.
+    """
+    if is_string_field(node):
+        return _bare_or_toml_string(raw) if toml_strings else raw
+    try:
+        parsed = tomlcompat.loads(f"value = {raw}\n")
+    except (tomlcompat.TOMLDecodeError, RecursionError):
         parsed = {}
+    wanted = _TYPES.get(str(node.get("type"))) if node else None
+    value = parsed.get("value")
     # more keys than one means the text smuggled in a second line: not a single value
-    if set(parsed) != {"value"}:
+    wrong_type = wanted is not None and (
+        not isinstance(value, wanted) or (isinstance(value, bool) and bool not in wanted)
+    )
+    if set(parsed) != {"value"} or wrong_type:
         expected = "a value" if node is None else describe(node)
-        raise InvalidInput(f"{path}: the value is not a TOML value; expected {expected}", path=path)
-    return parsed["value"]
+        raise InvalidInput(
+            f"{path}: expected {expected}, written in TOML form: {toml_form_example(node)}",
+            path=path,
+        )
+    return value
 
 
 def to_item(value: Any, *, inline: bool) -> Item:
@@ -190,3 +245,40 @@ def to_item(value: Any, *, inline: bool) -> Item:
         return array
     item: Item = tomlkit.item(value)
     return item
+
+
+def closest_path(data: Mapping[str, Any], segments: list[str]) -> str | None:
+    """A path the user probably meant by ``segments`` (for "did you mean"), or None.
+
+    Walks ``data`` and the schema together; at the first segment that names neither a key of
+    the config there nor a field of the schema, takes the closest of those names
+    (:func:`difflib.get_close_matches`) and keeps the rest of the path. Names only, never values.
+    """
+    value: Any = data
+    node: schema.Node | None = schema.config_schema()
+    for depth, segment in enumerate(segments):
+        names: set[str] = set()
+        if isinstance(value, Mapping):
+            names |= {str(key) for key in value}
+        key = node.get("x-keyed-by") if node else None
+        if isinstance(value, list) and key:
+            names |= {str(item[key]) for item in value if isinstance(item, Mapping) and key in item}
+        properties = node.get("properties") if node else None
+        if isinstance(properties, Mapping):
+            names |= {str(name) for name in properties}
+        if segment not in names:
+            close = difflib.get_close_matches(segment, sorted(names), n=1)
+            if close:
+                return format_path([*segments[:depth], close[0], *segments[depth + 1 :]])
+            # a table of aliases or a keyed array takes any name: look further down
+            if node is None or not (key or isinstance(node.get("additionalProperties"), dict)):
+                return None
+        if isinstance(value, Mapping):
+            value = value.get(segment)
+        elif isinstance(value, list):
+            index = list_index(value, segment, node)
+            value = None if index is None else value[index]
+        else:
+            value = None
+        node = schema.child(node, segment)
+    return None

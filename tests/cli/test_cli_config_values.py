@@ -1,0 +1,88 @@
+"""``config set`` values and ``config get`` of an empty secret (issue 14 item 13), through the
+real CLI: one typed rule, documented in the help with examples; a string bare or as a TOML
+string; booleans and arrays in TOML form, with the expected form in the error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import bundlefactory as bf
+import pytest
+from installs import copy_example, one_error, run_cli
+
+from bundler.rules import tomlcompat
+
+
+def _config(install: Path) -> dict[str, object]:
+    return tomlcompat.loads((install / "config.toml").read_text(encoding="utf-8"))
+
+
+def test_config_set_help_documents_the_value_rule_with_examples() -> None:
+    done = run_cli(["config", "set", "--help"])
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    assert "bare" in text and "TOML" in text
+    for example in ("true", '["ls", "git"]', "groq.fast", '"groq.fast"'):
+        assert example in text, text
+
+
+@pytest.mark.parametrize("given", ["groq.fast", '"groq.fast"', "'groq.fast'"])
+def test_config_set_takes_a_string_bare_or_as_a_toml_string(tmp_path: Path, given: str) -> None:
+    install = copy_example(tmp_path)
+    done = run_cli(
+        ["--install", str(install), "config", "set", "agents.researcher.model_provider", given]
+    )
+    assert done.returncode == 0, done.stderr
+    agents = _config(install)["agents"]
+    assert isinstance(agents, dict)
+    assert agents["researcher"]["model_provider"] == "groq.fast"
+
+
+@pytest.mark.parametrize(
+    ("path", "given", "form"),
+    [
+        ("agents.researcher.enabled", "yes", "true or false"),
+        ("agents.researcher.enabled", "1", "true or false"),
+        ("risk_profiles.default.allowed_commands", "ls", '["ls", "git"]'),
+        ("risk_profiles.default.allowed_commands", '"ls"', '["ls", "git"]'),
+    ],
+)
+def test_config_set_of_a_non_string_names_the_expected_toml_form(
+    tmp_path: Path, path: str, given: str, form: str
+) -> None:
+    install = copy_example(tmp_path)
+    before = (install / "config.toml").read_bytes()
+    done = run_cli(["--install", str(install), "config", "set", path, given])
+    assert done.returncode == 3, done.stderr
+    assert one_error(done.stderr) and path in done.stderr
+    assert "TOML form" in done.stderr and form in done.stderr, done.stderr
+    assert (install / "config.toml").read_bytes() == before
+
+
+def test_config_set_of_an_array_and_a_boolean_in_toml_form(tmp_path: Path) -> None:
+    install = copy_example(tmp_path)
+    for path, given in (
+        ("risk_profiles.default.allowed_commands", '["ls", "git"]'),
+        ("agents.researcher.enabled", "false"),
+    ):
+        done = run_cli(["--install", str(install), "config", "set", path, given])
+        assert done.returncode == 0, done.stderr
+    config = _config(install)
+    assert config["risk_profiles"]["default"]["allowed_commands"] == ["ls", "git"]  # type: ignore[index]
+    assert config["agents"]["researcher"]["enabled"] is False  # type: ignore[index]
+
+
+def test_config_get_of_an_empty_required_secret_says_so(tmp_path: Path) -> None:
+    bundle = bf.build_bundle(tmp_path / "bundle")
+    install = tmp_path / "install"
+    imported = run_cli(
+        ["--install", str(install), "agents", "import", str(bundle), "--accept-risks"]
+    )
+    assert imported.returncode == 0, imported.stderr
+    path = "providers.models.openai.backup.api_key"
+    done = run_cli(["--install", str(install), "config", "get", path])
+    assert done.returncode == 0, done.stderr
+    assert "required secret" in done.stderr and "empty" in done.stderr, done.stderr
+    assert f"bundler --install {install} config set {path}" in done.stderr
+    as_json = run_cli(["--install", str(install), "--json", "config", "get", path])
+    assert '"empty_required_secret": true' in as_json.stdout

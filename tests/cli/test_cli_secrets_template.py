@@ -1,0 +1,179 @@
+"""The secrets workflow (issue 14 item 8): ``bundle secrets-template`` writes the skeleton that
+``agents import --secrets-file`` reads, and ``config validate`` names the required secrets an
+import left empty. Everything runs through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import stat
+from pathlib import Path
+
+import bundlefactory as bf
+from installs import one_error, run_cli
+
+from bundler.rules import tomlcompat
+
+NEEDED = [
+    "mcp.servers.github.env.GITHUB_TOKEN",
+    "providers.models.anthropic.main.api_key",
+    "providers.models.openai.backup.api_key",
+]
+
+
+def _fill(template: str, values: dict[str, str]) -> str:
+    """The template as a user fills it: each ``"path" = ""`` line gets its value."""
+    out = []
+    for line in template.splitlines():
+        for path, value in values.items():
+            if line.startswith(f'"{path}" = '):
+                line = f'"{path}" = "{value}"'
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def test_secrets_template_round_trips_through_import_secrets_file(tmp_path: Path) -> None:
+    bundle = bf.build_bundle(tmp_path / "bundle")
+    done = run_cli(["bundle", "secrets-template", str(bundle)])
+    assert done.returncode == 0, done.stderr
+    template = done.stdout
+    table = tomlcompat.loads(template)
+    assert sorted(table) == NEEDED
+    assert all(value == "" for value in table.values())
+    # each secret has where it is sent on a comment line just above it
+    lines = template.splitlines()
+    for path in NEEDED:
+        index = next(i for i, line in enumerate(lines) if line.startswith(f'"{path}"'))
+        assert lines[index - 1].startswith("# sent to "), template
+    assert "https://api.anthropic.com" in template
+    values = {path: f"value-{n}-secret" for n, path in enumerate(NEEDED)}
+    secrets = tmp_path / "secrets.toml"
+    secrets.write_text(_fill(template, values), encoding="utf-8")
+    secrets.chmod(0o600)
+    install = tmp_path / "install"
+    imported = run_cli(
+        [
+            "--install",
+            str(install),
+            "agents",
+            "import",
+            str(bundle),
+            "--accept-risks",
+            "--secrets-file",
+            str(secrets),
+        ]
+    )
+    assert imported.returncode == 0, imported.stderr
+    config = tomlcompat.loads((install / "config.toml").read_text(encoding="utf-8"))
+    assert config["providers"]["models"]["anthropic"]["main"]["api_key"] == values[NEEDED[1]]
+    assert config["providers"]["models"]["openai"]["backup"]["api_key"] == values[NEEDED[2]]
+    assert config["mcp"]["servers"][0]["env"]["GITHUB_TOKEN"] == values[NEEDED[0]]
+    for value in values.values():
+        assert value not in imported.stdout + imported.stderr
+
+
+def test_secrets_template_left_empty_leaves_the_secrets_unfilled(tmp_path: Path) -> None:
+    bundle = bf.build_bundle(tmp_path / "bundle")
+    secrets = tmp_path / "secrets.toml"
+    done = run_cli(["bundle", "secrets-template", str(bundle), "--out", str(secrets)])
+    assert done.returncode == 0, done.stderr
+    install = tmp_path / "install"
+    imported = run_cli(
+        [
+            "--install",
+            str(install),
+            "--json",
+            "agents",
+            "import",
+            str(bundle),
+            "--accept-risks",
+            "--secrets-file",
+            str(secrets),
+        ]
+    )
+    assert imported.returncode == 0, imported.stderr
+    assert sorted(json.loads(imported.stdout)["secrets_missing"]) == NEEDED
+
+
+def test_secrets_template_out_is_created_0600_and_never_overwritten_without_force(
+    tmp_path: Path,
+) -> None:
+    bundle = bf.build_bundle(tmp_path / "bundle")
+    target = tmp_path / "secrets.toml"
+    old_umask = os.umask(0)
+    try:
+        done = run_cli(["bundle", "secrets-template", str(bundle), "--out", str(target)])
+    finally:
+        os.umask(old_umask)
+    assert done.returncode == 0, done.stderr
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert sorted(tomlcompat.loads(target.read_text(encoding="utf-8"))) == NEEDED
+    target.write_text('"x" = "filled-in-by-the-user"\n', encoding="utf-8")
+    again = run_cli(["bundle", "secrets-template", str(bundle), "--out", str(target)])
+    assert again.returncode == 1, again.stderr
+    assert one_error(again.stderr) and "--force" in again.stderr and str(target) in again.stderr
+    assert "filled-in-by-the-user" in target.read_text(encoding="utf-8")
+    forced = run_cli(["bundle", "secrets-template", str(bundle), "--out", str(target), "--force"])
+    assert forced.returncode == 0, forced.stderr
+    assert sorted(tomlcompat.loads(target.read_text(encoding="utf-8"))) == NEEDED
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+
+
+def test_config_validate_lists_required_secrets_left_empty_by_an_import(tmp_path: Path) -> None:
+    bundle = bf.build_bundle(tmp_path / "bundle")
+    install = tmp_path / "install"
+    secrets = tmp_path / "secrets.toml"
+    secrets.write_text(f'"{NEEDED[1]}" = "sk-given-value"\n', encoding="utf-8")
+    secrets.chmod(0o600)
+    imported = run_cli(
+        [
+            "--install",
+            str(install),
+            "agents",
+            "import",
+            str(bundle),
+            "--accept-risks",
+            "--secrets-file",
+            str(secrets),
+        ]
+    )
+    assert imported.returncode == 0, imported.stderr
+    checked = run_cli(["--install", str(install), "--json", "config", "validate"])
+    assert checked.returncode == 0, checked.stderr
+    warned = {w["path"] for w in json.loads(checked.stdout)["warnings"]}
+    assert {NEEDED[0], NEEDED[2]} <= warned and NEEDED[1] not in warned
+    plain = run_cli(["--install", str(install), "config", "validate"])
+    assert "required secret" in plain.stdout + plain.stderr
+    # filled later with config set: no longer listed
+    filled = run_cli(
+        ["--install", str(install), "config", "set", NEEDED[2]], input_text="sk-later\n"
+    )
+    assert filled.returncode == 0, filled.stderr
+    again = run_cli(["--install", str(install), "--json", "config", "validate"])
+    warned = {w["path"] for w in json.loads(again.stdout)["warnings"]}
+    assert NEEDED[0] in warned and NEEDED[2] not in warned
+    doctor = run_cli(["--install", str(install), "doctor"])
+    assert NEEDED[0] in doctor.stdout + doctor.stderr
+
+
+def test_secrets_template_names_the_import_command_that_reads_it(tmp_path: Path) -> None:
+    bundle = bf.build_bundle(tmp_path / "bundle")
+    install = tmp_path / "target install"
+    secrets = tmp_path / "keys.toml"
+    done = run_cli(
+        [
+            "--install",
+            str(install),
+            "bundle",
+            "secrets-template",
+            str(bundle),
+            "--out",
+            str(secrets),
+        ]
+    )
+    assert done.returncode == 0, done.stderr
+    lines = secrets.read_text(encoding="utf-8").splitlines()
+    command = next(line for line in lines if line.startswith("#   bundler "))[4:]
+    expected = ["bundler", "--install", str(install), "agents", "import", str(bundle)]
+    assert shlex.split(command) == [*expected, "--secrets-file", str(secrets)]
