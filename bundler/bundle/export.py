@@ -22,15 +22,15 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import xxhash
 
 from bundler import __version__
+from bundler.bundle.checksum_spool import CREATE_FLAGS, GENERATED_MODE, ChecksumSpool
 from bundler.bundle.closure import ExportPlan, finish_plan, plan_closure
 from bundler.bundle.history import record_destination
 from bundler.bundle.manifest import (
@@ -42,14 +42,13 @@ from bundler.bundle.manifest import (
     Manifest,
     Memory,
     Provenance,
-    checksum_sort_key,
     exported_at,
-    render_checksums,
     render_config,
     render_manifest,
 )
 from bundler.bundle.publish import Staging, admit
 from bundler.bundle.recover import clear_abandoned
+from bundler.bundle.sweep import ExportSweep
 from bundler.config.store import load_config
 from bundler.errors import BundlerError, Refused, UsageError, withholding
 from bundler.fs import durable
@@ -69,15 +68,13 @@ from bundler.rules.layout import skill_bundle_dir, workspace_dir
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
 from bundler.rules.risk import RiskFlag
-from bundler.rules.secrets import WITHHELD, Hit, Sweeper, SweepStream, sweep_targets
+from bundler.rules.secrets import Hit, Sweeper, sweep_targets
 
 FORMAT_VERSION = 1
 MEMORY_FORMAT_VERSION = 2
 MEMORY_STORE = "memory/brain.db"
 MEMORY_STORE_SOURCE = "workspace/memory/brain.db"
 SCAN_MODES = ("refuse", "warn", "off")
-_GENERATED_MODE = 0o644
-_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _MKDIR_MODE = 0o700
 
 Progress = Callable[[int], None]
@@ -134,97 +131,6 @@ class ExportReport:
             "publish_method": self.publish_method,
             "warnings": list(self.warnings),
         }
-
-
-class _Sweep:
-    """The exact-value sweep riding on the copy: one stream per file, fed every chunk.
-
-    ``refuse`` raises at the end of the first file holding a secret, so the export stops before
-    copying more; ``warn`` collects every hit; ``off`` sweeps no content. Every carried path
-    is swept as well, folders (empty ones too) included, since a name travels like a byte
-    (02 §5.3). Whatever the mode, :meth:`redact` keeps a secret that is part of a *name* out of
-    every report, and :meth:`withhold` out of every message (see :func:`withholding`).
-    """
-
-    def __init__(self, sweeper: Sweeper | None, mode: str) -> None:
-        self.sweeper = sweeper if sweeper is not None and not sweeper.empty else None
-        self.mode = mode
-        self.hits: list[Hit] = []
-        self._stream: SweepStream | None = None
-        self._current = ""
-
-    @property
-    def observer(self) -> Callable[[str, memoryview], None] | None:
-        """The hook to give ``copy_tree``, or None when no content is swept."""
-        return self.observe if self.sweeper is not None and self.mode != "off" else None
-
-    def observe(self, relpath: str, chunk: memoryview) -> None:
-        """``copy_tree``'s observer: every chunk of every carried file, in order."""
-        if self._stream is None or relpath != self._current:
-            self._finish()
-            assert self.sweeper is not None
-            self._current = relpath
-            self._stream = self.sweeper.stream(relpath)
-        self._stream.feed(chunk)
-
-    def file_done(self, relpath: str) -> None:
-        """Close the file's stream and sweep its relative path as well."""
-        if self.observer is None:
-            return
-        if self._current == relpath:
-            self._finish()
-        self._add(self._names_hits(relpath), in_name=True)
-
-    def folder(self, relpath: str) -> None:
-        """Sweep the relative path of a carried folder (it travels even when empty)."""
-        if self.observer is not None:
-            self._add(self._names_hits(relpath), in_name=True)
-
-    def scan(self, name: str, data: bytes) -> None:
-        """Sweep a whole rendered file (``config.toml``, the manifest)."""
-        if self.observer is not None:
-            assert self.sweeper is not None
-            self._add(self.sweeper.scan_bytes(name, data))
-
-    def _names_hits(self, relpath: str) -> list[Hit]:
-        assert self.sweeper is not None
-        return self.sweeper.scan_bytes(relpath, relpath.encode("utf-8", "surrogateescape"))
-
-    def redact(self, relpath: str) -> str:
-        """``relpath`` with every component that holds a known secret replaced by a marker."""
-        if self.sweeper is None or not self._names_hits(relpath):
-            return relpath
-        parts = [WITHHELD if self._names_hits(part) else part for part in relpath.split("/")]
-        shown = "/".join(parts)
-        # a value holding "/" (base64 does) can span components: withhold all but the top
-        return shown if not self._names_hits(shown) else f"{parts[0]}/{WITHHELD}"
-
-    def withhold(self, text: str) -> str:
-        """``text`` with every known secret, in every encoding the sweep knows, withheld."""
-        return text if self.sweeper is None else self.sweeper.withhold(text)
-
-    def _finish(self) -> None:
-        if self._stream is not None:
-            stream, self._stream = self._stream, None
-            self._add(stream.close())
-
-    def _add(self, hits: Sequence[Hit], *, in_name: bool = False) -> None:
-        for found in hits:
-            hit = Hit(self.redact(found.file), found.secret_path, found.encoding)
-            if hit not in self.hits:
-                self.hits.append(hit)
-            if self.mode == "refuse":
-                shown = escape_display(hit.file)
-                where, fix = (
-                    (f"the name of {shown} holds", "rename it")
-                    if in_name
-                    else (f"{shown} contains", "remove it from the file")
-                )
-                raise Refused(
-                    f"{where} the value of {hit.secret_path} ({hit.encoding}); {fix} "
-                    "(or pass --scan-secrets warn) and export again",
-                    path=hit.file,
-                )
 
 
 def protected_paths(config: Mapping[str, Any], install_root: Path) -> list[Path]:
@@ -292,7 +198,7 @@ def export_agent(
     # built even with --scan-secrets off: a secret in a file *name* must stay out of the report.
     # Its targets are the stored values and the overrides' values: both are this install's.
     targets, encrypted = sweep_targets(loaded.file_data, config)
-    sweep = _Sweep(Sweeper(targets) if targets else None, scan_secrets)
+    sweep = ExportSweep(Sweeper(targets) if targets else None, scan_secrets)
     if scan_secrets == "off":
         encrypted = 0
     # every error made from here on withholds the secrets where it is made (errors.withholding)
@@ -310,7 +216,7 @@ def _admit_build_publish(
     plan: ExportPlan,
     config: Mapping[str, Any],
     out: Path,
-    sweep: _Sweep,
+    sweep: ExportSweep,
     encrypted: int,
     force: bool,
     include_memory: bool,
@@ -390,7 +296,7 @@ def _io_failure(dest: str, what: str, err: OSError) -> Refused:
     )
 
 
-def _redact_report(report: ExportReport, sweep: _Sweep) -> None:
+def _redact_report(report: ExportReport, sweep: ExportSweep) -> None:
     """Withhold name components that hold a known secret from every listed path and text."""
     report.bundle = sweep.withhold(report.bundle)
     report.warnings = [sweep.withhold(warning) for warning in report.warnings]
@@ -409,7 +315,7 @@ def _build(
     staging: Staging,
     plan: ExportPlan,
     install_root: Path,
-    sweep: _Sweep,
+    sweep: ExportSweep,
     report: ExportReport,
     environ: Mapping[str, str],
     progress: Progress | None,
@@ -417,7 +323,7 @@ def _build(
     """Fill the staging folder; the manifest is the last file written."""
     root = staging.fd
     extra: list[Dropped] = []
-    with _Checksums() as checksums:
+    with ChecksumSpool() as checksums:
         copy = _Copy(root, install_root, sweep, report, extra, progress, checksums)
         _build_in(staging, plan, copy, sweep, report, environ, extra, checksums)
 
@@ -426,11 +332,11 @@ def _build_in(
     staging: Staging,
     plan: ExportPlan,
     copy: _Copy,
-    sweep: _Sweep,
+    sweep: ExportSweep,
     report: ExportReport,
     environ: Mapping[str, str],
     extra: list[Dropped],
-    checksums: _Checksums,
+    checksums: ChecksumSpool,
 ) -> None:
     """The body of :func:`_build`, with the copier and the checksum spool in hand."""
     version = report.format_version
@@ -483,11 +389,11 @@ class _Copy:
         self,
         root: int,
         install_root: Path,
-        sweep: _Sweep,
+        sweep: ExportSweep,
         report: ExportReport,
         dropped: list[Dropped],
         progress: Progress | None,
-        checksums: _Checksums,
+        checksums: ChecksumSpool,
     ) -> None:
         self.root = root
         self.install_root = install_root
@@ -725,55 +631,6 @@ def _check_memory_backend(config: Mapping[str, Any], alias: str) -> None:
         )
 
 
-class _Checksums:
-    """The lines of ``checksums.xxh3``, spooled to unnamed temporary files, one per section.
-
-    A section is a top-level entry (``config.toml``, ``memory``, ``workspace``) or one skill
-    bundle (``skills/<b>``). Every tree is walked in checksum order already (02 §9.2), so only
-    the sections are ordered at the end: nothing per file stays in memory (P4: peak memory must
-    not grow with the number of files).
-    """
-
-    def __init__(self) -> None:
-        self._sections: dict[str, IO[bytes]] = {}
-        self.files = 0
-        self.bytes = 0
-
-    def __enter__(self) -> _Checksums:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        for spool in self._sections.values():
-            spool.close()
-        self._sections.clear()
-
-    def add(self, section: str, copied: CopiedFile) -> None:
-        """Append the line of one carried file to its section."""
-        spool = self._sections.get(section)
-        if spool is None:
-            # closed by __exit__: the spools live as long as the build
-            spool = self._sections[section] = tempfile.TemporaryFile()  # noqa: SIM115
-        spool.write(render_checksums([(copied.xxh3_128, copied.relpath)]))
-        self.files += 1
-        self.bytes += copied.size
-
-    def write(self, dir_fd: int, name: str) -> str:
-        """Create ``name`` in ``dir_fd`` from the sections in order; returns its XXH3-128."""
-        hasher = xxhash.xxh3_128()
-        fd = os.open(name, _CREATE, _GENERATED_MODE, dir_fd=dir_fd)
-        try:
-            for section in sorted(self._sections, key=checksum_sort_key):
-                spool = self._sections[section]
-                spool.seek(0)
-                while chunk := spool.read(1 << 20):
-                    hasher.update(chunk)
-                    durable.write_all(fd, chunk)
-            os.fchmod(fd, _GENERATED_MODE)
-        finally:
-            os.close(fd)
-        return str(hasher.hexdigest())
-
-
 def _mkdir_open(parent_fd: int, name: str) -> int:
     os.mkdir(name, _MKDIR_MODE, dir_fd=parent_fd)
     return open_dir_nofollow(parent_fd, name)
@@ -781,11 +638,11 @@ def _mkdir_open(parent_fd: int, name: str) -> int:
 
 def _write_new(dir_fd: int, name: str, data: bytes) -> str:
     """Create ``name`` (never over an existing entry) holding ``data``; returns its XXH3-128."""
-    fd = os.open(name, _CREATE, _GENERATED_MODE, dir_fd=dir_fd)
+    fd = os.open(name, CREATE_FLAGS, GENERATED_MODE, dir_fd=dir_fd)
     try:
         durable.write_all(fd, data)
         # the creation mode went through the umask; the bundle's bytes and modes must not
-        os.fchmod(fd, _GENERATED_MODE)
+        os.fchmod(fd, GENERATED_MODE)
     finally:
         os.close(fd)
     return str(xxhash.xxh3_128_hexdigest(data))

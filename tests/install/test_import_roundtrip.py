@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from installs import copy_example
 from kit import run_cli
 
 from bundler.rules import tomlcompat
@@ -34,7 +35,10 @@ def test_export_import_export_gives_identical_config_and_checksums(
     alias: str, tmp_path: Path
 ) -> None:
     first = tmp_path / "first"
-    exported = bundler("--install", str(EXAMPLE), "agents", "export", alias, "--out", str(first))
+    # exporting records its destination in the install's state folder: export from a copy, so
+    # the example (the README's demo) is never written by a test
+    source = copy_example(tmp_path)
+    exported = bundler("--install", str(source), "agents", "export", alias, "--out", str(first))
     assert exported.returncode == 0, exported.stderr
     manifest = tomlcompat.loads((first / "zeroclaw-agent.toml").read_text(encoding="utf-8"))
     secrets = {
