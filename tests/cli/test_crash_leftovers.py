@@ -86,11 +86,13 @@ def _doctor(env: dict[str, str], *extra: str) -> dict[str, object]:
     return document
 
 
-def _recover_commands(problems: list[str]) -> list[str]:
+def _recover_commands(problems: list[dict[str, str]]) -> list[str]:
+    """The fix command of each doctor finding; each names exactly one recover command."""
     commands = []
-    for line in problems:
-        assert line.count("bundler recover") == 1, line
-        commands.append(line.split("'")[1])
+    for finding in problems:
+        assert finding["fix"].startswith("bundler recover "), finding
+        assert "bundler recover" not in finding["detail"], finding
+        commands.append(finding["fix"])
     return commands
 
 
@@ -126,7 +128,7 @@ def test_killed_export_leftovers_are_named_once_and_recoverable(
         assert left, "SIGKILL must leave the staging behind for this test to mean anything"
         # doctor finds it through the install's record of recent destinations: once
         found = _doctor(env, "--install", str(install))
-        problems = [str(p) for p in found["problems"]]  # type: ignore[union-attr]
+        problems: list[dict[str, str]] = found["problems"]  # type: ignore[assignment]
         assert len(problems) == 1, problems
         assert _recover_commands(problems) == [f"bundler recover {out}"]
         # bundle verify of a folder with export leftovers beside it says so
@@ -197,7 +199,7 @@ def test_killed_import_leftovers_are_named_once_and_recoverable(
     else:
         assert left
         found = _doctor(env, "--install", str(install))
-        problems = [str(p) for p in found["problems"]]  # type: ignore[union-attr]
+        problems: list[dict[str, str]] = found["problems"]  # type: ignore[assignment]
         assert len(problems) == 1, problems
         assert _recover_commands(problems) == [f"bundler recover --install {install}"]
     again = _cli(args, env)
@@ -234,7 +236,7 @@ def test_killed_restore_leftovers_are_named_once_and_recoverable(
     else:
         assert left
         found = _doctor(env, *doctor_args)
-        problems = [str(p) for p in found["problems"]]  # type: ignore[union-attr]
+        problems: list[dict[str, str]] = found["problems"]  # type: ignore[assignment]
         assert len(problems) == 1, problems
         assert _recover_commands(problems) == [f"bundler recover --home {home}"]
         _run_recover(_recover_commands(problems)[0], env)

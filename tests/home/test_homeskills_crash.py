@@ -38,7 +38,8 @@ def world(tmp_path: Path) -> tuple[list[str], dict[str, str], Path]:
     init_home(resolve_home(project, environ=env))
     body = tmp_path / "body.md"
     body.write_text(NEW_BODY)
-    cmd = [*cli_command(), "home", "skills", "save", "notes"]
+    # the skill exists already (see _reset): replacing it takes --force
+    cmd = [*cli_command(), "home", "skills", "save", "notes", "--force"]
     cmd += ["--description", "new", "--file", str(body), "--project", str(project)]
     return cmd, env, home
 
