@@ -7,10 +7,10 @@ the CLI runs in a real process.
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from kit import run_cli
 from zeroclaw_golden import NAMES, golden_copy
 
 from bundler.bundle.verify import verify_bundle
@@ -18,12 +18,7 @@ from bundler.rules.paths import parse_path
 
 
 def run_verify(bundle: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bundler", "bundle", "verify", str(bundle)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_cli(["bundle", "verify", str(bundle)])
 
 
 def warnings_of(result: subprocess.CompletedProcess[str]) -> list[str]:
