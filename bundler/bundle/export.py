@@ -37,6 +37,7 @@ from bundler.bundle.manifest import (
     CHECKSUMS_NAME,
     CONFIG_NAME,
     MANIFEST_NAME,
+    MEMORY_STORE,
     Contents,
     Dropped,
     Manifest,
@@ -72,7 +73,6 @@ from bundler.rules.secrets import Hit, Sweeper, sweep_targets
 
 FORMAT_VERSION = 1
 MEMORY_FORMAT_VERSION = 2
-MEMORY_STORE = "memory/brain.db"
 MEMORY_STORE_SOURCE = "workspace/memory/brain.db"
 SCAN_MODES = ("refuse", "warn", "off")
 _MKDIR_MODE = 0o700
@@ -202,46 +202,47 @@ def export_agent(
     if scan_secrets == "off":
         encrypted = 0
     # every error made from here on withholds the secrets where it is made (errors.withholding)
+    run = _Run(install_root, plan, config, sweep, env, progress, include_memory)
     with withholding(sweep.withhold):
-        report = _admit_build_publish(
-            install_root, plan, config, out, sweep, encrypted, force, include_memory, env, progress
-        )
+        report = _admit_build_publish(run, out, force=force, encrypted=encrypted)
     report.secret_hits = sweep.hits
     _redact_report(report, sweep)
     return report
 
 
-def _admit_build_publish(
-    install_root: Path,
-    plan: ExportPlan,
-    config: Mapping[str, Any],
-    out: Path,
-    sweep: ExportSweep,
-    encrypted: int,
-    force: bool,
-    include_memory: bool,
-    env: Mapping[str, str],
-    progress: Progress | None,
-) -> ExportReport:
+@dataclass(frozen=True)
+class _Run:
+    """One export's fixed inputs, handed to each step instead of a dozen parameters."""
+
+    install_root: Path
+    plan: ExportPlan
+    config: Mapping[str, Any]
+    sweep: ExportSweep
+    environ: Mapping[str, str]
+    progress: Progress | None
+    include_memory: bool
+
+
+def _admit_build_publish(run: _Run, out: Path, *, force: bool, encrypted: int) -> ExportReport:
     """Admit the destination, build the bundle in staging, flush it and swap it in (02 §8)."""
     cleared = _clear_abandoned(out)
     try:
-        admission = admit(out, force=force, protected=protected_paths(config, install_root))
+        admission = admit(out, force=force, protected=protected_paths(run.config, run.install_root))
     except OSError as err:
         raise _io_failure(os.fspath(out), "could not examine the destination", err) from err
     with admission:
         report = ExportReport(
             bundle=admission.dest_path,
-            root_agent=plan.alias,
-            format_version=MEMORY_FORMAT_VERSION if include_memory else FORMAT_VERSION,
+            root_agent=run.plan.alias,
+            format_version=MEMORY_FORMAT_VERSION if run.include_memory else FORMAT_VERSION,
             encrypted_not_swept=encrypted,
             # the plan's findings (a non-portable root alias, 01 §3) are part of the report
-            warnings=list(plan.warnings),
+            warnings=list(run.plan.warnings),
         )
         report.warnings += cleared
         try:
             # before the staging exists, so doctor can find what a crash leaves beside it
-            record_destination(install_root, admission.dest_path)
+            record_destination(run.install_root, admission.dest_path)
         except OSError as err:
             report.warnings.append(
                 f"could not note {escape_display(admission.dest_path)} in the install's state "
@@ -255,7 +256,7 @@ def _admit_build_publish(
             ) from err
         try:
             try:
-                _build(staging, plan, install_root, sweep, report, env, progress)
+                _build(staging, run, report)
                 staging.flush()
                 outcome = staging.publish()
             except OSError as err:
@@ -311,34 +312,26 @@ def _redact_report(report: ExportReport, sweep: ExportSweep) -> None:
     ]
 
 
-def _build(
-    staging: Staging,
-    plan: ExportPlan,
-    install_root: Path,
-    sweep: ExportSweep,
-    report: ExportReport,
-    environ: Mapping[str, str],
-    progress: Progress | None,
-) -> None:
+def _build(staging: Staging, run: _Run, report: ExportReport) -> None:
     """Fill the staging folder; the manifest is the last file written."""
-    root = staging.fd
     extra: list[Dropped] = []
     with ChecksumSpool() as checksums:
-        copy = _Copy(root, install_root, sweep, report, extra, progress, checksums)
-        _build_in(staging, plan, copy, sweep, report, environ, extra, checksums)
+        copy = _Copy(
+            staging.fd, run.install_root, run.sweep, report, extra, run.progress, checksums
+        )
+        _build_in(staging, run, copy, report, extra, checksums)
 
 
 def _build_in(
     staging: Staging,
-    plan: ExportPlan,
+    run: _Run,
     copy: _Copy,
-    sweep: ExportSweep,
     report: ExportReport,
-    environ: Mapping[str, str],
     extra: list[Dropped],
     checksums: ChecksumSpool,
 ) -> None:
     """The body of :func:`_build`, with the copier and the checksum spool in hand."""
+    plan, sweep, environ = run.plan, run.sweep, run.environ
     version = report.format_version
     root = staging.fd
     carried = copy.skills(plan)

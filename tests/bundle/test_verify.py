@@ -342,9 +342,9 @@ def test_entry_limit_counts_skipped_entries_too(
     exported: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The real limit is 1,000,000 (slow test above); a lower one shows links count toward it.
-    import bundler.bundle.verify as verify_module
+    import bundler.bundle.walk as walk_module
 
-    monkeypatch.setattr(verify_module, "MAX_ENTRIES", 40)
+    monkeypatch.setattr(walk_module, "MAX_ENTRIES", 40)
     bundle = fresh_copy(exported, tmp_path)
     for index in range(60):
         (bundle / "workspace" / f"link{index:02d}").symlink_to("README.md")
@@ -356,9 +356,9 @@ def test_entry_limit_counts_skipped_entries_too(
 def test_tree_errors_are_capped_with_a_count(
     exported: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import bundler.bundle.verify as verify_module
+    import bundler.bundle.walk as walk_module
 
-    monkeypatch.setattr(verify_module, "MAX_LISTED_TREE_ERRORS", 5)
+    monkeypatch.setattr(walk_module, "MAX_LISTED_TREE_ERRORS", 5)
     bundle = fresh_copy(exported, tmp_path)
     for index in range(20):
         os.mkfifo(bundle / "workspace" / f"fifo{index:02d}")

@@ -1,0 +1,251 @@
+"""One pass over a bundle's tree for ``bundle verify``: structure rules, skips, digests.
+
+The tree is read once, through descriptors, never following a link
+(:func:`bundler.fs.safefs.walk` with every skip turned into an error); each regular file is
+hashed in the same pass, ``config.toml`` is kept for parsing and the format 2 memory store is
+copied to a private folder. What the walk finds goes into :class:`BundleTree`; what is wrong
+goes into the caller's error and warning lists. Deciding what the contents mean is
+:mod:`bundler.bundle.verify`'s job.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bundler.bundle.fragment import Problem
+from bundler.bundle.manifest import CHECKSUMS_NAME, CONFIG_NAME, MANIFEST_NAME, MEMORY_STORE
+from bundler.config.file import MAX_CONFIG_BYTES
+from bundler.errors import BundlerError
+from bundler.fs import safefs
+from bundler.fs.copytree import digest_fd
+from bundler.rules.names import escape_display, is_portable_name, is_portable_skill_alias
+
+# A tree of a million FIFOs must not become a million-line report held in memory.
+MAX_ENTRIES = 1_000_000
+MAX_LISTED_TREE_ERRORS = 10_000
+MEMORY_FILES = ("MEMORY_SNAPSHOT.md", "brain.db")
+Progress = Callable[[int], None]
+
+_NOT_IN_BUNDLE = (
+    "not part of a bundle (02 §1 allows only zeroclaw-agent.toml, config.toml, checksums.xxh3, "
+    "workspace/ and skills/)"
+)
+_SKIP_MESSAGES = {
+    safefs.SkipKind.SYMLINK: "a symbolic link (a bundle holds none)",
+    safefs.SkipKind.SPECIAL: "a socket, FIFO or device (a bundle holds only files and folders)",
+    safefs.SkipKind.HARD_LINK: "a hard link (a bundle holds none)",
+    safefs.SkipKind.REPLACED: "replaced while it was being verified",
+    safefs.SkipKind.VANISHED: "vanished while it was being verified",
+    safefs.SkipKind.OTHER_DEVICE: "on another device (a mount point inside the bundle)",
+    safefs.SkipKind.BAD_NAME: "a name with control characters or invalid UTF-8",
+}
+
+# --------------------------------------------------------------------------- the tree
+
+
+@dataclass
+class BundleTree:
+    """What the walk found, beyond the errors it reported."""
+
+    digests: dict[str, tuple[int, str]] = field(default_factory=dict)
+    config: bytes | None = None
+    skill_dirs: dict[tuple[str, str], bool] = field(
+        default_factory=dict
+    )  # (bundle, skill) -> has SKILL.md
+    skill_bundles: set[str] = field(default_factory=set)  # folders found under skills/
+    memory_copy: Path | None = None
+    stopped: bool = False
+
+
+class TooManyEntries(Exception):
+    """Raised from a walk callback to stop at :data:`MAX_ENTRIES` (the walk closes its fds)."""
+
+
+class BundleWalker:
+    """One pass over the bundle: structure rules, skips as errors, digests of regular files."""
+
+    def __init__(
+        self,
+        root_fd: int,
+        format_version: int,
+        errors: list[Problem],
+        warnings: list[Problem],
+        private_dir: Path,
+        progress: Progress | None,
+    ) -> None:
+        self.root_fd = root_fd
+        self.progress = progress
+        self.format_version = format_version
+        self.errors = errors
+        self.warnings = warnings
+        self.private_dir = private_dir
+        self.tree = BundleTree()
+        self.buffer = bytearray(1 << 20)
+        self.entries = 0
+        self.listed = 0
+
+    def error(self, path: str, message: str) -> None:
+        # walk paths exclude control characters but may hold bidi controls: escape here, once
+        if self.listed < MAX_LISTED_TREE_ERRORS:
+            self.errors.append(Problem(escape_display(path), escape_display(message)))
+        self.listed += 1
+
+    def count(self, path: str) -> None:
+        """Count one entry (admitted, skipped or misplaced); stop the walk past the limit."""
+        self.entries += 1
+        if self.entries > MAX_ENTRIES:
+            self.errors.append(
+                Problem(
+                    escape_display(path),
+                    f"the bundle has more than {MAX_ENTRIES} entries; stopped here",
+                )
+            )
+            raise TooManyEntries
+
+    def on_skip(self, kind: safefs.SkipKind, path: str) -> None:
+        self.error(path, _SKIP_MESSAGES[kind])
+        self.count(path)
+
+    def exclude(self, rel: str, st: os.stat_result) -> bool:
+        """Structure rules (02 §1, 03 §1): report a misplaced entry and do not descend into it."""
+        parts = rel.split("/")
+        reason = self._misplaced(parts, stat.S_ISDIR(st.st_mode))
+        if reason is None:
+            self._warn_non_portable(rel, parts)
+            return False
+        self.error(escape_display(rel), reason)
+        self.count(escape_display(rel))
+        return True
+
+    def _misplaced(self, parts: list[str], is_dir: bool) -> str | None:
+        top = parts[0]
+        if len(parts) == 1:
+            if top in (MANIFEST_NAME, CONFIG_NAME, CHECKSUMS_NAME):
+                return None if not is_dir else "must be a regular file"
+            if top in ("workspace", "skills") or (top == "memory" and self.format_version == 2):
+                return None if is_dir else "must be a folder"
+            if top == "memory":
+                return "memory travels only in a format 2 bundle"
+            return _NOT_IN_BUNDLE
+        if top == "workspace":
+            if len(parts) == 2 and parts[1] in safefs.WORKSPACE_PRIVATE:
+                return (
+                    "workspace memory never travels inside workspace/ (only as format 2's memory/)"
+                )
+            return None
+        if top == "memory":
+            if len(parts) == 2 and parts[1] in MEMORY_FILES and not is_dir:
+                return None
+            return "memory/ holds only brain.db and MEMORY_SNAPSHOT.md"
+        # skills/<bundle>/<skill>/...
+        if len(parts) == 2:
+            if not is_dir:
+                return "skills/ holds only skill bundle folders"
+            if not is_portable_skill_alias(parts[1]):
+                return "skill bundle folder name is not a portable alias (it becomes a folder name)"
+            self.tree.skill_bundles.add(parts[1])
+            return None
+        if len(parts) == 3:
+            if not is_dir:
+                return "a skill bundle folder holds only skills (folders with SKILL.md)"
+            reason = None if is_portable_name(parts[2]) else "skill folder name is not portable"
+            if reason is None:
+                self.tree.skill_dirs.setdefault((parts[1], parts[2]), False)
+            return reason
+        return None
+
+    def _warn_non_portable(self, rel: str, parts: list[str]) -> None:
+        """A workspace or skill file whose name is not portable travels, with a warning (7.3)."""
+        in_files = parts[0] == "workspace" or (parts[0] == "skills" and len(parts) > 3)
+        if in_files and not is_portable_name(parts[-1]):
+            self.warnings.append(
+                Problem(
+                    escape_display(rel),
+                    "name is not portable (it may not exist on other systems)",
+                )
+            )
+
+    def run(self) -> BundleTree:
+        """Walk the whole bundle (or up to a limit); errors go straight into the report."""
+        entries = safefs.walk(self.root_fd, exclude=self.exclude, on_skip=self.on_skip)
+        try:
+            for entry in entries:
+                self.count(entry.relpath)
+                if entry.kind == "file":
+                    self._file(entry)
+        except TooManyEntries:
+            self.tree.stopped = True
+        except BundlerError as exc:  # deeper than 256 levels, unreadable entry, link swapped in
+            self.error(escape_display(exc.path or "."), exc.message)
+            self.tree.stopped = True
+        finally:
+            entries.close()
+        if self.listed > MAX_LISTED_TREE_ERRORS:
+            unlisted = self.listed - MAX_LISTED_TREE_ERRORS
+            self.errors.append(Problem(".", f"{unlisted} more entries at fault, not listed"))
+        return self.tree
+
+    def _file(self, entry: safefs.Entry) -> None:
+        rel = entry.rel
+        if rel in (MANIFEST_NAME, CHECKSUMS_NAME):
+            return
+        parts = rel.split("/")
+        if len(parts) == 4 and parts[0] == "skills" and parts[3] == "SKILL.md":
+            self.tree.skill_dirs[(parts[1], parts[2])] = True
+        if rel == CONFIG_NAME:
+            self._config(entry)
+            return
+        sink = self._memory_sink() if rel == MEMORY_STORE else None
+        try:
+            observer = None if sink is None else (lambda _rel, chunk: sink.write(chunk))
+            size, digest = digest_fd(
+                entry.fd, relpath=entry.relpath, observer=observer, buffer=self.buffer
+            )
+        except BundlerError as exc:
+            self.error(escape_display(entry.relpath), exc.message)
+            return
+        finally:
+            if sink is not None:
+                sink.close()
+        self.tree.digests[rel] = (size, digest)
+        if self.progress is not None:
+            self.progress(size)
+
+    def _memory_sink(self) -> Any:
+        # A private copy: SQLite never opens the bundle's own file, so nothing appears beside it.
+        target = self.private_dir / "brain.db"
+        self.tree.memory_copy = target
+        return open(target, "wb")  # noqa: SIM115 - closed by the caller after the stream
+
+    def _config(self, entry: safefs.Entry) -> None:
+        limit = MAX_CONFIG_BYTES
+        kept: list[bytes] = []
+        held = 0
+
+        def keep(_rel: str, chunk: memoryview) -> None:
+            # hash everything, hold at most the limit (the file may grow while it is read)
+            nonlocal held
+            if held + len(chunk) <= limit:
+                kept.append(bytes(chunk))
+            held += len(chunk)
+
+        try:
+            size, digest = digest_fd(
+                entry.fd, relpath=CONFIG_NAME, observer=keep, buffer=self.buffer
+            )
+        except BundlerError as exc:
+            self.error(CONFIG_NAME, exc.message)
+            return
+        if size > limit:
+            self.error(CONFIG_NAME, f"larger than {limit} bytes (at most 16 MiB)")
+        else:
+            self.tree.config = b"".join(kept)
+        self.tree.digests[CONFIG_NAME] = (size, digest)
+
+
+# --------------------------------------------------------------------------- recomputed facts
