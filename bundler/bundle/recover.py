@@ -11,7 +11,6 @@ destinations, or without a readable record, are listed and never touched.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import stat
 from collections.abc import Sequence
@@ -35,7 +34,7 @@ from bundler.bundle.publish import (
     unlink_missing_ok,
 )
 from bundler.errors import Refused
-from bundler.fs.durable import fsync_dir, open_dir
+from bundler.fs.durable import fsync_dir, locked_by_another, open_dir
 from bundler.rules import hints
 from bundler.rules.actions import left_alone, step
 from bundler.rules.names import escape_display
@@ -95,12 +94,9 @@ def _record_in_use(dir_fd: int, token: str) -> bool:
     except OSError:
         return False
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
+        return locked_by_another(fd)
     finally:
         os.close(fd)
-    return False
 
 
 def _explain(leftover: Leftover, folder: str) -> tuple[str, str]:

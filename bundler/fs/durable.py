@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import fcntl
 import os
 import platform
 import secrets
@@ -84,6 +85,20 @@ def open_dir(
     """Open a folder read-only; with ``follow=False`` a symbolic link is refused (ELOOP/ENOTDIR)."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     return os.open(path, flags, dir_fd=dir_fd)
+
+
+def locked_by_another(fd: int) -> bool:
+    """True while another open file description holds an exclusive ``flock`` on ``fd``'s file.
+
+    The probe takes a shared lock without waiting and drops it with the descriptor, so it never
+    blocks a live owner; the caller closes ``fd``. This is how recovery tells a running
+    operation (its staging record or folder locked) from a dead one.
+    """
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    return False
 
 
 def temporary_name(name: str) -> str:

@@ -38,7 +38,7 @@ from bundler.fs import durable
 from bundler.fs.copytree import digest_fd
 from bundler.fs.safefs import SkipCounts, open_dir_nofollow, rmtree_at, walk
 from bundler.fs.snapshot import SNAPSHOT_PREFIX, check_snapshot, integrity_ok, snapshot_database
-from bundler.home.homes import HomeResolution, resolve_home
+from bundler.home.homes import HomeResolution, open_home_dir, resolve_home
 from bundler.home.zipcheck import (
     DATABASE,
     FORMAT,
@@ -409,13 +409,7 @@ def backup_home(
         raise Refused(
             f"{shown} does not exist: a home without a database is not backed up", path=shown
         )
-    try:
-        home_fd = durable.open_dir(home, follow=True)
-    except OSError as exc:
-        shown = escape_display(str(home))
-        raise Refused(
-            f"cannot open the data home {shown} ({os.strerror(exc.errno or 0)})", path=shown
-        ) from None
+    home_fd = open_home_dir(home)
     stale = leftover_backups(home)
     try:
         folder, requested = _target(resolution, to)

@@ -417,3 +417,15 @@ def is_writable(home: Path) -> bool:
     if not probe.is_dir():
         return False
     return os.access(probe, os.W_OK | os.X_OK)
+
+
+def open_home_dir(home: Path) -> int:
+    """A descriptor on the data home folder (a symlinked home is followed: the user chose it);
+    :class:`Refused` naming the home when it cannot be opened."""
+    try:
+        return open_dir(home, follow=True)
+    except OSError as exc:
+        shown = escape_display(str(home))
+        raise Refused(
+            f"cannot open the data home {shown} ({os.strerror(exc.errno or 0)})", path=shown
+        ) from None

@@ -53,6 +53,7 @@ from bundler.home.homes import (
     init_home,
     is_within,
     looks_like_data_home,
+    open_home_dir,
     resolve_home,
     tree_size,
     user_home,
@@ -400,12 +401,9 @@ def _owner_alive(home_fd: int, name: str) -> bool:
     except OSError:
         return False
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
+        return durable.locked_by_another(fd)
     finally:
         os.close(fd)
-    return False
 
 
 def _clear_interrupted(home_fd: int, home: Path, warnings: list[str]) -> None:
@@ -705,13 +703,7 @@ def recover_home(home: Path, dry_run: bool = False) -> list[str]:
     Afterwards the home holds its old state or the restored one, whole, and no
     ``.restore-*`` folder remains. Returns one line per action (empty: nothing to do).
     """
-    try:
-        home_fd = durable.open_dir(home, follow=True)
-    except OSError as exc:
-        shown = escape_display(str(home))
-        raise Refused(
-            f"cannot open the data home {shown} ({os.strerror(exc.errno or 0)})", path=shown
-        ) from None
+    home_fd = open_home_dir(home)
     actions: list[str] = []
     try:
         for name in sorted(os.listdir(home_fd)):

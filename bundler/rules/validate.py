@@ -76,15 +76,6 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _get(entry: Mapping[str, Any], segments: Sequence[str]) -> Any:
-    value: Any = entry
-    for segment in segments:
-        if not isinstance(value, dict) or segment not in value:
-            return None
-        value = value[segment]
-    return value
-
-
 def _is_http_url(value: str) -> bool:
     if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
         return False
@@ -171,7 +162,8 @@ class _Run:
         backend_default = schema.default_of(schema.resolve(["agents", "_", "memory", "backend"])[1])
         backends: dict[str, str | None] = {}
         for alias, entry in agents.items():
-            backend = _get(entry, ("memory", "backend")) if isinstance(entry, dict) else None
+            # value_at answers None for anything but a table, an entry of the wrong type included
+            backend = refs.value_at(entry, ("memory", "backend"))
             # a backend of the wrong type has its schema finding; here it matches nothing
             backends[alias] = (
                 backend_default
@@ -421,7 +413,7 @@ class _Run:
         for kind in ("agents", "runtime_profiles"):
             for entry in _table(self.config.get(kind)).values():
                 for field in fields[kind]:
-                    ref = _get(_table(entry), field.segments)
+                    ref = refs.value_at(_table(entry), field.segments)
                     if isinstance(ref, str) and ref:
                         roots.append(ref)
         return roots
