@@ -31,6 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from installs import copy_example
 from kit import clean_env, cli_command
+from race_helpers import run_as_nobody
 from strategies import installs
 
 from bundler.bundle.export import export_agent
@@ -682,32 +683,21 @@ def test_export_refusing_a_too_deep_tree_withholds_a_folder_name_holding_a_secre
 
 
 def _export_as_nobody(install: Path, out: Path, scan: str) -> dict[str, Any]:
-    """``export_agent`` run in a forked child that dropped root, so permissions bite.
+    """``export_agent`` run as uid 65534 in a forked child, so permissions bite.
 
     The interpreter lives under /root, which nobody cannot reach, so the CLI cannot be started
-    as nobody here; a fork keeps the already imported library and only changes the user.
+    as nobody; :func:`race_helpers.run_as_nobody` forks, keeping the imported library.
     """
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns into pytest
+
+    def export() -> dict[str, Any]:
         try:
-            os.close(read_end)
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            try:
-                export_agent(install, "researcher", out, scan_secrets=scan, environ={})
-                outcome: dict[str, Any] = {"ok": True}
-            except BundlerError as err:
-                outcome = {"ok": False, "code": err.code, "message": err.message, "path": err.path}
-            os.write(write_end, json.dumps(outcome).encode())
-        finally:
-            os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as reader:
-        data = reader.read()
-    os.waitpid(pid, 0)
-    return dict(json.loads(data))
+            export_agent(install, "researcher", out, scan_secrets=scan, environ={})
+        except BundlerError as err:
+            return {"ok": False, "code": err.code, "message": err.message, "path": err.path}
+        return {"ok": True}
+
+    result: dict[str, Any] = run_as_nobody(export)
+    return result
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from e2e_helpers import leaks_in, write_secrets_file
 from installs import copy_example
+from race_helpers import run_as_nobody
 
 from bundler.bundle.export import export_agent
 from bundler.errors import BundlerError
@@ -200,32 +201,21 @@ def test_no_export_refusal_holds_a_secret_in_its_exception(tmp_path: Path, case:
 
 
 def _export_as_nobody(install: Path, out: Path, scan: str) -> dict[str, Any]:
-    """Run ``export_agent`` in a forked child that dropped root; the child searches the error.
+    """Run ``export_agent`` as uid 65534 in a forked child; the child searches the error.
 
     The interpreter lives under /root, which nobody cannot reach, so the CLI cannot be started
-    as nobody; the fork keeps the imported library and only changes the user.
+    as nobody; :func:`race_helpers.run_as_nobody` forks, keeping the imported library.
     """
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns into pytest
+
+    def export() -> dict[str, Any]:
         try:
-            os.close(read_end)
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            try:
-                export_agent(install, "researcher", out, scan_secrets=scan, environ={})
-                outcome: dict[str, Any] = {"raised": False}
-            except BundlerError as err:
-                outcome = {"raised": True, "message": err.message, "leaks": _leaks(err)}
-            os.write(write_end, json.dumps(outcome).encode())
-        finally:
-            os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as reader:
-        data = reader.read()
-    os.waitpid(pid, 0)
-    return dict(json.loads(data))
+            export_agent(install, "researcher", out, scan_secrets=scan, environ={})
+        except BundlerError as err:
+            return {"raised": True, "message": err.message, "leaks": _leaks(err)}
+        return {"raised": False}
+
+    result: dict[str, Any] = run_as_nobody(export)
+    return result
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to hand the install to another user")
