@@ -32,6 +32,7 @@ from bundler.bundle.fragment import Problem, display_path
 from bundler.bundle.manifest import (
     CHECKSUMS_NAME,
     CONFIG_NAME,
+    KNOWN_FORMATS,
     MANIFEST_NAME,
     MEMORY_STORE,
     checksums_by_path,
@@ -47,14 +48,12 @@ from bundler.rules.names import (
 )
 from bundler.rules.secrets import sweep_targets, withholder
 
-KNOWN_FORMATS = (1, 2)
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 # 1,000,000 lines of "<32 hex>  <path>" with long paths fit comfortably
 MAX_CHECKSUMS_BYTES = 512 * 1024 * 1024
 # An "empty install" for validate(): validate is pure, so this path is never touched.
 _EMPTY_INSTALL = Path("/nonexistent/bundler-verify-empty-install")
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
-
 
 
 @dataclass
