@@ -377,6 +377,8 @@ def _build_in(
     )
     manifest_bytes = render_manifest(manifest)
     sweep.scan(MANIFEST_NAME, manifest_bytes)
+    # every carried byte and name was swept: under refuse, one error lists all the hits
+    sweep.refuse_if_found()
     _write_new(root, MANIFEST_NAME, manifest_bytes)
     report.skill_bundles = carried
     report.required_secrets = list(plan.required_secrets)
