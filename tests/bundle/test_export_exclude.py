@@ -335,6 +335,19 @@ def test_a_bad_bundlerignore_is_one_error_line_naming_it(install: Path, tmp_path
     assert ".bundlerignore line 2" in done.stderr
 
 
+def test_a_symlinked_bundlerignore_refuses_instead_of_being_ignored(
+    install: Path, tmp_path: Path
+) -> None:
+    patterns = tmp_path / "elsewhere.txt"
+    patterns.write_text("cache/\n")
+    (workspace(install) / ".bundlerignore").symlink_to(patterns)
+    out = tmp_path / "bundle"
+    done = _export(install, out)
+    assert done.returncode == 1 and one_error(done.stderr), done.stderr
+    assert ".bundlerignore is a symbolic link" in done.stderr
+    assert not out.exists() and hidden_leftovers(tmp_path) == []
+
+
 def test_a_bad_exclude_option_is_a_usage_error(install: Path, tmp_path: Path) -> None:
     done = _export(install, tmp_path / "bundle", "--exclude", "!")
     assert done.returncode == 2 and one_error(done.stderr), done.stderr
