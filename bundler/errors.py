@@ -56,6 +56,29 @@ class Refused(BundlerError):
     code = EXIT_FAILED
 
 
+class RefusedWithList(Refused):
+    """A refusal that found several things to fix at once (exit 1), e.g. every secret hit.
+
+    ``message`` is the one ``error:`` line (a summary and what to do); ``details`` are the
+    human lines listed under it, one per thing; ``listing`` is the same list for ``--json``,
+    put in the error object under ``key``. Both are withheld like the message.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        details: list[str],
+        key: str,
+        listing: list[dict[str, str]],
+        path: str = "",
+    ) -> None:
+        super().__init__(message, path=path)
+        self.details = [withheld(line) for line in details]
+        self.key = key
+        self.listing = [{name: withheld(value) for name, value in row.items()} for row in listing]
+
+
 class Interrupted(BundlerError):
     """SIGINT, SIGTERM or SIGHUP arrived; the operation cleaned up like a failure (exit 130)."""
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ import xxhash
 from bundler import __version__
 from bundler.bundle.checksum_spool import CREATE_FLAGS, GENERATED_MODE, ChecksumSpool
 from bundler.bundle.closure import ExportPlan, finish_plan, plan_closure
+from bundler.bundle.exclude import PatternExclude, command_line_patterns, workspace_patterns
 from bundler.bundle.history import record_destination
 from bundler.bundle.manifest import (
     CHECKSUMS_NAME,
@@ -65,6 +66,7 @@ from bundler.fs.safefs import (
 )
 from bundler.fs.snapshot import snapshot_database
 from bundler.rules import hints, schema
+from bundler.rules.exclusions import IGNORE_FILE, Exclusions, Pattern
 from bundler.rules.layout import skill_bundle_dir, workspace_dir
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
@@ -172,6 +174,8 @@ def export_agent(
     force: bool = False,
     include_memory: bool = False,
     scan_secrets: str = "refuse",
+    exclude: Sequence[str] = (),
+    exclude_from: Sequence[Path] = (),
     environ: Mapping[str, str] | None = None,
     progress: Progress | None = None,
 ) -> ExportReport:
@@ -180,7 +184,9 @@ def export_agent(
     ``force`` replaces an existing bundle (never another folder). ``include_memory`` makes a
     format 2 bundle carrying a consistent snapshot of the SQLite memory (02 §10).
     ``scan_secrets`` is ``refuse`` (a known secret in a carried file fails the export),
-    ``warn`` or ``off``.
+    ``warn`` or ``off``. ``exclude`` (gitignore patterns) and the pattern files ``exclude_from``
+    keep workspace paths behind, after the workspace's own ``.bundlerignore``
+    (:mod:`bundler.bundle.exclude`); each excluded path is a ``dropped`` row and is not swept.
     ``environ`` supplies the ``ZEROCLAW_*`` overrides and ``SOURCE_DATE_EPOCH`` (default:
     ``os.environ``). ``progress(n)`` is called with the byte count of each copied file.
 
@@ -202,8 +208,10 @@ def export_agent(
     if scan_secrets == "off":
         encrypted = 0
     # every error made from here on withholds the secrets where it is made (errors.withholding)
-    run = _Run(install_root, plan, config, sweep, env, progress, include_memory)
     with withholding(sweep.withhold):
+        # before the destination is touched: a wrong pattern file fails at once
+        patterns = tuple(command_line_patterns(exclude, exclude_from))
+        run = _Run(install_root, plan, config, sweep, env, progress, include_memory, patterns)
         report = _admit_build_publish(run, out, force=force, encrypted=encrypted)
     report.secret_hits = sweep.hits
     _redact_report(report, sweep)
@@ -221,6 +229,7 @@ class _Run:
     environ: Mapping[str, str]
     progress: Progress | None
     include_memory: bool
+    patterns: tuple[Pattern, ...] = ()
 
 
 def _admit_build_publish(run: _Run, out: Path, *, force: bool, encrypted: int) -> ExportReport:
@@ -335,7 +344,7 @@ def _build_in(
     version = report.format_version
     root = staging.fd
     carried = copy.skills(plan)
-    copy.workspace(plan)
+    copy.workspace(plan, run.patterns)
     if version == MEMORY_FORMAT_VERSION:
         copy.memory(plan)
     identity_present = plan.identity_path is None or _identity_present(root, plan.identity_path)
@@ -368,6 +377,8 @@ def _build_in(
     )
     manifest_bytes = render_manifest(manifest)
     sweep.scan(MANIFEST_NAME, manifest_bytes)
+    # every carried byte and name was swept: under refuse, one error lists all the hits
+    sweep.refuse_if_found()
     _write_new(root, MANIFEST_NAME, manifest_bytes)
     report.skill_bundles = carried
     report.required_secrets = list(plan.required_secrets)
@@ -422,8 +433,12 @@ class _Copy:
             if self.progress is not None:
                 self.progress(copied.size)
 
-    def workspace(self, plan: ExportPlan) -> None:
-        """``workspace/``: the tree minus root memory, live stores reported as dropped (02 §7.1)."""
+    def workspace(self, plan: ExportPlan, patterns: Sequence[Pattern] = ()) -> None:
+        """``workspace/``: the tree minus root memory, live stores reported as dropped (02 §7.1).
+
+        ``patterns`` (the command line's) follow the workspace's own ``.bundlerignore``; what
+        they exclude is reported as dropped, never copied, never swept.
+        """
         dst = _mkdir_open(self.root, "workspace")
         try:
             src = open_source_root(plan.workspace, install_root=self.install_root)
@@ -431,7 +446,21 @@ class _Copy:
                 return  # a missing workspace is an empty one
             try:
                 # root memory/ and MEMORY_SNAPSHOT.md: finish_plan reports them (always, format 1)
-                exclude = WorkspaceExclude(src, prefix="workspace/")
+                shown = f"{escape_display(str(plan.workspace))}/{IGNORE_FILE}"
+                exclusions = Exclusions([*workspace_patterns(src, shown), *patterns])
+                private = WorkspaceExclude(src, prefix="workspace/")
+                exclude = (
+                    PatternExclude(
+                        private,
+                        exclusions,
+                        prefix="workspace/",
+                        rows=self.dropped,
+                        redact=self.sweep.redact,
+                        withhold=self.sweep.withhold,
+                    )
+                    if exclusions
+                    else private
+                )
                 live: list[str] = []
                 self._tree(
                     src,

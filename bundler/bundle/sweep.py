@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from bundler.errors import Refused
+from bundler.errors import Refused, RefusedWithList
 from bundler.rules.names import escape_display
 from bundler.rules.secrets import WITHHELD, Hit, Sweeper, SweepStream
 
@@ -18,8 +18,10 @@ from bundler.rules.secrets import WITHHELD, Hit, Sweeper, SweepStream
 class ExportSweep:
     """The exact-value sweep riding on the copy: one stream per file, fed every chunk.
 
-    ``refuse`` raises at the end of the first file holding a secret, so the export stops before
-    copying more; ``warn`` collects every hit; ``off`` sweeps no content. Every carried path
+    ``refuse`` and ``warn`` collect every hit of the run; :meth:`refuse_if_found`, called once
+    everything that travels was swept and before anything is published, raises one error
+    listing them all under ``refuse`` (stopping at the first hit made a user fixing several
+    re-copy the whole tree once per hit). ``off`` sweeps no content. Every carried path
     is swept as well, folders (empty ones too) included, since a name travels like a byte
     (02 §5.3). Whatever the mode, :meth:`redact` keeps a secret that is part of a *name* out of
     every report, and :meth:`withhold` out of every message (see :func:`withholding`).
@@ -29,6 +31,7 @@ class ExportSweep:
         self.sweeper = sweeper if sweeper is not None and not sweeper.empty else None
         self.mode = mode
         self.hits: list[Hit] = []
+        self._in_names: set[Hit] = set()
         self._stream: SweepStream | None = None
         self._current = ""
 
@@ -92,15 +95,45 @@ class ExportSweep:
             hit = Hit(self.redact(found.file), found.secret_path, found.encoding)
             if hit not in self.hits:
                 self.hits.append(hit)
-            if self.mode == "refuse":
-                shown = escape_display(hit.file)
-                where, fix = (
-                    (f"the name of {shown} holds", "rename it")
-                    if in_name
-                    else (f"{shown} contains", "remove it from the file")
-                )
-                raise Refused(
-                    f"{where} the value of {hit.secret_path} ({hit.encoding}); {fix} "
-                    "(or pass --scan-secrets warn) and export again",
-                    path=hit.file,
-                )
+                if in_name:
+                    self._in_names.add(hit)
+
+    def refuse_if_found(self) -> None:
+        """Under ``refuse``, raise one error naming every hit (file and config path, never
+        the value); one hit keeps the one-line message, several are listed under a summary."""
+        if self.mode != "refuse" or not self.hits:
+            return
+        if len(self.hits) == 1:
+            hit = self.hits[0]
+            raise Refused(
+                f"{self._where(hit)}; {self._fix(hit)} (or pass --scan-secrets warn) and export "
+                "again",
+                path=hit.file,
+            )
+        files = len({hit.file for hit in self.hits})
+        raise RefusedWithList(
+            f"{len(self.hits)} known secrets found in {files} carried files or names (listed "
+            "below); nothing was published: remove each value, rename what holds one in its "
+            "name, or keep the file behind with --exclude, then export again (or pass "
+            "--scan-secrets warn)",
+            details=[f"{self._where(hit)}; {self._fix(hit)}" for hit in self.hits],
+            key="secret_hits",
+            listing=[
+                {
+                    "file": hit.file,
+                    "secret_path": hit.secret_path,
+                    "encoding": hit.encoding,
+                    "in": "name" if hit in self._in_names else "content",
+                }
+                for hit in self.hits
+            ],
+            path=self.hits[0].file,
+        )
+
+    def _where(self, hit: Hit) -> str:
+        shown = escape_display(hit.file)
+        where = f"the name of {shown} holds" if hit in self._in_names else f"{shown} contains"
+        return f"{where} the value of {hit.secret_path} ({hit.encoding})"
+
+    def _fix(self, hit: Hit) -> str:
+        return "rename it" if hit in self._in_names else "remove it from the file"

@@ -53,6 +53,8 @@ EXAMPLES: dict[tuple[str, ...], list[list[str]]] = {
     ("agents", "export"): [
         ["researcher", "--out", "./researcher.bundle"],
         ["researcher", "--out", "./researcher.bundle", "--force", "--include-memory"],
+        ["researcher", "--out", "./researcher.bundle", "--exclude", "*.log", "--exclude", "cache/"],
+        ["researcher", "--out", "./researcher.bundle", "--exclude-from", "private-patterns.txt"],
     ],
     ("agents", "import"): [
         ["./researcher.bundle", "--dry-run"],
@@ -211,7 +213,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--scan-secrets",
         choices=["refuse", "warn", "off"],
         default="refuse",
-        help="what a known secret found in a carried file does (default refuse)",
+        help="what a known secret found in a carried file does (default refuse: every hit of "
+        "the run is listed, then nothing is published)",
+    )
+    export.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="keep workspace paths matching this gitignore pattern behind (repeatable; "
+        "after the workspace's .bundlerignore, so '!PATTERN' can re-include); each is "
+        "listed under 'not carried' and is not swept for secrets",
+    )
+    export.add_argument(
+        "--exclude-from",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="read more such patterns from FILE, one a line, '#' comments (repeatable)",
     )
     imp = command(agents, "import", "import a bundle into this install, transactionally")
     imp.add_argument(

@@ -24,6 +24,8 @@ def export(args: argparse.Namespace, out: Output) -> Result:
             force=args.force,
             include_memory=args.include_memory,
             scan_secrets=args.scan_secrets,
+            exclude=args.exclude,
+            exclude_from=[Path(name) for name in args.exclude_from],
             progress=advance,
         )
     return Result(

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from bundler.errors import BundlerError
+from bundler.errors import BundlerError, RefusedWithList
 from bundler.rules import hints
 from bundler.rules.names import escape_display
 
@@ -109,7 +109,13 @@ class Output:
             error: dict[str, Any] = {"code": err.code, "message": message, "path": err.path}
             if isinstance(err.message, hints.Hinted):
                 error["fix"] = err.message.fix
+            if isinstance(err, RefusedWithList):
+                error[err.key] = err.listing
             print(json.dumps({"ok": False, "error": error}, ensure_ascii=False))
+        elif isinstance(err, RefusedWithList):
+            # the error stays one line; what it found follows, one thing a line
+            lines = [f"error: {message}", *(f"  {line}" for line in err.details)]
+            print("\n".join(lines), file=sys.stderr)
         elif isinstance(err.message, hints.Hinted) and "\n" not in err.message:
             # the error itself stays one line; the command to paste follows on its own
             print("\n".join(hints.lines("error: ", err.message)), file=sys.stderr)
