@@ -51,8 +51,10 @@ def _imports(path: Path, name: str) -> set[str]:
             found.update(a.name for a in node.names if a.name.split(".")[0] == "bundler")
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = name.split(".")[: -node.level] if not path.name == "__init__.py" else (
-                    name.split(".")[: len(name.split(".")) - node.level + 1]
+                base = (
+                    name.split(".")[: -node.level]
+                    if path.name != "__init__.py"
+                    else (name.split(".")[: len(name.split(".")) - node.level + 1])
                 )
                 module = ".".join([*base, node.module] if node.module else base)
             else:
@@ -123,14 +125,26 @@ def test_import_graph_has_no_cycles() -> None:
 
 @pytest.mark.parametrize("module", sorted(m for m in _modules() if _layer(m) == "rules"))
 def test_rules_import_no_io_module(module: str) -> None:
-    path = _modules()[module]
+    assert _third_party(_modules()[module]) & IO_MODULES == set()
+
+
+def _third_party(path: Path) -> set[str]:
+    """The top-level names of every module ``path`` imports, wherever the statement is."""
     imported: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             imported.update(a.name.split(".")[0] for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             imported.add(node.module.split(".")[0])
-    assert imported & IO_MODULES == set()
+    return imported
+
+
+def test_only_the_cli_draws_progress() -> None:
+    """Lower layers report through ``rules.progress.Progress``; drawing (rich) is the CLI's."""
+    drawing = [
+        m for m, path in _modules().items() if _layer(m) != "cli" and "rich" in _third_party(path)
+    ]
+    assert drawing == []
 
 
 def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:

@@ -19,10 +19,11 @@ Any failure or signal before the swap removes staging and leaves the destination
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,11 +66,13 @@ from bundler.fs.safefs import (
     select_skills,
 )
 from bundler.fs.snapshot import snapshot_database
+from bundler.fs.tally import tally
 from bundler.rules import hints, schema
 from bundler.rules.exclusions import IGNORE_FILE, Exclusions, Pattern
 from bundler.rules.layout import skill_bundle_dir, workspace_dir
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
+from bundler.rules.progress import Progress, phase
 from bundler.rules.risk import RiskFlag
 from bundler.rules.secrets import Hit, Sweeper, sweep_targets
 
@@ -78,8 +81,6 @@ MEMORY_FORMAT_VERSION = 2
 MEMORY_STORE_SOURCE = "workspace/memory/brain.db"
 SCAN_MODES = ("refuse", "warn", "off")
 _MKDIR_MODE = 0o700
-
-Progress = Callable[[int], None]
 
 CARRIED_AS_IS = (
     "carried files are copied as they are and were only swept for this install's own known "
@@ -188,7 +189,8 @@ def export_agent(
     keep workspace paths behind, after the workspace's own ``.bundlerignore``
     (:mod:`bundler.bundle.exclude`); each excluded path is a ``dropped`` row and is not swept.
     ``environ`` supplies the ``ZEROCLAW_*`` overrides and ``SOURCE_DATE_EPOCH`` (default:
-    ``os.environ``). ``progress(n)`` is called with the byte count of each copied file.
+    ``os.environ``). ``progress`` sees one phase, ``exporting``, whose totals are counted
+    before the copy (only when ``progress`` is given).
 
     Raises :class:`bundler.errors.BundlerError` subclasses (nothing is published then);
     problems after the bundle is published are returned in ``warnings``.
@@ -324,11 +326,28 @@ def _redact_report(report: ExportReport, sweep: ExportSweep) -> None:
 def _build(staging: Staging, run: _Run, report: ExportReport) -> None:
     """Fill the staging folder; the manifest is the last file written."""
     extra: list[Dropped] = []
-    with ChecksumSpool() as checksums:
+    estimate = _estimate(run) if run.progress is not None else (None, None)
+    with ChecksumSpool() as checksums, phase(run.progress, "exporting", *estimate):
         copy = _Copy(
             staging.fd, run.install_root, run.sweep, report, extra, run.progress, checksums
         )
         _build_in(staging, run, copy, report, extra, checksums)
+
+
+def _estimate(run: _Run) -> tuple[int, int]:
+    """The files and bytes the copy is expected to carry, counted for the progress bar."""
+    directories = [source.directory for source in run.plan.skill_sources]
+    # the root memory/ stays behind; format 2 carries its database (counted just below) and
+    # the root MEMORY_SNAPSHOT.md, format 1 neither
+    left = {"memory"} if run.include_memory else {"memory", "MEMORY_SNAPSHOT.md"}
+    files, nbytes = tally([run.plan.workspace], skip_top=left)
+    more_files, more_bytes = tally(directories)
+    files, nbytes = files + more_files, nbytes + more_bytes
+    if run.include_memory:
+        with contextlib.suppress(OSError):
+            nbytes += os.lstat(run.plan.workspace / "memory" / "brain.db").st_size
+            files += 1
+    return files, nbytes
 
 
 def _build_in(
@@ -431,7 +450,7 @@ class _Copy:
             self.sweep.file_done(copied.relpath)
             self.checksums.add(section, copied)
             if self.progress is not None:
-                self.progress(copied.size)
+                self.progress(1, copied.size)
 
     def workspace(self, plan: ExportPlan, patterns: Sequence[Pattern] = ()) -> None:
         """``workspace/``: the tree minus root memory, live stores reported as dropped (02 §7.1).
@@ -529,6 +548,8 @@ class _Copy:
                     os.close(fd)
                 self.sweep.file_done(MEMORY_STORE)
                 self.checksums.add("memory", CopiedFile(MEMORY_STORE, size, digest))
+                if self.progress is not None:
+                    self.progress(1, size)
             finally:
                 os.close(dst)
                 os.close(memory_fd)

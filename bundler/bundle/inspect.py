@@ -16,9 +16,9 @@ from bundler.bundle import fragment as fragment_rules
 from bundler.bundle.fragment import Problem
 from bundler.bundle.manifest import MANIFEST_NAME
 from bundler.bundle.verify import VerifyReport, verify_bundle
-from bundler.bundle.walk import Progress
 from bundler.errors import InvalidInput
 from bundler.rules.names import escape_display
+from bundler.rules.progress import Progress
 
 # --------------------------------------------------------------------------- inspect
 

@@ -38,7 +38,7 @@ from bundler.bundle.manifest import (
     checksums_by_path,
     parse_manifest,
 )
-from bundler.bundle.walk import BundleTree, BundleWalker, Progress
+from bundler.bundle.walk import BundleTree, BundleWalker
 from bundler.config.file import toml_error_reason
 from bundler.errors import BundlerError, InvalidInput, Refused
 from bundler.rules import tomlcompat
@@ -46,6 +46,7 @@ from bundler.rules.names import (
     escape_display,
     is_portable_skill_alias,
 )
+from bundler.rules.progress import Progress, known_total
 from bundler.rules.secrets import sweep_targets, withholder
 
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
@@ -63,7 +64,8 @@ class VerifyReport:
     ``errors`` and ``warnings`` hold every finding. ``risk_flags`` and ``skill_bundles`` are
     recomputed from the bundle (``None``/empty when the fragment could not be read); ``files``
     and ``bytes`` count the regular files found under ``config.toml``, ``workspace/``,
-    ``skills/`` and ``memory/``; ``checksums_digest`` is the XXH3-128 of ``checksums.xxh3``.
+    ``skills/`` and ``memory/``, and ``sizes`` the size of each by its bundle path;
+    ``checksums_digest`` is the XXH3-128 of ``checksums.xxh3``.
     """
 
     path: Path
@@ -75,6 +77,7 @@ class VerifyReport:
     skill_bundles: list[str] = field(default_factory=list)
     files: int = 0
     bytes: int = 0
+    sizes: dict[str, int] = field(default_factory=dict)
     checksums_digest: str = ""
     integrity_unproven: bool = False
 
@@ -483,7 +486,7 @@ def verify_bundle(path: Path, *, progress: Progress | None = None) -> VerifyRepo
     Returns a :class:`VerifyReport` listing every error and warning. Raises :class:`Refused`
     when ``path`` does not exist or cannot be read and :class:`InvalidInput` when it is a
     symbolic link or not a folder; everything wrong *inside* the bundle is a report error.
-    ``progress(n)`` is called with the byte count of each file read.
+    ``progress`` sees one phase, ``verifying``, whose totals are the manifest's claims.
     """
     report = VerifyReport(path=Path(os.path.abspath(path)))
     root_fd = _open_root(path)
@@ -492,6 +495,8 @@ def verify_bundle(path: Path, *, progress: Progress | None = None) -> VerifyRepo
             _verify_open(root_fd, report, private, progress)
     finally:
         os.close(root_fd)
+        if progress is not None:
+            progress.stop()
     return report
 
 
@@ -536,7 +541,15 @@ def _verify_open(
         if problem is not None:
             report.errors.append(problem)
 
+    if progress is not None:
+        # the manifest's claims, checked below: a lie only makes the bar wrong
+        contents = (manifest or {}).get("contents")
+        claims = contents if isinstance(contents, dict) else {}
+        progress.start(
+            "verifying", known_total(claims.get("files")), known_total(claims.get("bytes"))
+        )
     tree = BundleWalker(root_fd, version, report.errors, report.warnings, private, progress).run()
+    report.sizes = {rel: size for rel, (size, _digest) in tree.digests.items()}
     report.files = len(tree.digests)
     report.bytes = sum(size for size, _ in tree.digests.values())
     if listed is not None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,12 +23,12 @@ from bundler.errors import BundlerError
 from bundler.fs import safefs
 from bundler.fs.copytree import digest_fd
 from bundler.rules.names import escape_display, is_portable_name, is_portable_skill_alias
+from bundler.rules.progress import Progress
 
 # A tree of a million FIFOs must not become a million-line report held in memory.
 MAX_ENTRIES = 1_000_000
 MAX_LISTED_TREE_ERRORS = 10_000
 MEMORY_FILES = ("MEMORY_SNAPSHOT.md", "brain.db")
-Progress = Callable[[int], None]
 
 _NOT_IN_BUNDLE = (
     "not part of a bundle (02 §1 allows only zeroclaw-agent.toml, config.toml, checksums.xxh3, "
@@ -212,9 +211,12 @@ class BundleWalker:
         finally:
             if sink is not None:
                 sink.close()
+        self._found(rel, size, digest)
+
+    def _found(self, rel: str, size: int, digest: str) -> None:
         self.tree.digests[rel] = (size, digest)
         if self.progress is not None:
-            self.progress(size)
+            self.progress(1, size)
 
     def _memory_sink(self) -> Any:
         # A private copy: SQLite never opens the bundle's own file, so nothing appears beside it.
@@ -245,7 +247,7 @@ class BundleWalker:
             self.error(CONFIG_NAME, f"larger than {limit} bytes (at most 16 MiB)")
         else:
             self.tree.config = b"".join(kept)
-        self.tree.digests[CONFIG_NAME] = (size, digest)
+        self._found(CONFIG_NAME, size, digest)
 
 
 # --------------------------------------------------------------------------- recomputed facts

@@ -13,7 +13,10 @@ from bundler.rules.names import escape_display
 
 def backup(args: argparse.Namespace, out: Output) -> Result:
     """Back up the data home; ``--json``: ``{"ok", "backup", "entries", "bytes"}``."""
-    report = backups.backup_home(Path(args.project), to=Path(args.to) if args.to else None)
+    with out.progress() as progress:
+        report = backups.backup_home(
+            Path(args.project), to=Path(args.to) if args.to else None, progress=progress
+        )
     skipped = report.skipped
     warnings = list(report.warnings)
     if skipped.total:
@@ -36,7 +39,8 @@ def backup(args: argparse.Namespace, out: Output) -> Result:
 
 def verify_backup(args: argparse.Namespace, out: Output) -> Result:
     """Check a backup zip, changing nothing; any failure is exit 3 (InvalidInput)."""
-    report = backups.verify_backup(Path(args.file))
+    with out.progress() as progress:
+        report = backups.verify_backup(Path(args.file), progress=progress)
     shown = escape_display(str(report.path))
     agent = escape_display(report.agent) if report.agent else "(no name)"
     return Result(
@@ -60,7 +64,10 @@ def verify_backup(args: argparse.Namespace, out: Output) -> Result:
 def restore(args: argparse.Namespace, out: Output) -> Result:
     """Restore a backup zip into the data home (or ``--home DIR``)."""
     target = Path(args.target_home) if args.target_home else None
-    report = restore_home(Path(args.project), Path(args.file), home=target, force=args.force)
+    with out.progress() as progress:
+        report = restore_home(
+            Path(args.project), Path(args.file), home=target, force=args.force, progress=progress
+        )
     shown = escape_display(str(report.home))
     lines = [f"restored {report.entries} files ({report.bytes} bytes) into {shown}"]
     if report.kept:

@@ -26,8 +26,8 @@ def _error_lines(first: str, rest: list[str], json_mode: bool) -> str:
 
 def verify(args: argparse.Namespace, out: Output) -> Result:
     """Verify a bundle; exit 3 listing every error when anything is wrong."""
-    with out.progress("verifying", None) as advance:
-        report = verify_bundle(Path(args.dir), progress=advance)
+    with out.progress() as progress:
+        report = verify_bundle(Path(args.dir), progress=progress)
     payload = report.as_json()
     warnings = [f"{w.path}: {w.message}" for w in report.warnings]
     beside = leftovers_beside(Path(args.dir))
@@ -87,8 +87,8 @@ def _rich(report: InspectReport) -> None:
 
 def inspect(args: argparse.Namespace, out: Output) -> Result:
     """Show what a bundle holds and grants: a table on a terminal, plain lines otherwise."""
-    with out.progress("verifying", None) as advance:
-        report = inspect_bundle(Path(args.dir), progress=advance)
+    with out.progress() as progress:
+        report = inspect_bundle(Path(args.dir), progress=progress)
     payload: dict[str, Any] = report.as_json()
     warnings = [f"{w.path}: {w.message}" for w in report.verify.warnings]
     text: list[str] = []
@@ -146,8 +146,8 @@ def secrets_template(args: argparse.Namespace, out: Output) -> Result:
     skeleton of a verified bundle's required secrets, on stdout or in a new 0600 file."""
     from bundler.install.bind_secrets import secrets_template as render
 
-    with out.progress("verifying", None) as advance:
-        report = verify_bundle(Path(args.dir), progress=advance)
+    with out.progress() as progress:
+        report = verify_bundle(Path(args.dir), progress=progress)
     if not report.ok or report.manifest is None:
         lines = [str(problem) for problem in report.errors] or ["the bundle cannot be read"]
         return Result(

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from bundler.bundle.export import CARRIED_AS_IS, ExportReport, export_agent
 from bundler.cli.output import Output, Result
+from bundler.cli.sizes import size_text
 from bundler.rules import hints
 from bundler.rules.names import escape_display
 
@@ -16,7 +17,7 @@ def export(args: argparse.Namespace, out: Output) -> Result:
     from bundler.config.file import find_install_root
 
     install = find_install_root(args.install)
-    with out.progress(f"exporting {args.alias}", None) as advance:
+    with out.progress() as progress:
         report = export_agent(
             install,
             args.alias,
@@ -26,7 +27,7 @@ def export(args: argparse.Namespace, out: Output) -> Result:
             scan_secrets=args.scan_secrets,
             exclude=args.exclude,
             exclude_from=[Path(name) for name in args.exclude_from],
-            progress=advance,
+            progress=progress,
         )
     return Result(
         payload=report.as_json(),
@@ -36,21 +37,12 @@ def export(args: argparse.Namespace, out: Output) -> Result:
     )
 
 
-def _size(count: int) -> str:
-    value = float(count)
-    for unit in ("bytes", "KiB", "MiB"):
-        if value < 1024:
-            return f"{count} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GiB"
-
-
 def summary(report: ExportReport) -> list[str]:
     """The human report of 02 §11; every string from the config or the tree is escaped."""
     esc = escape_display
     lines = [
         f"exported {esc(report.root_agent)} to {esc(report.bundle)}",
-        f"  {report.files} files, {_size(report.bytes)} ({report.bytes} bytes), "
+        f"  {report.files} files, {size_text(report.bytes)} ({report.bytes} bytes), "
         f"published with {report.publish_method}",
     ]
     if report.skill_bundles:

@@ -35,16 +35,18 @@ def import_bundle(args: argparse.Namespace, out: Output) -> Result:
     for warning in early:
         # said before any prompt or refusal: the value is already in ps and the shell history
         out.warn(warning)
-    options = importer.ImportOptions(
-        as_alias=args.as_alias,
-        binds=binds,
-        secrets=list(args.secret),
-        secrets_file=Path(args.secrets_file) if args.secrets_file else None,
-        accept_risks=args.accept_risks,
-        dry_run=args.dry_run,
-        prompt=prompter,
-    )
-    report = importer.import_bundle(install, Path(args.bundle), options)
+    with out.progress() as progress:
+        options = importer.ImportOptions(
+            as_alias=args.as_alias,
+            binds=binds,
+            secrets=list(args.secret),
+            secrets_file=Path(args.secrets_file) if args.secrets_file else None,
+            accept_risks=args.accept_risks,
+            dry_run=args.dry_run,
+            prompt=prompter,
+            progress=progress,
+        )
+        report = importer.import_bundle(install, Path(args.bundle), options)
     return Result(
         payload=report.as_json(),
         text=summary(report, install=args.install),

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from bundler.errors import BundlerError, RefusedWithList
 from bundler.rules import hints
-from bundler.rules.names import escape_display
+from bundler.rules.progress import Progress
 
 
 @dataclass
@@ -60,18 +60,22 @@ class Output:
         )
 
     @contextmanager
-    def progress(self, description: str, total: int | None) -> Iterator[Callable[[int], None]]:
-        """A context yielding ``advance(n)``; draws a rich bar on a terminal, else does nothing."""
-        if not self.shows_progress:
-            yield lambda _n: None
-            return
-        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+    def progress(self) -> Iterator[Progress | None]:
+        """A context yielding the bar library calls report to, or None when none is shown.
 
-        with Progress(
-            TextColumn("{task.description}"), BarColumn(), DownloadColumn(), transient=True
-        ) as bar:
-            task = bar.add_task(escape_display(description), total=total)
-            yield lambda n: bar.advance(task, n)
+        None (not a bar that draws nothing) so the library skips work done only for the
+        display, such as counting a tree before copying it. The bar is gone on exit.
+        """
+        if not self.shows_progress:
+            yield None
+            return
+        from bundler.cli.progress_bar import Bar
+
+        bar = Bar()
+        try:
+            yield bar
+        finally:
+            bar.stop()
 
     def warn(self, message: str) -> None:
         """A warning line on stderr (not in --json mode: put warnings in the payload there)."""

@@ -38,6 +38,7 @@ from bundler.fs import durable
 from bundler.fs.copytree import digest_fd
 from bundler.fs.safefs import SkipCounts, open_dir_nofollow, rmtree_at, walk
 from bundler.fs.snapshot import SNAPSHOT_PREFIX, check_snapshot, integrity_ok, snapshot_database
+from bundler.fs.tally import tally
 from bundler.home.homes import HomeResolution, open_home_dir, resolve_home
 from bundler.home.zipcheck import (
     DATABASE,
@@ -58,6 +59,7 @@ from bundler.home.zipcheck import (
 from bundler.rules import hints
 from bundler.rules.actions import step
 from bundler.rules.names import escape_display
+from bundler.rules.progress import Progress, phase
 
 BACKUPS = "backups"
 TEMP_PREFIX = ".backup-"
@@ -107,13 +109,18 @@ def default_backup_name(now: datetime, attempt: int = 1) -> str:
 
 
 def check_contents(
-    archive: zipfile.ZipFile, *, check_database: bool, scratch: Path | None = None
+    archive: zipfile.ZipFile,
+    *,
+    check_database: bool,
+    scratch: Path | None = None,
+    progress: Progress | None = None,
 ) -> tuple[BackupIndex, list[zipfile.ZipInfo]]:
     """Check every digest of an opened backup and (optionally) the database's integrity.
 
     The database is checked from a private temporary copy in ``scratch`` (else the system's
     temporary folder), opened ``mode=ro&immutable=1`` with ``trusted_schema=OFF``. Returns the
     index and the file entries; raises :class:`InvalidInput` naming the entry at fault.
+    ``progress`` sees one phase, ``checking``, with the index's files and sizes as totals.
     """
     index = read_index(archive)
     files = match_index(index, archive.infolist())
@@ -121,12 +128,16 @@ def check_contents(
         if info.filename.endswith("/"):
             # folders hold no data to stream; their local headers are checked all the same
             check_local_header(archive, info)
-    for info in files:
-        listed = index.files[info.filename]
-        if info.filename == DATABASE and check_database:
-            _check_database(archive, info, listed.size, listed.xxh3_128, scratch)
-        else:
-            stream_entry(archive, info, listed.size, listed.xxh3_128, _discard)
+    sizes = [index.files[info.filename].size for info in files]
+    with phase(progress, "checking", len(files), sum(sizes)):
+        for info in files:
+            listed = index.files[info.filename]
+            if info.filename == DATABASE and check_database:
+                _check_database(archive, info, listed.size, listed.xxh3_128, scratch)
+            else:
+                stream_entry(archive, info, listed.size, listed.xxh3_128, _discard)
+            if progress is not None:
+                progress(1, listed.size)
     return index, files
 
 
@@ -149,17 +160,18 @@ def _check_database(
             )
 
 
-def verify_backup(path: Path) -> VerifyReport:
+def verify_backup(path: Path, *, progress: Progress | None = None) -> VerifyReport:
     """Check a backup zip completely, changing nothing (04 §5.2).
 
     Every entry allowed (:func:`bundler.home.zipcheck.path_problem` and the directory rules), every
     digest matching ``backup.json``, ``backup.json`` valid with a known ``format``, the database
     passing ``integrity_check``. Raises :class:`InvalidInput` (exit 3) naming the entry at
-    fault, :class:`Refused` when the file cannot be opened.
+    fault, :class:`Refused` when the file cannot be opened. ``progress``: as
+    :func:`check_contents`.
     """
     try:
         with open_zip(path) as archive:
-            index, files = check_contents(archive, check_database=True)
+            index, files = check_contents(archive, check_database=True, progress=progress)
     except OSError as exc:
         shown = escape_display(str(path))
         raise Refused(
@@ -187,6 +199,7 @@ class _Plan:
     resolution: HomeResolution
     home_fd: int
     snapshot: Path
+    progress: Progress | None = None
     force_stored: set[str] = field(default_factory=set)
 
 
@@ -274,6 +287,19 @@ def _open_tree(home_fd: int, name: str, home: Path) -> int | None:
 
 
 def _write_zip(archive: zipfile.ZipFile, plan: _Plan, skipped: SkipCounts) -> tuple[int, int]:
+    if plan.progress is None:
+        return _write_entries(archive, plan, skipped, None)
+    files, nbytes = tally([plan.resolution.home / tree for tree in TREES])
+    with contextlib.suppress(OSError):
+        nbytes += os.lstat(plan.snapshot).st_size
+        files += 1
+    with phase(plan.progress, "backing up", files, nbytes):
+        return _write_entries(archive, plan, skipped, plan.progress)
+
+
+def _write_entries(
+    archive: zipfile.ZipFile, plan: _Plan, skipped: SkipCounts, progress: Progress | None
+) -> tuple[int, int]:
     entries: list[dict[str, Any]] = []
     folders: list[str] = []
     db_fd = os.open(plan.snapshot, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -281,6 +307,8 @@ def _write_zip(archive: zipfile.ZipFile, plan: _Plan, skipped: SkipCounts) -> tu
         entries.append(_add_file(archive, DATABASE, db_fd, os.fstat(db_fd), plan.force_stored))
     finally:
         os.close(db_fd)
+    if progress is not None:
+        progress(1, entries[-1]["size"])
     for tree in TREES:
         root = _open_tree(plan.home_fd, tree, plan.resolution.home)
         if root is None:
@@ -300,6 +328,8 @@ def _write_zip(archive: zipfile.ZipFile, plan: _Plan, skipped: SkipCounts) -> tu
                     entries.append(
                         _add_file(archive, entry.relpath, entry.fd, entry.stat, plan.force_stored)
                     )
+                    if progress is not None:
+                        progress(1, entries[-1]["size"])
         finally:
             os.close(root)
     index = {
@@ -393,14 +423,19 @@ def _open_target(folder: Path, create: bool) -> int:
 
 
 def backup_home(
-    project: Path, *, to: Path | None = None, environ: Mapping[str, str] | None = None
+    project: Path,
+    *,
+    to: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    progress: Progress | None = None,
 ) -> BackupReport:
     """Back up the data home of ``project`` to one verified zip (04 §5.1).
 
     ``to``: the zip to create (never replaced; refused inside ``files/`` or ``skills/``);
     default ``<home>/backups/backup-<UTC stamp>.zip``. Raises :class:`Refused` (exit 1) for a
     home without a database, an entry restore would refuse, an existing ``to``, and I/O
-    failures; :class:`InvalidInput` for a bad ``Agent.yaml``.
+    failures; :class:`InvalidInput` for a bad ``Agent.yaml``. ``progress`` sees two phases:
+    ``backing up`` (its totals counted first) and ``checking`` the written zip.
     """
     resolution = resolve_home(project, environ=environ)
     home = resolution.home
@@ -415,7 +450,7 @@ def backup_home(
         folder, requested = _target(resolution, to)
         target_fd = _open_target(folder, create=requested is None)
         try:
-            report = _backup_into(resolution, home_fd, folder, target_fd, requested)
+            report = _backup_into(resolution, home_fd, folder, target_fd, requested, progress)
             # a backup cannot tell a dead run's temporaries from a live one's: it names them
             shown = escape_display(str(home))
             report.warnings.extend(
@@ -441,7 +476,12 @@ def backup_home(
 
 
 def _backup_into(
-    resolution: HomeResolution, home_fd: int, folder: Path, target_fd: int, requested: str | None
+    resolution: HomeResolution,
+    home_fd: int,
+    folder: Path,
+    target_fd: int,
+    requested: str | None,
+    progress: Progress | None,
 ) -> BackupReport:
     with _temp_file(target_fd, ".db") as db_name, _temp_file(target_fd, ".zip") as zip_name:
         info = snapshot_database(
@@ -450,12 +490,12 @@ def _backup_into(
         # SQLite releases the GIL: the integrity check runs on the second core while we zip
         with ThreadPoolExecutor(max_workers=1) as pool:
             checked = pool.submit(check_snapshot, resolution.database, folder / db_name)
-            plan = _Plan(resolution, home_fd, folder / db_name)
+            plan = _Plan(resolution, home_fd, folder / db_name, progress)
             entries, total, skipped = _write_until_done(plan, target_fd, zip_name)
             checked.result()
         # the snapshot passed integrity_check and the digests tie the zip's copy to it
         with open_zip(folder / zip_name) as archive:
-            check_contents(archive, check_database=False)
+            check_contents(archive, check_database=False, progress=progress)
         final = _publish_name(target_fd, zip_name, requested)
         durable.fsync_dir(target_fd)
     return BackupReport(folder / final, entries, total, skipped, info.read_as)

@@ -70,6 +70,7 @@ from bundler.home.zipcheck import (
 from bundler.rules import hints, tomlcompat
 from bundler.rules.actions import Action, step
 from bundler.rules.names import escape_display
+from bundler.rules.progress import Progress, phase
 
 STAGING_PREFIX = ".restore-"
 JOURNAL = "journal.toml"
@@ -281,17 +282,19 @@ def restore_home(
     home: Path | None = None,
     force: bool = False,
     environ: Mapping[str, str] | None = None,
+    progress: Progress | None = None,
 ) -> RestoreReport:
     """Restore a backup zip into the data home of ``project`` (or into ``home``) (04 §5.3).
 
     Every check runs before anything changes: a hostile or damaged zip raises
     :class:`InvalidInput` (exit 3) naming the entry; a database that looks in use (a ``-wal``,
     ``-shm`` or ``-journal`` beside it) raises :class:`Refused` (exit 1) unless ``force``.
-    What was there is kept as ``*.before-restore`` for one restore.
+    What was there is kept as ``*.before-restore`` for one restore. ``progress`` sees two
+    phases: ``checking`` the zip, then ``restoring`` its files, totals from the zip's index.
     """
     resolution = _target(project, home, environ)
     try:
-        return _restore(resolution, zip_path, force)
+        return _restore(resolution, zip_path, force, progress)
     except OSError as exc:
         shown = escape_display(str(resolution.home))
         raise Refused(
@@ -304,7 +307,9 @@ def restore_home(
         ) from exc
 
 
-def _restore(resolution: HomeResolution, zip_path: Path, force: bool) -> RestoreReport:
+def _restore(
+    resolution: HomeResolution, zip_path: Path, force: bool, progress: Progress | None
+) -> RestoreReport:
     target = resolution.home
     with open_zip(zip_path) as archive:
         # sizes from the checked directory: a zip that cannot fit is refused before it is read
@@ -315,7 +320,7 @@ def _restore(resolution: HomeResolution, zip_path: Path, force: bool) -> Restore
             check_free_space(declared, probe_fd, escape_display(str(probe)))
         finally:
             os.close(probe_fd)
-        index, files = check_contents(archive, check_database=True)
+        index, files = check_contents(archive, check_database=True, progress=progress)
         total = sum(info.file_size for info in files)
         busy = _busy(target)
         if busy and not force:
@@ -338,7 +343,7 @@ def _restore(resolution: HomeResolution, zip_path: Path, force: bool) -> Restore
                         os.rmdir(tree, dir_fd=home_fd)
             warnings: list[str] = []
             _clear_interrupted(home_fd, target, warnings)
-            kept = _stage_and_swap(archive, index, files, home_fd, target, warnings)
+            kept = _stage_and_swap(archive, index, files, home_fd, target, warnings, progress)
         finally:
             os.close(home_fd)
     return RestoreReport(target, len(files), total, kept, created, warnings)
@@ -468,7 +473,11 @@ def home_leftovers(home: Path) -> list[str]:
 
 
 def _extract(
-    archive: zipfile.ZipFile, index: BackupIndex, files: list[zipfile.ZipInfo], staging_fd: int
+    archive: zipfile.ZipFile,
+    index: BackupIndex,
+    files: list[zipfile.ZipInfo],
+    staging_fd: int,
+    progress: Progress | None,
 ) -> None:
     """Write every folder and file of the zip below ``staging_fd``, re-checking each digest."""
     for tree in TREES:
@@ -501,6 +510,8 @@ def _extract(
                     raise _invalid_time(info.filename) from None
         finally:
             os.close(fd)
+        if progress is not None:
+            progress(1, listed.size)
 
 
 def _invalid_time(name: str) -> InvalidInput:
@@ -532,6 +543,7 @@ def _stage_and_swap(
     home_fd: int,
     home: Path,
     warnings: list[str],
+    progress: Progress | None,
 ) -> list[str]:
     token = durable.random_token()
     staging = f"{STAGING_PREFIX}{token}"
@@ -549,7 +561,9 @@ def _stage_and_swap(
     try:
         try:
             journal.write(staging_fd)
-            _extract(archive, index, files, staging_fd)
+            total = sum(index.files[info.filename].size for info in files)
+            with phase(progress, "restoring", len(files), total):
+                _extract(archive, index, files, staging_fd, progress)
             os.mkdir(PREVIOUS, 0o700, dir_fd=staging_fd)
             make_durable(staging_fd)
             if not integrity_ok(home / staging / DATABASE):

@@ -64,6 +64,7 @@ from bundler.install.stage import (
 from bundler.rules import hints, layout
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
+from bundler.rules.progress import Progress, phase
 from bundler.rules.risk import compute_risk_flags
 from bundler.rules.schemacheck import schema_findings
 from bundler.rules.secrets import value_targets, withholder
@@ -196,7 +197,8 @@ class ImportOptions:
 
     ``binds`` maps fragment entry paths to local references; ``secrets`` are ``PATH=VALUE``
     strings as given to ``--secret``; ``prompt`` (a terminal) asks for missing secrets and for
-    consent. With ``dry_run`` nothing is changed or created.
+    consent. With ``dry_run`` nothing is changed or created. ``progress`` sees two phases,
+    ``verifying`` and ``copying``, stopped before anything is asked and after the copy.
     """
 
     as_alias: str | None = None
@@ -206,6 +208,7 @@ class ImportOptions:
     accept_risks: bool = False
     dry_run: bool = False
     prompt: Prompter | None = None
+    progress: Progress | None = None
 
 
 @dataclass(frozen=True)
@@ -252,7 +255,7 @@ def _import(
     warnings: list[str],
 ) -> ImportReport:
     """The body of :func:`import_bundle`, once the given secrets are known."""
-    report = verify_bundle(bundle)
+    report = verify_bundle(bundle, progress=chosen.progress)
     if not report.ok:
         # one line naming the first few entries at fault; 'bundle verify' lists every one
         shown = "; ".join(str(problem) for problem in report.errors[:3])
@@ -594,6 +597,13 @@ def _receipt_text(
     return tomli_w.dumps(document)
 
 
+def _staged_totals(report: VerifyReport, staged: Sequence[Staged]) -> tuple[int, int]:
+    """The files and bytes the staged folders copy, from what verification found."""
+    prefixes = tuple(f"{source}/" for item in staged for source, _ in item.sources)
+    sizes = [size for rel, size in report.sizes.items() if rel.startswith(prefixes)]
+    return len(sizes), sum(sizes)
+
+
 def _transact(run: _Run, result: ImportReport, new_text: str, staged: list[Staged]) -> None:
     """03 §3.2, steps 1-5."""
     install_fd, install_root, bundle, report, config = (
@@ -624,10 +634,12 @@ def _transact(run: _Run, result: ImportReport, new_text: str, staged: list[Stage
                 else None
             )
             copied: set[str] = set()
-            trees = {
-                item.label: stage_folder(bundle_fd, staging_fd, item, listed, copied)
-                for item in staged
-            }
+            progress = run.options.progress
+            with phase(progress, "copying", *_staged_totals(report, staged)):
+                trees = {
+                    item.label: stage_folder(bundle_fd, staging_fd, item, listed, copied, progress)
+                    for item in staged
+                }
             expected = listed_under(
                 listed, [f"{source}/" for item in staged for source, _ in item.sources]
             )

@@ -27,6 +27,7 @@ from bundler.install.files import (
 )
 from bundler.rules import layout
 from bundler.rules.names import escape_display
+from bundler.rules.progress import Progress
 
 
 @dataclass
@@ -76,8 +77,12 @@ def stage_folder(
     staged: Staged,
     listed: dict[str, str] | None,
     copied: set[str],
+    progress: Progress | None = None,
 ) -> str:
-    """Copy one staged folder's sources, check every digest, fix modes; returns its tree digest."""
+    """Copy one staged folder's sources, check every digest, fix modes; returns its tree digest.
+
+    ``progress`` is told of each file copied (the caller starts and stops its phase).
+    """
     os.mkdir(staged.label, 0o700, dir_fd=staging_fd)
     root_fd = safefs.open_dir_nofollow(staging_fd, staged.label)
     files: list[tuple[str, int, str]] = []
@@ -115,6 +120,8 @@ def stage_folder(
                                 path=item.relpath,
                             )
                         copied.add(item.relpath)
+                        if progress is not None:
+                            progress(1, item.size)
                         inner = item.relpath[len(source) + 1 :]
                         files.append((f"{sub}/{inner}" if sub else inner, item.size, item.xxh3_128))
                     _fix_modes(dst_fd, modes)
