@@ -10,7 +10,8 @@
   as the key, so this is the only form of a dotted key that pastes into it. The quoted form
   bundler wrote before (``extra_headers."X-Org.Id"``) is still read: a rest that starts with
   ``"`` is read as quoted segments. A key that itself starts with ``"``, is empty or holds a
-  control character is written quoted, the one case ZeroClaw cannot be given the same text.
+  control character is written quoted, so that every path reads back as itself and prints on
+  one line.
 
 Which segment is a list position or such a key is the config schema's to say, so both
 directions walk it alongside the path (``config=False`` for a document without a schema, such as
