@@ -205,6 +205,28 @@ def required_secret_not_secret(bundle: Path) -> str:
 
 
 @case
+def required_secret_raw_key_the_fragment_lacks(bundle: Path) -> str:
+    # a secret map's key is the rest of the path: GITHUB.TOKEN is one key, and not there
+    bf.edit_manifest(
+        bundle, lambda m: m["required_secrets"].append("mcp.servers.github.env.GITHUB.TOKEN")
+    )
+    return "required_secrets"
+
+
+@case
+def required_secret_in_a_map_that_is_not_secret(bundle: Path) -> str:
+    def plant(data: dict[str, Any]) -> None:
+        data["providers"]["models"]["anthropic"]["main"]["pricing"] = {"in.put": 1.5}
+
+    bf.edit_config(bundle, plant)
+    bf.edit_manifest(
+        bundle,
+        lambda m: m["required_secrets"].append("providers.models.anthropic.main.pricing.in.put"),
+    )
+    return "required_secrets"
+
+
+@case
 def required_secret_absent(bundle: Path) -> str:
     bf.edit_manifest(
         bundle, lambda m: m["required_secrets"].append("providers.models.openai.nowhere.api_key")

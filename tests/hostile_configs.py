@@ -199,61 +199,61 @@ _CASES: list[tuple[str, Mutation, str, str]] = [
     (
         "skill_bundle_dangling",
         lambda c: _researcher(c).update(skill_bundles=["sb", "nope"]),
-        "agents.researcher.skill_bundles.1",
+        "agents.researcher.skill_bundles[1]",
         "dangling_reference",
     ),
     (
         "knowledge_bundle_dangling",
         lambda c: _researcher(c).update(knowledge_bundles=["gone"]),
-        "agents.researcher.knowledge_bundles.0",
+        "agents.researcher.knowledge_bundles[0]",
         "dangling_reference",
     ),
     (
         "mcp_bundle_dangling",
         lambda c: _researcher(c).update(mcp_bundles=["mb", "ghost"]),
-        "agents.researcher.mcp_bundles.1",
+        "agents.researcher.mcp_bundles[1]",
         "dangling_reference",
     ),
     (
         "cron_job_dangling",
         lambda c: _researcher(c).update(cron_jobs=["weekly"]),
-        "agents.researcher.cron_jobs.0",
+        "agents.researcher.cron_jobs[0]",
         "dangling_reference",
     ),
     (
         "channel_not_dotted",
         lambda c: _researcher(c).update(channels=["slack"]),
-        "agents.researcher.channels.0",
+        "agents.researcher.channels[0]",
         "invalid_format",
     ),
     (
         "channel_dangling",
         lambda c: _researcher(c).update(channels=["slack.other"]),
-        "agents.researcher.channels.0",
+        "agents.researcher.channels[0]",
         "dangling_reference",
     ),
     (
         "delegate_self",
         lambda c: _researcher(c).update(delegates=["researcher"]),
-        "agents.researcher.delegates.0",
+        "agents.researcher.delegates[0]",
         "invalid_value",
     ),
     (
         "delegate_unknown",
         lambda c: _researcher(c).update(delegates=[{"agent": "ghost"}]),
-        "agents.researcher.delegates.0",
+        "agents.researcher.delegates[0]",
         "dangling_reference",
     ),
     (
         "delegate_repeated",
         lambda c: _researcher(c).update(delegates=["writer", {"agent": "writer"}]),
-        "agents.researcher.delegates.1",
+        "agents.researcher.delegates[1]",
         "invalid_value",
     ),
     (
         "delegate_wrong_type",
         lambda c: _researcher(c).update(delegates=[7]),
-        "agents.researcher.delegates.0",
+        "agents.researcher.delegates[0]",
         "invalid_value",
     ),
     (
@@ -271,13 +271,13 @@ _CASES: list[tuple[str, Mutation, str, str]] = [
     (
         "read_memory_from_self",
         lambda c: _researcher(c)["workspace"].update(read_memory_from=["researcher"]),
-        "agents.researcher.workspace.read_memory_from.0",
+        "agents.researcher.workspace.read_memory_from[0]",
         "invalid_value",
     ),
     (
         "read_memory_from_other_backend",
         lambda c: c["agents"]["writer"].update(memory={"backend": "postgres"}),
-        "agents.researcher.workspace.read_memory_from.0",
+        "agents.researcher.workspace.read_memory_from[0]",
         "invalid_value",
     ),
     (
@@ -289,7 +289,7 @@ _CASES: list[tuple[str, Mutation, str, str]] = [
                 read_memory_from=[{"agent": "writer", "categories": ["x"]}]
             ),
         ),
-        "agents.researcher.workspace.read_memory_from.0",
+        "agents.researcher.workspace.read_memory_from[0]",
         "invalid_value",
     ),
     (
@@ -345,7 +345,7 @@ _CASES: list[tuple[str, Mutation, str, str]] = [
         lambda c: c["providers"]["models"]["openai"]["backup"].update(
             extra_headers={"X-Org.Id": 5}
         ),
-        'providers.models.openai.backup.extra_headers."X-Org.Id"',
+        "providers.models.openai.backup.extra_headers.X-Org.Id",
         "invalid_value",
     ),
     (
@@ -365,13 +365,13 @@ _CASES: list[tuple[str, Mutation, str, str]] = [
     (
         "invalid_env_var_name",
         lambda c: c["risk_profiles"]["careful"].update(shell_env_passthrough=["PATH", "BAD-NAME"]),
-        "risk_profiles.careful.shell_env_passthrough.1",
+        "risk_profiles.careful.shell_env_passthrough[1]",
         "invalid_format",
     ),
     (
         "allowed_root_relative",
         lambda c: c["risk_profiles"]["careful"].update(allowed_roots=["srv"]),
-        "risk_profiles.careful.allowed_roots.0",
+        "risk_profiles.careful.allowed_roots[0]",
         "invalid_format",
     ),
     (
@@ -415,13 +415,13 @@ _CASES: list[tuple[str, Mutation, str, str]] = [
     (
         "mcp_server_without_name",
         lambda c: c["mcp"]["servers"].append({"command": "x"}),
-        "mcp.servers.2.name",
+        "mcp.servers[2].name",
         "required_field_empty",
     ),
     (
         "mcp_server_empty_name",
         lambda c: c["mcp"]["servers"].append({"name": "", "command": "x"}),
-        "mcp.servers.2.name",
+        "mcp.servers[2].name",
         "required_field_empty",
     ),
     (
@@ -566,7 +566,7 @@ _CASES: list[tuple[str, Mutation, str, str]] = [
     (
         "mcp_server_not_a_table",
         lambda c: c["mcp"]["servers"].append(5),
-        "mcp.servers.2",
+        "mcp.servers[2]",
         "invalid_value",
     ),
     (

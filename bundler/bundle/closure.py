@@ -223,9 +223,7 @@ class _Drops:
     def drop(
         self, segments: Sequence[str], reason: str, detail: str, index: int | None = None
     ) -> None:
-        path = format_path(segments)
-        if index is not None:
-            path = f"{path}[{index}]"
+        path = format_path([*segments, *([] if index is None else [index])])
         self.rows.append(Dropped(path, reason, detail))
 
     def remove_unknown(self, entry: Node, node: Node | None, segments: tuple[str, ...]) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 from bundler.errors import UsageError
 from bundler.rules import refs, schema
 from bundler.rules.names import escape_display, non_portable_alias_reason, safe_relative_path
-from bundler.rules.paths import format_path, parse_path
+from bundler.rules.paths import Segment, format_path, parse_path
 from bundler.rules.secrets import CIPHERTEXT_PREFIXES
 from bundler.rules.skillfolder import skill_folder_problem, used_folders
 
@@ -57,9 +57,9 @@ class Problem:
         return f"{self.path}: {self.message}"
 
 
-def display_path(segments: Sequence[str]) -> str:
+def display_path(segments: Sequence[Segment]) -> str:
     """A config path for messages: formatted like ``config set`` takes it, control chars escaped."""
-    return escape_display(format_path([str(s) for s in segments]))
+    return escape_display(format_path(segments))
 
 
 # --------------------------------------------------------------------------- raw-text limits
@@ -174,26 +174,26 @@ def nesting_depth(text: str) -> int:
 # --------------------------------------------------------------------------- walking
 
 
-def _walk_leaves(value: Any, segments: list[str]) -> Iterator[tuple[list[str], Any]]:
+def _walk_leaves(value: Any, segments: list[Segment]) -> Iterator[tuple[list[Segment], Any]]:
     """Every leaf of a parsed TOML value with its path (array items by index)."""
     if isinstance(value, dict):
         for key, sub in value.items():
             yield from _walk_leaves(sub, [*segments, key])
     elif isinstance(value, list):
         for index, sub in enumerate(value):
-            yield from _walk_leaves(sub, [*segments, str(index)])
+            yield from _walk_leaves(sub, [*segments, index])
     else:
         yield segments, value
 
 
-def _server_segments(index: int, server: Any) -> list[str]:
+def _server_segments(index: int, server: Any) -> list[Segment]:
     """An MCP server is addressed by its name (01 §6); by index when it has no usable name."""
     name = server.get("name") if isinstance(server, dict) else None
-    return ["mcp", "servers", name if isinstance(name, str) and name else f"[{index}]"]
+    return ["mcp", "servers", name if isinstance(name, str) and name else index]
 
 
 def _schema_problems(
-    value: Any, node: schema.Node | None, segments: list[str], secret: bool
+    value: Any, node: schema.Node | None, segments: list[Segment], secret: bool
 ) -> Iterator[Problem]:
     """Unknown keys and non-empty secrets below ``value`` whose schema is ``node``."""
     if node is not None and node.get("x-opaque"):
@@ -206,7 +206,7 @@ def _schema_problems(
                 if node is not None and node.get("type") != "array"
                 else None
             )
-            path = [*segments, key]
+            path: list[Segment] = [*segments, key]
             if sub_node is None:
                 yield Problem(
                     display_path(path),
@@ -220,7 +220,7 @@ def _schema_problems(
         items = node.get("items") if node is not None else None
         keyed = bool(node and node.get("x-keyed-by"))
         for index, sub in enumerate(value):
-            path = _server_segments(index, sub) if keyed else [*segments, str(index)]
+            path = _server_segments(index, sub) if keyed else [*segments, index]
             yield from _schema_problems(
                 sub, items if isinstance(items, dict) else None, path, secret
             )
@@ -317,7 +317,7 @@ def reached_entries(config: Mapping[str, Any], root: str) -> set[tuple[str, ...]
 
 def indexed_path(segments: Sequence[str], index: int) -> str:
     """A list element's config path as ZeroClaw writes it: ``...fallback[0]`` (escaped)."""
-    return f"{display_path(segments)}[{index}]"
+    return display_path([*segments, index])
 
 
 @dataclass(frozen=True)
@@ -520,7 +520,7 @@ def _server_problems(fragment: Mapping[str, Any], agent: Mapping[str, Any]) -> I
     for index, server in enumerate(servers if isinstance(servers, list) else []):
         name = server.get("name") if isinstance(server, dict) else None
         if not isinstance(name, str) or not name:
-            yield Problem(f"mcp.servers[{index}]", "an MCP server without a name")
+            yield Problem(display_path(["mcp", "servers", index]), "an MCP server without a name")
             continue
         if name in names:
             yield Problem(

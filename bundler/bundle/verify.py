@@ -592,11 +592,13 @@ def _withhold_smuggled(report: VerifyReport, fragment: dict[str, Any]) -> None:
 
 
 def _read_raw_secret_paths(manifest: dict[str, Any], fragment: dict[str, Any]) -> None:
-    """Rewrite a ZeroClaw manifest's raw ``required_secrets`` paths in bundler's quoted form.
+    """Rewrite a ZeroClaw manifest's raw ``required_secrets`` paths that name nothing as written.
 
-    ZeroClaw joins segments unquoted (``mcp.servers.s.headers.X-Org.Id``); bundler's paths quote
-    a segment holding a dot (``headers."X-Org.Id"``). Only a path that does not already name a
-    field is rewritten, and only to one that does, so the checks that follow are unchanged.
+    ZeroClaw joins every segment unquoted. A secret map's key needs nothing here (paths read it
+    as the rest of the path, ``headers.X-Org.Id``, as ZeroClaw does); an entry alias holding a
+    dot (``providers.models.openai.my.alias.api_key``) is matched against the fragment's keys.
+    Only a path that does not already name a field is rewritten, and only to one that does, so
+    the checks that follow are unchanged.
     """
     from bundler.errors import UsageError
     from bundler.rules.paths import format_path, parse_path

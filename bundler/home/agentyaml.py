@@ -45,7 +45,7 @@ def key_path(segments: list[str | int] | tuple[str | int, ...]) -> str:
     """The dotted key path of ``segments`` as printed in messages (``volumes.notes.mode``)."""
     if not segments:
         return "(top level)"
-    return escape_display(format_path([str(s) for s in segments]))
+    return escape_display(format_path(segments, config=False))
 
 
 def _error(where: list[str | int] | tuple[str | int, ...], what: str) -> InvalidInput:

@@ -314,7 +314,8 @@ def unfilled_secrets(install_root: Path, config: Mapping[str, Any]) -> list[tupl
             for part in located[2]:
                 node = node.get(part) if isinstance(node, dict) else None
             if node is None or node == "":
-                found.setdefault(path, str(data.get("agent", "")))
+                # an older receipt may spell the path in a form since retired (headers."X-Org.Id")
+                found.setdefault(format_path(segments), str(data.get("agent", "")))
     return sorted(found.items())
 
 

@@ -312,8 +312,9 @@ def compute_risk_flags(
             else []
         ):
             if isinstance(source, str) and source and not _URL_SCHEME.match(source):
-                sources = format_path(["knowledge_bundles", str(alias), "sources"])
-                out.append(_host_path(f"{sources}[{i}]", source))
+                out.append(
+                    _host_path(format_path(["knowledge_bundles", str(alias), "sources", i]), source)
+                )
     for bundle in carried_skill_bundles:
         out.append(
             RiskFlag(

@@ -60,6 +60,24 @@ def child(node: Node | None, segment: str) -> Node | None:
     return None
 
 
+def is_value_map(node: Node | None) -> bool:
+    """True for a map whose values are plain values: a secret map (``extra_headers``, ``env``) or
+    a free-form one (``pricing``, ``workspace.access``).
+
+    Such a map's key always ends a config path, which is why ZeroClaw's ``config set`` takes the
+    whole rest of a path as the key (:mod:`bundler.rules.paths`).
+    """
+    if node is None or node.get("type") != "object" or node.get("properties"):
+        return False
+    extra = node.get("additionalProperties")
+    return isinstance(extra, dict) and extra.get("type") not in (None, "object", "array")
+
+
+def is_position_list(node: Node | None) -> bool:
+    """True for an array whose entries are addressed by position (not keyed by a name)."""
+    return node is not None and node.get("type") == "array" and not node.get("x-keyed-by")
+
+
 def alias_target(node: Node | None, segment: str) -> str | None:
     """The field ``segment`` is a serde alias of (``x-aliases``), or None.
 

@@ -26,7 +26,7 @@ from bundler.rules.findings import (
     Finding,
     describe,
 )
-from bundler.rules.paths import format_path
+from bundler.rules.paths import Segment, format_path
 
 __all__ = ["check_value", "schema_findings"]
 
@@ -62,7 +62,7 @@ def _bound(node: Mapping[str, Any], keyword: str) -> str:
 
 def _finding(
     keyword: str,
-    segments: Sequence[str],
+    segments: Sequence[Segment],
     node: Mapping[str, Any],
     *,
     key: str | None = None,
@@ -97,7 +97,7 @@ def _finding(
 
 
 # a compiled check appends findings for ``value`` found at ``segments``
-_Check = Callable[[Any, list[str], list[Finding]], None]
+_Check = Callable[[Any, list[Segment], list[Finding]], None]
 
 
 class _Unsupported(Exception):
@@ -141,7 +141,7 @@ def _compile(node: Mapping[str, Any]) -> _Check:
             raise _Unsupported("type")
         test = _TYPE_TESTS[kind]
 
-        def check_type(value: Any, at: list[str], out: list[Finding]) -> None:
+        def check_type(value: Any, at: list[Segment], out: list[Finding]) -> None:
             if not test(value):
                 out.append(_finding("type", at, node))
 
@@ -149,7 +149,7 @@ def _compile(node: Mapping[str, Any]) -> _Check:
     if "enum" in node:
         choices = list(node["enum"])
 
-        def check_enum(value: Any, at: list[str], out: list[Finding]) -> None:
+        def check_enum(value: Any, at: list[Segment], out: list[Finding]) -> None:
             if not any(_same(value, choice) for choice in choices):
                 out.append(_finding("enum", at, node))
 
@@ -160,7 +160,7 @@ def _compile(node: Mapping[str, Any]) -> _Check:
     if "pattern" in node:
         pattern = re.compile(node["pattern"])
 
-        def check_pattern(value: Any, at: list[str], out: list[Finding]) -> None:
+        def check_pattern(value: Any, at: list[Segment], out: list[Finding]) -> None:
             if isinstance(value, str) and not pattern.search(value):
                 out.append(_finding("pattern", at, node))
 
@@ -168,7 +168,7 @@ def _compile(node: Mapping[str, Any]) -> _Check:
     if "required" in node:
         required = list(node["required"])
 
-        def check_required(value: Any, at: list[str], out: list[Finding]) -> None:
+        def check_required(value: Any, at: list[Segment], out: list[Finding]) -> None:
             if isinstance(value, dict):
                 for name in required:
                     if name not in value:
@@ -184,7 +184,7 @@ def _compile(node: Mapping[str, Any]) -> _Check:
     if "oneOf" in node:
         options = [_compile(sub) for sub in node["oneOf"]]
 
-        def check_one_of(value: Any, at: list[str], out: list[Finding]) -> None:
+        def check_one_of(value: Any, at: list[Segment], out: list[Finding]) -> None:
             passing = 0
             for option in options:
                 scratch: list[Finding] = []
@@ -195,7 +195,7 @@ def _compile(node: Mapping[str, Any]) -> _Check:
 
         checks.append(check_one_of)
 
-    def check(value: Any, at: list[str], out: list[Finding]) -> None:
+    def check(value: Any, at: list[Segment], out: list[Finding]) -> None:
         for one in checks:
             one(value, at, out)
 
@@ -206,7 +206,7 @@ def _compile_bound(node: Mapping[str, Any], keyword: str) -> _Check:
     limit = node[keyword]
     below = keyword == "minimum"
 
-    def check_bound(value: Any, at: list[str], out: list[Finding]) -> None:
+    def check_bound(value: Any, at: list[Segment], out: list[Finding]) -> None:
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             return  # bounds constrain numbers only; a wrong type is the type keyword's finding
         if (value < limit) if below else (value > limit):
@@ -225,7 +225,7 @@ def _compile_object(node: Mapping[str, Any]) -> _Check:
     else:
         extra = _compile(extra_node)
 
-    def check_object(value: Any, at: list[str], out: list[Finding]) -> None:
+    def check_object(value: Any, at: list[Segment], out: list[Finding]) -> None:
         if not isinstance(value, dict):
             return
         for key, sub in value.items():
@@ -241,7 +241,7 @@ def _compile_object(node: Mapping[str, Any]) -> _Check:
 def _compile_property_names(names_node: Mapping[str, Any]) -> _Check:
     test = _compile(names_node)
 
-    def check_names(value: Any, at: list[str], out: list[Finding]) -> None:
+    def check_names(value: Any, at: list[Segment], out: list[Finding]) -> None:
         if not isinstance(value, dict):
             return
         for key in value:
@@ -261,7 +261,7 @@ def _compile_items(node: Mapping[str, Any]) -> _Check:
     item_check = _compile(items_node)
     keyed_by = node.get("x-keyed-by")
 
-    def check_items(value: Any, at: list[str], out: list[Finding]) -> None:
+    def check_items(value: Any, at: list[Segment], out: list[Finding]) -> None:
         if not isinstance(value, list):
             return
         for index, item in enumerate(value):
@@ -270,13 +270,13 @@ def _compile_items(node: Mapping[str, Any]) -> _Check:
     return check_items
 
 
-def _entry_segment(item: Any, index: int, keyed_by: Any) -> str:
+def _entry_segment(item: Any, index: int, keyed_by: Any) -> Segment:
     """How a config path names an array entry: by its key field when keyed, else by index."""
     if keyed_by and isinstance(item, dict):
         name = item.get(keyed_by)
         if isinstance(name, str) and name:
             return name
-    return str(index)
+    return index
 
 
 @cache
@@ -295,7 +295,7 @@ def _reference_validator() -> Any:
 
 
 def _reference_findings(
-    validator: Any, value: Any, base: Sequence[str], node: schema.Node | None
+    validator: Any, value: Any, base: Sequence[Segment], node: schema.Node | None
 ) -> list[Finding]:
     findings = []
     for error in validator.iter_errors(value):
@@ -316,9 +316,9 @@ def _reference_findings(
 
 def _display_segments(
     value: Any, instance_path: Iterable[str | int], node: schema.Node | None
-) -> list[str]:
+) -> list[Segment]:
     """Config-path segments for a jsonschema instance path: keyed array entries by name."""
-    segments: list[str] = []
+    segments: list[Segment] = []
     for step in instance_path:
         if isinstance(step, int):
             entry = value[step] if isinstance(value, list) and step < len(value) else None
@@ -327,7 +327,7 @@ def _display_segments(
         else:
             segments.append(step)
             value = value.get(step) if isinstance(value, dict) else None
-        node = schema.child(node, segments[-1])
+        node = schema.child(node, str(segments[-1]))
     return segments
 
 
@@ -344,7 +344,7 @@ def schema_findings(config: Any, *, reference: bool = False) -> list[Finding]:
     return out
 
 
-def check_value(node: schema.Node, value: Any, segments: Sequence[str]) -> list[Finding]:
+def check_value(node: schema.Node, value: Any, segments: Sequence[Segment]) -> list[Finding]:
     """Check one value against the schema node at ``segments`` (overrides, ``config set``)."""
     try:
         check = _compile(node)

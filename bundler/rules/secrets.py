@@ -51,8 +51,8 @@ class Leaf:
     @property
     def path(self) -> str:
         """The pasteable config path of this value (01 §6)."""
-        base = format_path(self.segments)
-        return base if self.index is None else f"{base}[{self.index}]"
+        tail = [] if self.index is None else [self.index]
+        return format_path([*self.segments, *tail])
 
 
 def iter_leaves(

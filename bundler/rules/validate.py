@@ -38,7 +38,7 @@ from bundler.rules.findings import (
     describe,
 )
 from bundler.rules.names import PORTABLE_ALIAS_RE, is_portable_alias, non_portable_alias_reason
-from bundler.rules.paths import format_path
+from bundler.rules.paths import Segment, format_path
 from bundler.rules.schemacheck import check_value, schema_findings
 
 __all__ = [
@@ -97,7 +97,7 @@ class _Run:
         self.warnings: list[Finding] = []
         self._error_paths: set[str] = set()
 
-    def error(self, kind: str, segments: Sequence[str], message: str) -> None:
+    def error(self, kind: str, segments: Sequence[Segment], message: str) -> None:
         self.add_error(Finding(kind, format_path(segments), message))
 
     def add_error(self, finding: Finding) -> None:
@@ -106,7 +106,7 @@ class _Run:
             self._error_paths.add(finding.path)
             self.errors.append(finding)
 
-    def warn(self, kind: str, segments: Sequence[str], message: str) -> None:
+    def warn(self, kind: str, segments: Sequence[Segment], message: str) -> None:
         self.warnings.append(Finding(kind, format_path(segments), message))
 
     # -- references ----------------------------------------------------------------------
@@ -314,7 +314,7 @@ class _Run:
             if not name:
                 self.error(
                     REQUIRED_FIELD_EMPTY,
-                    ["mcp", "servers", str(index), "name"],
+                    ["mcp", "servers", index, "name"],
                     "must not be empty",
                 )
                 continue
@@ -377,7 +377,7 @@ class _Run:
                 self.warnings.append(
                     Finding(
                         FALLBACK_DANGLING,
-                        f"{format_path(ref.path[:-1])}[{ref.position}]",
+                        format_path(ref.path),
                         "names no existing model provider; the runtime skips it",
                     )
                 )

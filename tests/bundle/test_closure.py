@@ -753,14 +753,14 @@ def test_carried_top_level_entry_always_present() -> None:
 # --- 02 §5.1-5.2: scrubbing inside the planner ------------------------------------------------
 
 
-def test_dotted_map_key_gives_quoted_required_secret_path() -> None:
+def test_dotted_map_key_gives_required_secret_path_in_zeroclaw_raw_form() -> None:
     config = base()
     config["providers"]["models"]["anthropic"]["main"]["extra_headers"] = {
         "X-Org.Id": "org-secret-value-0000",
         "Plain": "",
     }
     p = plan(config)
-    path = 'providers.models.anthropic.main.extra_headers."X-Org.Id"'
+    path = "providers.models.anthropic.main.extra_headers.X-Org.Id"
     assert path in p.required_secrets
     assert parse_path(path) == [
         "providers",
@@ -859,7 +859,7 @@ def test_non_portable_agent_alias_is_reported_as_warning() -> None:
     assert any("portable" in warning for warning in p.warnings)
 
 
-def test_quoted_required_secret_path_is_accepted_by_config_set(tmp_path: Path) -> None:
+def test_raw_required_secret_path_is_accepted_by_config_set(tmp_path: Path) -> None:
     from installs import MINIMAL_CONFIG, make_install, run_cli
 
     text = (
@@ -870,7 +870,7 @@ def test_quoted_required_secret_path_is_accepted_by_config_set(tmp_path: Path) -
     root = make_install(tmp_path, text)
     config = loads(text)
     p = plan_closure(config, "researcher", root)
-    path = 'providers.models.anthropic.main.extra_headers."X-Org.Id"'
+    path = "providers.models.anthropic.main.extra_headers.X-Org.Id"
     assert path in p.required_secrets
     done = run_cli(["--install", str(root), "config", "set", path, "new-org-value"])
     assert done.returncode == 0, done.stderr

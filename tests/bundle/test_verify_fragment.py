@@ -147,7 +147,7 @@ def test_summary_provider_of_runtime_profile_must_resolve() -> None:
 def test_bundle_lists_must_be_trimmed_and_unique() -> None:
     data = bf.fragment()
     data["agents"][bf.ROOT_AGENT]["skill_bundles"] = [bf.SKILL_BUNDLE, bf.SKILL_BUNDLE]
-    assert "agents.researcher.skill_bundles.1" in paths(rules.check_form(data, bf.ROOT_AGENT))
+    assert "agents.researcher.skill_bundles[1]" in paths(rules.check_form(data, bf.ROOT_AGENT))
 
 
 def test_skill_directory_inside_shared_is_kept_outside_is_not() -> None:

@@ -137,7 +137,7 @@ def test_zeroclaw_raw_secret_path_with_a_dotted_map_key_is_read(tmp_path: Path) 
     _dotted_header(bundle)
     report = verify_bundle(bundle)
     assert report.ok, report.errors
-    assert 'mcp.servers.search.headers."X-Org.Id"' in (report.manifest or {})["required_secrets"]
+    assert "mcp.servers.search.headers.X-Org.Id" in (report.manifest or {})["required_secrets"]
 
 
 def test_raw_secret_path_naming_no_secret_is_still_refused(tmp_path: Path) -> None:

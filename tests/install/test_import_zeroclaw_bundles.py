@@ -124,7 +124,14 @@ def test_consent_shows_the_recomputed_flags_not_the_manifest_wording(tmp_path: P
     assert "process_spawn mcp.servers.github.command: starts a local process" in err
 
 
-def test_zeroclaw_raw_dotted_secret_path_imports_and_takes_a_secret(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "given",
+    ["mcp.servers.search.headers.X-Org.Id", 'mcp.servers.search.headers."X-Org.Id"'],
+    ids=["raw-as-zeroclaw-writes-it", "quoted-as-bundler-wrote-it"],
+)
+def test_zeroclaw_raw_dotted_secret_path_imports_and_takes_a_secret(
+    given: str, tmp_path: Path
+) -> None:
     bundle = golden_copy("d-mcp-missing-server", tmp_path)
     config = bundle / "config.toml"
     config.write_text(config.read_text().replace('Authorization = ""', '"X-Org.Id" = ""'))
@@ -136,7 +143,7 @@ def test_zeroclaw_raw_dotted_secret_path_imports_and_takes_a_secret(tmp_path: Pa
         bundle,
         "--accept-risks",
         "--secret",
-        'mcp.servers.search.headers."X-Org.Id"=org-value-1',
+        f"{given}=org-value-1",
     )
     servers = config_of(install)["mcp"]["servers"]
     search = next(s for s in servers if s["name"] == "search")

@@ -102,7 +102,7 @@ def test_x_ref_keyword_keeps_the_schema_valid_for_both_engines() -> None:
     compiled = schemacheck.schema_findings(config)
     reference = schemacheck.schema_findings(config, reference=True)
     assert compiled == reference
-    assert [f.path for f in compiled] == ["mcp_bundles.m.servers.1"]
+    assert [f.path for f in compiled] == ["mcp_bundles.m.servers[1]"]
 
 
 # --- one split rule -----------------------------------------------------------------------------

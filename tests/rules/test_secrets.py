@@ -70,7 +70,7 @@ def test_scrub_empties_every_secret_and_returns_sorted_paths() -> None:
             "mcp.servers.gh.env.GITHUB_TOKEN",
             "providers.models.openai.enc.api_key",
             "providers.models.openai.main.api_key",
-            'providers.models.openai.main.extra_headers."X-Org.Id"',
+            "providers.models.openai.main.extra_headers.X-Org.Id",
             "providers.models.openai.main.extra_headers.Short",
             "providers.models.openai.tiny.api_key",
             "providers.transcription.local_whisper.w.bearer_token",
@@ -119,7 +119,7 @@ def test_sweep_targets_thresholds_opaque_keys_and_encrypted_count() -> None:
     got = {(t.config_path, t.value) for t in targets}
     assert got == {
         ("providers.models.openai.main.api_key", API),
-        ('providers.models.openai.main.extra_headers."X-Org.Id"', "org-0123456789abcdef"),
+        ("providers.models.openai.main.extra_headers.X-Org.Id", "org-0123456789abcdef"),
         ("providers.transcription.local_whisper.w.bearer_token", "bearer-token-777"),
         ("mcp.servers.gh.env.GITHUB_TOKEN", SECRET),
         ("agents.a.note_token", "agent-unknown-token-1"),

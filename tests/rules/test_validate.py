@@ -167,10 +167,10 @@ def test_provider_ref_checked_against_its_own_category(config: dict[str, Any]) -
     [
         ("risk_profile", "nope", "agents.researcher.risk_profile"),
         ("runtime_profile", "nope", "agents.researcher.runtime_profile"),
-        ("skill_bundles", ["sb", "nope"], "agents.researcher.skill_bundles.1"),
-        ("knowledge_bundles", ["nope"], "agents.researcher.knowledge_bundles.0"),
-        ("mcp_bundles", ["nope"], "agents.researcher.mcp_bundles.0"),
-        ("cron_jobs", ["nope"], "agents.researcher.cron_jobs.0"),
+        ("skill_bundles", ["sb", "nope"], "agents.researcher.skill_bundles[1]"),
+        ("knowledge_bundles", ["nope"], "agents.researcher.knowledge_bundles[0]"),
+        ("mcp_bundles", ["nope"], "agents.researcher.mcp_bundles[0]"),
+        ("cron_jobs", ["nope"], "agents.researcher.cron_jobs[0]"),
     ],
 )
 def test_profile_and_bundle_refs_must_exist(
@@ -182,9 +182,9 @@ def test_profile_and_bundle_refs_must_exist(
 
 def test_channels_entry_dotted_and_existing(config: dict[str, Any]) -> None:
     config["agents"]["researcher"]["channels"] = ["slack", "slack.nope", "slack.team"]
-    assert kinds_at(config, "agents.researcher.channels.0") == {INVALID_FORMAT}
-    assert kinds_at(config, "agents.researcher.channels.1") == {DANGLING_REFERENCE}
-    assert errors_at(config, "agents.researcher.channels.2") == []
+    assert kinds_at(config, "agents.researcher.channels[0]") == {INVALID_FORMAT}
+    assert kinds_at(config, "agents.researcher.channels[1]") == {DANGLING_REFERENCE}
+    assert errors_at(config, "agents.researcher.channels[2]") == []
 
 
 def test_risk_profile_required_when_enabled(config: dict[str, Any]) -> None:
@@ -201,10 +201,10 @@ def test_delegates_exist_not_self_no_repeats(config: dict[str, Any]) -> None:
         {"agent": "ghost", "mode": "sync"},
         {"agent": "writer"},
     ]
-    assert errors_at(config, "agents.researcher.delegates.0") == []
-    assert kinds_at(config, "agents.researcher.delegates.1") == {INVALID_VALUE}
-    assert kinds_at(config, "agents.researcher.delegates.2") == {DANGLING_REFERENCE}
-    assert kinds_at(config, "agents.researcher.delegates.3") == {INVALID_VALUE}
+    assert errors_at(config, "agents.researcher.delegates[0]") == []
+    assert kinds_at(config, "agents.researcher.delegates[1]") == {INVALID_VALUE}
+    assert kinds_at(config, "agents.researcher.delegates[2]") == {DANGLING_REFERENCE}
+    assert kinds_at(config, "agents.researcher.delegates[3]") == {INVALID_VALUE}
 
 
 def test_workspace_access_targets_exist_and_are_not_self(config: dict[str, Any]) -> None:
@@ -220,17 +220,17 @@ def test_workspace_access_targets_exist_and_are_not_self(config: dict[str, Any])
 
 def test_read_memory_from_targets_exist_and_are_not_self(config: dict[str, Any]) -> None:
     config["agents"]["researcher"]["workspace"]["read_memory_from"] = ["researcher", "ghost"]
-    assert kinds_at(config, "agents.researcher.workspace.read_memory_from.0") == {INVALID_VALUE}
-    assert kinds_at(config, "agents.researcher.workspace.read_memory_from.1") == {
+    assert kinds_at(config, "agents.researcher.workspace.read_memory_from[0]") == {INVALID_VALUE}
+    assert kinds_at(config, "agents.researcher.workspace.read_memory_from[1]") == {
         DANGLING_REFERENCE
     }
 
 
 def test_read_memory_from_requires_same_backend(config: dict[str, Any]) -> None:
     config["agents"]["writer"]["memory"] = {"backend": "qdrant"}
-    assert kinds_at(config, "agents.researcher.workspace.read_memory_from.0") == {INVALID_VALUE}
+    assert kinds_at(config, "agents.researcher.workspace.read_memory_from[0]") == {INVALID_VALUE}
     config["agents"]["researcher"]["memory"] = {"backend": "qdrant"}
-    assert errors_at(config, "agents.researcher.workspace.read_memory_from.0") == []
+    assert errors_at(config, "agents.researcher.workspace.read_memory_from[0]") == []
 
 
 @pytest.mark.parametrize("backend", ["markdown", "none"])
@@ -241,9 +241,9 @@ def test_restricted_read_memory_from_refused_for_categoryless_backend(
         config["agents"][alias]["memory"] = {"backend": backend}
     workspace = config["agents"]["researcher"]["workspace"]
     workspace["read_memory_from"] = ["writer"]
-    assert errors_at(config, "agents.researcher.workspace.read_memory_from.0") == []
+    assert errors_at(config, "agents.researcher.workspace.read_memory_from[0]") == []
     workspace["read_memory_from"] = [{"agent": "writer", "categories": ["facts"]}]
-    assert kinds_at(config, "agents.researcher.workspace.read_memory_from.0") == {INVALID_VALUE}
+    assert kinds_at(config, "agents.researcher.workspace.read_memory_from[0]") == {INVALID_VALUE}
 
 
 def test_restricted_read_memory_from_allowed_for_sqlite(config: dict[str, Any]) -> None:
@@ -310,7 +310,7 @@ def test_skill_bundle_folders_unique(config: dict[str, Any]) -> None:
 
 def test_mcp_server_name_required(config: dict[str, Any]) -> None:
     config["mcp"]["servers"].append({"name": "", "command": "x"})
-    assert kinds_at(config, "mcp.servers.2.name") == {REQUIRED_FIELD_EMPTY}
+    assert kinds_at(config, "mcp.servers[2].name") == {REQUIRED_FIELD_EMPTY}
 
 
 def test_mcp_server_names_unique_case_insensitively(config: dict[str, Any]) -> None:
@@ -402,7 +402,7 @@ def test_mcp_bundle_naming_unknown_server_is_a_warning(config: dict[str, Any]) -
     errors, warnings = run(config)
     assert errors == []
     assert [(w.kind, w.path) for w in warnings] == [
-        (UNKNOWN_MCP_SERVER, "mcp_bundles.mb.servers.1")
+        (UNKNOWN_MCP_SERVER, "mcp_bundles.mb.servers[1]")
     ]
 
 
