@@ -46,6 +46,7 @@ from bundler.rules.names import (
     is_portable_skill_alias,
 )
 from bundler.rules.secrets import sweep_targets, withholder
+from bundler.rules.units import human_size
 
 KNOWN_FORMATS = (1, 2)
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
@@ -54,7 +55,6 @@ MAX_CHECKSUMS_BYTES = 512 * 1024 * 1024
 # An "empty install" for validate(): validate is pure, so this path is never touched.
 _EMPTY_INSTALL = Path("/nonexistent/bundler-verify-empty-install")
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
-
 
 
 @dataclass
@@ -142,13 +142,13 @@ def _read_root_file(root_fd: int, name: str, limit: int) -> tuple[bytes | None, 
         if st.st_nlink > 1:
             return None, Problem(name, "a hard link (a bundle holds none)")
         if st.st_size > limit:
-            return None, Problem(name, f"larger than {limit} bytes")
+            return None, Problem(name, f"larger than {human_size(limit)}")
         chunks: list[bytes] = []
         total = 0
         while chunk := os.read(fd, 1 << 20):
             total += len(chunk)
             if total > limit:
-                return None, Problem(name, f"larger than {limit} bytes")
+                return None, Problem(name, f"larger than {human_size(limit)}")
             chunks.append(chunk)
         return b"".join(chunks), None
     except OSError as exc:

@@ -9,6 +9,7 @@ from bundler.bundle.export import CARRIED_AS_IS, ExportReport, export_agent
 from bundler.cli.output import Output, Result
 from bundler.rules import hints
 from bundler.rules.names import escape_display
+from bundler.rules.units import human_size
 
 
 def export(args: argparse.Namespace, out: Output) -> Result:
@@ -34,22 +35,12 @@ def export(args: argparse.Namespace, out: Output) -> Result:
     )
 
 
-def _size(count: int) -> str:
-    value = float(count)
-    for unit in ("bytes", "KiB", "MiB"):
-        if value < 1024:
-            return f"{count} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GiB"
-
-
 def summary(report: ExportReport) -> list[str]:
     """The human report of 02 §11; every string from the config or the tree is escaped."""
     esc = escape_display
     lines = [
         f"exported {esc(report.root_agent)} to {esc(report.bundle)}",
-        f"  {report.files} files, {_size(report.bytes)} ({report.bytes} bytes), "
-        f"published with {report.publish_method}",
+        f"  {report.files} files, {human_size(report.bytes)}",
     ]
     if report.skill_bundles:
         lines.append(f"  skill bundles: {', '.join(esc(b) for b in report.skill_bundles)}")

@@ -10,8 +10,9 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
+from bundler.cli.wrap import fold_all
 from bundler.errors import BundlerError
 from bundler.rules import hints
 from bundler.rules.names import escape_display
@@ -36,6 +37,8 @@ class Result:
     error_message: str = ""
     error_path: str = ""
     quiet_text: list[str] | None = None
+    # a script or a man page: printed exactly as it is, never folded to the terminal
+    verbatim: bool = False
 
 
 class Output:
@@ -68,7 +71,10 @@ class Output:
         from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
 
         with Progress(
-            TextColumn("{task.description}"), BarColumn(), DownloadColumn(), transient=True
+            TextColumn("{task.description}"),
+            BarColumn(),
+            DownloadColumn(binary_units=True),
+            transient=True,
         ) as bar:
             task = bar.add_task(escape_display(description), total=total)
             yield lambda n: bar.advance(task, n)
@@ -76,7 +82,7 @@ class Output:
     def warn(self, message: str) -> None:
         """A warning line on stderr (not in --json mode: put warnings in the payload there)."""
         if not self.json_mode:
-            print("\n".join(hints.lines("warning: ", message)), file=sys.stderr)
+            _print(hints.lines("warning: ", message), sys.stderr)
 
     def emit(self, result: Result) -> int:
         """Print a command's result; returns its exit code."""
@@ -94,12 +100,14 @@ class Output:
             return result.code
         for warning in result.warnings:
             if not self.quiet or isinstance(warning, hints.Hinted):
-                print("\n".join(hints.lines("warning: ", warning)), file=sys.stderr)
+                _print(hints.lines("warning: ", warning), sys.stderr)
         text = result.text if result.quiet_text is None or not self.quiet else result.quiet_text
-        if text:
+        if text and result.verbatim:
             print("\n".join(text))
+        elif text:
+            _print(text, sys.stdout)
         if result.code != 0 and result.error_message:
-            print(f"error: {result.error_message}", file=sys.stderr)
+            _print(f"error: {result.error_message}".splitlines(), sys.stderr)
         return result.code
 
     def fail(self, err: BundlerError) -> int:
@@ -112,7 +120,12 @@ class Output:
             print(json.dumps({"ok": False, "error": error}, ensure_ascii=False))
         elif isinstance(err.message, hints.Hinted) and "\n" not in err.message:
             # the error itself stays one line; the command to paste follows on its own
-            print("\n".join(hints.lines("error: ", err.message)), file=sys.stderr)
+            _print(hints.lines("error: ", err.message), sys.stderr)
         else:
-            print(f"error: {message}", file=sys.stderr)
+            _print([f"error: {message}"], sys.stderr)
         return err.code
+
+
+def _print(lines: list[str], stream: TextIO) -> None:
+    """Human lines to ``stream``, prose folded to a terminal's width (never in --json)."""
+    print("\n".join(fold_all(lines, stream)), file=stream)
