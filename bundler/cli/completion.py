@@ -99,9 +99,10 @@ def zsh_script(tree: Command) -> str:
     """The zsh script: the bash one, run by zsh's ``bashcompinit``."""
     return "\n".join(
         [
-            f"#compdef {PROGRAM}",
             f"# zsh completion for {PROGRAM}, generated from its argument parser by",
-            f"# '{PROGRAM} completion zsh'; it runs the bash completion through bashcompinit.",
+            f"# '{PROGRAM} completion zsh'; source it from ~/.zshrc. It runs the bash",
+            "# completion through zsh's bashcompinit, which needs compinit first.",
+            "(( $+functions[compdef] )) || { autoload -U compinit && compinit }",
             "autoload -U +X bashcompinit && bashcompinit",
             bash_script(tree),
         ]
