@@ -2,9 +2,10 @@
 
 Only a terminal gets folded lines: a pipe or a file gets each line whole, as scripts and
 ``grep`` expect. A line is folded at spaces only, so no word is ever cut: a path without a space
-stays whole. What the user may paste is never folded: a line that is a command (it starts, after
-its indentation, with ``bundler `` or ``rm ``), a quoted span (``'bundler recover DIR'``) and the
-command after ``run: `` stay on one line, however long.
+stays whole, and so does a path with spaces (up to where the message goes on after it). What the
+user may paste is never folded: a line that is a command (it starts, after its indentation, with
+``bundler `` or ``rm ``), a quoted span (``'bundler recover DIR'``) and the command after
+``run: `` stay on one line, however long.
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ from bundler.rules import hints
 
 # a line that is itself a command to paste
 _PASTE_STARTS = (f"{hints.PROGRAM} ", "rm ")
-# spans a fold must not cut: a quoted command or name, and a command after "run: "
-_KEEP_WHOLE = re.compile(r"'[^'\n]*'|(?<=run: )\S.*$")
+# spans a fold must not cut: a quoted command or name, a command after "run: ", and a path
+# (from a word starting "/", "~/" or "./" to where a message goes on: ": ", ", ", "; ", " (")
+_KEEP_WHOLE = re.compile(
+    r"'[^'\n]*'|(?<=run: )\S.*$|(?:(?<=\s)|^)(?:~|\.\.?)?/.*?(?=: |, |; | \(|\)|$)"
+)
 _LABEL = re.compile(r"^[a-z-]+: ")
 # joins the words of a kept span while folding; output never holds it (escape_display shows C0)
 _GLUE = "\x00"

@@ -320,3 +320,18 @@ def test_every_error_about_a_file_names_the_file(tmp_path: Path) -> None:
         first = next(x for x in done.stderr.splitlines() if x.startswith("error: "))
         assert str(path) in first, (args, done.stderr)
         assert "Traceback" not in done.stderr, (args, done.stderr)
+
+
+def test_a_fold_never_cuts_a_path_a_quoted_command_or_a_command_to_run() -> None:
+    from bundler.cli.wrap import fold
+
+    path = "/tmp/my agents/the researcher bundle"
+    folded = fold(f"error: {path}: is not a bundle folder, so nothing was imported", 30)
+    assert folded[0] == f"error: {path}:" and all(len(x) <= 30 for x in folded[1:])
+    quoted = "'bundler recover /tmp/a b'"
+    folded = fold(f"warning: an export was interrupted here; see {quoted} for it", 30)
+    assert any(quoted in line for line in folded)
+    command = "bundler --install /srv/x config set a.b.c"
+    assert fold(f"error: a secret is missing; run: {command}", 30)[-1].endswith(command)
+    assert fold(f"  {command} --and-more", 10) == [f"  {command} --and-more"]
+    assert fold("a short line", None) == ["a short line"]
