@@ -176,7 +176,8 @@ def secrets_template(args: argparse.Namespace, out: Output) -> Result:
         if out.json_mode:
             payload["template"] = text
             return Result(payload=payload)
-        return Result(payload=payload, text=text.splitlines())
+        # a file's content, to be saved or copied: never folded
+        return Result(payload=payload, text=text.splitlines(), verbatim=True)
     _write_private(Path(args.out), text, force=args.force)
     shown = escape_display(args.out)
     return Result(payload=payload, text=[] if out.quiet else [f"wrote {shown}"])

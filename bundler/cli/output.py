@@ -37,7 +37,7 @@ class Result:
     error_message: str = ""
     error_path: str = ""
     quiet_text: list[str] | None = None
-    # a script or a man page: printed exactly as it is, never folded to the terminal
+    # not prose (a script, a man page, a file's content, a value, a table): printed as it is
     verbatim: bool = False
 
 

@@ -335,3 +335,18 @@ def test_a_fold_never_cuts_a_path_a_quoted_command_or_a_command_to_run() -> None
     assert fold(f"error: a secret is missing; run: {command}", 30)[-1].endswith(command)
     assert fold(f"  {command} --and-more", 10) == [f"  {command} --and-more"]
     assert fold("a short line", None) == ["a short line"]
+
+
+def test_values_tables_and_file_contents_are_never_folded(tmp_path: Path) -> None:
+    long_name = "a model name long enough to be folded on a narrow terminal"
+    install = copy_example(tmp_path)
+    field = "providers.models.anthropic.main.model"
+    set_it = cli("--install", str(install), "config", "set", field, long_name, home=tmp_path)
+    assert set_it.returncode == 0, set_it.stderr
+    for command in (
+        ["--install", str(install), "config", "get", field],
+        ["--install", str(install), "agents", "list"],
+    ):
+        shown, _ = _on_a_terminal(command, columns=30, home=tmp_path)
+        assert shown == cli(*command, home=tmp_path).stdout
+        assert any(len(line) > 30 for line in shown.splitlines())
