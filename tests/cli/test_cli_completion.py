@@ -177,3 +177,28 @@ def test_completion_and_man_with_json_carry_the_text() -> None:
     document = json.loads(run_cli(["completion", "bash", "--json"]).stdout)
     assert document["ok"] and "complete -F _bundler bundler" in document["script"]
     assert json.loads(run_cli(["man", "--json"]).stdout)["man"].startswith(".TH")
+
+
+def test_fish_completes_a_command_and_its_subcommands(tmp_path: Path) -> None:
+    if shutil.which("fish") is None:
+        pytest.skip("fish is not installed here; the text check above still covers it")
+    path = tmp_path / "bundler.fish"
+    path.write_text(script("fish"))
+
+    def offered(line: str) -> list[str]:
+        done = subprocess.run(
+            ["fish", "--no-config", "-c", f"source {path}; complete -C '{line}'"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return [row.split("\t")[0] for row in done.stdout.splitlines()]
+
+    assert offered("bundler ag") == ["agents"]
+    assert sorted(offered("bundler agents ")) == ["export", "import", "imports", "list"]
+    assert sorted(offered("bundler --install /tmp agents export --scan-secrets ")) == [
+        "off",
+        "refuse",
+        "warn",
+    ]
