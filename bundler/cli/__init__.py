@@ -367,7 +367,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="check that exports can replace a bundle atomically where DIR is",
     )
     completion = command(groups, "completion", "print a shell completion script")
-    completion.add_argument("shell", choices=SHELLS, metavar="SHELL", help=", ".join(SHELLS))
+    completion.add_argument(
+        "shell", choices=SHELLS, metavar="SHELL", help="the shell to print the script for"
+    )
     man = command(groups, "man", "print the manual page (roff), made from this help")
     # both are generated from this very parser; handed over so they import nothing of this module
     for generated in (completion, man):
