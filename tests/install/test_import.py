@@ -497,7 +497,7 @@ def test_hostile_bundle_in_a_real_process_exit_3_no_traceback(
     result = run_import(empty_install, str(bundle), "--accept-risks")
     assert result.returncode == 3
     assert (
-        result.stderr.startswith("error: bundle failed verification: ")
+        result.stderr.startswith(f"error: bundle {bundle} failed verification: ")
         and expected in result.stderr
     )
     assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
