@@ -19,6 +19,7 @@ from bundler.bundle.verify import VerifyReport, verify_bundle
 from bundler.errors import InvalidInput
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress
+from bundler.rules.units import human_size
 
 # --------------------------------------------------------------------------- inspect
 
@@ -69,7 +70,7 @@ class InspectReport:
             ("format", str(self.format_version)),
             *((key.replace("_", " "), value) for key, value in self.provenance.items()),
             ("files", str(self.verify.files)),
-            ("bytes", str(self.verify.bytes)),
+            ("size", human_size(self.verify.bytes)),
             ("verified", "yes" if not errors else f"NO: {errors} error(s), see below"),
         ]
 
@@ -179,7 +180,8 @@ def inspect_bundle(path: Path, *, progress: Progress | None = None) -> InspectRe
     manifest = checked.manifest
     if manifest is None:
         first = checked.errors[0] if checked.errors else Problem(MANIFEST_NAME, "unreadable")
-        raise InvalidInput(str(first), path=first.path)
+        # the entry path is relative to the bundle: name both
+        raise InvalidInput(f"{escape_display(str(path))}: {first}", path=first.path)
     report = InspectReport(verify=checked, root_agent=_escaped(manifest.get("root_agent", "")))
     report.format_version = checked.format_version
     provenance = manifest.get("provenance")

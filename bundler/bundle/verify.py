@@ -48,6 +48,7 @@ from bundler.rules.names import (
 )
 from bundler.rules.progress import Progress, known_total
 from bundler.rules.secrets import sweep_targets, withholder
+from bundler.rules.units import human_size
 
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 # 1,000,000 lines of "<32 hex>  <path>" with long paths fit comfortably
@@ -144,13 +145,13 @@ def _read_root_file(root_fd: int, name: str, limit: int) -> tuple[bytes | None, 
         if st.st_nlink > 1:
             return None, Problem(name, "a hard link (a bundle holds none)")
         if st.st_size > limit:
-            return None, Problem(name, f"larger than {limit} bytes")
+            return None, Problem(name, f"larger than {human_size(limit)}")
         chunks: list[bytes] = []
         total = 0
         while chunk := os.read(fd, 1 << 20):
             total += len(chunk)
             if total > limit:
-                return None, Problem(name, f"larger than {limit} bytes")
+                return None, Problem(name, f"larger than {human_size(limit)}")
             chunks.append(chunk)
         return b"".join(chunks), None
     except OSError as exc:

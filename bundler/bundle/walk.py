@@ -24,6 +24,7 @@ from bundler.fs import safefs
 from bundler.fs.copytree import digest_fd
 from bundler.rules.names import escape_display, is_portable_name, is_portable_skill_alias
 from bundler.rules.progress import Progress
+from bundler.rules.units import human_size
 
 # A tree of a million FIFOs must not become a million-line report held in memory.
 MAX_ENTRIES = 1_000_000
@@ -31,7 +32,7 @@ MAX_LISTED_TREE_ERRORS = 10_000
 MEMORY_FILES = ("MEMORY_SNAPSHOT.md", "brain.db")
 
 _NOT_IN_BUNDLE = (
-    "not part of a bundle (02 §1 allows only zeroclaw-agent.toml, config.toml, checksums.xxh3, "
+    "not part of a bundle (a bundle holds only zeroclaw-agent.toml, config.toml, checksums.xxh3, "
     "workspace/ and skills/)"
 )
 _SKIP_MESSAGES = {
@@ -244,7 +245,7 @@ class BundleWalker:
             self.error(CONFIG_NAME, exc.message)
             return
         if size > limit:
-            self.error(CONFIG_NAME, f"larger than {limit} bytes (at most 16 MiB)")
+            self.error(CONFIG_NAME, f"larger than {human_size(limit)}")
         else:
             self.tree.config = b"".join(kept)
         self._found(CONFIG_NAME, size, digest)

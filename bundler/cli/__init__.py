@@ -17,6 +17,7 @@ from types import FrameType
 from typing import Any, NoReturn
 
 from bundler import __version__
+from bundler.cli.completion import SHELLS
 from bundler.cli.output import Output, Result
 from bundler.errors import BundlerError, Interrupted, UsageError
 from bundler.rules import hints
@@ -44,7 +45,12 @@ HANDLERS: dict[tuple[str, ...], str] = {
     ("home", "verify-backup"): "bundler.cli.backup_cmds:verify_backup",
     ("home", "restore"): "bundler.cli.backup_cmds:restore",
     ("doctor",): "bundler.cli.doctor_cmds:doctor",
+    ("completion",): "bundler.cli.completion:completion",
+    ("man",): "bundler.cli.manpage:man",
 }
+
+# commands that are one word, with no sub-command
+SINGLE_WORD = ("recover", "doctor", "completion", "man")
 
 
 # per command: example argument lists, printed under "examples:" in its help (05 §1)
@@ -89,6 +95,8 @@ EXAMPLES: dict[tuple[str, ...], list[list[str]]] = {
     ("home", "verify-backup"): [["./backups/home.zip"]],
     ("home", "restore"): [["./backups/home.zip"], ["./backups/home.zip", "--home", "DIR"]],
     ("doctor",): [[], ["--project", ".", "--path", "/mnt/usb"]],
+    ("completion",): [["bash"], ["fish"]],
+    ("man",): [[]],
 }
 
 # the one rule for a VALUE of 'config set' (bundler.rules.values.parse_value)
@@ -373,8 +381,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doctor.add_argument("--project", metavar="DIR", help="also check this project's data home")
     doctor.add_argument(
-        "--path", metavar="DIR", help="check that RENAME_EXCHANGE works where DIR is"
+        "--path",
+        metavar="DIR",
+        help="check that exports can replace a bundle atomically where DIR is",
     )
+    completion = command(groups, "completion", "print a shell completion script")
+    completion.add_argument(
+        "shell", choices=SHELLS, metavar="SHELL", help="the shell to print the script for"
+    )
+    man = command(groups, "man", "print the manual page (roff), made from this help")
+    # both are generated from this very parser; handed over so they import nothing of this module
+    for generated in (completion, man):
+        generated.set_defaults(root_parser=parser)
     return parser
 
 
@@ -440,7 +458,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError("a command is required (see 'bundler --help')")
         words: tuple[str, ...] = (
             (args.group,)
-            if args.group in ("recover", "doctor")
+            if args.group in SINGLE_WORD
             else (args.group, getattr(args, "command", None) or "")
         )
         if words[-1] == "":

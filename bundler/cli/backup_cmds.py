@@ -9,6 +9,7 @@ from bundler.cli.output import Output, Result
 from bundler.home import backup as backups
 from bundler.home.restore import restore_home
 from bundler.rules.names import escape_display
+from bundler.rules.units import human_size
 
 
 def backup(args: argparse.Namespace, out: Output) -> Result:
@@ -31,7 +32,7 @@ def backup(args: argparse.Namespace, out: Output) -> Result:
             "skipped": skipped.as_json(),
             "skipped_paths": skipped.paths,
         },
-        text=[f"backup {shown}: {report.entries} files, {report.bytes} bytes"],
+        text=[f"backup {shown}: {report.entries} files, {human_size(report.bytes)}"],
         quiet_text=[shown],
         warnings=warnings,
     )
@@ -56,7 +57,7 @@ def verify_backup(args: argparse.Namespace, out: Output) -> Result:
         if out.quiet
         else [
             f"{shown}: sound backup of {agent} taken {report.created_at}, "
-            f"{report.entries} files, {report.bytes} bytes"
+            f"{report.entries} files, {human_size(report.bytes)}"
         ],
     )
 
@@ -69,7 +70,7 @@ def restore(args: argparse.Namespace, out: Output) -> Result:
             Path(args.project), Path(args.file), home=target, force=args.force, progress=progress
         )
     shown = escape_display(str(report.home))
-    lines = [f"restored {report.entries} files ({report.bytes} bytes) into {shown}"]
+    lines = [f"restored {report.entries} files ({human_size(report.bytes)}) into {shown}"]
     if report.kept:
         lines.append(f"what was there is kept as {', '.join(report.kept)} until the next restore")
     return Result(

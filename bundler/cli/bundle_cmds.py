@@ -6,6 +6,7 @@ import argparse
 import errno
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from bundler.bundle.verify import verify_bundle
 from bundler.cli.output import Output, Result
 from bundler.errors import EXIT_INVALID, Refused
 from bundler.rules.names import escape_display
+from bundler.rules.units import human_size
 
 
 def _error_lines(first: str, rest: list[str], json_mode: bool) -> str:
@@ -22,6 +24,12 @@ def _error_lines(first: str, rest: list[str], json_mode: bool) -> str:
     if json_mode or not rest:
         return first
     return "\nerror: ".join([first, *rest])
+
+
+def _problem_lines(bundle: str, problems: Sequence[object]) -> list[str]:
+    """One line per problem, naming the bundle as well: entry paths are relative to it."""
+    where = escape_display(str(bundle))
+    return [f"{where}: {problem}" for problem in problems]
 
 
 def verify(args: argparse.Namespace, out: Output) -> Result:
@@ -36,10 +44,11 @@ def verify(args: argparse.Namespace, out: Output) -> Result:
     if report.ok:
         text = [
             f"ok: {escape_display(str(report.path))}: format {report.format_version} bundle "
-            f"of agent {payload['root_agent']}, {report.files} files, {report.bytes} bytes verified"
+            f"of agent {payload['root_agent']}, {report.files} files, "
+            f"{human_size(report.bytes)} verified"
         ]
         return Result(payload=payload, text=[] if out.quiet else text, warnings=warnings)
-    lines = [str(problem) for problem in report.errors]
+    lines = _problem_lines(args.dir, report.errors)
     first = report.errors[0]
     return Result(
         payload=payload,
@@ -99,7 +108,7 @@ def inspect(args: argparse.Namespace, out: Output) -> Result:
             text = _plain(report)
     if report.verify.ok:
         return Result(payload=payload, text=text, warnings=warnings)
-    lines = [str(problem) for problem in report.verify.errors]
+    lines = _problem_lines(args.dir, report.verify.errors)
     return Result(
         payload=payload,
         text=text,
@@ -149,7 +158,9 @@ def secrets_template(args: argparse.Namespace, out: Output) -> Result:
     with out.progress() as progress:
         report = verify_bundle(Path(args.dir), progress=progress)
     if not report.ok or report.manifest is None:
-        lines = [str(problem) for problem in report.errors] or ["the bundle cannot be read"]
+        lines = _problem_lines(args.dir, report.errors) or [
+            f"{escape_display(str(args.dir))}: the bundle cannot be read"
+        ]
         return Result(
             payload=report.as_json(),
             code=EXIT_INVALID,
@@ -165,7 +176,8 @@ def secrets_template(args: argparse.Namespace, out: Output) -> Result:
         if out.json_mode:
             payload["template"] = text
             return Result(payload=payload)
-        return Result(payload=payload, text=text.splitlines())
+        # a file's content, to be saved or copied: never folded
+        return Result(payload=payload, text=text.splitlines(), verbatim=True)
     _write_private(Path(args.out), text, force=args.force)
     shown = escape_display(args.out)
     return Result(payload=payload, text=[] if out.quiet else [f"wrote {shown}"])

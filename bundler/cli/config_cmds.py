@@ -114,7 +114,9 @@ def get(args: argparse.Namespace, out: Output) -> Result:
     }
     if secret:
         payload["empty_required_secret"] = empty_required
-    return Result(payload=payload, text=[escape_display(format_value(shown))], warnings=warnings)
+    # a value, not prose: never folded (it may be copied)
+    text = [escape_display(format_value(shown))]
+    return Result(payload=payload, text=text, warnings=warnings, verbatim=True)
 
 
 def _read_value_from_stdin(path: str) -> str:
@@ -180,4 +182,4 @@ def agents_list(args: argparse.Namespace, out: Output) -> Result:
             f"{escape_display(str(row['alias'])):<{width}}  {enabled:<7}  "
             f"{escape_display(str(row['model_provider']))}"
         )
-    return Result(payload={"agents": to_jsonable(rows)}, text=text)
+    return Result(payload={"agents": to_jsonable(rows)}, text=text, verbatim=True)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from bundler.bundle.export import CARRIED_AS_IS, ExportReport, export_agent
 from bundler.cli.output import Output, Result
-from bundler.cli.sizes import size_text
 from bundler.rules import hints
 from bundler.rules.names import escape_display
+from bundler.rules.units import human_size
 
 
 def export(args: argparse.Namespace, out: Output) -> Result:
@@ -42,8 +42,7 @@ def summary(report: ExportReport) -> list[str]:
     esc = escape_display
     lines = [
         f"exported {esc(report.root_agent)} to {esc(report.bundle)}",
-        f"  {report.files} files, {size_text(report.bytes)} ({report.bytes} bytes), "
-        f"published with {report.publish_method}",
+        f"  {report.files} files, {human_size(report.bytes)}",
     ]
     if report.skill_bundles:
         lines.append(f"  skill bundles: {', '.join(esc(b) for b in report.skill_bundles)}")

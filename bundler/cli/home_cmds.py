@@ -22,6 +22,7 @@ from bundler.home.homes import (
 from bundler.home.skills import save_skill, skills_of
 from bundler.home.volumes import list_allowed_directories, load_volumes, volumes_from
 from bundler.rules.names import escape_display
+from bundler.rules.units import human_size
 
 _MAX_SKILL_FILE = 1 << 20
 
@@ -69,9 +70,11 @@ def show(args: argparse.Namespace, out: Output) -> Result:
         f"found by:  rule {resolution.rule}, {escape_display(resolution.source)}",
         f"writable:  {'yes' if writable else 'no'}",
         f"database:  {escape_display(str(resolution.database))} "
-        f"({sizes['database']} bytes, -wal {sizes['database_wal']} bytes)",
+        f"({human_size(sizes['database'])}, -wal {human_size(sizes['database_wal'])})",
     ]
-    text += [f"{name + '/':<10} {sizes[name]} bytes" for name in ("files", "skills", "backups")]
+    text += [
+        f"{name + '/':<10} {human_size(sizes[name])}" for name in ("files", "skills", "backups")
+    ]
     text += _before_restore_lines(before)
     text.append("volumes:" if volumes else "volumes:   none (toolOptions.bxai.allowedPaths is set)")
     text += [
@@ -99,7 +102,7 @@ def _before_restore_lines(copy: dict[str, Any] | None) -> list[str]:
     paths = [str(path) for path in copy["paths"]]
     names = ", ".join(escape_display(os.path.basename(path)) for path in paths)
     return [
-        f"before-restore copy: {copy['bytes']} bytes ({names}); the next restore replaces it",
+        f"before-restore copy: {human_size(copy['bytes'])} ({names}); the next restore replaces it",
         "  to remove it:",
         "    rm -r -- " + " ".join(shlex.quote(escape_display(path)) for path in paths),
     ]
@@ -127,7 +130,7 @@ def _read_skill_file(path: str) -> str:
         ) from None
     if len(data) > _MAX_SKILL_FILE:
         raise InvalidInput(
-            f"--file {escape_display(path)}: is larger than {_MAX_SKILL_FILE} bytes "
+            f"--file {escape_display(path)}: is larger than {human_size(_MAX_SKILL_FILE)} "
             "(a skill holds at most 20,000 characters)",
             path=path,
         )

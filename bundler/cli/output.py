@@ -10,8 +10,9 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
+from bundler.cli.wrap import fold_all
 from bundler.errors import BundlerError, RefusedWithList
 from bundler.rules import hints
 from bundler.rules.progress import Progress
@@ -36,6 +37,8 @@ class Result:
     error_message: str = ""
     error_path: str = ""
     quiet_text: list[str] | None = None
+    # not prose (a script, a man page, a file's content, a value, a table): printed as it is
+    verbatim: bool = False
 
 
 class Output:
@@ -80,7 +83,7 @@ class Output:
     def warn(self, message: str) -> None:
         """A warning line on stderr (not in --json mode: put warnings in the payload there)."""
         if not self.json_mode:
-            print("\n".join(hints.lines("warning: ", message)), file=sys.stderr)
+            _print(hints.lines("warning: ", message), sys.stderr)
 
     def emit(self, result: Result) -> int:
         """Print a command's result; returns its exit code."""
@@ -98,12 +101,14 @@ class Output:
             return result.code
         for warning in result.warnings:
             if not self.quiet or isinstance(warning, hints.Hinted):
-                print("\n".join(hints.lines("warning: ", warning)), file=sys.stderr)
+                _print(hints.lines("warning: ", warning), sys.stderr)
         text = result.text if result.quiet_text is None or not self.quiet else result.quiet_text
-        if text:
+        if text and result.verbatim:
             print("\n".join(text))
+        elif text:
+            _print(text, sys.stdout)
         if result.code != 0 and result.error_message:
-            print(f"error: {result.error_message}", file=sys.stderr)
+            _print(f"error: {result.error_message}".splitlines(), sys.stderr)
         return result.code
 
     def fail(self, err: BundlerError) -> int:
@@ -118,11 +123,16 @@ class Output:
             print(json.dumps({"ok": False, "error": error}, ensure_ascii=False))
         elif isinstance(err, RefusedWithList):
             # the error stays one line; what it found follows, one thing a line
-            lines = [f"error: {message}", *(f"  {line}" for line in err.details)]
-            print("\n".join(lines), file=sys.stderr)
+            _print([f"error: {message}"], sys.stderr)
+            print("\n".join(f"  {line}" for line in err.details), file=sys.stderr)
         elif isinstance(err.message, hints.Hinted) and "\n" not in err.message:
             # the error itself stays one line; the command to paste follows on its own
-            print("\n".join(hints.lines("error: ", err.message)), file=sys.stderr)
+            _print(hints.lines("error: ", err.message), sys.stderr)
         else:
-            print(f"error: {message}", file=sys.stderr)
+            _print([f"error: {message}"], sys.stderr)
         return err.code
+
+
+def _print(lines: list[str], stream: TextIO) -> None:
+    """Human lines to ``stream``, prose folded to a terminal's width (never in --json)."""
+    print("\n".join(fold_all(lines, stream)), file=stream)

@@ -18,8 +18,8 @@ import os
 import time
 from typing import Any
 
-from bundler.cli.sizes import size_text
 from bundler.rules.names import escape_display
+from bundler.rules.units import human_size
 
 REDRAW_SECONDS = 0.1
 INTERVAL_ENV = "BUNDLER_PROGRESS_INTERVAL"
@@ -46,10 +46,10 @@ def figures(task: Any) -> str:
     done = int(task.completed)
     parts = [
         f"files {files}/{files_total if files_total is not None else '?'}",
-        f"{size_text(done)}/{size_text(int(task.total)) if task.total is not None else '?'}",
+        f"{human_size(done)}/{human_size(int(task.total)) if task.total is not None else '?'}",
     ]
     speed = task.speed
-    parts.append(f"{size_text(int(speed))}/s" if speed is not None else "?/s")
+    parts.append(f"{human_size(int(speed))}/s" if speed is not None else "?/s")
     if task.total is not None and task.completed >= task.total:
         parts.append("eta 0:00:00")
     else:

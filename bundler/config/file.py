@@ -28,6 +28,7 @@ import xxhash
 from bundler.errors import InvalidInput, Refused
 from bundler.rules import layout, tomlcompat
 from bundler.rules.names import escape_display
+from bundler.rules.units import human_size
 
 __all__ = [
     "CONFIG_DIR_VARIABLE",
@@ -192,7 +193,7 @@ def _read_limited(fd: int, where: str) -> bytes:
     while chunk := os.read(fd, 1 << 20):
         held += len(chunk)
         if held > MAX_CONFIG_BYTES:
-            raise Refused(f"{where} is larger than {MAX_CONFIG_BYTES} bytes", path=where)
+            raise Refused(f"{where} is larger than {human_size(MAX_CONFIG_BYTES)}", path=where)
         chunks.append(chunk)
     return b"".join(chunks)
 

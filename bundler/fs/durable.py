@@ -39,7 +39,8 @@ def renameat2(src_dir_fd: int, src: str, dst_dir_fd: int, dst: str, flags: int) 
     """``renameat2(2)``; raises OSError (ENOSYS where libc has no such function)."""
     func = getattr(_libc, "renameat2", None)
     if func is None:
-        raise OSError(errno.ENOSYS, "renameat2 is not available")
+        # the text may reach a user: it says what is missing, not which call
+        raise OSError(errno.ENOSYS, "this system cannot rename atomically")
     result = func(src_dir_fd, os.fsencode(src), dst_dir_fd, os.fsencode(dst), ctypes.c_uint(flags))
     if result != 0:
         err = ctypes.get_errno()
@@ -61,7 +62,7 @@ def syncfs(fd: int) -> None:
     """``syncfs(2)`` on the filesystem holding ``fd``; raises OSError on failure."""
     func = getattr(_libc, "syncfs", None)
     if func is None:
-        raise OSError(errno.ENOSYS, "syncfs is not available")
+        raise OSError(errno.ENOSYS, "this system cannot flush a whole filesystem")
     if func(fd) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))

@@ -60,6 +60,7 @@ from bundler.rules import hints
 from bundler.rules.actions import step
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress, phase
+from bundler.rules.units import human_size
 
 BACKUPS = "backups"
 TEMP_PREFIX = ".backup-"
@@ -241,7 +242,8 @@ def _add_file(
         )
     if st.st_size > MAX_ENTRY_SIZE:
         raise Refused(
-            f"{escape_display(relpath)} is larger than 64 GiB: restore would refuse it",
+            f"{escape_display(relpath)} is larger than {human_size(MAX_ENTRY_SIZE)}: "
+            "restore would refuse it",
             path=escape_display(relpath),
         )
     info = _zipinfo(relpath, st, folder=False)

@@ -31,6 +31,7 @@ import xxhash
 from bundler.errors import InvalidInput, Refused
 from bundler.rules import schema
 from bundler.rules.names import CONTROL_CHARS, escape_display
+from bundler.rules.units import human_size
 
 FORMAT = 1
 """The newest backup format this tool reads and the one it writes."""
@@ -184,7 +185,7 @@ def check_infos(infos: Sequence[zipfile.ZipInfo]) -> None:
         if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
             raise _invalid(name, f"uses unsupported compression method {info.compress_type}")
         if info.file_size > MAX_ENTRY_SIZE:
-            raise _invalid(name, f"is larger than {MAX_ENTRY_SIZE >> 30} GiB")
+            raise _invalid(name, f"is larger than {human_size(MAX_ENTRY_SIZE)}")
         if info.file_size > MAX_RATIO * info.compress_size:
             raise _invalid(name, f"has a compression ratio beyond {MAX_RATIO}:1 (a zip bomb?)")
         if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
@@ -332,30 +333,39 @@ def open_zip(path: Path) -> Iterator[zipfile.ZipFile]:
         except InvalidInput as exc:
             raise InvalidInput(f"{path}: {exc.message}", path=str(path)) from None
         try:
-            archive = zipfile.ZipFile(fp)
-        except UnicodeDecodeError as exc:
-            raw = exc.object if isinstance(exc.object, bytes) else b""
-            name = raw.decode("utf-8", "backslashreplace")
-            raise _invalid(name, "has a name that is not valid UTF-8") from None
-        except (
-            zipfile.BadZipFile,
-            zipfile.LargeZipFile,
-            struct.error,
-            ValueError,
-            NotImplementedError,  # a directory record needing a zip version beyond 6.3
-        ) as exc:
-            raise InvalidInput(f"{path}: not a readable zip file ({exc})", path=str(path)) from None
-        with archive:
-            infos = archive.infolist()
-            if len(infos) != end.count:
-                raise InvalidInput(
-                    f"{path}: the end of central directory record declares {end.count} entries, "
-                    f"the directory holds {len(infos)}",
-                    path=str(path),
-                )
-            check_infos(infos)
-            _check_directory_ends(fp, infos, end, path)
-            yield archive
+            with _opened_archive(fp, path) as archive:
+                infos = archive.infolist()
+                if len(infos) != end.count:
+                    raise InvalidInput(
+                        f"{path}: the end of central directory record declares {end.count} "
+                        f"entries, the directory holds {len(infos)}",
+                        path=str(path),
+                    )
+                check_infos(infos)
+                _check_directory_ends(fp, infos, end, path)
+                yield archive
+        except InvalidInput as exc:
+            if exc.message.startswith(f"{path}: "):
+                raise
+            # what is wrong inside the zip (an entry, backup.json) is named with the zip itself
+            raise InvalidInput(f"{path}: {exc.message}", path=exc.path or str(path)) from None
+
+
+def _opened_archive(fp: BinaryIO, path: Path) -> zipfile.ZipFile:
+    try:
+        return zipfile.ZipFile(fp)
+    except UnicodeDecodeError as exc:
+        raw = exc.object if isinstance(exc.object, bytes) else b""
+        name = raw.decode("utf-8", "backslashreplace")
+        raise _invalid(name, "has a name that is not valid UTF-8") from None
+    except (
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        struct.error,
+        ValueError,
+        NotImplementedError,  # a directory record needing a zip version beyond 6.3
+    ) as exc:
+        raise InvalidInput(f"{path}: not a readable zip file ({exc})", path=str(path)) from None
 
 
 # --- backup.json -----------------------------------------------------------------------------
@@ -626,7 +636,7 @@ def read_index(archive: zipfile.ZipFile) -> BackupIndex:
     except KeyError:
         raise InvalidInput(f"the zip holds no {MANIFEST}: not a data-home backup") from None
     if info.file_size > MAX_MANIFEST_BYTES:
-        raise _invalid(MANIFEST, f"is larger than {MAX_MANIFEST_BYTES >> 20} MiB")
+        raise _invalid(MANIFEST, f"is larger than {human_size(MAX_MANIFEST_BYTES)}")
     chunks: list[bytes] = []
     stream_entry(archive, info, info.file_size, None, chunks.append)
     return parse_index(b"".join(chunks))

@@ -23,6 +23,7 @@ from bundler.install import merge
 from bundler.rules import hints, tomlcompat
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path, parse_path
+from bundler.rules.units import human_size
 
 
 class Prompter(Protocol):
@@ -187,7 +188,9 @@ def load_secrets_file(path: Path) -> dict[str, str]:
         while chunk := os.read(fd, 1 << 20):
             raw += chunk
             if len(raw) > 16 << 20:
-                raise InvalidInput(f"secrets file {shown} is larger than 16 MiB", path=str(path))
+                raise InvalidInput(
+                    f"secrets file {shown} is larger than {human_size(16 << 20)}", path=str(path)
+                )
     finally:
         os.close(fd)
     # the parser's message may quote a line of the file, which holds secrets: say only where.
@@ -209,6 +212,8 @@ SECRET_ARGUMENT_WARNING = (
 def is_yes(answer: str) -> bool:
     """True for ``y`` or ``yes`` in any case, surrounding blanks ignored."""
     return answer.strip().lower() in ("y", "yes")
+
+
 def _parse_secrets(raw: bytes) -> dict[str, Any] | None:
     text = tomlcompat.decode_utf8(raw)
     if text is None:

@@ -138,11 +138,11 @@ def destination_findings(path: Path) -> DoctorReport:
             path=str(path),
         ) from None
     if works:
-        detail = f"{shown}: RENAME_EXCHANGE works (exports replace bundles atomically)"
+        detail = f"{shown}: exports replace a bundle here in one atomic step"
     else:
         detail = (
-            f"{shown}: RENAME_EXCHANGE is not supported; --force exports use the two-rename "
-            "fallback"
+            f"{shown}: this filesystem cannot swap two folders in one step; --force exports "
+            "replace a bundle with two renames (if interrupted, 'bundler recover' repairs it)"
         )
     return DoctorReport(
         problems=[_leftover("export-leftover", str(path), line) for line in abandoned_in(path)],

@@ -262,7 +262,10 @@ def _import(
         rest = len(report.errors) - 3
         every = hints.command("bundle", "verify", os.path.abspath(bundle))
         more = f" (and {rest} more; every one: {every})" if rest > 0 else ""
-        raise InvalidInput(f"bundle failed verification: {shown}{more}", path=report.errors[0].path)
+        where = escape_display(str(bundle))
+        raise InvalidInput(
+            f"bundle {where} failed verification: {shown}{more}", path=report.errors[0].path
+        )
     manifest = report.manifest or {}
     required = [p for p in manifest.get("required_secrets", []) if isinstance(p, str)]
     # before the merge plan: a dangling name is removed, never bound to a same-named local entry

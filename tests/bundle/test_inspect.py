@@ -186,4 +186,4 @@ def test_inspect_of_a_folder_without_manifest_is_invalid(tmp_path: Path) -> None
     (tmp_path / "empty").mkdir()
     result = run_inspect(tmp_path / "empty")
     assert result.returncode == 3
-    assert result.stderr.startswith("error: zeroclaw-agent.toml")
+    assert result.stderr.startswith(f"error: {tmp_path / 'empty'}: zeroclaw-agent.toml")

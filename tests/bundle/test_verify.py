@@ -141,8 +141,9 @@ def test_checksums_removed_though_the_manifest_names_them_is_refused(
     (bundle / bf.CHECKSUMS).unlink()
     result = run_verify(bundle)
     assert result.returncode == 3, result.stderr
-    assert "error: checksums.xxh3: missing, though the manifest's [contents] names it" in (
-        result.stderr
+    assert (
+        f"error: {bundle}: checksums.xxh3: missing, though the manifest's [contents] names it"
+        in result.stderr
     )
 
 
@@ -374,7 +375,7 @@ def test_bidi_controls_in_a_link_name_are_escaped(exported: Path, tmp_path: Path
     result = run_verify(bundle)
     assert result.returncode == 3
     assert "\u202e" not in result.stderr
-    assert "error: workspace/invoice\\u202etxt.exe: a symbolic link" in result.stderr
+    assert f"error: {bundle}: workspace/invoice\\u202etxt.exe: a symbolic link" in result.stderr
     document = json.loads(run_verify(bundle, "--json").stdout)
     assert "workspace/invoice\\u202etxt.exe" in [error["path"] for error in document["errors"]]
 

@@ -96,7 +96,7 @@ def test_content_under_an_unsafe_zeroclaw_alias_is_refused(tmp_path: Path) -> No
     (bundle / "skills" / "con" / "evil" / "SKILL.md").write_text("run me\n")
     result = run_verify(bundle)
     assert result.returncode == 3
-    assert "error: skills/con:" in result.stderr
+    assert f"error: {bundle}: skills/con:" in result.stderr
 
 
 def test_zeroclaw_manifest_omitting_a_zeroclaw_kind_is_refused(tmp_path: Path) -> None:

@@ -273,7 +273,7 @@ def test_verify_backup_cli_accepts_a_sound_backup_and_exits_3_on_a_flipped_byte(
     zip_path.write_bytes(bytes(data))
     bad = run_cli("home", "verify-backup", str(zip_path), env=env_for(tmp_path))
     assert bad.returncode == 3
-    assert bad.stderr.startswith("error: backup entry files/a.txt")
+    assert bad.stderr.startswith(f"error: {zip_path}: backup entry files/a.txt")
     assert "Traceback" not in bad.stderr
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from hostile_zips import clean_env, content_state, make_project, run_cli
 
 from bundler.home.backup import backup_home
+from bundler.rules.units import human_size
 
 
 def _setup(tmp_path: Path) -> tuple[dict[str, str], Path, Path, Path]:
@@ -111,7 +112,7 @@ def test_home_show_names_the_before_restore_copy_with_its_size_and_removal(
     assert sorted(copy["names"]) == kept
     text = run_cli("home", "show", "--project", str(project), env=env).stdout
     line = [row for row in text.splitlines() if "before-restore copy" in row]
-    assert line and f"{expected} bytes" in line[0]
+    assert line and human_size(expected) in line[0]
     remove = [row for row in text.splitlines() if row.strip().startswith("rm -r")]
     assert len(remove) == 1
     for name in kept:

@@ -19,6 +19,7 @@ from bundler.config.file import MAX_CONFIG_BYTES
 from bundler.errors import UsageError
 from bundler.install.bind_secrets import endpoint_of, split_assignment
 from bundler.rules import tomlcompat
+from bundler.rules.units import human_size
 
 ANTHROPIC_KEY = "sk-ant-IMPORTED-key-zqxjvwqzqxjvwq"
 SECRET_ARGS = ["--secret", f"providers.models.anthropic.main.api_key={ANTHROPIC_KEY}"]
@@ -352,7 +353,7 @@ def test_target_config_over_the_one_size_limit_is_refused_unread(
     before = snapshot(install)
     result = run_import(install, str(bundle), "--accept-risks")
     assert result.returncode == 1, result.stderr
-    assert f"larger than {MAX_CONFIG_BYTES} bytes" in result.stderr
+    assert f"larger than {human_size(MAX_CONFIG_BYTES)}" in result.stderr
     assert snapshot(install) == before
 
 
@@ -496,7 +497,7 @@ def test_hostile_bundle_in_a_real_process_exit_3_no_traceback(
     result = run_import(empty_install, str(bundle), "--accept-risks")
     assert result.returncode == 3
     assert (
-        result.stderr.startswith("error: bundle failed verification: ")
+        result.stderr.startswith(f"error: bundle {bundle} failed verification: ")
         and expected in result.stderr
     )
     assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1

@@ -5,6 +5,7 @@ then the secrets, typed without echo; a refusal asks for no secret and changes n
 from __future__ import annotations
 
 import io
+import re
 import shlex
 from pathlib import Path
 
@@ -17,6 +18,11 @@ from bundler.rules import tomlcompat
 
 TYPED = "sk-TYPED-at-the-terminal-0123456789"
 GIVEN = "sk-ant-GIVEN-on-the-command-line-987"
+
+
+def phrase(text: str) -> str:
+    """``text`` as a pattern that also matches it folded to the terminal's width (prose is)."""
+    return r"\s+".join(re.escape(word) for word in text.split())
 
 
 def spawn(
@@ -47,8 +53,8 @@ def test_consent_comes_first_y_is_accepted_secrets_are_not_echoed(tmp_path: Path
         f"providers.models.anthropic.main.api_key={GIVEN}",
         home=tmp_path,
     )
-    child.expect("--secret values are visible to other users")
-    child.expect("After this import the agent may:")
+    child.expect(phrase("--secret values are visible to other users"))
+    child.expect(phrase("After this import the agent may:"))
     child.expect(r"Import it\? \[y/N\]")
     assert "api_key (sent to" not in seen.getvalue()  # no secret was asked for yet
     child.sendline("y")
@@ -68,8 +74,9 @@ def test_consent_comes_first_y_is_accepted_secrets_are_not_echoed(tmp_path: Path
     assert config["providers"]["models"]["openai"]["backup"]["api_key"] == TYPED
     assert config["providers"]["models"]["anthropic"]["main"]["api_key"] == GIVEN
     # the warning came once, before the question; the undo hint survives a 40-column terminal
-    assert transcript.count("--secret values are visible") == 1
-    assert transcript.index("--secret values") < transcript.index("After this import the agent may")
+    flat = " ".join(transcript.split())
+    assert flat.count("--secret values are visible") == 1
+    assert flat.index("--secret values") < flat.index("After this import the agent may")
     receipt = next((install / "data" / "state" / "imports").iterdir())
     undo = shlex.join(
         ["bundler", "--install", str(install), "agents", "import", "--undo", str(receipt)]

@@ -1,0 +1,28 @@
+"""How a size is shown to a person: one style, written once (issue 14 item 14).
+
+Human output gives sizes in IEC units with one decimal (``1.5 MiB``) so that every line of every
+command reads alike; ``--json`` keeps exact byte counts, which is what a script compares.
+"""
+
+from __future__ import annotations
+
+_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def human_size(count: int) -> str:
+    """``count`` bytes as a person reads it: ``"1 byte"``, ``"900 bytes"``, ``"1.5 MiB"``.
+
+    Below 1 KiB the exact count; above, the largest IEC unit that keeps the value below 1024
+    once rounded to one decimal (so 1048575 bytes is ``1.0 MiB``, never ``1024.0 KiB``).
+    """
+    if count < 1024:
+        return "1 byte" if count == 1 else f"{count} bytes"
+    value = float(count)
+    for unit in _UNITS:
+        value /= 1024
+        if round(value, 1) < 1024 or unit == _UNITS[-1]:
+            return f"{value:.1f} {unit}"
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+__all__ = ["human_size"]
