@@ -315,7 +315,7 @@ def _redact_report(report: ExportReport, sweep: ExportSweep) -> None:
 def _build(staging: Staging, run: _Run, report: ExportReport) -> None:
     """Fill the staging folder; the manifest is the last file written."""
     extra: list[Dropped] = []
-    with ChecksumSpool() as checksums:
+    with ChecksumSpool() as checksums, run.sweep.beside():
         copy = _Copy(
             staging.fd, run.install_root, run.sweep, report, extra, run.progress, checksums
         )

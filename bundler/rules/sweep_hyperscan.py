@@ -7,8 +7,9 @@ boundaries). Streaming mode finds a pattern that straddles two chunks without sc
 byte twice.
 
 The ``hyperscan`` binding (0.9) shapes this module. A scratch space may be used by one
-thread at a time and ``Stream.close`` always uses the database's own scratch, so each thread
-that sweeps has its own database (compiled in tens of milliseconds, outside the GIL); see
+thread at a time and ``Stream.close`` always uses the database's own scratch, so an open
+stream holds a database of its own: a second one is compiled (in tens of milliseconds,
+outside the GIL) only when two threads sweep at the same moment; see
 :class:`HyperscanStream` for its reference counting. The literal compiler measures each
 pattern with ``strlen``, so a pattern holding a NUL byte cannot be given to it:
 :func:`compile_matcher` returns None then, and for any pattern Hyperscan refuses (longer than
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import threading
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
@@ -62,9 +62,11 @@ class HyperscanStream:
     ``Database.stream`` leaks pays for exactly once.
     """
 
-    def __init__(self, database: Any, record: Record) -> None:
+    def __init__(self, matcher: HyperscanMatcher, record: Record) -> None:
+        self._matcher = matcher
         self._record = record
-        self._stream = database.stream(match_event_handler=_on_match, context=record)
+        self._database = matcher.acquire()
+        self._stream = self._database.stream(match_event_handler=_on_match, context=record)
         self._stream.__enter__()  # hs_open_stream
 
     def feed(self, chunk: bytes | bytearray | memoryview) -> None:
@@ -72,8 +74,9 @@ class HyperscanStream:
         self._stream.scan(chunk)
 
     def close(self) -> None:
-        """End the stream and free its state."""
+        """End the stream and free its state; its database is free for the next stream."""
         self._stream.close()
+        self._matcher.release(self._database)
 
 
 class HyperscanMatcher:
@@ -85,10 +88,8 @@ class HyperscanMatcher:
 
     def __init__(self, patterns: Sequence[bytes]) -> None:
         self._patterns = list(patterns)
-        self._local = threading.local()
-        # compiled now, so that a refused pattern shows in compile_matcher; the first thread
-        # to sweep adopts it (the exporter sweeps on a thread of its own)
-        self._spare = [self._compile()]
+        # compiled now, so that a refused pattern shows in compile_matcher
+        self._free = [self._compile()]
 
     def _compile(self) -> Any:
         hyperscan = _module()
@@ -104,19 +105,20 @@ class HyperscanMatcher:
         )
         return database
 
-    def _database(self) -> Any:
-        database = getattr(self._local, "database", None)
-        if database is None:
-            try:
-                database = self._spare.pop()
-            except IndexError:
-                database = self._compile()
-            self._local.database = database
-        return database
+    def acquire(self) -> Any:
+        """A database no open stream uses (compiled anew only when all are in use)."""
+        try:
+            return self._free.pop()  # atomic under the GIL
+        except IndexError:
+            return self._compile()
+
+    def release(self, database: Any) -> None:
+        """Give back a database :meth:`acquire` lent."""
+        self._free.append(database)
 
     def stream(self, record: Record) -> HyperscanStream:
         """A new stream reporting each pattern found to ``record`` (once)."""
-        return HyperscanStream(self._database(), record)
+        return HyperscanStream(self, record)
 
     def scan(self, data: bytes | bytearray | memoryview, record: Record) -> None:
         """Report every pattern found in ``data`` to ``record`` (once each)."""
