@@ -29,3 +29,16 @@ def _no_ambient_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("ZEROCLAW_"):
             monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(params=["hyperscan", "python"])
+def each_sweep_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test once per secret-sweep engine (issue 15): ``BUNDLER_SWEEP_ENGINE`` is set in
+    this process and so in every CLI it starts. Hyperscan's run is skipped where no wheel is."""
+    from bundler.rules import sweep_hyperscan
+
+    engine = str(request.param)
+    if engine == "hyperscan" and not sweep_hyperscan.available():
+        pytest.skip("hyperscan is not installed on this platform")
+    monkeypatch.setenv("BUNDLER_SWEEP_ENGINE", engine)
+    return engine

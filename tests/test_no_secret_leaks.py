@@ -394,6 +394,7 @@ def _leak_files() -> dict[str, tuple[str, bytes]]:
     }
 
 
+@pytest.mark.usefixtures("each_sweep_engine")
 @pytest.mark.parametrize("form", list(_leak_files()))
 def test_export_refuses_a_workspace_file_holding_the_key_and_never_prints_it(
     tmp_path: Path, form: str
@@ -417,6 +418,7 @@ def test_export_refuses_a_workspace_file_holding_the_key_and_never_prints_it(
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".zeroclaw-export-")]
 
 
+@pytest.mark.usefixtures("each_sweep_engine")
 @pytest.mark.parametrize(
     ("scan", "where"), [("refuse", "file"), ("refuse", "folder"), ("warn", "file"), ("off", "file")]
 )
@@ -858,6 +860,7 @@ def test_config_set_of_a_secret_prints_only_its_path(tmp_path: Path, via: str) -
     assert _state_leaks(root, [LEAK, PLAIN]) == []
 
 
+@pytest.mark.usefixtures("each_sweep_engine")
 def test_export_scan_warn_reports_the_hit_by_path_never_by_value(tmp_path: Path) -> None:
     root = _example_with_leak(tmp_path)
     rel, data = _leak_files()["json-escaped"]

@@ -25,6 +25,9 @@ from e2e_helpers import bundler_cli, leaks_in, tree_leaks
 from installs import copy_example
 from kit import run_cli
 
+# every test here runs once per sweep engine (issue 15)
+pytestmark = pytest.mark.usefixtures("each_sweep_engine")
+
 ANTHROPIC_KEY = "sk-FAKE-anthropic-0000000000000000"  # examples/install, researcher's provider
 KEY_PATH = "providers.models.anthropic.main.api_key"
 BEARER = "Bearer sk-FAKE-search-999999999999"  # examples/install, the search server's header

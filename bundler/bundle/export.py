@@ -327,7 +327,11 @@ def _build(staging: Staging, run: _Run, report: ExportReport) -> None:
     """Fill the staging folder; the manifest is the last file written."""
     extra: list[Dropped] = []
     estimate = _estimate(run) if run.progress is not None else (None, None)
-    with ChecksumSpool() as checksums, phase(run.progress, "exporting", *estimate):
+    with (
+        ChecksumSpool() as checksums,
+        phase(run.progress, "exporting", *estimate),
+        run.sweep.beside(),
+    ):
         copy = _Copy(
             staging.fd, run.install_root, run.sweep, report, extra, run.progress, checksums
         )

@@ -8,7 +8,11 @@ every report and message.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextvars
+import queue
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 from bundler.errors import Refused, RefusedWithList
 from bundler.rules.names import escape_display
@@ -34,11 +38,44 @@ class ExportSweep:
         self._in_names: set[Hit] = set()
         self._stream: SweepStream | None = None
         self._current = ""
+        self._lane: _Lane | None = None
 
     @property
     def observer(self) -> Callable[[str, memoryview], None] | None:
         """The hook to give ``copy_tree``, or None when no content is swept."""
-        return self.observe if self.sweeper is not None and self.mode != "off" else None
+        if self.sweeper is None or self.mode == "off":
+            return None
+        return self.observe if self._lane is None else self._lane.observe
+
+    @contextmanager
+    def beside(self) -> Iterator[None]:
+        """Sweep on a thread of its own while the block copies (issue 15: both cores).
+
+        Inside the block :attr:`observer`, :meth:`file_done`, :meth:`folder` and :meth:`scan`
+        only queue their work, in order, for one sweeping thread: the copy of the next files
+        (``copy_file_range``, the read-back, the digest) overlaps the sweep of the previous
+        ones, both in C calls that release the GIL. What is reported is unchanged: the same
+        hits in the same order, and the first refusal in copy order. A refusal surfaces at
+        the next queued call or when the block ends; an error of the block itself is replaced
+        by a refusal of a file copied before it, as a sweep riding on the copy would have
+        raised that one first. The block never ends normally with sweeping left undone.
+        """
+        if self.observer is None or self._lane is not None:
+            yield
+            return
+        lane = self._lane = _Lane(self)
+        try:
+            yield
+        except BaseException as error:
+            self._lane = None
+            refusal = lane.finish()
+            if refusal is not None and refusal is not error:
+                raise refusal from error
+            raise
+        self._lane = None
+        refusal = lane.finish()
+        if refusal is not None:
+            raise refusal
 
     def observe(self, relpath: str, chunk: memoryview) -> None:
         """``copy_tree``'s observer: every chunk of every carried file, in order."""
@@ -53,20 +90,40 @@ class ExportSweep:
         """Close the file's stream and sweep its relative path as well."""
         if self.observer is None:
             return
+        if self._lane is not None:
+            self._lane.put(self._file_done, relpath)
+            return
+        self._file_done(relpath)
+
+    def _file_done(self, relpath: str) -> None:
         if self._current == relpath:
             self._finish()
         self._add(self._names_hits(relpath), in_name=True)
 
     def folder(self, relpath: str) -> None:
         """Sweep the relative path of a carried folder (it travels even when empty)."""
-        if self.observer is not None:
-            self._add(self._names_hits(relpath), in_name=True)
+        if self.observer is None:
+            return
+        if self._lane is not None:
+            self._lane.put(self._folder, relpath)
+            return
+        self._folder(relpath)
+
+    def _folder(self, relpath: str) -> None:
+        self._add(self._names_hits(relpath), in_name=True)
 
     def scan(self, name: str, data: bytes) -> None:
         """Sweep a whole rendered file (``config.toml``, the manifest)."""
-        if self.observer is not None:
-            assert self.sweeper is not None
-            self._add(self.sweeper.scan_bytes(name, data))
+        if self.observer is None:
+            return
+        if self._lane is not None:
+            self._lane.put(self._scan, name, data)
+            return
+        self._scan(name, data)
+
+    def _scan(self, name: str, data: bytes | memoryview) -> None:
+        assert self.sweeper is not None
+        self._add(self.sweeper.scan_bytes(name, data))
 
     def _names_hits(self, relpath: str) -> list[Hit]:
         assert self.sweeper is not None
@@ -101,6 +158,8 @@ class ExportSweep:
     def refuse_if_found(self) -> None:
         """Under ``refuse``, raise one error naming every hit (file and config path, never
         the value); one hit keeps the one-line message, several are listed under a summary."""
+        if self._lane is not None:
+            self._lane.wait()  # what the sweeping thread still holds may hit too
         if self.mode != "refuse" or not self.hits:
             return
         if len(self.hits) == 1:
@@ -137,3 +196,78 @@ class ExportSweep:
 
     def _fix(self, hit: Hit) -> str:
         return "rename it" if hit in self._in_names else "remove it from the file"
+
+
+# Work queued for the sweeping thread is sent in batches of about this many bytes (and at
+# most BATCH_CALLS calls): one hand-over per small file would cost more than its sweep.
+BATCH_BYTES = 256 << 10
+BATCH_CALLS = 64
+# Batches waiting at most: with 1 MiB chunks, about this many MiB of copied bytes in memory.
+QUEUE_BATCHES = 8
+
+_Call = tuple[Callable[..., None], tuple[object, ...]]
+
+
+class _Lane:
+    """The sweeping thread of :meth:`ExportSweep.beside`, and the ordered queue that feeds it."""
+
+    def __init__(self, sweep: ExportSweep) -> None:
+        self._sweep = sweep
+        self._batch: list[_Call] = []
+        self._bytes = 0
+        self._queue: queue.Queue[list[_Call] | None] = queue.Queue(QUEUE_BATCHES)
+        self._error: BaseException | None = None
+        # in the copying thread's context, so that a refusal made there is withheld the same
+        # way (errors.withholding keeps its scrubbers in a context variable)
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(
+            target=context.run, args=(self._run,), name="bundler-sweep", daemon=True
+        )
+        self._thread.start()
+
+    def observe(self, relpath: str, chunk: memoryview) -> None:
+        """``copy_tree``'s observer: the chunk is copied, as the copier reuses its buffer."""
+        self.put(self._sweep.observe, relpath, bytes(chunk), size=len(chunk))
+
+    def put(self, call: Callable[..., None], *args: object, size: int = 0) -> None:
+        """Queue ``call(*args)``; raise the sweep's refusal if one came meanwhile."""
+        if self._error is not None:
+            raise self._error
+        self._batch.append((call, args))
+        self._bytes += size
+        if self._bytes >= BATCH_BYTES or len(self._batch) >= BATCH_CALLS:
+            self._flush()
+
+    def wait(self) -> None:
+        """Return once everything queued so far is swept; raise the sweep's error if one came."""
+        swept = threading.Event()
+        self.put(swept.set)
+        self._flush()
+        # a failed sweep drains its queue without running it, so the event may never be set
+        while not swept.wait(0.05):
+            if self._error is not None:
+                raise self._error
+        if self._error is not None:
+            raise self._error
+
+    def _flush(self) -> None:
+        if self._batch:
+            batch, self._batch, self._bytes = self._batch, [], 0
+            self._queue.put(batch)
+
+    def finish(self) -> BaseException | None:
+        """Sweep what is queued, stop the thread; the first error the sweep raised, if any."""
+        self._flush()
+        self._queue.put(None)
+        self._thread.join()
+        return self._error
+
+    def _run(self) -> None:
+        while (batch := self._queue.get()) is not None:
+            if self._error is not None:
+                continue  # drained unswept: the export is refused already
+            try:
+                for call, args in batch:
+                    call(*args)
+            except BaseException as error:  # handed to the copying thread, raised there
+                self._error = error

@@ -23,8 +23,9 @@ from bundler.home.restore import home_leftovers
 from bundler.home.volumes import load_volumes
 from bundler.install.journal import STAGING_PREFIX
 from bundler.install.undo import unfilled_secrets
-from bundler.rules import hints, layout
+from bundler.rules import hints, layout, sweep_hyperscan
 from bundler.rules.names import escape_display
+from bundler.rules.secrets import ENGINE_VARIABLE, sweep_engine
 from bundler.rules.validate import validate
 
 
@@ -179,12 +180,25 @@ def home_findings(project: Path) -> list[Finding]:
     return notes
 
 
+def sweep_engine_finding() -> Finding:
+    """Which engine the secret sweep of an export runs on here (issue 15): said once, here,
+    rather than on every export, since the pure-Python fallback is only slower."""
+    if sweep_engine() == "hyperscan":
+        detail = f"secret sweep engine: Hyperscan {sweep_hyperscan.version()}".rstrip()
+    elif sweep_hyperscan.available():
+        detail = f"secret sweep engine: pure Python ({ENGINE_VARIABLE}=python)"
+    else:
+        detail = "secret sweep engine: pure Python (hyperscan not available)"
+    return Finding("sweep-engine", "", detail)
+
+
 def diagnose(
     install_arg: str | None, destination: Path | None = None, project: Path | None = None
 ) -> DoctorReport:
     """Every check doctor was asked for: the install always (``--install`` or where
     :func:`~bundler.config.file.find_install_root` looks), a destination and a project if given."""
     report = install_findings(find_install_root(install_arg))
+    report.notes.append(sweep_engine_finding())
     if destination is not None:
         report.add(destination_findings(destination))
     if project is not None:

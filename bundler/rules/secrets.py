@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import sys
 import urllib.parse
@@ -20,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bundler.rules import schema
+from bundler.rules import schema, sweep_hyperscan
 from bundler.rules.paths import format_path
 
 CIPHERTEXT_PREFIXES = ("enc:", "enc2:")
@@ -417,39 +418,117 @@ class _GramEngine:
                 self._narrow(buffer, part, part_base, record)
 
 
-class Sweeper:
-    """A one-pass multi-pattern matcher over bytes for a set of :class:`SweepTarget`.
+ENGINE_VARIABLE = "BUNDLER_SWEEP_ENGINE"
+ENGINES = ("hyperscan", "python")
 
-    ``scan_bytes`` checks a whole buffer; ``stream`` checks a file fed in chunks and finds a
-    value that straddles a chunk boundary. Each (file, secret path, encoding) is reported once.
-    Patterns of 15 bytes or more (every secret-map value, most keys) go to the sampling engine,
-    shorter ones to a trie regex; each engine runs only inside the runs its prefilter finds.
+
+def sweep_engine(environ: Mapping[str, str] | None = None) -> str:
+    """The engine a :class:`Sweeper` uses: ``hyperscan`` where the module imports, else ``python``.
+
+    ``BUNDLER_SWEEP_ENGINE=python`` forces the pure-Python engine (tests run the sweep with
+    both; it is also the way out should the wheel misbehave on some machine).
     """
+    chosen = (os.environ if environ is None else environ).get(ENGINE_VARIABLE, "")
+    if chosen == "python" or not sweep_hyperscan.available():
+        return "python"
+    return "hyperscan"
 
-    def __init__(self, targets: Sequence[SweepTarget]) -> None:
-        owners: dict[bytes, list[tuple[str, str]]] = {}
-        for target in targets:
-            for encoding, pattern in encodings_of(target.value):
-                owners.setdefault(pattern, []).append((target.config_path, encoding))
-        self._owners = owners
-        # longest first, so that a secret containing another is withheld whole
-        self._text_patterns = sorted(
-            (p.decode("utf-8", "surrogateescape") for p in owners), key=len, reverse=True
-        )
-        self.max_length = max((len(p) for p in owners), default=0)
+
+class _PythonMatcher:
+    """The pure-Python engine: patterns of 15 bytes or more go to the sampling engine, shorter
+    ones to a trie regex; each engine runs only inside the runs its prefilter finds."""
+
+    def __init__(self, patterns: Sequence[bytes]) -> None:
+        self._index = {pattern: i for i, pattern in enumerate(patterns)}
+        self.max_length = max(len(p) for p in patterns)
         long_min = 2 * _GramEngine.GRAM - 1
-        long = [p for p in owners if len(p) >= long_min]
-        short = [p for p in owners if len(p) < long_min]
+        long = [p for p in patterns if len(p) >= long_min]
+        short = [p for p in patterns if len(p) < long_min]
         self._engines: list[_TrieEngine | _GramEngine] = []
         if long:
             self._engines.append(_GramEngine(long))
         if short:
             self._engines.append(_TrieEngine(short))
 
+    def scan(self, data: bytes | bytearray | memoryview, record: Callable[[int], None]) -> None:
+        """Report the index of every pattern found in ``data`` to ``record``."""
+        buffer = data if isinstance(data, bytes) else bytes(data)
+        index = self._index
+
+        def found(pattern: bytes) -> None:
+            record(index[pattern])
+
+        for engine in self._engines:
+            engine.scan(buffer, found)
+
+    def stream(self, record: Callable[[int], None]) -> _PythonStream:
+        """A stream of chunks reporting to ``record``."""
+        return _PythonStream(self, record)
+
+
+class _PythonStream:
+    """Feeds chunks to a :class:`_PythonMatcher`, keeping only a pattern-length tail.
+
+    Each chunk is scanned alone (no copy), then the short window made of the previous chunk's
+    tail and the new chunk's head is scanned for a value that straddles the boundary.
+    """
+
+    def __init__(self, matcher: _PythonMatcher, record: Callable[[int], None]) -> None:
+        self._matcher = matcher
+        self._record = record
+        self._tail = b""
+
+    def feed(self, chunk: bytes | bytearray | memoryview) -> None:
+        keep = self._matcher.max_length - 1
+        if not chunk:
+            return
+        data = chunk if isinstance(chunk, bytes) else bytes(chunk)
+        if self._tail and keep > 0:
+            self._matcher.scan(self._tail + data[:keep], self._record)
+        self._matcher.scan(data, self._record)
+        if keep > 0:
+            self._tail = (self._tail + data[-keep:])[-keep:] if len(data) < keep else data[-keep:]
+
+    def close(self) -> None:
+        pass
+
+
+class Sweeper:
+    """A one-pass multi-pattern matcher over bytes for a set of :class:`SweepTarget`.
+
+    ``scan_bytes`` checks a whole buffer; ``stream`` checks a file fed in chunks and finds a
+    value that straddles a chunk boundary. Each (file, secret path, encoding) is reported once,
+    in the order of the targets (then of :func:`encodings_of`), whichever engine found it.
+    The engine is Hyperscan where it imports, else the pure-Python one (:func:`sweep_engine`);
+    ``engine`` chooses explicitly. Both find exactly the same hits.
+    """
+
+    def __init__(self, targets: Sequence[SweepTarget], *, engine: str | None = None) -> None:
+        owners: dict[bytes, list[tuple[str, str]]] = {}
+        for target in targets:
+            for encoding, pattern in encodings_of(target.value):
+                owners.setdefault(pattern, []).append((target.config_path, encoding))
+        patterns = list(owners)
+        self._owners = [owners[p] for p in patterns]
+        # longest first, so that a secret containing another is withheld whole
+        self._text_patterns = sorted(
+            (p.decode("utf-8", "surrogateescape") for p in patterns), key=len, reverse=True
+        )
+        self.max_length = max((len(p) for p in patterns), default=0)
+        self._matcher: _PythonMatcher | sweep_hyperscan.HyperscanMatcher | None = None
+        self.engine = "python"
+        if patterns:
+            if (engine or sweep_engine()) == "hyperscan":
+                self._matcher = sweep_hyperscan.compile_matcher(patterns)
+            if self._matcher is None:
+                self._matcher = _PythonMatcher(patterns)
+            else:
+                self.engine = "hyperscan"
+
     @property
     def empty(self) -> bool:
         """True when there is nothing to look for."""
-        return not self._engines
+        return self._matcher is None
 
     def withhold(self, text: str, marker: str = WITHHELD) -> str:
         """``text`` with every occurrence of every pattern (any secret, any encoding) replaced.
@@ -458,7 +537,7 @@ class Sweeper:
         well as one that is a whole word. For messages and paths, which are short: a message is
         only rewritten when the one-pass matcher finds something in it.
         """
-        if not text or not self._engines:
+        if not text or self._matcher is None:
             return text
         for _ in range(8):
             if not self.scan_bytes("", _text_bytes(text)):
@@ -468,25 +547,21 @@ class Sweeper:
         # overlapping occurrences kept re-forming: say nothing rather than part of a secret
         return marker
 
-    def _scan(
-        self, name: str, data: bytes | memoryview, found: dict[tuple[str, str], None]
-    ) -> None:
-        if not self._engines:
-            return
-        buffer = data if isinstance(data, bytes) else bytes(data)
+    def hits(self, name: str, found: set[int]) -> list[Hit]:
+        """The hits of ``name`` for the pattern indexes ``found``, each owner once, in order."""
+        owners: dict[tuple[str, str], None] = {}
+        for index in sorted(found):
+            for owner in self._owners[index]:
+                owners[owner] = None
+        return [Hit(name, path, encoding) for path, encoding in owners]
 
-        def record(pattern: bytes) -> None:
-            for owner in self._owners[pattern]:
-                found[owner] = None
-
-        for engine in self._engines:
-            engine.scan(buffer, record)
-
-    def scan_bytes(self, name: str, data: bytes | memoryview) -> list[Hit]:
+    def scan_bytes(self, name: str, data: bytes | bytearray | memoryview) -> list[Hit]:
         """Every secret found in ``data`` (the bytes, or the relative path, of ``name``)."""
-        found: dict[tuple[str, str], None] = {}
-        self._scan(name, data, found)
-        return [Hit(name, path, encoding) for path, encoding in found]
+        if self._matcher is None:
+            return []
+        found: set[int] = set()
+        self._matcher.scan(data, found.add)
+        return self.hits(name, found)
 
     def stream(self, name: str) -> SweepStream:
         """A scanner for ``name`` fed chunk by chunk; call ``close()`` for the hits."""
@@ -503,29 +578,24 @@ def _text_bytes(text: str) -> bytes:
 
 
 class SweepStream:
-    """Feeds chunks of one file to a :class:`Sweeper`; keeps only a pattern-length tail.
-
-    Each chunk is scanned alone (no copy), then the short window made of the previous chunk's
-    tail and the new chunk's head is scanned for a value that straddles the boundary.
-    """
+    """One file fed to a :class:`Sweeper` chunk by chunk; a value straddling two chunks is
+    found (by Hyperscan's streaming mode, or by the pure engine's rescanned boundary window)."""
 
     def __init__(self, sweeper: Sweeper, name: str) -> None:
         self._sweeper = sweeper
         self._name = name
-        self._tail = b""
-        self._found: dict[tuple[str, str], None] = {}
+        self._found: set[int] = set()
+        matcher = sweeper._matcher
+        self._stream = None if matcher is None else matcher.stream(self._found.add)
 
-    def feed(self, chunk: bytes | memoryview) -> None:
+    def feed(self, chunk: bytes | bytearray | memoryview) -> None:
         """Scan the next ``chunk`` of the file."""
-        keep = self._sweeper.max_length - 1
-        if keep <= 0 or not chunk:
-            return
-        data = bytes(chunk) if isinstance(chunk, memoryview) else chunk
-        if self._tail:
-            self._sweeper._scan(self._name, self._tail + data[:keep], self._found)
-        self._sweeper._scan(self._name, data, self._found)
-        self._tail = (self._tail + data[-keep:])[-keep:] if len(data) < keep else data[-keep:]
+        if self._stream is not None and chunk:
+            self._stream.feed(chunk)
 
     def close(self) -> list[Hit]:
         """The hits of the whole file, each (secret path, encoding) once."""
-        return [Hit(self._name, path, encoding) for path, encoding in self._found]
+        if self._stream is not None:
+            stream, self._stream = self._stream, None
+            stream.close()
+        return self._sweeper.hits(self._name, self._found)

@@ -265,6 +265,7 @@ def test_unreadable_workspace_file_fails_removes_staging_keeps_old_bundle(shared
 # --- the secret sweep (02 §5.3) --------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("each_sweep_engine")
 @pytest.mark.parametrize("form", ["raw", "base64"])
 def test_sweep_refuses_workspace_file_holding_the_api_key(
     install: Path, tmp_path: Path, form: str
@@ -283,6 +284,7 @@ def test_sweep_refuses_workspace_file_holding_the_api_key(
     assert hidden_leftovers(tmp_path) == []
 
 
+@pytest.mark.usefixtures("each_sweep_engine")
 def test_sweep_finds_a_secret_in_a_file_name(install: Path, tmp_path: Path) -> None:
     (workspace(install) / f"{API_KEY}.txt").write_text("harmless")
     (workspace(install) / f"link-{API_KEY}").symlink_to("/nowhere")
@@ -298,6 +300,7 @@ def test_sweep_finds_a_secret_in_a_file_name(install: Path, tmp_path: Path) -> N
     _assert_no_secret(warned.stdout, warned.stderr)
 
 
+@pytest.mark.usefixtures("each_sweep_engine")
 def test_sweep_warn_reports_and_publishes(install: Path, tmp_path: Path) -> None:
     (workspace(install) / "notes" / "leak.txt").write_text(f"token: {API_KEY}\n")
     done = _export(install, tmp_path / "bundle", "--scan-secrets", "warn", "--json")

@@ -6,21 +6,28 @@ import base64
 import json
 import random
 import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bundler.rules import sweep_hyperscan
 from bundler.rules.secrets import (
+    ENGINE_VARIABLE,
     Hit,
     Sweeper,
     SweepTarget,
     encodings_of,
     find_ciphertext,
     scrub,
+    sweep_engine,
     sweep_targets,
 )
+
+# every test here runs once per sweep engine (issue 15)
+pytestmark = pytest.mark.usefixtures("each_sweep_engine")
 
 SECRET = "Zq8#Xv!2Lp@9Wm$4"  # 16 characters with URL- and JSON-significant ones
 API = "sk-live-0123456789abcdef"
@@ -390,3 +397,46 @@ def test_sweep_targets_of_the_file_and_the_overrides_are_both_kept() -> None:
     other = {"providers": {"models": {"openai": {"m": {"api_key": SECRET, "model": "x"}}}}}
     targets, _ = sweep_targets(stored, other)
     assert sorted(t.value for t in targets) == sorted([API, SECRET])
+
+
+# --- the engines (issue 15) -------------------------------------------------------------------
+
+
+def test_the_sweep_runs_on_the_engine_the_variable_names(each_sweep_engine: str) -> None:
+    assert sweep_engine() == each_sweep_engine
+    assert Sweeper([SweepTarget("p", SECRET)]).engine == each_sweep_engine
+
+
+def test_hyperscan_is_the_default_engine_where_it_imports(monkeypatch: pytest.MonkeyPatch) -> None:
+    if not sweep_hyperscan.available():
+        pytest.skip("hyperscan is not installed on this platform")
+    monkeypatch.delenv(ENGINE_VARIABLE, raising=False)
+    assert sweep_engine() == "hyperscan" and Sweeper([SweepTarget("p", API)]).engine == "hyperscan"
+
+
+def test_a_secret_hyperscan_cannot_take_is_swept_by_the_pure_engine() -> None:
+    # the literal compiler stops at a NUL byte; a value Hyperscan refuses must still be found
+    value = "abc\x00def-0123456789"
+    sweeper = Sweeper([SweepTarget("p", value)], engine="hyperscan")
+    assert sweeper.engine == "python"
+    assert sweeper.scan_bytes("f", b"<" + value.encode() + b">") == [Hit("f", "p", "raw")]
+
+
+def test_hits_of_a_file_come_in_target_order_whatever_the_engine() -> None:
+    targets = [SweepTarget("long", "L" * 20 + "-long-secret"), SweepTarget("short", "shrt-123")]
+    blob = b"shrt-123 then " + ("L" * 20 + "-long-secret").encode()
+    sweeper = Sweeper(targets)
+    assert [hit.secret_path for hit in sweeper.scan_bytes("f", blob)] == ["long", "short"]
+    stream = sweeper.stream("f")
+    for i in range(0, len(blob), 5):
+        stream.feed(memoryview(blob)[i : i + 5])
+    assert [hit.secret_path for hit in stream.close()] == ["long", "short"]
+
+
+def test_a_sweeper_scans_from_several_threads_at_once() -> None:
+    # the export sweeps beside the copy: a second thread must neither fail nor miss a hit
+    sweeper = Sweeper([SweepTarget("p", API)])
+    blob = (b"x" * 100_000 + API.encode()) * 20
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: sweeper.scan_bytes("f", blob), range(16)))
+    assert results == [[Hit("f", "p", "raw")]] * 16
