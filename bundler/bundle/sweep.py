@@ -55,10 +55,10 @@ class ExportSweep:
         only queue their work, in order, for one sweeping thread: the copy of the next files
         (``copy_file_range``, the read-back, the digest) overlaps the sweep of the previous
         ones, both in C calls that release the GIL. What is reported is unchanged: the same
-        hits in the same order, and the first refusal in copy order. A refusal surfaces at
-        the next queued call or when the block ends; an error of the block itself is replaced
-        by a refusal of a file copied before it, as a sweep riding on the copy would have
-        raised that one first. The block never ends normally with sweeping left undone.
+        hits in the same order. :meth:`refuse_if_found` waits for the sweeping thread before it
+        decides, so no hit still queued is missed. An error of the sweep itself surfaces at the
+        next queued call or when the block ends; the block never ends normally with sweeping
+        left undone.
         """
         if self.observer is None or self._lane is not None:
             yield

@@ -18,7 +18,7 @@ from kit import run_cli
 from test_export_kit import API_KEY, cli_env, export_cmd, make_install, run, workspace
 
 from bundler.bundle.sweep import ExportSweep
-from bundler.errors import Refused
+from bundler.errors import Refused, RefusedWithList
 from bundler.rules import sweep_hyperscan
 from bundler.rules.secrets import Hit, Sweeper, SweepTarget
 
@@ -27,10 +27,14 @@ FALLBACK_LINE = "ok: secret sweep engine: pure Python (hyperscan not available)"
 
 @pytest.fixture
 def no_hyperscan(tmp_path: Path) -> dict[str, str]:
-    """A CLI environment in which ``import hyperscan`` fails."""
+    """A CLI environment in which ``import hyperscan`` fails as it does where no wheel exists.
+
+    ModuleNotFoundError, not a bare ImportError: that is what a missing package raises, and what
+    pathspec (which uses hyperscan too when it can) expects.
+    """
     shadow = tmp_path / "no-hyperscan" / "hyperscan"
     shadow.mkdir(parents=True)
-    (shadow / "__init__.py").write_text('raise ImportError("no wheel for this platform")\n')
+    (shadow / "__init__.py").write_text('raise ModuleNotFoundError("no hyperscan wheel here")\n')
     return {"PYTHONPATH": str(shadow.parent)}
 
 
@@ -109,20 +113,28 @@ def test_sweeping_beside_the_copy_runs_on_its_own_thread_and_reports_the_same_hi
     assert "bundler-sweep" not in [thread.name for thread in threading.enumerate()]
 
 
-def test_a_refusal_beside_the_copy_is_the_first_in_copy_order_even_after_a_copy_error() -> None:
-    # the copy of a later file fails before the sweep of an earlier one refused: the refusal
-    # is what a sweep riding on the copy would have raised, so it is what the export says
+def test_refusal_beside_the_copy_lists_what_the_sweeping_thread_still_held() -> None:
+    # refuse_if_found runs while the sweeping thread may still hold queued chunks: it must
+    # wait for them, or a hit in the last files copied would be missing from the refusal
     sweep = ExportSweep(Sweeper([SweepTarget("p.api_key", API_KEY)]), "refuse")
-    with pytest.raises(Refused) as raised, sweep.beside():
+    last = ("workspace/last.bin", b"z" * (4 << 20) + API_KEY.encode())
+    with sweep.beside():
+        _feed(sweep, [*_files(), last])
+        with pytest.raises(RefusedWithList) as raised:
+            sweep.refuse_if_found()
+    listed = [row["file"] for row in raised.value.listing]
+    assert listed[:2] == ["workspace/f0040.txt", "workspace/f0041.txt"]
+    assert listed[-1] == "workspace/last.bin"
+    assert len(listed) == 4 and API_KEY not in str(raised.value)
+    assert API_KEY not in repr(raised.value.listing)
+
+
+def test_a_copy_error_beside_the_sweep_is_raised_as_itself_and_stops_the_thread() -> None:
+    # hits are listed once the whole pass is done; a copy that fails before that ends the
+    # export with its own error (nothing is published either way)
+    sweep = ExportSweep(Sweeper([SweepTarget("p.api_key", API_KEY)]), "refuse")
+    with pytest.raises(Refused, match=r"cannot read workspace/f0059\.txt"), sweep.beside():
         _feed(sweep, _files()[:60])
         raise Refused("cannot read workspace/f0059.txt (EIO): check the disk", path="x")
-    assert "workspace/f0040.txt contains the value of p.api_key (raw)" in str(raised.value)
-    assert isinstance(raised.value.__cause__, Refused)
-    assert API_KEY not in str(raised.value)
-
-
-def test_a_refusal_beside_the_copy_ends_the_block_whatever_is_left_queued() -> None:
-    sweep = ExportSweep(Sweeper([SweepTarget("p.api_key", API_KEY)]), "refuse")
-    with pytest.raises(Refused, match=r"f0040\.txt contains"), sweep.beside():
-        _feed(sweep, _files()[:41])
-    assert sweep.hits == [Hit("workspace/f0040.txt", "p.api_key", "raw")]
+    assert "bundler-sweep" not in [thread.name for thread in threading.enumerate()]
+    assert sweep.hits[0] == Hit("workspace/f0040.txt", "p.api_key", "raw")
