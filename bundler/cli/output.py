@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from bundler.errors import BundlerError
 from bundler.rules import hints
 from bundler.rules.names import escape_display
+
+# seconds of work before a progress bar is drawn
+PROGRESS_DELAY = 0.5
 
 
 @dataclass
@@ -61,17 +65,42 @@ class Output:
 
     @contextmanager
     def progress(self, description: str, total: int | None) -> Iterator[Callable[[int], None]]:
-        """A context yielding ``advance(n)``; draws a rich bar on a terminal, else does nothing."""
+        """A context yielding ``advance(n)``; draws a rich bar on a terminal, else does nothing.
+
+        The bar (and rich's import, a large share of a short command's start-up) begins only
+        once the work has taken :data:`PROGRESS_DELAY` seconds: a command that ends sooner has
+        nothing to show progress of.
+        """
         if not self.shows_progress:
             yield lambda _n: None
             return
-        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+        started = time.monotonic()
+        pending = 0
+        with ExitStack() as stack:
+            bar: Any = None
+            task: Any = None
 
-        with Progress(
-            TextColumn("{task.description}"), BarColumn(), DownloadColumn(), transient=True
-        ) as bar:
-            task = bar.add_task(escape_display(description), total=total)
-            yield lambda n: bar.advance(task, n)
+            def advance(n: int) -> None:
+                nonlocal bar, task, pending
+                if bar is None:
+                    pending += n
+                    if time.monotonic() - started < PROGRESS_DELAY:
+                        return
+                    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+
+                    bar = stack.enter_context(
+                        Progress(
+                            TextColumn("{task.description}"),
+                            BarColumn(),
+                            DownloadColumn(),
+                            transient=True,
+                        )
+                    )
+                    task = bar.add_task(escape_display(description), total=total)
+                    n, pending = pending, 0
+                bar.advance(task, n)
+
+            yield advance
 
     def warn(self, message: str) -> None:
         """A warning line on stderr (not in --json mode: put warnings in the payload there)."""

@@ -8,6 +8,9 @@ a process imports, on stderr.
 
 from __future__ import annotations
 
+import os
+import pty
+import select
 import subprocess
 import sys
 from pathlib import Path
@@ -29,9 +32,13 @@ def _imported(*args: str) -> set[str]:
         timeout=120,
     )
     assert done.returncode == 0, done.stderr[-2000:]
+    return _names(done.stderr)
+
+
+def _names(stderr: str) -> set[str]:
     return {
         line.rsplit("|", 1)[1].strip()
-        for line in done.stderr.splitlines()
+        for line in stderr.splitlines()
         if line.startswith("import time:") and line.count("|") == 2
     }
 
@@ -65,3 +72,30 @@ def test_only_the_named_group_gets_its_command_parsers() -> None:
     # a parser built for no group still lists every group, and knows no command of any
     assert build_parser(groups_wanted=()).format_help() == build_parser().format_help()
     assert main(["--install", "/nonexistent", "bundle"]) != 0  # needs a command: still refused
+
+
+def test_verify_on_a_terminal_draws_no_bar_for_a_short_run(tmp_path: Path) -> None:
+    """Progress goes to a terminal, but a run shorter than the delay never imports rich."""
+    bundle = build_bundle(tmp_path / "b.bundle")
+    master, slave = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-X", "importtime", "-m", "bundler", "bundle", "verify", str(bundle)],
+        stdout=subprocess.DEVNULL,
+        stderr=slave,
+        env=clean_env({"TERM": "xterm"}),
+    )
+    os.close(slave)
+    chunks: list[bytes] = []
+    while select.select([master], [], [], 60)[0]:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    assert process.wait(timeout=60) == 0
+    modules = _names(b"".join(chunks).decode("utf-8", "replace").replace("\r", ""))
+    assert "bundler.bundle.verify" in modules
+    assert _heavy(modules) == []
