@@ -397,10 +397,15 @@ def checksum_sort_key(path: str) -> tuple[bytes, ...]:
     return tuple(path.encode("utf-8", "surrogateescape").split(b"/"))
 
 
+def checksum_line(digest: str, path: str) -> bytes:
+    """One ``<32 hex>  <path>`` line of ``checksums.xxh3`` (``xxhsum -H2`` format)."""
+    return f"{digest}  {path}\n".encode()
+
+
 def render_checksums(lines: Iterable[tuple[str, str]]) -> bytes:
-    """``<32 hex>  <path>`` lines (``xxhsum -H2`` format) in :func:`checksum_sort_key` order."""
+    """:func:`checksum_line` lines in :func:`checksum_sort_key` order."""
     ordered = sorted(lines, key=lambda line: checksum_sort_key(line[1]))
-    return "".join(f"{digest}  {path}\n" for digest, path in ordered).encode("utf-8")
+    return b"".join(checksum_line(digest, path) for digest, path in ordered)
 
 
 def parse_checksums(data: bytes) -> list[tuple[str, str]]:
