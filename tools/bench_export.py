@@ -3,14 +3,20 @@
 
     python tools/bench.py export [--root /tmp/bundler-bench] [--rounds 3] [--no-large]
                                  [--large-files 200000] [--profile FILE]
+                                 [--content random|text|b64] [--secrets 100]
+                                 [--files N] [--big-files N] [--big-size BYTES]
 
-The install has 50 agents and 100 secret values (so the sweep runs at full width); agent
-``a00``'s workspace is the reference tree (:mod:`reftree`, seeded). Both sides are whole
-processes; each runs once untimed, then they are timed alternately ``--rounds`` times and the
-median of the per-round ratios is reported (bar <= 1.5x). Defaults stay on: the secret sweep
-and durability. P4 is the export child's peak RSS (``ru_maxrss`` from ``wait4``) on the
-reference tree and on a 200,000-file tree of tiny files (bar: <= 80 MB both, second <= 1.25x
-the first). ``--profile FILE`` writes a cProfile of one export instead of timing.
+The install has 50 agents and ``--secrets`` secret values (100 by default, so the sweep runs at
+full width); agent ``a00``'s workspace is a seeded tree (:mod:`benchdata`) of ``--content``:
+random bytes (by default the 06 §1 reference tree, 20,000 files + 20 x 8 MiB), text (notes,
+code, chat logs) or base64 JSON lines (chat logs with attachments), these two 5,000 files +
+5 x 8 MiB by default. The same options choose the bundle of ``import`` and ``verify``. Both
+sides are whole processes; each runs once untimed, then they are timed alternately
+``--rounds`` times and the median of the per-round ratios is reported (bar <= 1.5x).
+Defaults stay on: the secret sweep and durability. P4 is the export child's peak RSS
+(``ru_maxrss`` from ``wait4``) on the tree and on a 200,000-file tree of tiny files (bar: <= 80
+MB both, second <= 1.25x the first). ``--profile FILE`` writes a cProfile of one export
+instead of timing.
 """
 
 from __future__ import annotations
@@ -33,37 +39,77 @@ AGENTS = 50
 SECRETS = 100
 
 
-def _config(seed: int = 7) -> str:
-    """50 agents, 100 model providers each with a 40-character key: 100 sweep targets."""
+def _config(secrets: int = SECRETS, seed: int = 7) -> str:
+    """50 agents, ``secrets`` model providers each with a 40-character key: the sweep targets."""
     rng = random.Random(seed)
     alphabet = string.ascii_letters + string.digits
     lines = ['[risk_profiles.rp]\nlevel = "supervised"\n']
-    for index in range(SECRETS):
+    for index in range(secrets):
         key = "sk-bench-" + "".join(rng.choice(alphabet) for _ in range(32))
         lines.append(f'[providers.models.openai.p{index:03d}]\napi_key = "{key}"\n')
     for index in range(AGENTS):
-        lines.append(
-            f'[agents.a{index:02d}]\nmodel_provider = "openai.p{index:03d}"\nrisk_profile = "rp"\n'
-        )
+        provider = f"openai.p{index % secrets:03d}"
+        lines.append(f'[agents.a{index:02d}]\nmodel_provider = "{provider}"\nrisk_profile = "rp"\n')
     return "\n".join(lines)
 
 
-def _ensure_install(root: Path, name: str, **tree: int) -> Path:
+# per content: the default tree (files, big files); random is the 06 §1 reference tree
+DEFAULT_TREES = {"random": (20_000, 20), "text": (5_000, 5), "b64": (5_000, 5)}
+
+
+def add_tree_options(parser: argparse.ArgumentParser) -> None:
+    """The options that choose the benchmark install: its workspace's content and size, and
+    how many secrets its config holds (shared by export, import and verify)."""
+    parser.add_argument("--content", choices=sorted(DEFAULT_TREES), default="random")
+    parser.add_argument("--secrets", type=int, default=SECRETS, help="secret values (>= 1)")
+    parser.add_argument("--files", type=int, help="small files (default: per content)")
+    parser.add_argument("--big-files", type=int, help="8 MiB files (default: per content)")
+    parser.add_argument("--big-size", type=int, default=8 << 20, help="bytes of each big file")
+
+
+def tree_install(root: Path, args: argparse.Namespace) -> Path:
+    """The benchmark install the tree options describe, made once under ``root``."""
+    files, big_files = DEFAULT_TREES[args.content]
+    files = files if args.files is None else args.files
+    big_files = big_files if args.big_files is None else args.big_files
+    if args.secrets < 1:
+        raise SystemExit("--secrets must be at least 1 (every agent needs a provider)")
+    name = f"install-{args.content}-{files}f-{big_files}x{args.big_size}-{args.secrets}s"
+    return _ensure_install(
+        root,
+        name,
+        content=args.content,
+        secrets=args.secrets,
+        files=files,
+        big_files=big_files,
+        big_size=args.big_size,
+    )
+
+
+def _ensure_install(
+    root: Path, name: str, *, content: str = "random", secrets: int = SECRETS, **tree: int
+) -> Path:
     """An install ``root/name`` whose agent ``a00`` has the tree ``tree`` as its workspace."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from benchdata import MAKERS
     from reftree import make_reference_tree
 
     install = root / name
     stamp = root / f"{name}.params"
-    wanted = repr(sorted(tree.items())) + _config()
+    config = _config(secrets)
+    wanted = repr((content, sorted(tree.items()))) + config
     if install.exists() and stamp.exists() and stamp.read_text() == wanted:
         return install
     if install.exists():
         shutil.rmtree(install)
     print(f"  generating {install} ...", flush=True)
     install.mkdir(parents=True)
-    (install / "config.toml").write_text(_config())
-    make_reference_tree(install / "agents" / "a00" / "workspace", **tree)
+    (install / "config.toml").write_text(config)
+    workspace = install / "agents" / "a00" / "workspace"
+    if content == "random":
+        make_reference_tree(workspace, **tree)
+    else:
+        MAKERS[content](workspace, tree["files"], tree["big_files"], tree["big_size"])
     stamp.write_text(wanted)
     return install
 
@@ -173,11 +219,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--no-large", action="store_true", help="skip the 200,000-file P4 tree")
     parser.add_argument("--large-files", type=int, default=200_000)
     parser.add_argument("--profile", metavar="FILE")
+    add_tree_options(parser)
     args = parser.parse_args(argv)
     args.root.mkdir(parents=True, exist_ok=True)
     work = args.root / "export-work"
     work.mkdir(exist_ok=True)
-    install = _ensure_install(args.root, "export-install")
+    install = tree_install(args.root, args)
+    print(f"   tree: {args.content}, {args.secrets} secrets ({install.name})")
     if args.profile:
         return _profile(install, work, args.profile)
     ratio, ours, cps, peak = p1(install, work, args.rounds)

@@ -2,9 +2,12 @@
 """P2 of 06 §1: ``agents import`` of the reference bundle into an empty install vs ``cp -a``.
 
     python tools/bench.py import [--root /tmp/bundler-bench] [--rounds 3] [--profile FILE]
+                                 [--content random|text|b64] [--secrets 100]
+                                 [--files N] [--big-files N] [--big-size BYTES]
 
-The bundle is the export of agent ``a00`` of the reference install (:mod:`bench_export`: 50
-agents, 100 secrets, the seeded reference tree as ``a00``'s workspace), made once and cached.
+The bundle is the export of agent ``a00`` of the benchmark install (:mod:`bench_export`: 50
+agents, ``--secrets`` secrets, a seeded tree of ``--content`` as ``a00``'s workspace), made
+once and cached.
 The import runs with its defaults (verification first, every file re-hashed while it is staged,
 durability) and ``--accept-risks``; the baseline copies the bundle's ``workspace/`` with
 ``cp -a --reflink=never X Y && sync -f Y``. Each side runs once untimed, then they alternate
@@ -21,17 +24,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_export import _cp, _ensure_install, _export, _fresh, _run  # noqa: E402
+import argparse as _argparse  # noqa: E402
+
+from bench_export import _cp, _export, _fresh, _run, add_tree_options, tree_install  # noqa: E402
 
 BAR_RATIO = 1.5
 
 
-def _bundle(root: Path) -> Path:
-    """The reference bundle, exported once from the reference install."""
-    install = _ensure_install(root, "export-install")
-    bundle = root / "import-bundle"
-    stamp = root / "import-bundle.params"
-    wanted = (root / "export-install.params").read_text()
+def _bundle(root: Path, args: _argparse.Namespace) -> Path:
+    """The benchmark bundle, exported once from the benchmark install."""
+    install = tree_install(root, args)
+    bundle = root / f"import-bundle-{install.name}"
+    stamp = root / f"import-bundle-{install.name}.params"
+    wanted = (root / f"{install.name}.params").read_text()
     if bundle.exists() and stamp.exists() and stamp.read_text() == wanted:
         return bundle
     _fresh(bundle)
@@ -81,9 +86,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--root", type=Path, default=Path("/tmp/bundler-bench"))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", metavar="FILE", help="write a cProfile of one import instead")
+    add_tree_options(parser)
     args = parser.parse_args(argv)
     args.root.mkdir(parents=True, exist_ok=True)
-    bundle = _bundle(args.root)
+    bundle = _bundle(args.root, args)
+    print(f"   tree: {args.content}, {args.secrets} secrets ({bundle.name})")
     work = args.root / "import-work"
     work.mkdir(exist_ok=True)
     if args.profile:

@@ -2,11 +2,13 @@
 """P3 of 06 §1: ``bundle verify`` vs ``find B -type f -exec cat {} + >/dev/null``.
 
     python tools/bench.py verify [--root /tmp/bundler-bench] [--rounds 5] [--profile FILE]
+                                 [--content random|text|b64] [--secrets 100]
+                                 [--files N] [--big-files N] [--big-size BYTES]
 
-The bundle is the export of agent ``a00`` of the benchmark install (the reference tree of
-:mod:`reftree` as its workspace, built by :mod:`bench_export`), made once with the real
-exporter and kept under ``--root``. Both sides are whole processes reading the same files
-(from the page cache after the untimed first run of each); they are timed alternately
+The bundle is the export of agent ``a00`` of the benchmark install (a seeded tree of
+``--content`` as its workspace, ``--secrets`` secrets, built by :mod:`bench_export`), made
+once with the real exporter and kept under ``--root``. Both sides are whole processes reading
+the same files (from the page cache after the untimed first run of each); they are timed alternately
 ``--rounds`` times and the median of the per-round ratios is reported (bar <= 2x, goal 1.2x).
 ``--profile FILE`` writes a cProfile of one verification instead of timing.
 """
@@ -25,15 +27,14 @@ BAR_RATIO = 2.0
 GOAL_RATIO = 1.2
 
 
-def _ensure_bundle(root: Path) -> Path:
-    """The exported reference bundle, re-made when the install changed or it does not verify."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_export import _ensure_install
+def _ensure_bundle(root: Path, args: argparse.Namespace) -> Path:
+    """The exported benchmark bundle, re-made when the install changed."""
+    from bench_export import tree_install
 
-    install = _ensure_install(root, "export-install")
-    bundle = root / "verify-bundle"
-    stamp = root / "verify-bundle.source"
-    source = (root / "export-install.params").read_text()
+    install = tree_install(root, args)
+    bundle = root / f"verify-bundle-{install.name}"
+    stamp = root / f"verify-bundle-{install.name}.source"
+    source = (root / f"{install.name}.params").read_text()
     if bundle.exists() and stamp.exists() and stamp.read_text() == source:
         return bundle
     if bundle.exists():
@@ -98,9 +99,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--root", type=Path, default=Path("/tmp/bundler-bench"))
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--profile", metavar="FILE")
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_export import add_tree_options
+
+    add_tree_options(parser)
     args = parser.parse_args(argv)
     args.root.mkdir(parents=True, exist_ok=True)
-    bundle = _ensure_bundle(args.root)
+    bundle = _ensure_bundle(args.root, args)
+    print(f"   tree: {args.content}, {args.secrets} secrets ({bundle.name})")
     if args.profile:
         return _profile(bundle, args.profile)
     ratio, ours, theirs = p3(bundle, args.rounds)

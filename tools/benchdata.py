@@ -1,91 +1,167 @@
-"""Seeded benchmark trees in the three contents of 06 §1: random bytes, text, base64 JSON lines.
+#!/usr/bin/env python3
+"""Seeded workspaces in the three contents of 06 §1: random bytes, text, base64 JSON lines.
 
-    make_random_tree / make_text_tree / make_b64_tree(root, files, big_files, big_size)
+    python tools/benchdata.py random|text|b64 ROOT [--files 5000] [--big-files 5]
+                                                   [--big-size 8388608] [--seed 1]
 
-Each writes ``files`` files of 1-16 KiB in 200 folders two levels deep (:mod:`reftree`'s
-layout) plus ``big_files`` files of ``big_size`` bytes, and returns the byte count. The same
-arguments give the same tree. A matcher's speed depends on the data: random bytes rarely hold
-a run of a secret's alphabet, prose holds short runs, base64 is one long run.
+A matcher's speed depends on the data (06 §1), and real workspaces are mostly text (notes,
+code, chat logs) and JSON lines carrying base64 attachments, not random bytes. Each tree has
+``files`` small files of 1-16 KiB spread over 200 folders two levels deep (the reference tree's
+layout, :mod:`reftree`) and ``big_files`` files of ``big_size`` bytes; same arguments, same
+bytes. ``ROOT`` must not exist.
 """
 
 from __future__ import annotations
 
+import argparse
 import base64
 import json
 import random
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from reftree import make_reference_tree
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from reftree import MiB, _layout, _write, make_reference_tree  # noqa: E402
 
 FOLDERS = 200
-_VOCABULARY = (
-    "the agent reads notes and writes a summary of each meeting before the deadline while "
-    "config value return self import def class for in if else none true false print open "
-    "file path error message user model provider token request response memory workspace "
-    "skill server channel delegate plan test build deploy review merge branch commit"
+MIN_SIZE, MAX_SIZE = 1024, 16 * 1024
+
+# a vocabulary with the shapes of notes and code: words, identifiers, numbers, punctuation
+_WORDS = str.split(
+    "the agent notes a meeting with the team about the release plan and the open questions "
+    "review summary todo done next week report research paper draft figure table result "
+    "def return import class self value None True False for in if else while try except "
+    "config path file folder memory skill tool server request response error retry timeout "
+    "alice bob carol dave user assistant system model provider token budget context window"
 )
-_WORDS = _VOCABULARY.split()
+_CODE_LINES = (
+    "def {a}_{b}(value):",
+    "    return {a}.{b}(value, retries=3)",
+    "import {a}",
+    "class {A}{B}:",
+    "    {a} = {n}",
+    "# {a} {b} {c}",
+    "if {a} is None:",
+    "    raise ValueError('{a} {b}')",
+)
 
 
-def _text(rng: random.Random, size: int) -> bytes:
-    """Prose and code-like lines: short words between spaces and punctuation."""
-    out: list[str] = []
+def _text_file(rng: random.Random, size: int, kind: int) -> bytes:
+    """About ``size`` bytes of a note (markdown), code, or a chat log, by ``kind``."""
+    lines: list[str] = []
     length = 0
     while length < size:
-        line = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(4, 14)))
-        line = rng.choice(("", "    ", "# ", "- ")) + line + rng.choice((".", ":", "()", ","))
-        out.append(line)
+        words = rng.choices(_WORDS, k=rng.randint(4, 16))
+        if kind == 0:
+            line = ("## " if rng.random() < 0.1 else "- ") + " ".join(words)
+        elif kind == 1:
+            a, b, c = words[:3]
+            pattern = rng.choice(_CODE_LINES)
+            line = pattern.format(a=a, b=b, c=c, A=a.title(), B=b.title(), n=rng.randint(0, 999))
+        else:
+            line = f"[{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}] {words[0]}: " + " ".join(
+                words[1:]
+            )
+        lines.append(line)
         length += len(line) + 1
-    return ("\n".join(out) + "\n").encode()[:size]
+    return ("\n".join(lines) + "\n").encode()[:size]
 
 
-def _b64_lines(rng: random.Random, size: int) -> bytes:
-    """Chat-log JSON lines, most carrying a base64 attachment."""
-    out: list[bytes] = []
-    length = 0
-    while length < size:
-        record = {"role": rng.choice(("user", "assistant")), "text": _text(rng, 80).decode()}
-        if rng.random() < 0.8:
-            record["attachment"] = base64.b64encode(rng.randbytes(rng.randint(300, 6000))).decode()
-        line = json.dumps(record).encode()
-        out.append(line)
-        length += len(line) + 1
-    return (b"\n".join(out) + b"\n")[:size]
+def _b64_file(rng: random.Random, size: int) -> bytes:
+    """About ``size`` bytes of chat-log JSON lines, one in three carrying a base64 attachment."""
+    out = bytearray()
+    while len(out) < size:
+        record: dict[str, object] = {
+            "ts": 1_700_000_000 + rng.randint(0, 10_000_000),
+            "role": rng.choice(("user", "assistant", "tool")),
+            "text": " ".join(rng.choices(_WORDS, k=rng.randint(3, 24))),
+        }
+        if rng.random() < 1 / 3:
+            blob = rng.randbytes(rng.randint(256, 6144))
+            record["attachment"] = {"name": "image.png", "data": base64.b64encode(blob).decode()}
+        out += json.dumps(record).encode() + b"\n"
+    return bytes(out[:size])
 
 
-def _make_tree(
-    root: Path, files: int, big_files: int, big_size: int, content: Callable[..., bytes]
+def _make(
+    root: Path,
+    files: int,
+    big_files: int,
+    big_size: int,
+    seed: int,
+    content: Callable[[random.Random, int, int], bytes],
+    suffixes: tuple[str, ...],
 ) -> int:
-    """The reference layout with every file's bytes from ``content(rng, size)``."""
-    rng = random.Random(1)
-    total = make_reference_tree(root, files=0, big_files=0, folders=FOLDERS)
-    leaves = sorted(str(path.relative_to(root)) for path in root.glob("*/*") if path.is_dir())
+    rng = random.Random(seed)
+    leaves = _layout(FOLDERS)
+    root.mkdir(parents=True)
+    for leaf in leaves:
+        (root / leaf).mkdir(parents=True)
+    total = 0
     for index in range(files):
-        size = rng.randint(1024, 16 * 1024)
-        (root / leaves[index % len(leaves)] / f"file-{index:06d}.txt").write_bytes(
-            content(rng, size)
-        )
-        total += size
+        kind = index % len(suffixes)
+        data = content(rng, rng.randint(MIN_SIZE, MAX_SIZE), kind)
+        name = f"{leaves[index % len(leaves)]}/file-{index:06d}{suffixes[kind]}"
+        _write(bytes(root / name), data)
+        total += len(data)
     for index in range(big_files):
-        data = content(rng, big_size)
-        (root / leaves[index % len(leaves)] / f"big-{index:02d}.txt").write_bytes(data)
+        data = content(rng, big_size, index % len(suffixes))
+        _write(bytes(root / f"{leaves[index % len(leaves)]}/big-{index:02d}{suffixes[0]}"), data)
         total += len(data)
     return total
 
 
-def make_random_tree(root: Path, files: int, big_files: int, big_size: int) -> int:
-    """Random bytes: :func:`reftree.make_reference_tree` itself."""
+def make_random_tree(
+    root: Path, files: int = 5000, big_files: int = 5, big_size: int = 8 * MiB, seed: int = 1
+) -> int:
+    """Random bytes (the 06 §1 reference tree's content); returns the byte count."""
     return make_reference_tree(
-        root, files=files, big_files=big_files, big_size=big_size, folders=FOLDERS
+        root, files=files, folders=FOLDERS, big_files=big_files, big_size=big_size, seed=seed
     )
 
 
-def make_text_tree(root: Path, files: int, big_files: int, big_size: int) -> int:
-    """Notes and code: prose-like lines."""
-    return _make_tree(root, files, big_files, big_size, _text)
+def make_text_tree(
+    root: Path, files: int = 5000, big_files: int = 5, big_size: int = 8 * MiB, seed: int = 1
+) -> int:
+    """Notes (markdown), code and chat logs in turn; returns the byte count."""
+    return _make(root, files, big_files, big_size, seed, _text_file, (".md", ".py", ".log"))
 
 
-def make_b64_tree(root: Path, files: int, big_files: int, big_size: int) -> int:
-    """Chat logs: JSON lines carrying base64 attachments."""
-    return _make_tree(root, files, big_files, big_size, _b64_lines)
+def make_b64_tree(
+    root: Path, files: int = 5000, big_files: int = 5, big_size: int = 8 * MiB, seed: int = 1
+) -> int:
+    """Chat logs as JSON lines with base64 attachments; returns the byte count."""
+    return _make(
+        root, files, big_files, big_size, seed, lambda r, s, _k: _b64_file(r, s), (".jsonl",)
+    )
+
+
+MAKERS: dict[str, Callable[..., int]] = {
+    "random": make_random_tree,
+    "text": make_text_tree,
+    "b64": make_b64_tree,
+}
+
+
+def main(argv: list[str]) -> int:
+    """Command line entry: create one tree and print its size."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("content", choices=sorted(MAKERS))
+    parser.add_argument("root", type=Path)
+    parser.add_argument("--files", type=int, default=5000)
+    parser.add_argument("--big-files", type=int, default=5)
+    parser.add_argument("--big-size", type=int, default=8 * MiB)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+    if args.root.exists():
+        print(f"error: {args.root} already exists", file=sys.stderr)
+        return 1
+    total = MAKERS[args.content](args.root, args.files, args.big_files, args.big_size, args.seed)
+    print(f"{args.root}: {args.files + args.big_files} {args.content} files, {total / 1e6:.1f} MB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -8,7 +8,7 @@ from typing import IO
 
 import xxhash
 
-from bundler.bundle.manifest import checksum_sort_key, render_checksums
+from bundler.bundle.manifest import checksum_line, checksum_sort_key
 from bundler.fs import durable
 from bundler.fs.copytree import CopiedFile
 
@@ -45,7 +45,8 @@ class ChecksumSpool:
         if spool is None:
             # closed by __exit__: the spools live as long as the build
             spool = self._sections[section] = tempfile.TemporaryFile()  # noqa: SIM115
-        spool.write(render_checksums([(copied.xxh3_128, copied.relpath)]))
+        # one line, already in order within its section: no sort per file
+        spool.write(checksum_line(copied.xxh3_128, copied.relpath))
         self.files += 1
         self.bytes += copied.size
 

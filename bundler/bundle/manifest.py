@@ -11,16 +11,15 @@ from __future__ import annotations
 import datetime
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
 import tomli_w
-from jsonschema import Draft202012Validator
 
 from bundler.errors import InvalidInput, UsageError
-from bundler.rules import schema
+from bundler.rules import schema, schemacheck
 from bundler.rules.names import escape_display, has_control_chars
 from bundler.rules.risk import RiskFlag
 from bundler.rules.tomlcompat import TOMLDecodeError, loads
@@ -200,8 +199,31 @@ def render_manifest(manifest: Manifest) -> bytes:
 
 
 @cache
-def _manifest_validator() -> Draft202012Validator:
-    return Draft202012Validator(schema.load("bundle-manifest.schema.json"))
+def _manifest_validator() -> Callable[[Any], list[schemacheck.Violation]]:
+    """The manifest schema's check: compiled, so ``bundle verify`` does not pay jsonschema's
+    import; jsonschema itself should the schema outgrow the compiled checker."""
+    return _schema_check(reference=False)
+
+
+def _schema_check(*, reference: bool) -> Callable[[Any], list[schemacheck.Violation]]:
+    node = schema.load("bundle-manifest.schema.json")
+    check = None if reference else schemacheck.compiled_check(node)
+    make = schemacheck.validator_of(node)
+    return lambda table: schemacheck.run_check(check, make, table, (), node)
+
+
+def manifest_schema_error(table: Any, *, reference: bool = False) -> tuple[str, str] | None:
+    """The first schema violation of a manifest table as (path, message), or None.
+
+    "First" is the violation at the smallest path, in the schema's keyword order within one
+    path; ``reference=True`` uses jsonschema (for the differential test).
+    """
+    check = _schema_check(reference=True) if reference else _manifest_validator()
+    found = sorted(check(table), key=lambda violation: list(violation.segments))
+    if not found:
+        return None
+    first = found[0]
+    return _json_path(table, first.segments) or "(top level)", _schema_message(first, found)
 
 
 def _fail(message: str, path: str = "") -> InvalidInput:
@@ -209,10 +231,16 @@ def _fail(message: str, path: str = "") -> InvalidInput:
     return InvalidInput(escape_display(where + message), path=path or MANIFEST_NAME)
 
 
-def _json_path(parts: Iterable[Any]) -> str:
-    out = ""
-    for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+def _json_path(table: Any, segments: Iterable[str | int]) -> str:
+    """``dropped[0].path``: array entries by index, table keys after a dot."""
+    out, value = "", table
+    for part in segments:
+        if isinstance(value, list):
+            out += f"[{part}]"
+            value = value[int(part)]
+        else:
+            out += f".{part}" if out else str(part)
+            value = value.get(part) if isinstance(value, dict) else None
     return out
 
 
@@ -240,12 +268,9 @@ def parse_manifest(data: bytes) -> Manifest:
                 "format_version",
             )
         raise _fail(f"unknown format {version}", "format_version")
-    errors = sorted(
-        _manifest_validator().iter_errors(table), key=lambda e: list(map(str, e.absolute_path))
-    )
-    if errors:
-        first = errors[0]
-        raise _fail(_schema_message(first), _json_path(first.absolute_path) or "(top level)")
+    schema_error = manifest_schema_error(table)
+    if schema_error is not None:
+        raise _fail(schema_error[1], schema_error[0])
     if version == 2 and "memory" not in table:
         raise _fail("a format 2 bundle needs its [memory] table", "memory")
     if version == 2 and "contents" not in table:
@@ -312,24 +337,29 @@ def is_rfc3339(text: str) -> bool:
     return off_hour is None or (int(off_hour) <= 23 and int(off_minute) <= 59)
 
 
-def _schema_message(error: Any) -> str:
-    # jsonschema quotes the offending value; a manifest value may be long or hostile, so say
-    # only which rule failed.
-    validator = error.validator
-    if validator == "required":
-        missing = [name for name in error.validator_value if name not in (error.instance or {})]
-        return f"missing {', '.join(missing)}" if missing else "missing a required key"
-    if validator == "type":
-        return f"must be of type {error.validator_value}"
-    if validator in ("enum", "const"):
+def _schema_message(first: schemacheck.Violation, found: list[schemacheck.Violation]) -> str:
+    # a manifest value may be long or hostile, so say only which rule failed
+    keyword, node = first.keyword, first.node
+    if keyword == "required":
+        missing = [
+            str(violation.missing)
+            for violation in found
+            if violation.keyword == "required"
+            and violation.segments == first.segments
+            and violation.node == node
+        ]
+        return f"missing {', '.join(missing)}"
+    if keyword == "type":
+        return f"must be of type {node['type']}"
+    if keyword in ("enum", "const"):
         return "is not one of the allowed values"
-    if validator == "pattern":
+    if keyword == "pattern":
         return "does not have the expected form"
-    if validator in ("minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems"):
-        return f"violates {validator} {error.validator_value}"
-    if validator == "uniqueItems":
+    if keyword in ("minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems"):
+        return f"violates {keyword} {node[keyword]}"
+    if keyword == "uniqueItems":
         return "has repeated items"
-    return f"fails the {validator} rule"
+    return f"fails the {keyword} rule"
 
 
 # --- config.toml -------------------------------------------------------------------------------
@@ -367,10 +397,15 @@ def checksum_sort_key(path: str) -> tuple[bytes, ...]:
     return tuple(path.encode("utf-8", "surrogateescape").split(b"/"))
 
 
+def checksum_line(digest: str, path: str) -> bytes:
+    """One ``<32 hex>  <path>`` line of ``checksums.xxh3`` (``xxhsum -H2`` format)."""
+    return f"{digest}  {path}\n".encode()
+
+
 def render_checksums(lines: Iterable[tuple[str, str]]) -> bytes:
-    """``<32 hex>  <path>`` lines (``xxhsum -H2`` format) in :func:`checksum_sort_key` order."""
+    """:func:`checksum_line` lines in :func:`checksum_sort_key` order."""
     ordered = sorted(lines, key=lambda line: checksum_sort_key(line[1]))
-    return "".join(f"{digest}  {path}\n" for digest, path in ordered).encode("utf-8")
+    return b"".join(checksum_line(digest, path) for digest, path in ordered)
 
 
 def parse_checksums(data: bytes) -> list[tuple[str, str]]:

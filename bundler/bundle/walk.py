@@ -204,7 +204,11 @@ class BundleWalker:
         try:
             observer = None if sink is None else (lambda _rel, chunk: sink.write(chunk))
             size, digest = digest_fd(
-                entry.fd, relpath=entry.relpath, observer=observer, buffer=self.buffer
+                entry.fd,
+                relpath=entry.relpath,
+                observer=observer,
+                buffer=self.buffer,
+                expected=entry.stat.st_size,
             )
         except BundlerError as exc:
             self.error(escape_display(entry.relpath), exc.message)

@@ -12,7 +12,7 @@ import importlib
 import json
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from types import FrameType
 from typing import Any, NoReturn
 
@@ -169,8 +169,16 @@ def _global_options(suppress: bool) -> argparse.ArgumentParser:
     return parent
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The whole command tree of 05 §1."""
+def build_parser(groups_wanted: Container[str] | None = None) -> argparse.ArgumentParser:
+    """The command tree of 05 §1; the commands of a group only when ``groups_wanted`` holds it.
+
+    Every group is listed either way; the CLI builds only the group it was given (see
+    :func:`_group_word`), since building every command's parser is most of ``--help``'s time.
+    """
+
+    def wanted(group: str) -> bool:
+        return groups_wanted is None or group in groups_wanted
+
     sub_globals = _global_options(suppress=True)
     parser = _Parser(
         prog="bundler",
@@ -199,110 +207,118 @@ def build_parser() -> argparse.ArgumentParser:
         )
         return made
 
-    agents = command(groups, "agents", "list, export and import agents").add_subparsers(
-        dest="command", metavar="COMMAND", parser_class=_Parser, help="one of:"
-    )
-    command(agents, "list", "list the install's agents")
-    export = command(agents, "export", "export an agent to a portable bundle")
-    export.add_argument("alias", metavar="ALIAS", help="the agent to export (see 'agents list')")
-    export.add_argument(
-        "--out",
-        required=True,
-        metavar="DIR",
-        help="the bundle folder to create (or replace with --force)",
-    )
-    export.add_argument(
-        "--force", action="store_true", help="replace an existing bundle (never another folder)"
-    )
-    export.add_argument(
-        "--include-memory", action="store_true", help="carry the agent's SQLite memory (format 2)"
-    )
-    export.add_argument(
-        "--scan-secrets",
-        choices=["refuse", "warn", "off"],
-        default="refuse",
-        help="what a known secret found in a carried file does (default refuse: every hit of "
-        "the run is listed, then nothing is published)",
-    )
-    export.add_argument(
-        "--exclude",
-        action="append",
-        default=[],
-        metavar="PATTERN",
-        help="keep workspace paths matching this gitignore pattern behind (repeatable; "
-        "after the workspace's .bundlerignore, so '!PATTERN' can re-include); each is "
-        "listed under 'not carried' and is not swept for secrets",
-    )
-    export.add_argument(
-        "--exclude-from",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="read more such patterns from FILE, one a line, '#' comments (repeatable)",
-    )
-    imp = command(agents, "import", "import a bundle into this install, transactionally")
-    imp.add_argument(
-        "bundle", nargs="?", metavar="BUNDLE", help="the bundle folder (not with --undo)"
-    )
-    imp.add_argument(
-        "--undo",
-        metavar="RECEIPT",
-        help="remove exactly what the import with this receipt added ('last': the newest one "
-        "not yet undone; see 'agents imports')",
-    )
-    imp.add_argument(
-        "--as", dest="as_alias", metavar="ALIAS", help="import the agent under this alias"
-    )
-    imp.add_argument(
-        "--bind",
-        action="append",
-        default=[],
-        metavar="PATH=LOCAL",
-        help="use a local entry instead of importing one",
-    )
-    imp.add_argument(
-        "--secret",
-        action="append",
-        default=[],
-        metavar="PATH=VALUE",
-        help="fill a required secret (visible to other users: prefer --secrets-file)",
-    )
-    imp.add_argument(
-        "--secrets-file",
-        metavar="FILE",
-        help="TOML table of required secret paths to values (mode 0600)",
-    )
-    imp.add_argument(
-        "--accept-risks",
-        action="store_true",
-        help="accept the bundle's risk flags without a prompt",
-    )
-    imp.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
-    imp.add_argument(
-        "--force",
-        action="store_true",
-        help="with --undo: remove entries edited since the import, saving their values first",
-    )
-    command(agents, "imports", "list the import receipts, newest first, with their state")
+    agents_parser = command(groups, "agents", "list, export and import agents")
+    if wanted("agents"):
+        agents = agents_parser.add_subparsers(
+            dest="command", metavar="COMMAND", parser_class=_Parser, help="one of:"
+        )
+        command(agents, "list", "list the install's agents")
+        export = command(agents, "export", "export an agent to a portable bundle")
+        export.add_argument(
+            "alias", metavar="ALIAS", help="the agent to export (see 'agents list')"
+        )
+        export.add_argument(
+            "--out",
+            required=True,
+            metavar="DIR",
+            help="the bundle folder to create (or replace with --force)",
+        )
+        export.add_argument(
+            "--force", action="store_true", help="replace an existing bundle (never another folder)"
+        )
+        export.add_argument(
+            "--include-memory",
+            action="store_true",
+            help="carry the agent's SQLite memory (format 2)",
+        )
+        export.add_argument(
+            "--scan-secrets",
+            choices=["refuse", "warn", "off"],
+            default="refuse",
+            help="what a known secret found in a carried file does (default refuse: every hit of "
+            "the run is listed, then nothing is published)",
+        )
+        export.add_argument(
+            "--exclude",
+            action="append",
+            default=[],
+            metavar="PATTERN",
+            help="keep workspace paths matching this gitignore pattern behind (repeatable; "
+            "after the workspace's .bundlerignore, so '!PATTERN' can re-include); each is "
+            "listed under 'not carried' and is not swept for secrets",
+        )
+        export.add_argument(
+            "--exclude-from",
+            action="append",
+            default=[],
+            metavar="FILE",
+            help="read more such patterns from FILE, one a line, '#' comments (repeatable)",
+        )
+        imp = command(agents, "import", "import a bundle into this install, transactionally")
+        imp.add_argument(
+            "bundle", nargs="?", metavar="BUNDLE", help="the bundle folder (not with --undo)"
+        )
+        imp.add_argument(
+            "--undo",
+            metavar="RECEIPT",
+            help="remove exactly what the import with this receipt added ('last': the newest one "
+            "not yet undone; see 'agents imports')",
+        )
+        imp.add_argument(
+            "--as", dest="as_alias", metavar="ALIAS", help="import the agent under this alias"
+        )
+        imp.add_argument(
+            "--bind",
+            action="append",
+            default=[],
+            metavar="PATH=LOCAL",
+            help="use a local entry instead of importing one",
+        )
+        imp.add_argument(
+            "--secret",
+            action="append",
+            default=[],
+            metavar="PATH=VALUE",
+            help="fill a required secret (visible to other users: prefer --secrets-file)",
+        )
+        imp.add_argument(
+            "--secrets-file",
+            metavar="FILE",
+            help="TOML table of required secret paths to values (mode 0600)",
+        )
+        imp.add_argument(
+            "--accept-risks",
+            action="store_true",
+            help="accept the bundle's risk flags without a prompt",
+        )
+        imp.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
+        imp.add_argument(
+            "--force",
+            action="store_true",
+            help="with --undo: remove entries edited since the import, saving their values first",
+        )
+        command(agents, "imports", "list the import receipts, newest first, with their state")
 
     bundle_help = "verify and inspect bundles, write a secrets template"
-    bundle = command(groups, "bundle", bundle_help).add_subparsers(
-        dest="command", metavar="COMMAND", parser_class=_Parser, help="one of:"
-    )
-    command(bundle, "verify", "check a bundle completely, changing nothing").add_argument(
-        "dir", metavar="DIR", help="the bundle folder"
-    )
-    command(bundle, "inspect", "show what a bundle holds and grants").add_argument(
-        "dir", metavar="DIR", help="the bundle folder"
-    )
-    template = command(
-        bundle, "secrets-template", "write the bundle's required secrets as a --secrets-file"
-    )
-    template.add_argument("dir", metavar="BUNDLE", help="the bundle folder")
-    template.add_argument(
-        "--out", metavar="FILE", help="create FILE (mode 0600) instead of printing"
-    )
-    template.add_argument("--force", action="store_true", help="replace an existing FILE")
+    bundle_parser = command(groups, "bundle", bundle_help)
+    if wanted("bundle"):
+        bundle = bundle_parser.add_subparsers(
+            dest="command", metavar="COMMAND", parser_class=_Parser, help="one of:"
+        )
+        command(bundle, "verify", "check a bundle completely, changing nothing").add_argument(
+            "dir", metavar="DIR", help="the bundle folder"
+        )
+        command(bundle, "inspect", "show what a bundle holds and grants").add_argument(
+            "dir", metavar="DIR", help="the bundle folder"
+        )
+        template = command(
+            bundle, "secrets-template", "write the bundle's required secrets as a --secrets-file"
+        )
+        template.add_argument("dir", metavar="BUNDLE", help="the bundle folder")
+        template.add_argument(
+            "--out", metavar="FILE", help="create FILE (mode 0600) instead of printing"
+        )
+        template.add_argument("--force", action="store_true", help="replace an existing FILE")
 
     recover = command(
         groups, "recover", "repair what an interrupted export, import or restore left"
@@ -314,67 +330,77 @@ def build_parser() -> argparse.ArgumentParser:
     )
     recover.add_argument("--dry-run", action="store_true", help="say what would be done")
 
-    config = command(groups, "config", "validate, read and edit config.toml").add_subparsers(
-        dest="command", metavar="COMMAND", parser_class=_Parser, help="one of:"
-    )
-    command(config, "validate", "print every error and warning of the config")
-    get = command(config, "get", "print a config value (secrets masked)")
-    get.add_argument("path", metavar="PATH", help="a dotted config path, as in config.toml")
-    get.add_argument("--reveal", action="store_true", help="print secret values")
-    set_ = command(config, "set", "set a config value, keeping the file's formatting")
-    set_.description = SET_VALUE_RULE
-    set_.add_argument("path", metavar="PATH", help="a dotted config path, as in config.toml")
-    set_.add_argument(
-        "value", nargs="?", metavar="VALUE", help="omit to read it from standard input (no echo)"
-    )
-    unset = command(config, "unset", "remove a config value, keeping the file's formatting")
-    unset.add_argument("path", metavar="PATH", help="the config path to remove")
+    config_parser = command(groups, "config", "validate, read and edit config.toml")
+    if wanted("config"):
+        config = config_parser.add_subparsers(
+            dest="command", metavar="COMMAND", parser_class=_Parser, help="one of:"
+        )
+        command(config, "validate", "print every error and warning of the config")
+        get = command(config, "get", "print a config value (secrets masked)")
+        get.add_argument("path", metavar="PATH", help="a dotted config path, as in config.toml")
+        get.add_argument("--reveal", action="store_true", help="print secret values")
+        set_ = command(config, "set", "set a config value, keeping the file's formatting")
+        set_.description = SET_VALUE_RULE
+        set_.add_argument("path", metavar="PATH", help="a dotted config path, as in config.toml")
+        set_.add_argument(
+            "value",
+            nargs="?",
+            metavar="VALUE",
+            help="omit to read it from standard input (no echo)",
+        )
+        unset = command(config, "unset", "remove a config value, keeping the file's formatting")
+        unset.add_argument("path", metavar="PATH", help="the config path to remove")
 
-    home = command(groups, "home", "data homes: show, volumes, skills, backups").add_subparsers(
-        dest="command", metavar="COMMAND", parser_class=_Parser, help="one of:"
-    )
-    project = argparse.ArgumentParser(add_help=False)
-    project.add_argument(
-        "--project", metavar="DIR", default=".", help="the folder holding Agent.yaml (default: .)"
-    )
-    for name, text in (
-        ("init", "create the data home as a first start does"),
-        ("show", "show the data home, sizes and volumes"),
-        ("volumes", "list the agent's volumes"),
-    ):
-        command(home, name, text, project)
-    skills = command(home, "skills", "list skills, or save one", project)
-    skills.add_argument(
-        "action",
-        nargs="?",
-        choices=["list", "save"],
-        help="list the skills (the default), or save a skill of the agent's own",
-    )
-    skills.add_argument("name", nargs="?", metavar="NAME", help="with save: the skill's name")
-    skills.add_argument("--description", metavar="TEXT")
-    skills.add_argument("--file", metavar="FILE")
-    skills.add_argument(
-        "--force", action="store_true", help="save over an agent skill of the same name"
-    )
-    backup = command(home, "backup", "back up the data home to one zip", project)
-    backup.add_argument(
-        "--to",
-        metavar="FILE",
-        help="the zip to create (never replaced), or an existing folder for a timestamped zip",
-    )
-    command(home, "verify-backup", "check a backup zip, changing nothing").add_argument(
-        "file", metavar="FILE", help="the backup zip"
-    )
-    restore = command(home, "restore", "restore a backup zip into the data home", project)
-    restore.add_argument("file", metavar="FILE", help="the backup zip to restore")
-    restore.add_argument(
-        "--home", dest="target_home", metavar="DIR", help="restore into this data home instead"
-    )
-    restore.add_argument(
-        "--force",
-        action="store_true",
-        help="restore even though chat.db looks in use or DIR is not a data home",
-    )
+    home_parser = command(groups, "home", "data homes: show, volumes, skills, backups")
+    if wanted("home"):
+        home = home_parser.add_subparsers(
+            dest="command", metavar="COMMAND", parser_class=_Parser, help="one of:"
+        )
+        project = argparse.ArgumentParser(add_help=False)
+        project.add_argument(
+            "--project",
+            metavar="DIR",
+            default=".",
+            help="the folder holding Agent.yaml (default: .)",
+        )
+        for name, text in (
+            ("init", "create the data home as a first start does"),
+            ("show", "show the data home, sizes and volumes"),
+            ("volumes", "list the agent's volumes"),
+        ):
+            command(home, name, text, project)
+        skills = command(home, "skills", "list skills, or save one", project)
+        skills.add_argument(
+            "action",
+            nargs="?",
+            choices=["list", "save"],
+            help="list the skills (the default), or save a skill of the agent's own",
+        )
+        skills.add_argument("name", nargs="?", metavar="NAME", help="with save: the skill's name")
+        skills.add_argument("--description", metavar="TEXT")
+        skills.add_argument("--file", metavar="FILE")
+        skills.add_argument(
+            "--force", action="store_true", help="save over an agent skill of the same name"
+        )
+        backup = command(home, "backup", "back up the data home to one zip", project)
+        backup.add_argument(
+            "--to",
+            metavar="FILE",
+            help="the zip to create (never replaced), or an existing folder for a timestamped zip",
+        )
+        command(home, "verify-backup", "check a backup zip, changing nothing").add_argument(
+            "file", metavar="FILE", help="the backup zip"
+        )
+        restore = command(home, "restore", "restore a backup zip into the data home", project)
+        restore.add_argument("file", metavar="FILE", help="the backup zip to restore")
+        restore.add_argument(
+            "--home", dest="target_home", metavar="DIR", help="restore into this data home instead"
+        )
+        restore.add_argument(
+            "--force",
+            action="store_true",
+            help="restore even though chat.db looks in use or DIR is not a data home",
+        )
 
     doctor = command(
         groups, "doctor", "check the install, leftovers, the filesystem and the data home"
@@ -433,6 +459,21 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     raise Interrupted(f"interrupted by {signal.Signals(signum).name}; cleaned up")
 
 
+def _group_word(argv: Sequence[str]) -> str | None:
+    """The command group ``argv`` names: its first word that is not an option or the value of
+    ``--install`` (the one global option taking a value). A wrong guess only costs argparse its
+    usual error, as the word is then no group."""
+    after_install = False
+    for word in argv:
+        if after_install:
+            after_install = False
+        elif word == "--install":
+            after_install = True
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
 def _wants_json(argv: Sequence[str]) -> bool:
     return "--json" in argv
 
@@ -445,7 +486,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _on_signal)
     try:
-        parser = build_parser()
+        word = _group_word(argv)
+        parser = build_parser(groups_wanted=() if word is None else (word,))
         args, extras = parser.parse_known_args(argv)
         if extras:
             _unrecognized(extras, args)

@@ -8,15 +8,17 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bundler.bundle.inspect import InspectReport, inspect_bundle
 from bundler.bundle.recover import leftovers_beside
 from bundler.bundle.verify import verify_bundle
 from bundler.cli.output import Output, Result
 from bundler.errors import EXIT_INVALID, Refused
 from bundler.rules.names import escape_display
 from bundler.rules.units import human_size
+
+if TYPE_CHECKING:
+    from bundler.bundle.inspect import InspectReport
 
 
 def _error_lines(first: str, rest: list[str], json_mode: bool) -> str:
@@ -96,6 +98,8 @@ def _rich(report: InspectReport) -> None:
 
 def inspect(args: argparse.Namespace, out: Output) -> Result:
     """Show what a bundle holds and grants: a table on a terminal, plain lines otherwise."""
+    from bundler.bundle.inspect import inspect_bundle  # not for verify's start-up
+
     with out.progress() as progress:
         report = inspect_bundle(Path(args.dir), progress=progress)
     payload: dict[str, Any] = report.as_json()

@@ -7,9 +7,12 @@ additions, not a million redraws. rich is imported when the first phase starts, 
 that shows no bar never loads it. The bar is transient: once a phase stops, nothing of it is
 left on the terminal, and stdout never sees it.
 
-``BUNDLER_PROGRESS_INTERVAL`` (seconds, a float) replaces the redraw interval. It exists for
-the tests, which set it to 0 so that a tree of a few files draws every figure; it is not a
-user setting and is not documented in the help.
+A phase is drawn only once it has run :data:`DELAY_SECONDS`: a command that ends sooner has no
+progress worth showing, and importing rich is a large share of a short command's start-up.
+
+``BUNDLER_PROGRESS_INTERVAL`` (seconds, a float) replaces the redraw interval and that delay.
+It exists for the tests, which set it to 0 so that a tree of a few files draws every figure;
+it is not a user setting and is not documented in the help.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from bundler.rules.names import escape_display
 from bundler.rules.units import human_size
 
 REDRAW_SECONDS = 0.1
+DELAY_SECONDS = 0.5
 INTERVAL_ENV = "BUNDLER_PROGRESS_INTERVAL"
 
 
@@ -62,6 +66,9 @@ class Bar:
 
     def __init__(self) -> None:
         self.interval = _interval()
+        self.delay = self.interval if INTERVAL_ENV in os.environ else DELAY_SECONDS
+        self.pending: tuple[str, int | None, int | None] | None = None
+        self.show_at = 0.0
         self.display: Any = None
         self.task: Any = None
         self.files = 0
@@ -71,8 +78,20 @@ class Bar:
         self.next_draw = 0.0
 
     def start(self, label: str, files: int | None = None, nbytes: int | None = None) -> None:
-        """Show a new bar for this phase (the previous one, if any, is removed first)."""
+        """Begin a phase; its bar appears once the phase has run :data:`DELAY_SECONDS`."""
         self.stop()
+        self.files, self.nbytes = 0, 0
+        self.files_total, self.bytes_total = files, nbytes
+        self.pending = (label, files, nbytes)
+        self.show_at = time.monotonic() + self.delay
+        if self.delay <= 0:
+            self._show()
+
+    def _show(self) -> None:
+        """Draw the pending phase's bar (the first one imports rich)."""
+        assert self.pending is not None
+        label, files, nbytes = self.pending
+        self.pending = None
         from rich.console import Console
         from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn
         from rich.text import Text
@@ -81,8 +100,6 @@ class Bar:
             def render(self, task: Any) -> Text:
                 return Text(figures(task))
 
-        self.files, self.nbytes = 0, 0
-        self.files_total, self.bytes_total = files, nbytes
         self.display = Progress(
             TextColumn("{task.description}"),
             BarColumn(bar_width=20),
@@ -96,7 +113,7 @@ class Bar:
             speed_estimate_period=10,
         )
         self.task = self.display.add_task(
-            escape_display(label), total=nbytes, files=0, files_total=files
+            escape_display(label), total=nbytes, files=self.files, files_total=files
         )
         self.display.start()
         self.next_draw = 0.0
@@ -106,8 +123,11 @@ class Bar:
         """Count files and bytes done; redraw when the interval has passed."""
         self.files += files
         self.nbytes += nbytes
-        if self.display is not None and time.monotonic() >= self.next_draw:
-            self._draw()
+        if self.display is not None:
+            if time.monotonic() >= self.next_draw:
+                self._draw()
+        elif self.pending is not None and time.monotonic() >= self.show_at:
+            self._show()
 
     def _draw(self) -> None:
         # an estimated total (a tree counted before it was copied) may be passed: grow it
@@ -126,7 +146,8 @@ class Bar:
         self.next_draw = time.monotonic() + self.interval
 
     def stop(self) -> None:
-        """Remove the bar from the terminal."""
+        """Remove the bar from the terminal (a phase not yet drawn is dropped)."""
+        self.pending = None
         if self.display is not None:
             self.display.stop()
             self.display = None

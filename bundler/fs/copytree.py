@@ -62,10 +62,13 @@ def digest_fd(
     relpath: str = "",
     observer: Observer | None = None,
     buffer: bytearray | None = None,
+    expected: int | None = None,
 ) -> tuple[int, str]:
     """Read an open file from its current offset to the end: (byte count, XXH3-128 hex).
 
-    ``observer(relpath, chunk)`` sees every chunk. Read errors raise :class:`Refused`.
+    ``observer(relpath, chunk)`` sees every chunk. Read errors raise :class:`Refused`. With
+    ``expected`` (the size ``fstat`` gave), a short read that reaches it ends the file without
+    one more read to see end-of-file, as the copier does: one system call less per small file.
     """
     buf = buffer if buffer is not None else bytearray(BUFFER_SIZE)
     view = memoryview(buf)
@@ -80,6 +83,8 @@ def digest_fd(
         if observer is not None:
             observer(relpath, chunk)
         size += count
+        if size == expected and count < len(buf):
+            return size, hasher.hexdigest()
 
 
 def _read(fd: int, buf: bytearray, relpath: str) -> int:

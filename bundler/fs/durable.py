@@ -15,8 +15,6 @@ import ctypes
 import errno
 import fcntl
 import os
-import platform
-import secrets
 import string
 
 RENAME_NOREPLACE = 1
@@ -30,9 +28,24 @@ _TOKEN_ALPHABET = string.ascii_letters + string.digits
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
+# bytes below this are used, so each of the 62 letters is equally likely
+_TOKEN_LIMIT = 256 - 256 % len(_TOKEN_ALPHABET)
+
+
 def random_token(length: int = 12) -> str:
-    """``length`` random ``[A-Za-z0-9]`` characters (staging folder tokens)."""
-    return "".join(secrets.choice(_TOKEN_ALPHABET) for _ in range(length))
+    """``length`` random ``[A-Za-z0-9]`` characters (staging folder tokens).
+
+    Drawn from ``os.urandom`` as ``secrets`` does, without its import (hashlib, OpenSSL),
+    which every command's start-up would pay.
+    """
+    letters: list[str] = []
+    while len(letters) < length:
+        letters += [
+            _TOKEN_ALPHABET[b % len(_TOKEN_ALPHABET)]
+            for b in os.urandom(2 * length)
+            if b < _TOKEN_LIMIT
+        ]
+    return "".join(letters[:length])
 
 
 def renameat2(src_dir_fd: int, src: str, dst_dir_fd: int, dst: str, flags: int) -> None:
@@ -49,13 +62,14 @@ def renameat2(src_dir_fd: int, src: str, dst_dir_fd: int, dst: str, flags: int) 
 
 def _kernel_reports_syncfs_errors() -> bool:
     try:
-        major, minor = (int(part) for part in platform.release().split(".")[:2])
+        major, minor = (int(part) for part in os.uname().release.split(".")[:2])
     except ValueError:
         return False
     return (major, minor) >= (5, 8)
 
 
-SYNCFS_REPORTS_ERRORS = platform.system() == "Linux" and _kernel_reports_syncfs_errors()
+# os.uname, not platform: platform's import is a start-up cost of every command
+SYNCFS_REPORTS_ERRORS = os.uname().sysname == "Linux" and _kernel_reports_syncfs_errors()
 
 
 def syncfs(fd: int) -> None:

@@ -21,12 +21,11 @@ import contextlib
 import enum
 import errno
 import os
-import re
 import stat
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from bundler.errors import Refused
 from bundler.rules.names import decode_name, escape_display, is_portable_name
@@ -41,8 +40,6 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: an entry classified regular but swapped for a FIFO must not block the open;
 # O_NOCTTY: nor may a swapped-in terminal become our controlling terminal.
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
-# Most names are printable ASCII: one regex match instead of a per-character control check.
-_PLAIN_ASCII = re.compile(rb"[\x20-\x7e]+")
 
 SYMLINK_MESSAGE = "point the config at the real folder and export again"
 
@@ -104,9 +101,8 @@ OnSkip = Callable[[SkipKind, str], None]
 Exclude = Callable[[str, os.stat_result], bool]
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One admitted entry of a walk.
+class Entry(NamedTuple):
+    """One admitted entry of a walk (a named tuple: built once per file, so kept cheap).
 
     ``fd`` is open on the entry itself (a folder, or a regular file for reading) and stays valid
     only until the consumer asks for the next entry; the walker closes it. ``stat`` is ``fstat``
@@ -234,11 +230,16 @@ def walk(
                 continue
             name = level.names[level.index]
             level.index += 1
-            raw = os.fsencode(name)
-            text = name if _PLAIN_ASCII.fullmatch(raw) else decode_name(raw)
-            if text is None:
-                skip(SkipKind.BAD_NAME, prefix + level.rel + display_name(raw))
-                continue
+            # most names are printable ASCII (0x20-0x7e), and then the text is the name itself
+            if name.isascii() and name.isprintable():
+                text = name
+            else:
+                raw = os.fsencode(name)
+                decoded = decode_name(raw)
+                if decoded is None:
+                    skip(SkipKind.BAD_NAME, prefix + level.rel + display_name(raw))
+                    continue
+                text = decoded
             rel = level.rel + text
             relpath = prefix + rel
             depth = level.depth + 1
@@ -273,7 +274,12 @@ def walk(
                 continue
             try:
                 fst = os.fstat(fd)
-                if not same_object(fst, lst):
+                # same_object(fst, lst), inline: this runs once per entry
+                if (
+                    fst.st_ino != lst.st_ino
+                    or fst.st_dev != lst.st_dev
+                    or stat.S_IFMT(fst.st_mode) != stat.S_IFMT(mode)
+                ):
                     # A mount point also lands here when it is crossed: the mounted root differs.
                     kind = SkipKind.OTHER_DEVICE if fst.st_dev != root_dev else SkipKind.REPLACED
                     skip(kind, relpath)

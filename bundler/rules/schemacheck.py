@@ -16,7 +16,7 @@ import ast
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from bundler.rules import schema
 from bundler.rules.findings import (
@@ -28,25 +28,19 @@ from bundler.rules.findings import (
 )
 from bundler.rules.paths import Segment, format_path
 
-__all__ = ["check_value", "schema_findings"]
+__all__ = [
+    "Violation",
+    "check_value",
+    "compiled_check",
+    "run_check",
+    "unsupported_keyword",
+    "validator_of",
+    "reference_violations",
+    "schema_findings",
+]
 
 
 _ANNOTATIONS = frozenset({"$schema", "$id", "title", "description", "default", "examples"})
-_COMPILED_KEYWORDS = frozenset(
-    {
-        "type",
-        "enum",
-        "properties",
-        "additionalProperties",
-        "propertyNames",
-        "required",
-        "items",
-        "oneOf",
-        "minimum",
-        "maximum",
-        "pattern",
-    }
-)
 _BOUND_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 
 
@@ -96,8 +90,26 @@ def _finding(
     return Finding(INVALID_VALUE, path, f"does not satisfy the schema ({keyword})")
 
 
-# a compiled check appends findings for ``value`` found at ``segments``
-_Check = Callable[[Any, list[Segment], list[Finding]], None]
+class Violation(NamedTuple):
+    """One schema keyword failing at ``segments``: built from the schema, never from the value.
+
+    ``key`` is set when a property name failed ``propertyNames``; ``missing`` names the
+    property a ``required`` keyword misses.
+    """
+
+    keyword: str
+    segments: tuple[Segment, ...]
+    node: Mapping[str, Any]
+    key: str | None = None
+    missing: str | None = None
+
+    def finding(self) -> Finding:
+        """The config finding this violation is reported as."""
+        return _finding(self.keyword, self.segments, self.node, key=self.key, missing=self.missing)
+
+
+# a compiled check appends violations for ``value`` found at ``at``
+_Check = Callable[[Any, tuple[Segment, ...], list[Violation]], None]
 
 
 class _Unsupported(Exception):
@@ -127,147 +139,254 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b if isinstance(a, bool) or isinstance(b, bool) else a == b
 
 
+def _identity(value: Any) -> Any:
+    """A hashable stand-in for ``value`` under JSON Schema equality (true is not 1, 1 is 1.0).
+
+    ``uniqueItems`` compares through it in one pass: a pairwise comparison of a hostile array of
+    a million items would never end.
+    """
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, (int, float)):
+        return ("number", value)
+    if isinstance(value, list):
+        return ("array", tuple(_identity(item) for item in value))
+    if isinstance(value, dict):
+        return ("object", frozenset((key, _identity(sub)) for key, sub in value.items()))
+    return (type(value).__name__, value)
+
+
+def unsupported_keyword(node: Mapping[str, Any]) -> str | None:
+    """The first keyword anywhere below ``node`` the compiled checker does not implement.
+
+    For tests: a schema the checker covers whole never falls back to jsonschema.
+    """
+    try:
+        _compile(node)
+    except _Unsupported as unsupported:
+        return str(unsupported)
+    for keyword, sub in node.items():
+        if keyword == "properties":
+            children: Iterable[Any] = sub.values()
+        elif keyword in ("oneOf", "anyOf"):
+            children = sub
+        elif keyword in ("additionalProperties", "propertyNames", "items"):
+            children = [sub] if isinstance(sub, dict) else []
+        else:
+            continue
+        for child in children:
+            found = unsupported_keyword(child)
+            if found is not None:
+                return found
+    return None
+
+
 def _compile(node: Mapping[str, Any]) -> _Check:
-    """Compile one schema node into a check; raises :class:`_Unsupported` on unknown keywords."""
-    unknown = [
-        k for k in node if k not in _COMPILED_KEYWORDS | _ANNOTATIONS and not k.startswith("x-")
-    ]
+    """Compile one schema node into a check, its keywords in the schema's order.
+
+    Subschemas are compiled when a value first reaches them, so a small config pays for the part
+    of a large schema it uses; a keyword of a subschema no value reaches constrains nothing.
+    Raises :class:`_Unsupported` (then, or when a value reaches a subschema) on a keyword the
+    checker does not implement: the caller then uses jsonschema for the whole value.
+    """
+    unknown = [k for k in node if k not in _COMPILED_KEYWORDS | _ANNOTATIONS and k[:2] != "x-"]
     if unknown:
         raise _Unsupported(unknown[0])
+    if node.get("additionalProperties") is False:
+        raise _Unsupported("additionalProperties: false")
+    if "type" in node and (not isinstance(node["type"], str) or node["type"] not in _TYPE_TESTS):
+        raise _Unsupported("type")
+    if "items" in node and not isinstance(node["items"], dict):
+        raise _Unsupported("items")
     checks: list[_Check] = []
-    if "type" in node:
-        kind = node["type"]
-        if not isinstance(kind, str) or kind not in _TYPE_TESTS:
-            raise _Unsupported("type")
-        test = _TYPE_TESTS[kind]
-
-        def check_type(value: Any, at: list[Segment], out: list[Finding]) -> None:
-            if not test(value):
-                out.append(_finding("type", at, node))
-
-        checks.append(check_type)
-    if "enum" in node:
-        choices = list(node["enum"])
-
-        def check_enum(value: Any, at: list[Segment], out: list[Finding]) -> None:
-            if not any(_same(value, choice) for choice in choices):
-                out.append(_finding("enum", at, node))
-
-        checks.append(check_enum)
-    for keyword in ("minimum", "maximum"):
-        if keyword in node:
-            checks.append(_compile_bound(node, keyword))
-    if "pattern" in node:
-        pattern = re.compile(node["pattern"])
-
-        def check_pattern(value: Any, at: list[Segment], out: list[Finding]) -> None:
-            if isinstance(value, str) and not pattern.search(value):
-                out.append(_finding("pattern", at, node))
-
-        checks.append(check_pattern)
-    if "required" in node:
-        required = list(node["required"])
-
-        def check_required(value: Any, at: list[Segment], out: list[Finding]) -> None:
-            if isinstance(value, dict):
-                for name in required:
-                    if name not in value:
-                        out.append(_finding("required", at, node, missing=name))
-
-        checks.append(check_required)
-    if "properties" in node or "additionalProperties" in node:
+    for keyword in node:
+        make = _KEYWORDS.get(keyword)
+        if make is not None:
+            checks.append(make(node))
+    if "properties" not in node and "additionalProperties" in node:
         checks.append(_compile_object(node))
-    if "propertyNames" in node:
-        checks.append(_compile_property_names(node["propertyNames"]))
-    if "items" in node:
-        checks.append(_compile_items(node))
-    if "oneOf" in node:
-        options = [_compile(sub) for sub in node["oneOf"]]
 
-        def check_one_of(value: Any, at: list[Segment], out: list[Finding]) -> None:
-            passing = 0
-            for option in options:
-                scratch: list[Finding] = []
-                option(value, at, scratch)
-                passing += not scratch
-            if passing != 1:
-                out.append(_finding("oneOf", at, node))
-
-        checks.append(check_one_of)
-
-    def check(value: Any, at: list[Segment], out: list[Finding]) -> None:
+    def check(value: Any, at: tuple[Segment, ...], out: list[Violation]) -> None:
         for one in checks:
             one(value, at, out)
 
     return check
 
 
+def _lazy(node: Mapping[str, Any]) -> _Check:
+    """``_compile(node)``, done on the first call."""
+    compiled: list[_Check] = []
+
+    def check(value: Any, at: tuple[Segment, ...], out: list[Violation]) -> None:
+        if not compiled:
+            compiled.append(_compile(node))
+        compiled[0](value, at, out)
+
+    return check
+
+
+def _compile_type(node: Mapping[str, Any]) -> _Check:
+    test = _TYPE_TESTS[node["type"]]
+
+    def check_type(value: Any, at: tuple[Segment, ...], out: list[Violation]) -> None:
+        if not test(value):
+            out.append(Violation("type", at, node))
+
+    return check_type
+
+
+def _compile_choices(node: Mapping[str, Any], keyword: str) -> _Check:
+    choices = list(node["enum"]) if keyword == "enum" else [node["const"]]
+
+    def check_choices(value: Any, at: tuple[Segment, ...], out: list[Violation]) -> None:
+        if not any(_same(value, choice) for choice in choices):
+            out.append(Violation(keyword, at, node))
+
+    return check_choices
+
+
 def _compile_bound(node: Mapping[str, Any], keyword: str) -> _Check:
     limit = node[keyword]
     below = keyword == "minimum"
 
-    def check_bound(value: Any, at: list[Segment], out: list[Finding]) -> None:
+    def check_bound(value: Any, at: tuple[Segment, ...], out: list[Violation]) -> None:
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             return  # bounds constrain numbers only; a wrong type is the type keyword's finding
         if (value < limit) if below else (value > limit):
-            out.append(_finding(keyword, at, node))
+            out.append(Violation(keyword, at, node))
 
     return check_bound
 
 
-def _compile_object(node: Mapping[str, Any]) -> _Check:
-    properties = {name: _compile(sub) for name, sub in node.get("properties", {}).items()}
-    extra_node = node.get("additionalProperties", True)
-    if isinstance(extra_node, bool):
-        if not extra_node:
-            raise _Unsupported("additionalProperties: false")
-        extra: _Check | None = None
-    else:
-        extra = _compile(extra_node)
+def _compile_length(node: Mapping[str, Any], keyword: str) -> _Check:
+    limit = node[keyword]
+    below = keyword == "minLength"
 
-    def check_object(value: Any, at: list[Segment], out: list[Finding]) -> None:
+    def check_length(value: Any, at: tuple[Segment, ...], out: list[Violation]) -> None:
+        if isinstance(value, str) and ((len(value) < limit) if below else (len(value) > limit)):
+            out.append(Violation(keyword, at, node))
+
+    return check_length
+
+
+def _compile_pattern(node: Mapping[str, Any]) -> _Check:
+    pattern = re.compile(node["pattern"])
+
+    def check_pattern(value: Any, at: tuple[Segment, ...], out: list[Violation]) -> None:
+        if isinstance(value, str) and not pattern.search(value):
+            out.append(Violation("pattern", at, node))
+
+    return check_pattern
+
+
+def _compile_required(node: Mapping[str, Any]) -> _Check:
+    required = list(node["required"])
+
+    def check_required(value: Any, at: tuple[Segment, ...], out: list[Violation]) -> None:
+        if isinstance(value, dict):
+            for name in required:
+                if name not in value:
+                    out.append(Violation("required", at, node, missing=name))
+
+    return check_required
+
+
+def _compile_unique(node: Mapping[str, Any]) -> _Check:
+    def check_unique(value: Any, at: tuple[Segment, ...], out: list[Violation]) -> None:
+        if isinstance(value, list) and len({_identity(item) for item in value}) != len(value):
+            out.append(Violation("uniqueItems", at, node))
+
+    if node["uniqueItems"] is not True:
+        return lambda value, at, out: None
+    return check_unique
+
+
+def _compile_object(node: Mapping[str, Any]) -> _Check:
+    schemas: Mapping[str, Any] = node.get("properties", {})
+    properties: dict[str, _Check] = {}
+    extra_node = node.get("additionalProperties", True)
+    extra: _Check | None = None if isinstance(extra_node, bool) else _lazy(extra_node)
+
+    def check_object(value: Any, at: tuple[Segment, ...], out: list[Violation]) -> None:
         if not isinstance(value, dict):
             return
         for key, sub in value.items():
             known = properties.get(key)
+            if known is None and key in schemas:
+                known = properties[key] = _compile(schemas[key])
             if known is not None:
-                known(sub, [*at, key], out)
+                known(sub, (*at, key), out)
             elif extra is not None:
-                extra(sub, [*at, key], out)
+                extra(sub, (*at, key), out)
 
     return check_object
 
 
-def _compile_property_names(names_node: Mapping[str, Any]) -> _Check:
-    test = _compile(names_node)
+def _compile_property_names(node: Mapping[str, Any]) -> _Check:
+    names_node = node["propertyNames"]
+    test = _lazy(names_node)
+    keyword = "enum" if "enum" in names_node else "pattern"
 
-    def check_names(value: Any, at: list[Segment], out: list[Finding]) -> None:
+    def check_names(value: Any, at: tuple[Segment, ...], out: list[Violation]) -> None:
         if not isinstance(value, dict):
             return
         for key in value:
-            scratch: list[Finding] = []
+            scratch: list[Violation] = []
             test(key, at, scratch)
             if scratch:
-                keyword = "enum" if "enum" in names_node else "pattern"
-                out.append(_finding(keyword, at, names_node, key=str(key)))
+                out.append(Violation(keyword, at, names_node, key=str(key)))
 
     return check_names
 
 
 def _compile_items(node: Mapping[str, Any]) -> _Check:
-    items_node = node["items"]
-    if not isinstance(items_node, dict):
-        raise _Unsupported("items")
-    item_check = _compile(items_node)
+    item_check = _lazy(node["items"])
     keyed_by = node.get("x-keyed-by")
 
-    def check_items(value: Any, at: list[Segment], out: list[Finding]) -> None:
+    def check_items(value: Any, at: tuple[Segment, ...], out: list[Violation]) -> None:
         if not isinstance(value, list):
             return
         for index, item in enumerate(value):
-            item_check(item, [*at, _entry_segment(item, index, keyed_by)], out)
+            item_check(item, (*at, _entry_segment(item, index, keyed_by)), out)
 
     return check_items
+
+
+def _compile_combinator(node: Mapping[str, Any], keyword: str) -> _Check:
+    options = [_lazy(sub) for sub in node[keyword]]
+    wanted: Callable[[int], bool] = (lambda n: n == 1) if keyword == "oneOf" else (lambda n: n > 0)
+
+    def check_combinator(value: Any, at: tuple[Segment, ...], out: list[Violation]) -> None:
+        passing = 0
+        for option in options:
+            scratch: list[Violation] = []
+            option(value, at, scratch)
+            passing += not scratch
+        if not wanted(passing):
+            out.append(Violation(keyword, at, node))
+
+    return check_combinator
+
+
+# keyword -> the compiler of its check; properties and additionalProperties share one check
+_KEYWORDS: dict[str, Callable[[Mapping[str, Any]], _Check]] = {
+    "type": _compile_type,
+    "enum": lambda node: _compile_choices(node, "enum"),
+    "const": lambda node: _compile_choices(node, "const"),
+    "minimum": lambda node: _compile_bound(node, "minimum"),
+    "maximum": lambda node: _compile_bound(node, "maximum"),
+    "minLength": lambda node: _compile_length(node, "minLength"),
+    "maxLength": lambda node: _compile_length(node, "maxLength"),
+    "pattern": _compile_pattern,
+    "required": _compile_required,
+    "uniqueItems": _compile_unique,
+    "properties": _compile_object,
+    "propertyNames": _compile_property_names,
+    "items": _compile_items,
+    "oneOf": lambda node: _compile_combinator(node, "oneOf"),
+    "anyOf": lambda node: _compile_combinator(node, "anyOf"),
+}
+_COMPILED_KEYWORDS = frozenset({*_KEYWORDS, "additionalProperties"})
 
 
 def _entry_segment(item: Any, index: int, keyed_by: Any) -> Segment:
@@ -279,12 +398,40 @@ def _entry_segment(item: Any, index: int, keyed_by: Any) -> Segment:
     return index
 
 
-@cache
-def _compiled_config_check() -> _Check | None:
+def compiled_check(node: Mapping[str, Any]) -> _Check | None:
+    """The compiled check of ``node``, or None when ``node`` itself needs the reference engine.
+
+    The check raises :class:`_Unsupported` when a value reaches a subschema it cannot compile;
+    :func:`run_check` turns that into the reference engine's verdict.
+    """
     try:
-        return _compile(schema.config_schema())
+        return _compile(node)
     except _Unsupported:
         return None
+
+
+def run_check(
+    check: _Check | None,
+    reference: Callable[[], Any],
+    value: Any,
+    base: Sequence[Segment],
+    node: schema.Node,
+) -> list[Violation]:
+    """The violations of ``value``: by ``check``, or by jsonschema (``reference()``, the
+    validator) when there is no check or the value reaches a keyword it does not implement."""
+    if check is not None:
+        found: list[Violation] = []
+        try:
+            check(value, tuple(base), found)
+            return found
+        except _Unsupported:
+            pass
+    return reference_violations(reference(), value, base, node)
+
+
+@cache
+def _compiled_config_check() -> _Check | None:
+    return compiled_check(schema.config_schema())
 
 
 @cache
@@ -294,24 +441,25 @@ def _reference_validator() -> Any:
     return Draft202012Validator(schema.config_schema())
 
 
-def _reference_findings(
+def reference_violations(
     validator: Any, value: Any, base: Sequence[Segment], node: schema.Node | None
-) -> list[Finding]:
-    findings = []
+) -> list[Violation]:
+    """What jsonschema's ``validator`` finds in ``value``, as violations in its order."""
+    found = []
     for error in validator.iter_errors(value):
-        segments = [*base, *_display_segments(value, error.absolute_path, node)]
+        segments = (*base, *_display_segments(value, error.absolute_path, node))
         error_node: Mapping[str, Any] = error.schema if isinstance(error.schema, dict) else {}
         keyword = str(error.validator)
         if "propertyNames" in error.schema_path:
             # the key is at fault; jsonschema reports it at the parent, so name it here
-            findings.append(_finding(keyword, segments, error_node, key=str(error.instance)))
+            found.append(Violation(keyword, segments, error_node, key=str(error.instance)))
         elif keyword == "required":
             # "'name' is a required property": the name comes from the schema, not the config
             missing = ast.literal_eval(error.message.split(" is a required property")[0])
-            findings.append(_finding(keyword, segments, error_node, missing=str(missing)))
+            found.append(Violation(keyword, segments, error_node, missing=str(missing)))
         else:
-            findings.append(_finding(keyword, segments, error_node))
-    return findings
+            found.append(Violation(keyword, segments, error_node))
+    return found
 
 
 def _display_segments(
@@ -337,21 +485,22 @@ def schema_findings(config: Any, *, reference: bool = False) -> list[Finding]:
     ``reference=True`` uses jsonschema instead of the compiled checker (for differential tests).
     """
     check = None if reference else _compiled_config_check()
-    if check is None:
-        return _reference_findings(_reference_validator(), config, (), schema.config_schema())
-    out: list[Finding] = []
-    check(config, [], out)
-    return out
+    found = run_check(check, _reference_validator, config, (), schema.config_schema())
+    return [violation.finding() for violation in found]
+
+
+def validator_of(node: schema.Node) -> Callable[[], Any]:
+    """A maker of jsonschema's validator of ``node``: jsonschema is imported when it is called."""
+
+    def make() -> Any:
+        from jsonschema import Draft202012Validator  # the reference engine, only when used
+
+        return Draft202012Validator(node)
+
+    return make
 
 
 def check_value(node: schema.Node, value: Any, segments: Sequence[Segment]) -> list[Finding]:
     """Check one value against the schema node at ``segments`` (overrides, ``config set``)."""
-    try:
-        check = _compile(node)
-    except _Unsupported:
-        from jsonschema import Draft202012Validator
-
-        return _reference_findings(Draft202012Validator(node), value, segments, node)
-    out: list[Finding] = []
-    check(value, list(segments), out)
-    return out
+    found = run_check(compiled_check(node), validator_of(node), value, segments, node)
+    return [violation.finding() for violation in found]

@@ -1,0 +1,101 @@
+"""06 §1 start-up: a command imports only what it needs (goal: <= 120 ms for ``--help`` and for
+``bundle verify`` of a tiny bundle).
+
+Checked on the names of the modules the real CLI process imports, which are stable, rather than
+on wall-clock time, which on a shared machine is not. ``python -X importtime`` lists every module
+a process imports, on stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import subprocess
+import sys
+from pathlib import Path
+
+from bundlefactory import build_bundle
+from kit import clean_env
+
+# heavy libraries no start-up of these commands needs: the schema checker is compiled, progress
+# bars are drawn only on a terminal, TOML is edited (tomlkit) and YAML read only by other commands
+HEAVY = ("jsonschema", "rich", "tomlkit", "yaml")
+
+
+def _imported(*args: str) -> set[str]:
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "bundler", *args],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return _names(done.stderr)
+
+
+def _names(stderr: str) -> set[str]:
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in stderr.splitlines()
+        if line.startswith("import time:") and line.count("|") == 2
+    }
+
+
+def _heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if m.split(".")[0] in HEAVY)
+
+
+def test_help_imports_no_command_module_and_no_heavy_library() -> None:
+    modules = _imported("--help")
+    assert _heavy(modules) == []
+    assert not [m for m in modules if m.startswith(("bundler.bundle", "bundler.install"))]
+    assert not [m for m in modules if m.endswith("_cmds")]
+
+
+def test_verify_of_a_tiny_bundle_imports_no_heavy_library(tmp_path: Path) -> None:
+    bundle = build_bundle(tmp_path / "b.bundle")
+    modules = _imported("bundle", "verify", str(bundle))
+    assert "bundler.bundle.verify" in modules  # the command did run
+    assert _heavy(modules) == []
+    # inspect is another command of the same group; the installer is another group
+    assert "bundler.bundle.inspect" not in modules
+    assert not [m for m in modules if m.startswith("bundler.install")]
+
+
+def test_only_the_named_group_gets_its_command_parsers() -> None:
+    from bundler.cli import _group_word, build_parser, main
+
+    assert _group_word(["--install", "bundle", "--json", "agents", "list"]) == "agents"
+    assert _group_word(["--json"]) is None
+    # a parser built for no group still lists every group, and knows no command of any
+    assert build_parser(groups_wanted=()).format_help() == build_parser().format_help()
+    assert main(["--install", "/nonexistent", "bundle"]) != 0  # needs a command: still refused
+
+
+def test_verify_on_a_terminal_draws_no_bar_for_a_short_run(tmp_path: Path) -> None:
+    """Progress goes to a terminal, but a run shorter than the delay never imports rich."""
+    bundle = build_bundle(tmp_path / "b.bundle")
+    master, slave = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-X", "importtime", "-m", "bundler", "bundle", "verify", str(bundle)],
+        stdout=subprocess.DEVNULL,
+        stderr=slave,
+        env=clean_env({"TERM": "xterm"}),
+    )
+    os.close(slave)
+    chunks: list[bytes] = []
+    while select.select([master], [], [], 60)[0]:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    assert process.wait(timeout=60) == 0
+    modules = _names(b"".join(chunks).decode("utf-8", "replace").replace("\r", ""))
+    assert "bundler.bundle.verify" in modules
+    assert _heavy(modules) == []
