@@ -127,7 +127,8 @@ def write_tar(root_fd: int, names: Iterable[str], out: BinaryIO) -> None:
 
     ``names`` are relative POSIX names as :func:`bundle_members` gives them, in the order they
     are to be written. The stream ends with the end-of-archive blocks, padded to tar's 10240-byte
-    record; ``out`` is neither flushed to disk nor closed. A member that is a link, a device, a
+    record; ``out`` (a buffered stream: each ``write`` takes all it is given) is neither
+    flushed to disk nor closed. A member that is a link, a device, a
     hard link or changes size while it is read raises :class:`InvalidInput`; a read error raises
     ``OSError``.
 
