@@ -32,6 +32,8 @@ HANDLERS: dict[tuple[str, ...], str] = {
     ("bundle", "verify"): "bundler.cli.bundle_cmds:verify",
     ("bundle", "inspect"): "bundler.cli.bundle_cmds:inspect",
     ("bundle", "secrets-template"): "bundler.cli.bundle_cmds:secrets_template",
+    ("bundle", "pack"): "bundler.cli.bundle_cmds:pack",
+    ("bundle", "unpack"): "bundler.cli.bundle_cmds:unpack",
     ("recover",): "bundler.cli.recover_cmds:recover",
     ("config", "validate"): "bundler.cli.config_cmds:validate",
     ("config", "get"): "bundler.cli.config_cmds:get",
@@ -58,18 +60,22 @@ EXAMPLES: dict[tuple[str, ...], list[list[str]]] = {
     ("agents", "list"): [[], ["--json"]],
     ("agents", "export"): [
         ["researcher", "--out", "./researcher.bundle"],
+        ["researcher", "--out", "./researcher.tar"],
         ["researcher", "--out", "./researcher.bundle", "--force", "--include-memory"],
         ["researcher", "--out", "./researcher.bundle", "--exclude", "*.log", "--exclude", "cache/"],
         ["researcher", "--out", "./researcher.bundle", "--exclude-from", "private-patterns.txt"],
     ],
     ("agents", "import"): [
         ["./researcher.bundle", "--dry-run"],
+        ["./researcher.tar"],
         ["./researcher.bundle", "--as", "researcher2", "--secrets-file", "secrets.toml"],
         ["--undo", "last", "--dry-run"],
     ],
     ("agents", "imports"): [[], ["--json"]],
-    ("bundle", "verify"): [["./researcher.bundle"]],
-    ("bundle", "inspect"): [["./researcher.bundle"]],
+    ("bundle", "verify"): [["./researcher.bundle"], ["./researcher.tar"]],
+    ("bundle", "inspect"): [["./researcher.bundle"], ["./researcher.tar"]],
+    ("bundle", "pack"): [["./researcher.bundle", "./researcher.tar"]],
+    ("bundle", "unpack"): [["./researcher.tar", "./researcher.bundle"]],
     ("bundle", "secrets-template"): [
         ["./researcher.bundle"],
         ["./researcher.bundle", "--out", "secrets.toml"],
@@ -221,7 +227,8 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
             "--out",
             required=True,
             metavar="DIR",
-            help="the bundle folder to create (or replace with --force)",
+            help="the bundle folder to create (or replace with --force); a name ending in .tar "
+            "makes a bundle archive instead",
         )
         export.add_argument(
             "--force", action="store_true", help="replace an existing bundle (never another folder)"
@@ -256,7 +263,10 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
         )
         imp = command(agents, "import", "import a bundle into this install, transactionally")
         imp.add_argument(
-            "bundle", nargs="?", metavar="BUNDLE", help="the bundle folder (not with --undo)"
+            "bundle",
+            nargs="?",
+            metavar="BUNDLE",
+            help="the bundle folder or archive (not with --undo)",
         )
         imp.add_argument(
             "--undo",
@@ -299,22 +309,34 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
         )
         command(agents, "imports", "list the import receipts, newest first, with their state")
 
-    bundle_help = "verify and inspect bundles, write a secrets template"
+    bundle_help = "verify, inspect, pack and unpack bundles, write a secrets template"
     bundle_parser = command(groups, "bundle", bundle_help)
     if wanted("bundle"):
         bundle = bundle_parser.add_subparsers(
             dest="command", metavar="COMMAND", parser_class=_Parser, help="one of:"
         )
         command(bundle, "verify", "check a bundle completely, changing nothing").add_argument(
-            "dir", metavar="DIR", help="the bundle folder"
+            "dir", metavar="DIR|FILE", help="the bundle folder or archive"
         )
         command(bundle, "inspect", "show what a bundle holds and grants").add_argument(
-            "dir", metavar="DIR", help="the bundle folder"
+            "dir", metavar="DIR|FILE", help="the bundle folder or archive"
+        )
+        pack = command(bundle, "pack", "write a bundle folder as one deterministic tar file")
+        pack.add_argument("dir", metavar="DIR", help="the bundle folder")
+        pack.add_argument("file", metavar="FILE", help="the archive to create (FILE.tar)")
+        pack.add_argument(
+            "--force", action="store_true", help="replace an existing archive (never another file)"
+        )
+        unpack = command(bundle, "unpack", "unpack a bundle archive into a verified bundle folder")
+        unpack.add_argument("file", metavar="FILE", help="the bundle archive")
+        unpack.add_argument("dir", metavar="DIR", help="the bundle folder to create")
+        unpack.add_argument(
+            "--force", action="store_true", help="replace an existing bundle (never another folder)"
         )
         template = command(
             bundle, "secrets-template", "write the bundle's required secrets as a --secrets-file"
         )
-        template.add_argument("dir", metavar="BUNDLE", help="the bundle folder")
+        template.add_argument("dir", metavar="BUNDLE", help="the bundle folder or archive")
         template.add_argument(
             "--out", metavar="FILE", help="create FILE (mode 0600) instead of printing"
         )

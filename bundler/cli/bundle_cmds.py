@@ -1,4 +1,5 @@
-"""``bundle verify|inspect DIR`` (03 §1, §2) and ``bundle secrets-template``: printing only."""
+"""``bundle verify|inspect DIR|FILE`` (03 §1, §2), ``bundle secrets-template``, and ``bundle
+pack`` / ``bundle unpack`` (issue 16): printing only."""
 
 from __future__ import annotations
 
@@ -10,6 +11,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bundler.bundle.archive import (
+    ArchiveReport,
+    is_archive,
+    pack_bundle,
+    unpack_archive,
+    unpacked,
+    verify_any,
+)
 from bundler.bundle.recover import leftovers_beside
 from bundler.bundle.verify import verify_bundle
 from bundler.cli.output import Output, Result
@@ -37,7 +46,10 @@ def _problem_lines(bundle: str, problems: Sequence[object]) -> list[str]:
 def verify(args: argparse.Namespace, out: Output) -> Result:
     """Verify a bundle; exit 3 listing every error when anything is wrong."""
     with out.progress() as progress:
-        report = verify_bundle(Path(args.dir), progress=progress)
+        if is_archive(Path(args.dir)):
+            report = verify_any(Path(args.dir))
+        else:
+            report = verify_bundle(Path(args.dir), progress=progress)
     payload = report.as_json()
     warnings = [f"{w.path}: {w.message}" for w in report.warnings]
     beside = leftovers_beside(Path(args.dir))
@@ -100,8 +112,13 @@ def inspect(args: argparse.Namespace, out: Output) -> Result:
     """Show what a bundle holds and grants: a table on a terminal, plain lines otherwise."""
     from bundler.bundle.inspect import inspect_bundle  # not for verify's start-up
 
-    with out.progress() as progress:
-        report = inspect_bundle(Path(args.dir), progress=progress)
+    if is_archive(Path(args.dir)):
+        with unpacked(Path(args.dir)) as folder:
+            report = inspect_bundle(folder)
+        report.verify.path = Path(os.path.abspath(args.dir))
+    else:
+        with out.progress() as progress:
+            report = inspect_bundle(Path(args.dir), progress=progress)
     payload: dict[str, Any] = report.as_json()
     warnings = [f"{w.path}: {w.message}" for w in report.verify.warnings]
     text: list[str] = []
@@ -160,7 +177,11 @@ def secrets_template(args: argparse.Namespace, out: Output) -> Result:
     from bundler.install.bind_secrets import secrets_template as render
 
     with out.progress() as progress:
-        report = verify_bundle(Path(args.dir), progress=progress)
+        report = (
+            verify_any(Path(args.dir))
+            if is_archive(Path(args.dir))
+            else verify_bundle(Path(args.dir), progress=progress)
+        )
     if not report.ok or report.manifest is None:
         lines = _problem_lines(args.dir, report.errors) or [
             f"{escape_display(str(args.dir))}: the bundle cannot be read"
@@ -185,3 +206,28 @@ def secrets_template(args: argparse.Namespace, out: Output) -> Result:
     _write_private(Path(args.out), text, force=args.force)
     shown = escape_display(args.out)
     return Result(payload=payload, text=[] if out.quiet else [f"wrote {shown}"])
+
+
+def _archive_result(report: ArchiveReport, verb: str, out: Output) -> Result:
+    text = [
+        f"{verb} {escape_display(report.source)} to {escape_display(report.destination)}: "
+        f"{report.members} members, published with {report.publish_method}"
+    ]
+    return Result(
+        payload=report.as_json(),
+        text=[] if out.quiet else text,
+        quiet_text=[escape_display(report.destination)],
+        warnings=report.warnings,
+    )
+
+
+def pack(args: argparse.Namespace, out: Output) -> Result:
+    """``bundle pack DIR FILE [--force]``: the bundle folder as one deterministic tar file."""
+    report = pack_bundle(Path(args.dir), Path(args.file), force=args.force)
+    return _archive_result(report, "packed", out)
+
+
+def unpack(args: argparse.Namespace, out: Output) -> Result:
+    """``bundle unpack FILE DIR [--force]``: a bundle archive as a verified bundle folder."""
+    report = unpack_archive(Path(args.file), Path(args.dir), force=args.force)
+    return _archive_result(report, "unpacked", out)

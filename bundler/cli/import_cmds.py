@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from bundler.bundle.archive import is_archive
 from bundler.cli.output import Output, Result
 from bundler.config.file import find_install_root
 from bundler.errors import UsageError
@@ -46,7 +47,12 @@ def import_bundle(args: argparse.Namespace, out: Output) -> Result:
             prompt=prompter,
             progress=progress,
         )
-        report = importer.import_bundle(install, Path(args.bundle), options)
+        if is_archive(Path(args.bundle)):
+            from bundler.install.from_archive import import_archive
+
+            report = import_archive(install, Path(args.bundle), options)
+        else:
+            report = importer.import_bundle(install, Path(args.bundle), options)
     return Result(
         payload=report.as_json(),
         text=summary(report, install=args.install),

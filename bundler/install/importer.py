@@ -209,6 +209,13 @@ class ImportOptions:
     dry_run: bool = False
     prompt: Prompter | None = None
     progress: Progress | None = None
+    source: Path | None = None
+    """The bundle as the user named it when the folder read is not it (an unpacked archive):
+    reports, the receipt and the commands they suggest name this instead."""
+
+    def shown(self, bundle: Path) -> Path:
+        """The bundle path to name to the user."""
+        return self.source if self.source is not None else bundle
 
 
 @dataclass(frozen=True)
@@ -260,7 +267,7 @@ def _import(
         # one line naming the first few entries at fault; 'bundle verify' lists every one
         shown = "; ".join(str(problem) for problem in report.errors[:3])
         rest = len(report.errors) - 3
-        every = hints.command("bundle", "verify", os.path.abspath(bundle))
+        every = hints.command("bundle", "verify", os.path.abspath(chosen.shown(bundle)))
         more = f" (and {rest} more; every one: {every})" if rest > 0 else ""
         where = escape_display(str(bundle))
         raise InvalidInput(
@@ -420,7 +427,7 @@ def _plan(
             flags,
             run.options.accept_risks,
             run.options.prompt,
-            run.bundle,
+            run.options.shown(run.bundle),
             integrity_unproven=run.report.integrity_unproven,
         )
     asked = _ask_for_secrets(plan, given, run.options)
@@ -493,7 +500,11 @@ def _lay_out(run: _Run, plan: merge.MergePlan) -> tuple[ImportReport, str, list[
     carried = list(run.report.skill_bundles)
     flags = effective_risk_flags(plan, carried, run.report.format_version or 1)
     result = ImportReport(
-        str(run.bundle), plan, flags, run.options.dry_run, str(install_root / workspace)
+        str(run.options.shown(run.bundle)),
+        plan,
+        flags,
+        run.options.dry_run,
+        str(install_root / workspace),
     )
     for placement in plan.skills:
         if placement.action in ("added", "renamed") and placement.source_alias in carried:

@@ -1,0 +1,158 @@
+"""The archive writer (issue 16, bundle-format-1 "archive form"): one bundle, one byte sequence.
+
+Bundles are made by the real exporter; GNU tar, a program bundler does not control, reads the
+result.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import bundlefactory as bf
+import pytest
+
+from bundler.bundle.archive_write import bundle_members, write_tar
+from bundler.bundle.manifest import checksum_sort_key
+from bundler.errors import InvalidInput
+from bundler.fs.durable import open_dir
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("exported")
+    install = bf.write_install(base / "install")
+    return bf.export_bundle(install, base / "bundle")
+
+
+def pack_bytes(bundle: Path) -> bytes:
+    fd = open_dir(bundle, follow=False)
+    try:
+        out = io.BytesIO()
+        write_tar(fd, bundle_members(fd), out)
+        return out.getvalue()
+    finally:
+        os.close(fd)
+
+
+def members_of(bundle: Path) -> list[str]:
+    fd = open_dir(bundle, follow=False)
+    try:
+        return bundle_members(fd)
+    finally:
+        os.close(fd)
+
+
+def test_members_are_root_files_first_then_checksum_order_folders_before_contents(
+    exported: Path,
+) -> None:
+    names = members_of(exported)
+    root_files = [n for n in names if "/" not in n and (exported / n).is_file()]
+    assert names[: len(root_files)] == sorted(root_files, key=os.fsencode)
+    assert "zeroclaw-agent.toml" in root_files
+    rest = names[len(root_files) :]
+    assert rest == sorted(rest, key=checksum_sort_key)
+    every = {str(p.relative_to(exported)) for p in exported.rglob("*")}
+    assert set(names) == every and len(names) == len(every)
+
+
+def test_same_bundle_gives_the_same_bytes_twice(exported: Path) -> None:
+    assert pack_bytes(exported) == pack_bytes(exported)
+
+
+def test_same_bytes_after_touching_mtimes_and_owners_of_the_source(
+    exported: Path, tmp_path: Path
+) -> None:
+    before = pack_bytes(exported)
+    copy = tmp_path / "copy"
+    shutil.copytree(exported, copy)
+    for path in [copy, *copy.rglob("*")]:
+        os.utime(path, (123456789, 987654321))
+        if os.geteuid() == 0:
+            os.chown(path, 4242, 4343)
+    assert pack_bytes(copy) == before
+
+
+def test_headers_carry_fixed_owner_and_time_and_modes_as_carried(exported: Path) -> None:
+    with tarfile.open(fileobj=io.BytesIO(pack_bytes(exported)), mode="r:") as archive:
+        infos = archive.getmembers()
+    assert [i.name for i in infos] == members_of(exported)
+    for info in infos:
+        assert (info.uid, info.gid, info.uname, info.gname, info.mtime) == (0, 0, "", "", 0)
+        source = (exported / info.name).stat()
+        if info.isdir():
+            assert info.mode == 0o755
+        else:
+            assert info.isreg() and info.mode == source.st_mode & 0o777
+            assert info.size == source.st_size
+
+
+def test_plain_ustar_unless_a_name_needs_pax(exported: Path, tmp_path: Path) -> None:
+    data = pack_bytes(exported)
+    assert b"PaxHeader" not in data and data[257:263] == b"ustar\x00"
+    copy = tmp_path / "copy"
+    shutil.copytree(exported, copy)
+    long = "n" * 120 + ".md"
+    (copy / "workspace" / long).write_text("x")
+    (copy / "workspace" / "café.md").write_text("y")
+    data = pack_bytes(copy)
+    assert data.count(b"PaxHeader") == 2
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as archive:
+        names = archive.getnames()
+    assert f"workspace/{long}" in names and "workspace/café.md" in names
+
+
+def test_gnu_tar_lists_it_cleanly(exported: Path, tmp_path: Path) -> None:
+    archive = tmp_path / "bundle.tar"
+    archive.write_bytes(pack_bytes(exported))
+    listed = subprocess.run(
+        ["tar", "-tvf", str(archive)], capture_output=True, text=True, check=False
+    )
+    assert listed.returncode == 0 and listed.stderr == ""
+    names = [line.split(maxsplit=5)[5].rstrip("/") for line in listed.stdout.splitlines()]
+    assert names == members_of(exported)
+    out = tmp_path / "out"
+    out.mkdir()
+    subprocess.run(["tar", "-xf", str(archive), "-C", str(out)], check=True)
+    for name in members_of(exported):
+        if (exported / name).is_file():
+            assert (out / name).read_bytes() == (exported / name).read_bytes()
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "hardlink"])
+def test_a_bundle_holding_a_link_or_special_file_is_refused(
+    exported: Path, tmp_path: Path, kind: str
+) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(exported, copy)
+    odd = copy / "workspace" / "odd"
+    if kind == "symlink":
+        odd.symlink_to("/etc/passwd")
+    elif kind == "fifo":
+        os.mkfifo(odd)
+    else:
+        os.link(copy / "config.toml", odd)
+    with pytest.raises(InvalidInput) as caught:
+        pack_bytes(copy)
+    assert "workspace/odd" in str(caught.value) or "config.toml" in str(caught.value)
+
+
+def test_a_member_turned_into_a_symlink_after_listing_is_refused(
+    exported: Path, tmp_path: Path
+) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(exported, copy)
+    fd = open_dir(copy, follow=False)
+    try:
+        names = bundle_members(fd)
+        target = next(n for n in names if n.startswith("workspace/") and "." in n)
+        (copy / target).unlink()
+        (copy / target).symlink_to("/etc/passwd")
+        with pytest.raises(InvalidInput):
+            write_tar(fd, names, io.BytesIO())
+    finally:
+        os.close(fd)
