@@ -20,11 +20,10 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from bundler.bundle.archive_read import ArchiveLimits, read_tar
 from bundler.bundle.archive_write import bundle_members, write_tar
-from bundler.bundle.export import ExportReport, export_agent
 from bundler.bundle.publish import Staging, admit, io_failure, stage_build_publish
 from bundler.bundle.recover import clear_abandoned_or_warn
 from bundler.bundle.verify import VerifyReport, verify_bundle
@@ -33,6 +32,9 @@ from bundler.fs.durable import open_dir
 from bundler.fs.scratch import clear_dead_scratch, scratch_folder
 from bundler.rules import hints
 from bundler.rules.names import escape_display
+
+if TYPE_CHECKING:
+    from bundler.bundle.export import ExportReport
 
 SCRATCH_PREFIX = "bundler-archive-"
 """A private folder in the temporary folder where ``bundle verify|inspect`` unpack an archive."""
@@ -255,6 +257,10 @@ def export_to_archive(
     ``out`` is admitted first (creating nothing), so a name that would be refused is refused
     before the export runs.
     """
+    # here, not at the top: verify and inspect of an archive need none of the exporter's
+    # imports (the config editor among them), and their start-up is counted
+    from bundler.bundle.export import export_agent
+
     with admit(out, force=force, protected=[], archive_check=looks_like_archive, label=""):
         pass
     scratch_parent = tempfile.gettempdir()
