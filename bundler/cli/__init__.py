@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 
 from bundler import __version__
 from bundler.cli.output import Output, Result
+from bundler.cli.registry_cmds import add_registry_options
 from bundler.errors import BundlerError, Interrupted, UsageError
 from bundler.rules import hints
 from bundler.rules.names import escape_display
@@ -31,6 +32,8 @@ HANDLERS: dict[tuple[str, ...], str] = {
     ("bundle", "verify"): "bundler.cli.bundle_cmds:verify",
     ("bundle", "inspect"): "bundler.cli.bundle_cmds:inspect",
     ("bundle", "secrets-template"): "bundler.cli.bundle_cmds:secrets_template",
+    ("bundle", "push"): "bundler.cli.registry_cmds:push",
+    ("bundle", "pull"): "bundler.cli.registry_cmds:pull",
     ("recover",): "bundler.cli.recover_cmds:recover",
     ("config", "validate"): "bundler.cli.config_cmds:validate",
     ("config", "get"): "bundler.cli.config_cmds:get",
@@ -57,11 +60,22 @@ EXAMPLES: dict[tuple[str, ...], list[list[str]]] = {
     ("agents", "import"): [
         ["./researcher.bundle", "--dry-run"],
         ["./researcher.bundle", "--as", "researcher2", "--secrets-file", "secrets.toml"],
+        ["oci://registry.example/agents/researcher@sha256:<digest>", "--accept-risks"],
         ["--undo", "last", "--dry-run"],
     ],
     ("agents", "imports"): [[], ["--json"]],
-    ("bundle", "verify"): [["./researcher.bundle"]],
-    ("bundle", "inspect"): [["./researcher.bundle"]],
+    ("bundle", "verify"): [["./researcher.bundle"], ["oci://registry.example/agents/researcher:1"]],
+    ("bundle", "inspect"): [
+        ["./researcher.bundle"],
+        ["oci://registry.example/agents/researcher:1"],
+    ],
+    ("bundle", "push"): [
+        ["./researcher.bundle", "oci://registry.example/agents/researcher:1"],
+        ["./researcher.bundle", "oci://localhost:5000/agents/researcher:1", "--plain-http"],
+    ],
+    ("bundle", "pull"): [
+        ["oci://registry.example/agents/researcher@sha256:<digest>", "./researcher.bundle"],
+    ],
     ("bundle", "secrets-template"): [
         ["./researcher.bundle"],
         ["./researcher.bundle", "--out", "secrets.toml"],
@@ -215,8 +229,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     imp = command(agents, "import", "import a bundle into this install, transactionally")
     imp.add_argument(
-        "bundle", nargs="?", metavar="BUNDLE", help="the bundle folder (not with --undo)"
+        "bundle",
+        nargs="?",
+        metavar="BUNDLE",
+        help="the bundle folder, or oci://HOST/REPO[:TAG|@DIGEST] (not with --undo)",
     )
+    add_registry_options(imp)
     imp.add_argument(
         "--undo",
         metavar="RECEIPT",
@@ -262,12 +280,27 @@ def build_parser() -> argparse.ArgumentParser:
     bundle = command(groups, "bundle", bundle_help).add_subparsers(
         dest="command", metavar="COMMAND", parser_class=_Parser, help="one of:"
     )
-    command(bundle, "verify", "check a bundle completely, changing nothing").add_argument(
-        "dir", metavar="DIR", help="the bundle folder"
+    for name, text in (
+        ("verify", "check a bundle completely, changing nothing"),
+        ("inspect", "show what a bundle holds and grants"),
+    ):
+        reader = command(bundle, name, text)
+        reader.add_argument(
+            "dir", metavar="BUNDLE", help="the bundle folder, or oci://HOST/REPO[:TAG|@DIGEST]"
+        )
+        add_registry_options(reader)
+    push = command(bundle, "push", "push a bundle to an OCI registry; print its digest")
+    push.add_argument("source", metavar="BUNDLE", help="the bundle folder or bundle archive")
+    push.add_argument(
+        "ref", metavar="REF", help="oci://HOST[:PORT]/REPO[:TAG] (default tag latest)"
     )
-    command(bundle, "inspect", "show what a bundle holds and grants").add_argument(
-        "dir", metavar="DIR", help="the bundle folder"
-    )
+    push.add_argument("--force", action="store_true", help="move a tag that names another artifact")
+    add_registry_options(push)
+    pull = command(bundle, "pull", "pull a bundle from an OCI registry, verified")
+    pull.add_argument("ref", metavar="REF", help="oci://HOST[:PORT]/REPO[:TAG|@sha256:DIGEST]")
+    pull.add_argument("dest", metavar="DIR", help="the bundle folder to create")
+    pull.add_argument("--force", action="store_true", help="replace an existing bundle folder")
+    add_registry_options(pull)
     template = command(
         bundle, "secrets-template", "write the bundle's required secrets as a --secrets-file"
     )

@@ -13,6 +13,7 @@ from bundler.bundle.inspect import InspectReport, inspect_bundle
 from bundler.bundle.recover import leftovers_beside
 from bundler.bundle.verify import verify_bundle
 from bundler.cli.output import Output, Result
+from bundler.cli.registry_cmds import bundle_folder
 from bundler.errors import EXIT_INVALID, Refused
 from bundler.rules.names import escape_display
 
@@ -26,16 +27,22 @@ def _error_lines(first: str, rest: list[str], json_mode: bool) -> str:
 
 def verify(args: argparse.Namespace, out: Output) -> Result:
     """Verify a bundle; exit 3 listing every error when anything is wrong."""
-    with out.progress("verifying", None) as advance:
-        report = verify_bundle(Path(args.dir), progress=advance)
+    with bundle_folder(args, args.dir, out) as (folder, pinned):
+        with out.progress("verifying", None) as advance:
+            report = verify_bundle(folder, progress=advance)
+        if pinned is not None:
+            report.path = Path(args.dir)
     payload = report.as_json()
     warnings = [f"{w.path}: {w.message}" for w in report.warnings]
-    beside = leftovers_beside(Path(args.dir))
+    beside = [] if pinned else leftovers_beside(Path(args.dir))
+    if pinned is not None:
+        payload["path"] = payload["reference"] = pinned
     warnings += beside
     payload["warnings"] += [{"path": str(args.dir), "message": line} for line in beside]
     if report.ok:
         text = [
-            f"ok: {escape_display(str(report.path))}: format {report.format_version} bundle "
+            f"ok: {escape_display(pinned or str(report.path))}: "
+            f"format {report.format_version} bundle "
             f"of agent {payload['root_agent']}, {report.files} files, {report.bytes} bytes verified"
         ]
         return Result(payload=payload, text=[] if out.quiet else text, warnings=warnings)
@@ -52,8 +59,8 @@ def verify(args: argparse.Namespace, out: Output) -> Result:
     )
 
 
-def _plain(report: InspectReport) -> list[str]:
-    lines = [f"bundle: {escape_display(str(report.path))}"]
+def _plain(report: InspectReport, shown: str) -> list[str]:
+    lines = [f"bundle: {escape_display(shown)}"]
     for label, value in report.summary():
         lines.append(f"{label}: {value}")
     for title, rows in report.sections():
@@ -62,14 +69,14 @@ def _plain(report: InspectReport) -> list[str]:
     return lines
 
 
-def _rich(report: InspectReport) -> None:
+def _rich(report: InspectReport, shown: str) -> None:
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
     console = Console()
     summary = Table(show_header=False, box=None)
-    summary.add_row("bundle", Text(escape_display(str(report.path))))
+    summary.add_row("bundle", Text(escape_display(shown)))
     for label, value in report.summary():
         summary.add_row(label, Text(value))
     console.print(summary)
@@ -87,16 +94,22 @@ def _rich(report: InspectReport) -> None:
 
 def inspect(args: argparse.Namespace, out: Output) -> Result:
     """Show what a bundle holds and grants: a table on a terminal, plain lines otherwise."""
-    with out.progress("verifying", None) as advance:
-        report = inspect_bundle(Path(args.dir), progress=advance)
+    with (
+        bundle_folder(args, args.dir, out) as (folder, pinned),
+        out.progress("verifying", None) as advance,
+    ):
+        report = inspect_bundle(folder, progress=advance)
+    shown = pinned or str(report.path)
     payload: dict[str, Any] = report.as_json()
+    if pinned is not None:
+        payload["path"] = payload["reference"] = pinned
     warnings = [f"{w.path}: {w.message}" for w in report.verify.warnings]
     text: list[str] = []
     if not out.json_mode:
         if sys.stdout.isatty():
-            _rich(report)
+            _rich(report, shown)
         else:
-            text = _plain(report)
+            text = _plain(report, shown)
     if report.verify.ok:
         return Result(payload=payload, text=text, warnings=warnings)
     lines = [str(problem) for problem in report.verify.errors]

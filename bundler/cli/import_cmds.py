@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 
 from bundler.cli.output import Output, Result
+from bundler.cli.registry_cmds import bundle_folder
 from bundler.config.file import find_install_root
 from bundler.errors import UsageError
 from bundler.install import importer
@@ -35,16 +36,18 @@ def import_bundle(args: argparse.Namespace, out: Output) -> Result:
     for warning in early:
         # said before any prompt or refusal: the value is already in ps and the shell history
         out.warn(warning)
-    options = importer.ImportOptions(
-        as_alias=args.as_alias,
-        binds=binds,
-        secrets=list(args.secret),
-        secrets_file=Path(args.secrets_file) if args.secrets_file else None,
-        accept_risks=args.accept_risks,
-        dry_run=args.dry_run,
-        prompt=prompter,
-    )
-    report = importer.import_bundle(install, Path(args.bundle), options)
+    with bundle_folder(args, args.bundle, out) as (folder, pinned):
+        options = importer.ImportOptions(
+            as_alias=args.as_alias,
+            binds=binds,
+            secrets=list(args.secret),
+            secrets_file=Path(args.secrets_file) if args.secrets_file else None,
+            accept_risks=args.accept_risks,
+            dry_run=args.dry_run,
+            prompt=prompter,
+            source=pinned,
+        )
+        report = importer.import_bundle(install, folder, options)
     return Result(
         payload=report.as_json(),
         text=summary(report, install=args.install),

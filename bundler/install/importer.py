@@ -206,6 +206,9 @@ class ImportOptions:
     accept_risks: bool = False
     dry_run: bool = False
     prompt: Prompter | None = None
+    source: str | None = None
+    """What the report and receipt name as the bundle, when not the folder read (a registry
+    reference pinned to its digest, for a bundle pulled into a private folder)."""
 
 
 @dataclass(frozen=True)
@@ -487,7 +490,11 @@ def _lay_out(run: _Run, plan: merge.MergePlan) -> tuple[ImportReport, str, list[
     carried = list(run.report.skill_bundles)
     flags = effective_risk_flags(plan, carried, run.report.format_version or 1)
     result = ImportReport(
-        str(run.bundle), plan, flags, run.options.dry_run, str(install_root / workspace)
+        run.options.source or str(run.bundle),
+        plan,
+        flags,
+        run.options.dry_run,
+        str(install_root / workspace),
     )
     for placement in plan.skills:
         if placement.action in ("added", "renamed") and placement.source_alias in carried:

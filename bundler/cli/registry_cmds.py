@@ -1,0 +1,128 @@
+"""``bundle push DIR|FILE REF`` and ``bundle pull REF DIR``, and the ``oci://`` form of the
+commands that read a bundle (``bundle verify|inspect REF``, ``agents import REF``)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from bundler.cli.output import Output, Result
+from bundler.errors import Refused, UsageError
+from bundler.registry.http import Options
+from bundler.registry.pull import pull_bundle, pulled
+from bundler.registry.push import push_bundle
+from bundler.registry.reference import is_reference, parse_reference
+from bundler.rules.names import escape_display
+
+
+def add_registry_options(parser: argparse.ArgumentParser) -> None:
+    """``--plain-http`` and ``--ca-file``, on every command that can take an ``oci://`` REF."""
+    parser.add_argument(
+        "--plain-http",
+        action="store_true",
+        help="talk to the registry over HTTP, not HTTPS (credentials go only to loopback hosts)",
+    )
+    parser.add_argument(
+        "--ca-file", metavar="FILE", help="trust the registry certificates this CA file signed"
+    )
+
+
+def registry_options(args: argparse.Namespace) -> Options:
+    """The registry options given, checked against a local path argument."""
+    return Options(
+        plain_http=bool(getattr(args, "plain_http", False)), ca_file=getattr(args, "ca_file", None)
+    )
+
+
+def _no_registry_options(args: argparse.Namespace, what: str) -> None:
+    if getattr(args, "plain_http", False) or getattr(args, "ca_file", None):
+        raise UsageError(f"--plain-http and --ca-file go with an oci:// reference, not {what}")
+
+
+@contextlib.contextmanager
+def bundle_folder(
+    args: argparse.Namespace, given: str, out: Output
+) -> Iterator[tuple[Path, str | None]]:
+    """The folder to read for a BUNDLE argument: the folder itself, or, for ``oci://``, a
+    private pulled copy (removed after the block) and the reference pinned to its digest."""
+    if not is_reference(given):
+        _no_registry_options(args, "a folder")
+        yield Path(given), None
+        return
+    ref = parse_reference(given)
+    with (
+        out.progress("pulling", None) as advance,
+        pulled(ref, registry_options(args), progress=advance) as (folder, digest),
+    ):
+        yield folder, str(ref.with_digest(digest))
+
+
+@contextlib.contextmanager
+def _source_folder(given: str) -> Iterator[Path]:
+    """A bundle folder as given, or a bundle archive (a tar file) unpacked into a private one."""
+    try:
+        st = os.stat(given)
+    except OSError as err:
+        raise Refused(
+            f"cannot read {escape_display(given)} ({err.strerror}); name a bundle folder or a "
+            "bundle archive",
+            path=given,
+        ) from None
+    if not stat.S_ISREG(st.st_mode):
+        yield Path(given)
+        return
+    from bundler.bundle.archive_read import ArchiveLimits, read_tar
+
+    private = Path(tempfile.mkdtemp(prefix="bundler-push-"))
+    try:
+        folder = private / "bundle"
+        folder.mkdir(mode=0o700)
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            with open(given, "rb") as stream:
+                read_tar(stream, fd, ArchiveLimits(), name=escape_display(given))
+        finally:
+            os.close(fd)
+        yield folder
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def push(args: argparse.Namespace, out: Output) -> Result:
+    """Push a bundle (a folder or an archive) to an ``oci://`` reference; print its digest."""
+    ref = parse_reference(args.ref)
+    with _source_folder(args.source) as folder, out.progress("pushing", None) as advance:
+        report = push_bundle(
+            folder, ref, registry_options(args), force=args.force, progress=advance
+        )
+    pinned = escape_display(str(ref.with_digest(report.digest)))
+    if report.unchanged:
+        text = [f"unchanged: {escape_display(str(ref))} already names {pinned}"]
+    else:
+        text = [f"pushed {escape_display(str(ref))}: {pinned}"]
+        text.append(f"  uploaded: {', '.join(report.uploaded) or '(none)'}")
+        text.append(f"  already there: {', '.join(report.skipped) or '(none)'}")
+    return Result(payload=report.as_json(), text=text, quiet_text=[report.digest])
+
+
+def pull(args: argparse.Namespace, out: Output) -> Result:
+    """Pull an ``oci://`` reference into a bundle folder, verified, published atomically."""
+    ref = parse_reference(args.ref)
+    with out.progress("pulling", None) as advance:
+        report = pull_bundle(
+            ref, Path(args.dest), registry_options(args), force=args.force, progress=advance
+        )
+    pinned = escape_display(str(ref.with_digest(report.digest)))
+    text = [f"pulled {pinned} into {escape_display(report.bundle)}"]
+    return Result(
+        payload=report.as_json(),
+        text=text,
+        warnings=report.warnings,
+        quiet_text=[escape_display(report.bundle)],
+    )
