@@ -1,0 +1,405 @@
+"""Reading a bundle archive: hostile input, unpacked into an empty staging folder (issue 16).
+
+An archive may come from anyone. Only what :mod:`bundler.bundle.archive_write` could have
+written, give or take what other tar programs add harmlessly, is admitted: regular files and
+folders whose names pass the bundle's own path rule, each folder listed before its contents,
+every name once. Links of both kinds, devices, FIFOs, sparse files, global headers, names that
+climb (``..``) or start at ``/``, members under or over another member's file are refused, as are
+a damaged or truncated archive and anything but zero padding after its end. Limits on the member
+count, each member's size, the total size and each extended header are checked from the header,
+before a byte of that member is written.
+
+The block loop is our own, and only a single 512-byte header goes to
+:meth:`tarfile.TarInfo.frombuf` (checksum, number fields): :mod:`tarfile`'s stream mode reads a
+pax or GNU long-name header of any declared size into memory before a caller can refuse it, and
+takes a damaged header after the first member, or a missing end marker, for the end of the
+archive. Nothing is ever extracted by :mod:`tarfile`.
+
+Everything is created through descriptors below ``dest_fd`` with ``O_NOFOLLOW|O_EXCL``, folders
+0700 as an export stages them and files 0600 until their permission bits are set. The caller owns
+``dest_fd``, a fresh empty folder, and removes it on failure.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import tarfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from bundler.bundle.archive_write import FILE_MODE_BITS
+from bundler.errors import InvalidInput
+from bundler.fs.safefs import MAX_DEPTH, display_name, open_beneath
+from bundler.rules.names import escape_display, has_control_chars
+
+BLOCK = tarfile.BLOCKSIZE
+_ZERO_BLOCK = bytes(BLOCK)
+_CHUNK = 1 << 20
+_DIR_MODE = 0o700
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_MAX_COMPONENT_BYTES = 255
+_MAX_NAME_BYTES = 4096
+_PAX_RECORD = re.compile(rb"([1-9][0-9]{0,19}) ")
+
+_LINK_TYPES = {tarfile.SYMTYPE: "a symbolic link", tarfile.LNKTYPE: "a hard link"}
+_SPECIAL_TYPES = {
+    tarfile.CHRTYPE: "a character device",
+    tarfile.BLKTYPE: "a block device",
+    tarfile.FIFOTYPE: "a FIFO",
+}
+_FILE_TYPES = (tarfile.REGTYPE, tarfile.AREGTYPE)
+
+
+@dataclass(frozen=True)
+class ArchiveLimits:
+    """How much an archive may hold; every limit is checked before the member is written."""
+
+    max_members: int = 1_000_000
+    max_member_bytes: int = 64 << 30
+    max_total_bytes: int = 256 << 30
+    max_header_bytes: int = 64 << 10
+    """The data of one pax extended header or GNU long-name header."""
+    max_trailing_bytes: int = 1 << 20
+    """Zero padding after the end-of-archive marker (tar pads to its record size)."""
+
+
+def read_tar(
+    stream: BinaryIO, dest_fd: int, limits: ArchiveLimits, *, name: str = "archive"
+) -> list[str]:
+    """Unpack the tar ``stream`` into the empty folder ``dest_fd``; return the member names.
+
+    ``name`` (the archive as the user named it) starts every error message. Raises
+    :class:`InvalidInput` naming the archive and the member (escaped) for anything the module
+    docstring refuses; ``OSError`` for a failure to read the stream or write the folder. On any
+    exception part of the archive may have been written: the caller removes ``dest_fd``'s folder.
+    """
+    return _Reader(stream, dest_fd, limits, name).run()
+
+
+def _member_error(archive: str, member: str, why: str) -> InvalidInput:
+    shown = display_name(member.encode("utf-8", "surrogateescape"))
+    return InvalidInput(f"{archive}: member {shown} {why}", path=shown)
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a member of a bundle archive, or None when it can."""
+    if not name:
+        return "has an empty name"
+    if name.startswith("/"):
+        return "has an absolute name"
+    if has_control_chars(name):
+        return "has a control character in its name"
+    try:
+        encoded = name.encode("utf-8")
+    except UnicodeEncodeError:
+        return "has a name that is not UTF-8"
+    if len(encoded) > _MAX_NAME_BYTES:
+        return f"has a name longer than {_MAX_NAME_BYTES} bytes"
+    parts = name.split("/")
+    if ".." in parts:
+        return "has a name that climbs out with '..'"
+    if any(part in ("", ".") for part in parts):
+        return "has a name with an empty or '.' component"
+    if len(parts) > MAX_DEPTH:
+        return f"is more than {MAX_DEPTH} levels deep"
+    if any(len(part.encode("utf-8")) > _MAX_COMPONENT_BYTES for part in parts):
+        return f"has a name component longer than {_MAX_COMPONENT_BYTES} bytes"
+    return None
+
+
+def parse_pax(data: bytes) -> dict[str, bytes]:
+    """The records of a pax extended header, strictly: ``"<len> <key>=<value>\\n"`` each, the
+    length counting the whole record, no key twice. Raises ``ValueError`` naming the fault."""
+    records: dict[str, bytes] = {}
+    pos = 0
+    while pos < len(data):
+        match = _PAX_RECORD.match(data, pos)
+        if match is None:
+            raise ValueError("a record does not start with its length")
+        end = pos + int(match.group(1))
+        if end > len(data) or end <= match.end() or data[end - 1 : end] != b"\n":
+            raise ValueError("a record's length does not match its content")
+        key, sep, value = data[match.end() : end - 1].partition(b"=")
+        if not sep or not key:
+            raise ValueError("a record has no key=value")
+        try:
+            text_key = key.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValueError("a record's key is not UTF-8") from None
+        if text_key in records:
+            raise ValueError(f"the record {escape_display(text_key)} appears twice")
+        records[text_key] = value
+        pos = end
+    return records
+
+
+class _Reader:
+    def __init__(self, stream: BinaryIO, dest_fd: int, limits: ArchiveLimits, name: str) -> None:
+        self.stream = stream
+        self.dest_fd = dest_fd
+        self.limits = limits
+        self.archive = display_name(os.fsencode(name))
+        self.offset = 0
+        self.kinds: dict[str, bool] = {}  # member -> is a folder
+        self.names: list[str] = []
+        self.total = 0
+        self._parent: tuple[str, int] | None = None
+
+    # --- the stream ---------------------------------------------------------------------
+
+    def _invalid(self, why: str) -> InvalidInput:
+        return InvalidInput(f"{self.archive}: {why}", path=self.archive)
+
+    def _read_some(self, size: int) -> bytes:
+        data = self.stream.read(size)
+        self.offset += len(data)
+        return data
+
+    def _read_exact(self, size: int, where: Callable[[], str]) -> bytes:
+        parts: list[bytes] = []
+        left = size
+        while left:
+            data = self._read_some(min(left, _CHUNK))
+            if not data:
+                raise self._invalid(f"is truncated {where()}")
+            parts.append(data)
+            left -= len(data)
+        return b"".join(parts)
+
+    def _skip_padding(self, size: int, where: Callable[[], str]) -> None:
+        pad = -size % BLOCK
+        if pad:
+            self._read_exact(pad, where)
+
+    # --- the loop -----------------------------------------------------------------------
+
+    def run(self) -> list[str]:
+        try:
+            self._loop()
+        finally:
+            self._drop_parent()
+        return self.names
+
+    def _loop(self) -> None:
+        pax: dict[str, bytes] | None = None
+        long_name: str | None = None
+        while True:
+            at = self.offset
+            block = self._read_some(BLOCK)
+            while block and len(block) < BLOCK:
+                more = self._read_some(BLOCK - len(block))
+                if not more:
+                    break
+                block += more
+            if len(block) < BLOCK:
+                if at == 0 and not block:
+                    raise self._invalid("is empty, not a tar archive")
+                if block:
+                    raise self._invalid(f"is truncated in the header at byte {at}")
+                raise self._invalid(
+                    f"is truncated at byte {at}: the end-of-archive marker is missing"
+                )
+            if block == _ZERO_BLOCK:
+                if pax is not None or long_name is not None:
+                    raise self._invalid(f"ends after an extended header at byte {at}")
+                self._end(at)
+                return
+            try:
+                info = tarfile.TarInfo.frombuf(block, "utf-8", "surrogateescape")
+            except tarfile.HeaderError:
+                if at == 0:
+                    raise self._invalid("is not a tar archive") from None
+                raise self._invalid(
+                    f"has a damaged header at byte {at} (a member's size may be wrong)"
+                ) from None
+            if info.size < 0:
+                raise self._invalid(f"declares a negative size at byte {at}")
+            if info.type in (tarfile.XHDTYPE, tarfile.GNUTYPE_LONGNAME):
+                if pax is not None or long_name is not None:
+                    raise self._invalid(f"has two extended headers for one member at byte {at}")
+                data = self._header_data(info, at)
+                if info.type == tarfile.XHDTYPE:
+                    pax = self._pax(data, at)
+                else:
+                    long_name = self._long_name(data, at)
+                continue
+            self._member(info, pax or {}, long_name, at)
+            pax, long_name = None, None
+
+    def _header_data(self, info: tarfile.TarInfo, at: int) -> bytes:
+        if info.size > self.limits.max_header_bytes:
+            raise self._invalid(
+                f"has an extended header of {info.size} bytes at byte {at} "
+                f"(at most {self.limits.max_header_bytes})"
+            )
+        data = self._read_exact(info.size, lambda: f"in the extended header at byte {at}")
+        self._skip_padding(info.size, lambda: f"in the extended header at byte {at}")
+        return data
+
+    def _pax(self, data: bytes, at: int) -> dict[str, bytes]:
+        try:
+            return parse_pax(data)
+        except ValueError as err:
+            raise self._invalid(f"has a malformed pax header at byte {at}: {err}") from None
+
+    def _long_name(self, data: bytes, at: int) -> str:
+        raw = data.split(b"\0", 1)[0]
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise self._invalid(f"has a long name that is not UTF-8 at byte {at}") from None
+
+    def _end(self, at: int) -> None:
+        second = self._read_exact(BLOCK, lambda: f"in the end-of-archive marker at byte {at}")
+        if second != _ZERO_BLOCK:
+            raise self._invalid(f"has a lone zero block at byte {at} followed by more data")
+        trailing = 0
+        while True:
+            data = self._read_some(_CHUNK)
+            if not data:
+                return
+            trailing += len(data)
+            if data.count(0) != len(data):
+                raise self._invalid("has data after its end-of-archive marker")
+            if trailing > self.limits.max_trailing_bytes:
+                raise self._invalid(
+                    f"has more than {self.limits.max_trailing_bytes} bytes of padding after its end"
+                )
+
+    # --- one member ---------------------------------------------------------------------
+
+    def _member(
+        self, info: tarfile.TarInfo, pax: dict[str, bytes], long_name: str | None, at: int
+    ) -> None:
+        name = info.name
+        if long_name is not None:
+            name = long_name
+        if "path" in pax:
+            try:
+                name = pax["path"].decode("utf-8")
+            except UnicodeDecodeError:
+                raise self._invalid(f"has a pax path that is not UTF-8 at byte {at}") from None
+        is_dir = info.type == tarfile.DIRTYPE
+        if is_dir and name.endswith("/"):
+            name = name[:-1]
+
+        def fail(why: str) -> InvalidInput:
+            return _member_error(self.archive, name, why)
+
+        kind = self._kind_problem(info, pax)
+        if kind is not None:
+            raise fail(kind)
+        size = info.size
+        if "size" in pax:
+            if not pax["size"].isdigit() or len(pax["size"]) > 20:
+                raise fail("has a malformed pax size")
+            size = int(pax["size"])
+        if is_dir and size:
+            raise fail("is a folder that declares data")
+        problem = name_problem(name) or self._place_problem(name)
+        if problem is not None:
+            raise fail(problem)
+        if len(self.names) >= self.limits.max_members:
+            raise fail(f"is one more than the {self.limits.max_members} members allowed")
+        if size > self.limits.max_member_bytes:
+            raise fail(f"declares {size} bytes, more than {self.limits.max_member_bytes}")
+        if self.total + size > self.limits.max_total_bytes:
+            raise fail(f"takes the archive past {self.limits.max_total_bytes} bytes unpacked")
+        self.total += size
+        self.kinds[name] = is_dir
+        self.names.append(name)
+        if is_dir:
+            self._mkdir(name, fail)
+        else:
+            self._write_file(name, size, info.mode & FILE_MODE_BITS, fail)
+
+    def _kind_problem(self, info: tarfile.TarInfo, pax: dict[str, bytes]) -> str | None:
+        kind = info.type
+        if kind in _LINK_TYPES or kind == tarfile.GNUTYPE_LONGLINK or "linkpath" in pax:
+            return f"is {_LINK_TYPES.get(kind, 'a link')}: a bundle holds none"
+        if kind in _SPECIAL_TYPES:
+            return f"is {_SPECIAL_TYPES[kind]}: a bundle holds only files and folders"
+        if kind == tarfile.GNUTYPE_SPARSE or any(key.startswith("GNU.sparse.") for key in pax):
+            return "is a sparse file: pack the bundle with 'bundler bundle pack'"
+        if kind == tarfile.XGLTYPE:
+            return "is a global pax header, which bundle archives do not use"
+        if kind not in _FILE_TYPES and kind != tarfile.DIRTYPE:
+            return (
+                f"has the tar type {escape_display(kind.decode('latin-1'))}, not a file or folder"
+            )
+        return None
+
+    def _place_problem(self, name: str) -> str | None:
+        if name in self.kinds:
+            return "appears twice (or over a folder of the same name)"
+        parent = name.rpartition("/")[0]
+        if parent and parent not in self.kinds:
+            nearest = parent
+            while nearest and nearest not in self.kinds:
+                nearest = nearest.rpartition("/")[0]
+            if nearest and not self.kinds[nearest]:
+                return f"lies under {escape_display(nearest)}, which is a file"
+            return f"comes before its folder {escape_display(parent)}"
+        if parent and not self.kinds[parent]:
+            return f"lies under {escape_display(parent)}, which is a file"
+        return None
+
+    # --- writing ------------------------------------------------------------------------
+
+    def _drop_parent(self) -> None:
+        if self._parent is not None:
+            os.close(self._parent[1])
+            self._parent = None
+
+    def _parent_fd(self, parent: str) -> int:
+        if not parent:
+            return self.dest_fd
+        if self._parent is not None and self._parent[0] == parent:
+            return self._parent[1]
+        self._drop_parent()
+        fd = open_beneath(self.dest_fd, parent)
+        self._parent = (parent, fd)
+        return fd
+
+    def _mkdir(self, name: str, fail: Callable[[str], InvalidInput]) -> None:
+        parent, _, leaf = name.rpartition("/")
+        try:
+            os.mkdir(leaf, _DIR_MODE, dir_fd=self._parent_fd(parent))
+        except OSError as err:
+            raise self._create_error(err, fail) from None
+
+    def _write_file(
+        self, name: str, size: int, mode: int, fail: Callable[[str], InvalidInput]
+    ) -> None:
+        parent, _, leaf = name.rpartition("/")
+        try:
+            fd = os.open(leaf, _CREATE_FLAGS, 0o600, dir_fd=self._parent_fd(parent))
+        except OSError as err:
+            raise self._create_error(err, fail) from None
+        try:
+            left = size
+            while left:
+                data = self._read_some(min(left, _CHUNK))
+                if not data:
+                    raise fail(f"is cut short: the archive ends {left} bytes before it does")
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                left -= len(data)
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+        self._skip_padding(size, lambda: f"after member {escape_display(name)}")
+
+    @staticmethod
+    def _create_error(err: OSError, fail: Callable[[str], InvalidInput]) -> BaseException:
+        if err.errno == errno.EEXIST:
+            return fail("collides with another member on this filesystem")
+        if err.errno in (errno.ENOTDIR, errno.ELOOP):
+            return fail("does not lie in a folder of the archive")
+        if err.errno == errno.ENAMETOOLONG:
+            return fail("has a name too long for this filesystem")
+        return err

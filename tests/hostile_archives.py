@@ -1,0 +1,315 @@
+"""Hostile bundle archives (issue 16): a sound bundle's tar with one thing wrong in each.
+
+Every case starts from the members of a real, exported bundle, written by hand-made ustar
+headers (so a header can say anything, which :mod:`tarfile` would refuse to write), and changes
+one thing. A case gives the archive's bytes, a fragment the one-line error must contain, and the
+limits to read it with (the default ones but for the "too many members" case, which would
+otherwise need a million headers).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bundler.bundle.archive_read import ArchiveLimits
+from bundler.bundle.archive_write import bundle_members
+from bundler.fs.durable import open_dir
+
+BLOCK = 512
+RECORD = 10240
+Member = tuple[str, bytes | None]  # (name, data); None for a folder
+
+
+def _octal(value: int, width: int) -> bytes:
+    return b"%0*o\0" % (width - 1, value)
+
+
+def _number(value: int, width: int) -> bytes:
+    """An octal field, or GNU base-256 when the value does not fit (negative values too)."""
+    if 0 <= value < 8 ** (width - 1):
+        return _octal(value, width)
+    raw = value.to_bytes(width, "big", signed=True)
+    return bytes([raw[0] | 0x80 if value >= 0 else raw[0]]) + raw[1:]
+
+
+def header(
+    name: str | bytes,
+    *,
+    kind: bytes = b"0",
+    size: int = 0,
+    mode: int = 0o644,
+    linkname: bytes = b"",
+    prefix: bytes = b"",
+    extra: Callable[[bytearray], None] | None = None,
+) -> bytes:
+    """One ustar header block, checksum included; ``extra`` may edit the block first."""
+    raw = name.encode("utf-8", "surrogateescape") if isinstance(name, str) else name
+    block = bytearray(BLOCK)
+    block[0 : len(raw[:100])] = raw[:100]
+    block[100:108] = _octal(mode, 8)
+    block[108:116] = _octal(0, 8)
+    block[116:124] = _octal(0, 8)
+    block[124:136] = _number(size, 12)
+    block[136:148] = _octal(0, 12)
+    block[156:157] = kind
+    block[157 : 157 + len(linkname)] = linkname
+    block[257:265] = b"ustar\x0000"
+    block[329:337] = _octal(0, 8)
+    block[337:345] = _octal(0, 8)
+    block[345 : 345 + len(prefix)] = prefix
+    if extra is not None:
+        extra(block)
+    block[148:156] = b" " * 8
+    block[148:156] = b"%06o\0 " % sum(block)
+    return bytes(block)
+
+
+def padded(data: bytes) -> bytes:
+    return data + bytes(-len(data) % BLOCK)
+
+
+def member(name: str | bytes, data: bytes | None, **fields: object) -> bytes:
+    """A header and its padded data; ``None`` data makes a folder."""
+    if data is None:
+        text = name if isinstance(name, bytes) else name.encode()
+        return header(text if text.endswith(b"/") else text + b"/", kind=b"5", mode=0o755)
+    fields.setdefault("size", len(data))
+    return header(name, **fields) + padded(data)  # type: ignore[arg-type]
+
+
+def pax(records: dict[str, str | bytes], name: str = "PaxHeader") -> bytes:
+    """A pax extended header ('x') with ``records``."""
+    body = b""
+    for key, value in records.items():
+        raw = value.encode() if isinstance(value, str) else value
+        text = b" " + key.encode() + b"=" + raw + b"\n"
+        length = len(text) + 1
+        while len(str(length)) + len(text) != length:
+            length = len(str(length)) + len(text)
+        body += str(length).encode() + text
+    return header(name, kind=b"x", size=len(body)) + padded(body)
+
+
+def end(body: bytes) -> bytes:
+    """The end-of-archive marker and the padding to a whole record."""
+    data = body + bytes(2 * BLOCK)
+    return data + bytes(-len(data) % RECORD)
+
+
+def bundle_member_list(bundle: Path) -> list[Member]:
+    fd = open_dir(bundle, follow=False)
+    try:
+        names = bundle_members(fd)
+    finally:
+        os.close(fd)
+    return [(n, None if (bundle / n).is_dir() else (bundle / n).read_bytes()) for n in names]
+
+
+@dataclass
+class Case:
+    name: str
+    data: bytes
+    fragment: str
+    limits: ArchiveLimits = field(default_factory=ArchiveLimits)
+
+
+def cases(bundle: Path) -> list[Case]:
+    """The hostile corpus, built from the sound bundle folder ``bundle``."""
+    base_members = bundle_member_list(bundle)
+    body = b"".join(member(n, d) for n, d in base_members)
+    sound = end(body)
+    first_file = next(n for n, d in base_members if d is not None and n.startswith("workspace/"))
+
+    def plus(*extra: bytes) -> bytes:
+        return end(body + b"".join(extra))
+
+    out = [
+        Case(
+            "symlink",
+            plus(header("workspace/evil", kind=b"2", linkname=b"/etc/passwd")),
+            "workspace/evil",
+        ),
+        Case(
+            "hardlink",
+            plus(header("workspace/evil", kind=b"1", linkname=b"config.toml")),
+            "hard link",
+        ),
+        Case("dotdot", plus(member("workspace/../../evil", b"x")), ".."),
+        Case("absolute", plus(member("/tmp/bundler-evil", b"x")), "absolute"),
+        Case("duplicate_file", plus(member(first_file, b"other")), "twice"),
+        Case("duplicate_root_file", plus(member("config.toml", b"[x]\n")), "twice"),
+        Case("char_device", plus(header("workspace/tty", kind=b"3")), "character device"),
+        Case("block_device", plus(header("workspace/sda", kind=b"4")), "block device"),
+        Case("fifo", plus(header("workspace/pipe", kind=b"6")), "FIFO"),
+        Case("folder_over_a_file", plus(member(first_file, None)), "twice"),
+        Case("file_over_a_folder", plus(member("workspace", b"x")), "twice"),
+        Case("file_under_a_file", plus(member("config.toml/x", b"x")), "which is a file"),
+        Case("deep_under_a_file", plus(member("config.toml/a/b", b"x")), "which is a file"),
+        Case("file_before_its_folder", plus(member("workspace/nope/x", b"x")), "before its folder"),
+        Case(
+            "huge_declared_size",
+            plus(header("workspace/huge", size=1 << 42)),
+            "declares 4398046511104 bytes",
+        ),
+        Case(
+            "too_many_members",
+            sound,
+            "members allowed",
+            ArchiveLimits(max_members=len(base_members) - 1),
+        ),
+        Case(
+            "total_size_limit",
+            sound,
+            "unpacked",
+            ArchiveLimits(max_total_bytes=sum(len(d or b"") for _, d in base_members) - 1),
+        ),
+        Case("control_char_name", plus(member("workspace/a\nb", b"x")), "control character"),
+        Case("escape_name", plus(member("workspace/a\x1b[31mb", b"x")), "\\x1b"),
+        Case("invalid_utf8_name", plus(member(b"workspace/\xff\xfe", b"x")), "not UTF-8"),
+        Case(
+            "pax_path_dotdot",
+            plus(pax({"path": "../x"}), member("workspace/innocent", b"x")),
+            "..",
+        ),
+        Case(
+            "pax_path_absolute",
+            plus(pax({"path": "/etc/cron.d/x"}), member("workspace/innocent", b"x")),
+            "absolute",
+        ),
+        Case(
+            "pax_linkpath",
+            plus(pax({"linkpath": "/etc/passwd"}), member("workspace/innocent", b"x")),
+            "link",
+        ),
+        Case(
+            "pax_size_lie",
+            plus(pax({"size": str(1 << 40)}), member("workspace/innocent", b"x")),
+            "declares",
+        ),
+        Case(
+            "pax_sparse",
+            plus(
+                pax({"GNU.sparse.major": "1", "GNU.sparse.minor": "0"}), member("workspace/s", b"x")
+            ),
+            "sparse",
+        ),
+        Case(
+            "pax_malformed",
+            plus(
+                header("PaxHeader", kind=b"x", size=12) + padded(b"99 path=abc\n"),
+                member("workspace/b", b"x"),
+            ),
+            "malformed pax",
+        ),
+        Case(
+            "pax_header_too_big",
+            plus(header("PaxHeader", kind=b"x", size=1 << 20) + bytes(1 << 20)),
+            "extended header of 1048576 bytes",
+        ),
+        Case(
+            "global_pax_header",
+            plus(header("pax_global_header", kind=b"g", size=0)),
+            "global pax header",
+        ),
+        Case(
+            "gnu_longname_dotdot",
+            plus(
+                header("././@LongLink", kind=b"L", size=16) + padded(b"../../etc/evil\0\0"),
+                member("workspace/innocent", b"x"),
+            ),
+            "..",
+        ),
+        Case(
+            "gnu_longname_absolute",
+            plus(
+                header("././@LongLink", kind=b"L", size=10) + padded(b"/etc/evil\0"),
+                member("workspace/innocent", b"x"),
+            ),
+            "absolute",
+        ),
+        Case(
+            "gnu_longname_twice",
+            plus(
+                header("././@LongLink", kind=b"L", size=12) + padded(b"workspace/a\0"),
+                header("././@LongLink", kind=b"L", size=12) + padded(b"workspace/b\0"),
+                member("workspace/innocent", b"x"),
+            ),
+            "two extended headers",
+        ),
+        Case(
+            "gnu_longname_then_end",
+            plus(header("././@LongLink", kind=b"L", size=12) + padded(b"workspace/a\0")),
+            "after an extended header",
+        ),
+        Case(
+            "gnu_longlink",
+            plus(
+                header("././@LongLink", kind=b"K", size=12) + padded(b"/etc/passwd\0"),
+                header("workspace/evil", kind=b"2"),
+            ),
+            "link",
+        ),
+        Case("gnu_sparse", plus(header("workspace/sparse", kind=b"S", size=0)), "sparse"),
+        Case("unknown_type", plus(header("workspace/v", kind=b"V")), "tar type V"),
+        Case(
+            "negative_size",
+            plus(header("workspace/neg", size=-5)),
+            "negative size",
+        ),
+        Case(
+            "folder_with_data",
+            plus(header("workspace/d/", kind=b"5", size=10) + padded(b"0123456789")),
+            "declares data",
+        ),
+        Case("ustar_prefix_dotdot", plus(member("evil", b"x", prefix=b"workspace/../..")), ".."),
+        Case("truncated_in_data", sound[: len(body) - 700], "truncated"),
+        Case("truncated_at_a_header", body, "end-of-archive marker is missing"),
+        Case(
+            "one_zero_block_then_data", body + bytes(BLOCK) + member("x", b"x"), "lone zero block"
+        ),
+        Case("trailing_garbage", sound + b"garbage after the end\n", "after its end"),
+        Case("not_a_tar", b"PK\x03\x04" + bytes(2000), "not a tar archive"),
+        Case("text_file", b"hello, this is not an archive\n" * 40, "not a tar archive"),
+        Case("empty_file", b"", "empty"),
+        Case(
+            "size_lies_larger",
+            plus(
+                header("workspace/liar", size=1 << 20) + padded(b"short"),
+                member("workspace/z", b"z"),
+            ),
+            "cut short",
+        ),
+        Case(
+            "size_lies_smaller",
+            plus(header("workspace/liar", size=3) + padded(b"a much longer body" * 40)),
+            "damaged header",
+        ),
+        Case(
+            "bad_checksum",
+            plus(bytearray_flip(member("workspace/x", b"x"), 0)),
+            "damaged header",
+        ),
+    ]
+    # a pax header with the same key twice
+    dup_body = b"20 path=workspace/a\n20 path=workspace/b\n"
+    out.append(
+        Case(
+            "pax_duplicate_record",
+            plus(
+                header("PaxHeader", kind=b"x", size=len(dup_body)) + padded(dup_body),
+                member("workspace/c", b"x"),
+            ),
+            "appears twice",
+        )
+    )
+    return out
+
+
+def bytearray_flip(data: bytes, index: int) -> bytes:
+    """``data`` with the byte at ``index`` changed (a header whose checksum no longer holds)."""
+    raw = bytearray(data)
+    raw[index] ^= 0x01
+    return bytes(raw)
