@@ -297,9 +297,11 @@ class Session:
                 code = f", {escape_display(raw)}" if raw.replace("_", "").isalnum() else ""
         except (ValueError, AttributeError):
             pass
+        hint = "try again, or check the repository name and your access"
+        if response.status == 400 and self.scheme == "http":
+            hint = "it may speak HTTPS only: try without --plain-http"
         return Refused(
-            f"registry {self.shown}: {what} failed (HTTP {response.status}{code}); try again, "
-            "or check the repository name and your access"
+            f"registry {self.shown}: {what} failed (HTTP {response.status}{code}); {hint}"
         )
 
     # ------------------------------------------------------------------ API
