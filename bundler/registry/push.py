@@ -5,27 +5,28 @@ manifest is stored, and the registry refuses a manifest whose blobs it does not 
 interrupted push leaves at most unreferenced blobs, and the tag still names the previous
 artifact. Blobs the registry has (a HEAD) are not uploaded again.
 
-Nothing is written on this machine: each layer's tar is made twice, once into sha256 to learn
-its digest and size, and again, only when the registry lacks it, straight into the upload's
-request body (the writer is deterministic, so both passes give the same bytes; if the bundle
-changes between them the registry refuses the digest). Memory stays flat in the bundle size.
+Each layer's tar is written once, through sha256, into an anonymous temporary file (in
+``$TMPDIR``, unlinked at once: no crash can leave it behind) and uploaded from there only when
+the registry lacks it. Writing a tar is the costly part (per-member work for a bundle of many
+small files); making it twice, once for the digest and once into the request body, measured
+about twice as slow. Memory stays flat in the bundle size.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
-import queue
 import stat
-import threading
-from collections.abc import Callable, Iterator
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 from bundler.bundle.archive_write import bundle_members, write_tar
-from bundler.bundle.manifest import MANIFEST_NAME, parse_manifest
+from bundler.bundle.manifest import MANIFEST_NAME, Manifest, parse_manifest
 from bundler.bundle.verify import MAX_MANIFEST_BYTES
 from bundler.errors import InvalidInput, Refused, UsageError, withholding
 from bundler.fs.durable import open_dir
@@ -59,15 +60,18 @@ class PushReport:
 
 
 class _Digester:
-    """A write-only sink that only counts and hashes."""
+    """A write-only sink that counts and hashes, and copies to ``spool`` when there is one."""
 
-    def __init__(self) -> None:
+    def __init__(self, spool: BinaryIO | None) -> None:
         self.hash = hashlib.sha256()
         self.size = 0
+        self.spool = spool
 
     def write(self, data: bytes) -> int:
         self.hash.update(data)
         self.size += len(data)
+        if self.spool is not None:
+            self.spool.write(data)
         return len(data)
 
 
@@ -100,78 +104,20 @@ def _is_dir(root_fd: int, name: str) -> bool:
 
 
 def plan_layers(root_fd: int) -> list[_Layer]:
-    """Every part's layer with its digest and size (the first pass: nothing leaves memory)."""
+    """Every part's layer with its digest and size, the tars written into sha256 only."""
+    return [_spool_layer(root_fd, title, names, None) for title, names in _parts(root_fd)]
+
+
+def _parts(root_fd: int) -> list[tuple[str, list[str]]]:
     members = bundle_members(root_fd)
     folders = {name for name in members if "/" not in name and _is_dir(root_fd, name)}
-    layers = []
-    for title, names in sorted(art.split_parts(members, folders).items()):
-        sink = _Digester()
-        write_tar(root_fd, names, cast(BinaryIO, sink))
-        layers.append(_Layer(title, names, f"sha256:{sink.hash.hexdigest()}", sink.size))
-    return layers
+    return sorted(art.split_parts(members, folders).items())
 
 
-class _TarBody:
-    """An iterable request body: the tar of ``names`` written by a thread, handed over in
-    chunks through a small queue (at most a few MiB in flight)."""
-
-    def __init__(self, root_fd: int, names: list[str], progress: Progress | None) -> None:
-        self._queue: queue.Queue[bytes | BaseException | None] = queue.Queue(maxsize=4)
-        self._stop = threading.Event()
-        self._progress = progress
-        self._buffer = bytearray()
-        self._thread = threading.Thread(target=self._run, args=(root_fd, names), daemon=True)
-        self._thread.start()
-
-    def write(self, data: bytes) -> int:
-        self._buffer += data
-        if len(self._buffer) >= 1 << 20:
-            self._put(bytes(self._buffer))
-            self._buffer.clear()
-        return len(data)
-
-    def _put(self, item: bytes | BaseException | None) -> None:
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.2)
-                return
-            except queue.Full:
-                continue
-        raise _Stopped()
-
-    def _run(self, root_fd: int, names: list[str]) -> None:
-        try:
-            write_tar(root_fd, names, cast(BinaryIO, self))
-            if self._buffer:
-                self._put(bytes(self._buffer))
-            self._put(None)
-        except _Stopped:
-            return
-        except BaseException as err:  # handed to the consumer, which raises it
-            try:
-                self._put(err)
-            except _Stopped:
-                return
-
-    def __iter__(self) -> Iterator[bytes]:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            if self._progress is not None:
-                self._progress(len(item))
-            yield item
-
-    def close(self) -> None:
-        """Stop the writer thread (a failed upload leaves it waiting to hand over a chunk)."""
-        self._stop.set()
-        self._thread.join()
-
-
-class _Stopped(Exception):
-    pass
+def _spool_layer(root_fd: int, title: str, names: list[str], spool: BinaryIO | None) -> _Layer:
+    sink = _Digester(spool)
+    write_tar(root_fd, names, cast(BinaryIO, sink))
+    return _Layer(title, names, f"sha256:{sink.hash.hexdigest()}", sink.size)
 
 
 def push_bundle(
@@ -212,7 +158,26 @@ def _push(
 ) -> PushReport:
     config_bytes = _read_config(root_fd, shown)
     manifest = parse_manifest(config_bytes)
-    layers = plan_layers(root_fd)
+    spools: list[tuple[_Layer, BinaryIO]] = []
+    with contextlib.ExitStack() as stack:
+        for title, names in _parts(root_fd):
+            spool = stack.enter_context(tempfile.TemporaryFile(prefix="bundler-push-"))
+            spools.append((_spool_layer(root_fd, title, names, spool), spool))
+        return _push_spooled(
+            session, manifest, config_bytes, spools, force=force, progress=progress
+        )
+
+
+def _push_spooled(
+    session: Session,
+    manifest: Manifest,
+    config_bytes: bytes,
+    spools: list[tuple[_Layer, BinaryIO]],
+    *,
+    force: bool,
+    progress: Progress | None,
+) -> PushReport:
+    layers = [layer for layer, _spool in spools]
     config = art.Descriptor(
         art.CONFIG_TYPE,
         f"sha256:{hashlib.sha256(config_bytes).hexdigest()}",
@@ -245,15 +210,14 @@ def _push(
         )
     if not session.blob_exists(config.digest):
         session.upload_blob(config.digest, config.size, io.BytesIO(config_bytes))
-    for layer in layers:
+    for layer, spool in spools:
         if session.blob_exists(layer.digest):
             report.skipped.append(layer.title)
             continue
-        body = _TarBody(root_fd, layer.names, progress)
-        try:
-            session.upload_blob(layer.digest, layer.size, cast(BinaryIO, body))
-        finally:
-            body.close()
+        spool.seek(0)
+        session.upload_blob(layer.digest, layer.size, spool)
         report.uploaded.append(layer.title)
+        if progress is not None:
+            progress(layer.size)
     session.put_manifest(ref.target, document)
     return report
