@@ -151,7 +151,7 @@ class _Reader:
     # --- the stream ---------------------------------------------------------------------
 
     def _invalid(self, why: str) -> InvalidInput:
-        return InvalidInput(f"{self.archive}: {why}", path=self.archive)
+        return InvalidInput(f"{self.archive} {why}", path=self.archive)
 
     def _read_some(self, size: int) -> bytes:
         data = self.stream.read(size)

@@ -16,6 +16,7 @@ from bundler.fs.copytree import CopiedFile
 GENERATED_MODE = 0o644
 CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
+
 class ChecksumSpool:
     """The lines of ``checksums.xxh3``, spooled to unnamed temporary files, one per section.
 

@@ -47,11 +47,11 @@ from bundler.bundle.manifest import (
     render_config,
     render_manifest,
 )
-from bundler.bundle.publish import Staging, admit
-from bundler.bundle.recover import clear_abandoned
+from bundler.bundle.publish import Staging, admit, io_failure, stage_build_publish
+from bundler.bundle.recover import clear_abandoned_or_warn
 from bundler.bundle.sweep import ExportSweep
 from bundler.config.store import load_config
-from bundler.errors import BundlerError, Refused, UsageError, withholding
+from bundler.errors import Refused, UsageError, withholding
 from bundler.fs import durable
 from bundler.fs.copytree import CopiedFile, copy_tree, digest_fd
 from bundler.fs.safefs import (
@@ -64,7 +64,7 @@ from bundler.fs.safefs import (
     select_skills,
 )
 from bundler.fs.snapshot import snapshot_database
-from bundler.rules import hints, schema
+from bundler.rules import schema
 from bundler.rules.layout import skill_bundle_dir, workspace_dir
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
@@ -150,20 +150,6 @@ def protected_paths(config: Mapping[str, Any], install_root: Path) -> list[Path]
     return paths
 
 
-def _clear_abandoned(out: Path) -> list[str]:
-    """What dead exports left beside ``out``: cleared or named, as warnings (never fatal)."""
-    try:
-        return clear_abandoned(out)
-    except OSError as err:
-        shown = escape_display(os.fspath(out))
-        return [
-            hints.Hinted(
-                f"could not clear what an interrupted export left beside {shown} ({err.strerror})",
-                hints.command("recover", os.path.abspath(out)),
-            )
-        ]
-
-
 def export_agent(
     install_root: Path,
     alias: str,
@@ -174,6 +160,7 @@ def export_agent(
     scan_secrets: str = "refuse",
     environ: Mapping[str, str] | None = None,
     progress: Progress | None = None,
+    record_as: Path | None = None,
 ) -> ExportReport:
     """Export agent ``alias`` of the install at ``install_root`` to the bundle folder ``out``.
 
@@ -183,6 +170,8 @@ def export_agent(
     ``warn`` or ``off``.
     ``environ`` supplies the ``ZEROCLAW_*`` overrides and ``SOURCE_DATE_EPOCH`` (default:
     ``os.environ``). ``progress(n)`` is called with the byte count of each copied file.
+    ``record_as`` is the destination noted for ``doctor`` when ``out`` is only a step on the way
+    (an export to an archive notes the archive).
 
     Raises :class:`bundler.errors.BundlerError` subclasses (nothing is published then);
     problems after the bundle is published are returned in ``warnings``.
@@ -202,7 +191,7 @@ def export_agent(
     if scan_secrets == "off":
         encrypted = 0
     # every error made from here on withholds the secrets where it is made (errors.withholding)
-    run = _Run(install_root, plan, config, sweep, env, progress, include_memory)
+    run = _Run(install_root, plan, config, sweep, env, progress, include_memory, record_as)
     with withholding(sweep.withhold):
         report = _admit_build_publish(run, out, force=force, encrypted=encrypted)
     report.secret_hits = sweep.hits
@@ -221,15 +210,16 @@ class _Run:
     environ: Mapping[str, str]
     progress: Progress | None
     include_memory: bool
+    record_as: Path | None = None
 
 
 def _admit_build_publish(run: _Run, out: Path, *, force: bool, encrypted: int) -> ExportReport:
     """Admit the destination, build the bundle in staging, flush it and swap it in (02 §8)."""
-    cleared = _clear_abandoned(out)
+    cleared = clear_abandoned_or_warn(out)
     try:
         admission = admit(out, force=force, protected=protected_paths(run.config, run.install_root))
     except OSError as err:
-        raise _io_failure(os.fspath(out), "could not examine the destination", err) from err
+        raise io_failure(os.fspath(out), "could not examine the destination", err) from err
     with admission:
         report = ExportReport(
             bundle=admission.dest_path,
@@ -242,59 +232,17 @@ def _admit_build_publish(run: _Run, out: Path, *, force: bool, encrypted: int) -
         report.warnings += cleared
         try:
             # before the staging exists, so doctor can find what a crash leaves beside it
-            record_destination(run.install_root, admission.dest_path)
+            noted = os.path.abspath(run.record_as) if run.record_as else admission.dest_path
+            record_destination(run.install_root, noted)
         except OSError as err:
             report.warnings.append(
                 f"could not note {escape_display(admission.dest_path)} in the install's state "
                 f"folder ({err.strerror}); 'bundler doctor' will not look there"
             )
-        try:
-            staging = admission.stage()
-        except OSError as err:
-            raise _io_failure(
-                admission.dest_path, "could not create the staging folder", err
-            ) from err
-        try:
-            try:
-                _build(staging, run, report)
-                staging.flush()
-                outcome = staging.publish()
-            except OSError as err:
-                raise _io_failure(admission.dest_path, "could not write the bundle", err) from err
-        except BundlerError as err:
-            leftovers = [] if staging.published else staging.abort()
-            if leftovers:
-                # a new error, not an edited one: an exception's args must say what it says
-                raise type(err)(
-                    hints.Hinted(
-                        f"{err.message} (cleanup incomplete: {'; '.join(leftovers)})",
-                        hints.command("recover", admission.dest_path),
-                    ),
-                    path=err.path,
-                    code=err.code,
-                ) from err
-            raise
-        except BaseException:
-            if not staging.published:
-                staging.abort()
-            raise
+        outcome = stage_build_publish(admission, lambda staging: _build(staging, run, report))
     report.publish_method = outcome.method.value
     report.warnings += outcome.warnings
     return report
-
-
-def _io_failure(dest: str, what: str, err: OSError) -> Refused:
-    """A one-line error for an I/O failure before the swap: the destination is unchanged."""
-    reason = err.strerror or str(err)
-    hint = (
-        "free some space and try again"
-        if err.errno in (errno.ENOSPC, errno.EDQUOT)
-        else "check the disk and try again"
-    )
-    return Refused(
-        f"{what} beside {escape_display(dest)} ({reason}); the destination is unchanged: {hint}",
-        path=dest,
-    )
 
 
 def _redact_report(report: ExportReport, sweep: ExportSweep) -> None:

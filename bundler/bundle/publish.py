@@ -40,7 +40,7 @@ from enum import Enum
 from pathlib import Path
 
 from bundler.bundle.manifest import MANIFEST_NAME
-from bundler.errors import Interrupted, Refused, UsageError
+from bundler.errors import BundlerError, Interrupted, Refused, UsageError
 from bundler.fs.copytree import make_durable
 from bundler.fs.durable import (
     RENAME_EXCHANGE,
@@ -65,6 +65,7 @@ RETIRED_RE = re.compile(rf"\.zeroclaw-export-old-({_TOKEN})")
 RECORD_RE = re.compile(rf"\.zeroclaw-export-({_TOKEN})\.target")
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_ARCHIVE_FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class DestKind(str, Enum):
@@ -73,6 +74,16 @@ class DestKind(str, Enum):
     VACANT = "vacant"
     EMPTY = "empty"
     BUNDLE = "bundle"
+    ARCHIVE = "archive"
+    """A bundle archive file (issue 16): replaced like a bundle, with ``--force``."""
+
+
+ArchiveCheck = Callable[[int], bool]
+"""Given a descriptor open on an existing regular file, True when it is a bundle archive."""
+
+
+def _shown(label: str, display: str) -> str:
+    return f"{label} {display}" if label else display
 
 
 class PublishMethod(str, Enum):
@@ -90,6 +101,9 @@ class PublishOutcome:
 
     method: PublishMethod
     warnings: list[str] = field(default_factory=list)
+
+
+_REPLACED = (DestKind.BUNDLE, DestKind.ARCHIVE)
 
 
 def staging_name(token: str) -> str:
@@ -179,17 +193,17 @@ def unlink_missing_ok(dir_fd: int, name: str) -> None:
         os.unlink(name, dir_fd=dir_fd)
 
 
-def split_out(out: str | os.PathLike[str]) -> tuple[str, str]:
+def split_out(out: str | os.PathLike[str], label: str = "--out") -> tuple[str, str]:
     """(absolute parent path as given, final component), refusing ``.``, ``..`` and the root."""
     raw = os.fspath(out)
     if not raw:
-        raise UsageError("--out is empty: name the bundle folder to create")
+        raise UsageError(f"{label or 'the destination'} is empty: name the bundle to create")
     trimmed = raw.rstrip("/")
     name = os.path.basename(trimmed)
     if name in ("", ".", ".."):
         raise UsageError(
-            f"--out {escape_display(raw)}: the last component must name a new folder, "
-            "not '.', '..' or '/'",
+            f"{_shown(label, escape_display(raw))}: the last component must name a new "
+            "folder or file, not '.', '..' or '/'",
             path=raw,
         )
     parent = os.path.dirname(os.path.abspath(trimmed))
@@ -208,6 +222,9 @@ class Admission:
     name: str
     kind: DestKind
     identity: tuple[int, int] | None
+    archive: bool = False
+    """The destination is a file (a bundle archive), staged as a file, not a folder."""
+    label: str = "--out"
 
     @property
     def dest_path(self) -> str:
@@ -232,28 +249,36 @@ class Admission:
 
 
 def admit(
-    out: str | os.PathLike[str], *, force: bool, protected: Sequence[str | os.PathLike[str]]
+    out: str | os.PathLike[str],
+    *,
+    force: bool,
+    protected: Sequence[str | os.PathLike[str]],
+    archive_check: ArchiveCheck | None = None,
+    label: str = "--out",
 ) -> Admission:
     """Admit ``out`` as an export destination, creating nothing (02 §8.1).
 
     ``protected`` lists the install root and every agent's workspace and skill folders; the
     destination may neither equal, contain nor lie inside any of them (compared by real path).
+    With ``archive_check`` the destination is a file (issue 16): vacant, or an existing regular
+    file that ``archive_check`` accepts, replaced only with ``force``. ``label`` starts the
+    messages (the option that named the destination; ``""`` for a positional argument).
     Raises UsageError for ``.``/``..`` and Refused for everything else that is not admitted.
     """
-    parent_given, name = split_out(out)
-    display = escape_display(os.fspath(out))
+    parent_given, name = split_out(out, label)
+    display = _shown(label, escape_display(os.fspath(out)))
     parent = os.path.realpath(parent_given)
     try:
         parent_fd = open_dir(parent, follow=False)
     except FileNotFoundError:
         raise Refused(
-            f"--out {display}: the parent folder {escape_display(parent_given)} does not exist; "
+            f"{display}: the parent folder {escape_display(parent_given)} does not exist; "
             "create it first",
             path=os.fspath(out),
         ) from None
     except OSError as err:
         raise Refused(
-            f"--out {display}: cannot open the parent folder: {err.strerror}", path=os.fspath(out)
+            f"{display}: cannot open the parent folder: {err.strerror}", path=os.fspath(out)
         ) from None
     try:
         dest_real = os.path.join(parent, name)
@@ -261,20 +286,60 @@ def admit(
             source_real = os.path.realpath(os.fspath(source))
             if paths_overlap(dest_real, source_real):
                 raise Refused(
-                    f"--out {display} overlaps {escape_display(source_real)}, which the export "
+                    f"{display} overlaps {escape_display(source_real)}, which the export "
                     "reads; "
                     "choose a folder outside the install and its agents' folders",
                     path=os.fspath(out),
                 )
-        kind, identity = _classify(
-            parent_fd, name, force=force, display=display, raw=os.fspath(out)
-        )
+        if archive_check is None:
+            kind, identity = _classify(
+                parent_fd, name, force=force, display=display, raw=os.fspath(out)
+            )
+        else:
+            kind, identity = _classify_file(
+                parent_fd, name, force, archive_check, display=display, raw=os.fspath(out)
+            )
     except BaseException:
         os.close(parent_fd)
         raise
     return Admission(
-        parent_fd=parent_fd, parent_path=parent, name=name, kind=kind, identity=identity
+        parent_fd=parent_fd,
+        parent_path=parent,
+        name=name,
+        kind=kind,
+        identity=identity,
+        archive=archive_check is not None,
+        label=label,
     )
+
+
+def _classify_file(
+    parent_fd: int, name: str, force: bool, check: ArchiveCheck, *, display: str, raw: str
+) -> tuple[DestKind, tuple[int, int] | None]:
+    st = lstat_at(parent_fd, name)
+    if st is None:
+        return DestKind.VACANT, None
+    if stat.S_ISLNK(st.st_mode):
+        raise Refused(
+            f"{display} is a symbolic link; name a real file (its target was not touched)",
+            path=raw,
+        )
+    if not stat.S_ISREG(st.st_mode):
+        raise Refused(f"{display} exists and is not a file; choose a new file name", path=raw)
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=parent_fd)
+    try:
+        if _identity(os.fstat(fd)) != _identity(st):
+            raise Refused(f"{display} changed while it was being checked; try again", path=raw)
+        is_archive = check(fd)
+    finally:
+        os.close(fd)
+    if not is_archive:
+        raise Refused(f"{display} is not a bundle archive; choose a new file name", path=raw)
+    if not force:
+        raise Refused(
+            f"{display} already holds a bundle archive; pass --force to replace it", path=raw
+        )
+    return DestKind.ARCHIVE, _identity(st)
 
 
 def _classify(
@@ -285,20 +350,18 @@ def _classify(
         return DestKind.VACANT, None
     if stat.S_ISLNK(st.st_mode):
         raise Refused(
-            f"--out {display} is a symbolic link; name a real folder (its target was not touched)",
+            f"{display} is a symbolic link; name a real folder (its target was not touched)",
             path=raw,
         )
     if not stat.S_ISDIR(st.st_mode):
         raise Refused(
-            f"--out {display} exists and is not a folder; choose an empty or new folder", path=raw
+            f"{display} exists and is not a folder; choose an empty or new folder", path=raw
         )
     fd = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
     try:
         opened = os.fstat(fd)
         if _identity(opened) != _identity(st):
-            raise Refused(
-                f"--out {display} changed while it was being checked; try again", path=raw
-            )
+            raise Refused(f"{display} changed while it was being checked; try again", path=raw)
         with os.scandir(fd) as entries:
             names = {entry.name for entry in entries}
     finally:
@@ -307,11 +370,9 @@ def _classify(
         return DestKind.EMPTY, _identity(st)
     if MANIFEST_NAME in names:
         if not force:
-            raise Refused(
-                f"--out {display} already holds a bundle; pass --force to replace it", path=raw
-            )
+            raise Refused(f"{display} already holds a bundle; pass --force to replace it", path=raw)
         return DestKind.BUNDLE, _identity(st)
-    raise Refused(f"--out {display} is not a bundle; choose an empty or new folder", path=raw)
+    raise Refused(f"{display} is not a bundle; choose an empty or new folder", path=raw)
 
 
 class Staging:
@@ -354,13 +415,16 @@ class Staging:
             if os.write(record_fd, data) != len(data):
                 raise OSError(errno.EIO, "short write of the export record")
             os.fsync(record_fd)
-            os.mkdir(staging_name(token), 0o700, dir_fd=parent)
-            fd = os.open(staging_name(token), DIR_FLAGS, dir_fd=parent)
+            if admission.archive:
+                fd = os.open(staging_name(token), _ARCHIVE_FLAGS, 0o600, dir_fd=parent)
+            else:
+                os.mkdir(staging_name(token), 0o700, dir_fd=parent)
+                fd = os.open(staging_name(token), DIR_FLAGS, dir_fd=parent)
             fsync_dir(parent)
         except BaseException:
             if fd >= 0:
                 os.close(fd)
-            _quietly(lambda: os.rmdir(staging_name(token), dir_fd=parent))
+            _quietly(lambda: rmtree_at(parent, staging_name(token)))
             _quietly(lambda: os.unlink(record, dir_fd=parent))
             os.close(record_fd)
             raise
@@ -368,7 +432,10 @@ class Staging:
 
     def flush(self) -> None:
         """Make the whole staged bundle durable, once; a failure aborts (never retried)."""
-        make_durable(self.fd)
+        if self.admission.archive:
+            os.fsync(self.fd)
+        else:
+            make_durable(self.fd)
 
     def abort(self) -> list[str]:
         """Roll back before the swap: staging, then the record; returns what could not be removed.
@@ -417,7 +484,8 @@ class Staging:
 
     def _dest_refused(self, why: str) -> Refused:
         return Refused(
-            f"--out {escape_display(self.admission.dest_path)} {why}; nothing was published",
+            f"{_shown(self.admission.label, escape_display(self.admission.dest_path))} {why}; "
+            "nothing was published",
             path=self.admission.dest_path,
         )
 
@@ -428,7 +496,11 @@ class Staging:
         if adm.kind is DestKind.VACANT:
             if st is not None:
                 raise self._dest_refused("appeared while the bundle was being built")
-        elif st is None or not stat.S_ISDIR(st.st_mode) or _identity(st) != adm.identity:
+        elif (
+            st is None
+            or stat.S_IFMT(st.st_mode) != (stat.S_IFREG if adm.archive else stat.S_IFDIR)
+            or _identity(st) != adm.identity
+        ):
             raise self._dest_refused("was replaced while the bundle was being built")
 
     def publish(self) -> PublishOutcome:
@@ -560,7 +632,7 @@ class Staging:
         parent = adm.parent_fd
         fix = hints.command("recover", adm.dest_path)
         retired = retired_name(self.token)
-        if adm.kind is DestKind.BUNDLE and lstat_at(parent, self.name) is not None:
+        if adm.kind in _REPLACED and lstat_at(parent, self.name) is not None:
             try:
                 os.rename(self.name, retired, src_dir_fd=parent, dst_dir_fd=parent)
             except OSError as err:
@@ -573,7 +645,7 @@ class Staging:
         self._flush_published(warnings)
         try:
             # EMPTY: the exchanged-out folder was removed by rmdir already; nothing is retired
-            if adm.kind is DestKind.BUNDLE:
+            if adm.kind in _REPLACED:
                 remove_tree_at(parent, retired)
             # the removal must be durable before the record that explains it goes
             fsync_dir(parent)
@@ -599,6 +671,54 @@ class Staging:
                 f"the bundle is published but {escape_display(adm.parent_path)} could not be "
                 f"flushed ({err.strerror}); a power loss may undo it"
             )
+
+
+def io_failure(dest: str, what: str, err: OSError) -> Refused:
+    """A one-line error for an I/O failure before the swap: the destination is unchanged."""
+    reason = err.strerror or str(err)
+    hint = (
+        "free some space and try again"
+        if err.errno in (errno.ENOSPC, errno.EDQUOT)
+        else "check the disk and try again"
+    )
+    return Refused(
+        f"{what} beside {escape_display(dest)} ({reason}); the destination is unchanged: {hint}",
+        path=dest,
+    )
+
+
+def stage_build_publish(admission: Admission, build: Callable[[Staging], None]) -> PublishOutcome:
+    """Steps 2 to 5 of the protocol for an admitted destination: stage, ``build(staging)``,
+    flush, swap; on any failure before the swap, abort (an incomplete cleanup is added to the
+    error with the ``recover`` command). I/O failures become :func:`io_failure` refusals."""
+    try:
+        staging = admission.stage()
+    except OSError as err:
+        raise io_failure(admission.dest_path, "could not create the staging folder", err) from err
+    try:
+        try:
+            build(staging)
+            staging.flush()
+            return staging.publish()
+        except OSError as err:
+            raise io_failure(admission.dest_path, "could not write the bundle", err) from err
+    except BundlerError as err:
+        leftovers = [] if staging.published else staging.abort()
+        if leftovers:
+            # a new error, not an edited one: an exception's args must say what it says
+            raise type(err)(
+                hints.Hinted(
+                    f"{err.message} (cleanup incomplete: {'; '.join(leftovers)})",
+                    hints.command("recover", admission.dest_path),
+                ),
+                path=err.path,
+                code=err.code,
+            ) from err
+        raise
+    except BaseException:
+        if not staging.published:
+            staging.abort()
+        raise
 
 
 def _quietly(action: Callable[[], object]) -> None:

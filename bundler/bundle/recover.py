@@ -239,6 +239,21 @@ def clear_abandoned(out: str | os.PathLike[str]) -> list[str]:
         os.close(fd)
 
 
+def clear_abandoned_or_warn(out: str | os.PathLike[str]) -> list[str]:
+    """:func:`clear_abandoned`, with a failure to clear turned into a warning naming the
+    ``recover`` command (never fatal: the new publication does not depend on it)."""
+    try:
+        return clear_abandoned(out)
+    except OSError as err:
+        shown = escape_display(os.fspath(out))
+        return [
+            hints.Hinted(
+                f"could not clear what an interrupted export left beside {shown} ({err.strerror})",
+                hints.command("recover", os.path.abspath(out)),
+            )
+        ]
+
+
 def recover_destination(dest: Path, dry_run: bool = False) -> list[str]:
     """Repair what interrupted exports to ``dest`` left (02 §8.5); returns what was (would be) done.
 
@@ -285,8 +300,12 @@ def _recover_in(parent_fd: int, parent: str, name: str, dry_run: bool) -> list[s
         if retired_st is not None:
             if (
                 lstat_at(parent_fd, name) is None
-                and stat.S_ISDIR(retired_st.st_mode)
-                and _holds_manifest(parent_fd, retired)
+                # a bundle folder with its manifest, or a bundle archive (only an archive's
+                # publication retires a regular file)
+                and (
+                    stat.S_ISREG(retired_st.st_mode)
+                    or (stat.S_ISDIR(retired_st.st_mode) and _holds_manifest(parent_fd, retired))
+                )
             ):
                 actions.append(
                     step(

@@ -56,7 +56,6 @@ _EMPTY_INSTALL = Path("/nonexistent/bundler-verify-empty-install")
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
 
 
-
 @dataclass
 class VerifyReport:
     """The outcome of :func:`verify_bundle`.

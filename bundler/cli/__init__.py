@@ -34,6 +34,8 @@ HANDLERS: dict[tuple[str, ...], str] = {
     ("bundle", "secrets-template"): "bundler.cli.bundle_cmds:secrets_template",
     ("bundle", "push"): "bundler.cli.registry_cmds:push",
     ("bundle", "pull"): "bundler.cli.registry_cmds:pull",
+    ("bundle", "pack"): "bundler.cli.bundle_cmds:pack",
+    ("bundle", "unpack"): "bundler.cli.bundle_cmds:unpack",
     ("recover",): "bundler.cli.recover_cmds:recover",
     ("config", "validate"): "bundler.cli.config_cmds:validate",
     ("config", "get"): "bundler.cli.config_cmds:get",
@@ -55,20 +57,29 @@ EXAMPLES: dict[tuple[str, ...], list[list[str]]] = {
     ("agents", "list"): [[], ["--json"]],
     ("agents", "export"): [
         ["researcher", "--out", "./researcher.bundle"],
+        ["researcher", "--out", "./researcher.tar"],
         ["researcher", "--out", "./researcher.bundle", "--force", "--include-memory"],
     ],
     ("agents", "import"): [
         ["./researcher.bundle", "--dry-run"],
+        ["./researcher.tar"],
         ["./researcher.bundle", "--as", "researcher2", "--secrets-file", "secrets.toml"],
         ["oci://registry.example/agents/researcher@sha256:<digest>", "--accept-risks"],
         ["--undo", "last", "--dry-run"],
     ],
     ("agents", "imports"): [[], ["--json"]],
-    ("bundle", "verify"): [["./researcher.bundle"], ["oci://registry.example/agents/researcher:1"]],
-    ("bundle", "inspect"): [
+    ("bundle", "verify"): [
         ["./researcher.bundle"],
+        ["./researcher.tar"],
         ["oci://registry.example/agents/researcher:1"],
     ],
+    ("bundle", "inspect"): [
+        ["./researcher.bundle"],
+        ["./researcher.tar"],
+        ["oci://registry.example/agents/researcher:1"],
+    ],
+    ("bundle", "pack"): [["./researcher.bundle", "./researcher.tar"]],
+    ("bundle", "unpack"): [["./researcher.tar", "./researcher.bundle"]],
     ("bundle", "push"): [
         ["./researcher.bundle", "oci://registry.example/agents/researcher:1"],
         ["./researcher.bundle", "oci://localhost:5000/agents/researcher:1", "--plain-http"],
@@ -213,7 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--out",
         required=True,
         metavar="DIR",
-        help="the bundle folder to create (or replace with --force)",
+        help="the bundle folder to create (or replace with --force); a name ending in .tar "
+        "makes a bundle archive instead",
     )
     export.add_argument(
         "--force", action="store_true", help="replace an existing bundle (never another folder)"
@@ -232,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
         "bundle",
         nargs="?",
         metavar="BUNDLE",
-        help="the bundle folder, or oci://HOST/REPO[:TAG|@DIGEST] (not with --undo)",
+        help="the bundle folder or archive, or oci://HOST/REPO[:TAG|@DIGEST] (not with --undo)",
     )
     add_registry_options(imp)
     imp.add_argument(
@@ -276,7 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     command(agents, "imports", "list the import receipts, newest first, with their state")
 
-    bundle_help = "verify and inspect bundles, write a secrets template"
+    bundle_help = "verify, inspect, pack and unpack bundles, write a secrets template"
     bundle = command(groups, "bundle", bundle_help).add_subparsers(
         dest="command", metavar="COMMAND", parser_class=_Parser, help="one of:"
     )
@@ -286,9 +298,23 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         reader = command(bundle, name, text)
         reader.add_argument(
-            "dir", metavar="BUNDLE", help="the bundle folder, or oci://HOST/REPO[:TAG|@DIGEST]"
+            "dir",
+            metavar="BUNDLE",
+            help="the bundle folder or archive, or oci://HOST/REPO[:TAG|@DIGEST]",
         )
         add_registry_options(reader)
+    pack = command(bundle, "pack", "write a bundle folder as one deterministic tar file")
+    pack.add_argument("dir", metavar="DIR", help="the bundle folder")
+    pack.add_argument("file", metavar="FILE", help="the archive to create (FILE.tar)")
+    pack.add_argument(
+        "--force", action="store_true", help="replace an existing archive (never another file)"
+    )
+    unpack = command(bundle, "unpack", "unpack a bundle archive into a verified bundle folder")
+    unpack.add_argument("file", metavar="FILE", help="the bundle archive")
+    unpack.add_argument("dir", metavar="DIR", help="the bundle folder to create")
+    unpack.add_argument(
+        "--force", action="store_true", help="replace an existing bundle (never another folder)"
+    )
     push = command(bundle, "push", "push a bundle to an OCI registry; print its digest")
     push.add_argument("source", metavar="BUNDLE", help="the bundle folder or bundle archive")
     push.add_argument(
@@ -304,7 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     template = command(
         bundle, "secrets-template", "write the bundle's required secrets as a --secrets-file"
     )
-    template.add_argument("dir", metavar="BUNDLE", help="the bundle folder")
+    template.add_argument("dir", metavar="BUNDLE", help="the bundle folder or archive")
     template.add_argument(
         "--out", metavar="FILE", help="create FILE (mode 0600) instead of printing"
     )

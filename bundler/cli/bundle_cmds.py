@@ -1,4 +1,5 @@
-"""``bundle verify|inspect DIR`` (03 §1, §2) and ``bundle secrets-template``: printing only."""
+"""``bundle verify|inspect DIR|FILE`` (03 §1, §2), ``bundle secrets-template``, and ``bundle
+pack`` / ``bundle unpack`` (issue 16): printing only."""
 
 from __future__ import annotations
 
@@ -9,6 +10,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bundler.bundle.archive import (
+    ArchiveReport,
+    is_archive,
+    pack_bundle,
+    unpack_archive,
+    unpacked,
+    verify_any,
+)
 from bundler.bundle.inspect import InspectReport, inspect_bundle
 from bundler.bundle.recover import leftovers_beside
 from bundler.bundle.verify import verify_bundle
@@ -28,8 +37,11 @@ def _error_lines(first: str, rest: list[str], json_mode: bool) -> str:
 def verify(args: argparse.Namespace, out: Output) -> Result:
     """Verify a bundle; exit 3 listing every error when anything is wrong."""
     with bundle_folder(args, args.dir, out) as (folder, pinned):
-        with out.progress("verifying", None) as advance:
-            report = verify_bundle(folder, progress=advance)
+        if pinned is None and is_archive(folder):
+            report = verify_any(folder)
+        else:
+            with out.progress("verifying", None) as advance:
+                report = verify_bundle(folder, progress=advance)
         if pinned is not None:
             report.path = Path(args.dir)
     payload = report.as_json()
@@ -94,11 +106,14 @@ def _rich(report: InspectReport, shown: str) -> None:
 
 def inspect(args: argparse.Namespace, out: Output) -> Result:
     """Show what a bundle holds and grants: a table on a terminal, plain lines otherwise."""
-    with (
-        bundle_folder(args, args.dir, out) as (folder, pinned),
-        out.progress("verifying", None) as advance,
-    ):
-        report = inspect_bundle(folder, progress=advance)
+    with bundle_folder(args, args.dir, out) as (folder, pinned):
+        if pinned is None and is_archive(folder):
+            with unpacked(folder) as inner:
+                report = inspect_bundle(inner)
+            report.verify.path = Path(os.path.abspath(args.dir))
+        else:
+            with out.progress("verifying", None) as advance:
+                report = inspect_bundle(folder, progress=advance)
     shown = pinned or str(report.path)
     payload: dict[str, Any] = report.as_json()
     if pinned is not None:
@@ -160,7 +175,11 @@ def secrets_template(args: argparse.Namespace, out: Output) -> Result:
     from bundler.install.bind_secrets import secrets_template as render
 
     with out.progress("verifying", None) as advance:
-        report = verify_bundle(Path(args.dir), progress=advance)
+        report = (
+            verify_any(Path(args.dir))
+            if is_archive(Path(args.dir))
+            else verify_bundle(Path(args.dir), progress=advance)
+        )
     if not report.ok or report.manifest is None:
         lines = [str(problem) for problem in report.errors] or ["the bundle cannot be read"]
         return Result(
@@ -182,3 +201,30 @@ def secrets_template(args: argparse.Namespace, out: Output) -> Result:
     _write_private(Path(args.out), text, force=args.force)
     shown = escape_display(args.out)
     return Result(payload=payload, text=[] if out.quiet else [f"wrote {shown}"])
+
+
+def _archive_result(report: ArchiveReport, verb: str, out: Output) -> Result:
+    text = [
+        f"{verb} {escape_display(report.source)} to {escape_display(report.destination)}: "
+        f"{report.members} members, published with {report.publish_method}"
+    ]
+    return Result(
+        payload=report.as_json(),
+        text=[] if out.quiet else text,
+        quiet_text=[escape_display(report.destination)],
+        warnings=report.warnings,
+    )
+
+
+def pack(args: argparse.Namespace, out: Output) -> Result:
+    """``bundle pack DIR FILE [--force]``: the bundle folder as one deterministic tar file."""
+    with out.progress("packing", None):
+        report = pack_bundle(Path(args.dir), Path(args.file), force=args.force)
+    return _archive_result(report, "packed", out)
+
+
+def unpack(args: argparse.Namespace, out: Output) -> Result:
+    """``bundle unpack FILE DIR [--force]``: a bundle archive as a verified bundle folder."""
+    with out.progress("unpacking", None):
+        report = unpack_archive(Path(args.file), Path(args.dir), force=args.force)
+    return _archive_result(report, "unpacked", out)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
+from bundler.bundle.archive import ARCHIVE_SUFFIXES, export_to_archive
 from bundler.bundle.export import CARRIED_AS_IS, ExportReport, export_agent
 from bundler.cli.output import Output, Result
 from bundler.rules import hints
@@ -17,15 +19,16 @@ def export(args: argparse.Namespace, out: Output) -> Result:
 
     install = find_install_root(args.install)
     with out.progress(f"exporting {args.alias}", None) as advance:
-        report = export_agent(
-            install,
-            args.alias,
-            Path(args.out),
-            force=args.force,
-            include_memory=args.include_memory,
-            scan_secrets=args.scan_secrets,
-            progress=advance,
-        )
+        options: dict[str, Any] = {
+            "force": args.force,
+            "include_memory": args.include_memory,
+            "scan_secrets": args.scan_secrets,
+            "progress": advance,
+        }
+        if args.out.endswith(ARCHIVE_SUFFIXES):
+            report, _packed = export_to_archive(install, args.alias, Path(args.out), **options)
+        else:
+            report = export_agent(install, args.alias, Path(args.out), **options)
     return Result(
         payload=report.as_json(),
         text=summary(report),

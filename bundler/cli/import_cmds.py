@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from bundler.bundle.archive import is_archive
 from bundler.cli.output import Output, Result
 from bundler.cli.registry_cmds import bundle_folder
 from bundler.config.file import find_install_root
@@ -47,7 +48,12 @@ def import_bundle(args: argparse.Namespace, out: Output) -> Result:
             prompt=prompter,
             source=pinned,
         )
-        report = importer.import_bundle(install, folder, options)
+        if pinned is None and is_archive(folder):
+            from bundler.install.from_archive import import_archive
+
+            report = import_archive(install, folder, options)
+        else:
+            report = importer.import_bundle(install, folder, options)
     return Result(
         payload=report.as_json(),
         text=summary(report, install=args.install),

@@ -5,17 +5,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
-import shutil
-import stat
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from bundler.bundle.archive import is_archive, pack_bundle, unpacked
 from bundler.cli.output import Output, Result
-from bundler.errors import Refused, UsageError
+from bundler.errors import UsageError
 from bundler.registry.http import Options
-from bundler.registry.pull import pull_bundle, pulled
+from bundler.registry.pull import PullReport, pull_bundle, pulled
 from bundler.registry.push import push_bundle
 from bundler.registry.reference import is_reference, parse_reference
 from bundler.rules.names import escape_display
@@ -65,33 +62,13 @@ def bundle_folder(
 
 @contextlib.contextmanager
 def _source_folder(given: str) -> Iterator[Path]:
-    """A bundle folder as given, or a bundle archive (a tar file) unpacked into a private one."""
-    try:
-        st = os.stat(given)
-    except OSError as err:
-        raise Refused(
-            f"cannot read {escape_display(given)} ({err.strerror}); name a bundle folder or a "
-            "bundle archive",
-            path=given,
-        ) from None
-    if not stat.S_ISREG(st.st_mode):
-        yield Path(given)
+    """A bundle folder as given, or a bundle archive unpacked into a private scratch folder."""
+    path = Path(given)
+    if not is_archive(path):
+        yield path
         return
-    from bundler.bundle.archive_read import ArchiveLimits, read_tar
-
-    private = Path(tempfile.mkdtemp(prefix="bundler-push-"))
-    try:
-        folder = private / "bundle"
-        folder.mkdir(mode=0o700)
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        try:
-            with open(given, "rb") as stream:
-                read_tar(stream, fd, ArchiveLimits(), name=escape_display(given))
-        finally:
-            os.close(fd)
+    with unpacked(path) as folder:
         yield folder
-    finally:
-        shutil.rmtree(private, ignore_errors=True)
 
 
 def push(args: argparse.Namespace, out: Output) -> Result:
@@ -112,12 +89,21 @@ def push(args: argparse.Namespace, out: Output) -> Result:
 
 
 def pull(args: argparse.Namespace, out: Output) -> Result:
-    """Pull an ``oci://`` reference into a bundle folder, verified, published atomically."""
+    """Pull an ``oci://`` reference into a bundle folder (or, for ``FILE.tar``, a bundle
+    archive), verified, published atomically."""
     ref = parse_reference(args.ref)
-    with out.progress("pulling", None) as advance:
-        report = pull_bundle(
-            ref, Path(args.dest), registry_options(args), force=args.force, progress=advance
-        )
+    if args.dest.endswith(".tar"):
+        with (
+            out.progress("pulling", None) as advance,
+            pulled(ref, registry_options(args), progress=advance) as (folder, digest),
+        ):
+            packed = pack_bundle(folder, Path(args.dest), force=args.force)
+        report = PullReport(str(ref), digest, packed.destination, warnings=list(packed.warnings))
+    else:
+        with out.progress("pulling", None) as advance:
+            report = pull_bundle(
+                ref, Path(args.dest), registry_options(args), force=args.force, progress=advance
+            )
     pinned = escape_display(str(ref.with_digest(report.digest)))
     text = [f"pulled {pinned} into {escape_display(report.bundle)}"]
     return Result(

@@ -209,6 +209,8 @@ SECRET_ARGUMENT_WARNING = (
 def is_yes(answer: str) -> bool:
     """True for ``y`` or ``yes`` in any case, surrounding blanks ignored."""
     return answer.strip().lower() in ("y", "yes")
+
+
 def _parse_secrets(raw: bytes) -> dict[str, Any] | None:
     text = tomlcompat.decode_utf8(raw)
     if text is None:

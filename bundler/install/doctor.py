@@ -9,19 +9,23 @@ writing or removes anything. The CLI (:mod:`bundler.cli.doctor_cmds`) only words
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bundler.bundle.archive import SCRATCH_PREFIX
 from bundler.bundle.history import recent_destinations
 from bundler.bundle.publish import rename_exchange_works
 from bundler.bundle.recover import abandoned_in, leftovers_beside
 from bundler.config.file import find_install_root
 from bundler.config.store import load_config
 from bundler.errors import BundlerError, InvalidInput, Refused
+from bundler.fs.durable import open_dir
+from bundler.fs.scratch import dead_scratch
 from bundler.home.homes import is_writable, resolve_home
 from bundler.home.restore import home_leftovers
 from bundler.home.volumes import load_volumes
-from bundler.install.journal import STAGING_PREFIX
+from bundler.install.journal import STAGING_PREFIX, UNPACK_PREFIX
 from bundler.install.undo import unfilled_secrets
 from bundler.rules import hints, layout
 from bundler.rules.names import escape_display
@@ -74,11 +78,42 @@ def install_findings(install: Path) -> DoctorReport:
                 hints.command("recover", "--install", str(install)),
             )
         )
+    report.problems += [
+        Finding(
+            "import-leftover",
+            str(install / name),
+            f"an interrupted import of an archive left {escape_display(name)} in "
+            f"{escape_display(str(install))}",
+            hints.command("recover", "--install", str(install)),
+        )
+        for name in _dead_in(install, UNPACK_PREFIX)
+    ]
+    report.warnings += [
+        Finding(
+            "archive-leftover",
+            os.path.join(tempfile.gettempdir(), name),
+            f"a killed 'bundle verify' or 'bundle inspect' of an archive left "
+            f"{escape_display(os.path.join(tempfile.gettempdir(), name))}; the next one removes it",
+        )
+        for name in _dead_in(Path(tempfile.gettempdir()), SCRATCH_PREFIX)
+    ]
     for dest in recent_destinations(install):
         report.problems += [
             _leftover("export-leftover", dest, line) for line in leftovers_beside(Path(dest))
         ]
     return report
+
+
+def _dead_in(folder: Path, prefix: str) -> list[str]:
+    """Scratch folders with ``prefix`` in ``folder`` that no living run holds."""
+    try:
+        fd = open_dir(folder, follow=True)
+    except OSError:
+        return []
+    try:
+        return dead_scratch(fd, prefix)
+    finally:
+        os.close(fd)
 
 
 def _leftover(kind: str, where: str, line: str) -> Finding:

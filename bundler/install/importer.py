@@ -141,7 +141,7 @@ def _consent(
     flags: Sequence[Mapping[str, str]],
     accept_risks: bool,
     prompter: Prompter | None,
-    bundle: Path,
+    bundle: str,
     *,
     integrity_unproven: bool = False,
 ) -> None:
@@ -166,7 +166,7 @@ def _consent(
         hints.Hinted(
             f"the bundle carries {what}; nothing changed; pass --accept-risks "
             "or answer y at a terminal once you have reviewed them",
-            hints.command("bundle", "inspect", os.path.abspath(bundle)),
+            hints.command("bundle", "inspect", bundle),
         ),
         path="risk_flags" if flags else "checksums.xxh3",
     )
@@ -206,9 +206,19 @@ class ImportOptions:
     accept_risks: bool = False
     dry_run: bool = False
     prompt: Prompter | None = None
-    source: str | None = None
-    """What the report and receipt name as the bundle, when not the folder read (a registry
-    reference pinned to its digest, for a bundle pulled into a private folder)."""
+    source: Path | str | None = None
+    """The bundle as the user named it when the folder read is not it (an unpacked archive, or
+    as a ``str`` a registry reference pinned to its digest, pulled into a private folder):
+    reports, the receipt and the commands they suggest name this instead."""
+
+    def shown(self, bundle: Path) -> Path | str:
+        """The bundle to name to the user."""
+        return self.source if self.source is not None else bundle
+
+    def argument(self, bundle: Path) -> str:
+        """The bundle as a suggested command's argument: a reference as it is, a path absolute."""
+        shown = self.shown(bundle)
+        return shown if isinstance(shown, str) else os.path.abspath(shown)
 
 
 @dataclass(frozen=True)
@@ -260,7 +270,7 @@ def _import(
         # one line naming the first few entries at fault; 'bundle verify' lists every one
         shown = "; ".join(str(problem) for problem in report.errors[:3])
         rest = len(report.errors) - 3
-        every = hints.command("bundle", "verify", os.path.abspath(bundle))
+        every = hints.command("bundle", "verify", chosen.argument(bundle))
         more = f" (and {rest} more; every one: {every})" if rest > 0 else ""
         raise InvalidInput(f"bundle failed verification: {shown}{more}", path=report.errors[0].path)
     manifest = report.manifest or {}
@@ -417,7 +427,7 @@ def _plan(
             flags,
             run.options.accept_risks,
             run.options.prompt,
-            run.bundle,
+            run.options.argument(run.bundle),
             integrity_unproven=run.report.integrity_unproven,
         )
     asked = _ask_for_secrets(plan, given, run.options)
@@ -490,7 +500,7 @@ def _lay_out(run: _Run, plan: merge.MergePlan) -> tuple[ImportReport, str, list[
     carried = list(run.report.skill_bundles)
     flags = effective_risk_flags(plan, carried, run.report.format_version or 1)
     result = ImportReport(
-        run.options.source or str(run.bundle),
+        str(run.options.shown(run.bundle)),
         plan,
         flags,
         run.options.dry_run,

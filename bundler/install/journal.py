@@ -39,7 +39,7 @@ import tomli_w
 from bundler.config.file import ConfigFile, read_config_file
 from bundler.config.write import append_audit, commit_config, config_lock, stage_config
 from bundler.errors import Refused
-from bundler.fs import durable, safefs
+from bundler.fs import durable, safefs, scratch
 from bundler.install.files import (
     DIR_MODE,
     READ_FLAGS,
@@ -60,6 +60,9 @@ from bundler.rules.actions import Action, left_alone, step
 from bundler.rules.names import escape_display
 
 STAGING_PREFIX = ".bundler-import-"
+UNPACK_PREFIX = ".bundler-unpack-"
+"""An archive unpacked for ``agents import FILE.tar`` (:mod:`bundler.install.from_archive`):
+locked while its import runs; a dead one changed nothing and is simply removed."""
 JOURNAL = "journal.toml"
 RECEIPTS = ("data", "state", "imports")
 RECEIPT_FORMAT = 1
@@ -374,7 +377,10 @@ def clear_abandoned(install_root: Path, install_fd: int, config_dir_fd: int) -> 
 
     Returns warnings naming what was removed.
     """
-    warnings: list[str] = []
+    warnings: list[str] = [
+        f"removed {escape_display(name)}: an archive unpacked by an interrupted import"
+        for name in scratch.clear_dead_scratch(install_fd, UNPACK_PREFIX)
+    ]
     for name in sorted(n for n in os.listdir(install_fd) if n.startswith(STAGING_PREFIX)):
         shown = escape_display(str(install_root))
         if _journal_of(install_fd, name) is not None:
@@ -412,9 +418,21 @@ def recover_install(install_root: Path, dry_run: bool = False) -> list[str]:
     install_root = Path(os.path.abspath(install_root))
     actions: list[str] = []
     with open_install(install_root, create=False) as install_fd, contextlib.ExitStack() as stack:
+        for name in scratch.dead_scratch(install_fd, UNPACK_PREFIX):
+            actions.append(
+                step(
+                    "remove",
+                    name,
+                    f"{name} (an archive unpacked by an interrupted import)",
+                    dry_run=dry_run,
+                )
+            )
+        if not dry_run:
+            scratch.clear_dead_scratch(install_fd, UNPACK_PREFIX)
         names = sorted(name for name in os.listdir(install_fd) if name.startswith(STAGING_PREFIX))
         if not names:
-            return actions
+            root = str(install_root)
+            return [a.under(root) if isinstance(a, Action) else a for a in actions]
         stack.enter_context(config_lock(install_root))
         config = read_config_file(install_fd, install_root, stack, missing_ok=True)
         for name in names:

@@ -116,7 +116,8 @@ def test_hostile_archive_is_refused_with_one_line_naming_it(
     with pytest.raises(InvalidInput) as caught:
         unpack(case.data, tmp_path / "out", case.limits)
     message = str(caught.value)
-    assert message.startswith("b.tar: ") and "\n" not in message
+    assert message.startswith("b.tar ") or message.startswith("b.tar: member ")
+    assert "\n" not in message
     assert case.fragment in message
     assert caught.value.code == 3
 

@@ -167,3 +167,22 @@ def test_a_missing_tag_is_one_line(registry: Registry, tmp_path: Path) -> None:
     assert done.returncode == 1 and one_error(done.stderr), done.stderr
     assert not (tmp_path / "o").exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_an_archive_pushes_as_its_folder_does_and_pulls_back_to_an_archive(
+    registry: Registry, bundle: Path, tmp_path: Path
+) -> None:
+    """push FILE.tar gives the same artifact (digest) as push DIR; pull REF FILE.tar gives the
+    same archive bytes as 'bundle pack'."""
+    archive = tmp_path / "bundle.tar"
+    packed = run_cli(["bundle", "pack", str(bundle), str(archive)])
+    assert packed.returncode == 0, packed.stderr
+    by_folder = push(bundle, registry.ref("agents/r:folder"))
+    by_archive = push(archive, registry.ref("agents/r:archive"))
+    assert by_archive["digest"] == by_folder["digest"]
+    pulled = tmp_path / "pulled.tar"
+    done = run_cli(
+        ["bundle", "pull", registry.ref("agents/r:archive"), str(pulled), "--plain-http"]
+    )
+    assert done.returncode == 0, done.stderr
+    assert pulled.read_bytes() == archive.read_bytes()

@@ -1,0 +1,262 @@
+"""``bundle pack`` and ``bundle unpack``, and reading an archive where a bundle folder is expected.
+
+Both commands publish like an export (02 §8, :mod:`bundler.bundle.publish`): a record and a
+staging entry beside the destination, flushed, then swapped in, so a crash leaves the old state
+or the new one, and ``bundler recover DEST`` clears what it leaves. ``pack`` stages a file (the
+archive), ``unpack`` a folder (the bundle, verified before it is published).
+
+An archive given to ``bundle verify``, ``bundle inspect`` or ``agents import`` is first unpacked
+by :func:`unpacked` into a private, locked scratch folder (:mod:`bundler.fs.scratch`), which is
+removed however the command ends; the usual folder path then runs on it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from bundler.bundle.archive_read import ArchiveLimits, read_tar
+from bundler.bundle.archive_write import bundle_members, write_tar
+from bundler.bundle.export import ExportReport, export_agent
+from bundler.bundle.publish import Staging, admit, io_failure, stage_build_publish
+from bundler.bundle.recover import clear_abandoned_or_warn
+from bundler.bundle.verify import VerifyReport, verify_bundle
+from bundler.errors import InvalidInput, Refused
+from bundler.fs.durable import open_dir
+from bundler.fs.scratch import clear_dead_scratch, scratch_folder
+from bundler.rules import hints
+from bundler.rules.names import escape_display
+
+SCRATCH_PREFIX = "bundler-archive-"
+"""A private folder in the temporary folder where ``bundle verify|inspect`` unpack an archive."""
+
+ARCHIVE_SUFFIXES = (".tar",)
+"""An ``--out`` of ``agents export`` ending so names an archive, not a bundle folder."""
+
+_READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY
+
+
+@dataclass
+class ArchiveReport:
+    """What ``pack`` or ``unpack`` published: the destination, its members, the swap used."""
+
+    source: str
+    destination: str
+    members: int
+    publish_method: str
+    warnings: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, object]:
+        """The ``--json`` payload."""
+        return {
+            "source": self.source,
+            "destination": self.destination,
+            "members": self.members,
+            "publish_method": self.publish_method,
+            "warnings": [str(w) for w in self.warnings],
+        }
+
+
+def is_archive(path: Path) -> bool:
+    """True when ``path`` names something to read as an archive: anything but a folder (a
+    missing path is left to the folder reader, which says it does not exist)."""
+    try:
+        return not stat.S_ISDIR(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def looks_like_archive(fd: int) -> bool:
+    """True when the open file ``fd`` starts with a tar header (for ``pack --force``, which
+    replaces an archive but never another kind of file)."""
+    block = os.pread(fd, tarfile.BLOCKSIZE, 0)
+    try:
+        tarfile.TarInfo.frombuf(block, "utf-8", "surrogateescape")
+    except tarfile.HeaderError:
+        return False
+    return True
+
+
+def _open_archive(archive: Path) -> BinaryIO:
+    shown = escape_display(str(archive))
+    try:
+        fd = os.open(archive, _READ_FLAGS)
+    except FileNotFoundError:
+        raise Refused(f"{shown}: no such archive", path=str(archive)) from None
+    except OSError as err:
+        raise Refused(f"cannot read {shown} ({err.strerror})", path=str(archive)) from None
+    return os.fdopen(fd, "rb", buffering=1 << 20)
+
+
+def unpack_into(archive: Path, dest_fd: int, limits: ArchiveLimits | None = None) -> list[str]:
+    """Read ``archive`` into the empty folder ``dest_fd`` (:func:`read_tar`); the member names."""
+    with _open_archive(archive) as stream:
+        try:
+            return read_tar(stream, dest_fd, limits or ArchiveLimits(), name=str(archive))
+        except OSError as err:
+            if err.errno is None:
+                raise
+            shown = escape_display(str(archive))
+            raise Refused(
+                f"cannot unpack {shown} ({err.strerror}); nothing was kept", path=str(archive)
+            ) from None
+
+
+def _first_error(report: VerifyReport, source: str) -> InvalidInput:
+    first = report.errors[0]
+    every = hints.command("bundle", "verify", os.path.abspath(source))
+    more = len(report.errors) - 1
+    tail = f" (and {more} more; every one: {every})" if more else ""
+    return InvalidInput(
+        f"{escape_display(source)} is not a sound bundle: {first}{tail}", path=first.path
+    )
+
+
+def pack_bundle(bundle: Path, out: Path, *, force: bool = False) -> ArchiveReport:
+    """``bundle pack DIR FILE``: verify the bundle folder, then publish its archive at ``out``.
+
+    A bundle that fails verification is :class:`InvalidInput` (nothing is written); an existing
+    ``out`` is replaced only with ``force`` and only when it is itself a tar archive.
+    """
+    report = verify_bundle(bundle)
+    if not report.ok:
+        raise _first_error(report, str(bundle))
+    source_fd = open_dir(bundle, follow=True)
+    try:
+        cleared = clear_abandoned_or_warn(out)
+        try:
+            admission = admit(
+                out, force=force, protected=[bundle], archive_check=looks_like_archive, label=""
+            )
+        except OSError as err:
+            raise io_failure(os.fspath(out), "could not examine the destination", err) from err
+        names: list[str] = []
+
+        def build(staging: Staging) -> None:
+            names.extend(bundle_members(source_fd))
+            with os.fdopen(os.dup(staging.fd), "wb", buffering=1 << 20) as stream:
+                write_tar(source_fd, names, stream)
+
+        with admission:
+            outcome = stage_build_publish(admission, build)
+            destination = admission.dest_path
+    finally:
+        os.close(source_fd)
+    return ArchiveReport(
+        source=str(report.path),
+        destination=destination,
+        members=len(names),
+        publish_method=outcome.method.value,
+        warnings=[*cleared, *outcome.warnings],
+    )
+
+
+def unpack_archive(
+    archive: Path, out: Path, *, force: bool = False, limits: ArchiveLimits | None = None
+) -> ArchiveReport:
+    """``bundle unpack FILE DIR``: unpack into a staging folder beside ``out``, verify it, then
+    publish it as export does (``out`` vacant, an empty folder, or a bundle with ``force``).
+
+    A hostile or damaged archive, or one that does not hold a sound bundle, is
+    :class:`InvalidInput`; nothing is published and the staging folder is removed.
+    """
+    cleared = clear_abandoned_or_warn(out)
+    try:
+        admission = admit(out, force=force, protected=[], label="")
+    except OSError as err:
+        raise io_failure(os.fspath(out), "could not examine the destination", err) from err
+    names: list[str] = []
+
+    def build(staging: Staging) -> None:
+        names.extend(unpack_into(archive, staging.fd, limits))
+        report = verify_bundle(Path(staging.admission.parent_path) / staging.name)
+        if not report.ok:
+            raise _first_error(report, str(archive))
+
+    with admission:
+        outcome = stage_build_publish(admission, build)
+        destination = admission.dest_path
+    return ArchiveReport(
+        source=os.path.abspath(archive),
+        destination=destination,
+        members=len(names),
+        publish_method=outcome.method.value,
+        warnings=[*cleared, *outcome.warnings],
+    )
+
+
+@contextlib.contextmanager
+def unpacked(
+    archive: Path, *, parent: Path | None = None, prefix: str = SCRATCH_PREFIX
+) -> Iterator[Path]:
+    """Unpack ``archive`` into a private scratch folder ``<prefix><token>/`` in ``parent`` (the
+    temporary folder by default) and yield the bundle's path; the folder is removed on exit.
+
+    Scratch folders of this user that dead runs left there are removed first.
+    """
+    where = str(parent) if parent is not None else tempfile.gettempdir()
+    try:
+        parent_fd = open_dir(where, follow=True)
+    except OSError as err:
+        raise Refused(
+            f"cannot open {escape_display(where)} to unpack the archive ({err.strerror})",
+            path=where,
+        ) from None
+    try:
+        clear_dead_scratch(parent_fd, prefix)
+        with scratch_folder(parent_fd, prefix, durable=parent is not None) as (name, fd):
+            os.mkdir("bundle", 0o700, dir_fd=fd)
+            bundle_fd = open_dir("bundle", dir_fd=fd)
+            try:
+                unpack_into(archive, bundle_fd)
+            finally:
+                os.close(bundle_fd)
+            yield Path(where) / name / "bundle"
+    finally:
+        os.close(parent_fd)
+
+
+def export_to_archive(
+    install_root: Path, alias: str, out: Path, *, force: bool = False, **export: Any
+) -> tuple[ExportReport, ArchiveReport]:
+    """``agents export ALIAS --out FILE.tar``: export to a scratch folder in the temporary
+    folder, then :func:`pack_bundle` it to ``out``. ``export`` holds
+    :func:`~bundler.bundle.export.export_agent`'s other options.
+
+    ``out`` is admitted first (creating nothing), so a name that would be refused is refused
+    before the export runs.
+    """
+    with admit(out, force=force, protected=[], archive_check=looks_like_archive, label=""):
+        pass
+    scratch_parent = tempfile.gettempdir()
+    parent_fd = open_dir(scratch_parent, follow=True)
+    try:
+        clear_dead_scratch(parent_fd, SCRATCH_PREFIX)
+        with scratch_folder(parent_fd, SCRATCH_PREFIX) as (name, _fd):
+            folder = Path(scratch_parent) / name / "bundle"
+            exported = export_agent(install_root, alias, folder, record_as=out, **export)
+            packed = pack_bundle(folder, out, force=force)
+    finally:
+        os.close(parent_fd)
+    exported.bundle = packed.destination
+    exported.warnings += packed.warnings
+    exported.publish_method = packed.publish_method
+    return exported, packed
+
+
+def verify_any(path: Path) -> VerifyReport:
+    """:func:`verify_bundle` of a folder, or of an archive unpacked by :func:`unpacked`; the
+    report names ``path`` either way."""
+    if not is_archive(path):
+        return verify_bundle(path)
+    with unpacked(path) as folder:
+        report = verify_bundle(folder)
+    report.path = Path(os.path.abspath(path))
+    return report

@@ -1,0 +1,109 @@
+"""Private scratch folders that say whether their owner is alive (issue 16).
+
+A scratch folder is ``<prefix><token>/`` (mode 0700) in a parent folder, with an exclusive
+``flock`` held on the folder itself for as long as it is in use. It is removed when the block
+that made it ends, by an exception or a signal the CLI turns into one as well; only a kill
+leaves it behind, unlocked, and :func:`dead_scratch` then finds it. Whoever clears the dead ones
+(the next run, ``recover``) takes the lock itself first, so it never removes a living one; a
+maker that loses that race to a cleaner (its folder gone, or locked by the cleaner, before it
+could lock it) simply makes another.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import re
+from collections.abc import Iterator
+
+from bundler.fs.durable import fsync_dir, locked_by_another, random_token
+from bundler.fs.safefs import rmtree_at, same_object
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_ATTEMPTS = 5
+
+
+def _make_locked(parent_fd: int, prefix: str) -> tuple[str, int]:
+    for _ in range(_ATTEMPTS):
+        name = f"{prefix}{random_token()}"
+        os.mkdir(name, 0o700, dir_fd=parent_fd)
+        try:
+            fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+        except FileNotFoundError:
+            continue  # a cleaner took it for dead
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if same_object(os.fstat(fd), os.stat(name, dir_fd=parent_fd, follow_symlinks=False)):
+                return name, fd
+        except (BlockingIOError, FileNotFoundError):
+            pass
+        os.close(fd)
+    raise OSError(errno.EAGAIN, "could not make a private scratch folder (others kept removing it)")
+
+
+@contextlib.contextmanager
+def scratch_folder(
+    parent_fd: int, prefix: str, *, durable: bool = False
+) -> Iterator[tuple[str, int]]:
+    """Make ``<prefix><token>/`` (0700) in ``parent_fd``, lock it, yield (name, its descriptor);
+    remove it on exit however the block ends. ``durable``: fsync the parent after the creation,
+    so a crash cannot lose the entry that tells a later recovery it is there."""
+    name, fd = _make_locked(parent_fd, prefix)
+    try:
+        if durable:
+            fsync_dir(parent_fd)
+        yield name, fd
+    finally:
+        try:
+            rmtree_at(parent_fd, name)
+        finally:
+            os.close(fd)
+
+
+def _candidates(parent_fd: int, prefix: str) -> list[str]:
+    pattern = re.compile(re.escape(prefix) + r"[A-Za-z0-9]{12}")
+    with os.scandir(parent_fd) as entries:
+        return sorted(entry.name for entry in entries if pattern.fullmatch(entry.name))
+
+
+def dead_scratch(parent_fd: int, prefix: str) -> list[str]:
+    """The names of this user's ``<prefix><token>`` folders in ``parent_fd`` that no living
+    process holds locked. Changes nothing."""
+    dead: list[str] = []
+    for name in _candidates(parent_fd, prefix):
+        try:
+            fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+        except OSError:
+            continue
+        try:
+            if os.fstat(fd).st_uid == os.geteuid() and not locked_by_another(fd):
+                dead.append(name)
+        finally:
+            os.close(fd)
+    return dead
+
+
+def clear_dead_scratch(parent_fd: int, prefix: str) -> list[str]:
+    """Remove this user's ``<prefix><token>`` folders in ``parent_fd`` that no living process
+    holds, each while holding its lock; returns the names removed."""
+    removed: list[str] = []
+    for name in _candidates(parent_fd, prefix):
+        try:
+            fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+        except OSError:
+            continue
+        try:
+            if os.fstat(fd).st_uid != os.geteuid():
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # alive
+            with contextlib.suppress(OSError):
+                rmtree_at(parent_fd, name)
+                removed.append(name)
+        finally:
+            os.close(fd)
+    return removed
