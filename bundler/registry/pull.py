@@ -12,6 +12,7 @@ only then is the folder published by the staging + swap of :mod:`bundler.bundle.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shutil
 import stat
@@ -25,7 +26,7 @@ from bundler.bundle.archive_read import ArchiveLimits, read_tar
 from bundler.bundle.manifest import MANIFEST_NAME
 from bundler.bundle.publish import admit
 from bundler.bundle.verify import verify_bundle
-from bundler.errors import BundlerError, InvalidInput, Refused, withholding
+from bundler.errors import InvalidInput, Refused, withholding
 from bundler.fs.durable import RENAME_NOREPLACE, renameat2
 from bundler.fs.safefs import rmtree_at
 from bundler.registry import artifact as art
@@ -73,8 +74,6 @@ def fetch_manifest(session: Session) -> tuple[art.Artifact, str]:
 
 def fetch_config(session: Session, artifact: art.Artifact) -> bytes:
     """The config blob (the bundle's ``zeroclaw-agent.toml``), checked against its digest."""
-    import io
-
     sink = io.BytesIO()
     session.download_blob(artifact.config.digest, artifact.config.size, sink)
     return sink.getvalue()
@@ -259,6 +258,3 @@ def pulled(
         yield bundle, digest
     finally:
         shutil.rmtree(private, ignore_errors=True)
-
-
-__all__ = ["BundlerError", "PullReport", "fetch_config", "fetch_manifest", "pull_bundle", "pulled"]
