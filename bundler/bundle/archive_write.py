@@ -112,14 +112,14 @@ def _open_member(root_fd: int, name: str) -> int:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-class _FdReader:
-    """A minimal binary reader over a borrowed descriptor, for :meth:`tarfile.TarFile.addfile`."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def read(self, size: int = COPY_CHUNK) -> bytes:
-        return os.read(self.fd, min(size, COPY_CHUNK) if size >= 0 else COPY_CHUNK)
+def _copy_exactly(fd: int, size: int, out: BinaryIO, name: str) -> None:
+    left = size
+    while left:
+        chunk = os.read(fd, min(left, COPY_CHUNK))
+        if not chunk:
+            raise _changed(name)
+        out.write(chunk)
+        left -= len(chunk)
 
 
 def write_tar(root_fd: int, names: Iterable[str], out: BinaryIO) -> None:
@@ -127,31 +127,35 @@ def write_tar(root_fd: int, names: Iterable[str], out: BinaryIO) -> None:
 
     ``names`` are relative POSIX names as :func:`bundle_members` gives them, in the order they
     are to be written. The stream ends with the end-of-archive blocks, padded to tar's 10240-byte
-    record; ``out`` is neither flushed to disk nor closed. A member that is a link, a device, a
+    record; ``out`` (a buffered stream: each ``write`` takes all it is given) is neither
+    flushed to disk nor closed. A member that is a link, a device, a
     hard link or changes size while it is read raises :class:`InvalidInput`; a read error raises
     ``OSError``.
+
+    Headers are :meth:`tarfile.TarInfo.tobuf`'s; the data is copied here in large chunks, as
+    :class:`tarfile.TarFile` would write it but without its small-block buffering.
     """
-    with tarfile.open(
-        fileobj=out, mode="w|", format=tarfile.PAX_FORMAT, encoding="utf-8"
-    ) as archive:
-        for name in names:
-            fd = _open_member(root_fd, name)
-            try:
-                st = os.fstat(fd)
-                info = _header(name, st)
-                if info.type == tarfile.DIRTYPE:
-                    archive.addfile(info)
-                    continue
-                try:
-                    archive.addfile(info, _FdReader(fd))
-                except (tarfile.ReadError, OSError) as err:
-                    if isinstance(err, OSError) and err.errno is not None:
-                        raise
-                    raise _changed(name) from None
-                if os.fstat(fd).st_size != st.st_size:
-                    raise _changed(name)
-            finally:
-                os.close(fd)
+    offset = 0
+    for name in names:
+        fd = _open_member(root_fd, name)
+        try:
+            st = os.fstat(fd)
+            info = _header(name, st)
+            header = info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+            out.write(header)
+            offset += len(header)
+            if info.type == tarfile.DIRTYPE:
+                continue
+            _copy_exactly(fd, info.size, out, name)
+            if os.read(fd, 1) or os.fstat(fd).st_size != st.st_size:
+                raise _changed(name)
+            pad = -info.size % tarfile.BLOCKSIZE
+            out.write(bytes(pad))
+            offset += info.size + pad
+        finally:
+            os.close(fd)
+    end = 2 * tarfile.BLOCKSIZE
+    out.write(bytes(end + -(offset + end) % tarfile.RECORDSIZE))
 
 
 def _changed(name: str) -> InvalidInput:

@@ -1,0 +1,127 @@
+"""What reading an archive leaves when it is interrupted (issue 16; docs/architecture.md lists
+both names): ``bundler-archive-<token>/`` in the temporary folder (``bundle verify|inspect``)
+and ``.bundler-unpack-<token>/`` in an install (``agents import FILE.tar``).
+
+A signal the CLI handles (SIGTERM here) removes them; a kill leaves them, and then ``doctor``
+names them, and the next run (or ``recover --install``) removes them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import bundlefactory as bf
+import pytest
+from faultinject import ptrace_unavailable, run_with_fault, trace_calls
+from kit import cli_command, run_cli, tree_snapshot
+
+
+@pytest.fixture(scope="module")
+def packed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("packed")
+    bundle = bf.export_bundle(bf.write_install(base / "install"), base / "bundle")
+    out = base / "bundle.tar"
+    done = run_cli(["bundle", "pack", str(bundle), str(out)])
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    return {**os.environ, "TMPDIR": str(tmp), "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def _empty_install(path: Path) -> Path:
+    path.mkdir()
+    (path / "config.toml").write_text("")
+    return path
+
+
+def test_sigterm_while_verifying_an_archive_removes_the_scratch_folder(tmp_path: Path) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    fifo = tmp_path / "stream.tar"
+    os.mkfifo(fifo)  # nobody writes: verify waits in the open, its scratch folder made
+    proc = subprocess.Popen(
+        [*cli_command(), "bundle", "verify", str(fifo)],
+        env=_env(tmp),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not os.listdir(tmp) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [n for n in os.listdir(tmp) if n.startswith("bundler-archive-")]
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert os.listdir(tmp) == []
+
+
+def _kill_in_first_write_below(cmd: list[str], env: dict[str, str], below: Path) -> None:
+    done, calls = trace_calls(cmd, ["write"], env=env, cwd="/", relevant=str(below))
+    assert done.returncode == 0, done.stderr
+    # tempfile probes the folder with a write of its own first
+    first = next(c for c in calls if "bundler-archive-" in c.line)
+    result = run_with_fault(cmd, "write", first.index, "SIGKILL", env=env, cwd="/")
+    assert result.killed, result.stderr
+
+
+def test_a_killed_verify_leaves_a_folder_doctor_names_and_the_next_verify_removes(
+    packed: Path, tmp_path: Path
+) -> None:
+    reason = ptrace_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = _env(tmp)
+    _kill_in_first_write_below([*cli_command(), "bundle", "verify", str(packed)], env, tmp)
+    left = [n for n in os.listdir(tmp) if n.startswith("bundler-archive-")]
+    assert len(left) == 1
+    install = _empty_install(tmp_path / "install")
+    doctor = run_cli(["--install", str(install), "doctor", "--json"], exact_env=env)
+    warnings = json.loads(doctor.stdout)["warnings"]
+    assert any(left[0] in w["detail"] and w["kind"] == "archive-leftover" for w in warnings)
+    again = run_cli(["bundle", "verify", str(packed)], exact_env=env)
+    assert again.returncode == 0, again.stderr
+    assert os.listdir(tmp) == []
+
+
+def test_a_killed_archive_import_leaves_a_folder_doctor_names_and_recover_removes(
+    packed: Path, tmp_path: Path
+) -> None:
+    reason = ptrace_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = _env(tmp)
+    install = _empty_install(tmp_path / "install")
+    before = tree_snapshot(install)
+    cmd = [
+        *cli_command(), "--install", str(install), "agents", "import", str(packed),
+        "--accept-risks",
+    ]  # fmt: skip
+    trace_install = _empty_install(tmp_path / "traced")
+    traced_cmd = [str(trace_install) if part == str(install) else part for part in cmd]
+    done, calls = trace_calls(traced_cmd, ["write"], env=env, cwd="/", relevant=str(trace_install))
+    assert done.returncode == 0, done.stderr
+    first = next(c for c in calls if ".bundler-unpack-" in c.line)
+    result = run_with_fault(cmd, "write", first.index, "SIGKILL", env=env, cwd="/")
+    assert result.killed, result.stderr
+    left = [n for n in os.listdir(install) if n.startswith(".bundler-unpack-")]
+    assert len(left) == 1
+    doctor = run_cli(["--install", str(install), "doctor", "--json"], exact_env=env)
+    problems = json.loads(doctor.stdout)["problems"]
+    assert doctor.returncode == 3
+    assert any(left[0] in p["path"] and "recover --install" in p["fix"] for p in problems)
+    recovered = run_cli(["recover", "--install", str(install)], exact_env=env)
+    assert recovered.returncode == 0, recovered.stderr
+    assert left[0] in recovered.stdout
+    assert tree_snapshot(install) == before
