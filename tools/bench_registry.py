@@ -95,14 +95,20 @@ def _curl_push_script(host: str, manifest: Path, blobs: list[tuple[str, Path]]) 
     return "\n".join(lines)
 
 
-def _curl_pull_script(host: str, blobs: list[tuple[str, Path]]) -> str:
-    lines = ["set -e", 'repo="$1"', 'out="$2"', 'mkdir -p "$out"']
+def _curl_pull_script(host: str, blobs: list[tuple[str, Path]], *, untar: bool = False) -> str:
+    """GET the manifest and every blob; with ``untar``, also unpack each layer (``tar -x``)
+    and sync, which is what a pull that leaves a usable folder must do too."""
+    lines = ["set -e", 'repo="$1"', 'out="$2"', 'mkdir -p "$out/tree"']
     lines.append(
         f'curl -sS -f -o "$out/manifest" -H "Accept: application/vnd.oci.image.manifest.v1+json" '
         f'"http://{host}/v2/$repo/manifests/1"'
     )
     for index, (digest, _path) in enumerate(blobs):
         lines.append(f'curl -sS -f -L -o "$out/{index}" "http://{host}/v2/$repo/blobs/{digest}"')
+        if untar and index:
+            lines.append(f'tar -xf "$out/{index}" -C "$out/tree"')
+    if untar:
+        lines.append('sync -f "$out"')
     return "\n".join(lines)
 
 
@@ -135,6 +141,8 @@ def main(argv: list[str], which: str = "push") -> int:
         host = registry.host  # type: ignore[attr-defined]
         push_script = _curl_push_script(host, manifest, blobs)
         pull_script = _curl_pull_script(host, blobs)
+        untar_script = _curl_pull_script(host, blobs, untar=True)
+        untar_s: list[float] = []
         ours_push = [sys.executable, "-m", "bundler", "--quiet", "bundle", "push", str(bundle)]
         ratios, ours_s, theirs_s, peaks = [], [], [], []
         for round_ in range(args.rounds + 1):
@@ -151,6 +159,12 @@ def main(argv: list[str], which: str = "push") -> int:
                 theirs = _run(
                     ["sh", "-c", pull_script, "pull", repo_curl, str(args.root / "curl-pulled")]
                 )
+                shutil.rmtree(args.root / "curl-untarred", ignore_errors=True)
+                untarred = _run(
+                    ["sh", "-c", untar_script, "pull", repo_curl, str(args.root / "curl-untarred")]
+                )
+                if round_:
+                    untar_s.append(untarred[0])
             if round_ == 0:
                 continue  # warm-up: page cache, registry start-up
             ours_s.append(ours[0])
@@ -169,6 +183,12 @@ def main(argv: list[str], which: str = "push") -> int:
         f"   ours s: {' '.join(f'{t:.2f}' for t in ours_s)}   curl s: "
         f"{' '.join(f'{t:.2f}' for t in theirs_s)}   our peak RSS: {max(peaks) // 1024} MiB"
     )
+    if untar_s:
+        also = statistics.median(a / b for a, b in zip(ours_s, untar_s, strict=True))
+        print(
+            f"   for scale, vs curl + tar -x of each layer + sync -f: median {also:.2f}x "
+            f"(s: {' '.join(f'{t:.2f}' for t in untar_s)})"
+        )
     return 0 if ok else 1
 
 
