@@ -95,18 +95,38 @@ def _open_archive(archive: Path) -> BinaryIO:
     return os.fdopen(fd, "rb", buffering=1 << 20)
 
 
+def _read_into(
+    stream: BinaryIO, archive: Path, dest_fd: int, limits: ArchiveLimits | None
+) -> list[str]:
+    try:
+        return read_tar(stream, dest_fd, limits or ArchiveLimits(), name=str(archive))
+    except OSError as err:
+        if err.errno is None:
+            raise
+        shown = escape_display(str(archive))
+        raise Refused(
+            f"cannot unpack {shown} ({err.strerror}); nothing was kept", path=str(archive)
+        ) from None
+
+
+def _refuse_other_files(stream: BinaryIO, archive: Path) -> None:
+    """A file that does not even start like a tar archive is refused before anything is made
+    for it (:func:`read_tar` would refuse it too, but only once a folder exists to read into)."""
+    peek = getattr(stream, "peek", None)
+    head = peek(tarfile.BLOCKSIZE)[: tarfile.BLOCKSIZE] if peek is not None else b""
+    if len(head) < tarfile.BLOCKSIZE or head == bytes(tarfile.BLOCKSIZE):
+        return
+    try:
+        tarfile.TarInfo.frombuf(head, "utf-8", "surrogateescape")
+    except tarfile.HeaderError:
+        shown = escape_display(str(archive))
+        raise InvalidInput(f"{shown} is not a tar archive", path=shown) from None
+
+
 def unpack_into(archive: Path, dest_fd: int, limits: ArchiveLimits | None = None) -> list[str]:
     """Read ``archive`` into the empty folder ``dest_fd`` (:func:`read_tar`); the member names."""
     with _open_archive(archive) as stream:
-        try:
-            return read_tar(stream, dest_fd, limits or ArchiveLimits(), name=str(archive))
-        except OSError as err:
-            if err.errno is None:
-                raise
-            shown = escape_display(str(archive))
-            raise Refused(
-                f"cannot unpack {shown} ({err.strerror}); nothing was kept", path=str(archive)
-            ) from None
+        return _read_into(stream, archive, dest_fd, limits)
 
 
 def _first_error(report: VerifyReport, source: str) -> InvalidInput:
@@ -202,25 +222,27 @@ def unpacked(
     Scratch folders of this user that dead runs left there are removed first.
     """
     where = str(parent) if parent is not None else tempfile.gettempdir()
-    try:
-        parent_fd = open_dir(where, follow=True)
-    except OSError as err:
-        raise Refused(
-            f"cannot open {escape_display(where)} to unpack the archive ({err.strerror})",
-            path=where,
-        ) from None
-    try:
-        clear_dead_scratch(parent_fd, prefix)
-        with scratch_folder(parent_fd, prefix, durable=parent is not None) as (name, fd):
+    with contextlib.ExitStack() as stack:
+        stream = stack.enter_context(_open_archive(archive))
+        _refuse_other_files(stream, archive)
+        try:
+            parent_fd = open_dir(where, follow=True)
+            stack.callback(os.close, parent_fd)
+            clear_dead_scratch(parent_fd, prefix)
+            name, fd = stack.enter_context(
+                scratch_folder(parent_fd, prefix, durable=parent is not None)
+            )
             os.mkdir("bundle", 0o700, dir_fd=fd)
             bundle_fd = open_dir("bundle", dir_fd=fd)
-            try:
-                unpack_into(archive, bundle_fd)
-            finally:
-                os.close(bundle_fd)
-            yield Path(where) / name / "bundle"
-    finally:
-        os.close(parent_fd)
+            stack.callback(os.close, bundle_fd)
+        except OSError as err:
+            raise Refused(
+                f"cannot unpack {escape_display(str(archive))} in {escape_display(where)} "
+                f"({err.strerror})",
+                path=where,
+            ) from None
+        _read_into(stream, archive, bundle_fd, None)
+        yield Path(where) / name / "bundle"
 
 
 def export_to_archive(

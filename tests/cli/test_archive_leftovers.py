@@ -35,17 +35,23 @@ def _env(tmp: Path) -> dict[str, str]:
     return {**os.environ, "TMPDIR": str(tmp), "PYTHONDONTWRITEBYTECODE": "1"}
 
 
+def _scratch(tmp: Path) -> list[str]:
+    return [name for name in os.listdir(tmp) if name.startswith("bundler-archive-")]
+
+
 def _empty_install(path: Path) -> Path:
     path.mkdir()
     (path / "config.toml").write_text("")
     return path
 
 
-def test_sigterm_while_verifying_an_archive_removes_the_scratch_folder(tmp_path: Path) -> None:
+def test_sigterm_while_verifying_an_archive_removes_the_scratch_folder(
+    packed: Path, tmp_path: Path
+) -> None:
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     fifo = tmp_path / "stream.tar"
-    os.mkfifo(fifo)  # nobody writes: verify waits in the open, its scratch folder made
+    os.mkfifo(fifo)
     proc = subprocess.Popen(
         [*cli_command(), "bundle", "verify", str(fifo)],
         env=_env(tmp),
@@ -53,12 +59,16 @@ def test_sigterm_while_verifying_an_archive_removes_the_scratch_folder(tmp_path:
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 60
-    while not os.listdir(tmp) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert [n for n in os.listdir(tmp) if n.startswith("bundler-archive-")]
-    proc.send_signal(signal.SIGTERM)
-    _out, err = proc.communicate(timeout=60)
+    # the first members only: verify makes its scratch folder, then waits for the rest
+    with open(fifo, "wb") as writer:
+        writer.write(packed.read_bytes()[:4096])
+        writer.flush()
+        deadline = time.monotonic() + 60
+        while not _scratch(tmp) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _scratch(tmp)
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert os.listdir(tmp) == []
 
