@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import shutil
 import stat
 import tempfile
 from collections.abc import Callable, Iterator
@@ -22,13 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
+from bundler.bundle.archive import SCRATCH_PREFIX
 from bundler.bundle.archive_read import ArchiveLimits, read_tar
 from bundler.bundle.manifest import MANIFEST_NAME
 from bundler.bundle.publish import admit
 from bundler.bundle.verify import verify_bundle
 from bundler.errors import InvalidInput, Refused, withholding
-from bundler.fs.durable import RENAME_NOREPLACE, renameat2
+from bundler.fs.durable import RENAME_NOREPLACE, open_dir, renameat2
 from bundler.fs.safefs import rmtree_at
+from bundler.fs.scratch import clear_dead_scratch, scratch_folder
 from bundler.registry import artifact as art
 from bundler.registry.http import Options, Session
 from bundler.registry.reference import Reference
@@ -235,26 +236,31 @@ def pulled(
     """A private copy of the artifact's bundle for the duration of the block: (folder, digest).
 
     For ``bundle verify|inspect REF`` and ``agents import REF``, which then read the folder as
-    they read any bundle. The folder (under ``$TMPDIR``, 0700) is removed on exit.
+    they read any bundle. It lives in a locked scratch folder in ``$TMPDIR`` (the archive
+    readers' kind, :mod:`bundler.fs.scratch`: removed on exit, and after a kill by the next run,
+    ``recover`` and ``doctor``, which know the prefix).
     """
-    private = Path(tempfile.mkdtemp(prefix="bundler-pull-"))
-    try:
-        session = Session(ref, options, environ=environ)
+    where = tempfile.gettempdir()
+    with contextlib.ExitStack() as stack:
         try:
-            with withholding(session.auth.scrub):
-                bundle = private / "bundle"
-                bundle.mkdir(mode=0o700)
-                fd = os.open(bundle, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-                try:
-                    _artifact, digest = pull_into(session, fd, progress=progress)
-                except OSError as err:
-                    raise Refused(
-                        f"pulling {escape_display(str(ref))} failed ({err.strerror or err})"
-                    ) from None
-                finally:
-                    os.close(fd)
-        finally:
-            session.close()
-        yield bundle, digest
-    finally:
-        shutil.rmtree(private, ignore_errors=True)
+            parent_fd = open_dir(where, follow=True)
+            stack.callback(os.close, parent_fd)
+            clear_dead_scratch(parent_fd, SCRATCH_PREFIX)
+            name, scratch_fd = stack.enter_context(scratch_folder(parent_fd, SCRATCH_PREFIX))
+            os.mkdir("bundle", 0o700, dir_fd=scratch_fd)
+            fd = os.open("bundle", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=scratch_fd)
+            stack.callback(os.close, fd)
+        except OSError as err:
+            raise Refused(
+                f"cannot make a private folder in {escape_display(where)} to pull into "
+                f"({err.strerror or err}); set TMPDIR to a writable folder"
+            ) from None
+        session = stack.enter_context(Session(ref, options, environ=environ))
+        with withholding(session.auth.scrub):
+            try:
+                _artifact, digest = pull_into(session, fd, progress=progress)
+            except OSError as err:
+                raise Refused(
+                    f"pulling {escape_display(str(ref))} failed ({err.strerror or err})"
+                ) from None
+        yield Path(where) / name / "bundle", digest

@@ -4,7 +4,6 @@ uploads counted from the registry's own access log)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import bundlefactory as bf
@@ -134,16 +133,22 @@ def test_existing_tag_is_refused_without_force(
     assert forced["digest"] != first["digest"]
 
 
-def test_verify_and_inspect_read_a_reference(registry: Registry, bundle: Path) -> None:
+def test_verify_and_inspect_read_a_reference(
+    registry: Registry, bundle: Path, tmp_path: Path
+) -> None:
     ref = registry.ref("agents/researcher:1")
     pushed = push(bundle, ref)
-    verified = run_cli(["bundle", "verify", ref, "--plain-http"])
+    private = tmp_path / "tmp"
+    private.mkdir()
+    env = {"TMPDIR": str(private)}
+    verified = run_cli(["bundle", "verify", ref, "--plain-http"], env=env)
     assert verified.returncode == 0, verified.stderr
     assert str(pushed["digest"]) in verified.stdout
-    inspected = run_cli(["bundle", "inspect", ref, "--plain-http", "--json"])
+    inspected = run_cli(["bundle", "inspect", ref, "--plain-http", "--json"], env=env)
     assert inspected.returncode == 0, inspected.stderr
     assert json.loads(inspected.stdout)["reference"].endswith(str(pushed["digest"]))
-    assert not [n for n in os.listdir(os.environ.get("TMPDIR", "/tmp")) if "bundler-pull" in n]
+    # the private copy they read is gone
+    assert list(private.iterdir()) == []
 
 
 def test_pull_into_an_existing_bundle_needs_force(
