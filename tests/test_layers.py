@@ -1,8 +1,9 @@
 """The package's layering holds: imports point down, never up, never across siblings, no cycles.
 
-The layers, top to bottom (docs/architecture.md): ``cli`` → ``install`` → ``bundle`` →
-``config`` | ``home`` → ``fs`` → ``rules`` → ``errors``. ``config`` and ``home`` sit side by
-side and share nothing; a rule both need belongs in ``rules``. Every import counts, the ones
+The layers, top to bottom (docs/architecture.md): ``cli`` → ``install`` | ``registry`` →
+``bundle`` → ``config`` | ``home`` → ``fs`` → ``rules`` → ``errors``. ``config`` and ``home`` sit
+side by side and share nothing; a rule both need belongs in ``rules``; so do ``install`` and
+``registry`` (``agents import oci://…`` is composed in ``cli``). Every import counts, the ones
 inside functions too: a lazy import that runs up a layer is still a dependency that runs up.
 """
 
@@ -23,6 +24,7 @@ LAYERS = {
     "home": 3,
     "bundle": 4,
     "install": 5,
+    "registry": 5,
     "cli": 6,
 }
 # the package root (version) and the ``python -m bundler`` entry point sit outside the layers

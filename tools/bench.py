@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The 06 §1 benchmarks, each a ratio against the named standard tool measured in the same run.
 
-    python tools/bench.py planner|copy|export|import|verify|backup|sweep|all [options]
+    python tools/bench.py planner|copy|export|import|verify|backup|sweep|push|pull|all [options]
 
 Each figure lives in its own module (tools/bench_<name>.py, ``main(argv) -> int``) so that one
 benchmark can be run and profiled alone; this file only dispatches.
@@ -21,6 +21,8 @@ BENCHES = {
     "verify": ("bench_verify", "P3 bundle verify vs find -exec cat"),
     "backup": ("bench_backup", "P6 home backup vs sqlite3 VACUUM INTO + zip -r"),
     "sweep": ("bench_sweep", "secret sweep alone, MB/s per engine and content, beside cat's"),
+    "push": ("bench_registry:main_push", "bundle push vs curl POST+PUT to a local registry"),
+    "pull": ("bench_registry:main_pull", "bundle pull vs curl GET from a local registry"),
 }
 
 
@@ -36,9 +38,11 @@ def main(argv: list[str]) -> int:
     names = list(BENCHES) if argv[0] == "all" else [argv[0]]
     status = 0
     for name in names:
-        module = importlib.import_module(BENCHES[name][0])
+        # "module" runs module.main; "module:function" a second entry of a shared module
+        module_name, _, function = BENCHES[name][0].partition(":")
+        module = importlib.import_module(module_name)
         print(f"== {name}: {BENCHES[name][1]}", flush=True)
-        status = max(status, int(module.main(argv[1:])))
+        status = max(status, int(getattr(module, function or "main")(argv[1:])))
     return status
 
 

@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 from bundler import __version__
 from bundler.cli.completion import SHELLS
 from bundler.cli.output import Output, Result
+from bundler.cli.registry_args import add_registry_options
 from bundler.errors import BundlerError, Interrupted, UsageError
 from bundler.rules import hints
 from bundler.rules.names import escape_display
@@ -32,6 +33,8 @@ HANDLERS: dict[tuple[str, ...], str] = {
     ("bundle", "verify"): "bundler.cli.bundle_cmds:verify",
     ("bundle", "inspect"): "bundler.cli.bundle_cmds:inspect",
     ("bundle", "secrets-template"): "bundler.cli.bundle_cmds:secrets_template",
+    ("bundle", "push"): "bundler.cli.registry_cmds:push",
+    ("bundle", "pull"): "bundler.cli.registry_cmds:pull",
     ("bundle", "pack"): "bundler.cli.bundle_cmds:pack",
     ("bundle", "unpack"): "bundler.cli.bundle_cmds:unpack",
     ("recover",): "bundler.cli.recover_cmds:recover",
@@ -69,13 +72,29 @@ EXAMPLES: dict[tuple[str, ...], list[list[str]]] = {
         ["./researcher.bundle", "--dry-run"],
         ["./researcher.tar"],
         ["./researcher.bundle", "--as", "researcher2", "--secrets-file", "secrets.toml"],
+        ["oci://registry.example/agents/researcher@sha256:<digest>", "--accept-risks"],
         ["--undo", "last", "--dry-run"],
     ],
     ("agents", "imports"): [[], ["--json"]],
-    ("bundle", "verify"): [["./researcher.bundle"], ["./researcher.tar"]],
-    ("bundle", "inspect"): [["./researcher.bundle"], ["./researcher.tar"]],
+    ("bundle", "verify"): [
+        ["./researcher.bundle"],
+        ["./researcher.tar"],
+        ["oci://registry.example/agents/researcher:1"],
+    ],
+    ("bundle", "inspect"): [
+        ["./researcher.bundle"],
+        ["./researcher.tar"],
+        ["oci://registry.example/agents/researcher:1"],
+    ],
     ("bundle", "pack"): [["./researcher.bundle", "./researcher.tar"]],
     ("bundle", "unpack"): [["./researcher.tar", "./researcher.bundle"]],
+    ("bundle", "push"): [
+        ["./researcher.bundle", "oci://registry.example/agents/researcher:1"],
+        ["./researcher.bundle", "oci://localhost:5000/agents/researcher:1", "--plain-http"],
+    ],
+    ("bundle", "pull"): [
+        ["oci://registry.example/agents/researcher@sha256:<digest>", "./researcher.bundle"],
+    ],
     ("bundle", "secrets-template"): [
         ["./researcher.bundle"],
         ["./researcher.bundle", "--out", "secrets.toml"],
@@ -266,8 +285,9 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
             "bundle",
             nargs="?",
             metavar="BUNDLE",
-            help="the bundle folder or archive (not with --undo)",
+            help="the bundle folder or archive, or oci://HOST/REPO[:TAG|@DIGEST] (not with --undo)",
         )
+        add_registry_options(imp)
         imp.add_argument(
             "--undo",
             metavar="RECEIPT",
@@ -315,12 +335,17 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
         bundle = bundle_parser.add_subparsers(
             dest="command", metavar="COMMAND", parser_class=_Parser, help="one of:"
         )
-        command(bundle, "verify", "check a bundle completely, changing nothing").add_argument(
-            "dir", metavar="DIR|FILE", help="the bundle folder or archive"
-        )
-        command(bundle, "inspect", "show what a bundle holds and grants").add_argument(
-            "dir", metavar="DIR|FILE", help="the bundle folder or archive"
-        )
+        for name, text in (
+            ("verify", "check a bundle completely, changing nothing"),
+            ("inspect", "show what a bundle holds and grants"),
+        ):
+            reader = command(bundle, name, text)
+            reader.add_argument(
+                "dir",
+                metavar="BUNDLE",
+                help="the bundle folder or archive, or oci://HOST/REPO[:TAG|@DIGEST]",
+            )
+            add_registry_options(reader)
         pack = command(bundle, "pack", "write a bundle folder as one deterministic tar file")
         pack.add_argument("dir", metavar="DIR", help="the bundle folder")
         pack.add_argument("file", metavar="FILE", help="the archive to create (FILE.tar)")
@@ -333,6 +358,20 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
         unpack.add_argument(
             "--force", action="store_true", help="replace an existing bundle (never another folder)"
         )
+        push = command(bundle, "push", "push a bundle to an OCI registry; print its digest")
+        push.add_argument("source", metavar="BUNDLE", help="the bundle folder or bundle archive")
+        push.add_argument(
+            "ref", metavar="REF", help="oci://HOST[:PORT]/REPO[:TAG] (default tag latest)"
+        )
+        push.add_argument(
+            "--force", action="store_true", help="move a tag that names another artifact"
+        )
+        add_registry_options(push)
+        pull = command(bundle, "pull", "pull a bundle from an OCI registry, verified")
+        pull.add_argument("ref", metavar="REF", help="oci://HOST[:PORT]/REPO[:TAG|@sha256:DIGEST]")
+        pull.add_argument("dest", metavar="DIR", help="the bundle folder to create")
+        pull.add_argument("--force", action="store_true", help="replace an existing bundle folder")
+        add_registry_options(pull)
         template = command(
             bundle, "secrets-template", "write the bundle's required secrets as a --secrets-file"
         )

@@ -22,6 +22,7 @@ from bundler.bundle.archive import (
 from bundler.bundle.recover import leftovers_beside
 from bundler.bundle.verify import verify_bundle
 from bundler.cli.output import Output, Result
+from bundler.cli.registry_args import bundle_folder
 from bundler.errors import EXIT_INVALID, Refused
 from bundler.rules.names import escape_display
 from bundler.rules.units import human_size
@@ -45,19 +46,25 @@ def _problem_lines(bundle: str, problems: Sequence[object]) -> list[str]:
 
 def verify(args: argparse.Namespace, out: Output) -> Result:
     """Verify a bundle; exit 3 listing every error when anything is wrong."""
-    with out.progress() as progress:
-        if is_archive(Path(args.dir)):
-            report = verify_any(Path(args.dir))
-        else:
-            report = verify_bundle(Path(args.dir), progress=progress)
+    with bundle_folder(args, args.dir, out) as (folder, pinned):
+        with out.progress() as progress:
+            if pinned is None and is_archive(folder):
+                report = verify_any(folder)
+            else:
+                report = verify_bundle(folder, progress=progress)
+        if pinned is not None:
+            report.path = Path(args.dir)
     payload = report.as_json()
     warnings = [f"{w.path}: {w.message}" for w in report.warnings]
-    beside = leftovers_beside(Path(args.dir))
+    beside = [] if pinned else leftovers_beside(Path(args.dir))
+    if pinned is not None:
+        payload["path"] = payload["reference"] = pinned
     warnings += beside
     payload["warnings"] += [{"path": str(args.dir), "message": line} for line in beside]
     if report.ok:
         text = [
-            f"ok: {escape_display(str(report.path))}: format {report.format_version} bundle "
+            f"ok: {escape_display(pinned or str(report.path))}: "
+            f"format {report.format_version} bundle "
             f"of agent {payload['root_agent']}, {report.files} files, "
             f"{human_size(report.bytes)} verified"
         ]
@@ -75,8 +82,8 @@ def verify(args: argparse.Namespace, out: Output) -> Result:
     )
 
 
-def _plain(report: InspectReport) -> list[str]:
-    lines = [f"bundle: {escape_display(str(report.path))}"]
+def _plain(report: InspectReport, shown: str) -> list[str]:
+    lines = [f"bundle: {escape_display(shown)}"]
     for label, value in report.summary():
         lines.append(f"{label}: {value}")
     for title, rows in report.sections():
@@ -85,14 +92,14 @@ def _plain(report: InspectReport) -> list[str]:
     return lines
 
 
-def _rich(report: InspectReport) -> None:
+def _rich(report: InspectReport, shown: str) -> None:
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
     console = Console()
     summary = Table(show_header=False, box=None)
-    summary.add_row("bundle", Text(escape_display(str(report.path))))
+    summary.add_row("bundle", Text(escape_display(shown)))
     for label, value in report.summary():
         summary.add_row(label, Text(value))
     console.print(summary)
@@ -112,21 +119,25 @@ def inspect(args: argparse.Namespace, out: Output) -> Result:
     """Show what a bundle holds and grants: a table on a terminal, plain lines otherwise."""
     from bundler.bundle.inspect import inspect_bundle  # not for verify's start-up
 
-    if is_archive(Path(args.dir)):
-        with unpacked(Path(args.dir)) as folder:
-            report = inspect_bundle(folder)
-        report.verify.path = Path(os.path.abspath(args.dir))
-    else:
-        with out.progress() as progress:
-            report = inspect_bundle(Path(args.dir), progress=progress)
+    with bundle_folder(args, args.dir, out) as (folder, pinned):
+        if pinned is None and is_archive(folder):
+            with unpacked(folder) as inner:
+                report = inspect_bundle(inner)
+            report.verify.path = Path(os.path.abspath(args.dir))
+        else:
+            with out.progress() as progress:
+                report = inspect_bundle(folder, progress=progress)
+    shown = pinned or str(report.path)
     payload: dict[str, Any] = report.as_json()
+    if pinned is not None:
+        payload["path"] = payload["reference"] = pinned
     warnings = [f"{w.path}: {w.message}" for w in report.verify.warnings]
     text: list[str] = []
     if not out.json_mode:
         if sys.stdout.isatty():
-            _rich(report)
+            _rich(report, shown)
         else:
-            text = _plain(report)
+            text = _plain(report, shown)
     if report.verify.ok:
         return Result(payload=payload, text=text, warnings=warnings)
     lines = _problem_lines(args.dir, report.verify.errors)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bundler.bundle.archive import is_archive
 from bundler.cli.output import Output, Result
+from bundler.cli.registry_args import bundle_folder
 from bundler.config.file import find_install_root
 from bundler.errors import UsageError
 from bundler.install import importer
@@ -36,7 +37,7 @@ def import_bundle(args: argparse.Namespace, out: Output) -> Result:
     for warning in early:
         # said before any prompt or refusal: the value is already in ps and the shell history
         out.warn(warning)
-    with out.progress() as progress:
+    with bundle_folder(args, args.bundle, out) as (folder, pinned), out.progress() as progress:
         options = importer.ImportOptions(
             as_alias=args.as_alias,
             binds=binds,
@@ -46,13 +47,14 @@ def import_bundle(args: argparse.Namespace, out: Output) -> Result:
             dry_run=args.dry_run,
             prompt=prompter,
             progress=progress,
+            source=pinned,
         )
-        if is_archive(Path(args.bundle)):
+        if pinned is None and is_archive(folder):
             from bundler.install.from_archive import import_archive
 
-            report = import_archive(install, Path(args.bundle), options)
+            report = import_archive(install, folder, options)
         else:
-            report = importer.import_bundle(install, Path(args.bundle), options)
+            report = importer.import_bundle(install, folder, options)
     return Result(
         payload=report.as_json(),
         text=summary(report, install=args.install),

@@ -142,7 +142,7 @@ def _consent(
     flags: Sequence[Mapping[str, str]],
     accept_risks: bool,
     prompter: Prompter | None,
-    bundle: Path,
+    bundle: str,
     *,
     integrity_unproven: bool = False,
 ) -> None:
@@ -167,7 +167,7 @@ def _consent(
         hints.Hinted(
             f"the bundle carries {what}; nothing changed; pass --accept-risks "
             "or answer y at a terminal once you have reviewed them",
-            hints.command("bundle", "inspect", os.path.abspath(bundle)),
+            hints.command("bundle", "inspect", bundle),
         ),
         path="risk_flags" if flags else "checksums.xxh3",
     )
@@ -209,13 +209,19 @@ class ImportOptions:
     dry_run: bool = False
     prompt: Prompter | None = None
     progress: Progress | None = None
-    source: Path | None = None
-    """The bundle as the user named it when the folder read is not it (an unpacked archive):
+    source: Path | str | None = None
+    """The bundle as the user named it when the folder read is not it (an unpacked archive, or
+    as a ``str`` a registry reference pinned to its digest, pulled into a private folder):
     reports, the receipt and the commands they suggest name this instead."""
 
-    def shown(self, bundle: Path) -> Path:
-        """The bundle path to name to the user."""
+    def shown(self, bundle: Path) -> Path | str:
+        """The bundle to name to the user."""
         return self.source if self.source is not None else bundle
+
+    def argument(self, bundle: Path) -> str:
+        """The bundle as a suggested command's argument: a reference as it is, a path absolute."""
+        shown = self.shown(bundle)
+        return shown if isinstance(shown, str) else os.path.abspath(shown)
 
 
 @dataclass(frozen=True)
@@ -267,7 +273,7 @@ def _import(
         # one line naming the first few entries at fault; 'bundle verify' lists every one
         shown = "; ".join(str(problem) for problem in report.errors[:3])
         rest = len(report.errors) - 3
-        every = hints.command("bundle", "verify", os.path.abspath(chosen.shown(bundle)))
+        every = hints.command("bundle", "verify", chosen.argument(bundle))
         more = f" (and {rest} more; every one: {every})" if rest > 0 else ""
         where = escape_display(str(bundle))
         raise InvalidInput(
@@ -427,7 +433,7 @@ def _plan(
             flags,
             run.options.accept_risks,
             run.options.prompt,
-            run.options.shown(run.bundle),
+            run.options.argument(run.bundle),
             integrity_unproven=run.report.integrity_unproven,
         )
     asked = _ask_for_secrets(plan, given, run.options)

@@ -1,0 +1,68 @@
+"""The command-line side of ``oci://`` references shared by every command that reads a bundle.
+
+Kept apart from :mod:`bundler.cli.registry_cmds` and free of the registry client's imports
+(HTTP, TLS, the archive code): ``bundler --help`` and ``bundle verify DIR`` load this module
+and must start fast; the client is imported only when a reference is actually given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bundler.cli.output import Output
+from bundler.errors import UsageError
+from bundler.registry.reference import is_reference
+
+if TYPE_CHECKING:
+    from bundler.registry.http import Options
+
+
+def add_registry_options(parser: argparse.ArgumentParser) -> None:
+    """``--plain-http`` and ``--ca-file``, on every command that can take an ``oci://`` REF."""
+    parser.add_argument(
+        "--plain-http",
+        action="store_true",
+        help="talk to the registry over HTTP, not HTTPS (credentials go only to loopback hosts)",
+    )
+    parser.add_argument(
+        "--ca-file", metavar="FILE", help="trust the registry certificates this CA file signed"
+    )
+
+
+def registry_options(args: argparse.Namespace) -> Options:
+    """The registry options given, checked against a local path argument."""
+    from bundler.registry.http import Options
+
+    return Options(
+        plain_http=bool(getattr(args, "plain_http", False)), ca_file=getattr(args, "ca_file", None)
+    )
+
+
+def _no_registry_options(args: argparse.Namespace, what: str) -> None:
+    if getattr(args, "plain_http", False) or getattr(args, "ca_file", None):
+        raise UsageError(f"--plain-http and --ca-file go with an oci:// reference, not {what}")
+
+
+@contextlib.contextmanager
+def bundle_folder(
+    args: argparse.Namespace, given: str, out: Output
+) -> Iterator[tuple[Path, str | None]]:
+    """The folder to read for a BUNDLE argument: the folder itself, or, for ``oci://``, a
+    private pulled copy (removed after the block) and the reference pinned to its digest."""
+    if not is_reference(given):
+        _no_registry_options(args, "a folder")
+        yield Path(given), None
+        return
+    from bundler.registry.pull import pulled
+    from bundler.registry.reference import parse_reference
+
+    ref = parse_reference(given)
+    with (
+        out.progress() as advance,
+        pulled(ref, registry_options(args), progress=advance) as (folder, digest),
+    ):
+        yield folder, str(ref.with_digest(digest))

@@ -1,0 +1,505 @@
+"""The distribution API (OCI distribution spec) over ``http.client``, streamed both ways.
+
+Why not the ORAS Python SDK (``oras`` 0.2.x): its monolithic upload reads the whole blob into
+memory (``fd.read()``), its download neither checks the digest nor bounds the size, it needs
+``requests`` and ``jsonschema`` at run time, and its errors and debug logs carry the registry's
+response text. What bundler needs is a dozen requests; they are here.
+
+Rules this module keeps:
+
+* every response body is read with a bound: a manifest at most :data:`MAX_MANIFEST_BYTES`, an
+  error or token answer at most :data:`MAX_SMALL_BYTES`, a blob never more than the size its
+  descriptor declares (and its sha256 is checked as it streams);
+* a 401 is answered once (Basic, or a bearer token from the challenge's realm); a second 401 is
+  an error, so a registry cannot loop us;
+* redirects are followed only for a blob GET (registries send those to blob storage), at most
+  :data:`MAX_REDIRECTS`, never from HTTPS to HTTP, and without credentials to any other host;
+* credentials are sent over plain HTTP only to a loopback host.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import os
+import ssl
+import urllib.parse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from bundler.errors import InvalidInput, Refused
+from bundler.registry.auth import Auth, Challenge, Credentials, parse_challenge
+from bundler.registry.reference import DIGEST, Reference
+from bundler.rules.names import escape_display
+
+MAX_MANIFEST_BYTES = 4 << 20
+MAX_SMALL_BYTES = 64 << 10
+MAX_REDIRECTS = 3
+CHUNK = 1 << 20
+TIMEOUT = 60.0
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+_REDIRECTS = (301, 302, 303, 307, 308)
+
+Body = bytes | BinaryIO | None
+
+
+@dataclass(frozen=True)
+class Options:
+    """How to reach a registry: ``plain_http`` (``--plain-http``), ``ca_file`` (``--ca-file``)."""
+
+    plain_http: bool = False
+    ca_file: str | None = None
+
+
+class Session:
+    """Requests to one registry repository, with its credentials and kept-alive connections."""
+
+    def __init__(
+        self,
+        ref: Reference,
+        options: Options,
+        *,
+        push: bool = False,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.ref = ref
+        self.scheme = "http" if options.plain_http else "https"
+        self.auth = Auth(ref.netloc, dict(os.environ if environ is None else environ))
+        self.scope = f"repository:{ref.repository}:{'pull,push' if push else 'pull'}"
+        self._context = self._ssl_context(options.ca_file) if self.scheme == "https" else None
+        self._conns: dict[tuple[str, str], http.client.HTTPConnection] = {}
+        self._authorization: str | None = None
+
+    # ------------------------------------------------------------------ plumbing
+
+    @staticmethod
+    def _ssl_context(ca_file: str | None) -> ssl.SSLContext:
+        if ca_file is None:
+            return ssl.create_default_context()
+        try:
+            return ssl.create_default_context(cafile=ca_file)
+        except (OSError, ssl.SSLError):
+            raise Refused(
+                f"--ca-file {escape_display(ca_file)} is not a readable PEM certificate file",
+                path=ca_file,
+            ) from None
+
+    def close(self) -> None:
+        """Close every connection."""
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    @property
+    def shown(self) -> str:
+        """The registry as error messages name it."""
+        return escape_display(self.ref.netloc)
+
+    def url(self, path: str) -> str:
+        """An absolute URL on the registry for an API path."""
+        return f"{self.scheme}://{self.ref.netloc}{path}"
+
+    def _conn(self, scheme: str, netloc: str) -> http.client.HTTPConnection:
+        key = (scheme, netloc)
+        conn = self._conns.get(key)
+        if conn is None:
+            if scheme == "https":
+                context = self._context or ssl.create_default_context()
+                conn = http.client.HTTPSConnection(
+                    netloc, timeout=TIMEOUT, context=context, blocksize=CHUNK
+                )
+            else:
+                conn = http.client.HTTPConnection(netloc, timeout=TIMEOUT, blocksize=CHUNK)
+            self._conns[key] = conn
+        return conn
+
+    def _drop(self, scheme: str, netloc: str) -> None:
+        conn = self._conns.pop((scheme, netloc), None)
+        if conn is not None:
+            conn.close()
+
+    def _send(
+        self, method: str, url: str, headers: dict[str, str], body: Body
+    ) -> http.client.HTTPResponse:
+        """One request; a kept-alive connection the server closed meanwhile is reopened once."""
+        parts = urllib.parse.urlsplit(url)
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        start = _position(body)
+        for attempt in (0, 1):
+            fresh = (parts.scheme, parts.netloc) not in self._conns
+            conn = self._conn(parts.scheme, parts.netloc)
+            try:
+                conn.request(method, target, body=body, headers=headers)
+                return conn.getresponse()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                self._drop(parts.scheme, parts.netloc)
+                if fresh or attempt or (start is None and body is not None):
+                    raise self._unreachable(parts.netloc, "the connection was closed") from None
+                _rewind(body, start)
+            except ssl.SSLCertVerificationError:
+                self._drop(parts.scheme, parts.netloc)
+                raise Refused(
+                    f"registry {escape_display(parts.netloc)}: its TLS certificate is not "
+                    "trusted; pass --ca-file FILE with the CA that signed it",
+                ) from None
+            except ssl.SSLError as err:
+                self._drop(parts.scheme, parts.netloc)
+                hint = (
+                    " (it may speak plain HTTP: pass --plain-http)"
+                    if "WRONG_VERSION" in str(err)
+                    else ""
+                )
+                raise self._unreachable(parts.netloc, f"TLS failed{hint}") from None
+            except (OSError, http.client.HTTPException) as err:
+                self._drop(parts.scheme, parts.netloc)
+                reason = getattr(err, "strerror", None) or type(err).__name__
+                raise self._unreachable(parts.netloc, str(reason)) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @staticmethod
+    def _unreachable(netloc: str, reason: str) -> Refused:
+        return Refused(
+            f"cannot talk to registry {escape_display(netloc)} ({escape_display(reason)}); "
+            "check that it runs and the address, then try again"
+        )
+
+    # ------------------------------------------------------------------ auth
+
+    def _auth_headers(self, netloc: str) -> dict[str, str]:
+        if netloc != self.ref.netloc or self._authorization is None:
+            return {}
+        return {"Authorization": self._authorization}
+
+    def _may_send_credentials(self, scheme: str, netloc: str) -> bool:
+        return scheme == "https" or (netloc == self.ref.netloc and self.ref.loopback)
+
+    def _answer(self, response: http.client.HTTPResponse) -> bool:
+        """Prepare the Authorization for a 401; False when nothing can answer it."""
+        header = response.getheader("WWW-Authenticate") or ""
+        self._read(response, MAX_SMALL_BYTES)
+        challenge = parse_challenge(header)
+        if challenge is None:
+            return False
+        creds = self.auth.credentials()
+        if challenge.scheme == "basic":
+            if creds is None or creds.identity_token:
+                return False
+            if not self._may_send_credentials(self.scheme, self.ref.netloc):
+                raise Refused(
+                    f"registry {self.shown} asks for a password over plain HTTP; bundler sends "
+                    "credentials over HTTP only to loopback hosts: use HTTPS"
+                )
+            self._authorization = f"Basic {Auth.basic_value(creds)}"
+            return True
+        token = self._token(challenge, creds)
+        self.auth.remember(token)
+        self._authorization = f"Bearer {token}"
+        return True
+
+    def _token(self, challenge: Challenge, creds: Credentials | None) -> str:
+        """A bearer token from the challenge's realm (the token service the registry names)."""
+        realm = challenge.params.get("realm", "")
+        parts = urllib.parse.urlsplit(realm)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise Refused(f"registry {self.shown} names no usable token service in its challenge")
+        if parts.scheme == "http" and self.scheme == "https":
+            raise Refused(f"registry {self.shown} sends us to a token service over plain HTTP")
+        query = {"scope": challenge.params.get("scope") or self.scope}
+        if "service" in challenge.params:
+            query["service"] = challenge.params["service"]
+        headers = {"Accept": "application/json"}
+        method, body = "GET", None
+        may_send = creds is not None and self._may_send_credentials(parts.scheme, parts.netloc)
+        if creds is not None and may_send and creds.identity_token:
+            method = "POST"
+            form = {**query, "grant_type": "refresh_token", "refresh_token": creds.secret}
+            form["client_id"] = "bundler"
+            body = urllib.parse.urlencode(form).encode("ascii")
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+        elif creds is not None and may_send:
+            headers["Authorization"] = f"Basic {Auth.basic_value(creds)}"
+        sep = "&" if parts.query else "?"
+        url = f"{realm}{sep}{urllib.parse.urlencode(query)}"
+        response = self._send(method, url, headers, body)
+        data = self._read(response, MAX_SMALL_BYTES)
+        if response.status in (401, 403):
+            raise Refused(self._denied_message())
+        if response.status != 200:
+            raise Refused(
+                f"the token service of registry {self.shown} answered {response.status}; "
+                "try again later"
+            )
+        try:
+            answer = json.loads(data)
+            token = answer.get("token") or answer.get("access_token")
+        except (ValueError, AttributeError):
+            token = None
+        if not isinstance(token, str) or not token or len(token) > 16384:
+            raise Refused(f"the token service of registry {self.shown} sent no usable token")
+        return token
+
+    def _denied_message(self) -> str:
+        what = "refused the credentials" if self.auth.credentials() else "needs credentials"
+        return (
+            f"registry {self.shown} {what} for {escape_display(self.ref.repository)}; log in "
+            f"('docker login {self.ref.netloc}') or check $DOCKER_CONFIG/config.json"
+        )
+
+    # ------------------------------------------------------------------ requests
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        headers: dict[str, str] | None = None,
+        body: Body = None,
+        url: str | None = None,
+    ) -> http.client.HTTPResponse:
+        """Send a request to the registry, answering one 401; the response is the caller's."""
+        target = url or self.url(path)
+        netloc = urllib.parse.urlsplit(target).netloc
+        answered = False
+        start = _position(body)
+        while True:
+            sent = {**(headers or {}), **self._auth_headers(netloc)}
+            response = self._send(method, target, sent, body)
+            if response.status != 401:
+                if response.status == 403:
+                    self._read(response, MAX_SMALL_BYTES)
+                    raise Refused(self._denied_message())
+                return response
+            if answered or netloc != self.ref.netloc or not self._answer(response):
+                self._read(response, MAX_SMALL_BYTES)
+                raise Refused(self._denied_message())
+            if start is None and body is not None:
+                raise Refused(self._denied_message())
+            answered = True
+            _rewind(body, start)
+
+    def fail(self, response: http.client.HTTPResponse, what: str) -> Refused:
+        """The error for an unexpected answer, with the registry's own error code when it
+        sent one (its message is not shown: it is the registry's text, not ours)."""
+        data = self._read(response, MAX_SMALL_BYTES)
+        code = ""
+        try:
+            errors = json.loads(data).get("errors")
+            if isinstance(errors, list) and errors and isinstance(errors[0], dict):
+                raw = str(errors[0].get("code", ""))[:40]
+                code = f", {escape_display(raw)}" if raw.replace("_", "").isalnum() else ""
+        except (ValueError, AttributeError):
+            pass
+        hint = "try again, or check the repository name and your access"
+        if response.status == 400 and self.scheme == "http":
+            hint = "it may speak HTTPS only: try without --plain-http"
+        return Refused(
+            f"registry {self.shown}: {what} failed (HTTP {response.status}{code}); {hint}"
+        )
+
+    # ------------------------------------------------------------------ API
+
+    def base_path(self) -> str:
+        """``/v2/REPO``."""
+        return f"/v2/{self.ref.repository}"
+
+    def manifest_digest(self, target: str) -> str | None:
+        """The digest a tag or digest points at (HEAD), or None when the registry has none."""
+        response = self.request(
+            "HEAD",
+            f"{self.base_path()}/manifests/{target}",
+            headers={"Accept": OCI_MANIFEST},
+        )
+        response.read()
+        if response.status == 404:
+            return None
+        if response.status != 200:
+            raise self.fail(response, f"looking up {escape_display(target)}")
+        digest = response.getheader("Docker-Content-Digest") or ""
+        return digest if DIGEST.fullmatch(digest) else "unknown"
+
+    def get_manifest(self, target: str) -> tuple[bytes, str]:
+        """(bytes, media type) of the manifest ``target`` names, at most 4 MiB."""
+        response = self.request(
+            "GET", f"{self.base_path()}/manifests/{target}", headers={"Accept": OCI_MANIFEST}
+        )
+        if response.status == 404:
+            response.read(MAX_SMALL_BYTES)
+            raise Refused(
+                f"registry {self.shown} has no {escape_display(str(self.ref))}; check the "
+                "repository and tag"
+            )
+        if response.status in _REDIRECTS:
+            raise self.fail(response, "reading the manifest (a redirect where none belongs)")
+        if response.status != 200:
+            raise self.fail(response, "reading the manifest")
+        media = (response.getheader("Content-Type") or "").split(";")[0].strip()
+        declared = response.getheader("Content-Length")
+        if declared is not None and declared.isdigit() and int(declared) > MAX_MANIFEST_BYTES:
+            self._drop(self.scheme, self.ref.netloc)
+            raise InvalidInput(
+                f"registry {self.shown}: the manifest is larger than 4 MiB; it is not a bundle's"
+            )
+        data = self._read(response, MAX_MANIFEST_BYTES)
+        if len(data) > MAX_MANIFEST_BYTES:
+            self._drop(self.scheme, self.ref.netloc)
+            raise InvalidInput(
+                f"registry {self.shown}: the manifest is larger than 4 MiB; it is not a bundle's"
+            )
+        return data, media
+
+    def put_manifest(self, tag: str, data: bytes) -> None:
+        """Store the manifest under ``tag``: the push's commit point."""
+        response = self.request(
+            "PUT",
+            f"{self.base_path()}/manifests/{tag}",
+            headers={"Content-Type": OCI_MANIFEST, "Content-Length": str(len(data))},
+            body=data,
+        )
+        if response.status not in (200, 201):
+            raise self.fail(response, "storing the manifest")
+        response.read(MAX_SMALL_BYTES)
+
+    def blob_exists(self, digest: str) -> bool:
+        """True when the repository holds the blob (a HEAD)."""
+        response = self.request("HEAD", f"{self.base_path()}/blobs/{digest}")
+        response.read()
+        if response.status == 200:
+            return True
+        if response.status == 404:
+            return False
+        raise self.fail(response, "checking a blob")
+
+    def upload_blob(self, digest: str, size: int, source: BinaryIO) -> None:
+        """A monolithic upload (POST for a session, PUT of the bytes) streamed from ``source``."""
+        response = self.request(
+            "POST", f"{self.base_path()}/blobs/uploads/", headers={"Content-Length": "0"}
+        )
+        if response.status != 202:
+            raise self.fail(response, "starting a blob upload")
+        response.read(MAX_SMALL_BYTES)
+        location = response.getheader("Location") or ""
+        target = urllib.parse.urljoin(self.url(f"{self.base_path()}/blobs/uploads/"), location)
+        parts = urllib.parse.urlsplit(target)
+        if not location or (parts.scheme, parts.netloc) != (self.scheme, self.ref.netloc):
+            raise Refused(
+                f"registry {self.shown} sent its upload elsewhere; bundler uploads only to the "
+                "registry named in the reference"
+            )
+        sep = "&" if parts.query else "?"
+        response = self.request(
+            "PUT",
+            "",
+            url=f"{target}{sep}{urllib.parse.urlencode({'digest': digest})}",
+            headers={"Content-Type": "application/octet-stream", "Content-Length": str(size)},
+            body=source,
+        )
+        if response.status != 201:
+            raise self.fail(response, "uploading a blob")
+        response.read(MAX_SMALL_BYTES)
+
+    def download_blob(
+        self, digest: str, size: int, sink: BinaryIO, progress: Callable[[int], None] | None = None
+    ) -> None:
+        """Stream the blob ``digest`` into ``sink``, reading at most ``size`` bytes, checking
+        its sha256 as it goes; raises :class:`InvalidInput` when it is not what was declared."""
+        response = self._get_blob(digest)
+        declared = response.getheader("Content-Length")
+        if declared is not None and (not declared.isdigit() or int(declared) != size):
+            self._drop_response(response)
+            raise self._not_declared(digest, "its length is not the size the manifest declares")
+        hasher = hashlib.sha256()
+        left = size
+        while left:
+            chunk = response.read(min(CHUNK, left))
+            if not chunk:
+                self._drop_response(response)
+                raise self._not_declared(digest, "it ended before the size the manifest declares")
+            hasher.update(chunk)
+            sink.write(chunk)
+            left -= len(chunk)
+            if progress is not None:
+                progress(len(chunk))
+        if declared is None and response.read(1):
+            self._drop_response(response)
+            raise self._not_declared(digest, "it is longer than the manifest declares")
+        if f"sha256:{hasher.hexdigest()}" != digest:
+            raise self._not_declared(digest, "its sha256 does not match the manifest")
+
+    def _read(self, response: http.client.HTTPResponse, limit: int) -> bytes:
+        """The body, at most ``limit`` bytes plus one (so a caller can tell it was longer); a
+        body left unread closes the connections, whose stream would be out of step."""
+        try:
+            data = response.read(limit + 1)
+        except (OSError, http.client.HTTPException):
+            data = b""
+        if not response.isclosed():
+            self._drop_response(response)
+        return data
+
+    def _drop_response(self, response: http.client.HTTPResponse) -> None:
+        response.close()
+        self.close()
+
+    def _not_declared(self, digest: str, why: str) -> InvalidInput:
+        return InvalidInput(
+            f"registry {self.shown}: blob {digest[:19]}… refused: {why}; nothing was written"
+        )
+
+    def _get_blob(self, digest: str) -> http.client.HTTPResponse:
+        url = self.url(f"{self.base_path()}/blobs/{digest}")
+        response = self.request("GET", "", url=url)
+        hops = 0
+        while response.status in _REDIRECTS:
+            location = response.getheader("Location") or ""
+            self._read(response, MAX_SMALL_BYTES)
+            hops += 1
+            nxt = urllib.parse.urljoin(url, location)
+            parts = urllib.parse.urlsplit(nxt)
+            if hops > MAX_REDIRECTS or not location:
+                raise Refused(f"registry {self.shown} redirects a blob download too often")
+            if parts.scheme not in ("http", "https") or (
+                parts.scheme == "http" and urllib.parse.urlsplit(url).scheme == "https"
+            ):
+                raise Refused(
+                    f"registry {self.shown} redirects a blob download to plain HTTP or a "
+                    "non-web address; refused"
+                )
+            url = nxt
+            if parts.netloc == self.ref.netloc:
+                response = self.request("GET", "", url=url)
+            else:
+                # blob storage on another host gets no credential of ours
+                response = self._send("GET", url, {}, None)
+        if response.status != 200:
+            if response.status == 404:
+                response.read(MAX_SMALL_BYTES)
+                raise InvalidInput(
+                    f"registry {self.shown} has no blob {digest[:19]}… that the manifest names; "
+                    "push the bundle again"
+                )
+            raise self.fail(response, "downloading a blob")
+        return response
+
+
+def _position(body: Body) -> int | None:
+    """Where a file body starts (to send it again after a 401); None for a one-pass body."""
+    if body is None or isinstance(body, bytes):
+        return 0
+    tell = getattr(body, "tell", None)
+    return int(tell()) if tell is not None else None
+
+
+def _rewind(body: Body, start: int | None) -> None:
+    if start is not None and body is not None and not isinstance(body, bytes):
+        body.seek(start)
+
+
+__all__ = ["OCI_MANIFEST", "Options", "Session"]

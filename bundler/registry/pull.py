@@ -1,0 +1,272 @@
+"""``bundle pull REF DIR``: an artifact from a registry into a bundle folder, checked twice.
+
+Each blob is streamed into the staging folder, never more than its descriptor's size, and its
+sha256 is checked before a byte of it is unpacked. Each layer is unpacked by the hostile-archive
+reader (:func:`bundler.bundle.archive_read.read_tar`) into a folder of its own and then moved
+into place with ``RENAME_NOREPLACE``: a layer may hold only its own part (the root files for
+``metadata``, its folder for the others), so no layer can write over another's file. Then the
+bundle's own checksums and rules are verified (:func:`bundler.bundle.verify.verify_bundle`) and
+only then is the folder published by the staging + swap of :mod:`bundler.bundle.publish`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import stat
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO, cast
+
+from bundler.bundle.archive import SCRATCH_PREFIX
+from bundler.bundle.archive_read import ArchiveLimits, read_tar
+from bundler.bundle.manifest import MANIFEST_NAME
+from bundler.bundle.publish import admit
+from bundler.bundle.verify import verify_bundle
+from bundler.errors import InvalidInput, Refused, withholding
+from bundler.fs.durable import RENAME_NOREPLACE, open_dir, renameat2
+from bundler.fs.safefs import rmtree_at
+from bundler.fs.scratch import clear_dead_scratch, scratch_folder
+from bundler.registry import artifact as art
+from bundler.registry.http import Options, Session
+from bundler.registry.reference import Reference
+from bundler.rules.names import escape_display
+from bundler.rules.progress import Progress, phase
+
+BLOBS = ".bundler-blobs"
+_FILE_FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@dataclass
+class PullReport:
+    """What a pull fetched: the artifact's digest and where the bundle now is."""
+
+    reference: str
+    digest: str
+    bundle: str
+    root_agent: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``--json`` payload."""
+        return {
+            "reference": self.reference,
+            "digest": self.digest,
+            "bundle": self.bundle,
+            "root_agent": self.root_agent,
+            "warnings": self.warnings,
+        }
+
+
+def fetch_manifest(session: Session) -> tuple[art.Artifact, str]:
+    """The artifact's manifest, checked, and its digest (which a digest reference must match)."""
+    data, media = session.get_manifest(session.ref.target)
+    digest = art.manifest_digest(data)
+    if session.ref.digest is not None and digest != session.ref.digest:
+        raise InvalidInput(
+            f"registry {session.shown} served a manifest whose digest is not "
+            f"{session.ref.digest[:19]}…; refused"
+        )
+    return art.parse_manifest(data, media), digest
+
+
+def fetch_config(session: Session, artifact: art.Artifact) -> bytes:
+    """The config blob (the bundle's ``zeroclaw-agent.toml``), checked against its digest."""
+    sink = io.BytesIO()
+    session.download_blob(artifact.config.digest, artifact.config.size, sink)
+    return sink.getvalue()
+
+
+def _check_space(dir_fd: int, artifact: art.Artifact) -> None:
+    # a blob and its unpacked copy live side by side for a moment: twice the largest, plus the rest
+    sizes = [layer.size for layer in artifact.layers]
+    needed = sum(sizes) + max(sizes)
+    st = os.fstatvfs(dir_fd)
+    if needed > st.f_bavail * st.f_frsize:
+        raise Refused(
+            f"the artifact needs about {needed} bytes and the destination's filesystem has "
+            f"{st.f_bavail * st.f_frsize} free; free some space and try again"
+        )
+
+
+def pull_into(
+    session: Session, staging_fd: int, *, progress: Progress | None = None
+) -> tuple[art.Artifact, str]:
+    """Fetch the artifact ``session.ref`` names into the empty folder ``staging_fd``.
+
+    On return the folder holds the bundle (not yet verified as a bundle); on an exception it
+    holds some of it and the caller removes it.
+    """
+    artifact, digest = fetch_manifest(session)
+    _check_space(staging_fd, artifact)
+    config = fetch_config(session, artifact)
+    os.mkdir(BLOBS, 0o700, dir_fd=staging_fd)
+    blobs_fd = os.open(BLOBS, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=staging_fd)
+    total = sum(layer.size for layer in artifact.layers)
+    try:
+        with phase(progress, "downloading", len(artifact.layers), total):
+            for index, layer in enumerate(artifact.layers):
+                _fetch_layer(session, staging_fd, blobs_fd, index, layer, progress)
+    finally:
+        os.close(blobs_fd)
+    os.rmdir(BLOBS, dir_fd=staging_fd)
+    if _read_small(staging_fd, MANIFEST_NAME, len(config) + 1) != config:
+        raise InvalidInput(
+            f"registry {session.shown}: the artifact's config is not the bundle's "
+            f"{MANIFEST_NAME}; refused"
+        )
+    return artifact, digest
+
+
+def _fetch_layer(
+    session: Session,
+    staging_fd: int,
+    blobs_fd: int,
+    index: int,
+    layer: art.Descriptor,
+    progress: Progress | None,
+) -> None:
+    blob = f"{index}"
+    fd = os.open(blob, _FILE_FLAGS, 0o600, dir_fd=blobs_fd)
+    with os.fdopen(fd, "w+b") as handle:
+        # a layer is one blob: its chunks are bytes done, the whole layer one "file"
+        chunks = None if progress is None else (lambda n: progress(0, n))
+        session.download_blob(layer.digest, layer.size, cast(BinaryIO, handle), chunks)
+        if progress is not None:
+            progress(1, 0)
+        handle.seek(0)
+        unpack = f".bundler-layer-{index}"
+        os.mkdir(unpack, 0o700, dir_fd=blobs_fd)
+        unpack_fd = os.open(unpack, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=blobs_fd)
+        try:
+            read_tar(
+                cast(BinaryIO, handle),
+                unpack_fd,
+                ArchiveLimits(max_total_bytes=max(layer.size, 1)),
+                name=f"layer {layer.title}",
+            )
+            _move_part(unpack_fd, staging_fd, layer.title, session)
+        finally:
+            os.close(unpack_fd)
+    os.unlink(blob, dir_fd=blobs_fd)
+    rmtree_at(blobs_fd, unpack)
+
+
+def _move_part(unpack_fd: int, staging_fd: int, title: str, session: Session) -> None:
+    """Move what a layer unpacked into the bundle, refusing anything outside its part."""
+    names = sorted(os.listdir(unpack_fd))
+    for name in names:
+        st = os.stat(name, dir_fd=unpack_fd, follow_symlinks=False)
+        own = stat.S_ISREG(st.st_mode) if title == art.METADATA else name == title
+        if not own:
+            raise InvalidInput(
+                f"registry {session.shown}: layer {escape_display(title)} holds "
+                f"{escape_display(name)}, which is not its part; refused"
+            )
+        try:
+            renameat2(unpack_fd, name, staging_fd, name, RENAME_NOREPLACE)
+        except FileExistsError:
+            raise InvalidInput(
+                f"registry {session.shown}: layer {escape_display(title)} would overwrite "
+                f"{escape_display(name)} of another layer; refused"
+            ) from None
+
+
+def _read_small(dir_fd: int, name: str, limit: int) -> bytes | None:
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)
+
+
+def _first_error(report: Any) -> InvalidInput:
+    first = report.errors[0]
+    return InvalidInput(
+        f"the pulled bundle does not verify: {first}; nothing was written", path=first.path
+    )
+
+
+def pull_bundle(
+    ref: Reference,
+    dest: Path,
+    options: Options,
+    *,
+    force: bool = False,
+    progress: Progress | None = None,
+    environ: dict[str, str] | None = None,
+) -> PullReport:
+    """Pull ``ref`` into the bundle folder ``dest`` (created, or replaced with ``force``)."""
+    session = Session(ref, options, environ=environ)
+    try:
+        with withholding(session.auth.scrub), admit(dest, force=force, protected=[]) as admission:
+            staging = admission.stage()
+            try:
+                _artifact, digest = pull_into(session, staging.fd, progress=progress)
+                staging.flush()
+                verified = verify_bundle(Path(admission.parent_path) / staging.name)
+                if not verified.ok:
+                    raise _first_error(verified)
+                outcome = staging.publish()
+            except BaseException:
+                if not staging.published:
+                    staging.abort()
+                raise
+            report = PullReport(str(ref), digest, admission.dest_path)
+            report.root_agent = str((verified.manifest or {}).get("root_agent", ""))
+            report.warnings = list(outcome.warnings)
+            return report
+    except OSError as err:
+        raise Refused(
+            f"pulling {escape_display(str(ref))} failed ({err.strerror or err}); nothing was "
+            "published"
+        ) from None
+    finally:
+        session.close()
+
+
+@contextlib.contextmanager
+def pulled(
+    ref: Reference,
+    options: Options,
+    *,
+    progress: Progress | None = None,
+    environ: dict[str, str] | None = None,
+) -> Iterator[tuple[Path, str]]:
+    """A private copy of the artifact's bundle for the duration of the block: (folder, digest).
+
+    For ``bundle verify|inspect REF`` and ``agents import REF``, which then read the folder as
+    they read any bundle. It lives in a locked scratch folder in ``$TMPDIR`` (the archive
+    readers' kind, :mod:`bundler.fs.scratch`: removed on exit, and after a kill by the next run,
+    ``recover`` and ``doctor``, which know the prefix).
+    """
+    where = tempfile.gettempdir()
+    with contextlib.ExitStack() as stack:
+        try:
+            parent_fd = open_dir(where, follow=True)
+            stack.callback(os.close, parent_fd)
+            clear_dead_scratch(parent_fd, SCRATCH_PREFIX)
+            name, scratch_fd = stack.enter_context(scratch_folder(parent_fd, SCRATCH_PREFIX))
+            os.mkdir("bundle", 0o700, dir_fd=scratch_fd)
+            fd = os.open("bundle", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=scratch_fd)
+            stack.callback(os.close, fd)
+        except OSError as err:
+            raise Refused(
+                f"cannot make a private folder in {escape_display(where)} to pull into "
+                f"({err.strerror or err}); set TMPDIR to a writable folder"
+            ) from None
+        session = stack.enter_context(Session(ref, options, environ=environ))
+        with withholding(session.auth.scrub):
+            try:
+                _artifact, digest = pull_into(session, fd, progress=progress)
+            except OSError as err:
+                raise Refused(
+                    f"pulling {escape_display(str(ref))} failed ({err.strerror or err})"
+                ) from None
+        yield Path(where) / name / "bundle", digest

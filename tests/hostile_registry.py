@@ -1,0 +1,162 @@
+"""A small scripted registry (stdlib ``http.server`` in a thread) for the hostile-registry tests.
+
+It serves one artifact (a manifest and its blobs, built in process from a real bundle exactly as
+``bundle push`` builds them) and lets a test break any answer: a handler per path, a different
+media type, a 401 for everything. Every request it receives is recorded with its headers, so a
+test can prove no credential went where it must not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from bundler.bundle.archive_write import write_tar
+from bundler.bundle.manifest import MANIFEST_NAME
+from bundler.fs.durable import open_dir
+from bundler.registry import artifact as art
+from bundler.registry.http import OCI_MANIFEST
+from bundler.registry.push import plan_layers
+
+REPO = "agents/r"
+TAG = "1"
+
+Hook = Callable[[BaseHTTPRequestHandler], None]
+
+
+def digest_of(data: bytes) -> str:
+    return f"sha256:{hashlib.sha256(data).hexdigest()}"
+
+
+@dataclass
+class Built:
+    """An artifact in memory: the manifest's parts and every blob by digest."""
+
+    config: bytes
+    layers: list[tuple[str, bytes]]  # (title, tar bytes)
+    annotations: dict[str, str] = field(default_factory=dict)
+
+    def descriptors(self) -> tuple[art.Descriptor, list[art.Descriptor]]:
+        config = art.Descriptor(art.CONFIG_TYPE, digest_of(self.config), len(self.config))
+        layers = [
+            art.Descriptor(art.LAYER_TYPE, digest_of(data), len(data), title)
+            for title, data in self.layers
+        ]
+        return config, layers
+
+    def manifest(self) -> bytes:
+        config, layers = self.descriptors()
+        return art.render_manifest(art.Artifact(config, layers, self.annotations))
+
+    def blobs(self) -> dict[str, bytes]:
+        found = {digest_of(self.config): self.config}
+        found.update({digest_of(data): data for _title, data in self.layers})
+        return found
+
+
+def build(bundle: Path) -> Built:
+    """The artifact ``bundle push`` would make of ``bundle``."""
+    fd = open_dir(bundle, follow=False)
+    try:
+        layers = []
+        for layer in plan_layers(fd):
+            out = io.BytesIO()
+            write_tar(fd, layer.names, out)
+            layers.append((layer.title, out.getvalue()))
+    finally:
+        os.close(fd)
+    return Built((bundle / MANIFEST_NAME).read_bytes(), layers)
+
+
+class FakeRegistry:
+    """Serves ``manifest`` under ``REPO:TAG`` and ``blobs``; ``hooks`` replace any path."""
+
+    def __init__(self, built: Built | None = None, host: str = "127.0.0.1") -> None:
+        self.manifest = built.manifest() if built else b"{}"
+        self.media = OCI_MANIFEST
+        self.blobs = built.blobs() if built else {}
+        self.hooks: dict[str, Hook] = {}
+        self.requests: list[tuple[str, str, dict[str, str]]] = []
+        self.challenge: str | None = None
+        self.accept_auth: Callable[[str], bool] = lambda _value: False
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *_args: Any) -> None:
+                pass
+
+            def _handle(self) -> None:
+                fake.requests.append((self.command, self.path, dict(self.headers.items())))
+                path = self.path.split("?", 1)[0]
+                hook = fake.hooks.get(path)
+                if hook is not None:
+                    hook(self)
+                    return
+                if fake.challenge is not None and not fake.accept_auth(
+                    self.headers.get("Authorization", "")
+                ):
+                    send(self, 401, b"{}", {"WWW-Authenticate": fake.challenge})
+                    return
+                if path == "/v2/":
+                    send(self, 200, b"{}")
+                elif path == f"/v2/{REPO}/manifests/{TAG}" or path.startswith(
+                    f"/v2/{REPO}/manifests/sha256:"
+                ):
+                    send(self, 200, fake.manifest, {"Content-Type": fake.media})
+                elif path.startswith(f"/v2/{REPO}/blobs/"):
+                    blob = fake.blobs.get(path.rsplit("/", 1)[1])
+                    if blob is None:
+                        send(self, 404, b'{"errors":[{"code":"BLOB_UNKNOWN"}]}')
+                    else:
+                        send(self, 200, blob, {"Content-Type": "application/octet-stream"})
+                else:
+                    send(self, 404, b"{}")
+
+            do_GET = do_HEAD = do_PUT = do_POST = _handle
+
+        self.server = ThreadingHTTPServer((host, 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.host = f"{host}:{self.server.server_address[1]}"
+
+    def ref(self, tail: str = f"{REPO}:{TAG}") -> str:
+        return f"oci://{self.host}/{tail}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def send(
+    handler: BaseHTTPRequestHandler,
+    status: int,
+    body: bytes,
+    headers: dict[str, str] | None = None,
+    *,
+    length: int | None = None,
+) -> None:
+    """Answer with ``body``; ``length`` overrides the Content-Length (-1: none, close after)."""
+    handler.send_response(status)
+    for key, value in (headers or {}).items():
+        handler.send_header(key, value)
+    declared = len(body) if length is None else length
+    if declared >= 0:
+        handler.send_header("Content-Length", str(declared))
+    else:
+        handler.send_header("Connection", "close")
+        handler.close_connection = True
+    handler.end_headers()
+    if handler.command != "HEAD":
+        with contextlib.suppress(OSError):
+            handler.wfile.write(body)

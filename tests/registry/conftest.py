@@ -1,0 +1,31 @@
+"""Fixtures for the OCI tests: real registries, started and stopped per test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from registry_server import Registry, require_registry
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[Registry]:
+    """A registry over plain HTTP without auth on a free loopback port."""
+    require_registry()
+    reg = Registry(tmp_path / "registry").start()
+    try:
+        yield reg
+    finally:
+        reg.kill()
+
+
+@pytest.fixture
+def tls_registry(tmp_path: Path) -> Iterator[Registry]:
+    """A registry over HTTPS (a CA made for the test) asking for htpasswd basic auth."""
+    require_registry()
+    reg = Registry(tmp_path / "tls-registry", tls=True).start()
+    try:
+        yield reg
+    finally:
+        reg.kill()

@@ -1,0 +1,93 @@
+"""The registry killed (SIGKILL) and restarted in the middle of a push and of a pull (issue 16):
+the tag names the previous complete artifact or the new one, never a partial one; a pull
+publishes nothing partial; a rerun completes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import bundlefactory as bf
+import pytest
+from kit import clean_env, cli_command, one_error, run_cli, tree_snapshot
+from registry_server import Registry
+
+BIG = 48 << 20
+
+
+def big_bundle(tmp_path: Path, name: str, seed: bytes) -> Path:
+    install = bf.write_install(tmp_path / f"install-{name}")
+    bundle = bf.export_bundle(install, tmp_path / name)
+    (bundle / "workspace" / "big.bin").write_bytes(seed * (BIG // len(seed)))
+    bf.reseal(bundle)
+    return bundle
+
+
+def start(args: list[str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*cli_command(), *args],
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def kill_when(registry: Registry, seen: str, proc: subprocess.Popen[str]) -> bool:
+    """SIGKILL the registry as soon as its log shows a request matching ``seen``; False when
+    the command finished first (then the test cannot say anything)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if any(seen in f"{m} {p} {s}" for m, p, s in registry.requests()):
+            registry.kill()
+            return True
+        time.sleep(0.005)
+    return False
+
+
+def pull_tree(registry: Registry, ref: str, dest: Path) -> dict[str, tuple[object, ...]]:
+    done = run_cli(["bundle", "pull", ref, str(dest), "--plain-http"])
+    assert done.returncode == 0, done.stderr
+    return tree_snapshot(dest)
+
+
+@pytest.mark.slow
+def test_registry_killed_mid_push_keeps_the_previous_artifact_and_a_rerun_completes(
+    registry: Registry, tmp_path: Path
+) -> None:
+    old = big_bundle(tmp_path, "old", b"old-")
+    new = big_bundle(tmp_path, "new", b"new!")
+    ref = registry.ref("agents/researcher:stable")
+    assert run_cli(["bundle", "push", str(old), ref, "--plain-http"]).returncode == 0
+    proc = start(["bundle", "push", str(new), ref, "--plain-http", "--force"])
+    # the config blob goes first; the big workspace layer is still to come
+    killed = kill_when(registry, "PUT /v2/agents/researcher/blobs/uploads/", proc)
+    _out, err = proc.communicate(timeout=120)
+    assert killed, "the push finished before the registry could be killed"
+    assert proc.returncode == 1 and one_error(err), err
+    registry.start()
+    assert pull_tree(registry, ref, tmp_path / "after-kill") == tree_snapshot(old)
+    rerun = run_cli(["bundle", "push", str(new), ref, "--plain-http", "--force"])
+    assert rerun.returncode == 0, rerun.stderr
+    assert pull_tree(registry, ref, tmp_path / "after-rerun") == tree_snapshot(new)
+
+
+@pytest.mark.slow
+def test_registry_killed_mid_pull_publishes_nothing_and_a_rerun_completes(
+    registry: Registry, tmp_path: Path
+) -> None:
+    bundle = big_bundle(tmp_path, "bundle", b"data")
+    ref = registry.ref("agents/researcher:1")
+    assert run_cli(["bundle", "push", str(bundle), ref, "--plain-http"]).returncode == 0
+    dest = tmp_path / "out"
+    proc = start(["bundle", "pull", ref, str(dest), "--plain-http"])
+    killed = kill_when(registry, "GET /v2/agents/researcher/manifests/1", proc)
+    _out, err = proc.communicate(timeout=120)
+    assert killed, "the pull finished before the registry could be killed"
+    assert proc.returncode == 1 and one_error(err), err
+    assert not dest.exists()
+    assert [n for n in os.listdir(tmp_path) if n.startswith(".")] == []
+    registry.start()
+    assert pull_tree(registry, ref, dest) == tree_snapshot(bundle)

@@ -1,0 +1,408 @@
+"""Hostile registries (issue 16, "Done when"): every answer a registry can get wrong is refused
+with one line, leaves nothing behind, shows no traceback and no credential."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import bundlefactory as bf
+import pytest
+from hostile_registry import REPO, Built, FakeRegistry, build, digest_of, send
+from kit import one_error, run_cli, tree_snapshot
+
+from bundler.registry import artifact as art
+
+PASSWORD = "Hostile-Test-Password-9931"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    base = tmp_path_factory.mktemp("hostile")
+    install = bf.write_install(base / "install")
+    return build(bf.export_bundle(install, base / "bundle"))
+
+
+@pytest.fixture
+def fake(built: Built) -> Iterator[FakeRegistry]:
+    server = FakeRegistry(built)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def env_for(tmp_path: Path, host: str) -> dict[str, str]:
+    folder = tmp_path / "docker"
+    folder.mkdir(exist_ok=True)
+    token = base64.b64encode(f"user:{PASSWORD}".encode()).decode()
+    (folder / "config.json").write_text(json.dumps({"auths": {host: {"auth": token}}}))
+    return {"DOCKER_CONFIG": str(folder)}
+
+
+def basic_auth(fake: FakeRegistry) -> None:
+    """Ask for Basic auth and accept the configured password, so credentials are in play."""
+    good = "Basic " + base64.b64encode(f"user:{PASSWORD}".encode()).decode()
+    fake.challenge = 'Basic realm="hostile"'
+    fake.accept_auth = lambda value: value == good
+
+
+def refused(fake: FakeRegistry, tmp_path: Path, ref: str | None = None) -> str:
+    """Pull from ``fake``; assert the refusal's shape and that nothing is left; the message."""
+    dest = tmp_path / "out"
+    done = run_cli(
+        ["bundle", "pull", ref or fake.ref(), str(dest), "--plain-http"],
+        env=env_for(tmp_path, fake.host),
+        timeout=60,
+    )
+    text = done.stdout + done.stderr
+    assert done.returncode in (1, 3), text
+    assert one_error(done.stderr), done.stderr
+    assert "Traceback" not in text
+    assert PASSWORD not in text
+    assert base64.b64encode(f"user:{PASSWORD}".encode()).decode() not in text
+    assert not dest.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docker"]
+    return done.stderr
+
+
+def rebuilt(built: Built, layers: list[tuple[str, bytes]], config: bytes | None = None) -> Built:
+    return Built(built.config if config is None else config, layers, built.annotations)
+
+
+def serve(fake: FakeRegistry, new: Built) -> None:
+    fake.manifest = new.manifest()
+    fake.blobs = new.blobs()
+
+
+def tar_of(*members: tuple[str, bytes | None, bytes]) -> bytes:
+    """A tar from (name, content or None for a folder, type) triples."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        for name, data, kind in members:
+            info = tarfile.TarInfo(name)
+            info.type = kind
+            if kind == tarfile.DIRTYPE:
+                info.mode = 0o755
+            elif kind == tarfile.SYMTYPE:
+                info.linkname = "/etc/passwd"
+            else:
+                info.size = len(data or b"")
+                info.mode = 0o644
+            archive.addfile(info, io.BytesIO(data or b"") if kind == tarfile.REGTYPE else None)
+    return out.getvalue()
+
+
+def layer_path(fake: FakeRegistry, built: Built, title: str) -> str:
+    _config, layers = built.descriptors()
+    digest = next(d.digest for d in layers if d.title == title)
+    return f"/v2/{REPO}/blobs/{digest}"
+
+
+# --------------------------------------------------------------------------- the baseline
+
+
+def test_the_scripted_registry_serves_a_good_artifact(
+    fake: FakeRegistry, built: Built, tmp_path: Path
+) -> None:
+    """Unbroken, the fake registry's artifact pulls: every refusal below is the breakage's."""
+    basic_auth(fake)
+    done = run_cli(
+        ["bundle", "pull", fake.ref(), str(tmp_path / "out"), "--plain-http"],
+        env=env_for(tmp_path, fake.host),
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out" / "zeroclaw-agent.toml").read_bytes() == built.config
+
+
+# --------------------------------------------------------------------------- blobs
+
+
+def test_a_blob_whose_digest_does_not_match_is_refused(
+    fake: FakeRegistry, built: Built, tmp_path: Path
+) -> None:
+    basic_auth(fake)
+    path = layer_path(fake, built, "workspace")
+    good = fake.blobs[path.rsplit("/", 1)[1]]
+    bad = bytes([good[0] ^ 1]) + good[1:]
+    fake.hooks[path] = lambda h: send(h, 200, bad)
+    assert "sha256" in refused(fake, tmp_path)
+
+
+def test_a_manifest_pointing_at_a_huge_blob_is_refused_before_download(
+    fake: FakeRegistry, built: Built, tmp_path: Path
+) -> None:
+    doc = json.loads(fake.manifest)
+    doc["layers"][1]["size"] = 1 << 50
+    fake.manifest = json.dumps(doc).encode()
+    refused(fake, tmp_path)
+    assert not [r for r in fake.requests if "/blobs/" in r[1] and r[0] == "GET"][1:]
+
+
+def test_a_blob_larger_than_the_free_space_is_refused_before_download(
+    fake: FakeRegistry, tmp_path: Path
+) -> None:
+    doc = json.loads(fake.manifest)
+    doc["layers"][1]["size"] = 900 << 30
+    fake.manifest = json.dumps(doc).encode()
+    assert "free" in refused(fake, tmp_path)
+
+
+def test_a_blob_longer_than_declared_is_never_read_past_its_size(
+    fake: FakeRegistry, built: Built, tmp_path: Path
+) -> None:
+    path = layer_path(fake, built, "workspace")
+    good = fake.blobs[path.rsplit("/", 1)[1]]
+    # no Content-Length: the body runs on until the connection closes
+    fake.hooks[path] = lambda h: send(h, 200, good + b"\0" * 4096, length=-1)
+    assert "longer" in refused(fake, tmp_path)
+
+
+def test_a_blob_whose_length_header_disagrees_is_refused(
+    fake: FakeRegistry, built: Built, tmp_path: Path
+) -> None:
+    path = layer_path(fake, built, "workspace")
+    good = fake.blobs[path.rsplit("/", 1)[1]]
+    fake.hooks[path] = lambda h: send(h, 200, good + b"extra")
+    refused(fake, tmp_path)
+
+
+def test_a_truncated_blob_is_refused(fake: FakeRegistry, built: Built, tmp_path: Path) -> None:
+    path = layer_path(fake, built, "workspace")
+    good = fake.blobs[path.rsplit("/", 1)[1]]
+    fake.hooks[path] = lambda h: send(h, 200, good[:100], length=-1)
+    refused(fake, tmp_path)
+
+
+def test_a_missing_blob_is_refused(fake: FakeRegistry, built: Built, tmp_path: Path) -> None:
+    path = layer_path(fake, built, "skills")
+    fake.hooks[path] = lambda h: send(h, 404, b"{}")
+    refused(fake, tmp_path)
+
+
+# --------------------------------------------------------------------------- redirects and auth
+
+
+def test_a_blob_redirect_to_another_host_gets_no_credentials(
+    fake: FakeRegistry, built: Built, tmp_path: Path
+) -> None:
+    """Registries send blob downloads to storage elsewhere: followed, without our password,
+    and the blob is still checked against its digest."""
+    basic_auth(fake)
+    storage = FakeRegistry(built, host="localhost")
+    try:
+        path = layer_path(fake, built, "workspace")
+        fake.hooks[path] = lambda h: send(h, 307, b"", {"Location": f"http://{storage.host}{path}"})
+        done = run_cli(
+            ["bundle", "pull", fake.ref(), str(tmp_path / "out"), "--plain-http"],
+            env=env_for(tmp_path, fake.host),
+        )
+        assert done.returncode == 0, done.stderr
+        assert [r for r in storage.requests if r[1] == path]
+        assert all("Authorization" not in headers for _m, _p, headers in storage.requests)
+    finally:
+        storage.close()
+
+
+def test_a_redirect_of_the_manifest_is_refused(fake: FakeRegistry, tmp_path: Path) -> None:
+    basic_auth(fake)
+    path = f"/v2/{REPO}/manifests/1"
+    fake.hooks[path] = lambda h: send(h, 302, b"", {"Location": "http://localhost:9/x"})
+    refused(fake, tmp_path)
+
+
+def test_a_redirect_loop_is_refused(fake: FakeRegistry, built: Built, tmp_path: Path) -> None:
+    path = layer_path(fake, built, "workspace")
+    fake.hooks[path] = lambda h: send(h, 307, b"", {"Location": path})
+    assert "too often" in refused(fake, tmp_path)
+
+
+def test_a_401_loop_is_refused_after_one_answer(fake: FakeRegistry, tmp_path: Path) -> None:
+    fake.challenge = 'Basic realm="loop"'
+    assert "credentials" in refused(fake, tmp_path)
+    assert len(fake.requests) <= 3
+
+
+def test_a_bearer_challenge_is_answered_from_the_token_service(
+    fake: FakeRegistry, tmp_path: Path
+) -> None:
+    token = "Bearer-Token-Never-Shown-123456"
+    fake.challenge = (
+        f'Bearer realm="http://{fake.host}/token",service="fake",scope="repository:{REPO}:pull"'
+    )
+    fake.accept_auth = lambda value: value == f"Bearer {token}"
+    fake.hooks["/token"] = lambda h: send(h, 200, json.dumps({"token": token}).encode())
+    done = run_cli(
+        ["bundle", "pull", fake.ref(), str(tmp_path / "out"), "--plain-http"],
+        env=env_for(tmp_path, fake.host),
+    )
+    assert done.returncode == 0, done.stderr
+    asked = [h for _m, p, h in fake.requests if p.startswith("/token")]
+    assert asked and asked[0]["Authorization"].startswith("Basic ")
+    assert token not in done.stdout + done.stderr
+
+
+def test_a_token_service_that_refuses_is_one_line(fake: FakeRegistry, tmp_path: Path) -> None:
+    fake.challenge = f'Bearer realm="http://{fake.host}/token",service="fake"'
+    fake.hooks["/token"] = lambda h: send(h, 401, b"{}")
+    refused(fake, tmp_path)
+
+
+# --------------------------------------------------------------------------- the manifest
+
+
+def test_a_manifest_served_as_another_media_type_is_refused(
+    fake: FakeRegistry, tmp_path: Path
+) -> None:
+    fake.media = "application/vnd.docker.distribution.manifest.v2+json"
+    refused(fake, tmp_path)
+
+
+def test_an_image_that_is_not_a_bundle_is_refused(fake: FakeRegistry, tmp_path: Path) -> None:
+    doc = json.loads(fake.manifest)
+    doc["artifactType"] = "application/vnd.example.other"
+    fake.manifest = json.dumps(doc).encode()
+    assert "artifactType" in refused(fake, tmp_path)
+
+
+def test_a_manifest_larger_than_4_mib_is_refused(fake: FakeRegistry, tmp_path: Path) -> None:
+    doc = json.loads(fake.manifest)
+    doc["annotations"]["padding"] = "x" * (5 << 20)
+    fake.manifest = json.dumps(doc).encode()
+    assert "4 MiB" in refused(fake, tmp_path)
+
+
+def test_a_manifest_that_is_not_json_is_refused(fake: FakeRegistry, tmp_path: Path) -> None:
+    fake.manifest = b"[" * 100000
+    refused(fake, tmp_path)
+
+
+def test_a_digest_reference_served_another_manifest_is_refused(
+    fake: FakeRegistry, tmp_path: Path
+) -> None:
+    pinned = fake.ref(f"{REPO}@{digest_of(b'something else')}")
+    refused(fake, tmp_path, pinned)
+
+
+def test_a_config_that_is_not_the_bundles_manifest_is_refused(
+    fake: FakeRegistry, built: Built, tmp_path: Path
+) -> None:
+    serve(fake, rebuilt(built, built.layers, config=built.config + b"\n# changed\n"))
+    assert "config" in refused(fake, tmp_path)
+
+
+# --------------------------------------------------------------------------- the layers
+
+
+def test_a_layer_that_unpacks_over_another_layers_file_is_refused(
+    fake: FakeRegistry, built: Built, tmp_path: Path
+) -> None:
+    """A ``workspace`` layer carrying a root file (``config.toml``) would replace metadata's."""
+    layers = [
+        (title, tar_of(("config.toml", b"evil", tarfile.REGTYPE)) if title == "workspace" else d)
+        for title, d in built.layers
+    ]
+    serve(fake, rebuilt(built, layers))
+    assert "not its part" in refused(fake, tmp_path)
+
+
+def test_a_layer_carrying_another_part_is_refused(
+    fake: FakeRegistry, built: Built, tmp_path: Path
+) -> None:
+    layers = [
+        (
+            title,
+            tar_of(("workspace", None, tarfile.DIRTYPE), ("workspace/x", b"1", tarfile.REGTYPE))
+            if title == "skills"
+            else d,
+        )
+        for title, d in built.layers
+    ]
+    serve(fake, rebuilt(built, layers))
+    refused(fake, tmp_path)
+
+
+def test_two_layers_for_one_part_are_refused(
+    fake: FakeRegistry, built: Built, tmp_path: Path
+) -> None:
+    serve(fake, rebuilt(built, [*built.layers, built.layers[-1]]))
+    refused(fake, tmp_path)
+
+
+def test_a_layer_with_a_link_is_refused(fake: FakeRegistry, built: Built, tmp_path: Path) -> None:
+    layers = [
+        (
+            title,
+            tar_of(("workspace", None, tarfile.DIRTYPE), ("workspace/l", None, tarfile.SYMTYPE))
+            if title == "workspace"
+            else d,
+        )
+        for title, d in built.layers
+    ]
+    serve(fake, rebuilt(built, layers))
+    refused(fake, tmp_path)
+
+
+def test_a_layer_that_climbs_out_is_refused(
+    fake: FakeRegistry, built: Built, tmp_path: Path
+) -> None:
+    layers = [
+        (title, tar_of(("../escape.txt", b"x", tarfile.REGTYPE)) if title == "metadata" else d)
+        for title, d in built.layers
+    ]
+    serve(fake, rebuilt(built, layers))
+    refused(fake, tmp_path)
+    assert not (tmp_path.parent / "escape.txt").exists()
+
+
+def test_a_bundle_whose_checksums_fail_is_refused_before_publishing(
+    fake: FakeRegistry, built: Built, tmp_path: Path
+) -> None:
+    """Blobs intact, tars well-formed, but a workspace file differs from the bundle's
+    checksums: the bundle's own verification refuses it before the swap."""
+    layers = [
+        (
+            title,
+            tar_of(
+                ("workspace", None, tarfile.DIRTYPE),
+                ("workspace/README.md", b"# tampered\n", tarfile.REGTYPE),
+            )
+            if title == "workspace"
+            else d,
+        )
+        for title, d in built.layers
+    ]
+    serve(fake, rebuilt(built, layers))
+    assert "verify" in refused(fake, tmp_path)
+
+
+def test_a_refused_pull_leaves_an_existing_bundle_untouched(
+    fake: FakeRegistry, built: Built, tmp_path: Path
+) -> None:
+    dest = tmp_path / "out"
+    good = run_cli(
+        ["bundle", "pull", fake.ref(), str(dest), "--plain-http"], env=env_for(tmp_path, fake.host)
+    )
+    assert good.returncode == 0, good.stderr
+    before = tree_snapshot(dest)
+    path = layer_path(fake, built, "workspace")
+    fake.hooks[path] = lambda h: send(h, 200, b"x" * len(built.layers[0][1]))
+    done = run_cli(
+        ["bundle", "pull", fake.ref(), str(dest), "--plain-http", "--force"],
+        env=env_for(tmp_path, fake.host),
+    )
+    assert done.returncode in (1, 3) and one_error(done.stderr), done.stderr
+    assert tree_snapshot(dest) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docker", "out"]
+
+
+def test_artifact_titles_are_checked(built: Built) -> None:
+    """The parser alone: a layer title that is not a part name is refused."""
+    doc = json.loads(built.manifest())
+    doc["layers"][0]["annotations"][art.TITLE] = "../x"
+    with pytest.raises(Exception, match="title"):
+        art.parse_manifest(json.dumps(doc).encode(), "application/vnd.oci.image.manifest.v1+json")

@@ -1,0 +1,193 @@
+"""Push and pull against a real distribution registry (issue 16, "Done when": round trips and
+uploads counted from the registry's own access log)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import bundlefactory as bf
+import pytest
+from kit import one_error, run_cli, tree_snapshot
+from registry_server import Registry
+
+
+@pytest.fixture
+def bundle(tmp_path: Path) -> Path:
+    install = bf.write_install(tmp_path / "install")
+    return bf.export_bundle(install, tmp_path / "bundle")
+
+
+def push(bundle: Path, ref: str, *extra: str) -> dict[str, object]:
+    done = run_cli(["bundle", "push", str(bundle), ref, "--plain-http", "--json", *extra])
+    assert done.returncode == 0, done.stderr
+    result: dict[str, object] = json.loads(done.stdout)
+    return result
+
+
+def secrets_file(tmp_path: Path, bundle: Path) -> Path:
+    required = bf.read_manifest(bundle)["required_secrets"]
+    path = tmp_path / "secrets.toml"
+    path.write_text(
+        "".join(f'"{name}" = "value-{i}"\n' for i, name in enumerate(required)), encoding="utf-8"
+    )
+    path.chmod(0o600)
+    return path
+
+
+def test_folder_push_pull_folder_is_byte_for_byte(
+    registry: Registry, bundle: Path, tmp_path: Path
+) -> None:
+    pushed = push(bundle, registry.ref("agents/researcher:1"))
+    done = run_cli(
+        ["bundle", "pull", registry.ref("agents/researcher:1"), str(tmp_path / "out"),
+         "--plain-http"]
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert str(pushed["digest"]) in done.stdout
+    assert tree_snapshot(tmp_path / "out") == tree_snapshot(bundle)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_pull_by_digest_gives_the_pushed_artifact(
+    registry: Registry, bundle: Path, tmp_path: Path
+) -> None:
+    pushed = push(bundle, registry.ref("agents/researcher:1"))
+    pinned = f"{registry.ref('agents/researcher')}@{pushed['digest']}"
+    done = run_cli(["bundle", "pull", pinned, str(tmp_path / "out"), "--plain-http"])
+    assert done.returncode == 0, done.stderr
+    assert tree_snapshot(tmp_path / "out") == tree_snapshot(bundle)
+
+
+def test_push_prints_the_digest_and_quiet_prints_only_it(registry: Registry, bundle: Path) -> None:
+    done = run_cli(
+        ["bundle", "push", str(bundle), registry.ref("agents/r:1"), "--plain-http", "--quiet"]
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().startswith("sha256:") and len(done.stdout.strip()) == 71
+
+
+def test_export_push_import_ref_equals_importing_the_folder(
+    registry: Registry, bundle: Path, tmp_path: Path
+) -> None:
+    pushed = push(bundle, registry.ref("agents/researcher:1"))
+    secrets = secrets_file(tmp_path, bundle)
+    common = ["agents", "import", "--accept-risks", "--secrets-file", str(secrets)]
+    by_folder = run_cli(["--install", str(tmp_path / "a"), *common, str(bundle)])
+    assert by_folder.returncode == 0, by_folder.stderr
+    by_ref = run_cli(
+        ["--install", str(tmp_path / "b"), *common, registry.ref("agents/researcher:1"),
+         "--plain-http"]
+    )  # fmt: skip
+    assert by_ref.returncode == 0, by_ref.stderr
+    assert (tmp_path / "a" / "config.toml").read_bytes() == (
+        tmp_path / "b" / "config.toml"
+    ).read_bytes()
+    workspace = Path("agents") / bf.ROOT_AGENT / "workspace"
+    assert tree_snapshot(tmp_path / "a" / workspace) == tree_snapshot(tmp_path / "b" / workspace)
+    # the receipt names the artifact by digest, not the private folder it was read from
+    receipts = list((tmp_path / "b" / "data" / "state" / "imports").glob("*.toml"))
+    assert str(pushed["digest"]) in receipts[0].read_text(encoding="utf-8")
+
+
+def test_second_push_of_an_unchanged_bundle_uploads_no_blob(
+    registry: Registry, bundle: Path
+) -> None:
+    push(bundle, registry.ref("agents/researcher:1"))
+    mark = registry.mark()
+    again = push(bundle, registry.ref("agents/researcher:2"))
+    assert registry.uploads_since(mark) == []
+    assert again["uploaded"] == []
+
+
+def test_a_changed_workspace_file_uploads_only_the_workspace_layer(
+    registry: Registry, bundle: Path
+) -> None:
+    push(bundle, registry.ref("agents/researcher:1"))
+    changed = bundle / "workspace" / "notes.md"
+    if not changed.exists():
+        changed = next(p for p in (bundle / "workspace").rglob("*") if p.is_file())
+    changed.write_bytes(changed.read_bytes() + b"one more line\n")
+    bf.reseal(bundle)
+    mark = registry.mark()
+    again = push(bundle, registry.ref("agents/researcher:2"))
+    # the metadata layer changes too (the checksums name the new file); skills do not
+    assert sorted(str(x) for x in again["uploaded"]) == ["metadata", "workspace"]  # type: ignore[attr-defined]
+    # config blob (zeroclaw-agent.toml, resealed) + the two layers
+    assert len(registry.uploads_since(mark)) == 3
+
+
+def test_existing_tag_is_refused_without_force(
+    registry: Registry, bundle: Path, tmp_path: Path
+) -> None:
+    ref = registry.ref("agents/researcher:1")
+    first = push(bundle, ref)
+    bf.edit_manifest(bundle, lambda m: m["provenance"].update(exported_at="2024-01-01T00:00:00Z"))
+    done = run_cli(["bundle", "push", str(bundle), ref, "--plain-http"])
+    assert done.returncode == 1 and one_error(done.stderr), done.stderr
+    assert "--force" in done.stderr and "Traceback" not in done.stderr
+    # the tag still names the first artifact
+    out = tmp_path / "out"
+    assert run_cli(["bundle", "pull", ref, str(out), "--plain-http", "--json"]).returncode == 0
+    forced = push(bundle, ref, "--force")
+    assert forced["digest"] != first["digest"]
+
+
+def test_verify_and_inspect_read_a_reference(
+    registry: Registry, bundle: Path, tmp_path: Path
+) -> None:
+    ref = registry.ref("agents/researcher:1")
+    pushed = push(bundle, ref)
+    private = tmp_path / "tmp"
+    private.mkdir()
+    env = {"TMPDIR": str(private)}
+    verified = run_cli(["bundle", "verify", ref, "--plain-http"], env=env)
+    assert verified.returncode == 0, verified.stderr
+    assert str(pushed["digest"]) in verified.stdout
+    inspected = run_cli(["bundle", "inspect", ref, "--plain-http", "--json"], env=env)
+    assert inspected.returncode == 0, inspected.stderr
+    assert json.loads(inspected.stdout)["reference"].endswith(str(pushed["digest"]))
+    # the private copy they read is gone
+    assert list(private.iterdir()) == []
+
+
+def test_pull_into_an_existing_bundle_needs_force(
+    registry: Registry, bundle: Path, tmp_path: Path
+) -> None:
+    ref = registry.ref("agents/researcher:1")
+    push(bundle, ref)
+    out = tmp_path / "out"
+    assert run_cli(["bundle", "pull", ref, str(out), "--plain-http"]).returncode == 0
+    before = tree_snapshot(out)
+    again = run_cli(["bundle", "pull", ref, str(out), "--plain-http"])
+    assert again.returncode == 1 and one_error(again.stderr) and "--force" in again.stderr
+    assert tree_snapshot(out) == before
+    assert run_cli(["bundle", "pull", ref, str(out), "--plain-http", "--force"]).returncode == 0
+
+
+def test_a_missing_tag_is_one_line(registry: Registry, tmp_path: Path) -> None:
+    done = run_cli(
+        ["bundle", "pull", registry.ref("agents/none:1"), str(tmp_path / "o"), "--plain-http"]
+    )
+    assert done.returncode == 1 and one_error(done.stderr), done.stderr
+    assert not (tmp_path / "o").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_an_archive_pushes_as_its_folder_does_and_pulls_back_to_an_archive(
+    registry: Registry, bundle: Path, tmp_path: Path
+) -> None:
+    """push FILE.tar gives the same artifact (digest) as push DIR; pull REF FILE.tar gives the
+    same archive bytes as 'bundle pack'."""
+    archive = tmp_path / "bundle.tar"
+    packed = run_cli(["bundle", "pack", str(bundle), str(archive)])
+    assert packed.returncode == 0, packed.stderr
+    by_folder = push(bundle, registry.ref("agents/r:folder"))
+    by_archive = push(archive, registry.ref("agents/r:archive"))
+    assert by_archive["digest"] == by_folder["digest"]
+    pulled = tmp_path / "pulled.tar"
+    done = run_cli(
+        ["bundle", "pull", registry.ref("agents/r:archive"), str(pulled), "--plain-http"]
+    )
+    assert done.returncode == 0, done.stderr
+    assert pulled.read_bytes() == archive.read_bytes()
