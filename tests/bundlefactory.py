@@ -359,5 +359,3 @@ def tree_snapshot(root: Path) -> dict[str, tuple[Any, ...]]:
     Used to prove an operation changed nothing (not even a SQLite sidecar appeared).
     """
     return kit.tree_snapshot(root, mtimes=True, dir_mtimes=True, inodes=True, sizes=True)
-
-

@@ -198,5 +198,3 @@ def snapshot_tree(root: Path) -> Snapshot:
     """Every entry below ``root`` (links not followed): kind, mode, content (file bytes, link
     target), mtime (not folders') and size, to prove an operation created or changed nothing."""
     return kit.tree_snapshot(root, mtimes=True, sizes=True)
-
-

@@ -594,7 +594,8 @@ def test_skill_bundle_in_shared_is_copied_with_its_filter() -> None:
         and not p.skill_sources[0].wants("b")
         and not p.skill_sources[0].wants("c")
     )
-    # only shared/skills/<name> travels (bundler.rules.skillfolder): the content does, the folder not
+    # only shared/skills/<name> travels (bundler.rules.skillfolder): the content does, the
+    # folder not
     assert "directory" not in p.fragment["skill_bundles"]["tools"]
     assert rows(p)["skill_bundles.tools.directory"].reason == "host_specific"
     assert "skills/tools" not in rows(p)

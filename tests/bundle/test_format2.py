@@ -43,7 +43,9 @@ print(n, flush=True)
 """
 
 
-def bundler(*args: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def bundler(
+    *args: str, env_extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return run_cli(args, env={"SOURCE_DATE_EPOCH": EPOCH, **(env_extra or {})}, timeout=300)
 
 
@@ -59,7 +61,9 @@ def brain_of(install: Path) -> Path:
 
 
 def export(install: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return bundler("--install", str(install), "agents", "export", "researcher", "--out", str(out), *extra)
+    return bundler(
+        "--install", str(install), "agents", "export", "researcher", "--out", str(out), *extra
+    )
 
 
 def rows(database: Path, table: str) -> list[tuple[object, ...]]:
@@ -87,7 +91,9 @@ def file_states(folder: Path) -> dict[str, tuple[bytes, int, int]]:
     return states
 
 
-def test_include_memory_while_a_writer_commits_gives_a_valid_snapshot(install: Path, tmp_path: Path) -> None:
+def test_include_memory_while_a_writer_commits_gives_a_valid_snapshot(
+    install: Path, tmp_path: Path
+) -> None:
     brain = brain_of(install)
     writer = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(brain), "6"], stdout=subprocess.PIPE, text=True
@@ -95,9 +101,17 @@ def test_include_memory_while_a_writer_commits_gives_a_valid_snapshot(install: P
     try:
         assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
         time.sleep(0.3)
-        before = sqlite3.connect(str(brain), timeout=30).execute("SELECT count(*) FROM ticks").fetchone()[0]
+        before = (
+            sqlite3.connect(str(brain), timeout=30)
+            .execute("SELECT count(*) FROM ticks")
+            .fetchone()[0]
+        )
         done = export(install, tmp_path / "bundle", "--include-memory")
-        after = sqlite3.connect(str(brain), timeout=30).execute("SELECT count(*) FROM ticks").fetchone()[0]
+        after = (
+            sqlite3.connect(str(brain), timeout=30)
+            .execute("SELECT count(*) FROM ticks")
+            .fetchone()[0]
+        )
     finally:
         writer.wait(timeout=60)
     assert done.returncode == 0, done.stderr
@@ -152,11 +166,15 @@ def test_format_2_round_trip_restores_the_snapshot_rows(install: Path, tmp_path:
     assert rows(restored, "memories") == rows(brain_of(install), "memories")
 
 
-def test_format_1_is_byte_identical_to_the_stored_expected_bundle(install: Path, tmp_path: Path) -> None:
+def test_format_1_is_byte_identical_to_the_stored_expected_bundle(
+    install: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "bundle"
     done = export(install, out)
     assert done.returncode == 0, done.stderr
-    produced = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    produced = {
+        p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()
+    }
     expected = {
         p.relative_to(EXPECTED_FORMAT_1).as_posix(): p.read_bytes()
         for p in sorted(EXPECTED_FORMAT_1.rglob("*"))

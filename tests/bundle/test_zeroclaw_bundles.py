@@ -132,7 +132,7 @@ def _dotted_header(bundle: Path) -> None:
 
 
 def test_zeroclaw_raw_secret_path_with_a_dotted_map_key_is_read(tmp_path: Path) -> None:
-    """ZeroClaw joins a secret map key raw (``headers.X-Org.Id``), as its ``config set`` takes it."""
+    """ZeroClaw joins a secret map key raw (``headers.X-Org.Id``), as ``config set`` takes it."""
     bundle = golden_copy("d-mcp-missing-server", tmp_path)
     _dotted_header(bundle)
     report = verify_bundle(bundle)

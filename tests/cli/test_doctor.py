@@ -39,7 +39,9 @@ def test_doctor_reports_a_valid_install_and_exits_0(install: Path, tmp_path: Pat
 
 def test_doctor_names_each_config_error_and_exits_3(install: Path, tmp_path: Path) -> None:
     config = install / "config.toml"
-    config.write_text(config.read_text().replace('risk_profile = "careful"', 'risk_profile = "nope"', 1))
+    config.write_text(
+        config.read_text().replace('risk_profile = "careful"', 'risk_profile = "nope"', 1)
+    )
     done = doctor("--install", str(install), "doctor", "--json", home=tmp_path)
     assert done.returncode == 3
     payload = json.loads(done.stdout)
@@ -72,7 +74,9 @@ def test_doctor_lists_export_leftovers_and_checks_rename_exchange_where_exports_
     assert "exports replace a bundle here in one atomic step" in done.stdout
 
 
-def test_doctor_with_a_project_reports_the_data_home_and_the_rule(install: Path, tmp_path: Path) -> None:
+def test_doctor_with_a_project_reports_the_data_home_and_the_rule(
+    install: Path, tmp_path: Path
+) -> None:
     project = tmp_path / "project"
     shutil.copytree(EXAMPLES / "project", project)
     done = doctor("--install", str(install), "doctor", "--project", str(project), home=tmp_path)

@@ -200,9 +200,7 @@ def test_override_addresses_mcp_server_by_name(tmp_path: Path) -> None:
 
 def test_parse_value_strings_verbatim_others_toml() -> None:
     string_node = {"type": "string"}
-    assert (
-        parse_value('"quoted" # not a comment', string_node, "p") == '"quoted" # not a comment'
-    )
+    assert parse_value('"quoted" # not a comment', string_node, "p") == '"quoted" # not a comment'
     assert parse_value("[1, 2]", {"type": "array"}, "p") == [1, 2]
     assert parse_value("{ a = 1 }", {"type": "object"}, "p") == {"a": 1}
     assert parse_value("markdown", {"enum": ["sqlite", "markdown"]}, "p") == "markdown"
@@ -584,6 +582,7 @@ def test_config_set_without_config_creates_nothing(tmp_path: Path) -> None:
 
 
 # --- unprivileged reads and writes ---------------------------------------------------------------
+
 
 @pytest.fixture
 def open_install(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:

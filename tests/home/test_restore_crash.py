@@ -102,8 +102,6 @@ def test_restore_killed_at_sampled_calls_recovers_to_old_or_new_state(tmp_path: 
     assert _sweep(tmp_path, 6) == 6
 
 
-
-
 def _fault_sweep(tmp_path: Path, count: int | None) -> tuple[int, int]:
     """06 §2 R2 for restore: EIO/ENOSPC at sampled calls; (refused runs, completed runs)."""
     reason = ptrace_unavailable()

@@ -180,9 +180,7 @@ def test_sigkill_at_the_commit_rename_leaves_recoverable_journal_without_secret(
     tmp_path: Path,
 ) -> None:
     scenario = _scenario(tmp_path)
-    calls = [
-        c for c in _calls(scenario, RENAME_SYSCALLS) if "config.toml" in c.line
-    ]
+    calls = [c for c in _calls(scenario, RENAME_SYSCALLS) if "config.toml" in c.line]
     assert calls, "no config rename traced"
     commit = calls[-1]
     run = run_with_fault(
@@ -260,9 +258,7 @@ def test_recover_removes_staging_without_journal(tmp_path: Path) -> None:
 
 def test_recover_refuses_when_config_matches_neither_digest(tmp_path: Path) -> None:
     scenario = _scenario(tmp_path)
-    calls = [
-        c for c in _calls(scenario, RENAME_SYSCALLS) if "config.toml" in c.line
-    ]
+    calls = [c for c in _calls(scenario, RENAME_SYSCALLS) if "config.toml" in c.line]
     run = run_with_fault(
         scenario.cmd, calls[-1].syscall, calls[-1].index, "SIGKILL", env=cli_env(), cwd="/"
     )

@@ -17,7 +17,10 @@ from bundler.rules.names import (
 )
 
 
-@pytest.mark.parametrize("name", ["notes.md", "persona", "a b", "日本語.txt", "x" * 255, ".hidden", "COM10", "conx", "com"])
+@pytest.mark.parametrize(
+    "name",
+    ["notes.md", "persona", "a b", "日本語.txt", "x" * 255, ".hidden", "COM10", "conx", "com"],
+)
 def test_portable_names_are_accepted(name: str) -> None:
     assert is_portable_name(name), non_portable_reason(name)
 
@@ -25,8 +28,25 @@ def test_portable_names_are_accepted(name: str) -> None:
 @pytest.mark.parametrize(
     "name",
     [
-        "", ".", "..", "a/b", "a\\b", "a:b", "a<b", "a>b", 'a"b', "a|b", "a?b", "a*b",
-        " lead", "trail ", "dot.", "tab\tname", "nl\nname", "del\x7f", "c1\x85",
+        "",
+        ".",
+        "..",
+        "a/b",
+        "a\\b",
+        "a:b",
+        "a<b",
+        "a>b",
+        'a"b',
+        "a|b",
+        "a?b",
+        "a*b",
+        " lead",
+        "trail ",
+        "dot.",
+        "tab\tname",
+        "nl\nname",
+        "del\x7f",
+        "c1\x85",
         "é" * 128,  # 256 bytes of UTF-8
     ],
 )
@@ -36,7 +56,22 @@ def test_non_portable_names_are_refused(name: str) -> None:
 
 @pytest.mark.parametrize(
     "stem",
-    ["CON", "con", "Prn", "aux", "NUL", "CONIN$", "conout$", "COM0", "com9", "LPT1", "lpt9", "COM¹", "LPT²", "com³"],
+    [
+        "CON",
+        "con",
+        "Prn",
+        "aux",
+        "NUL",
+        "CONIN$",
+        "conout$",
+        "COM0",
+        "com9",
+        "LPT1",
+        "lpt9",
+        "COM¹",
+        "LPT²",
+        "com³",
+    ],
 )
 def test_reserved_windows_device_names_are_refused_with_any_extension(stem: str) -> None:
     assert not is_portable_name(stem)
@@ -112,6 +147,8 @@ _PLAIN_PARTS = st.one_of(_STEMS, st.text("aZ09_-", min_size=1, max_size=62))
 def test_plain_name_shortcut_agrees_with_the_full_rule(name: str) -> None:
     # is_portable_name skips the full rule for plain ASCII names; the reserved stems still count
     assert is_portable_name(name) == (non_portable_reason(name) is None)
+
+
 # --- the portable-alias rule, exhaustively (01 §3, 02 §7.3) -----------------------------------
 
 # The spec's list, spelled out here independently of names.py

@@ -1,4 +1,4 @@
-"""The one reference graph (bundler.rules.refs): schema marks, the split rule, the grant rule, reach."""
+"""The one reference graph (bundler.rules.refs): schema marks, the split and grant rules, reach."""
 
 from __future__ import annotations
 

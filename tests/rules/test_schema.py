@@ -36,7 +36,9 @@ def test_bearer_token_exists_only_for_local_whisper() -> None:
 
 
 def test_field_names_accept_dashes_for_underscores_but_aliases_are_exact() -> None:
-    canonical, node, secret = schema.resolve(["providers", "models", "anthropic", "my-main", "api-key"])
+    canonical, node, secret = schema.resolve(
+        ["providers", "models", "anthropic", "my-main", "api-key"]
+    )
     assert canonical == ["providers", "models", "anthropic", "my-main", "api_key"]
     assert secret and node is not None
 
@@ -52,7 +54,9 @@ def test_defaults_come_from_the_schema() -> None:
     assert schema.default_of(schema.child(agent, "delegate_same_risk_profile")) is True
     assert schema.default_of(schema.resolve(["agents", "a", "memory", "backend"])[1]) == "sqlite"
     # ZeroClaw's own defaults (RuntimeProfileConfig's impl Default), not the spec's summary
-    assert schema.default_of(schema.resolve(["runtime_profiles", "r", "max_tool_iterations"])[1]) == 0
+    assert (
+        schema.default_of(schema.resolve(["runtime_profiles", "r", "max_tool_iterations"])[1]) == 0
+    )
     shell = schema.resolve(["runtime_profiles", "r", "shell_timeout_secs"])[1]
     assert schema.default_of(shell) == 60
     # an Option<T> field has no default: absent is None, so a set value is never pruned
