@@ -535,6 +535,18 @@ def _group_word(argv: Sequence[str]) -> str | None:
     return None
 
 
+# completion scripts and the man page are generated from every command's parser
+_WHOLE_TREE = ("completion", "man")
+
+
+def _groups_to_build(word: str | None) -> tuple[str, ...] | None:
+    """The groups whose commands ``main`` builds parsers for: the one named, or all of them
+    (``None``) for the commands that describe the whole tree."""
+    if word in _WHOLE_TREE:
+        return None
+    return () if word is None else (word,)
+
+
 def _wants_json(argv: Sequence[str]) -> bool:
     return "--json" in argv
 
@@ -548,7 +560,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signum, _on_signal)
     try:
         word = _group_word(argv)
-        parser = build_parser(groups_wanted=() if word is None else (word,))
+        parser = build_parser(groups_wanted=_groups_to_build(word))
         args, extras = parser.parse_known_args(argv)
         if extras:
             _unrecognized(extras, args)
