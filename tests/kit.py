@@ -91,7 +91,9 @@ def run_cli(
 def one_error(stderr: str) -> bool:
     """True when ``stderr`` is one ``error:`` line, optionally followed by the command that
     repairs the failure, alone and indented on the next line (05 §3, issue 14 item 1). Warnings
-    said before the command started (``--secret`` is visible to others) may precede it."""
+    said before the command started (``--secret`` is visible to others) may precede it. A
+    refusal that lists what it found (every secret hit of an export, issue 14 item 9) says so
+    on its one line, "(listed below)", and the list follows, one indented item a line."""
     lines = stderr.strip("\n").splitlines()
     while lines and lines[0].startswith("warning: "):
         lines.pop(0)
@@ -99,6 +101,8 @@ def one_error(stderr: str) -> bool:
         return False
     if len(lines) == 1:
         return True
+    if "(listed below)" in lines[0]:
+        return all(line.startswith("  ") and line.strip() for line in lines[1:])
     return len(lines) == 2 and lines[0].endswith("; run:") and lines[1].startswith("  bundler ")
 
 

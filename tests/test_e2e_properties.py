@@ -37,6 +37,7 @@ from e2e_helpers import (
 )
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
+from kit import one_error
 from strategies import Install, installs
 
 from bundler.bundle.closure import plan_closure
@@ -298,7 +299,7 @@ def _export_cli(root: Path, alias: str, out: Path, secrets: set[str]) -> Bundler
     if human.returncode == 0:
         return None
     assert human.returncode in (1, 3), human.stderr
-    assert human.stderr.startswith("error: ") and human.stderr.count("\n") == 1, human.stderr
+    assert one_error(human.stderr), human.stderr
     machine = bundler_cli(
         ["--install", str(root), "agents", "export", alias, "--out", str(out), "--json"]
     )

@@ -31,7 +31,7 @@ import tomli_w
 from e2e_helpers import FIXED_EPOCH, bundler_cli, leaks_in, tree_leaks
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
-from kit import run_cli
+from kit import one_error, run_cli
 from strategies import Install, installs
 
 from bundler.rules.layout import skill_bundle_dir, workspace_dir
@@ -234,7 +234,7 @@ def _check(scenario: Scenario, base: Path) -> None:
     for entry in locked:
         os.chmod(entry, 0o700)
     if human.returncode != 0:
-        assert human.stderr.startswith("error: ") and human.stderr.count("\n") == 1
+        assert one_error(human.stderr), human.stderr
         assert not (base / "bundle").exists()
         return
     bundle = base / "bundle"

@@ -53,7 +53,7 @@ from bundler.bundle.publish import Staging, admit, io_failure, stage_build_publi
 from bundler.bundle.recover import clear_abandoned_or_warn
 from bundler.bundle.sweep import ExportSweep
 from bundler.config.store import load_config
-from bundler.errors import Refused, UsageError, withholding
+from bundler.errors import BundlerError, Refused, UsageError, withholding
 from bundler.fs import durable
 from bundler.fs.copytree import CopiedFile, copy_tree, digest_fd
 from bundler.fs.safefs import (
@@ -285,7 +285,13 @@ def _build(staging: Staging, run: _Run, report: ExportReport) -> None:
         copy = _Copy(
             staging.fd, run.install_root, run.sweep, report, extra, run.progress, checksums
         )
-        _build_in(staging, run, copy, report, extra, checksums)
+        try:
+            _build_in(staging, run, copy, report, extra, checksums)
+        except BundlerError:
+            # a secret already found in what was copied is what to fix first: the refusal
+            # listing it wins over a later complaint (the closure proof runs after the copy)
+            run.sweep.refuse_if_found()
+            raise
 
 
 def _estimate(run: _Run) -> tuple[int, int]:

@@ -264,9 +264,16 @@ _REPRESENTATIVE = (
 
 
 def _shared_reader_cases() -> list[Any]:
+    """The representative cases, and the rest as ``slow``: all of them, or where CI asks for a
+    sample (BUNDLER_SLOW_SAMPLE) that many, spread over the corpus."""
+    rest = [name for name in _cli_cases() if name not in _REPRESENTATIVE]
+    wanted = os.environ.get("BUNDLER_SLOW_SAMPLE", "")
+    if wanted.isdigit() and 0 < int(wanted) < len(rest):
+        step = len(rest) / int(wanted)
+        rest = [rest[int(index * step)] for index in range(int(wanted))]
     return [
-        pytest.param(name, marks=() if name in _REPRESENTATIVE else pytest.mark.slow)
-        for name in _cli_cases()
+        *(pytest.param(name) for name in _cli_cases() if name in _REPRESENTATIVE),
+        *(pytest.param(name, marks=pytest.mark.slow) for name in rest),
     ]
 
 
