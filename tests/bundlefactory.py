@@ -13,6 +13,7 @@ that each one exercises the check it targets and not merely the checksums.
 
 from __future__ import annotations
 
+import io
 import os
 import sqlite3
 import stat
@@ -359,3 +360,17 @@ def tree_snapshot(root: Path) -> dict[str, tuple[Any, ...]]:
     Used to prove an operation changed nothing (not even a SQLite sidecar appeared).
     """
     return kit.tree_snapshot(root, mtimes=True, dir_mtimes=True, inodes=True, sizes=True)
+
+
+def pack_bytes(bundle: Path) -> bytes:
+    """The deterministic archive of the bundle folder ``bundle``, in memory (small bundles)."""
+    from bundler.bundle.archive_write import bundle_members, write_tar
+    from bundler.fs.durable import open_dir
+
+    fd = open_dir(bundle, follow=False)
+    try:
+        out = io.BytesIO()
+        write_tar(fd, bundle_members(fd), out)
+        return out.getvalue()
+    finally:
+        os.close(fd)

@@ -17,7 +17,6 @@ import pytest
 from kit import tree_snapshot
 
 from bundler.bundle.archive_read import ArchiveLimits, read_tar
-from bundler.bundle.archive_write import bundle_members, write_tar
 from bundler.errors import InvalidInput
 from bundler.fs.durable import open_dir
 
@@ -27,16 +26,6 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("exported")
     install = bf.write_install(base / "install")
     return bf.export_bundle(install, base / "bundle")
-
-
-def pack_bytes(bundle: Path) -> bytes:
-    fd = open_dir(bundle, follow=False)
-    try:
-        out = io.BytesIO()
-        write_tar(fd, bundle_members(fd), out)
-        return out.getvalue()
-    finally:
-        os.close(fd)
 
 
 def unpack(data: bytes, dest: Path, limits: ArchiveLimits | None = None) -> list[str]:
@@ -49,15 +38,15 @@ def unpack(data: bytes, dest: Path, limits: ArchiveLimits | None = None) -> list
 
 
 def test_folder_to_tar_to_folder_is_byte_for_byte(exported: Path, tmp_path: Path) -> None:
-    names = unpack(pack_bytes(exported), tmp_path / "out")
+    names = unpack(bf.pack_bytes(exported), tmp_path / "out")
     assert tree_snapshot(tmp_path / "out") == tree_snapshot(exported)
     assert sorted(names) == sorted(tree_snapshot(exported))
 
 
 def test_the_unpacked_folder_packs_to_the_same_bytes(exported: Path, tmp_path: Path) -> None:
-    data = pack_bytes(exported)
+    data = bf.pack_bytes(exported)
     unpack(data, tmp_path / "out")
-    assert pack_bytes(tmp_path / "out") == data
+    assert bf.pack_bytes(tmp_path / "out") == data
 
 
 @pytest.mark.parametrize("fmt", ["gnu", "pax", "ustar"])
@@ -84,7 +73,7 @@ def test_long_and_non_ascii_names_round_trip(exported: Path, tmp_path: Path) -> 
     deep.parent.chmod(0o700)  # a bundle's folders are 0700 (02 §1)
     (deep / ("f" * 200)).write_bytes(b"long")
     (copy / "workspace" / "日本語.md").write_bytes(b"jp")
-    unpack(pack_bytes(copy), tmp_path / "out")
+    unpack(bf.pack_bytes(copy), tmp_path / "out")
     assert tree_snapshot(tmp_path / "out") == tree_snapshot(copy)
 
 
@@ -117,7 +106,7 @@ def test_limits_are_checked_before_the_member_is_written(exported: Path, tmp_pat
     assert not (tmp_path / "out" / "workspace" / "huge").exists()
     members = hostile_archives.bundle_member_list(exported)
     with pytest.raises(InvalidInput):
-        unpack(pack_bytes(exported), tmp_path / "out2", ArchiveLimits(max_members=2))
+        unpack(bf.pack_bytes(exported), tmp_path / "out2", ArchiveLimits(max_members=2))
     written = [p for p in (tmp_path / "out2").rglob("*")]
     assert len(written) == 2 and len(members) > 2
 
@@ -134,7 +123,7 @@ def test_a_member_unpacked_over_a_planted_symlink_never_follows_it(
     fd = open_dir(dest, follow=False)
     try:
         with pytest.raises(InvalidInput):
-            read_tar(io.BytesIO(pack_bytes(exported)), fd, ArchiveLimits(), name="b.tar")
+            read_tar(io.BytesIO(bf.pack_bytes(exported)), fd, ArchiveLimits(), name="b.tar")
     finally:
         os.close(fd)
     assert list((tmp_path / "elsewhere").iterdir()) == []

@@ -29,16 +29,6 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return bf.export_bundle(install, base / "bundle")
 
 
-def pack_bytes(bundle: Path) -> bytes:
-    fd = open_dir(bundle, follow=False)
-    try:
-        out = io.BytesIO()
-        write_tar(fd, bundle_members(fd), out)
-        return out.getvalue()
-    finally:
-        os.close(fd)
-
-
 def members_of(bundle: Path) -> list[str]:
     fd = open_dir(bundle, follow=False)
     try:
@@ -61,24 +51,24 @@ def test_members_are_root_files_first_then_checksum_order_folders_before_content
 
 
 def test_same_bundle_gives_the_same_bytes_twice(exported: Path) -> None:
-    assert pack_bytes(exported) == pack_bytes(exported)
+    assert bf.pack_bytes(exported) == bf.pack_bytes(exported)
 
 
 def test_same_bytes_after_touching_mtimes_and_owners_of_the_source(
     exported: Path, tmp_path: Path
 ) -> None:
-    before = pack_bytes(exported)
+    before = bf.pack_bytes(exported)
     copy = tmp_path / "copy"
     shutil.copytree(exported, copy)
     for path in [copy, *copy.rglob("*")]:
         os.utime(path, (123456789, 987654321))
         if os.geteuid() == 0:
             os.chown(path, 4242, 4343)
-    assert pack_bytes(copy) == before
+    assert bf.pack_bytes(copy) == before
 
 
 def test_headers_carry_fixed_owner_and_time_and_modes_as_carried(exported: Path) -> None:
-    with tarfile.open(fileobj=io.BytesIO(pack_bytes(exported)), mode="r:") as archive:
+    with tarfile.open(fileobj=io.BytesIO(bf.pack_bytes(exported)), mode="r:") as archive:
         infos = archive.getmembers()
     assert [i.name for i in infos] == members_of(exported)
     for info in infos:
@@ -92,14 +82,14 @@ def test_headers_carry_fixed_owner_and_time_and_modes_as_carried(exported: Path)
 
 
 def test_plain_ustar_unless_a_name_needs_pax(exported: Path, tmp_path: Path) -> None:
-    data = pack_bytes(exported)
+    data = bf.pack_bytes(exported)
     assert b"PaxHeader" not in data and data[257:263] == b"ustar\x00"
     copy = tmp_path / "copy"
     shutil.copytree(exported, copy)
     long = "n" * 120 + ".md"
     (copy / "workspace" / long).write_text("x")
     (copy / "workspace" / "café.md").write_text("y")
-    data = pack_bytes(copy)
+    data = bf.pack_bytes(copy)
     assert data.count(b"PaxHeader") == 2
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as archive:
         names = archive.getnames()
@@ -108,7 +98,7 @@ def test_plain_ustar_unless_a_name_needs_pax(exported: Path, tmp_path: Path) -> 
 
 def test_gnu_tar_lists_it_cleanly(exported: Path, tmp_path: Path) -> None:
     archive = tmp_path / "bundle.tar"
-    archive.write_bytes(pack_bytes(exported))
+    archive.write_bytes(bf.pack_bytes(exported))
     listed = subprocess.run(
         ["tar", "-tvf", str(archive)], capture_output=True, text=True, check=False
     )
@@ -137,7 +127,7 @@ def test_a_bundle_holding_a_link_or_special_file_is_refused(
     else:
         os.link(copy / "config.toml", odd)
     with pytest.raises(InvalidInput) as caught:
-        pack_bytes(copy)
+        bf.pack_bytes(copy)
     assert "workspace/odd" in str(caught.value) or "config.toml" in str(caught.value)
 
 
