@@ -32,6 +32,7 @@ from bundler.fs.durable import open_dir
 from bundler.fs.scratch import clear_dead_scratch, scratch_folder
 from bundler.rules import hints
 from bundler.rules.names import escape_display
+from bundler.rules.progress import Progress, phase
 
 if TYPE_CHECKING:
     from bundler.bundle.export import ExportReport
@@ -141,13 +142,16 @@ def _first_error(report: VerifyReport, source: str) -> InvalidInput:
     )
 
 
-def pack_bundle(bundle: Path, out: Path, *, force: bool = False) -> ArchiveReport:
+def pack_bundle(
+    bundle: Path, out: Path, *, force: bool = False, progress: Progress | None = None
+) -> ArchiveReport:
     """``bundle pack DIR FILE``: verify the bundle folder, then publish its archive at ``out``.
 
     A bundle that fails verification is :class:`InvalidInput` (nothing is written); an existing
     ``out`` is replaced only with ``force`` and only when it is itself a tar archive.
+    ``progress`` sees the verification, then a ``packing`` phase.
     """
-    report = verify_bundle(bundle)
+    report = verify_bundle(bundle, progress=progress)
     if not report.ok:
         raise _first_error(report, str(bundle))
     source_fd = open_dir(bundle, follow=True)
@@ -163,8 +167,12 @@ def pack_bundle(bundle: Path, out: Path, *, force: bool = False) -> ArchiveRepor
 
         def build(staging: Staging) -> None:
             names.extend(bundle_members(source_fd))
-            with os.fdopen(os.dup(staging.fd), "wb", buffering=1 << 20) as stream:
-                write_tar(source_fd, names, stream)
+            total = sum(report.sizes.values())
+            with (
+                phase(progress, "packing", len(names), total),
+                os.fdopen(os.dup(staging.fd), "wb", buffering=1 << 20) as stream,
+            ):
+                write_tar(source_fd, names, stream, progress)
 
         with admission:
             outcome = stage_build_publish(admission, build)

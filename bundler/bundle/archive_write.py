@@ -22,6 +22,7 @@ from typing import BinaryIO
 from bundler.errors import InvalidInput
 from bundler.fs import safefs
 from bundler.rules.names import escape_display
+from bundler.rules.progress import Progress
 
 ARCHIVE_DIR_MODE = 0o755
 """The mode every folder has in an archive: the bundle's own folders are private (0700) while it
@@ -122,7 +123,9 @@ def _copy_exactly(fd: int, size: int, out: BinaryIO, name: str) -> None:
         left -= len(chunk)
 
 
-def write_tar(root_fd: int, names: Iterable[str], out: BinaryIO) -> None:
+def write_tar(
+    root_fd: int, names: Iterable[str], out: BinaryIO, progress: Progress | None = None
+) -> None:
     """Write the members ``names`` of the bundle below ``root_fd`` to ``out`` as one tar stream.
 
     ``names`` are relative POSIX names as :func:`bundle_members` gives them, in the order they
@@ -134,6 +137,7 @@ def write_tar(root_fd: int, names: Iterable[str], out: BinaryIO) -> None:
 
     Headers are :meth:`tarfile.TarInfo.tobuf`'s; the data is copied here in large chunks, as
     :class:`tarfile.TarFile` would write it but without its small-block buffering.
+    ``progress`` is told of each member written (its data bytes).
     """
     offset = 0
     for name in names:
@@ -145,6 +149,8 @@ def write_tar(root_fd: int, names: Iterable[str], out: BinaryIO) -> None:
             out.write(header)
             offset += len(header)
             if info.type == tarfile.DIRTYPE:
+                if progress is not None:
+                    progress(1, 0)
                 continue
             _copy_exactly(fd, info.size, out, name)
             if os.read(fd, 1) or os.fstat(fd).st_size != st.st_size:
@@ -152,6 +158,8 @@ def write_tar(root_fd: int, names: Iterable[str], out: BinaryIO) -> None:
             pad = -info.size % tarfile.BLOCKSIZE
             out.write(bytes(pad))
             offset += info.size + pad
+            if progress is not None:
+                progress(1, info.size)
         finally:
             os.close(fd)
     end = 2 * tarfile.BLOCKSIZE

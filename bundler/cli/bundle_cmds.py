@@ -234,7 +234,8 @@ def _archive_result(report: ArchiveReport, verb: str, out: Output) -> Result:
 
 def pack(args: argparse.Namespace, out: Output) -> Result:
     """``bundle pack DIR FILE [--force]``: the bundle folder as one deterministic tar file."""
-    report = pack_bundle(Path(args.dir), Path(args.file), force=args.force)
+    with out.progress() as progress:
+        report = pack_bundle(Path(args.dir), Path(args.file), force=args.force, progress=progress)
     return _archive_result(report, "packed", out)
 
 

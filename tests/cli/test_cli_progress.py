@@ -88,6 +88,10 @@ def _verify(root: Path) -> list[str]:
     return ["bundle", "verify", str(bf.build_bundle(root / "b"))]
 
 
+def _pack(root: Path) -> list[str]:
+    return ["bundle", "pack", str(bf.build_bundle(root / "b")), str(root / "b.tar")]
+
+
 def _inspect(root: Path) -> list[str]:
     return ["bundle", "inspect", str(bf.build_bundle(root / "b"))]
 
@@ -122,6 +126,7 @@ COMMANDS: dict[str, Callable[[Path], list[str]]] = {
     "export": _export,
     "verify": _verify,
     "inspect": _inspect,
+    "pack": _pack,
     "import": _import,
     "backup": _backup,
     "restore": _restore,
@@ -170,7 +175,7 @@ def test_progress_on_a_terminal_shows_files_bytes_rate_and_eta_and_leaves_stdout
     assert _same_run(plain_stdout, plain) == _same_run(stdout, shown)
 
 
-@pytest.mark.parametrize("command", ["export", "verify", "import", "backup", "restore"])
+@pytest.mark.parametrize("command", ["export", "verify", "import", "backup", "restore", "pack"])
 def test_no_bar_with_a_pipe(tmp_path: Path, command: str) -> None:
     done = run_cli(COMMANDS[command](tmp_path), exact_env=_env(tmp_path))
     assert done.returncode == 0, done.stderr
