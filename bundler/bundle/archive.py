@@ -13,6 +13,7 @@ removed however the command ends; the usual folder path then runs on it.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import stat
 import tarfile
@@ -20,7 +21,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from bundler.bundle.archive_read import ArchiveLimits, read_tar
 from bundler.bundle.archive_write import bundle_members, write_tar
@@ -126,10 +127,41 @@ def _refuse_other_files(stream: BinaryIO, archive: Path) -> None:
         raise InvalidInput(f"{shown} is not a tar archive", path=shown) from None
 
 
-def unpack_into(archive: Path, dest_fd: int, limits: ArchiveLimits | None = None) -> list[str]:
-    """Read ``archive`` into the empty folder ``dest_fd`` (:func:`read_tar`); the member names."""
+def unpack_into(
+    archive: Path,
+    dest_fd: int,
+    limits: ArchiveLimits | None = None,
+    progress: Progress | None = None,
+) -> list[str]:
+    """Read ``archive`` into the empty folder ``dest_fd`` (:func:`read_tar`); the member names.
+
+    ``progress`` sees an ``unpacking`` phase counted in the archive's bytes read (the number of
+    members is known only at the end).
+    """
     with _open_archive(archive) as stream:
-        return _read_into(stream, archive, dest_fd, limits)
+        if progress is None:
+            return _read_into(stream, archive, dest_fd, limits)
+        size = os.fstat(stream.fileno()).st_size
+        with phase(progress, "unpacking", None, size):
+            counted = cast(BinaryIO, _Counted(stream, progress))
+            return _read_into(counted, archive, dest_fd, limits)
+
+
+class _Counted(io.RawIOBase):
+    """A read-only stream reporting each read's byte count to ``progress``."""
+
+    def __init__(self, stream: BinaryIO, progress: Progress) -> None:
+        super().__init__()
+        self._stream = stream
+        self._progress = progress
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._stream.read(size)
+        self._progress(0, len(data))
+        return data
 
 
 def _first_error(report: VerifyReport, source: str) -> InvalidInput:
@@ -189,7 +221,12 @@ def pack_bundle(
 
 
 def unpack_archive(
-    archive: Path, out: Path, *, force: bool = False, limits: ArchiveLimits | None = None
+    archive: Path,
+    out: Path,
+    *,
+    force: bool = False,
+    limits: ArchiveLimits | None = None,
+    progress: Progress | None = None,
 ) -> ArchiveReport:
     """``bundle unpack FILE DIR``: unpack into a staging folder beside ``out``, verify it, then
     publish it as export does (``out`` vacant, an empty folder, or a bundle with ``force``).
@@ -205,8 +242,10 @@ def unpack_archive(
     names: list[str] = []
 
     def build(staging: Staging) -> None:
-        names.extend(unpack_into(archive, staging.fd, limits))
-        report = verify_bundle(Path(staging.admission.parent_path) / staging.name)
+        names.extend(unpack_into(archive, staging.fd, limits, progress))
+        report = verify_bundle(
+            Path(staging.admission.parent_path) / staging.name, progress=progress
+        )
         if not report.ok:
             raise _first_error(report, str(archive))
 

@@ -241,5 +241,8 @@ def pack(args: argparse.Namespace, out: Output) -> Result:
 
 def unpack(args: argparse.Namespace, out: Output) -> Result:
     """``bundle unpack FILE DIR [--force]``: a bundle archive as a verified bundle folder."""
-    report = unpack_archive(Path(args.file), Path(args.dir), force=args.force)
+    with out.progress() as progress:
+        report = unpack_archive(
+            Path(args.file), Path(args.dir), force=args.force, progress=progress
+        )
     return _archive_result(report, "unpacked", out)

@@ -92,6 +92,14 @@ def _pack(root: Path) -> list[str]:
     return ["bundle", "pack", str(bf.build_bundle(root / "b")), str(root / "b.tar")]
 
 
+def _unpack(root: Path) -> list[str]:
+    archive = root / "b.tar"
+    bf.build_bundle(root / "b")
+    packed = run_cli(["bundle", "pack", str(root / "b"), str(archive)])
+    assert packed.returncode == 0, packed.stderr
+    return ["bundle", "unpack", str(archive), str(root / "unpacked")]
+
+
 def _inspect(root: Path) -> list[str]:
     return ["bundle", "inspect", str(bf.build_bundle(root / "b"))]
 
@@ -127,6 +135,7 @@ COMMANDS: dict[str, Callable[[Path], list[str]]] = {
     "verify": _verify,
     "inspect": _inspect,
     "pack": _pack,
+    "unpack": _unpack,
     "import": _import,
     "backup": _backup,
     "restore": _restore,
@@ -175,7 +184,7 @@ def test_progress_on_a_terminal_shows_files_bytes_rate_and_eta_and_leaves_stdout
     assert _same_run(plain_stdout, plain) == _same_run(stdout, shown)
 
 
-@pytest.mark.parametrize("command", ["export", "verify", "import", "backup", "restore", "pack"])
+@pytest.mark.parametrize("command", ["export", "verify", "import", "backup", "restore", "pack", "unpack"])
 def test_no_bar_with_a_pipe(tmp_path: Path, command: str) -> None:
     done = run_cli(COMMANDS[command](tmp_path), exact_env=_env(tmp_path))
     assert done.returncode == 0, done.stderr
