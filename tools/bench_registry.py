@@ -128,12 +128,15 @@ def main(argv: list[str], which: str = "push") -> int:
     parser = argparse.ArgumentParser(prog=f"bench.py {which}", description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=Path("/tmp/bundler-bench"))
     parser.add_argument("--rounds", type=int, default=3)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_export import add_tree_options
+
+    add_tree_options(parser)
     args = parser.parse_args(argv)
     args.root.mkdir(parents=True, exist_ok=True)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bench_verify import _ensure_bundle
 
-    bundle = _ensure_bundle(args.root)
+    bundle = _ensure_bundle(args.root, args)
     registry = _registry(args.root)
     try:
         manifest, blobs = _artifact_files(bundle, args.root / "curl-blobs")
