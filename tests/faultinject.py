@@ -5,8 +5,10 @@ Reusable by every crash test of the project::
     reason = ptrace_unavailable()          # skip the test with this reason when not None
     calls = trace_calls(cmd, ["rename", "renameat2", "fsync"], env=env, relevant="/tmp/x")
     for call in calls:                     # one run per call index of each system call
-        result = run_with_fault(cmd, call.syscall, call.index, "SIGKILL", env=env)
+        result = run_with_fault(cmd, call.syscall, call.index, "EIO", env=env)
         assert result.fired
+    # the kill-at-every-step sweep, written once: reset, kill, check what was left
+    kill_at_each(cmd, sample(calls, slow_sample_count()), check, reset=reset, env=env)
 
 strace counts ``when=N`` per system call (not across the set) and per process, so a call is
 addressed as (syscall, index-within-that-syscall) in the traced command's own process; calls of
@@ -23,7 +25,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Literal
@@ -167,6 +169,43 @@ def run_with_fault(
     fired = any(line.startswith(main_pid + " ") and "(INJECTED)" in line for line in lines)
     fired = fired or (fault == "SIGKILL" and killed)
     return FaultRun(done.returncode, done.stdout, done.stderr, fired, killed, log)
+
+
+def kill_at_each(
+    cmd: Sequence[str],
+    calls: Sequence[Call],
+    check: Callable[[Call, FaultRun], None],
+    *,
+    reset: Callable[[], None],
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    every_kill_lands: bool = False,
+) -> int:
+    """Kill ``cmd`` (SIGKILL) at each of ``calls`` in turn; the number of runs the kill ended.
+
+    ``reset`` puts the world back before every run, ``check(call, run)`` asserts what the run
+    left (recovery is the caller's). A run the kill missed (this time the program made fewer
+    calls) must have succeeded, and at least one kill must have landed: a sweep that killed
+    nothing tested nothing. ``every_kill_lands`` asks that each one did.
+    """
+    killed = 0
+    for call in calls:
+        reset()
+        run = run_with_fault(cmd, call.syscall, call.index, "SIGKILL", env=env, cwd=cwd)
+        if every_kill_lands:
+            assert run.fired, f"{call}: the kill never landed"
+        if not run.killed:
+            assert run.returncode == 0, f"{call}: not killed, yet failed: {run.stderr}"
+        killed += run.killed
+        check(call, run)
+    assert killed, "no injected SIGKILL fired"
+    return killed
+
+
+def slow_sample_count() -> int | None:
+    """How many call indexes a slow sweep tries: ``BUNDLER_SLOW_SAMPLE`` (CI), else all (None)."""
+    raw = os.environ.get("BUNDLER_SLOW_SAMPLE")
+    return int(raw) if raw else None
 
 
 def sample(items: Sequence[Call], count: int | None) -> list[Call]:

@@ -26,7 +26,15 @@ from e2e_helpers import (
     write_config,
     write_secrets_file,
 )
-from faultinject import ptrace_unavailable, run_with_fault, sample, trace_calls
+from faultinject import (
+    Call,
+    FaultRun,
+    kill_at_each,
+    ptrace_unavailable,
+    sample,
+    slow_sample_count,
+    trace_calls,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from installs import copy_example
@@ -531,12 +539,6 @@ def _holders(root: Path, secrets: list[str]) -> set[str]:
     return {leak.split(":", 1)[0] for leak in tree_leaks(root, secrets)}
 
 
-def _slow_sample() -> int | None:
-    """How many calls the slow variant kills at: BUNDLER_SLOW_SAMPLE, else every one."""
-    raw = os.environ.get("BUNDLER_SLOW_SAMPLE")
-    return None if raw is None else int(raw)
-
-
 @pytest.mark.parametrize(
     "calls", [3, pytest.param(None, marks=pytest.mark.slow)], ids=["sample", "all"]
 )
@@ -556,13 +558,14 @@ def test_import_killed_at_any_step_keeps_the_secret_only_in_config_files(
     target.mkdir()
     clean, traced = trace_calls(cmd, ["fsync", "rename", "renameat2"], env=env, relevant="target")
     assert clean.returncode == 0, clean.stderr
-    chosen = sample(traced, calls if calls is not None else _slow_sample())
+    chosen = sample(traced, calls if calls is not None else slow_sample_count())
     assert chosen
-    for call in chosen:
+
+    def fresh_target() -> None:
         shutil.rmtree(target)
         target.mkdir()
-        run = run_with_fault(cmd, call.syscall, call.index, "SIGKILL", env=env)
-        assert run.fired, call
+
+    def check(call: Call, run: FaultRun) -> None:
         _no_leak(run, [LEAK])
         # the merged config (committed or its temporary twin) is the one intended holder
         holders = _holders(target, [LEAK])
@@ -574,6 +577,8 @@ def test_import_killed_at_any_step_keeps_the_secret_only_in_config_files(
         assert recovered.returncode == 0, recovered.stdout + recovered.stderr
         _no_leak(recovered, [LEAK])
         assert _holders(target, [LEAK]) <= {"config.toml"}, call
+
+    kill_at_each(cmd, chosen, check, reset=fresh_target, env=env, every_kill_lands=True)
 
 
 def test_import_dry_run_plan_never_prints_given_secrets(

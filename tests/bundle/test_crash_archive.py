@@ -17,7 +17,15 @@ from pathlib import Path
 
 import bundlefactory as bf
 import pytest
-from faultinject import Call, ptrace_unavailable, run_with_fault, sample, trace_calls
+from faultinject import (
+    Call,
+    Fault,
+    kill_at_each,
+    ptrace_unavailable,
+    run_with_fault,
+    sample,
+    trace_calls,
+)
 from kit import FAULT_SYSCALLS, SWAP_SYSCALLS, cli_command, one_error
 from test_export_kit import bundle_bytes, bundler, cli_env, hidden_leftovers
 
@@ -143,23 +151,20 @@ def _kill_at(scenario: Scenario, count: int | None) -> None:
         for call in _calls(scenario, KILL_SYSCALLS)
         if not (call.syscall == "write" and ".target>" in call.line)
     ]
-    fired = 0
-    for call in sample(calls, count):
-        result = run_with_fault(
-            scenario.cmd, call.syscall, call.index, "SIGKILL", env=cli_env(), cwd="/"
-        )
-        fired += result.killed
-        if not result.killed:
-            assert result.returncode == 0, f"{call}: {result.stderr}"
-        _assert_old_or_new_after_recover(scenario, call)
-        scenario.reset()
-    assert fired, "no injected SIGKILL fired"
+    kill_at_each(
+        scenario.cmd,
+        sample(calls, count),
+        lambda call, _run: _assert_old_or_new_after_recover(scenario, call),
+        reset=scenario.reset,
+        env=cli_env(),
+        cwd="/",
+    )
 
 
 def _fail_at(scenario: Scenario, count: int | None) -> None:
     calls = _calls(scenario, FAULT_SYSCALLS)
     for number, call in enumerate(sample(calls, count)):
-        fault = "EIO" if number % 2 == 0 else "ENOSPC"
+        fault: Fault = "EIO" if number % 2 == 0 else "ENOSPC"
         result = run_with_fault(
             scenario.cmd, call.syscall, call.index, fault, env=cli_env(), cwd="/"
         )

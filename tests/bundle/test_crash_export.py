@@ -10,14 +10,23 @@ A small evenly spread sample runs in the fast suite.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from faultinject import Call, ptrace_unavailable, run_with_fault, sample, trace_calls
+from faultinject import (
+    Call,
+    Fault,
+    FaultRun,
+    kill_at_each,
+    ptrace_unavailable,
+    run_with_fault,
+    sample,
+    slow_sample_count,
+    trace_calls,
+)
 from installs import one_error
 from kit import FAULT_SYSCALLS, SWAP_SYSCALLS
 from test_export_kit import (
@@ -36,11 +45,6 @@ from test_export_kit import (
 R1_SYSCALLS = SWAP_SYSCALLS
 R2_SYSCALLS = FAULT_SYSCALLS
 FAST_SAMPLE = 4
-
-
-def _slow_count() -> int | None:
-    raw = os.environ.get("BUNDLER_SLOW_SAMPLE")
-    return int(raw) if raw else None
 
 
 @pytest.fixture(autouse=True)
@@ -129,18 +133,14 @@ def _assert_old_or_new_after_recover(scenario: Scenario, call: Call) -> None:
 
 def _r1(tmp_path: Path, force: bool, count: int | None) -> None:
     scenario = _scenario(tmp_path, force)
-    calls = _calls(scenario, R1_SYSCALLS)
-    fired = 0
-    for call in sample(calls, count):
-        result = run_with_fault(
-            scenario.cmd, call.syscall, call.index, "SIGKILL", env=cli_env(), cwd="/"
-        )
-        fired += result.killed
-        if not result.killed:
-            assert result.returncode == 0, f"{call}: {result.stderr}"
-        _assert_old_or_new_after_recover(scenario, call)
-        scenario.reset()
-    assert fired, "no injected SIGKILL fired"
+    kill_at_each(
+        scenario.cmd,
+        sample(_calls(scenario, R1_SYSCALLS), count),
+        lambda call, _run: _assert_old_or_new_after_recover(scenario, call),
+        reset=scenario.reset,
+        env=cli_env(),
+        cwd="/",
+    )
 
 
 @pytest.mark.parametrize("force", [False, True], ids=["vacant", "force"])
@@ -155,7 +155,7 @@ def test_r1_sigkill_sample_then_recover_gives_old_or_new_bundle(
 def test_r1_sigkill_at_every_call_index_then_recover_gives_old_or_new_bundle(
     tmp_path: Path, force: bool
 ) -> None:
-    _r1(tmp_path, force, _slow_count())
+    _r1(tmp_path, force, slow_sample_count())
 
 
 # --- replacing a bundle: exchange, retire, remove, flush, record (02 §8.3) ----------------------
@@ -240,18 +240,17 @@ def test_sigkill_at_every_step_of_a_replacement_recovers_to_exactly_one_bundle(
     scenario = _scenario(tmp_path, True, files=4)
     after = _replace_calls(scenario)
     assert len(after) < 80, "the small scenario grew: keep this test exhaustive but quick"
-    for call in after:
-        result = run_with_fault(
-            scenario.cmd, call.syscall, call.index, "SIGKILL", env=cli_env(), cwd="/"
-        )
-        assert result.killed, f"{call}: {result.stderr}"
+
+    def check(call: Call, run: FaultRun) -> None:
+        assert run.killed, f"{call}: {run.stderr}"
         # the exchange itself was not made when the kill lands on it: the old bundle stays
         expected = scenario.old if call is after[0] else scenario.new
         _assert_old_or_new_after_recover(scenario, call)
         assert scenario.state() == expected, call
         again = bundler("recover", str(scenario.out))
         assert again.returncode == 0 and scenario.state() == expected, call
-        scenario.reset()
+
+    kill_at_each(scenario.cmd, after, check, reset=scenario.reset, env=cli_env(), cwd="/")
 
 
 def _r2(tmp_path: Path, force: bool, count: int | None) -> None:
@@ -260,7 +259,7 @@ def _r2(tmp_path: Path, force: bool, count: int | None) -> None:
     before = scenario.state()
     outcomes = {0: 0, 1: 0}
     for number, call in enumerate(sample(calls, count)):
-        fault = "EIO" if number % 2 == 0 else "ENOSPC"
+        fault: Fault = "EIO" if number % 2 == 0 else "ENOSPC"
         result = run_with_fault(
             scenario.cmd, call.syscall, call.index, fault, env=cli_env(), cwd="/"
         )
@@ -295,7 +294,7 @@ def test_r2_io_fault_sample_fails_cleanly_or_publishes(tmp_path: Path, force: bo
 def test_r2_io_faults_at_50_or_more_call_indexes_fail_cleanly_or_publish(
     tmp_path: Path, force: bool
 ) -> None:
-    count = _slow_count()
+    count = slow_sample_count()
     _r2(tmp_path, force, max(count, 1) if count is not None else 60)
 
 
@@ -347,5 +346,5 @@ def test_r4_two_concurrent_exports_sample(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_r4_two_concurrent_exports_to_one_destination_50_times(tmp_path: Path) -> None:
-    count = _slow_count()
+    count = slow_sample_count()
     _r4(tmp_path, 50 if count is None else max(count, 1))

@@ -12,10 +12,20 @@ from __future__ import annotations
 
 import os
 import shutil
+from functools import partial
 from pathlib import Path
 
 import pytest
-from faultinject import Call, ptrace_unavailable, run_with_fault, sample, trace_calls
+from faultinject import (
+    Call,
+    FaultRun,
+    kill_at_each,
+    ptrace_unavailable,
+    run_with_fault,
+    sample,
+    slow_sample_count,
+    trace_calls,
+)
 from hostile_zips import clean_env, content_state, make_project, run_cli
 from installs import one_error
 from kit import FAULT_SYSCALLS, SWAP_SYSCALLS, cli_command
@@ -76,10 +86,8 @@ def _sweep(tmp_path: Path, count: int | None) -> int:
 
     chosen: list[Call] = sample(calls, count)
     outcomes = {"old": 0, "new": 0}
-    for call in chosen:
-        _fresh(pristine, home)
-        run = run_with_fault(cmd, call.syscall, call.index, "SIGKILL", env=env)
-        assert run.fired, f"{call.syscall}#{call.index} never happened: {call.line}"
+
+    def check(call: Call, _run: FaultRun) -> None:
         recovered = run_cli("recover", "--home", str(home), env=env)
         assert recovered.returncode == 0, (call.line, recovered.stderr)
         assert not [n for n in os.listdir(home) if n.startswith(".restore-")], call.line
@@ -93,6 +101,9 @@ def _sweep(tmp_path: Path, count: int | None) -> int:
                 "is neither the old state nor the new one"
             )
             outcomes["new"] += 1
+
+    reset = partial(_fresh, pristine, home)
+    kill_at_each(cmd, chosen, check, reset=reset, env=env, every_kill_lands=True)
     assert sum(outcomes.values()) == len(chosen)
     return len(chosen)
 
@@ -153,13 +164,12 @@ def test_restore_io_faults_at_sampled_calls_fail_cleanly_or_complete(tmp_path: P
 @pytest.mark.slow
 def test_restore_io_faults_at_many_calls_fail_cleanly_or_complete(tmp_path: Path) -> None:
     """06 §2 R2: at least 50 fault runs (BUNDLER_SLOW_SAMPLE overrides the count)."""
-    wanted = os.environ.get("BUNDLER_SLOW_SAMPLE")
-    refused, completed = _fault_sweep(tmp_path, int(wanted) if wanted else 60)
+    wanted = slow_sample_count()
+    refused, completed = _fault_sweep(tmp_path, 60 if wanted is None else wanted)
     assert refused >= 1
 
 
 @pytest.mark.slow
 def test_restore_killed_at_every_call_recovers_to_old_or_new_state(tmp_path: Path) -> None:
     """06 §2 R1 for restore: every call index (BUNDLER_SLOW_SAMPLE runs a spread sample)."""
-    wanted = os.environ.get("BUNDLER_SLOW_SAMPLE")
-    _sweep(tmp_path, int(wanted) if wanted else None)
+    _sweep(tmp_path, slow_sample_count())

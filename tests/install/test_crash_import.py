@@ -19,7 +19,16 @@ from pathlib import Path
 
 import bundlefactory as bf
 import pytest
-from faultinject import Call, ptrace_unavailable, run_with_fault, sample, trace_calls
+from faultinject import (
+    Call,
+    FaultRun,
+    kill_at_each,
+    ptrace_unavailable,
+    run_with_fault,
+    sample,
+    slow_sample_count,
+    trace_calls,
+)
 from installs import one_error
 from kit import FAULT_SYSCALLS, RENAME_SYSCALLS, SWAP_SYSCALLS, clean_env, cli_command, run_cli
 
@@ -31,11 +40,6 @@ USER_CONFIG = '# mine\n[risk_profiles.strict]\nlevel = "readonly"   # kept\n'
 REPO = Path(__file__).resolve().parents[2]
 
 State = dict[str, bytes | None]
-
-
-def _slow_count() -> int | None:
-    raw = os.environ.get("BUNDLER_SLOW_SAMPLE")
-    return int(raw) if raw else None
 
 
 @pytest.fixture(autouse=True)
@@ -154,11 +158,7 @@ def _assert_old_or_new_after_recover(scenario: Scenario, call: Call) -> None:
 
 
 def _kill_each(scenario: Scenario, calls: list[Call]) -> None:
-    for call in calls:
-        run = run_with_fault(
-            scenario.cmd, call.syscall, call.index, "SIGKILL", env=cli_env(), cwd="/"
-        )
-        assert run.fired, call
+    def check(call: Call, run: FaultRun) -> None:
         assert SECRET not in run.stdout + run.stderr
         for leftover in _leftovers(scenario.install):
             path = scenario.install / leftover
@@ -168,7 +168,16 @@ def _kill_each(scenario: Scenario, calls: list[Call]) -> None:
                         f"{call}: secret in the journal"
                     )
         _assert_old_or_new_after_recover(scenario, call)
-        scenario.reset()
+
+    kill_at_each(
+        scenario.cmd,
+        calls,
+        check,
+        reset=scenario.reset,
+        env=cli_env(),
+        cwd="/",
+        every_kill_lands=True,
+    )
 
 
 def test_sigkill_sample_then_recover_gives_old_or_new_install(tmp_path: Path) -> None:
@@ -202,7 +211,7 @@ def test_sigkill_at_the_commit_rename_leaves_recoverable_journal_without_secret(
 @pytest.mark.slow
 def test_sigkill_at_every_call_then_recover_gives_old_or_new_install(tmp_path: Path) -> None:
     scenario = _scenario(tmp_path)
-    _kill_each(scenario, sample(_calls(scenario, R1_SYSCALLS), _slow_count()))
+    _kill_each(scenario, sample(_calls(scenario, R1_SYSCALLS), slow_sample_count()))
 
 
 def _fail_each(scenario: Scenario, calls: list[Call], fault: str) -> None:
@@ -241,7 +250,7 @@ def test_io_fault_sample_fails_cleanly_or_completes(tmp_path: Path) -> None:
 def test_io_fault_at_every_call_fails_cleanly_or_completes(tmp_path: Path, fault: str) -> None:
     scenario = _scenario(tmp_path)
     calls = _calls(scenario, R2_SYSCALLS)
-    _fail_each(scenario, sample(calls, _slow_count() or max(50, len(calls))), fault)
+    _fail_each(scenario, sample(calls, slow_sample_count() or max(50, len(calls))), fault)
 
 
 def test_recover_removes_staging_without_journal(tmp_path: Path) -> None:
@@ -312,12 +321,20 @@ def test_sigkill_during_undo_then_recover_gives_before_or_after(tmp_path: Path) 
         cmd, R1_SYSCALLS, env=cli_env(), cwd="/", relevant=str(scenario.install)
     )
     assert done.returncode == 0, done.stderr
-    scenario.reset()
-    for call in sample(calls, FAST_SAMPLE if _slow_count() is None else _slow_count()):
-        run = run_with_fault(cmd, call.syscall, call.index, "SIGKILL", env=cli_env(), cwd="/")
-        assert run.fired, call
+
+    def check(call: Call, _run: FaultRun) -> None:
         recovered = bundler("recover", "--install", str(scenario.install))
         assert recovered.returncode == 0, f"{call}: {recovered.stderr}"
         assert state(scenario.install) in (before, after), call
         assert _leftovers(scenario.install) == [], call
-        scenario.reset()
+
+    count = slow_sample_count()
+    kill_at_each(
+        cmd,
+        sample(calls, FAST_SAMPLE if count is None else count),
+        check,
+        reset=scenario.reset,
+        env=cli_env(),
+        cwd="/",
+        every_kill_lands=True,
+    )
