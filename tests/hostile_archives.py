@@ -80,6 +80,16 @@ def member(name: str | bytes, data: bytes | None, **fields: object) -> bytes:
     return header(name, **fields) + padded(data)  # type: ignore[arg-type]
 
 
+def extended(kind: bytes, body: bytes, name: str = "PaxHeader") -> bytes:
+    """An extended header of ``kind`` (pax 'x' or 'g', GNU 'L' or 'K') carrying ``body`` as is."""
+    return header(name, kind=kind, size=len(body)) + padded(body)
+
+
+def gnu_long(kind: bytes, value: bytes) -> bytes:
+    """A GNU long name ('L') or long link ('K') record for the header after it."""
+    return extended(kind, value, "././@LongLink")
+
+
 def pax(records: dict[str, str | bytes], name: str = "PaxHeader") -> bytes:
     """A pax extended header ('x') with ``records``."""
     body = b""
@@ -90,7 +100,7 @@ def pax(records: dict[str, str | bytes], name: str = "PaxHeader") -> bytes:
         while len(str(length)) + len(text) != length:
             length = len(str(length)) + len(text)
         body += str(length).encode() + text
-    return header(name, kind=b"x", size=len(body)) + padded(body)
+    return extended(b"x", body, name)
 
 
 def end(body: bytes) -> bytes:
@@ -186,26 +196,6 @@ def cases(bundle: Path) -> list[Case]:
         Case("escape_name", plus(member("workspace/a\x1b[31mb", b"x")), "\\x1b"),
         Case("invalid_utf8_name", plus(member(b"workspace/\xff\xfe", b"x")), "not UTF-8"),
         Case(
-            "pax_path_dotdot",
-            plus(pax({"path": "../x"}), member("workspace/innocent", b"x")),
-            "..",
-        ),
-        Case(
-            "pax_path_absolute",
-            plus(pax({"path": "/etc/cron.d/x"}), member("workspace/innocent", b"x")),
-            "absolute",
-        ),
-        Case(
-            "pax_linkpath",
-            plus(pax({"linkpath": "/etc/passwd"}), member("workspace/innocent", b"x")),
-            "link",
-        ),
-        Case(
-            "pax_size_lie",
-            plus(pax({"size": str(1 << 40)}), member("workspace/innocent", b"x")),
-            "declares",
-        ),
-        Case(
             "pax_sparse",
             plus(
                 pax({"GNU.sparse.major": "1", "GNU.sparse.minor": "0"}), member("workspace/s", b"x")
@@ -215,55 +205,30 @@ def cases(bundle: Path) -> list[Case]:
         Case(
             "pax_malformed",
             plus(
-                header("PaxHeader", kind=b"x", size=12) + padded(b"99 path=abc\n"),
+                extended(b"x", b"99 path=abc\n"),
                 member("workspace/b", b"x"),
             ),
             "malformed pax",
         ),
         Case(
             "pax_header_too_big",
-            plus(header("PaxHeader", kind=b"x", size=1 << 20) + bytes(1 << 20)),
+            plus(extended(b"x", bytes(1 << 20))),
             "extended header of 1048576 bytes",
         ),
         Case(
             "global_pax_header",
-            plus(header("pax_global_header", kind=b"g", size=0)),
+            plus(extended(b"g", b"", "pax_global_header")),
             "global pax header",
         ),
         Case(
-            "gnu_longname_dotdot",
-            plus(
-                header("././@LongLink", kind=b"L", size=16) + padded(b"../../etc/evil\0\0"),
-                member("workspace/innocent", b"x"),
-            ),
-            "..",
-        ),
-        Case(
-            "gnu_longname_absolute",
-            plus(
-                header("././@LongLink", kind=b"L", size=10) + padded(b"/etc/evil\0"),
-                member("workspace/innocent", b"x"),
-            ),
-            "absolute",
-        ),
-        Case(
-            "gnu_longname_twice",
-            plus(
-                header("././@LongLink", kind=b"L", size=12) + padded(b"workspace/a\0"),
-                header("././@LongLink", kind=b"L", size=12) + padded(b"workspace/b\0"),
-                member("workspace/innocent", b"x"),
-            ),
-            "two extended headers",
-        ),
-        Case(
             "gnu_longname_then_end",
-            plus(header("././@LongLink", kind=b"L", size=12) + padded(b"workspace/a\0")),
+            plus(gnu_long(b"L", b"workspace/a\0")),
             "after an extended header",
         ),
         Case(
             "gnu_longlink",
             plus(
-                header("././@LongLink", kind=b"K", size=12) + padded(b"/etc/passwd\0"),
+                gnu_long(b"K", b"/etc/passwd\0"),
                 header("workspace/evil", kind=b"2"),
             ),
             "link",
@@ -309,15 +274,30 @@ def cases(bundle: Path) -> list[Case]:
             "damaged header",
         ),
     ]
+    # an extended header that would rename, relink or resize the innocent member after it
+    innocent = member("workspace/innocent", b"x")
+    out += [
+        Case(name, plus(extension, innocent), fragment)
+        for name, extension, fragment in [
+            ("pax_path_dotdot", pax({"path": "../x"}), ".."),
+            ("pax_path_absolute", pax({"path": "/etc/cron.d/x"}), "absolute"),
+            ("pax_linkpath", pax({"linkpath": "/etc/passwd"}), "link"),
+            ("pax_size_lie", pax({"size": str(1 << 40)}), "declares"),
+            ("gnu_longname_dotdot", gnu_long(b"L", b"../../etc/evil\0\0"), ".."),
+            ("gnu_longname_absolute", gnu_long(b"L", b"/etc/evil\0"), "absolute"),
+            (
+                "gnu_longname_twice",
+                gnu_long(b"L", b"workspace/a\0") + gnu_long(b"L", b"workspace/b\0"),
+                "two extended headers",
+            ),
+        ]
+    ]
     # a pax header with the same key twice
     dup_body = b"20 path=workspace/a\n20 path=workspace/b\n"
     out.append(
         Case(
             "pax_duplicate_record",
-            plus(
-                header("PaxHeader", kind=b"x", size=len(dup_body)) + padded(dup_body),
-                member("workspace/c", b"x"),
-            ),
+            plus(extended(b"x", dup_body), member("workspace/c", b"x")),
             "appears twice",
         )
     )
