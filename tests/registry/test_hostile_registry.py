@@ -7,7 +7,7 @@ import base64
 import io
 import json
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import bundlefactory as bf
@@ -122,15 +122,36 @@ def test_the_scripted_registry_serves_a_good_artifact(
 # --------------------------------------------------------------------------- blobs
 
 
-def test_a_blob_whose_digest_does_not_match_is_refused(
-    fake: FakeRegistry, built: Built, tmp_path: Path
+# One blob answered wrongly: the part whose blob, the answer's status, the body served in place
+# of the good one, the Content-Length declared (None: the body's own, -1: none, so the body runs
+# on until the connection closes) and a fragment of the refusal ("" where the wording is not the
+# point). Basic auth is asked for, so a credential is in play and must not show.
+BROKEN_BLOBS: dict[str, tuple[str, int, Callable[[bytes], bytes], int | None, str]] = {
+    "does_not_match_its_digest": (
+        "workspace",
+        200,
+        lambda b: bytes([b[0] ^ 1]) + b[1:],
+        None,
+        "sha256",
+    ),
+    # never read past the size the manifest declares
+    "runs_on_past_its_declared_size": ("workspace", 200, lambda b: b + b"\0" * 4096, -1, "longer"),
+    "has_a_length_header_that_disagrees": ("workspace", 200, lambda b: b + b"extra", None, ""),
+    "is_truncated": ("workspace", 200, lambda b: b[:100], -1, ""),
+    "is_missing": ("skills", 404, lambda _b: b"{}", None, ""),
+}
+
+
+@pytest.mark.parametrize("case", BROKEN_BLOBS)
+def test_a_blob_is_refused_when_it(
+    fake: FakeRegistry, built: Built, tmp_path: Path, case: str
 ) -> None:
+    part, status, served, length, fragment = BROKEN_BLOBS[case]
     basic_auth(fake)
-    path = layer_path(fake, built, "workspace")
-    good = fake.blobs[path.rsplit("/", 1)[1]]
-    bad = bytes([good[0] ^ 1]) + good[1:]
-    fake.hooks[path] = lambda h: send(h, 200, bad)
-    assert "sha256" in refused(fake, tmp_path)
+    path = layer_path(fake, built, part)
+    body = served(fake.blobs[path.rsplit("/", 1)[1]])
+    fake.hooks[path] = lambda h: send(h, status, body, length=length)
+    assert fragment in refused(fake, tmp_path)
 
 
 def test_a_manifest_pointing_at_a_huge_blob_is_refused_before_download(
@@ -150,38 +171,6 @@ def test_a_blob_larger_than_the_free_space_is_refused_before_download(
     doc["layers"][1]["size"] = 900 << 30
     fake.manifest = json.dumps(doc).encode()
     assert "free" in refused(fake, tmp_path)
-
-
-def test_a_blob_longer_than_declared_is_never_read_past_its_size(
-    fake: FakeRegistry, built: Built, tmp_path: Path
-) -> None:
-    path = layer_path(fake, built, "workspace")
-    good = fake.blobs[path.rsplit("/", 1)[1]]
-    # no Content-Length: the body runs on until the connection closes
-    fake.hooks[path] = lambda h: send(h, 200, good + b"\0" * 4096, length=-1)
-    assert "longer" in refused(fake, tmp_path)
-
-
-def test_a_blob_whose_length_header_disagrees_is_refused(
-    fake: FakeRegistry, built: Built, tmp_path: Path
-) -> None:
-    path = layer_path(fake, built, "workspace")
-    good = fake.blobs[path.rsplit("/", 1)[1]]
-    fake.hooks[path] = lambda h: send(h, 200, good + b"extra")
-    refused(fake, tmp_path)
-
-
-def test_a_truncated_blob_is_refused(fake: FakeRegistry, built: Built, tmp_path: Path) -> None:
-    path = layer_path(fake, built, "workspace")
-    good = fake.blobs[path.rsplit("/", 1)[1]]
-    fake.hooks[path] = lambda h: send(h, 200, good[:100], length=-1)
-    refused(fake, tmp_path)
-
-
-def test_a_missing_blob_is_refused(fake: FakeRegistry, built: Built, tmp_path: Path) -> None:
-    path = layer_path(fake, built, "skills")
-    fake.hooks[path] = lambda h: send(h, 404, b"{}")
-    refused(fake, tmp_path)
 
 
 # --------------------------------------------------------------------------- redirects and auth
@@ -298,32 +287,51 @@ def test_a_config_that_is_not_the_bundles_manifest_is_refused(
 # --------------------------------------------------------------------------- the layers
 
 
-def test_a_layer_that_unpacks_over_another_layers_file_is_refused(
-    fake: FakeRegistry, built: Built, tmp_path: Path
-) -> None:
-    """A ``workspace`` layer carrying a root file (``config.toml``) would replace metadata's."""
-    layers = [
-        (title, tar_of(("config.toml", b"evil", tarfile.REGTYPE)) if title == "workspace" else d)
-        for title, d in built.layers
-    ]
-    serve(fake, rebuilt(built, layers))
-    assert "not its part" in refused(fake, tmp_path)
+Members = tuple[tuple[str, bytes | None, bytes], ...]
 
-
-def test_a_layer_carrying_another_part_is_refused(
-    fake: FakeRegistry, built: Built, tmp_path: Path
-) -> None:
-    layers = [
+# One part's layer swapped for a hand-made tar: the part, the tar's members (name, data, type)
+# and a fragment of the one-line refusal ("" where the wording is not the point). Every one is
+# refused before anything is published, and nothing lands outside the destination.
+SWAPPED_LAYERS: dict[str, tuple[str, Members, str]] = {
+    # a root file (config.toml) in the workspace layer would replace metadata's
+    "unpacks_over_another_layers_file": (
+        "workspace",
+        (("config.toml", b"evil", tarfile.REGTYPE),),
+        "not its part",
+    ),
+    "carries_another_part": (
+        "skills",
+        (("workspace", None, tarfile.DIRTYPE), ("workspace/x", b"1", tarfile.REGTYPE)),
+        "",
+    ),
+    "holds_a_link": (
+        "workspace",
+        (("workspace", None, tarfile.DIRTYPE), ("workspace/l", None, tarfile.SYMTYPE)),
+        "",
+    ),
+    "climbs_out": ("metadata", (("../escape.txt", b"x", tarfile.REGTYPE),), ""),
+    # blobs intact, tars well-formed, but a workspace file differs from the bundle's checksums:
+    # the bundle's own verification refuses it before the swap
+    "fails_the_bundles_checksums": (
+        "workspace",
         (
-            title,
-            tar_of(("workspace", None, tarfile.DIRTYPE), ("workspace/x", b"1", tarfile.REGTYPE))
-            if title == "skills"
-            else d,
-        )
-        for title, d in built.layers
-    ]
+            ("workspace", None, tarfile.DIRTYPE),
+            ("workspace/README.md", b"# tampered\n", tarfile.REGTYPE),
+        ),
+        "verify",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", SWAPPED_LAYERS)
+def test_a_layer_is_refused_before_publishing_when_it(
+    fake: FakeRegistry, built: Built, tmp_path: Path, case: str
+) -> None:
+    part, members, fragment = SWAPPED_LAYERS[case]
+    layers = [(title, tar_of(*members) if title == part else d) for title, d in built.layers]
     serve(fake, rebuilt(built, layers))
-    refused(fake, tmp_path)
+    assert fragment in refused(fake, tmp_path)
+    assert not (tmp_path.parent / "escape.txt").exists()
 
 
 def test_two_layers_for_one_part_are_refused(
@@ -331,53 +339,6 @@ def test_two_layers_for_one_part_are_refused(
 ) -> None:
     serve(fake, rebuilt(built, [*built.layers, built.layers[-1]]))
     refused(fake, tmp_path)
-
-
-def test_a_layer_with_a_link_is_refused(fake: FakeRegistry, built: Built, tmp_path: Path) -> None:
-    layers = [
-        (
-            title,
-            tar_of(("workspace", None, tarfile.DIRTYPE), ("workspace/l", None, tarfile.SYMTYPE))
-            if title == "workspace"
-            else d,
-        )
-        for title, d in built.layers
-    ]
-    serve(fake, rebuilt(built, layers))
-    refused(fake, tmp_path)
-
-
-def test_a_layer_that_climbs_out_is_refused(
-    fake: FakeRegistry, built: Built, tmp_path: Path
-) -> None:
-    layers = [
-        (title, tar_of(("../escape.txt", b"x", tarfile.REGTYPE)) if title == "metadata" else d)
-        for title, d in built.layers
-    ]
-    serve(fake, rebuilt(built, layers))
-    refused(fake, tmp_path)
-    assert not (tmp_path.parent / "escape.txt").exists()
-
-
-def test_a_bundle_whose_checksums_fail_is_refused_before_publishing(
-    fake: FakeRegistry, built: Built, tmp_path: Path
-) -> None:
-    """Blobs intact, tars well-formed, but a workspace file differs from the bundle's
-    checksums: the bundle's own verification refuses it before the swap."""
-    layers = [
-        (
-            title,
-            tar_of(
-                ("workspace", None, tarfile.DIRTYPE),
-                ("workspace/README.md", b"# tampered\n", tarfile.REGTYPE),
-            )
-            if title == "workspace"
-            else d,
-        )
-        for title, d in built.layers
-    ]
-    serve(fake, rebuilt(built, layers))
-    assert "verify" in refused(fake, tmp_path)
 
 
 def test_a_refused_pull_leaves_an_existing_bundle_untouched(
