@@ -66,6 +66,9 @@ RECORD_RE = re.compile(rf"\.zeroclaw-export-({_TOKEN})\.target")
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _ARCHIVE_FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+# reading an existing archive destination: O_NONBLOCK, so a FIFO swapped in never blocks us
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_NEW_FILE = "choose a new file name"
 
 
 class DestKind(str, Enum):
@@ -313,28 +316,49 @@ def admit(
     )
 
 
-def _classify_file(
-    parent_fd: int, name: str, force: bool, check: ArchiveCheck, *, display: str, raw: str
-) -> tuple[DestKind, tuple[int, int] | None]:
+def _open_destination(
+    parent_fd: int, name: str, *, folder: bool, display: str, raw: str
+) -> tuple[os.stat_result, int] | None:
+    """The existing destination opened without following a link, or None when it is vacant.
+
+    One rule for both kinds (02 §8.1): a final symbolic link is refused (its target is not
+    touched), so is anything that is not the kind wanted (a FIFO is never opened), and so is an
+    entry replaced between the look and the open. The caller closes the descriptor.
+    """
+    noun, advice = ("folder", "choose an empty or new folder") if folder else ("file", _NEW_FILE)
     st = lstat_at(parent_fd, name)
     if st is None:
-        return DestKind.VACANT, None
+        return None
     if stat.S_ISLNK(st.st_mode):
         raise Refused(
-            f"{display} is a symbolic link; name a real file (its target was not touched)",
+            f"{display} is a symbolic link; name a real {noun} (its target was not touched)",
             path=raw,
         )
-    if not stat.S_ISREG(st.st_mode):
-        raise Refused(f"{display} exists and is not a file; choose a new file name", path=raw)
-    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=parent_fd)
+    if not (stat.S_ISDIR if folder else stat.S_ISREG)(st.st_mode):
+        raise Refused(f"{display} exists and is not a {noun}; {advice}", path=raw)
+    fd = os.open(name, DIR_FLAGS if folder else _FILE_FLAGS, dir_fd=parent_fd)
     try:
         if _identity(os.fstat(fd)) != _identity(st):
             raise Refused(f"{display} changed while it was being checked; try again", path=raw)
+    except BaseException:
+        os.close(fd)
+        raise
+    return st, fd
+
+
+def _classify_file(
+    parent_fd: int, name: str, force: bool, check: ArchiveCheck, *, display: str, raw: str
+) -> tuple[DestKind, tuple[int, int] | None]:
+    opened = _open_destination(parent_fd, name, folder=False, display=display, raw=raw)
+    if opened is None:
+        return DestKind.VACANT, None
+    st, fd = opened
+    try:
         is_archive = check(fd)
     finally:
         os.close(fd)
     if not is_archive:
-        raise Refused(f"{display} is not a bundle archive; choose a new file name", path=raw)
+        raise Refused(f"{display} is not a bundle archive; {_NEW_FILE}", path=raw)
     if not force:
         raise Refused(
             f"{display} already holds a bundle archive; pass --force to replace it", path=raw
@@ -345,23 +369,11 @@ def _classify_file(
 def _classify(
     parent_fd: int, name: str, *, force: bool, display: str, raw: str
 ) -> tuple[DestKind, tuple[int, int] | None]:
-    st = lstat_at(parent_fd, name)
-    if st is None:
+    opened = _open_destination(parent_fd, name, folder=True, display=display, raw=raw)
+    if opened is None:
         return DestKind.VACANT, None
-    if stat.S_ISLNK(st.st_mode):
-        raise Refused(
-            f"{display} is a symbolic link; name a real folder (its target was not touched)",
-            path=raw,
-        )
-    if not stat.S_ISDIR(st.st_mode):
-        raise Refused(
-            f"{display} exists and is not a folder; choose an empty or new folder", path=raw
-        )
-    fd = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+    st, fd = opened
     try:
-        opened = os.fstat(fd)
-        if _identity(opened) != _identity(st):
-            raise Refused(f"{display} changed while it was being checked; try again", path=raw)
         with os.scandir(fd) as entries:
             names = {entry.name for entry in entries}
     finally:

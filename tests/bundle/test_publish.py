@@ -92,13 +92,13 @@ def test_admission_folder_that_is_not_a_bundle_refused_even_with_force(tmp_path:
 
 def test_admission_file_destination_refused(tmp_path: Path) -> None:
     (tmp_path / "out").write_text("x")
-    with pytest.raises(Refused, match="not a folder"):
+    with pytest.raises(Refused, match="not a folder; choose an empty or new folder"):
         admit(tmp_path / "out", force=True, protected=[])
 
 
 def test_admission_fifo_destination_refused_without_opening_it(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "out")
-    with pytest.raises(Refused, match="not a folder"):
+    with pytest.raises(Refused, match="not a folder; choose an empty or new folder"):
         admit(tmp_path / "out", force=True, protected=[])
 
 
@@ -106,9 +106,47 @@ def test_admission_final_symlink_refused_target_untouched(tmp_path: Path) -> Non
     _make_bundle(tmp_path / "real", "old")
     before = _snapshot(tmp_path / "real")
     (tmp_path / "out").symlink_to(tmp_path / "real")
-    with pytest.raises(Refused, match="symbolic link"):
+    with pytest.raises(Refused, match="symbolic link; name a real folder"):
         admit(tmp_path / "out", force=True, protected=[])
     assert _snapshot(tmp_path / "real") == before
+
+
+def _is_archive(fd: int) -> bool:
+    """A stand-in for the archive check: a file starting with ``tar`` is one."""
+    return os.pread(fd, 3, 0) == b"tar"
+
+
+def test_archive_admission_existing_archive_replaced_only_with_force(tmp_path: Path) -> None:
+    (tmp_path / "b.tar").write_bytes(b"tar and more")
+    with pytest.raises(Refused, match="already holds a bundle archive; pass --force"):
+        admit(tmp_path / "b.tar", force=False, protected=[], archive_check=_is_archive)
+    with admit(tmp_path / "b.tar", force=True, protected=[], archive_check=_is_archive) as adm:
+        assert adm.kind is DestKind.ARCHIVE and adm.archive
+
+
+def test_archive_admission_file_that_is_not_an_archive_refused_even_with_force(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(Refused, match="is not a bundle archive; choose a new file name"):
+        admit(tmp_path / "notes.txt", force=True, protected=[], archive_check=_is_archive)
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_archive_admission_destination_that_is_not_a_file_refused_without_opening_it(
+    tmp_path: Path, kind: str
+) -> None:
+    os.mkdir(tmp_path / "out") if kind == "folder" else os.mkfifo(tmp_path / "out")
+    with pytest.raises(Refused, match="exists and is not a file; choose a new file name"):
+        admit(tmp_path / "out", force=True, protected=[], archive_check=_is_archive)
+
+
+def test_archive_admission_final_symlink_refused_target_untouched(tmp_path: Path) -> None:
+    (tmp_path / "real.tar").write_bytes(b"tar old")
+    (tmp_path / "out.tar").symlink_to(tmp_path / "real.tar")
+    with pytest.raises(Refused, match="symbolic link; name a real file"):
+        admit(tmp_path / "out.tar", force=True, protected=[], archive_check=_is_archive)
+    assert (tmp_path / "real.tar").read_bytes() == b"tar old"
 
 
 @pytest.mark.parametrize("tail", [".", "..", "x/..", "x/.", "/"])
