@@ -31,10 +31,14 @@ MAX_ENTRIES = 1_000_000
 MAX_LISTED_TREE_ERRORS = 10_000
 MEMORY_FILES = ("MEMORY_SNAPSHOT.md", "brain.db")
 
+# A folder holding a bundle and more (notes beside it, say) is refused in one line that names
+# the extras, up to a few, and says how to get a bundle out of it.
+MAX_NAMED_EXTRAS = 5
 _NOT_IN_BUNDLE = (
-    "not part of a bundle (a bundle holds only zeroclaw-agent.toml, config.toml, checksums.xxh3, "
-    "workspace/ and skills/)"
+    "not part of a bundle (a bundle folder holds only zeroclaw-agent.toml, config.toml, "
+    "checksums.xxh3, {folders}); copy just those to a new folder, or remove the rest"
 )
+_EXTRA = "not part of a bundle"  # the reason _misplaced gives; gathered, not reported alone
 _SKIP_MESSAGES = {
     safefs.SkipKind.SYMLINK: "a symbolic link (a bundle holds none)",
     safefs.SkipKind.SPECIAL: "a socket, FIFO or device (a bundle holds only files and folders)",
@@ -88,6 +92,9 @@ class BundleWalker:
         self.buffer = bytearray(1 << 20)
         self.entries = 0
         self.listed = 0
+        self.extras: list[str] = []  # root entries no bundle holds, the first few by name
+        self.extra_count = 0
+        self.extras_at = 0  # where in the errors their one line goes: the first one's place
 
     def error(self, path: str, message: str) -> None:
         # walk paths exclude control characters but may hold bidi controls: escape here, once
@@ -118,7 +125,10 @@ class BundleWalker:
         if reason is None:
             self._warn_non_portable(rel, parts)
             return False
-        self.error(escape_display(rel), reason)
+        if reason == _EXTRA:
+            self._extra(rel, stat.S_ISDIR(st.st_mode))
+        else:
+            self.error(escape_display(rel), reason)
         self.count(escape_display(rel))
         return True
 
@@ -131,7 +141,7 @@ class BundleWalker:
                 return None if is_dir else "must be a folder"
             if top == "memory":
                 return "memory travels only in a format 2 bundle"
-            return _NOT_IN_BUNDLE
+            return _EXTRA
         if top == "workspace":
             if len(parts) == 2 and parts[1] in safefs.WORKSPACE_PRIVATE:
                 return (
@@ -159,6 +169,26 @@ class BundleWalker:
             return reason
         return None
 
+    def _extra(self, rel: str, is_dir: bool) -> None:
+        if self.extra_count == 0:
+            self.extras_at = len(self.errors)
+        self.extra_count += 1
+        if len(self.extras) < MAX_NAMED_EXTRAS:
+            self.extras.append(escape_display(rel) + ("/" if is_dir else ""))
+
+    def _report_extras(self) -> None:
+        """The root entries no bundle holds, as one error where the first of them was found."""
+        if not self.extra_count:
+            return
+        names = ", ".join(self.extras)
+        if self.extra_count > len(self.extras):
+            names += f" and {self.extra_count - len(self.extras)} more"
+        folders = "workspace/, skills/ and memory/"
+        if self.format_version != 2:
+            folders = "workspace/ and skills/"
+        problem = Problem(names, _NOT_IN_BUNDLE.format(folders=folders))
+        self.errors.insert(min(self.extras_at, len(self.errors)), problem)
+
     def _warn_non_portable(self, rel: str, parts: list[str]) -> None:
         """A workspace or skill file whose name is not portable travels, with a warning (7.3)."""
         in_files = parts[0] == "workspace" or (parts[0] == "skills" and len(parts) > 3)
@@ -185,6 +215,7 @@ class BundleWalker:
             self.tree.stopped = True
         finally:
             entries.close()
+        self._report_extras()
         if self.listed > MAX_LISTED_TREE_ERRORS:
             unlisted = self.listed - MAX_LISTED_TREE_ERRORS
             self.errors.append(Problem(".", f"{unlisted} more entries at fault, not listed"))

@@ -40,7 +40,8 @@ def _error_lines(first: str, rest: list[str], json_mode: bool) -> str:
 
 def _problem_lines(bundle: str, problems: Sequence[object]) -> list[str]:
     """One line per problem, naming the bundle as well: entry paths are relative to it."""
-    where = escape_display(str(bundle))
+    # "bundle/: NOTES.md" reads as a path of its own: drop a completed path's trailing slash
+    where = escape_display(str(bundle).rstrip("/") or "/")
     return [f"{where}: {problem}" for problem in problems]
 
 

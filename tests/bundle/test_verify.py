@@ -229,6 +229,46 @@ def test_every_failure_is_reported_not_only_the_first(exported: Path, tmp_path: 
         assert substring in result.stderr, (substring, result.stderr)
 
 
+def test_entries_a_bundle_may_not_hold_are_one_error_naming_each_and_the_fix(
+    exported: Path, tmp_path: Path
+) -> None:
+    """03 §1: only the entries of 02 §1 are allowed; the folder's extras are named together
+    in one line with what to do, not one line each."""
+    bundle = fresh_copy(exported, tmp_path)
+    (bundle / "NOTES.md").write_text("notes\n")
+    (bundle / "old").mkdir()
+    (bundle / "old" / "a.txt").write_text("a\n")
+    result = run_verify(bundle)
+    assert result.returncode == 3
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"error: {bundle}: NOTES.md, old/: not part of a bundle"), lines
+    assert "copy just those to a new folder, or remove the rest" in lines[0]
+
+
+def test_many_extra_entries_are_named_up_to_a_few_then_counted(
+    exported: Path, tmp_path: Path
+) -> None:
+    bundle = fresh_copy(exported, tmp_path)
+    for index in range(12):
+        (bundle / f"extra{index:02d}.txt").write_text("x\n")
+    report = verify_bundle(bundle)
+    assert len(report.errors) == 1, report.errors
+    assert report.errors[0].path == "extra00.txt, extra01.txt, extra02.txt, extra03.txt, " + (
+        "extra04.txt and 7 more"
+    )
+
+
+def test_extra_entries_beside_a_format_2_bundle_are_told_it_may_hold_memory_too(
+    built_format_2: Path, tmp_path: Path
+) -> None:
+    bundle = fresh_copy(built_format_2, tmp_path)
+    (bundle / "NOTES.md").write_text("notes\n")
+    report = verify_bundle(bundle)
+    assert [p.path for p in report.errors] == ["NOTES.md"], report.errors
+    assert "workspace/, skills/ and memory/)" in report.errors[0].message
+
+
 def test_escaped_names_never_reach_the_terminal_raw(exported: Path, tmp_path: Path) -> None:
     bundle = fresh_copy(exported, tmp_path)
     (bundle / "workspace" / "evil\x1b[2J\u202ename").write_text("x\n")
@@ -416,9 +456,10 @@ def test_bundler_manifest_omitting_any_recomputed_flag_is_refused(
     assert "command_allowlist" in kinds  # a kind ZeroClaw's exporter does not have
     for index, kind in enumerate(kinds):
         bundle = fresh_copy(exported, tmp_path / str(index))
-        bf.edit_manifest(
-            bundle,
-            lambda m, k=kind: m.update(risk_flags=[f for f in m["risk_flags"] if f["kind"] != k]),
-        )
+
+        def omit(manifest: dict[str, Any], k: str = kind) -> None:
+            manifest["risk_flags"] = [f for f in manifest["risk_flags"] if f["kind"] != k]
+
+        bf.edit_manifest(bundle, omit)
         report = verify_bundle(bundle)
         assert any(f"omits {kind}" in p.message for p in report.errors), (kind, report.errors)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from kit import run_cli
-from zeroclaw_golden import NAMES, golden_copy
+from zeroclaw_golden import GOLDEN, NAMES, NOT_IN_BUNDLE, golden_copy
 
 from bundler.bundle.verify import verify_bundle
 from bundler.rules.paths import parse_path
@@ -36,6 +36,22 @@ def test_zeroclaw_bundle_verifies_saying_once_that_integrity_cannot_be_proven(
     integrity = [w for w in warnings_of(result) if "checksums.xxh3" in w]
     assert len(integrity) == 1, result.stderr
     assert "cannot be proven" in integrity[0]
+
+
+def test_a_golden_folder_as_shipped_is_refused_in_one_line_naming_its_notes_and_the_fix() -> None:
+    """The golden folders hold NOTES.md and source-config.toml beside the bundle (03 §1 allows
+    neither): verify refuses, in one line that names both and says how to get a bundle."""
+    folder = GOLDEN / "a-minimal"
+    if not (folder / "zeroclaw-agent.toml").is_file():
+        pytest.skip(f"golden ZeroClaw bundles not found at {GOLDEN} (../shared is not checked out)")
+    # as a shell completes it, with a trailing slash, which the message leaves out
+    result = run_cli(["bundle", "verify", f"{folder}/"])
+    assert result.returncode == 3, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {folder}: "), result.stderr
+    assert all(extra in lines[0] for extra in NOT_IN_BUNDLE), lines[0]
+    assert "copy just those to a new folder" in lines[0], lines[0]
+    assert "remove the rest" in lines[0], lines[0]
 
 
 @pytest.mark.parametrize("name", NAMES)
