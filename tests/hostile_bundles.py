@@ -196,21 +196,23 @@ def skill_bundles_claims_absent(bundle: Path) -> str:
     return "skill_bundles"
 
 
-@case
-def required_secret_not_secret(bundle: Path) -> str:
-    bf.edit_manifest(
-        bundle, lambda m: m["required_secrets"].append("providers.models.anthropic.main.model")
-    )
-    return "required_secrets"
+def _claims_secret(path: str) -> Case:
+    """A case whose manifest lists ``path`` in ``required_secrets``, the fragment as it was."""
+
+    def plant(bundle: Path) -> str:
+        bf.edit_manifest(bundle, lambda m: m["required_secrets"].append(path))
+        return "required_secrets"
+
+    return plant
 
 
-@case
-def required_secret_raw_key_the_fragment_lacks(bundle: Path) -> str:
-    # a secret map's key is the rest of the path: GITHUB.TOKEN is one key, and not there
-    bf.edit_manifest(
-        bundle, lambda m: m["required_secrets"].append("mcp.servers.github.env.GITHUB.TOKEN")
-    )
-    return "required_secrets"
+# required_secrets must name x-secret fields of the fragment that hold "" (03 §1)
+CASES["required_secret_not_secret"] = _claims_secret("providers.models.anthropic.main.model")
+# a secret map's key is the rest of the path: GITHUB.TOKEN is one key, and not there
+CASES["required_secret_raw_key_the_fragment_lacks"] = _claims_secret(
+    "mcp.servers.github.env.GITHUB.TOKEN"
+)
+CASES["required_secret_absent"] = _claims_secret("providers.models.openai.nowhere.api_key")
 
 
 @case
@@ -219,19 +221,7 @@ def required_secret_in_a_map_that_is_not_secret(bundle: Path) -> str:
         data["providers"]["models"]["anthropic"]["main"]["pricing"] = {"in.put": 1.5}
 
     bf.edit_config(bundle, plant)
-    bf.edit_manifest(
-        bundle,
-        lambda m: m["required_secrets"].append("providers.models.anthropic.main.pricing.in.put"),
-    )
-    return "required_secrets"
-
-
-@case
-def required_secret_absent(bundle: Path) -> str:
-    bf.edit_manifest(
-        bundle, lambda m: m["required_secrets"].append("providers.models.openai.nowhere.api_key")
-    )
-    return "required_secrets"
+    return _claims_secret("providers.models.anthropic.main.pricing.in.put")(bundle)
 
 
 @case
