@@ -11,6 +11,11 @@ manifest ``bundle push`` makes (written to files once, untimed): a monolithic up
 and of each blob into files. Every round pushes to a new repository, so every blob is uploaded
 on both sides. The median of the per-round ratios is reported (bar <= 1.3x), with the peak
 resident memory of our process.
+
+A push into a repository without tags (the first push of an agent) streams each layer as it is
+made; ``--existing`` first tags a small other bundle in each round's repository, so the push
+takes the other path (every layer hashed into a spool first, then uploaded when missing): its
+worst case, since here every layer is missing.
 """
 
 from __future__ import annotations
@@ -112,6 +117,19 @@ def _curl_pull_script(host: str, blobs: list[tuple[str, Path]], *, untar: bool =
     return "\n".join(lines)
 
 
+def _small_bundle(root: Path) -> Path:
+    """The shipped example's researcher, exported once: a tag to make a repository non-empty."""
+    bundle = root / "small-bundle"
+    if not bundle.exists():
+        install = REPO_ROOT / "examples" / "install"
+        subprocess.run(
+            [sys.executable, "-m", "bundler", "--install", str(install), "--quiet"]
+            + ["agents", "export", "researcher", "--out", str(bundle)],
+            check=True,
+        )
+    return bundle
+
+
 def _run(argv: list[str]) -> tuple[float, int]:
     """(seconds, peak RSS in KiB) of one process."""
     start = time.perf_counter()
@@ -128,6 +146,9 @@ def main(argv: list[str], which: str = "push") -> int:
     parser = argparse.ArgumentParser(prog=f"bench.py {which}", description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=Path("/tmp/bundler-bench"))
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--existing", action="store_true", help="push into repositories that already hold a tag"
+    )
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bench_export import add_tree_options
 
@@ -151,6 +172,9 @@ def main(argv: list[str], which: str = "push") -> int:
         for round_ in range(args.rounds + 1):
             repo_ours, repo_curl = f"bench/ours{round_}", f"bench/curl{round_}"
             ref = f"oci://{host}/{repo_ours}:1"
+            if args.existing:
+                seed = ref.rsplit(":", 1)[0] + ":seed"
+                _run([*ours_push[:-1], str(_small_bundle(args.root)), seed, "--plain-http"])
             ours = _run([*ours_push, ref, "--plain-http"])
             theirs = _run(["sh", "-c", push_script, "push", repo_curl])
             if which == "pull":

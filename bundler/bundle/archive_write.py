@@ -16,7 +16,6 @@ import os
 import stat
 import tarfile
 from collections.abc import Iterable
-from contextlib import ExitStack
 from typing import BinaryIO
 
 from bundler.errors import InvalidInput
@@ -85,32 +84,95 @@ def _header(name: str, st: os.stat_result) -> tarfile.TarInfo:
     return info
 
 
-def _open_member(root_fd: int, name: str) -> int:
-    """A descriptor on the member ``name`` (a folder or a single-link regular file), no-follow."""
+# The fixed fields of a plain ustar header as tarfile writes ours: after name (100), mode (8),
+# uid and gid ("0000000\0" each), size (12) and mtime ("00000000000\0"), the checksum field
+# (eight spaces while the sum is taken), the type flag, then an empty link name, the POSIX magic
+# and version, empty owner names, empty device numbers and an empty prefix.
+_UID_GID = b"0000000\0" * 2
+_MTIME = b"00000000000\0"
+_TAIL = bytes(100) + tarfile.POSIX_MAGIC + bytes(32 + 32 + 8 + 8 + 155 + 12)
+_MAX_USTAR_SIZE = 8**11
+
+
+def header_bytes(name: str, st: os.stat_result) -> bytes:
+    """The header(s) of one member, byte for byte what :meth:`tarfile.TarInfo.tobuf` gives in
+    :data:`tarfile.PAX_FORMAT` for :func:`_header`'s fields.
+
+    Nearly every bundle member has a short ASCII name, whose header is one ustar block built
+    here directly: tarfile's general code is most of the cost of archiving many small files.
+    Any other member (a long or non-ASCII name, a size beyond ustar's eleven octal digits) goes
+    through tarfile itself, which adds the pax record.
+    """
+    is_dir = stat.S_ISDIR(st.st_mode)
+    full = name + "/" if is_dir else name
+    size = 0 if is_dir else st.st_size
+    if len(full) > tarfile.LENGTH_NAME or not full.isascii() or size >= _MAX_USTAR_SIZE:
+        return _header(name, st).tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+    mode = ARCHIVE_DIR_MODE if is_dir else stat.S_IMODE(st.st_mode) & FILE_MODE_BITS
+    block = b"".join(
+        (
+            full.encode("ascii").ljust(tarfile.LENGTH_NAME, b"\0"),
+            b"%07o\0" % mode,
+            _UID_GID,
+            b"%011o\0" % size,
+            _MTIME,
+            b"        ",
+            tarfile.DIRTYPE if is_dir else tarfile.REGTYPE,
+            _TAIL,
+        )
+    )
+    checksum = b"%06o\0" % sum(block)
+    return block[:148] + checksum + block[155:]
+
+
+class _Parents:
+    """The folder holding the current member, opened no-follow from the root and kept open while
+    members come from it: in archive order a folder's files follow one another, so each folder
+    is walked down to once rather than once per file."""
+
+    def __init__(self, root_fd: int) -> None:
+        self.root_fd = root_fd
+        self.name = ""
+        self.fd = root_fd
+
+    def open(self, name: str) -> int:
+        """A descriptor on the folder ``name`` (``""`` is the root); this object closes it."""
+        if name != self.name:
+            self.close()
+            self.fd = safefs.open_beneath(self.root_fd, name) if name else self.root_fd
+            self.name = name
+        return self.fd
+
+    def close(self) -> None:
+        """Close the folder held, unless it is the root (the caller's)."""
+        if self.fd != self.root_fd:
+            os.close(self.fd)
+        self.name, self.fd = "", self.root_fd
+
+
+def _open_member(parents: _Parents, name: str) -> tuple[int, os.stat_result]:
+    """A descriptor on the member ``name`` (a folder or a single-link regular file), no-follow,
+    and its ``fstat``."""
     parent, _, leaf = name.rpartition("/")
-    with ExitStack() as stack:
-        parent_fd = root_fd
-        if parent:
-            parent_fd = safefs.open_beneath(root_fd, parent)
-            stack.callback(os.close, parent_fd)
-        lst = os.stat(leaf, dir_fd=parent_fd, follow_symlinks=False)
-        if stat.S_ISDIR(lst.st_mode):
-            return safefs.open_dir_nofollow(parent_fd, leaf, lst)
-        if not stat.S_ISREG(lst.st_mode):
-            _refuse_skip(
-                safefs.SkipKind.SYMLINK if stat.S_ISLNK(lst.st_mode) else safefs.SkipKind.SPECIAL,
-                escape_display(name),
-            )
-        fd = os.open(leaf, _FILE_FLAGS, dir_fd=parent_fd)
-        st = os.fstat(fd)
-        if not safefs.same_object(st, lst) or st.st_nlink > 1:
-            os.close(fd)
-            _refuse_skip(
-                safefs.SkipKind.REPLACED if st.st_nlink == 1 else safefs.SkipKind.HARD_LINK,
-                escape_display(name),
-            )
-        return fd
-    raise AssertionError("unreachable")  # pragma: no cover
+    parent_fd = parents.open(parent)
+    lst = os.stat(leaf, dir_fd=parent_fd, follow_symlinks=False)
+    if stat.S_ISDIR(lst.st_mode):
+        fd = safefs.open_dir_nofollow(parent_fd, leaf, lst)
+        return fd, os.fstat(fd)
+    if not stat.S_ISREG(lst.st_mode):
+        _refuse_skip(
+            safefs.SkipKind.SYMLINK if stat.S_ISLNK(lst.st_mode) else safefs.SkipKind.SPECIAL,
+            escape_display(name),
+        )
+    fd = os.open(leaf, _FILE_FLAGS, dir_fd=parent_fd)
+    st = os.fstat(fd)
+    if not safefs.same_object(st, lst) or st.st_nlink > 1:
+        os.close(fd)
+        _refuse_skip(
+            safefs.SkipKind.REPLACED if st.st_nlink == 1 else safefs.SkipKind.HARD_LINK,
+            escape_display(name),
+        )
+    return fd, st
 
 
 def _copy_exactly(fd: int, size: int, out: BinaryIO, name: str) -> None:
@@ -139,31 +201,39 @@ def write_tar(
     :class:`tarfile.TarFile` would write it but without its small-block buffering.
     ``progress`` is told of each member written (its data bytes).
     """
-    offset = 0
-    for name in names:
-        fd = _open_member(root_fd, name)
-        try:
-            st = os.fstat(fd)
-            info = _header(name, st)
-            header = info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
-            out.write(header)
-            offset += len(header)
-            if info.type == tarfile.DIRTYPE:
-                if progress is not None:
-                    progress(1, 0)
-                continue
-            _copy_exactly(fd, info.size, out, name)
-            if os.read(fd, 1) or os.fstat(fd).st_size != st.st_size:
-                raise _changed(name)
-            pad = -info.size % tarfile.BLOCKSIZE
-            out.write(bytes(pad))
-            offset += info.size + pad
-            if progress is not None:
-                progress(1, info.size)
-        finally:
-            os.close(fd)
+    parents = _Parents(root_fd)
+    try:
+        offset = 0
+        for name in names:
+            offset += _write_member(parents, name, out, progress)
+    finally:
+        parents.close()
     end = 2 * tarfile.BLOCKSIZE
     out.write(bytes(end + -(offset + end) % tarfile.RECORDSIZE))
+
+
+def _write_member(parents: _Parents, name: str, out: BinaryIO, progress: Progress | None) -> int:
+    """Write one member's header and data; returns the bytes written."""
+    fd, st = _open_member(parents, name)
+    try:
+        header = header_bytes(name, st)
+        out.write(header)
+        if stat.S_ISDIR(st.st_mode):
+            if progress is not None:
+                progress(1, 0)
+            return len(header)
+        size = st.st_size
+        _copy_exactly(fd, size, out, name)
+        # a file that grew shows one more byte; one that shrank ended the copy early
+        if os.read(fd, 1):
+            raise _changed(name)
+        pad = -size % tarfile.BLOCKSIZE
+        out.write(bytes(pad))
+        if progress is not None:
+            progress(1, size)
+        return len(header) + size + pad
+    finally:
+        os.close(fd)
 
 
 def _changed(name: str) -> InvalidInput:

@@ -38,7 +38,7 @@ from bundler.bundle.manifest import (
     checksums_by_path,
     parse_manifest,
 )
-from bundler.bundle.walk import BundleTree, BundleWalker
+from bundler.bundle.walk import DEFERRED, BundleTree, BundleWalker
 from bundler.config.file import toml_error_reason
 from bundler.errors import BundlerError, InvalidInput, Refused
 from bundler.rules import tomlcompat
@@ -66,7 +66,8 @@ class VerifyReport:
     recomputed from the bundle (``None``/empty when the fragment could not be read); ``files``
     and ``bytes`` count the regular files found under ``config.toml``, ``workspace/``,
     ``skills/`` and ``memory/``, and ``sizes`` the size of each by its bundle path;
-    ``checksums_digest`` is the XXH3-128 of ``checksums.xxh3``.
+    ``checksums_digest`` is the XXH3-128 of ``checksums.xxh3``. ``workspace_digests_deferred``:
+    the contents of ``workspace/`` were not compared with their digests (the caller does).
     """
 
     path: Path
@@ -81,6 +82,7 @@ class VerifyReport:
     sizes: dict[str, int] = field(default_factory=dict)
     checksums_digest: str = ""
     integrity_unproven: bool = False
+    workspace_digests_deferred: bool = False
 
     @property
     def ok(self) -> bool:
@@ -235,7 +237,7 @@ def _compare_checksums(report: VerifyReport, tree: BundleTree, listed: dict[str,
         expected = listed.get(rel)
         if expected is None:
             report.errors.append(Problem(escape_display(rel), f"not listed in {CHECKSUMS_NAME}"))
-        elif expected != digest:
+        elif expected != digest and digest != DEFERRED:
             report.errors.append(
                 Problem(
                     escape_display(rel), f"content does not match its digest in {CHECKSUMS_NAME}"
@@ -481,15 +483,23 @@ def _private_dir() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def verify_bundle(path: Path, *, progress: Progress | None = None) -> VerifyReport:
+def verify_bundle(
+    path: Path, *, progress: Progress | None = None, defer_workspace_digests: bool = False
+) -> VerifyReport:
     """Check the bundle folder ``path`` completely (03 §1), changing nothing.
 
     Returns a :class:`VerifyReport` listing every error and warning. Raises :class:`Refused`
     when ``path`` does not exist or cannot be read and :class:`InvalidInput` when it is a
     symbolic link or not a folder; everything wrong *inside* the bundle is a report error.
     ``progress`` sees one phase, ``verifying``, whose totals are the manifest's claims.
+
+    With ``defer_workspace_digests`` every rule is checked except that the contents of the
+    files under ``workspace/`` are not read: the caller copies them and compares the digest of
+    each copy with the checksums (import's staging does), which is the check that counts, since
+    it is made on the bytes that land; reading them here too would be a second full pass.
     """
     report = VerifyReport(path=Path(os.path.abspath(path)))
+    report.workspace_digests_deferred = defer_workspace_digests
     root_fd = _open_root(path)
     try:
         with _private_dir() as private:
@@ -549,7 +559,10 @@ def _verify_open(
         progress.start(
             "verifying", known_total(claims.get("files")), known_total(claims.get("bytes"))
         )
-    tree = BundleWalker(root_fd, version, report.errors, report.warnings, private, progress).run()
+    defer = "workspace/" if report.workspace_digests_deferred else ""
+    tree = BundleWalker(
+        root_fd, version, report.errors, report.warnings, private, progress, defer
+    ).run()
     report.sizes = {rel: size for rel, (size, _digest) in tree.digests.items()}
     report.files = len(tree.digests)
     report.bytes = sum(size for size, _ in tree.digests.values())

@@ -49,6 +49,9 @@ _SKIP_MESSAGES = {
     safefs.SkipKind.BAD_NAME: "a name with control characters or invalid UTF-8",
 }
 
+DEFERRED = ""
+"""The digest recorded for a file whose contents the caller checks itself (never a real one)."""
+
 # --------------------------------------------------------------------------- the tree
 
 
@@ -81,8 +84,10 @@ class BundleWalker:
         warnings: list[Problem],
         private_dir: Path,
         progress: Progress | None,
+        defer_under: str = "",
     ) -> None:
         self.root_fd = root_fd
+        self.defer_under = defer_under
         self.progress = progress
         self.format_version = format_version
         self.errors = errors
@@ -230,6 +235,9 @@ class BundleWalker:
             self.tree.skill_dirs[(parts[1], parts[2])] = True
         if rel == CONFIG_NAME:
             self._config(entry)
+            return
+        if self.defer_under and rel.startswith(self.defer_under):
+            self._found(rel, entry.stat.st_size, DEFERRED)
             return
         sink = self._memory_sink() if rel == MEMORY_STORE else None
         try:

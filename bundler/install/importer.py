@@ -268,7 +268,15 @@ def _import(
     warnings: list[str],
 ) -> ImportReport:
     """The body of :func:`import_bundle`, once the given secrets are known."""
-    report = verify_bundle(bundle, progress=chosen.progress)
+    # staging compares the digest of every workspace file it copies with the checksums, so a
+    # real import need not read the workspace twice; a dry run copies nothing and reads it here
+    report = verify_bundle(
+        bundle, progress=chosen.progress, defer_workspace_digests=not chosen.dry_run
+    )
+    if not report.ok and report.workspace_digests_deferred:
+        # a refusal names the entries at fault, which may be workspace files whose contents
+        # (not read above) explain the rest: read them too, once, before saying anything
+        report = verify_bundle(bundle, progress=chosen.progress)
     if not report.ok:
         # one line naming the first few entries at fault; 'bundle verify' lists every one
         shown = "; ".join(str(problem) for problem in report.errors[:3])

@@ -115,8 +115,8 @@ def stage_folder(
                     for item in copytree.copy_tree(src_fd, dst_fd, options):
                         if listed is not None and listed.get(item.relpath) != item.xxh3_128:
                             raise InvalidInput(
-                                f"{escape_display(item.relpath)}: does not match its verified "
-                                "checksum; verify the bundle again",
+                                f"{escape_display(item.relpath)}: content does not match its "
+                                f"digest in {CHECKSUMS_NAME}; nothing was imported",
                                 path=item.relpath,
                             )
                         copied.add(item.relpath)

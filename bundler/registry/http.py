@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import hashlib
 import http.client
+import io
 import json
 import os
 import ssl
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from bundler.errors import InvalidInput, Refused
 from bundler.registry.auth import Auth, Challenge, Credentials, parse_challenge
@@ -377,33 +378,108 @@ class Session:
             return False
         raise self.fail(response, "checking a blob")
 
-    def upload_blob(self, digest: str, size: int, source: BinaryIO) -> None:
-        """A monolithic upload (POST for a session, PUT of the bytes) streamed from ``source``."""
+    def repository_is_empty(self) -> bool:
+        """True when the repository holds no tag (or does not exist yet): nothing in it can
+        spare an upload, since blobs an interrupted push left there are referenced by nothing."""
+        response = self.request("GET", f"{self.base_path()}/tags/list?n=1")
+        data = self._read(response, MAX_SMALL_BYTES)
+        if response.status == 404:
+            return True
+        if response.status != 200:
+            raise self.fail(response, "listing the repository's tags")
+        try:
+            tags = json.loads(data).get("tags")
+        except (ValueError, AttributeError):
+            raise Refused(f"registry {self.shown} sent an unreadable tag list") from None
+        return not tags
+
+    def _start_upload(self) -> str:
+        """POST for an upload session; its absolute URL, which must be on this registry."""
         response = self.request(
             "POST", f"{self.base_path()}/blobs/uploads/", headers={"Content-Length": "0"}
         )
         if response.status != 202:
             raise self.fail(response, "starting a blob upload")
         response.read(MAX_SMALL_BYTES)
+        return self._upload_location(response, f"{self.base_path()}/blobs/uploads/")
+
+    def _upload_location(self, response: http.client.HTTPResponse, base: str) -> str:
         location = response.getheader("Location") or ""
-        target = urllib.parse.urljoin(self.url(f"{self.base_path()}/blobs/uploads/"), location)
+        target = urllib.parse.urljoin(self.url(base), location)
         parts = urllib.parse.urlsplit(target)
         if not location or (parts.scheme, parts.netloc) != (self.scheme, self.ref.netloc):
             raise Refused(
                 f"registry {self.shown} sent its upload elsewhere; bundler uploads only to the "
                 "registry named in the reference"
             )
-        sep = "&" if parts.query else "?"
+        return target
+
+    def _finish_upload(self, target: str, digest: str, size: int, body: Body) -> None:
+        """PUT ``?digest=``: the registry checks the bytes against it and commits the blob."""
+        sep = "&" if urllib.parse.urlsplit(target).query else "?"
         response = self.request(
             "PUT",
             "",
             url=f"{target}{sep}{urllib.parse.urlencode({'digest': digest})}",
             headers={"Content-Type": "application/octet-stream", "Content-Length": str(size)},
-            body=source,
+            body=body,
         )
         if response.status != 201:
             raise self.fail(response, "uploading a blob")
         response.read(MAX_SMALL_BYTES)
+
+    def upload_blob(self, digest: str, size: int, source: BinaryIO) -> None:
+        """A monolithic upload (POST for a session, PUT of the bytes) streamed from ``source``."""
+        self._finish_upload(self._start_upload(), digest, size, source)
+
+    def upload_streamed(self, produce: Callable[[BinaryIO], None]) -> tuple[str, int]:
+        """Upload the bytes ``produce`` writes, hashed as they go: (digest, size).
+
+        One pass and nothing spooled: a PATCH whose body is sent in chunked transfer encoding
+        while ``produce`` makes it, then the PUT that names the digest (the registry checks it).
+        Used when the digest cannot be known before the bytes exist. An exception from
+        ``produce`` abandons the upload session (the registry discards it; no blob is made).
+        """
+        target = self._start_upload()
+        parts = urllib.parse.urlsplit(target)
+        conn = self._conn(parts.scheme, parts.netloc)
+        raw = _ChunkedSink(conn, lambda: self._unreachable(parts.netloc, "the connection broke"))
+        try:
+            conn.putrequest("PATCH", parts.path + (f"?{parts.query}" if parts.query else ""))
+            headers = {
+                "Content-Type": "application/octet-stream",
+                "Transfer-Encoding": "chunked",
+                **self._auth_headers(parts.netloc),
+            }
+            for name, value in headers.items():
+                conn.putheader(name, value)
+            conn.endheaders()
+            # tar headers and paddings are small writes: gather them into chunks of CHUNK
+            sink = io.BufferedWriter(cast(io.RawIOBase, raw), CHUNK)
+            try:
+                produce(cast(BinaryIO, sink))
+                sink.flush()
+            finally:
+                sink.detach()
+            raw.end()
+            response = conn.getresponse()
+        except (http.client.HTTPException, ConnectionError) as err:
+            # the request line, headers and the answer; the body's own sends raise Refused,
+            # and an OSError from produce() is the bundle's (a read error), not the network's
+            self._drop(parts.scheme, parts.netloc)
+            raise self._unreachable(parts.netloc, type(err).__name__) from None
+        except BaseException:
+            self._drop(parts.scheme, parts.netloc)
+            raise
+        if response.status in (401, 403):
+            self._read(response, MAX_SMALL_BYTES)
+            raise Refused(self._denied_message())
+        if response.status != 202:
+            raise self.fail(response, "uploading a blob")
+        response.read(MAX_SMALL_BYTES)
+        digest = f"sha256:{raw.hash.hexdigest()}"
+        self._finish_upload(self._upload_location(response, parts.path), digest, 0, b"")
+        return digest, raw.size
 
     def download_blob(
         self, digest: str, size: int, sink: BinaryIO, progress: Callable[[int], None] | None = None
@@ -487,6 +563,42 @@ class Session:
                 )
             raise self.fail(response, "downloading a blob")
         return response
+
+
+class _ChunkedSink(io.RawIOBase):
+    """The body of a chunked request as a raw write-only stream: each ``write`` is hashed,
+    counted and sent as one chunk. A failed send raises what ``broken`` makes, so that it is
+    never taken for an error reading the bundle, which the writer raises as ``OSError``."""
+
+    def __init__(self, conn: http.client.HTTPConnection, broken: Callable[[], Refused]) -> None:
+        super().__init__()
+        self.conn = conn
+        self.broken = broken
+        self.hash = hashlib.sha256()
+        self.size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:  # type: ignore[override]
+        if not data:
+            return 0
+        self.hash.update(data)
+        self.size += len(data)
+        try:
+            self.conn.send(b"%x\r\n" % len(data))
+            self.conn.send(data)
+            self.conn.send(b"\r\n")
+        except OSError:
+            raise self.broken() from None
+        return len(data)
+
+    def end(self) -> None:
+        """The last, empty chunk."""
+        try:
+            self.conn.send(b"0\r\n\r\n")
+        except OSError:
+            raise self.broken() from None
 
 
 def _position(body: Body) -> int | None:

@@ -3,13 +3,16 @@
 The registry's own commit rule makes the push crash-safe: a tag names a manifest only once the
 manifest is stored, and the registry refuses a manifest whose blobs it does not hold. So an
 interrupted push leaves at most unreferenced blobs, and the tag still names the previous
-artifact. Blobs the registry has (a HEAD) are not uploaded again.
+artifact.
 
-Each layer's tar is written once, through sha256, into an anonymous temporary file (in
-``$TMPDIR``, unlinked at once: no crash can leave it behind) and uploaded from there only when
-the registry lacks it. Writing a tar is the costly part (per-member work for a bundle of many
-small files); making it twice, once for the digest and once into the request body, measured
-about twice as slow. Memory stays flat in the bundle size.
+How the layers travel depends on what the repository holds. Into a repository without tags
+nothing can spare an upload, so each layer's tar is made once and streamed to the registry as it
+is made, hashed on the way (a chunked PATCH, then the PUT naming the digest): the tar's cost and
+the registry's overlap, and nothing is spooled. Otherwise each layer's tar is written once,
+through sha256, into an anonymous temporary file (in ``$TMPDIR``, unlinked at once: no crash can
+leave it behind), and uploaded from there only when the registry lacks it (a HEAD): the digests
+must be known before deciding, and making the tar a second time costs more than reading it back.
+Memory stays flat in the bundle size either way.
 """
 
 from __future__ import annotations
@@ -156,14 +159,82 @@ def _push(
 ) -> PushReport:
     config_bytes = _read_config(root_fd, shown)
     manifest = parse_manifest(config_bytes)
+    parts = _parts(root_fd)
+    if session.repository_is_empty():
+        return _push_streamed(
+            root_fd, session, manifest, config_bytes, parts, force=force, progress=progress
+        )
     spools: list[tuple[_Layer, BinaryIO]] = []
     with contextlib.ExitStack() as stack:
-        for title, names in _parts(root_fd):
+        for title, names in parts:
             spool = stack.enter_context(tempfile.TemporaryFile(prefix="bundler-push-"))
             spools.append((_spool_layer(root_fd, title, names, spool), spool))
         return _push_spooled(
             session, manifest, config_bytes, spools, force=force, progress=progress
         )
+
+
+def _config_descriptor(config_bytes: bytes) -> art.Descriptor:
+    digest = f"sha256:{hashlib.sha256(config_bytes).hexdigest()}"
+    return art.Descriptor(art.CONFIG_TYPE, digest, len(config_bytes))
+
+
+def _document(manifest: Manifest, config: art.Descriptor, layers: list[_Layer]) -> bytes:
+    """The artifact's manifest: the config blob, one layer per part, the annotations."""
+    return art.render_manifest(
+        art.Artifact(
+            config,
+            [art.Descriptor(art.LAYER_TYPE, x.digest, x.size, x.title) for x in layers],
+            {
+                # the export time, not the push time: one bundle, one manifest, one digest
+                art.CREATED: manifest.provenance.exported_at,
+                art.ROOT_AGENT: manifest.root_agent,
+                art.FORMAT_VERSION: str(manifest.format_version),
+            },
+        )
+    )
+
+
+def _refuse_existing_tag(session: Session, existing: str) -> Refused:
+    return Refused(
+        f"{escape_display(str(session.ref))} already names another artifact ({existing[:19]}…); "
+        "pass --force to move the tag, or push to a new tag"
+    )
+
+
+def _push_streamed(
+    root_fd: int,
+    session: Session,
+    manifest: Manifest,
+    config_bytes: bytes,
+    parts: list[tuple[str, list[str]]],
+    *,
+    force: bool,
+    progress: Progress | None,
+) -> PushReport:
+    """Into a repository with no tag: nothing there can spare an upload, so every layer's tar
+    is made once, hashed and sent as it is made (the registry checks the digest named at the
+    end), the work of both sides overlapping; no spool, no second pass over the bundle."""
+    config = _config_descriptor(config_bytes)
+    session.upload_blob(config.digest, config.size, io.BytesIO(config_bytes))
+    layers: list[_Layer] = []
+    with phase(progress, "uploading", sum(len(names) for _title, names in parts)):
+        for title, names in parts:
+
+            def produce(out: BinaryIO, names: list[str] = names) -> None:
+                write_tar(root_fd, names, out, progress)
+
+            digest, size = session.upload_streamed(produce)
+            layers.append(_Layer(title, names, digest, size))
+    document = _document(manifest, config, layers)
+    report = PushReport(reference=str(session.ref), digest=art.manifest_digest(document))
+    report.uploaded = [layer.title for layer in layers]
+    # the repository was empty when the push began; someone may have tagged it since
+    existing = session.manifest_digest(session.ref.target)
+    if existing is not None and existing != report.digest and not force:
+        raise _refuse_existing_tag(session, existing)
+    session.put_manifest(session.ref.target, document)
+    return report
 
 
 def _push_spooled(
@@ -176,23 +247,8 @@ def _push_spooled(
     progress: Progress | None,
 ) -> PushReport:
     layers = [layer for layer, _spool in spools]
-    config = art.Descriptor(
-        art.CONFIG_TYPE,
-        f"sha256:{hashlib.sha256(config_bytes).hexdigest()}",
-        len(config_bytes),
-    )
-    document = art.render_manifest(
-        art.Artifact(
-            config,
-            [art.Descriptor(art.LAYER_TYPE, x.digest, x.size, x.title) for x in layers],
-            {
-                # the export time, not the push time: one bundle, one manifest, one digest
-                art.CREATED: manifest.provenance.exported_at,
-                art.ROOT_AGENT: manifest.root_agent,
-                art.FORMAT_VERSION: str(manifest.format_version),
-            },
-        )
-    )
+    config = _config_descriptor(config_bytes)
+    document = _document(manifest, config, layers)
     digest = art.manifest_digest(document)
     ref = session.ref
     report = PushReport(reference=str(ref), digest=digest)
@@ -202,10 +258,7 @@ def _push_spooled(
         report.skipped = [layer.title for layer in layers]
         return report
     if existing is not None and not force:
-        raise Refused(
-            f"{escape_display(str(ref))} already names another artifact ({existing[:19]}…); "
-            "pass --force to move the tag, or push to a new tag"
-        )
+        raise _refuse_existing_tag(session, existing)
     if not session.blob_exists(config.digest):
         session.upload_blob(config.digest, config.size, io.BytesIO(config_bytes))
     with phase(progress, "uploading", len(layers), sum(layer.size for layer in layers)):

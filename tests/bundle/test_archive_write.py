@@ -9,14 +9,17 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import stat
 import subprocess
 import tarfile
 from pathlib import Path
 
 import bundlefactory as bf
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from bundler.bundle.archive_write import bundle_members, write_tar
+from bundler.bundle.archive_write import _header, bundle_members, header_bytes, write_tar
 from bundler.bundle.manifest import checksum_sort_key
 from bundler.errors import InvalidInput
 from bundler.fs.durable import open_dir
@@ -146,3 +149,23 @@ def test_a_member_turned_into_a_symlink_after_listing_is_refused(
             write_tar(fd, names, io.BytesIO())
     finally:
         os.close(fd)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    name=st.text(alphabet=st.sampled_from("abz09._-/ é\u4e2d"), min_size=1, max_size=130).filter(
+        lambda n: "" not in n.split("/")  # as member names are: no empty component
+    ),
+    is_dir=st.booleans(),
+    mode=st.integers(min_value=0, max_value=0o7777),
+    size=st.one_of(st.integers(0, 1 << 20), st.integers(8**11 - 2, 8**11 + 2)),
+)
+def test_header_is_byte_for_byte_what_tarfile_writes(
+    name: str, is_dir: bool, mode: int, size: int
+) -> None:
+    """The direct ustar header of the common member is tarfile's own PAX_FORMAT header, so the
+    archive bytes (and every digest pushed from them) do not depend on which path built it."""
+    kind = stat.S_IFDIR if is_dir else stat.S_IFREG
+    st_ = os.stat_result((kind | mode, 0, 0, 1, 1000, 1000, size, 7, 7, 7))
+    expected = _header(name, st_).tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+    assert header_bytes(name, st_) == expected

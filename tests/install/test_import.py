@@ -393,7 +393,7 @@ def test_secret_values_never_leak_to_outputs_or_receipt(
     secrets = tmp_path / "secrets.toml"
     secrets.write_text(f'"mcp.servers.github.env.GITHUB_TOKEN" = "{file_secret}"\n')
     os.chmod(secrets, 0o600)
-    outputs = []
+    outputs: list[str] = []
     for extra in ((), ("--json",)):
         target = tmp_path / f"target{len(outputs)}"
         target.mkdir()
@@ -681,3 +681,51 @@ def test_secret_prompt_endpoint_reads_the_one_family_default_table() -> None:
     }
     for path, expected in cases.items():
         assert endpoint_of(config, path) == expected, path
+
+
+# ----------------------------------------------------------------- one read of the workspace
+
+
+def _same_size_change(bundle: Path) -> str:
+    """Flip one byte of a workspace file: every size and count still agrees, only the digest
+    of that file tells."""
+    target = next(p for p in sorted((bundle / "workspace").rglob("*")) if p.is_file())
+    data = bytearray(target.read_bytes())
+    data[0] ^= 0x01
+    target.write_bytes(bytes(data))
+    return target.relative_to(bundle).as_posix()
+
+
+def test_verify_deferring_workspace_digests_checks_everything_but_their_contents(
+    bundle: Path,
+) -> None:
+    from bundler.bundle.verify import verify_bundle
+
+    changed = _same_size_change(bundle)
+    deferred = verify_bundle(bundle, defer_workspace_digests=True)
+    assert deferred.ok and deferred.workspace_digests_deferred
+    full = verify_bundle(bundle)
+    assert [p.path for p in full.errors] == [changed]
+
+
+def test_import_checks_workspace_contents_on_the_copy_and_changes_nothing(
+    bundle: Path, empty_install: Path
+) -> None:
+    """A real import reads the workspace once: the digest of each copied file is compared with
+    the checksums while staging, and a mismatch refuses the import with the file named."""
+    changed = _same_size_change(bundle)
+    result = run_import(empty_install, str(bundle), "--accept-risks")
+    assert result.returncode == 3, result.stderr
+    assert result.stderr == (
+        f"error: {changed}: content does not match its digest in checksums.xxh3; "
+        "nothing was imported\n"
+    )
+    assert snapshot(empty_install) == {}
+
+
+def test_dry_run_import_still_reads_every_workspace_file(bundle: Path, empty_install: Path) -> None:
+    changed = _same_size_change(bundle)
+    result = run_import(empty_install, str(bundle), "--dry-run")
+    assert result.returncode == 3, result.stderr
+    assert "failed verification" in result.stderr and changed in result.stderr
+    assert snapshot(empty_install) == {}

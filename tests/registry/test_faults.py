@@ -75,6 +75,28 @@ def test_registry_killed_mid_push_keeps_the_previous_artifact_and_a_rerun_comple
 
 
 @pytest.mark.slow
+def test_registry_killed_mid_streamed_push_into_an_empty_repository_leaves_no_tag(
+    registry: Registry, tmp_path: Path
+) -> None:
+    """Into a repository without tags each layer is sent as it is made (a PATCH); killed then,
+    the tag does not exist (no partial artifact), and a rerun completes."""
+    bundle = big_bundle(tmp_path, "bundle", b"new!")
+    ref = registry.ref("agents/streamed:1")
+    proc = start(["bundle", "push", str(bundle), ref, "--plain-http"])
+    killed = kill_when(registry, "PATCH /v2/agents/streamed/blobs/uploads/", proc)
+    _out, err = proc.communicate(timeout=120)
+    assert killed, "the push finished before the registry could be killed"
+    assert proc.returncode == 1 and one_error(err), err
+    registry.start()
+    missing = run_cli(["bundle", "pull", ref, str(tmp_path / "none"), "--plain-http"])
+    assert missing.returncode != 0 and one_error(missing.stderr), missing.stderr
+    assert not (tmp_path / "none").exists()
+    rerun = run_cli(["bundle", "push", str(bundle), ref, "--plain-http"])
+    assert rerun.returncode == 0, rerun.stderr
+    assert pull_tree(registry, ref, tmp_path / "after-rerun") == tree_snapshot(bundle)
+
+
+@pytest.mark.slow
 def test_registry_killed_mid_pull_publishes_nothing_and_a_rerun_completes(
     registry: Registry, tmp_path: Path
 ) -> None:

@@ -100,6 +100,25 @@ def test_second_push_of_an_unchanged_bundle_uploads_no_blob(
     assert again["uploaded"] == []
 
 
+def test_push_into_an_empty_repository_streams_each_layer_once_as_it_is_made(
+    registry: Registry, bundle: Path, tmp_path: Path
+) -> None:
+    """Nothing in a repository without tags can spare an upload, so no layer is hashed ahead:
+    each is sent as it is made (one PATCH each), and what arrives is exactly the bundle."""
+    mark = registry.mark()
+    pushed = push(bundle, registry.ref("fresh/agent:1"))
+    requests = registry.requests()[mark:]
+    patches = [p for m, p, s in requests if m == "PATCH" and s == 202]
+    layer_checks = [p for m, p, _s in requests if m == "HEAD" and "/blobs/" in p]
+    assert len(patches) == len(pushed["uploaded"]) >= 2  # type: ignore[arg-type]
+    assert layer_checks == []
+    assert len(registry.uploads_since(mark)) == len(patches) + 1  # and the config blob
+    by_digest = registry.ref(f"fresh/agent@{pushed['digest']}")
+    done = run_cli(["bundle", "pull", by_digest, str(tmp_path / "back"), "--plain-http"])
+    assert done.returncode == 0, done.stderr
+    assert tree_snapshot(tmp_path / "back") == tree_snapshot(bundle)
+
+
 def test_a_changed_workspace_file_uploads_only_the_workspace_layer(
     registry: Registry, bundle: Path
 ) -> None:
