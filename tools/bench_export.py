@@ -53,8 +53,9 @@ def _config(secrets: int = SECRETS, seed: int = 7) -> str:
     return "\n".join(lines)
 
 
-# per content: the default tree (files, big files); random is the 06 §1 reference tree
-DEFAULT_TREES = {"random": (20_000, 20), "text": (5_000, 5), "b64": (5_000, 5)}
+# per content: the default tree (files, big files), the 06 §1 reference tree in each of its
+# three contents; --files / --big-files make smaller ones for quick runs
+DEFAULT_TREES = {"random": (20_000, 20), "text": (20_000, 20), "b64": (20_000, 20)}
 
 
 def add_tree_options(parser: argparse.ArgumentParser) -> None:
