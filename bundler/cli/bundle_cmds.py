@@ -222,8 +222,9 @@ def secrets_template(args: argparse.Namespace, out: Output) -> Result:
 
 def _archive_result(report: ArchiveReport, verb: str, out: Output) -> Result:
     text = [
+        # how it was published (the kernel call) is for --json readers, not for people
         f"{verb} {escape_display(report.source)} to {escape_display(report.destination)}: "
-        f"{report.members} members, published with {report.publish_method}"
+        f"{report.members} members"
     ]
     return Result(
         payload=report.as_json(),

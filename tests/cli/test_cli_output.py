@@ -100,6 +100,10 @@ def test_human_output_has_no_section_numbers_and_no_system_call_names(
         ["home", "verify-backup", backup],
         ["home", "restore", backup, "--project", project],
         ["home", "verify-backup", bundle],
+        ["bundle", "pack", bundle, str(tmp / "b.tar")],
+        ["bundle", "pack", bundle, str(tmp / "b.tar")],
+        ["bundle", "verify", str(tmp / "b.tar")],
+        ["bundle", "unpack", str(tmp / "b.tar"), str(tmp / "unpacked")],
         ["agents", "nope"],
     ]
     runs += [[*words, "--help"] for words in _every_command()]
