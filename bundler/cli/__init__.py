@@ -17,9 +17,9 @@ from types import FrameType
 from typing import Any, NoReturn
 
 from bundler import __version__
-from bundler.cli.completion import SHELLS
 from bundler.cli.output import Output, Result
 from bundler.cli.registry_args import add_registry_options
+from bundler.cli.shells import SHELLS
 from bundler.errors import BundlerError, Interrupted, UsageError
 from bundler.rules import hints
 from bundler.rules.names import escape_display

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from bundler.bundle.archive import SCRATCH_PREFIX
 from bundler.bundle.history import recent_destinations
+from bundler.bundle.leftovers import abandoned_in, leftovers_beside
 from bundler.bundle.publish import rename_exchange_works
-from bundler.bundle.recover import abandoned_in, leftovers_beside
 from bundler.config.file import find_install_root
 from bundler.config.store import load_config
 from bundler.errors import BundlerError, InvalidInput, Refused

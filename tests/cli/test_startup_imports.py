@@ -22,6 +22,23 @@ from kit import clean_env
 # bars are drawn only on a terminal, TOML is edited (tomlkit) and YAML read only by other commands
 HEAVY = ("jsonschema", "rich", "tomlkit", "yaml")
 
+# what reading a bundle folder never needs: the archive reader and writer and the publisher
+# (export, pack, unpack, recover), the registry client, the completion and man page generators,
+# ctypes (renames and flushes only) and difflib ("did you mean", on a mistyped name only)
+NOT_FOR_A_FOLDER = (
+    "bundler.bundle.archive",
+    "bundler.bundle.archive_read",
+    "bundler.bundle.archive_write",
+    "bundler.bundle.publish",
+    "bundler.bundle.recover",
+    "bundler.fs.scratch",
+    "bundler.cli.completion",
+    "bundler.cli.manpage",
+    "bundler.cli.parsertree",
+    "ctypes",
+    "difflib",
+)
+
 
 def _imported(*args: str) -> set[str]:
     done = subprocess.run(
@@ -52,6 +69,8 @@ def test_help_imports_no_command_module_and_no_heavy_library() -> None:
     assert _heavy(modules) == []
     assert not [m for m in modules if m.startswith(("bundler.bundle", "bundler.install"))]
     assert not [m for m in modules if m.endswith("_cmds")]
+    assert not [m for m in modules if m.startswith("bundler.registry")]
+    assert sorted(modules.intersection(NOT_FOR_A_FOLDER)) == []
 
 
 def test_verify_of_a_tiny_bundle_imports_no_heavy_library(tmp_path: Path) -> None:
@@ -62,6 +81,24 @@ def test_verify_of_a_tiny_bundle_imports_no_heavy_library(tmp_path: Path) -> Non
     # inspect is another command of the same group; the installer is another group
     assert "bundler.bundle.inspect" not in modules
     assert not [m for m in modules if m.startswith("bundler.install")]
+
+
+def test_verify_of_a_bundle_folder_loads_no_archive_publish_or_registry_code(
+    tmp_path: Path,
+) -> None:
+    bundle = build_bundle(tmp_path / "b.bundle")
+    modules = _imported("--quiet", "bundle", "verify", str(bundle))
+    assert "bundler.bundle.verify" in modules  # the command did run
+    assert sorted(modules.intersection(NOT_FOR_A_FOLDER)) == []
+    assert not [m for m in modules if m.startswith("bundler.registry")]
+
+
+def test_the_cli_tells_a_registry_reference_as_the_registry_client_does() -> None:
+    """The CLI spells the oci:// scheme itself, so that a folder loads no registry module."""
+    from bundler.cli.registry_args import REFERENCE_SCHEME
+    from bundler.registry.reference import SCHEME
+
+    assert REFERENCE_SCHEME == SCHEME
 
 
 def test_only_the_named_group_gets_its_command_parsers() -> None:
