@@ -18,13 +18,11 @@ import errno
 import os
 import shutil
 import stat
-import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import tomli_w
 import xxhash
 
 from bundler.bundle import fragment as fragment_rules
@@ -39,7 +37,6 @@ from bundler.bundle.manifest import (
     parse_manifest,
 )
 from bundler.bundle.walk import BundleTree, BundleWalker
-from bundler.config.file import toml_error_reason
 from bundler.errors import BundlerError, InvalidInput, Refused
 from bundler.rules import tomlcompat
 from bundler.rules.names import (
@@ -48,6 +45,7 @@ from bundler.rules.names import (
 )
 from bundler.rules.progress import Progress, known_total
 from bundler.rules.secrets import sweep_targets, withholder
+from bundler.rules.tomlcompat import toml_error_reason
 from bundler.rules.units import human_size
 
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
@@ -205,6 +203,8 @@ def _read_manifest(raw: bytes, *, legacy: bool) -> tuple[dict[str, Any] | None, 
         placeholders = {"checksums": CHECKSUMS_NAME, "checksums_xxh3_128": "0" * 32}
         filled = [key for key in placeholders if key not in contents]
         contents.update({key: placeholders[key] for key in filled})
+        import tomli_w  # only for such a legacy manifest: no other verify writes TOML
+
         raw = tomli_w.dumps(table).encode("utf-8")
     try:
         manifest = parse_manifest(raw).as_dict()
@@ -473,12 +473,23 @@ def _check_store(report: VerifyReport, tree: BundleTree) -> None:
 
 
 @contextlib.contextmanager
-def _private_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="bundler-verify-"))
+def _private_dir() -> Iterator[Callable[[], Path]]:
+    """A private folder, made on first use (only a format 2 bundle's memory store needs one, so
+    most runs neither make nor remove one, nor import ``tempfile``), removed on exit."""
+    made: list[Path] = []
+
+    def folder() -> Path:
+        if not made:
+            import tempfile
+
+            made.append(Path(tempfile.mkdtemp(prefix="bundler-verify-")))
+        return made[0]
+
     try:
-        yield path
+        yield folder
     finally:
-        shutil.rmtree(path, ignore_errors=True)
+        for path in made:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def verify_bundle(path: Path, *, progress: Progress | None = None) -> VerifyReport:
@@ -502,7 +513,7 @@ def verify_bundle(path: Path, *, progress: Progress | None = None) -> VerifyRepo
 
 
 def _verify_open(
-    root_fd: int, report: VerifyReport, private: Path, progress: Progress | None
+    root_fd: int, report: VerifyReport, private: Callable[[], Path], progress: Progress | None
 ) -> None:
     raw_manifest, problem = _read_root_file(root_fd, MANIFEST_NAME, MAX_MANIFEST_BYTES)
     raw_checksums, checksums_problem = _read_root_file(root_fd, CHECKSUMS_NAME, MAX_CHECKSUMS_BYTES)

@@ -23,8 +23,9 @@ from kit import clean_env
 HEAVY = ("jsonschema", "rich", "tomlkit", "yaml")
 
 # what reading a bundle folder never needs: the archive reader and writer and the publisher
-# (export, pack, unpack, recover), the registry client, the completion and man page generators,
-# ctypes (renames and flushes only) and difflib ("did you mean", on a mistyped name only)
+# (export, pack, unpack, recover), the copier, the install's config reader, the registry client,
+# the completion and man page generators, ctypes (renames and flushes only), difflib ("did you
+# mean", on a mistyped name only), tempfile (a format 2 store's private copy) and the TOML writer
 NOT_FOR_A_FOLDER = (
     "bundler.bundle.archive",
     "bundler.bundle.archive_read",
@@ -35,8 +36,12 @@ NOT_FOR_A_FOLDER = (
     "bundler.cli.completion",
     "bundler.cli.manpage",
     "bundler.cli.parsertree",
+    "bundler.fs.copytree",
+    "bundler.config.file",
     "ctypes",
     "difflib",
+    "tempfile",
+    "tomli_w",
 )
 
 
