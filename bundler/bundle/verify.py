@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import shutil
 import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,7 +43,7 @@ from bundler.rules.names import (
     is_portable_skill_alias,
 )
 from bundler.rules.progress import Progress, known_total
-from bundler.rules.secrets import sweep_targets, withholder
+from bundler.rules.secrets import sweep_targets
 from bundler.rules.tomlcompat import toml_error_reason
 from bundler.rules.units import human_size
 
@@ -488,8 +487,10 @@ def _private_dir() -> Iterator[Callable[[], Path]]:
     try:
         yield folder
     finally:
-        for path in made:
-            shutil.rmtree(path, ignore_errors=True)
+        if made:
+            import shutil
+
+            shutil.rmtree(made[0], ignore_errors=True)
 
 
 def verify_bundle(path: Path, *, progress: Progress | None = None) -> VerifyReport:
@@ -598,6 +599,9 @@ def _withhold_smuggled(report: VerifyReport, fragment: dict[str, Any]) -> None:
     targets, _ = sweep_targets(fragment)
     if not targets:
         return
+    # the matcher is imported only here: a bundle holds no secret value unless it is refused
+    from bundler.rules.sweeper import withholder
+
     scrub = withholder(targets)
     report.errors = [Problem(scrub(p.path), scrub(p.message)) for p in report.errors]
     report.warnings = [Problem(scrub(p.path), scrub(p.message)) for p in report.warnings]

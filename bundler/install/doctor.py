@@ -29,7 +29,7 @@ from bundler.install.journal import STAGING_PREFIX, UNPACK_PREFIX
 from bundler.install.undo import unfilled_secrets
 from bundler.rules import hints, layout, sweep_hyperscan
 from bundler.rules.names import escape_display
-from bundler.rules.secrets import ENGINE_VARIABLE, sweep_engine
+from bundler.rules.sweeper import ENGINE_VARIABLE, sweep_engine
 from bundler.rules.validate import validate
 
 
