@@ -27,7 +27,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bundler.bundle.closure import plan_closure  # noqa: E402
-from bundler.rules.secrets import Sweeper, sweep_targets  # noqa: E402
+from bundler.rules.secrets import sweep_targets  # noqa: E402
+from bundler.rules.sweeper import Sweeper  # noqa: E402
 
 ROOT = Path("/srv/bench-install")
 AGENT = "measured"

@@ -111,7 +111,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--content", choices=("random", "text", "b64"), action="append")
     args = parser.parse_args(argv)
     from bundler.rules import sweep_hyperscan
-    from bundler.rules.secrets import Sweeper
+    from bundler.rules.sweeper import Sweeper
 
     args.root.mkdir(parents=True, exist_ok=True)
     targets = _targets(args.secrets)

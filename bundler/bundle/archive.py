@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import stat
 import tarfile
 import tempfile
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
+from bundler.bundle.archive_kind import is_archive
 from bundler.bundle.archive_read import ArchiveLimits, read_tar
 from bundler.bundle.archive_write import bundle_members, write_tar
 from bundler.bundle.publish import Staging, admit, io_failure, stage_build_publish
@@ -66,15 +66,6 @@ class ArchiveReport:
             "publish_method": self.publish_method,
             "warnings": [str(w) for w in self.warnings],
         }
-
-
-def is_archive(path: Path) -> bool:
-    """True when ``path`` names something to read as an archive: anything but a folder (a
-    missing path is left to the folder reader, which says it does not exist)."""
-    try:
-        return not stat.S_ISDIR(os.stat(path).st_mode)
-    except OSError:
-        return False
 
 
 def looks_like_archive(fd: int) -> bool:

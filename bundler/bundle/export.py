@@ -74,7 +74,8 @@ from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
 from bundler.rules.progress import Progress, phase
 from bundler.rules.risk import RiskFlag
-from bundler.rules.secrets import Hit, Sweeper, sweep_targets
+from bundler.rules.secrets import sweep_targets
+from bundler.rules.sweeper import Hit, Sweeper
 
 FORMAT_VERSION = 1
 MEMORY_FORMAT_VERSION = 2

@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-import tomli_w
-
 from bundler.errors import InvalidInput, UsageError
 from bundler.rules import schema, schemacheck
 from bundler.rules.names import escape_display, has_control_chars
@@ -185,6 +183,8 @@ def render_manifest(manifest: Manifest) -> bytes:
     ``dropped`` and ``risk_flags`` are always written as arrays of tables (``[[dropped]]``),
     however short, so the file reads the same whatever its content.
     """
+    import tomli_w  # writing is export's: verify and import only read a manifest
+
     data = manifest.as_dict()
     scalars = {key: value for key, value in data.items() if not _is_table_value(value)}
     parts = [tomli_w.dumps(scalars)]
@@ -379,6 +379,8 @@ def render_config(fragment: Mapping[str, Any]) -> bytes:
     Tables come in the order of 02 §2, keys inside them sorted, arrays as they are: the same
     fragment always renders to the same bytes whatever order its dictionaries were built in.
     """
+    import tomli_w  # writing is export's: verify and import only read a config
+
     ordered: dict[str, Any] = {}
     for key in FRAGMENT_TABLE_ORDER:
         if key in fragment:

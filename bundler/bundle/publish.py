@@ -30,7 +30,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import re
 import signal
 import stat
 from collections.abc import Callable, Iterator, Sequence
@@ -39,8 +38,16 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+from bundler.bundle.leftovers import (
+    encode_record,
+    labelled,
+    record_name,
+    retired_name,
+    split_out,
+    staging_name,
+)
 from bundler.bundle.manifest import MANIFEST_NAME
-from bundler.errors import BundlerError, Interrupted, Refused, UsageError
+from bundler.errors import BundlerError, Interrupted, Refused
 from bundler.fs.copytree import make_durable
 from bundler.fs.durable import (
     RENAME_EXCHANGE,
@@ -54,15 +61,6 @@ from bundler.fs.durable import (
 from bundler.fs.safefs import open_dir_nofollow, rmtree_at
 from bundler.rules import hints
 from bundler.rules.names import escape_display
-
-STAGING_PREFIX = ".zeroclaw-export-"
-RETIRED_PREFIX = ".zeroclaw-export-old-"
-RECORD_SUFFIX = ".target"
-
-_TOKEN = r"[A-Za-z0-9]{12}"
-STAGING_RE = re.compile(rf"\.zeroclaw-export-({_TOKEN})")
-RETIRED_RE = re.compile(rf"\.zeroclaw-export-old-({_TOKEN})")
-RECORD_RE = re.compile(rf"\.zeroclaw-export-({_TOKEN})\.target")
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _ARCHIVE_FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -85,10 +83,6 @@ ArchiveCheck = Callable[[int], bool]
 """Given a descriptor open on an existing regular file, True when it is a bundle archive."""
 
 
-def _shown(label: str, display: str) -> str:
-    return f"{label} {display}" if label else display
-
-
 class PublishMethod(str, Enum):
     """How the bundle reached its destination; ``--json`` reports it as ``publish_method``."""
 
@@ -107,36 +101,6 @@ class PublishOutcome:
 
 
 _REPLACED = (DestKind.BUNDLE, DestKind.ARCHIVE)
-
-
-def staging_name(token: str) -> str:
-    """``.zeroclaw-export-<token>``: where a bundle is built."""
-    return f"{STAGING_PREFIX}{token}"
-
-
-def retired_name(token: str) -> str:
-    """``.zeroclaw-export-old-<token>``: where a replaced bundle waits to be removed."""
-    return f"{RETIRED_PREFIX}{token}"
-
-
-def record_name(token: str) -> str:
-    """``.zeroclaw-export-<token>.target``: the one-line record naming the destination."""
-    return f"{STAGING_PREFIX}{token}{RECORD_SUFFIX}"
-
-
-def encode_record(dest_name: str) -> bytes:
-    """The record's bytes: the destination's final component and one newline."""
-    return os.fsencode(dest_name) + b"\n"
-
-
-def decode_record(data: bytes) -> str | None:
-    """The destination named by a record, or None when the record is torn or empty.
-
-    Exactly one trailing newline is removed, so a name that itself ends in a newline survives.
-    """
-    if not data.endswith(b"\n") or len(data) < 2 or b"\0" in data or b"/" in data[:-1]:
-        return None
-    return os.fsdecode(data[:-1])
 
 
 def paths_overlap(a: str, b: str) -> bool:
@@ -196,23 +160,6 @@ def unlink_missing_ok(dir_fd: int, name: str) -> None:
         os.unlink(name, dir_fd=dir_fd)
 
 
-def split_out(out: str | os.PathLike[str], label: str = "--out") -> tuple[str, str]:
-    """(absolute parent path as given, final component), refusing ``.``, ``..`` and the root."""
-    raw = os.fspath(out)
-    if not raw:
-        raise UsageError(f"{label or 'the destination'} is empty: name the bundle to create")
-    trimmed = raw.rstrip("/")
-    name = os.path.basename(trimmed)
-    if name in ("", ".", ".."):
-        raise UsageError(
-            f"{_shown(label, escape_display(raw))}: the last component must name a new "
-            "folder or file, not '.', '..' or '/'",
-            path=raw,
-        )
-    parent = os.path.dirname(os.path.abspath(trimmed))
-    return parent, name
-
-
 @dataclass
 class Admission:
     """An admitted destination: the parent folder held open, and what the destination was.
@@ -269,7 +216,7 @@ def admit(
     Raises UsageError for ``.``/``..`` and Refused for everything else that is not admitted.
     """
     parent_given, name = split_out(out, label)
-    display = _shown(label, escape_display(os.fspath(out)))
+    display = labelled(label, escape_display(os.fspath(out)))
     parent = os.path.realpath(parent_given)
     try:
         parent_fd = open_dir(parent, follow=False)
@@ -496,7 +443,7 @@ class Staging:
 
     def _dest_refused(self, why: str) -> Refused:
         return Refused(
-            f"{_shown(self.admission.label, escape_display(self.admission.dest_path))} {why}; "
+            f"{labelled(self.admission.label, escape_display(self.admission.dest_path))} {why}; "
             "nothing was published",
             path=self.admission.dest_path,
         )

@@ -1,6 +1,6 @@
 """The secret sweep as an export runs it: riding on the copy, over every carried byte and name.
 
-:class:`bundler.rules.secrets.Sweeper` is the pure matcher; this adapter feeds it each chunk the
+:class:`bundler.rules.sweeper.Sweeper` is the pure matcher; this adapter feeds it each chunk the
 copier reads back (so it sees exactly the bytes that travel), sweeps every carried path, folders
 included, applies the ``--scan-secrets`` mode, and keeps a secret that is part of a name out of
 every report and message.
@@ -16,7 +16,8 @@ from contextlib import contextmanager
 
 from bundler.errors import Refused, RefusedWithList
 from bundler.rules.names import escape_display
-from bundler.rules.secrets import WITHHELD, Hit, Sweeper, SweepStream
+from bundler.rules.secrets import WITHHELD
+from bundler.rules.sweeper import Hit, Sweeper, SweepStream
 
 
 class ExportSweep:

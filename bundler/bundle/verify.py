@@ -16,15 +16,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import shutil
 import stat
-import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import tomli_w
 import xxhash
 
 from bundler.bundle import fragment as fragment_rules
@@ -39,7 +36,6 @@ from bundler.bundle.manifest import (
     parse_manifest,
 )
 from bundler.bundle.walk import DEFERRED, BundleTree, BundleWalker
-from bundler.config.file import toml_error_reason
 from bundler.errors import BundlerError, InvalidInput, Refused
 from bundler.rules import tomlcompat
 from bundler.rules.names import (
@@ -47,7 +43,8 @@ from bundler.rules.names import (
     is_portable_skill_alias,
 )
 from bundler.rules.progress import Progress, known_total
-from bundler.rules.secrets import sweep_targets, withholder
+from bundler.rules.secrets import sweep_targets
+from bundler.rules.tomlcompat import toml_error_reason
 from bundler.rules.units import human_size
 
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
@@ -207,6 +204,8 @@ def _read_manifest(raw: bytes, *, legacy: bool) -> tuple[dict[str, Any] | None, 
         placeholders = {"checksums": CHECKSUMS_NAME, "checksums_xxh3_128": "0" * 32}
         filled = [key for key in placeholders if key not in contents]
         contents.update({key: placeholders[key] for key in filled})
+        import tomli_w  # only for such a legacy manifest: no other verify writes TOML
+
         raw = tomli_w.dumps(table).encode("utf-8")
     try:
         manifest = parse_manifest(raw).as_dict()
@@ -475,12 +474,25 @@ def _check_store(report: VerifyReport, tree: BundleTree) -> None:
 
 
 @contextlib.contextmanager
-def _private_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="bundler-verify-"))
+def _private_dir() -> Iterator[Callable[[], Path]]:
+    """A private folder, made on first use (only a format 2 bundle's memory store needs one, so
+    most runs neither make nor remove one, nor import ``tempfile``), removed on exit."""
+    made: list[Path] = []
+
+    def folder() -> Path:
+        if not made:
+            import tempfile
+
+            made.append(Path(tempfile.mkdtemp(prefix="bundler-verify-")))
+        return made[0]
+
     try:
-        yield path
+        yield folder
     finally:
-        shutil.rmtree(path, ignore_errors=True)
+        if made:
+            import shutil
+
+            shutil.rmtree(made[0], ignore_errors=True)
 
 
 def verify_bundle(
@@ -512,7 +524,7 @@ def verify_bundle(
 
 
 def _verify_open(
-    root_fd: int, report: VerifyReport, private: Path, progress: Progress | None
+    root_fd: int, report: VerifyReport, private: Callable[[], Path], progress: Progress | None
 ) -> None:
     raw_manifest, problem = _read_root_file(root_fd, MANIFEST_NAME, MAX_MANIFEST_BYTES)
     raw_checksums, checksums_problem = _read_root_file(root_fd, CHECKSUMS_NAME, MAX_CHECKSUMS_BYTES)
@@ -600,6 +612,9 @@ def _withhold_smuggled(report: VerifyReport, fragment: dict[str, Any]) -> None:
     targets, _ = sweep_targets(fragment)
     if not targets:
         return
+    # the matcher is imported only here: a bundle holds no secret value unless it is refused
+    from bundler.rules.sweeper import withholder
+
     scrub = withholder(targets)
     report.errors = [Problem(scrub(p.path), scrub(p.message)) for p in report.errors]
     report.warnings = [Problem(scrub(p.path), scrub(p.message)) for p in report.warnings]

@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bundler.bundle.fragment import Problem
 from bundler.bundle.manifest import CHECKSUMS_NAME, CONFIG_NAME, MANIFEST_NAME, MEMORY_STORE
-from bundler.config.file import MAX_CONFIG_BYTES
 from bundler.errors import BundlerError
 from bundler.fs import safefs
-from bundler.fs.copytree import digest_fd
+from bundler.fs.digest import digest_fd
+from bundler.rules.layout import MAX_CONFIG_BYTES
 from bundler.rules.names import escape_display, is_portable_name, is_portable_skill_alias
 from bundler.rules.progress import Progress
 from bundler.rules.units import human_size
@@ -82,7 +83,7 @@ class BundleWalker:
         format_version: int,
         errors: list[Problem],
         warnings: list[Problem],
-        private_dir: Path,
+        private_dir: Callable[[], Path],
         progress: Progress | None,
         defer_under: str = "",
     ) -> None:
@@ -264,7 +265,7 @@ class BundleWalker:
 
     def _memory_sink(self) -> Any:
         # A private copy: SQLite never opens the bundle's own file, so nothing appears beside it.
-        target = self.private_dir / "brain.db"
+        target = self.private_dir() / "brain.db"
         self.tree.memory_copy = target
         return open(target, "wb")  # noqa: SIM115 - closed by the caller after the stream
 

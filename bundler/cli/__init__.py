@@ -8,6 +8,7 @@ raised anywhere below and printed here on one line (or as the ``--json`` envelop
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import json
 import signal
@@ -17,9 +18,9 @@ from types import FrameType
 from typing import Any, NoReturn
 
 from bundler import __version__
-from bundler.cli.completion import SHELLS
 from bundler.cli.output import Output, Result
 from bundler.cli.registry_args import add_registry_options
+from bundler.cli.shells import SHELLS
 from bundler.errors import BundlerError, Interrupted, UsageError
 from bundler.rules import hints
 from bundler.rules.names import escape_display
@@ -551,8 +552,26 @@ def _wants_json(argv: Sequence[str]) -> bool:
     return "--json" in argv
 
 
+def _start_up_done(collecting: bool, *, own_process: bool) -> None:
+    """Turn the garbage collector back on once start-up is over.
+
+    Start-up (parsing, the command's imports) makes objects that live as long as the process
+    and no garbage cycle, yet the collector ran a dozen times during it, each pass walking
+    everything made so far; with it off, ``bundle verify`` of a small bundle starts measurably
+    faster. In the process's own run those objects are then frozen, so the command's passes
+    never walk them again (not when ``main`` is called in a longer-lived process, whose garbage
+    of the moment would be kept for good).
+    """
+    if own_process:
+        gc.freeze()
+    if collecting:
+        gc.enable()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code of 05 §2."""
+    argv_given, collecting = argv, gc.isenabled()
+    gc.disable()  # until the command runs: see _start_up_done
     argv = list(sys.argv[1:] if argv is None else argv)
     out = Output(json_mode=_wants_json(argv))
     # a closed terminal (SIGHUP) and kill (SIGTERM) clean up like Ctrl-C: no staging left behind
@@ -580,7 +599,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError(
                 f"'bundler {args.group}' needs a command (see 'bundler {args.group} --help')"
             )
-        result: Result = _handler(words)(args, out)
+        handler = _handler(words)
+        _start_up_done(collecting, own_process=argv_given is None)
+        result: Result = handler(args, out)
         return out.emit(result)
     except BundlerError as err:
         return out.fail(err)
@@ -588,6 +609,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return out.fail(Interrupted("interrupted; cleaned up"))
     except BrokenPipeError:
         return 1
+    finally:
+        if collecting:
+            gc.enable()
 
 
 __all__ = ["main", "build_parser", "HANDLERS", "escape_display", "json"]

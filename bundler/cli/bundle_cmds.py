@@ -11,15 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bundler.bundle.archive import (
-    ArchiveReport,
-    is_archive,
-    pack_bundle,
-    unpack_archive,
-    unpacked,
-    verify_any,
-)
-from bundler.bundle.recover import leftovers_beside
+from bundler.bundle.archive_kind import is_archive
+from bundler.bundle.leftovers import leftovers_beside
 from bundler.bundle.verify import verify_bundle
 from bundler.cli.output import Output, Result
 from bundler.cli.registry_args import bundle_folder
@@ -28,7 +21,11 @@ from bundler.rules.names import escape_display
 from bundler.rules.units import human_size
 
 if TYPE_CHECKING:
+    from bundler.bundle.archive import ArchiveReport
     from bundler.bundle.inspect import InspectReport
+
+# bundler.bundle.archive (the archive reader and writer, and the publisher) is imported by the
+# handlers that meet an archive only: a folder's verify starts without it
 
 
 def _error_lines(first: str, rest: list[str], json_mode: bool) -> str:
@@ -50,6 +47,8 @@ def verify(args: argparse.Namespace, out: Output) -> Result:
     with bundle_folder(args, args.dir, out) as (folder, pinned):
         with out.progress() as progress:
             if pinned is None and is_archive(folder):
+                from bundler.bundle.archive import verify_any
+
                 report = verify_any(folder)
             else:
                 report = verify_bundle(folder, progress=progress)
@@ -122,6 +121,8 @@ def inspect(args: argparse.Namespace, out: Output) -> Result:
 
     with bundle_folder(args, args.dir, out) as (folder, pinned):
         if pinned is None and is_archive(folder):
+            from bundler.bundle.archive import unpacked
+
             with unpacked(folder) as inner:
                 report = inspect_bundle(inner)
             report.verify.path = Path(os.path.abspath(args.dir))
@@ -186,6 +187,7 @@ def _write_private(target: Path, text: str, *, force: bool) -> None:
 def secrets_template(args: argparse.Namespace, out: Output) -> Result:
     """``bundle secrets-template BUNDLE [--out FILE [--force]]``: the ``--secrets-file``
     skeleton of a verified bundle's required secrets, on stdout or in a new 0600 file."""
+    from bundler.bundle.archive import verify_any
     from bundler.install.bind_secrets import secrets_template as render
 
     with out.progress() as progress:
@@ -236,6 +238,8 @@ def _archive_result(report: ArchiveReport, verb: str, out: Output) -> Result:
 
 def pack(args: argparse.Namespace, out: Output) -> Result:
     """``bundle pack DIR FILE [--force]``: the bundle folder as one deterministic tar file."""
+    from bundler.bundle.archive import pack_bundle
+
     with out.progress() as progress:
         report = pack_bundle(Path(args.dir), Path(args.file), force=args.force, progress=progress)
     return _archive_result(report, "packed", out)
@@ -243,6 +247,8 @@ def pack(args: argparse.Namespace, out: Output) -> Result:
 
 def unpack(args: argparse.Namespace, out: Output) -> Result:
     """``bundle unpack FILE DIR [--force]``: a bundle archive as a verified bundle folder."""
+    from bundler.bundle.archive import unpack_archive
+
     with out.progress() as progress:
         report = unpack_archive(
             Path(args.file), Path(args.dir), force=args.force, progress=progress

@@ -14,10 +14,9 @@ import shlex
 
 from bundler.cli.output import Output, Result
 from bundler.cli.parsertree import Command, Option, read_tree
+from bundler.cli.shells import SHELLS
 from bundler.errors import UsageError
 from bundler.rules.hints import PROGRAM
-
-SHELLS = ("bash", "zsh", "fish")
 
 
 def _value_options(tree: Command) -> list[tuple[str, Option]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bundler.bundle.archive import is_archive
+from bundler.bundle.archive_kind import is_archive
 from bundler.cli.output import Output, Result
 from bundler.cli.registry_args import bundle_folder
 from bundler.config.file import find_install_root

@@ -12,7 +12,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from bundler.cli.wrap import fold_all
 from bundler.errors import BundlerError, RefusedWithList
 from bundler.rules import hints
 from bundler.rules.progress import Progress
@@ -135,4 +134,6 @@ class Output:
 
 def _print(lines: list[str], stream: TextIO) -> None:
     """Human lines to ``stream``, prose folded to a terminal's width (never in --json)."""
+    from bundler.cli.wrap import fold_all  # a run that prints nothing (--quiet) never needs it
+
     print("\n".join(fold_all(lines, stream)), file=stream)

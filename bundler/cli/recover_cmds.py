@@ -27,7 +27,7 @@ def recover(args: argparse.Namespace, out: Output) -> Result:
             "recover takes exactly one of DEST, --install DIR, --home DIR or --scan DIR"
         )
     if args.scan:
-        from bundler.bundle.recover import explain_leftovers
+        from bundler.bundle.leftovers import explain_leftovers
 
         found = explain_leftovers(Path(args.scan))
         text: list[str] = []

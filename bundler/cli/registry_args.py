@@ -15,10 +15,13 @@ from typing import TYPE_CHECKING
 
 from bundler.cli.output import Output
 from bundler.errors import UsageError
-from bundler.registry.reference import is_reference
 
 if TYPE_CHECKING:
     from bundler.registry.http import Options
+
+# bundler.registry.reference.SCHEME, spelled out here so that a local BUNDLE loads no registry
+# module (the reference parser compiles its grammar at import); a test checks the two agree
+REFERENCE_SCHEME = "oci://"
 
 
 def add_registry_options(parser: argparse.ArgumentParser) -> None:
@@ -53,7 +56,7 @@ def bundle_folder(
 ) -> Iterator[tuple[Path, str | None]]:
     """The folder to read for a BUNDLE argument: the folder itself, or, for ``oci://``, a
     private pulled copy (removed after the block) and the reference pinned to its digest."""
-    if not is_reference(given):
+    if not given.startswith(REFERENCE_SCHEME):
         _no_registry_options(args, "a folder")
         yield Path(given), None
         return

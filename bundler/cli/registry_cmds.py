@@ -8,7 +8,8 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from bundler.bundle.archive import is_archive, pack_bundle, unpacked
+from bundler.bundle.archive import pack_bundle, unpacked
+from bundler.bundle.archive_kind import is_archive
 from bundler.cli.output import Output, Result
 from bundler.cli.registry_args import registry_options
 from bundler.registry.pull import PullReport, pull_bundle, pulled

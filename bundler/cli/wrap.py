@@ -11,8 +11,6 @@ user may paste is never folded: a line that is a command (it starts, after its i
 from __future__ import annotations
 
 import re
-import shutil
-import textwrap
 from typing import TextIO
 
 from bundler.rules import hints
@@ -36,6 +34,8 @@ def terminal_width(stream: TextIO) -> int | None:
             return None
     except (AttributeError, ValueError):
         return None
+    import shutil  # a terminal only: output to a pipe or a file never asks
+
     return shutil.get_terminal_size().columns
 
 
@@ -47,6 +47,8 @@ def fold(line: str, width: int | None) -> list[str]:
     indent = line[: len(line) - len(body)]
     if width is None or len(line) <= width or body.startswith(_PASTE_STARTS):
         return [line]
+    import textwrap  # a line too long for a terminal only
+
     glued = _KEEP_WHOLE.sub(lambda span: span.group(0).replace(" ", _GLUE), body)
     # a label ("error:", "warning:") never stands alone above a long first word
     glued = _LABEL.sub(lambda label: label.group(0).replace(" ", _GLUE), glued, count=1)

@@ -15,7 +15,6 @@ No message built here contains a value from the config: any of them may be a sec
 from __future__ import annotations
 
 import os
-import re
 import stat
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
@@ -27,7 +26,9 @@ import xxhash
 
 from bundler.errors import InvalidInput, Refused
 from bundler.rules import layout, tomlcompat
+from bundler.rules.layout import MAX_CONFIG_BYTES
 from bundler.rules.names import escape_display
+from bundler.rules.tomlcompat import toml_error_reason
 from bundler.rules.units import human_size
 
 __all__ = [
@@ -45,10 +46,6 @@ __all__ = [
 ]
 
 CONFIG_DIR_VARIABLE = "ZEROCLAW_CONFIG_DIR"
-# a config this large is not a config; refusing it keeps a hostile file from exhausting memory.
-# One limit for every config.toml bundler reads, an install's or a bundle's: 03 §1 gives 16 MiB
-# for a bundle's, and an install's is held to the same (it was 64 MiB, a second number).
-MAX_CONFIG_BYTES = 16 * 1024 * 1024
 
 ConfigIdentity = tuple[int, int, int, int]
 """(device, inode, size, mtime_ns) of ``config.toml`` when it was read."""
@@ -255,24 +252,6 @@ def parse_config_text(text: str, where: str) -> dict[str, Any]:
     # raised outside the handler: newer parsers keep the whole document (secrets) on the
     # decode error (``doc``), which would stay reachable as __context__, even "from None"
     raise InvalidInput(f"{where}: invalid TOML: {reason}", path=where)
-
-
-_QUOTED = re.compile(r"'((?:[^'\\]|\\.)*)'")
-_TOML_PUNCTUATION = frozenset("=[]{},.#\"'")
-
-
-def toml_error_reason(err: BaseException) -> str:
-    """The parser's message for ``err`` without any text it quotes from the file.
-
-    tomllib quotes what it found (a key declared twice, say), and a key or value may be a
-    secret; only quoted TOML punctuation is kept, so the message still says what was expected.
-    """
-
-    def keep_punctuation(match: re.Match[str]) -> str:
-        quoted = match.group(1)
-        return match.group(0) if quoted and set(quoted) <= _TOML_PUNCTUATION else ""
-
-    return " ".join(_QUOTED.sub(keep_punctuation, str(err)).split())
 
 
 @dataclass

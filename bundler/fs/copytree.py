@@ -26,9 +26,12 @@ import xxhash
 
 from bundler.errors import Refused
 from bundler.fs import durable
+from bundler.fs.digest import BUFFER_SIZE as BUFFER_SIZE
+from bundler.fs.digest import Observer as Observer
+from bundler.fs.digest import digest_fd as digest_fd
+from bundler.fs.digest import failure, read_failure
 from bundler.fs.safefs import Entry, Exclude, OnSkip, walk
 
-BUFFER_SIZE = 1 << 20
 CFR_CHUNK = 1 << 30
 LIVE_STORE_MAGIC = b"SQLite format 3\x00"
 # A database with one of these beside it is being written by a server (02 §3 `workspace/<path>`).
@@ -43,7 +46,6 @@ _CFR_UNSUPPORTED = frozenset(
     {errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EBADF, errno.ETXTBSY}
 )
 
-Observer = Callable[[str, memoryview], None]
 DurableMethod = Literal["auto", "syncfs", "fsync"]
 
 
@@ -56,61 +58,13 @@ class CopiedFile:
     xxh3_128: str
 
 
-def digest_fd(
-    fd: int,
-    *,
-    relpath: str = "",
-    observer: Observer | None = None,
-    buffer: bytearray | None = None,
-    expected: int | None = None,
-) -> tuple[int, str]:
-    """Read an open file from its current offset to the end: (byte count, XXH3-128 hex).
-
-    ``observer(relpath, chunk)`` sees every chunk. Read errors raise :class:`Refused`. With
-    ``expected`` (the size ``fstat`` gave), a short read that reaches it ends the file without
-    one more read to see end-of-file, as the copier does: one system call less per small file.
-    """
-    buf = buffer if buffer is not None else bytearray(BUFFER_SIZE)
-    view = memoryview(buf)
-    hasher = xxhash.xxh3_128()
-    size = 0
-    while True:
-        count = _read(fd, buf, relpath)
-        if not count:
-            return size, hasher.hexdigest()
-        chunk = view[:count]
-        hasher.update(chunk)
-        if observer is not None:
-            observer(relpath, chunk)
-        size += count
-        if size == expected and count < len(buf):
-            return size, hasher.hexdigest()
-
-
-def _read(fd: int, buf: bytearray, relpath: str) -> int:
-    try:
-        return os.readv(fd, [buf])
-    except OSError as exc:
-        raise _read_failure(relpath, exc) from exc
-
-
-def _failure(verb: str, relpath: str, exc: OSError) -> Refused:
-    reason = os.strerror(exc.errno) if exc.errno else str(exc)
-    hint = "free some space" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "check the disk"
-    return Refused(f"cannot {verb} {relpath} ({reason}): {hint} and try again", path=relpath)
-
-
 def _write_failure(relpath: str, exc: OSError) -> Refused:
-    return _failure("write", relpath, exc)
+    return failure("write", relpath, exc)
 
 
 def _copy_failure(relpath: str, exc: OSError) -> Refused:
     # One system call reads the source and writes the copy: the errno says which failed.
-    return _failure("copy", relpath, exc)
-
-
-def _read_failure(relpath: str, exc: OSError) -> Refused:
-    return _failure("read", relpath, exc)
+    return failure("copy", relpath, exc)
 
 
 def _has_live_marker(parent_fd: int, name: str, relpath: str) -> bool:
@@ -121,7 +75,7 @@ def _has_live_marker(parent_fd: int, name: str, relpath: str) -> bool:
             continue
         except OSError as exc:
             # a store whose sidecar cannot be examined may be live: never guess it is quiet
-            raise _read_failure(relpath + suffix, exc) from exc
+            raise read_failure(relpath + suffix, exc) from exc
         return True
     return False
 
@@ -197,7 +151,7 @@ class _Copier:
         try:
             head = os.pread(entry.fd, len(LIVE_STORE_MAGIC), 0)
         except OSError as exc:
-            raise _read_failure(relpath, exc) from exc
+            raise read_failure(relpath, exc) from exc
         if head == LIVE_STORE_MAGIC and _has_live_marker(entry.parent_fd, entry.name, relpath):
             self.live_stores.add(relpath)
             return True
@@ -243,7 +197,7 @@ class _Copier:
             try:
                 count = os.preadv(dst, [self.buf], offset)
             except OSError as exc:
-                raise _read_failure(relpath, exc) from exc
+                raise read_failure(relpath, exc) from exc
             if not count:
                 break
             chunk = self.view[:count]

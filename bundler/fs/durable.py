@@ -11,11 +11,12 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import fcntl
+import functools
 import os
 import string
+from typing import Any
 
 RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
@@ -24,8 +25,15 @@ RENAME_EXCHANGE = 2
 UNSUPPORTED_ERRNOS = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EPERM})
 
 _TOKEN_ALPHABET = string.ascii_letters + string.digits
-# the already-loaded C library: find_library would start an ldconfig child on every run
-_libc = ctypes.CDLL(None, use_errno=True)
+
+
+@functools.cache
+def _libc() -> Any:
+    """The already-loaded C library (find_library would start an ldconfig child on every run),
+    with ctypes imported on first use: commands that never rename or flush (verify) skip it."""
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
 
 
 # bytes below this are used, so each of the 62 letters is equally likely
@@ -50,10 +58,12 @@ def random_token(length: int = 12) -> str:
 
 def renameat2(src_dir_fd: int, src: str, dst_dir_fd: int, dst: str, flags: int) -> None:
     """``renameat2(2)``; raises OSError (ENOSYS where libc has no such function)."""
-    func = getattr(_libc, "renameat2", None)
+    func = getattr(_libc(), "renameat2", None)
     if func is None:
         # the text may reach a user: it says what is missing, not which call
         raise OSError(errno.ENOSYS, "this system cannot rename atomically")
+    import ctypes  # loaded by _libc already
+
     result = func(src_dir_fd, os.fsencode(src), dst_dir_fd, os.fsencode(dst), ctypes.c_uint(flags))
     if result != 0:
         err = ctypes.get_errno()
@@ -74,10 +84,12 @@ SYNCFS_REPORTS_ERRORS = os.uname().sysname == "Linux" and _kernel_reports_syncfs
 
 def syncfs(fd: int) -> None:
     """``syncfs(2)`` on the filesystem holding ``fd``; raises OSError on failure."""
-    func = getattr(_libc, "syncfs", None)
+    func = getattr(_libc(), "syncfs", None)
     if func is None:
         raise OSError(errno.ENOSYS, "this system cannot flush a whole filesystem")
     if func(fd) != 0:
+        import ctypes  # loaded by _libc already
+
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
 

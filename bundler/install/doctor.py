@@ -15,8 +15,8 @@ from pathlib import Path
 
 from bundler.bundle.archive import SCRATCH_PREFIX
 from bundler.bundle.history import recent_destinations
+from bundler.bundle.leftovers import abandoned_in, leftovers_beside
 from bundler.bundle.publish import rename_exchange_works
-from bundler.bundle.recover import abandoned_in, leftovers_beside
 from bundler.config.file import find_install_root
 from bundler.config.store import load_config
 from bundler.errors import BundlerError, InvalidInput, Refused
@@ -29,7 +29,7 @@ from bundler.install.journal import STAGING_PREFIX, UNPACK_PREFIX
 from bundler.install.undo import unfilled_secrets
 from bundler.rules import hints, layout, sweep_hyperscan
 from bundler.rules.names import escape_display
-from bundler.rules.secrets import ENGINE_VARIABLE, sweep_engine
+from bundler.rules.sweeper import ENGINE_VARIABLE, sweep_engine
 from bundler.rules.validate import validate
 
 

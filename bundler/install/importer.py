@@ -67,13 +67,14 @@ from bundler.rules.paths import format_path
 from bundler.rules.progress import Progress, phase
 from bundler.rules.risk import compute_risk_flags
 from bundler.rules.schemacheck import schema_findings
-from bundler.rules.secrets import value_targets, withholder
+from bundler.rules.secrets import value_targets
 from bundler.rules.skillfolder import (
     SKILLS_ROOT,
     overlap_problem,
     skill_folder_problem,
     used_folders,
 )
+from bundler.rules.sweeper import withholder
 from bundler.rules.validate import validate
 
 

@@ -26,6 +26,10 @@ __all__ = [
 ]
 
 CONFIG_NAME = "config.toml"
+# a config this large is not a config; refusing it keeps a hostile file from exhausting memory.
+# One limit for every config.toml bundler reads, an install's or a bundle's: 03 §1 gives 16 MiB
+# for a bundle's, and an install's is held to the same (it was 64 MiB, a second number).
+MAX_CONFIG_BYTES = 16 * 1024 * 1024
 
 
 def config_file(install_root: Path) -> Path:

@@ -5,7 +5,6 @@ Every reader and writer of the project asks these functions; no other module spe
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable
 
@@ -151,5 +150,7 @@ def did_you_mean(word: str, candidates: Iterable[str]) -> str:
     Only names the user could have meant are passed in (aliases of the install, paths of the
     schema or the config, a bundle's required secret paths), never values.
     """
+    import difflib  # only for a mistyped name: no start-up pays for it
+
     close = difflib.get_close_matches(word, [c for c in candidates if c != word], n=1)
     return f"; did you mean {escape_display(close[0])}?" if close else ""

@@ -1,6 +1,6 @@
 """The sweep's matcher on Hyperscan: every pattern in one database, scanned in streaming mode.
 
-:class:`bundler.rules.secrets.Sweeper` uses this where the ``hyperscan`` wheel imports (and
+:class:`bundler.rules.sweeper.Sweeper` uses this where the ``hyperscan`` wheel imports (and
 ``BUNDLER_SWEEP_ENGINE`` does not say ``python``); elsewhere it uses its own pure-Python
 engine. The semantics are the same: exact bytes, case-sensitive, anywhere in the data (no word
 boundaries). Streaming mode finds a pattern that straddles two chunks without scanning any

@@ -6,6 +6,7 @@ one place.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 try:
@@ -15,7 +16,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10 only
 
 TOMLDecodeError: type[ValueError] = _toml.TOMLDecodeError
 
-__all__ = ["TOMLDecodeError", "decode_utf8", "loads"]
+__all__ = ["TOMLDecodeError", "decode_utf8", "loads", "toml_error_reason"]
 
 
 def loads(text: str) -> dict[str, Any]:
@@ -41,3 +42,21 @@ def decode_utf8(raw: bytes) -> str | None:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
         return None
+
+
+_QUOTED = re.compile(r"'((?:[^'\\]|\\.)*)'")
+_TOML_PUNCTUATION = frozenset("=[]{},.#\"'")
+
+
+def toml_error_reason(err: BaseException) -> str:
+    """The parser's message for ``err`` without any text it quotes from the file.
+
+    tomllib quotes what it found (a key declared twice, say), and a key or value may be a
+    secret; only quoted TOML punctuation is kept, so the message still says what was expected.
+    """
+
+    def keep_punctuation(match: re.Match[str]) -> str:
+        quoted = match.group(1)
+        return match.group(0) if quoted and set(quoted) <= _TOML_PUNCTUATION else ""
+
+    return " ".join(_QUOTED.sub(keep_punctuation, str(err)).split())

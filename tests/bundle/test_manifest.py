@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from bundler.bundle.manifest import (
     Provenance,
     checksum_sort_key,
     exported_at,
+    is_rfc3339,
     parse_checksums,
     parse_manifest,
     render_checksums,
@@ -267,3 +269,48 @@ def test_exported_at_is_utc_now_without_it() -> None:
 def test_bad_source_date_epoch_is_a_usage_error(bad: str) -> None:
     with pytest.raises(UsageError, match="SOURCE_DATE_EPOCH"):
         exported_at({"SOURCE_DATE_EPOCH": bad})
+
+
+# --- provenance.exported_at: an RFC 3339 date-time ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "valid"),
+    [
+        ("2026-11-29T14:00:00Z", True),
+        ("2026-11-29T14:00:00.123456789+00:00", True),
+        ("2024-02-29T00:00:00Z", True),  # a leap year
+        ("2000-02-29T00:00:00Z", True),  # divisible by 400
+        ("1900-02-29T00:00:00Z", False),  # divisible by 100 only
+        ("2023-02-29T00:00:00Z", False),
+        ("2026-04-31T00:00:00Z", False),
+        ("2026-13-01T00:00:00Z", False),
+        ("2026-00-01T00:00:00Z", False),
+        ("2026-01-00T00:00:00Z", False),
+        ("0000-01-01T00:00:00Z", False),  # there is no year 0
+        ("2026-01-01T24:00:00Z", False),
+        ("2026-01-01T23:60:00Z", False),
+        ("2016-12-31T23:59:60Z", True),  # a leap second
+        ("2026-01-01T00:00:61Z", False),
+        ("2026-01-01T00:00:00+24:00", False),
+        ("2026-01-01T00:00:00-23:59", True),
+        ("2026-01-01 00:00:00Z", False),
+        ("2026-01-01T00:00:00", False),
+    ],
+)
+def test_exported_at_must_be_an_rfc3339_date_time_of_a_real_day(text: str, valid: bool) -> None:
+    assert is_rfc3339(text) is valid
+
+
+def test_exported_at_days_are_the_calendars() -> None:
+    """Every month's length, leap years included, as the standard library's calendar has it."""
+    for year in (1, 4, 100, 400, 1900, 2000, 2023, 2024, 9999):
+        for month in range(0, 14):
+            for day in range(0, 33):
+                try:
+                    datetime.date(year, month, day)
+                    exists = True
+                except ValueError:
+                    exists = False
+                text = f"{year:04d}-{month:02d}-{day:02d}T12:00:00Z"
+                assert is_rfc3339(text) is exists, text

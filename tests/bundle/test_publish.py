@@ -10,18 +10,17 @@ from pathlib import Path
 import pytest
 from kit import tree_snapshot
 
-from bundler.bundle.publish import (
-    DestKind,
-    PublishMethod,
-    admit,
+from bundler.bundle.leftovers import (
     decode_record,
     encode_record,
+    find_leftovers,
     record_name,
-    rename_exchange_works,
     retired_name,
+    scan_leftovers,
     staging_name,
 )
-from bundler.bundle.recover import find_leftovers, recover_destination, scan_leftovers
+from bundler.bundle.publish import DestKind, PublishMethod, admit, rename_exchange_works
+from bundler.bundle.recover import recover_destination
 from bundler.errors import Refused, UsageError
 
 

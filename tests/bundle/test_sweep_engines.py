@@ -20,7 +20,8 @@ from test_export_kit import API_KEY, cli_env, export_cmd, make_install, run, wor
 from bundler.bundle.sweep import ExportSweep
 from bundler.errors import Refused, RefusedWithList
 from bundler.rules import sweep_hyperscan
-from bundler.rules.secrets import Hit, Sweeper, SweepTarget
+from bundler.rules.secrets import SweepTarget
+from bundler.rules.sweeper import Hit, Sweeper
 
 FALLBACK_LINE = "ok: secret sweep engine: pure Python (hyperscan not available)"
 

@@ -22,6 +22,30 @@ from kit import clean_env
 # bars are drawn only on a terminal, TOML is edited (tomlkit) and YAML read only by other commands
 HEAVY = ("jsonschema", "rich", "tomlkit", "yaml")
 
+# what reading a bundle folder never needs: the archive reader and writer and the publisher
+# (export, pack, unpack, recover), the copier, the install's config reader, the registry client,
+# the completion and man page generators, ctypes (renames and flushes only), difflib ("did you
+# mean", on a mistyped name only), tempfile (a format 2 store's private copy), the TOML writer
+# and the secret sweep's matcher (built only when the bundle holds a secret value, to withhold it)
+NOT_FOR_A_FOLDER = (
+    "bundler.bundle.archive",
+    "bundler.bundle.archive_read",
+    "bundler.bundle.archive_write",
+    "bundler.bundle.publish",
+    "bundler.bundle.recover",
+    "bundler.fs.scratch",
+    "bundler.cli.completion",
+    "bundler.cli.manpage",
+    "bundler.cli.parsertree",
+    "bundler.fs.copytree",
+    "bundler.config.file",
+    "bundler.rules.sweeper",
+    "ctypes",
+    "difflib",
+    "tempfile",
+    "tomli_w",
+)
+
 
 def _imported(*args: str) -> set[str]:
     done = subprocess.run(
@@ -52,6 +76,8 @@ def test_help_imports_no_command_module_and_no_heavy_library() -> None:
     assert _heavy(modules) == []
     assert not [m for m in modules if m.startswith(("bundler.bundle", "bundler.install"))]
     assert not [m for m in modules if m.endswith("_cmds")]
+    assert not [m for m in modules if m.startswith("bundler.registry")]
+    assert sorted(modules.intersection(NOT_FOR_A_FOLDER)) == []
 
 
 def test_verify_of_a_tiny_bundle_imports_no_heavy_library(tmp_path: Path) -> None:
@@ -62,6 +88,26 @@ def test_verify_of_a_tiny_bundle_imports_no_heavy_library(tmp_path: Path) -> Non
     # inspect is another command of the same group; the installer is another group
     assert "bundler.bundle.inspect" not in modules
     assert not [m for m in modules if m.startswith("bundler.install")]
+
+
+def test_verify_of_a_bundle_folder_loads_no_archive_publish_or_registry_code(
+    tmp_path: Path,
+) -> None:
+    bundle = build_bundle(tmp_path / "b.bundle")
+    modules = _imported("--quiet", "bundle", "verify", str(bundle))
+    assert "bundler.bundle.verify" in modules  # the command did run
+    assert sorted(modules.intersection(NOT_FOR_A_FOLDER)) == []
+    assert not [m for m in modules if m.startswith("bundler.registry")]
+    # --quiet and a sound bundle: nothing is printed, so nothing is folded for a terminal
+    assert sorted(modules.intersection({"bundler.cli.wrap", "textwrap"})) == []
+
+
+def test_the_cli_tells_a_registry_reference_as_the_registry_client_does() -> None:
+    """The CLI spells the oci:// scheme itself, so that a folder loads no registry module."""
+    from bundler.cli.registry_args import REFERENCE_SCHEME
+    from bundler.registry.reference import SCHEME
+
+    assert REFERENCE_SCHEME == SCHEME
 
 
 def test_only_the_named_group_gets_its_command_parsers() -> None:
@@ -99,3 +145,26 @@ def test_verify_on_a_terminal_draws_no_bar_for_a_short_run(tmp_path: Path) -> No
     modules = _names(b"".join(chunks).decode("utf-8", "replace").replace("\r", ""))
     assert "bundler.bundle.verify" in modules
     assert _heavy(modules) == []
+
+
+def test_main_leaves_the_garbage_collector_as_it_found_it(tmp_path: Path) -> None:
+    """Start-up runs with the collector off; ``main`` turns it back on, after a refusal too, and
+    freezes nothing when called inside a longer-lived process (only its own run is frozen)."""
+    import gc
+
+    from bundler.cli import main
+
+    bundle = build_bundle(tmp_path / "b.bundle")
+    frozen = gc.get_freeze_count()
+    assert gc.isenabled()
+    assert main(["--quiet", "bundle", "verify", str(bundle)]) == 0
+    assert gc.isenabled()
+    assert main(["--install", "/nonexistent", "bundle"]) != 0  # refused during start-up
+    assert gc.isenabled()
+    assert gc.get_freeze_count() == frozen
+    gc.disable()
+    try:
+        main(["--quiet", "bundle", "verify", str(bundle)])
+        assert not gc.isenabled()  # a caller's choice is kept
+    finally:
+        gc.enable()

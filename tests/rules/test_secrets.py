@@ -14,17 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bundler.rules import sweep_hyperscan
-from bundler.rules.secrets import (
-    ENGINE_VARIABLE,
-    Hit,
-    Sweeper,
-    SweepTarget,
-    encodings_of,
-    find_ciphertext,
-    scrub,
-    sweep_engine,
-    sweep_targets,
-)
+from bundler.rules.secrets import SweepTarget, find_ciphertext, scrub, sweep_targets
+from bundler.rules.sweeper import ENGINE_VARIABLE, Hit, Sweeper, encodings_of, sweep_engine
 
 # every test here runs once per sweep engine (issue 15)
 pytestmark = pytest.mark.usefixtures("each_sweep_engine")
