@@ -65,13 +65,21 @@ class InspectReport:
     def summary(self) -> list[tuple[str, str]]:
         """(label, value) rows of the header."""
         errors = len(self.verify.errors)
+        verified = "yes" if not errors else f"NO: {errors} error(s), see below"
+        files, size = str(self.verify.files), human_size(self.verify.bytes)
+        if self.verify.not_here:
+            left = " and ".join(f"{top}/" for top in self.verify.not_here)
+            files += f" (not counting {left}, left in the registry)"
+            size += " (the same)"
+            if not errors:
+                verified += f", all but {left}, which pull and import check"
         return [
             ("root agent", self.root_agent),
             ("format", str(self.format_version)),
             *((key.replace("_", " "), value) for key, value in self.provenance.items()),
-            ("files", str(self.verify.files)),
-            ("size", human_size(self.verify.bytes)),
-            ("verified", "yes" if not errors else f"NO: {errors} error(s), see below"),
+            ("files", files),
+            ("size", size),
+            ("verified", verified),
         ]
 
     def sections(self) -> list[tuple[str, list[tuple[str, ...]]]]:
@@ -106,6 +114,7 @@ class InspectReport:
             "provenance": self.provenance,
             "files": self.verify.files,
             "bytes": self.verify.bytes,
+            "not_read": [f"{top}/" for top in self.verify.not_here],
             "entries": self.entries,
             "required_secrets": [{"path": p, "endpoint": e} for p, e in self.secrets],
             "risk_flags": self.risk_flags,
@@ -170,13 +179,18 @@ def _escaped_rows(rows: Any) -> list[dict[str, str]]:
     return out
 
 
-def inspect_bundle(path: Path, *, progress: Progress | None = None) -> InspectReport:
+def inspect_bundle(
+    path: Path, *, progress: Progress | None = None, not_here: tuple[str, ...] = ()
+) -> InspectReport:
     """Verify ``path`` and describe it for a person (03 §2); raises like :func:`verify_bundle`.
+
+    ``not_here``: top folders left out of ``path`` (see :func:`verify_bundle`), for a registry
+    artifact whose big layers inspect does not download.
 
     Raises :class:`InvalidInput` when the manifest cannot be read at all (there is nothing to
     describe); otherwise the report carries the verification errors beside the description.
     """
-    checked = verify_bundle(path, progress=progress)
+    checked = verify_bundle(path, progress=progress, not_here=not_here)
     manifest = checked.manifest
     if manifest is None:
         first = checked.errors[0] if checked.errors else Problem(MANIFEST_NAME, "unreadable")

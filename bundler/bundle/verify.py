@@ -65,6 +65,7 @@ class VerifyReport:
     ``skills/`` and ``memory/``, and ``sizes`` the size of each by its bundle path;
     ``checksums_digest`` is the XXH3-128 of ``checksums.xxh3``. ``workspace_digests_deferred``:
     the contents of ``workspace/`` were not compared with their digests (the caller does).
+    ``not_here``: top folders that were not there to be read (see :func:`verify_bundle`).
     """
 
     path: Path
@@ -80,6 +81,7 @@ class VerifyReport:
     checksums_digest: str = ""
     integrity_unproven: bool = False
     workspace_digests_deferred: bool = False
+    not_here: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -243,8 +245,9 @@ def _compare_checksums(report: VerifyReport, tree: BundleTree, listed: dict[str,
                 )
             )
     if not tree.stopped:
+        elsewhere = tuple(f"{top}/" for top in report.not_here)
         for rel in listed:
-            if rel not in tree.digests:
+            if rel not in tree.digests and not (elsewhere and rel.startswith(elsewhere)):
                 report.errors.append(
                     Problem(
                         escape_display(rel),
@@ -255,7 +258,7 @@ def _compare_checksums(report: VerifyReport, tree: BundleTree, listed: dict[str,
 
 def _compare_contents(report: VerifyReport, manifest: Mapping[str, Any]) -> None:
     contents = manifest.get("contents")
-    if not isinstance(contents, dict):
+    if not isinstance(contents, dict) or report.not_here:
         return
     for key, actual in (("files", report.files), ("bytes", report.bytes)):
         claimed = contents.get(key)
@@ -496,7 +499,11 @@ def _private_dir() -> Iterator[Callable[[], Path]]:
 
 
 def verify_bundle(
-    path: Path, *, progress: Progress | None = None, defer_workspace_digests: bool = False
+    path: Path,
+    *,
+    progress: Progress | None = None,
+    defer_workspace_digests: bool = False,
+    not_here: tuple[str, ...] = (),
 ) -> VerifyReport:
     """Check the bundle folder ``path`` completely (03 §1), changing nothing.
 
@@ -509,9 +516,15 @@ def verify_bundle(
     files under ``workspace/`` are not read: the caller copies them and compares the digest of
     each copy with the checksums (import's staging does), which is the check that counts, since
     it is made on the bytes that land; reading them here too would be a second full pass.
+
+    ``not_here`` names top folders (``"workspace"``, ``"memory"``) that are not in ``path`` to
+    be read: ``bundle inspect`` of a registry artifact leaves those layers in the registry. The
+    files listed under them are not looked for, the manifest's totals and the memory store are
+    not judged (``report.not_here`` says so), and every other rule holds as always.
     """
     report = VerifyReport(path=Path(os.path.abspath(path)))
     report.workspace_digests_deferred = defer_workspace_digests
+    report.not_here = tuple(sorted(not_here))
     root_fd = _open_root(path)
     try:
         with _private_dir() as private:
@@ -563,6 +576,11 @@ def _verify_open(
         listed, problem = _read_checksums(raw_checksums)
         if problem is not None:
             report.errors.append(problem)
+        if listed is not None and report.not_here:
+            # only a part that holds files was left anywhere
+            report.not_here = tuple(
+                top for top in report.not_here if any(rel.startswith(f"{top}/") for rel in listed)
+            )
 
     if progress is not None:
         # the manifest's claims, checked below: a lie only makes the bar wrong
@@ -595,7 +613,7 @@ def _verify_open(
         _read_raw_secret_paths(manifest, fragment)
         _recompute(report, tree, manifest, fragment)
         _fragment_warnings(report, fragment, root)
-    if version == 2 and not tree.stopped:
+    if version == 2 and not tree.stopped and "memory" not in report.not_here:
         _check_store(report, tree)
     report.errors = _unique(report.errors)
     if fragment is not None:

@@ -20,6 +20,9 @@ from bundler.errors import EXIT_INVALID, Refused
 from bundler.rules.names import escape_display
 from bundler.rules.units import human_size
 
+LEFT_BY_INSPECT = frozenset({"workspace", "memory"})
+"""The layers ``bundle inspect oci://…`` does not download (the bulk of an agent)."""
+
 if TYPE_CHECKING:
     from bundler.bundle.archive import ArchiveReport
     from bundler.bundle.inspect import InspectReport
@@ -119,7 +122,9 @@ def inspect(args: argparse.Namespace, out: Output) -> Result:
     """Show what a bundle holds and grants: a table on a terminal, plain lines otherwise."""
     from bundler.bundle.inspect import inspect_bundle  # not for verify's start-up
 
-    with bundle_folder(args, args.dir, out) as (folder, pinned):
+    # what inspect shows comes from the metadata and skills layers: the workspace and the
+    # memory store, the bulk of an agent, stay in the registry (pull and import check them)
+    with bundle_folder(args, args.dir, out, leave=LEFT_BY_INSPECT) as (folder, pinned):
         if pinned is None and is_archive(folder):
             from bundler.bundle.archive import unpacked
 
@@ -127,8 +132,9 @@ def inspect(args: argparse.Namespace, out: Output) -> Result:
                 report = inspect_bundle(inner)
             report.verify.path = Path(os.path.abspath(args.dir))
         else:
+            not_here = tuple(sorted(LEFT_BY_INSPECT)) if pinned is not None else ()
             with out.progress() as progress:
-                report = inspect_bundle(folder, progress=progress)
+                report = inspect_bundle(folder, progress=progress, not_here=not_here)
     shown = pinned or str(report.path)
     payload: dict[str, Any] = report.as_json()
     if pinned is not None:

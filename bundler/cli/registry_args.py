@@ -52,10 +52,11 @@ def _no_registry_options(args: argparse.Namespace, what: str) -> None:
 
 @contextlib.contextmanager
 def bundle_folder(
-    args: argparse.Namespace, given: str, out: Output
+    args: argparse.Namespace, given: str, out: Output, *, leave: frozenset[str] = frozenset()
 ) -> Iterator[tuple[Path, str | None]]:
     """The folder to read for a BUNDLE argument: the folder itself, or, for ``oci://``, a
-    private pulled copy (removed after the block) and the reference pinned to its digest."""
+    private pulled copy (removed after the block) and the reference pinned to its digest;
+    ``leave`` names the artifact's layers not to fetch."""
     if not given.startswith(REFERENCE_SCHEME):
         _no_registry_options(args, "a folder")
         yield Path(given), None
@@ -66,6 +67,6 @@ def bundle_folder(
     ref = parse_reference(given)
     with (
         out.progress() as advance,
-        pulled(ref, registry_options(args), progress=advance) as (folder, digest),
+        pulled(ref, registry_options(args), progress=advance, leave=leave) as (folder, digest),
     ):
         yield folder, str(ref.with_digest(digest))

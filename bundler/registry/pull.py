@@ -12,6 +12,7 @@ only then is the folder published by the staging + swap of :mod:`bundler.bundle.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import os
 import stat
@@ -93,14 +94,22 @@ def _check_space(dir_fd: int, artifact: art.Artifact) -> None:
 
 
 def pull_into(
-    session: Session, staging_fd: int, *, progress: Progress | None = None
+    session: Session,
+    staging_fd: int,
+    *,
+    progress: Progress | None = None,
+    leave: frozenset[str] = frozenset(),
 ) -> tuple[art.Artifact, str]:
     """Fetch the artifact ``session.ref`` names into the empty folder ``staging_fd``.
 
     On return the folder holds the bundle (not yet verified as a bundle); on an exception it
-    holds some of it and the caller removes it.
+    holds some of it and the caller removes it. Layers titled in ``leave`` are not fetched.
     """
     artifact, digest = fetch_manifest(session)
+    if leave:
+        artifact = dataclasses.replace(
+            artifact, layers=[x for x in artifact.layers if x.title not in leave]
+        )
     _check_space(staging_fd, artifact)
     config = fetch_config(session, artifact)
     os.mkdir(BLOBS, 0o700, dir_fd=staging_fd)
@@ -238,13 +247,15 @@ def pulled(
     *,
     progress: Progress | None = None,
     environ: dict[str, str] | None = None,
+    leave: frozenset[str] = frozenset(),
 ) -> Iterator[tuple[Path, str]]:
     """A private copy of the artifact's bundle for the duration of the block: (folder, digest).
 
     For ``bundle verify|inspect REF`` and ``agents import REF``, which then read the folder as
-    they read any bundle. It lives in a locked scratch folder in ``$TMPDIR`` (the archive
-    readers' kind, :mod:`bundler.fs.scratch`: removed on exit, and after a kill by the next run,
-    ``recover`` and ``doctor``, which know the prefix).
+    they read any bundle; ``leave`` names layers not fetched (inspect leaves the workspace and
+    the memory store in the registry). It lives in a locked scratch folder in ``$TMPDIR`` (the
+    archive readers' kind, :mod:`bundler.fs.scratch`: removed on exit, and after a kill by the
+    next run, ``recover`` and ``doctor``, which know the prefix).
     """
     where = tempfile.gettempdir()
     with contextlib.ExitStack() as stack:
@@ -264,7 +275,7 @@ def pulled(
         session = stack.enter_context(Session(ref, options, environ=environ))
         with withholding(session.auth.scrub):
             try:
-                _artifact, digest = pull_into(session, fd, progress=progress)
+                _artifact, digest = pull_into(session, fd, progress=progress, leave=leave)
             except OSError as err:
                 raise Refused(
                     f"pulling {escape_display(str(ref))} failed ({err.strerror or err})"

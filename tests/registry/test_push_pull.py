@@ -170,6 +170,47 @@ def test_verify_and_inspect_read_a_reference(
     assert list(private.iterdir()) == []
 
 
+def test_inspect_of_a_reference_leaves_the_workspace_in_the_registry(
+    registry: Registry, bundle: Path
+) -> None:
+    """inspect REF fetches the config, the metadata and the skills layers only, and shows the
+    same recomputed closure, secrets and risk flags as inspecting the folder; the workspace
+    layer (the bulk of an agent) is never downloaded, and the report says it was not read."""
+    ref = registry.ref("agents/researcher:1")
+    pushed = push(bundle, ref)
+    manifest = json.loads(run_cli(["bundle", "inspect", str(bundle), "--json"]).stdout)
+    workspace_layer = _layer_digest(
+        registry, "agents/researcher", str(pushed["digest"]), "workspace"
+    )
+    mark = registry.mark()
+    inspected = run_cli(["bundle", "inspect", ref, "--plain-http", "--json"])
+    assert inspected.returncode == 0, inspected.stderr
+    remote = json.loads(inspected.stdout)
+    fetched = [p for m, p, _s in registry.requests()[mark:] if m == "GET" and "/blobs/" in p]
+    assert fetched and not any(workspace_layer in p for p in fetched)
+    for key in ("root_agent", "entries", "required_secrets", "risk_flags", "dropped", "errors"):
+        assert remote[key] == manifest[key], key
+    assert remote["not_read"] == ["workspace/"] and manifest["not_read"] == []
+    plain = run_cli(["bundle", "inspect", ref, "--plain-http"])
+    assert "workspace/, which pull and import check" in plain.stdout
+
+
+def _layer_digest(registry: Registry, repo: str, digest: str, title: str) -> str:
+    import urllib.request
+
+    request = urllib.request.Request(
+        f"http://{registry.host}/v2/{repo}/manifests/{digest}",
+        headers={"Accept": "application/vnd.oci.image.manifest.v1+json"},
+    )
+    with urllib.request.urlopen(request) as answer:  # noqa: S310 - the test's own loopback
+        layers = json.loads(answer.read())["layers"]
+    return next(
+        str(x["digest"])
+        for x in layers
+        if x["annotations"]["org.opencontainers.image.title"] == title
+    )
+
+
 def test_pull_into_an_existing_bundle_needs_force(
     registry: Registry, bundle: Path, tmp_path: Path
 ) -> None:
