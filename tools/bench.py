@@ -9,6 +9,7 @@ benchmark can be run and profiled alone; this file only dispatches.
 
 from __future__ import annotations
 
+import compileall
 import importlib
 import sys
 from pathlib import Path
@@ -20,6 +21,7 @@ BENCHES = {
     "import": ("bench_import", "P2 agents import vs cp -a && sync -f"),
     "verify": ("bench_verify", "P3 bundle verify vs find -exec cat"),
     "backup": ("bench_backup", "P6 home backup vs sqlite3 VACUUM INTO + zip -r"),
+    "startup": ("bench_startup", "start-up of --help and of bundle verify on a tiny bundle"),
     "sweep": ("bench_sweep", "secret sweep alone, MB/s per engine and content, beside cat's"),
     "push": ("bench_registry:main_push", "bundle push vs curl POST+PUT to a local registry"),
     "pull": ("bench_registry:main_pull", "bundle pull vs curl GET from a local registry"),
@@ -35,6 +37,9 @@ def main(argv: list[str]) -> int:
         return 2
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
+    # as 'pip install' does: with PYTHONDONTWRITEBYTECODE set (as on this project's machines)
+    # every run would otherwise compile each module from source, and measure the compiler
+    compileall.compile_dir(str(Path(__file__).resolve().parent.parent / "bundler"), quiet=1)
     names = list(BENCHES) if argv[0] == "all" else [argv[0]]
     status = 0
     for name in names:
