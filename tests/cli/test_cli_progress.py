@@ -184,7 +184,9 @@ def test_progress_on_a_terminal_shows_files_bytes_rate_and_eta_and_leaves_stdout
     assert _same_run(plain_stdout, plain) == _same_run(stdout, shown)
 
 
-@pytest.mark.parametrize("command", ["export", "verify", "import", "backup", "restore", "pack", "unpack"])
+@pytest.mark.parametrize(
+    "command", ["export", "verify", "import", "backup", "restore", "pack", "unpack"]
+)
 def test_no_bar_with_a_pipe(tmp_path: Path, command: str) -> None:
     done = run_cli(COMMANDS[command](tmp_path), exact_env=_env(tmp_path))
     assert done.returncode == 0, done.stderr
