@@ -481,19 +481,31 @@ def _private_dir() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def verify_bundle(path: Path, *, progress: Progress | None = None) -> VerifyReport:
+def verify_bundle(
+    path: Path,
+    *,
+    progress: Progress | None = None,
+    known_digests: Mapping[str, tuple[int, str]] | None = None,
+) -> VerifyReport:
     """Check the bundle folder ``path`` completely (03 §1), changing nothing.
 
     Returns a :class:`VerifyReport` listing every error and warning. Raises :class:`Refused`
     when ``path`` does not exist or cannot be read and :class:`InvalidInput` when it is a
     symbolic link or not a folder; everything wrong *inside* the bundle is a report error.
     ``progress`` sees one phase, ``verifying``, whose totals are the manifest's claims.
+
+    ``known_digests`` (bundle path -> (size, XXH3-128 hex)) is only for a folder bundler itself
+    has just written into its private staging, with each digest computed from the bytes as they
+    were written (:func:`bundler.bundle.archive_read.read_tar`'s ``digests``): a regular file
+    listed there with that size is not read back, its recorded digest is compared with
+    ``checksums.xxh3`` instead. Every other check is unchanged (the walk, the structure rules,
+    files not listed, ``config.toml`` and the memory store, which are read for their content).
     """
     report = VerifyReport(path=Path(os.path.abspath(path)))
     root_fd = _open_root(path)
     try:
         with _private_dir() as private:
-            _verify_open(root_fd, report, private, progress)
+            _verify_open(root_fd, report, private, progress, known_digests)
     finally:
         os.close(root_fd)
         if progress is not None:
@@ -502,7 +514,11 @@ def verify_bundle(path: Path, *, progress: Progress | None = None) -> VerifyRepo
 
 
 def _verify_open(
-    root_fd: int, report: VerifyReport, private: Path, progress: Progress | None
+    root_fd: int,
+    report: VerifyReport,
+    private: Path,
+    progress: Progress | None,
+    known_digests: Mapping[str, tuple[int, str]] | None = None,
 ) -> None:
     raw_manifest, problem = _read_root_file(root_fd, MANIFEST_NAME, MAX_MANIFEST_BYTES)
     raw_checksums, checksums_problem = _read_root_file(root_fd, CHECKSUMS_NAME, MAX_CHECKSUMS_BYTES)
@@ -549,7 +565,9 @@ def _verify_open(
         progress.start(
             "verifying", known_total(claims.get("files")), known_total(claims.get("bytes"))
         )
-    tree = BundleWalker(root_fd, version, report.errors, report.warnings, private, progress).run()
+    tree = BundleWalker(
+        root_fd, version, report.errors, report.warnings, private, progress, known_digests
+    ).run()
     report.sizes = {rel: size for rel, (size, _digest) in tree.digests.items()}
     report.files = len(tree.digests)
     report.bytes = sum(size for size, _ in tree.digests.values())

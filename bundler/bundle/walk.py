@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ from bundler.rules.units import human_size
 MAX_ENTRIES = 1_000_000
 MAX_LISTED_TREE_ERRORS = 10_000
 MEMORY_FILES = ("MEMORY_SNAPSHOT.md", "brain.db")
+# files whose content verify reads for more than its digest, even when the digest is known
+_READ_ALWAYS = frozenset({CONFIG_NAME, MEMORY_STORE})
 
 _NOT_IN_BUNDLE = (
     "not part of a bundle (a bundle holds only zeroclaw-agent.toml, config.toml, checksums.xxh3, "
@@ -77,8 +80,10 @@ class BundleWalker:
         warnings: list[Problem],
         private_dir: Path,
         progress: Progress | None,
+        known_digests: Mapping[str, tuple[int, str]] | None = None,
     ) -> None:
         self.root_fd = root_fd
+        self.known = known_digests
         self.progress = progress
         self.format_version = format_version
         self.errors = errors
@@ -172,7 +177,10 @@ class BundleWalker:
 
     def run(self) -> BundleTree:
         """Walk the whole bundle (or up to a limit); errors go straight into the report."""
-        entries = safefs.walk(self.root_fd, exclude=self.exclude, on_skip=self.on_skip)
+        unopened = None if self.known is None else self._known_file
+        entries = safefs.walk(
+            self.root_fd, exclude=self.exclude, on_skip=self.on_skip, unopened=unopened
+        )
         try:
             for entry in entries:
                 self.count(entry.relpath)
@@ -190,6 +198,14 @@ class BundleWalker:
             self.errors.append(Problem(".", f"{unlisted} more entries at fault, not listed"))
         return self.tree
 
+    def _known_file(self, rel: str, st: os.stat_result) -> bool:
+        """A file whose digest the caller gave, of the size it gave: not read again.
+
+        ``config.toml`` and the memory store are read all the same (their content is checked).
+        """
+        known = self.known.get(rel) if self.known is not None else None
+        return known is not None and known[0] == st.st_size and rel not in _READ_ALWAYS
+
     def _file(self, entry: safefs.Entry) -> None:
         rel = entry.rel
         if rel in (MANIFEST_NAME, CHECKSUMS_NAME):
@@ -197,6 +213,11 @@ class BundleWalker:
         parts = rel.split("/")
         if len(parts) == 4 and parts[0] == "skills" and parts[3] == "SKILL.md":
             self.tree.skill_dirs[(parts[1], parts[2])] = True
+        if entry.fd < 0 and self.known is not None:
+            # the walk left it unopened: its digest is the one recorded as it was written
+            size, digest = self.known[rel]
+            self._found(rel, size, digest)
+            return
         if rel == CONFIG_NAME:
             self._config(entry)
             return
