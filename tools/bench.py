@@ -22,7 +22,10 @@ BENCHES = {
     "backup": ("bench_backup", "P6 home backup vs sqlite3 VACUUM INTO + zip -r"),
     "sweep": ("bench_sweep", "secret sweep alone, MB/s per engine and content, beside cat's"),
     "push": ("bench_registry:main_push", "bundle push vs curl POST+PUT to a local registry"),
-    "pull": ("bench_registry:main_pull", "bundle pull vs curl GET from a local registry"),
+    "pull": (
+        "bench_registry:main_pull",
+        "bundle pull REF DIR vs curl GET + tar -x + sync -f (and FILE.tar, plain GET)",
+    ),
 }
 
 
