@@ -38,6 +38,7 @@ import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO, NamedTuple
+from zlib import adler32
 
 import xxhash
 
@@ -71,6 +72,11 @@ _BASE256 = (0o200, 0o377)
 _NUMBER_FIELDS = ((100, 108), (108, 116), (116, 124), (124, 136), (136, 148), (148, 156),
                   (329, 337), (337, 345))  # fmt: skip
 _CHKSUM_FIELD = slice(148, 156)
+# mode, uid, gid, size, mtime, chksum and the type as tarfile and GNU tar write them
+_STANDARD_NUMBERS = re.compile(
+    rb"([0-7]{7})\0[0-7]{7}\0[0-7]{7}\0([0-7]{11})\0[0-7]{11}\0([0-7]{6})\0 .", re.DOTALL
+)
+_ZERO_DEVICES = b"0000000\0" * 2
 # the checksum field counts as eight spaces
 _CHKSUM_SPACES = 8 * ord(" ")
 
@@ -136,6 +142,18 @@ def parse_header(block: bytes) -> Header:
 
 
 def _plain_header(block: bytes) -> Header | None:
+    standard = _STANDARD_NUMBERS.match(block, 100, 157)
+    if standard is not None and block[329:345] == _ZERO_DEVICES:
+        # the layout tarfile and GNU tar write: every number field octal digits and a NUL
+        chksum = int(standard.group(3), 8)
+        if chksum == _unsigned_sum(block) - sum(block[_CHKSUM_FIELD]) + _CHKSUM_SPACES:
+            return _named(
+                block, block[156:157], int(standard.group(2), 8), int(standard.group(1), 8)
+            )
+    return _any_plain_header(block)
+
+
+def _any_plain_header(block: bytes) -> Header | None:
     numbers = []
     for start, end in _NUMBER_FIELDS:
         if block[start] in _BASE256:
@@ -145,13 +163,23 @@ def _plain_header(block: bytes) -> Header | None:
             return None
         numbers.append(int(match.group(1) or b"0", 8))
     mode, _uid, _gid, size, _mtime, chksum = numbers[:6]
-    if chksum != sum(block) - sum(block[_CHKSUM_FIELD]) + _CHKSUM_SPACES:
+    if chksum != _unsigned_sum(block) - sum(block[_CHKSUM_FIELD]) + _CHKSUM_SPACES:
         return None  # perhaps the signed checksum some old tars wrote: frombuf decides
-    kind = block[156:157]
+    return _named(block, block[156:157], size, mode)
+
+
+def _unsigned_sum(block: bytes) -> int:
+    """The sum of the block's 512 bytes, exactly, at C speed: the low half of an Adler-32 is
+    1 + the bytes' sum modulo 65521, and the 256 bytes of each half sum to at most 65280."""
+    return (adler32(block[:256]) & 0xFFFF) + (adler32(block[256:]) & 0xFFFF) - 2
+
+
+def _named(block: bytes, kind: bytes, size: int, mode: int) -> Header | None:
+    """The header with its name as frombuf makes it; None for an old GNU sparse header."""
     if kind == tarfile.GNUTYPE_SPARSE:
         return None
     name = _nts(block[0:100])
-    prefix = _nts(block[345:500])
+    prefix = _nts(block[345:500]) if block[345] else ""
     if kind == tarfile.AREGTYPE and name.endswith("/"):
         kind = tarfile.DIRTYPE
     if kind == tarfile.DIRTYPE:
@@ -188,11 +216,14 @@ def name_problem(name: str) -> str | None:
     parts = name.split("/")
     if ".." in parts:
         return "has a name that climbs out with '..'"
-    if any(part in ("", ".") for part in parts):
+    if "" in parts or "." in parts:
         return "has a name with an empty or '.' component"
     if len(parts) > MAX_DEPTH:
         return f"is more than {MAX_DEPTH} levels deep"
-    if any(len(part.encode("utf-8")) > _MAX_COMPONENT_BYTES for part in parts):
+    # no component can be longer than the whole name: most names need no look at each
+    if len(encoded) > _MAX_COMPONENT_BYTES and any(
+        len(part.encode("utf-8")) > _MAX_COMPONENT_BYTES for part in parts
+    ):
         return f"has a name component longer than {_MAX_COMPONENT_BYTES} bytes"
     return None
 

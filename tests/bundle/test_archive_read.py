@@ -19,7 +19,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kit import tree_snapshot
 
-from bundler.bundle.archive_read import ArchiveLimits, _plain_header, parse_header, read_tar
+from bundler.bundle.archive_read import (
+    ArchiveLimits,
+    _plain_header,
+    _unsigned_sum,
+    parse_header,
+    read_tar,
+)
 from bundler.bundle.manifest import CHECKSUMS_NAME, checksums_by_path
 from bundler.errors import InvalidInput
 from bundler.fs.durable import open_dir
@@ -263,3 +269,10 @@ def test_files_get_their_carried_mode_whatever_the_umask(
         os.umask(old)
     modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "out" / "workspace").iterdir()}
     assert modes == {"a.sh": 0o755, "b.md": 0o644, "c.txt": 0o666, "d.txt": 0o400}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(min_size=512, max_size=512) | st.sampled_from([b"\xff" * 512, bytes(512)]))
+def test_the_header_byte_sum_is_exact_for_any_block(block: bytes) -> None:
+    """The checksum's sum is taken from two Adler-32s: exact, never only modulo 65521."""
+    assert _unsigned_sum(block) == sum(block)
