@@ -24,7 +24,10 @@ BENCHES = {
     "startup": ("bench_startup", "start-up of --help and of bundle verify on a tiny bundle"),
     "sweep": ("bench_sweep", "secret sweep alone, MB/s per engine and content, beside cat's"),
     "push": ("bench_registry:main_push", "bundle push vs curl POST+PUT to a local registry"),
-    "pull": ("bench_registry:main_pull", "bundle pull vs curl GET from a local registry"),
+    "pull": (
+        "bench_registry:main_pull",
+        "bundle pull REF DIR vs curl GET + tar -x + sync -f (and FILE.tar, plain GET)",
+    ),
 }
 
 

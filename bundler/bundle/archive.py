@@ -17,13 +17,13 @@ import io
 import os
 import tarfile
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from bundler.bundle.archive_kind import is_archive
-from bundler.bundle.archive_read import ArchiveLimits, read_tar
+from bundler.bundle.archive_read import ArchiveLimits, Digests, read_tar
 from bundler.bundle.archive_write import bundle_members, write_tar
 from bundler.bundle.publish import Staging, admit, io_failure, stage_build_publish
 from bundler.bundle.recover import clear_abandoned_or_warn
@@ -91,10 +91,16 @@ def _open_archive(archive: Path) -> BinaryIO:
 
 
 def _read_into(
-    stream: BinaryIO, archive: Path, dest_fd: int, limits: ArchiveLimits | None
+    stream: BinaryIO,
+    archive: Path,
+    dest_fd: int,
+    limits: ArchiveLimits | None,
+    digests: Digests | None = None,
 ) -> list[str]:
     try:
-        return read_tar(stream, dest_fd, limits or ArchiveLimits(), name=str(archive))
+        return read_tar(
+            stream, dest_fd, limits or ArchiveLimits(), name=str(archive), digests=digests
+        )
     except OSError as err:
         if err.errno is None:
             raise
@@ -123,19 +129,20 @@ def unpack_into(
     dest_fd: int,
     limits: ArchiveLimits | None = None,
     progress: Progress | None = None,
+    digests: Digests | None = None,
 ) -> list[str]:
     """Read ``archive`` into the empty folder ``dest_fd`` (:func:`read_tar`); the member names.
 
     ``progress`` sees an ``unpacking`` phase counted in the archive's bytes read (the number of
-    members is known only at the end).
+    members is known only at the end). ``digests`` is :func:`read_tar`'s.
     """
     with _open_archive(archive) as stream:
         if progress is None:
-            return _read_into(stream, archive, dest_fd, limits)
+            return _read_into(stream, archive, dest_fd, limits, digests)
         size = os.fstat(stream.fileno()).st_size
         with phase(progress, "unpacking", None, size):
             counted = cast(BinaryIO, _Counted(stream, progress))
-            return _read_into(counted, archive, dest_fd, limits)
+            return _read_into(counted, archive, dest_fd, limits, digests)
 
 
 class _Counted(io.RawIOBase):
@@ -166,15 +173,21 @@ def _first_error(report: VerifyReport, source: str) -> InvalidInput:
 
 
 def pack_bundle(
-    bundle: Path, out: Path, *, force: bool = False, progress: Progress | None = None
+    bundle: Path,
+    out: Path,
+    *,
+    force: bool = False,
+    progress: Progress | None = None,
+    known_digests: Mapping[str, tuple[int, str]] | None = None,
 ) -> ArchiveReport:
     """``bundle pack DIR FILE``: verify the bundle folder, then publish its archive at ``out``.
 
     A bundle that fails verification is :class:`InvalidInput` (nothing is written); an existing
     ``out`` is replaced only with ``force`` and only when it is itself a tar archive.
-    ``progress`` sees the verification, then a ``packing`` phase.
+    ``progress`` sees the verification, then a ``packing`` phase. ``known_digests`` is
+    :func:`verify_bundle`'s, for a folder bundler has just unpacked into private scratch.
     """
-    report = verify_bundle(bundle, progress=progress)
+    report = verify_bundle(bundle, progress=progress, known_digests=known_digests)
     if not report.ok:
         raise _first_error(report, str(bundle))
     source_fd = open_dir(bundle, follow=True)
@@ -233,9 +246,13 @@ def unpack_archive(
     names: list[str] = []
 
     def build(staging: Staging) -> None:
-        names.extend(unpack_into(archive, staging.fd, limits, progress))
+        # the staging folder is private and only this reader wrote it: verify from its digests
+        digests: Digests = {}
+        names.extend(unpack_into(archive, staging.fd, limits, progress, digests))
         report = verify_bundle(
-            Path(staging.admission.parent_path) / staging.name, progress=progress
+            Path(staging.admission.parent_path) / staging.name,
+            progress=progress,
+            known_digests=digests,
         )
         if not report.ok:
             raise _first_error(report, str(archive))

@@ -504,6 +504,7 @@ def verify_bundle(
     progress: Progress | None = None,
     defer_workspace_digests: bool = False,
     not_here: tuple[str, ...] = (),
+    known_digests: Mapping[str, tuple[int, str]] | None = None,
 ) -> VerifyReport:
     """Check the bundle folder ``path`` completely (03 §1), changing nothing.
 
@@ -521,6 +522,13 @@ def verify_bundle(
     be read: ``bundle inspect`` of a registry artifact leaves those layers in the registry. The
     files listed under them are not looked for, the manifest's totals and the memory store are
     not judged (``report.not_here`` says so), and every other rule holds as always.
+
+    ``known_digests`` (bundle path -> (size, XXH3-128 hex)) is only for a folder bundler itself
+    has just written into its private staging, with each digest computed from the bytes as they
+    were written (:func:`bundler.bundle.archive_read.read_tar`'s ``digests``): a regular file
+    listed there with that size is not read back, its recorded digest is compared with
+    ``checksums.xxh3`` instead. Every other check is unchanged (the walk, the structure rules,
+    files not listed, ``config.toml`` and the memory store, which are read for their content).
     """
     report = VerifyReport(path=Path(os.path.abspath(path)))
     report.workspace_digests_deferred = defer_workspace_digests
@@ -528,7 +536,7 @@ def verify_bundle(
     root_fd = _open_root(path)
     try:
         with _private_dir() as private:
-            _verify_open(root_fd, report, private, progress)
+            _verify_open(root_fd, report, private, progress, known_digests)
     finally:
         os.close(root_fd)
         if progress is not None:
@@ -537,7 +545,11 @@ def verify_bundle(
 
 
 def _verify_open(
-    root_fd: int, report: VerifyReport, private: Callable[[], Path], progress: Progress | None
+    root_fd: int,
+    report: VerifyReport,
+    private: Callable[[], Path],
+    progress: Progress | None,
+    known_digests: Mapping[str, tuple[int, str]] | None = None,
 ) -> None:
     raw_manifest, problem = _read_root_file(root_fd, MANIFEST_NAME, MAX_MANIFEST_BYTES)
     raw_checksums, checksums_problem = _read_root_file(root_fd, CHECKSUMS_NAME, MAX_CHECKSUMS_BYTES)
@@ -591,7 +603,7 @@ def _verify_open(
         )
     defer = "workspace/" if report.workspace_digests_deferred else ""
     tree = BundleWalker(
-        root_fd, version, report.errors, report.warnings, private, progress, defer
+        root_fd, version, report.errors, report.warnings, private, progress, known_digests, defer
     ).run()
     report.sizes = {rel: size for rel, (size, _digest) in tree.digests.items()}
     report.files = len(tree.digests)

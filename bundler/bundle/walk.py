@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,8 @@ from bundler.rules.units import human_size
 MAX_ENTRIES = 1_000_000
 MAX_LISTED_TREE_ERRORS = 10_000
 MEMORY_FILES = ("MEMORY_SNAPSHOT.md", "brain.db")
+# files whose content verify reads for more than its digest, even when the digest is known
+_READ_ALWAYS = frozenset({CONFIG_NAME, MEMORY_STORE})
 
 # A folder holding a bundle and more (notes beside it, say) is refused in one line that names
 # the extras, up to a few, and says how to get a bundle out of it.
@@ -85,9 +87,11 @@ class BundleWalker:
         warnings: list[Problem],
         private_dir: Callable[[], Path],
         progress: Progress | None,
+        known_digests: Mapping[str, tuple[int, str]] | None = None,
         defer_under: str = "",
     ) -> None:
         self.root_fd = root_fd
+        self.known = known_digests
         self.defer_under = defer_under
         self.progress = progress
         self.format_version = format_version
@@ -208,7 +212,13 @@ class BundleWalker:
 
     def run(self) -> BundleTree:
         """Walk the whole bundle (or up to a limit); errors go straight into the report."""
-        entries = safefs.walk(self.root_fd, exclude=self.exclude, on_skip=self.on_skip)
+        wanted = self.known is not None or bool(self.defer_under)
+        entries = safefs.walk(
+            self.root_fd,
+            exclude=self.exclude,
+            on_skip=self.on_skip,
+            unopened=self._unread if wanted else None,
+        )
         try:
             for entry in entries:
                 self.count(entry.relpath)
@@ -227,6 +237,19 @@ class BundleWalker:
             self.errors.append(Problem(".", f"{unlisted} more entries at fault, not listed"))
         return self.tree
 
+    def _unread(self, rel: str, st: os.stat_result) -> bool:
+        """A file whose content need not be read here: one whose digest the caller gave, of the
+        size it gave, or one under ``defer_under``, which the caller checks as it copies it.
+
+        ``config.toml`` and the memory store are read all the same (their content is checked).
+        """
+        if rel in _READ_ALWAYS:
+            return False
+        known = self.known.get(rel) if self.known is not None else None
+        if known is not None:
+            return known[0] == st.st_size
+        return bool(self.defer_under) and rel.startswith(self.defer_under)
+
     def _file(self, entry: safefs.Entry) -> None:
         rel = entry.rel
         if rel in (MANIFEST_NAME, CHECKSUMS_NAME):
@@ -234,11 +257,14 @@ class BundleWalker:
         parts = rel.split("/")
         if len(parts) == 4 and parts[0] == "skills" and parts[3] == "SKILL.md":
             self.tree.skill_dirs[(parts[1], parts[2])] = True
+        if entry.fd < 0:
+            # left unopened (see _unread): the digest recorded as it was written, or none yet
+            known = self.known.get(rel) if self.known is not None else None
+            size, digest = known if known is not None else (entry.stat.st_size, DEFERRED)
+            self._found(rel, size, digest)
+            return
         if rel == CONFIG_NAME:
             self._config(entry)
-            return
-        if self.defer_under and rel.startswith(self.defer_under):
-            self._found(rel, entry.stat.st_size, DEFERRED)
             return
         sink = self._memory_sink() if rel == MEMORY_STORE else None
         try:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bundler.bundle.archive import pack_bundle, unpacked
 from bundler.bundle.archive_kind import is_archive
+from bundler.bundle.archive_read import Digests
 from bundler.cli.output import Output, Result
 from bundler.cli.registry_args import registry_options
 from bundler.registry.pull import PullReport, pull_bundle, pulled
@@ -51,11 +52,16 @@ def pull(args: argparse.Namespace, out: Output) -> Result:
     archive), verified, published atomically."""
     ref = parse_reference(args.ref)
     if args.dest.endswith(".tar"):
+        # the copy is private and unpacked by us: packing verifies it from the recorded digests
+        digests: Digests = {}
         with (
             out.progress() as advance,
-            pulled(ref, registry_options(args), progress=advance) as (folder, digest),
+            pulled(ref, registry_options(args), progress=advance, digests=digests) as (
+                folder,
+                digest,
+            ),
         ):
-            packed = pack_bundle(folder, Path(args.dest), force=args.force)
+            packed = pack_bundle(folder, Path(args.dest), force=args.force, known_digests=digests)
         report = PullReport(str(ref), digest, packed.destination, warnings=list(packed.warnings))
     else:
         with out.progress() as advance:

@@ -106,7 +106,8 @@ class Entry(NamedTuple):
 
     ``fd`` is open on the entry itself (a folder, or a regular file for reading) and stays valid
     only until the consumer asks for the next entry; the walker closes it. ``stat`` is ``fstat``
-    of that descriptor. ``rel`` is relative to the walked root, ``relpath`` has the prefix.
+    of that descriptor. A file the walk's ``unopened`` predicate chose has ``fd`` -1 and
+    ``stat`` its ``lstat``. ``rel`` is relative to the walked root, ``relpath`` has the prefix.
     ``depth`` is the number of components of ``rel``; ``parent_fd`` is the containing folder.
     """
 
@@ -205,6 +206,7 @@ def walk(
     exclude: Exclude | None = None,
     on_skip: OnSkip | None = None,
     on_non_portable: Callable[[str], None] | None = None,
+    unopened: Exclude | None = None,
 ) -> Generator[Entry, None, None]:
     """Yield every admitted entry below the open folder ``root_fd``, in checksum order.
 
@@ -212,6 +214,9 @@ def walk(
     relative to the root; a true answer drops it (and a folder's whole subtree) silently.
     Skipped entries go to ``on_skip(kind, prefix + rel)``; admitted entries whose name is valid
     but not portable go to ``on_non_portable``. A folder is yielded before its contents.
+    ``unopened(rel, lstat)`` is asked for every admitted regular file; a true answer yields it
+    without opening it (``fd`` -1, ``stat`` the ``lstat``, a hard link still skipped): for a
+    caller that wrote the file itself into a private folder and knows its content already.
 
     Raises :class:`Refused` for an unreadable entry, an entry that became a symbolic link
     between classification and open, or a path deeper than :data:`MAX_DEPTH`. ``root_fd`` is
@@ -269,6 +274,14 @@ def walk(
                     "flatten the tree and try again",
                     path=relpath,
                 )
+            if not is_dir and unopened is not None and unopened(rel, lst):
+                if lst.st_nlink > 1:
+                    skip(SkipKind.HARD_LINK, relpath)
+                    continue
+                if on_non_portable is not None and not is_portable_name(text):
+                    on_non_portable(relpath)
+                yield Entry(relpath, rel, text, "file", lst, -1, level.fd, depth)
+                continue
             fd = _open_classified(level.fd, name, relpath, is_dir, skip)
             if fd is None:
                 continue

@@ -7,6 +7,11 @@ into place with ``RENAME_NOREPLACE``: a layer may hold only its own part (the ro
 ``metadata``, its folder for the others), so no layer can write over another's file. Then the
 bundle's own checksums and rules are verified (:func:`bundler.bundle.verify.verify_bundle`) and
 only then is the folder published by the staging + swap of :mod:`bundler.bundle.publish`.
+
+The blob file is scratch: it is removed once unpacked and never synced (only the bundle is made
+durable, once, by the publication). The unpacker records each file's XXH3-128 as it writes it,
+and the verification compares those with ``checksums.xxh3`` instead of reading every file of the
+private staging folder back (``known_digests``); every other check of the bundle is unchanged.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 from bundler.bundle.archive import SCRATCH_PREFIX
-from bundler.bundle.archive_read import ArchiveLimits, read_tar
+from bundler.bundle.archive_read import ArchiveLimits, Digests, read_tar
 from bundler.bundle.manifest import MANIFEST_NAME
 from bundler.bundle.publish import admit
 from bundler.bundle.verify import verify_bundle
@@ -99,11 +104,14 @@ def pull_into(
     *,
     progress: Progress | None = None,
     leave: frozenset[str] = frozenset(),
+    digests: Digests | None = None,
 ) -> tuple[art.Artifact, str]:
     """Fetch the artifact ``session.ref`` names into the empty folder ``staging_fd``.
 
     On return the folder holds the bundle (not yet verified as a bundle); on an exception it
     holds some of it and the caller removes it. Layers titled in ``leave`` are not fetched.
+    ``digests``, when given, receives the size and XXH3-128 of every file as it was unpacked,
+    by bundle path (for ``verify_bundle``'s ``known_digests``).
     """
     artifact, digest = fetch_manifest(session)
     if leave:
@@ -118,7 +126,7 @@ def pull_into(
     try:
         with phase(progress, "downloading", len(artifact.layers), total):
             for index, layer in enumerate(artifact.layers):
-                _fetch_layer(session, staging_fd, blobs_fd, index, layer, progress)
+                _fetch_layer(session, staging_fd, blobs_fd, index, layer, progress, digests)
     finally:
         os.close(blobs_fd)
     os.rmdir(BLOBS, dir_fd=staging_fd)
@@ -137,6 +145,7 @@ def _fetch_layer(
     index: int,
     layer: art.Descriptor,
     progress: Progress | None,
+    digests: Digests | None,
 ) -> None:
     blob = f"{index}"
     fd = os.open(blob, _FILE_FLAGS, 0o600, dir_fd=blobs_fd)
@@ -156,6 +165,7 @@ def _fetch_layer(
                 unpack_fd,
                 ArchiveLimits(max_total_bytes=max(layer.size, 1)),
                 name=f"layer {layer.title}",
+                digests=digests,
             )
             _move_part(unpack_fd, staging_fd, layer.title, session)
         finally:
@@ -217,9 +227,14 @@ def pull_bundle(
         with withholding(session.auth.scrub), admit(dest, force=force, protected=[]) as admission:
             staging = admission.stage()
             try:
-                _artifact, digest = pull_into(session, staging.fd, progress=progress)
+                digests: Digests = {}
+                _artifact, digest = pull_into(
+                    session, staging.fd, progress=progress, digests=digests
+                )
                 staging.flush()
-                verified = verify_bundle(Path(admission.parent_path) / staging.name)
+                verified = verify_bundle(
+                    Path(admission.parent_path) / staging.name, known_digests=digests
+                )
                 if not verified.ok:
                     raise _first_error(verified)
                 outcome = staging.publish()
@@ -248,8 +263,11 @@ def pulled(
     progress: Progress | None = None,
     environ: dict[str, str] | None = None,
     leave: frozenset[str] = frozenset(),
+    digests: Digests | None = None,
 ) -> Iterator[tuple[Path, str]]:
     """A private copy of the artifact's bundle for the duration of the block: (folder, digest).
+
+    ``digests`` receives what :func:`pull_into` records (for a caller that verifies the copy).
 
     For ``bundle verify|inspect REF`` and ``agents import REF``, which then read the folder as
     they read any bundle; ``leave`` names layers not fetched (inspect leaves the workspace and
@@ -275,7 +293,9 @@ def pulled(
         session = stack.enter_context(Session(ref, options, environ=environ))
         with withholding(session.auth.scrub):
             try:
-                _artifact, digest = pull_into(session, fd, progress=progress, leave=leave)
+                _artifact, digest = pull_into(
+                    session, fd, progress=progress, leave=leave, digests=digests
+                )
             except OSError as err:
                 raise Refused(
                     f"pulling {escape_display(str(ref))} failed ({err.strerror or err})"

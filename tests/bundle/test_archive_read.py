@@ -9,14 +9,24 @@ from __future__ import annotations
 import io
 import os
 import subprocess
+import tarfile
 from pathlib import Path
 
 import bundlefactory as bf
 import hostile_archives
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kit import tree_snapshot
 
-from bundler.bundle.archive_read import ArchiveLimits, read_tar
+from bundler.bundle.archive_read import (
+    ArchiveLimits,
+    _plain_header,
+    _unsigned_sum,
+    parse_header,
+    read_tar,
+)
+from bundler.bundle.manifest import CHECKSUMS_NAME, checksums_by_path
 from bundler.errors import InvalidInput
 from bundler.fs.durable import open_dir
 
@@ -127,3 +137,142 @@ def test_a_member_unpacked_over_a_planted_symlink_never_follows_it(
     finally:
         os.close(fd)
     assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+# --------------------------------------------------------------------------- the header fast path
+
+
+def _headers_of(data: bytes) -> list[bytes]:
+    """Every non-zero 512-byte block of an archive that is a header (walked by sizes)."""
+    blocks, pos = [], 0
+    while pos + 512 <= len(data):
+        block = data[pos : pos + 512]
+        if block == bytes(512):
+            break
+        blocks.append(block)
+        info = tarfile.TarInfo.frombuf(block, "utf-8", "surrogateescape")
+        pos += 512 + info.size + (-info.size % 512)
+    return blocks
+
+
+def _as_tarfile_reads(block: bytes) -> tuple[str, bytes, int, int] | str:
+    try:
+        info = tarfile.TarInfo.frombuf(block, "utf-8", "surrogateescape")
+    except tarfile.HeaderError as err:
+        return type(err).__name__
+    return (info.name, info.type, info.size, info.mode)
+
+
+def _as_we_read(block: bytes) -> tuple[str, bytes, int, int] | str:
+    try:
+        return tuple(parse_header(block))  # type: ignore[return-value]
+    except tarfile.HeaderError as err:
+        return type(err).__name__
+
+
+def _fix_checksum(block: bytearray) -> None:
+    block[148:156] = b" " * 8
+    block[148:156] = b"%06o\0 " % sum(block)
+
+
+def test_the_header_fast_path_reads_every_corpus_header_as_tarfile_does(exported: Path) -> None:
+    """The fast path must accept exactly what frombuf accepts, with the same fields."""
+    seen = 0
+    for case in hostile_archives.cases(exported):
+        for block in _headers_of_lenient(case.data):
+            assert _as_we_read(block) == _as_tarfile_reads(block), case.name
+            seen += 1
+    for block in _headers_of(bf.pack_bytes(exported)):
+        assert _plain_header(block) is not None  # bundler's own headers take the fast path
+        assert _as_we_read(block) == _as_tarfile_reads(block)
+    assert seen > 100
+
+
+def _headers_of_lenient(data: bytes) -> list[bytes]:
+    # hostile archives may lie about sizes: every 512-byte block that is not all zeros
+    return [
+        data[pos : pos + 512]
+        for pos in range(0, len(data) - 511, 512)
+        if data[pos : pos + 512] != bytes(512)
+    ]
+
+
+_FIELD_BYTES = st.sampled_from(list(b"01234567 \0\x80\xff+-_x8\n\t\x1c") + [0xE9])
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    base=st.sampled_from(
+        [
+            hostile_archives.header("workspace/a.md", size=5),
+            hostile_archives.header("workspace/d/", kind=b"5", mode=0o755),
+            hostile_archives.header("plain", kind=b"\0", size=1 << 33),
+            hostile_archives.header("x/", kind=b"\0"),
+            hostile_archives.header("n", prefix=b"some/prefix"),
+            hostile_archives.header("L", kind=b"L", size=20, prefix=b"p"),
+            hostile_archives.header("s", kind=b"S", size=10),
+        ]
+    ),
+    edits=st.lists(st.tuples(st.integers(0, 511), _FIELD_BYTES), max_size=6),
+    fix=st.booleans(),
+)
+def test_the_header_fast_path_agrees_with_tarfile_on_edited_headers(
+    base: bytes, edits: list[tuple[int, int]], fix: bool
+) -> None:
+    """Number fields with signs, underscores, spaces, base-256, odd checksums: the same answer."""
+    block = bytearray(base)
+    for pos, value in edits:
+        block[pos] = value
+    if fix:
+        _fix_checksum(block)
+    if bytes(block) == bytes(512):
+        return
+    assert _as_we_read(bytes(block)) == _as_tarfile_reads(bytes(block))
+
+
+# --------------------------------------------------------------------------- what it records
+
+
+def test_the_digests_recorded_are_those_of_checksums_xxh3(exported: Path, tmp_path: Path) -> None:
+    """Each file's XXH3-128, taken from the bytes as they are written, is the bundle's own."""
+    dest = tmp_path / "out"
+    dest.mkdir(mode=0o700)
+    fd = open_dir(dest, follow=False)
+    digests: dict[str, tuple[int, str]] = {}
+    try:
+        read_tar(io.BytesIO(bf.pack_bytes(exported)), fd, ArchiveLimits(), digests=digests)
+    finally:
+        os.close(fd)
+    listed = checksums_by_path((exported / CHECKSUMS_NAME).read_bytes())
+    assert listed and {rel: digests[rel][1] for rel in listed} == listed
+    files = {p.relative_to(dest).as_posix(): p for p in dest.rglob("*") if p.is_file()}
+    assert set(digests) == set(files)
+    assert all(digests[rel][0] == path.stat().st_size for rel, path in files.items())
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o000])
+def test_files_get_their_carried_mode_whatever_the_umask(
+    exported: Path, tmp_path: Path, umask: int
+) -> None:
+    """A file created with its own mode where the umask allows, fchmod where it would not."""
+    members = [
+        hostile_archives.member("workspace", None),
+        hostile_archives.member("workspace/a.sh", b"#!/bin/sh\n", mode=0o755),
+        hostile_archives.member("workspace/b.md", b"b", mode=0o644),
+        hostile_archives.member("workspace/c.txt", b"c", mode=0o666),
+        hostile_archives.member("workspace/d.txt", b"d", mode=0o400),
+    ]
+    old = os.umask(umask)
+    try:
+        unpack(hostile_archives.end(b"".join(members)), tmp_path / "out")
+    finally:
+        os.umask(old)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "out" / "workspace").iterdir()}
+    assert modes == {"a.sh": 0o755, "b.md": 0o644, "c.txt": 0o666, "d.txt": 0o400}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(min_size=512, max_size=512) | st.sampled_from([b"\xff" * 512, bytes(512)]))
+def test_the_header_byte_sum_is_exact_for_any_block(block: bytes) -> None:
+    """The checksum's sum is taken from two Adler-32s: exact, never only modulo 65521."""
+    assert _unsigned_sum(block) == sum(block)

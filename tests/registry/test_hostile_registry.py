@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import tarfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,7 +16,12 @@ import pytest
 from hostile_registry import REPO, Built, FakeRegistry, build, digest_of, send
 from kit import one_error, run_cli, tree_snapshot
 
+from bundler.errors import InvalidInput
+from bundler.fs.durable import open_dir
 from bundler.registry import artifact as art
+from bundler.registry.http import Options, Session
+from bundler.registry.pull import BLOBS, pull_into
+from bundler.registry.reference import parse_reference
 
 PASSWORD = "Hostile-Test-Password-9931"
 
@@ -152,6 +158,46 @@ def test_a_blob_is_refused_when_it(
     body = served(fake.blobs[path.rsplit("/", 1)[1]])
     fake.hooks[path] = lambda h: send(h, status, body, length=length)
     assert fragment in refused(fake, tmp_path)
+
+
+def test_a_blob_whose_digest_does_not_match_unpacks_nothing(
+    fake: FakeRegistry, built: Built, tmp_path: Path
+) -> None:
+    """The sha256 is checked before a byte of the blob is unpacked: of a bad workspace blob,
+    the staging folder holds only the downloaded scratch file, no member and no layer folder."""
+    path = layer_path(fake, built, "workspace")
+    good = fake.blobs[path.rsplit("/", 1)[1]]
+    fake.hooks[path] = lambda h: send(h, 200, good[:-1] + bytes([good[-1] ^ 1]))
+    staging = tmp_path / "staging"
+    staging.mkdir(mode=0o700)
+    fd = open_dir(staging, follow=False)
+    try:
+        session = Session(parse_reference(fake.ref()), Options(plain_http=True), environ={})
+        with session, pytest.raises(InvalidInput, match="sha256"):
+            pull_into(session, fd)
+    finally:
+        os.close(fd)
+    index = [title for title, _data in built.layers].index("workspace")
+    left = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*"))
+    assert not [name for name in left if name.startswith(("workspace", ".bundler-blobs/.bundler"))]
+    assert [name for name in left if name.startswith(BLOBS)] == [BLOBS, f"{BLOBS}/{index}"]
+    assert "zeroclaw-agent.toml" in left  # the layers before it were unpacked: not vacuous
+
+
+def test_a_member_whose_bytes_differ_from_the_checksums_is_refused_naming_it(
+    fake: FakeRegistry, built: Built, tmp_path: Path
+) -> None:
+    """A well-formed blob (its digest right) whose one file differs from ``checksums.xxh3`` at
+    the same size: the verification of the unpacker's digests refuses it, naming the file."""
+    data = dict(built.layers)["workspace"]
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        victim = next(m for m in archive.getmembers() if m.isfile() and m.size)
+    raw = bytearray(data)
+    raw[victim.offset_data] ^= 0x01
+    layers = [(title, bytes(raw) if title == "workspace" else d) for title, d in built.layers]
+    serve(fake, rebuilt(built, layers))
+    message = refused(fake, tmp_path)
+    assert victim.name in message and "does not match its digest" in message
 
 
 def test_a_manifest_pointing_at_a_huge_blob_is_refused_before_download(
