@@ -38,11 +38,10 @@ import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO, NamedTuple
-from zlib import adler32
 
 import xxhash
 
-from bundler.bundle.archive_write import FILE_MODE_BITS
+from bundler.bundle.archive_write import FILE_MODE_BITS, header_checksum
 from bundler.errors import InvalidInput
 from bundler.fs.durable import write_all
 from bundler.fs.safefs import MAX_DEPTH, display_name, open_beneath
@@ -71,14 +70,11 @@ _BASE256 = (0o200, 0o377)
 # devminor; any of them malformed makes frombuf refuse the header, so the fast path checks all
 _NUMBER_FIELDS = ((100, 108), (108, 116), (116, 124), (124, 136), (136, 148), (148, 156),
                   (329, 337), (337, 345))  # fmt: skip
-_CHKSUM_FIELD = slice(148, 156)
 # mode, uid, gid, size, mtime, chksum and the type as tarfile and GNU tar write them
 _STANDARD_NUMBERS = re.compile(
     rb"([0-7]{7})\0[0-7]{7}\0[0-7]{7}\0([0-7]{11})\0[0-7]{11}\0([0-7]{6})\0 .", re.DOTALL
 )
 _ZERO_DEVICES = b"0000000\0" * 2
-# the checksum field counts as eight spaces
-_CHKSUM_SPACES = 8 * ord(" ")
 
 Digests = dict[str, tuple[int, str]]
 """Bundle path -> (size, XXH3-128 hex) of each file as it was written."""
@@ -146,7 +142,7 @@ def _plain_header(block: bytes) -> Header | None:
     if standard is not None and block[329:345] == _ZERO_DEVICES:
         # the layout tarfile and GNU tar write: every number field octal digits and a NUL
         chksum = int(standard.group(3), 8)
-        if chksum == _unsigned_sum(block) - sum(block[_CHKSUM_FIELD]) + _CHKSUM_SPACES:
+        if chksum == header_checksum(block):
             return _named(
                 block, block[156:157], int(standard.group(2), 8), int(standard.group(1), 8)
             )
@@ -163,15 +159,9 @@ def _any_plain_header(block: bytes) -> Header | None:
             return None
         numbers.append(int(match.group(1) or b"0", 8))
     mode, _uid, _gid, size, _mtime, chksum = numbers[:6]
-    if chksum != _unsigned_sum(block) - sum(block[_CHKSUM_FIELD]) + _CHKSUM_SPACES:
+    if chksum != header_checksum(block):
         return None  # perhaps the signed checksum some old tars wrote: frombuf decides
     return _named(block, block[156:157], size, mode)
-
-
-def _unsigned_sum(block: bytes) -> int:
-    """The sum of the block's 512 bytes, exactly, at C speed: the low half of an Adler-32 is
-    1 + the bytes' sum modulo 65521, and the 256 bytes of each half sum to at most 65280."""
-    return (adler32(block[:256]) & 0xFFFF) + (adler32(block[256:]) & 0xFFFF) - 2
 
 
 def _named(block: bytes, kind: bytes, size: int, mode: int) -> Header | None:

@@ -17,6 +17,7 @@ import stat
 import tarfile
 from collections.abc import Iterable
 from typing import BinaryIO
+from zlib import adler32
 
 from bundler.errors import InvalidInput
 from bundler.fs import safefs
@@ -94,6 +95,17 @@ _TAIL = bytes(100) + tarfile.POSIX_MAGIC + bytes(32 + 32 + 8 + 8 + 155 + 12)
 _MAX_USTAR_SIZE = 8**11
 
 
+def header_checksum(block: bytes) -> int:
+    """The ustar checksum of a 512-byte header: the unsigned sum of its bytes, the checksum
+    field (bytes 148-155) counted as eight spaces.
+
+    Summed at C speed: the low half of an Adler-32 is 1 + the bytes' sum modulo 65521, and 256
+    bytes sum to at most 65280, so each half's low Adler-32 word minus one is its exact sum.
+    """
+    whole = (adler32(block[:256]) & 0xFFFF) + (adler32(block[256:]) & 0xFFFF) - 2
+    return whole - sum(block[148:156]) + 8 * ord(" ")
+
+
 def header_bytes(name: str, st: os.stat_result) -> bytes:
     """The header(s) of one member, byte for byte what :meth:`tarfile.TarInfo.tobuf` gives in
     :data:`tarfile.PAX_FORMAT` for :func:`_header`'s fields.
@@ -121,7 +133,7 @@ def header_bytes(name: str, st: os.stat_result) -> bytes:
             _TAIL,
         )
     )
-    checksum = b"%06o\0" % sum(block)
+    checksum = b"%06o\0" % header_checksum(block)
     return block[:148] + checksum + block[155:]
 
 

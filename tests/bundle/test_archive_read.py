@@ -22,10 +22,10 @@ from kit import tree_snapshot
 from bundler.bundle.archive_read import (
     ArchiveLimits,
     _plain_header,
-    _unsigned_sum,
     parse_header,
     read_tar,
 )
+from bundler.bundle.archive_write import header_checksum
 from bundler.bundle.manifest import CHECKSUMS_NAME, checksums_by_path
 from bundler.errors import InvalidInput
 from bundler.fs.durable import open_dir
@@ -273,6 +273,7 @@ def test_files_get_their_carried_mode_whatever_the_umask(
 
 @settings(max_examples=300, deadline=None)
 @given(st.binary(min_size=512, max_size=512) | st.sampled_from([b"\xff" * 512, bytes(512)]))
-def test_the_header_byte_sum_is_exact_for_any_block(block: bytes) -> None:
-    """The checksum's sum is taken from two Adler-32s: exact, never only modulo 65521."""
-    assert _unsigned_sum(block) == sum(block)
+def test_the_header_checksum_is_the_exact_unsigned_sum_for_any_block(block: bytes) -> None:
+    """The checksum's sum is taken from two Adler-32s: exact, never only modulo 65521; the
+    checksum field counts as eight spaces."""
+    assert header_checksum(block) == sum(block[:148]) + 8 * ord(" ") + sum(block[156:])
