@@ -476,26 +476,34 @@ def _check_store(report: VerifyReport, tree: BundleTree) -> None:
 # --------------------------------------------------------------------------- verify
 
 
+PRIVATE_PREFIX = "bundler-verify-"
+
+
 @contextlib.contextmanager
 def _private_dir() -> Iterator[Callable[[], Path]]:
-    """A private folder, made on first use (only a format 2 bundle's memory store needs one, so
-    most runs neither make nor remove one, nor import ``tempfile``), removed on exit."""
-    made: list[Path] = []
+    """A private scratch folder in the temporary folder, made on first use (only a format 2
+    bundle's memory store needs one, so most runs neither make nor remove one, nor import
+    ``tempfile``), removed on exit; one a killed run left is removed by the next that makes
+    one (:mod:`bundler.fs.scratch`)."""
+    with contextlib.ExitStack() as stack:
+        made: list[Path] = []
 
-    def folder() -> Path:
-        if not made:
-            import tempfile
+        def folder() -> Path:
+            if not made:
+                import tempfile
 
-            made.append(Path(tempfile.mkdtemp(prefix="bundler-verify-")))
-        return made[0]
+                from bundler.fs.durable import open_dir
+                from bundler.fs.scratch import clear_dead_scratch, scratch_folder
 
-    try:
+                where = tempfile.gettempdir()
+                parent_fd = open_dir(where, follow=True)
+                stack.callback(os.close, parent_fd)
+                clear_dead_scratch(parent_fd, PRIVATE_PREFIX)
+                name, _fd = stack.enter_context(scratch_folder(parent_fd, PRIVATE_PREFIX))
+                made.append(Path(where) / name)
+            return made[0]
+
         yield folder
-    finally:
-        if made:
-            import shutil
-
-            shutil.rmtree(made[0], ignore_errors=True)
 
 
 def verify_bundle(

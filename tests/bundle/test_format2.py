@@ -291,3 +291,19 @@ def test_bundle_verify_refuses_a_carried_store_in_wal_mode(install: Path, tmp_pa
     assert "memory/brain.db" in done.stdout + done.stderr
     assert "rollback" in done.stdout + done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_verify_of_a_format_2_bundle_leaves_no_private_folder_and_clears_a_killed_runs(
+    install: Path, tmp_path: Path
+) -> None:
+    """The memory store is checked from a copy in a private scratch folder of the temporary
+    folder: removed when verify ends, and one a killed verify left (unlocked) is removed by the
+    next verify that makes one."""
+    bundle = tmp_path / "bundle"
+    assert export(install, bundle, "--include-memory").returncode == 0
+    private = tmp_path / "tmp"
+    private.mkdir()
+    (private / "bundler-verify-Kil1edRunAbc").mkdir(mode=0o700)
+    done = bundler("bundle", "verify", str(bundle), env_extra={"TMPDIR": str(private)})
+    assert done.returncode == 0, done.stderr
+    assert list(private.iterdir()) == []
