@@ -74,10 +74,39 @@ _NUMBER_FIELDS = ((100, 108), (108, 116), (116, 124), (124, 136), (136, 148), (1
 _STANDARD_NUMBERS = re.compile(
     rb"([0-7]{7})\0[0-7]{7}\0[0-7]{7}\0([0-7]{11})\0[0-7]{11}\0([0-7]{6})\0 .", re.DOTALL
 )
-_ZERO_DEVICES = b"0000000\0" * 2
+# the device numbers of a file or folder: octal zeros (GNU tar, older tarfile) or left empty
+# (tarfile since 3.11.4, and bundle archives)
+_NO_DEVICES = (b"0000000\0" * 2, bytes(16))
 
 Digests = dict[str, tuple[int, str]]
 """Bundle path -> (size, XXH3-128 hex) of each file as it was written."""
+
+
+class ListedPart(NamedTuple):
+    """A top folder of a bundle held in an archive rather than on disk: the archive's
+    descriptor and the folder's members as :func:`list_tar` found them, in checksum order."""
+
+    fd: int
+    members: list[ListedMember]
+
+
+class ListedMember(NamedTuple):
+    """One member :func:`list_tar` admitted, and where its bytes are in the archive.
+
+    ``header_at`` is where its first header block starts (a pax or long-name header, when it
+    has one), ``data_at`` where its data starts; ``mode`` is a file's permission bits (a
+    folder's is the archive form's own, which nothing reads). ``archive_form``: its header is
+    one block, exactly the one a bundle archive has for it, and its padding is zeros, so its
+    bytes from ``header_at`` are those of a bundle archive.
+    """
+
+    name: str
+    is_dir: bool
+    mode: int
+    size: int
+    header_at: int
+    data_at: int
+    archive_form: bool
 
 
 class Header(NamedTuple):
@@ -122,6 +151,21 @@ def read_tar(
     return _Reader(stream, dest_fd, limits, name, digests).run()
 
 
+def list_tar(
+    stream: BinaryIO, limits: ArchiveLimits, *, name: str = "archive", digests: Digests
+) -> list[ListedMember]:
+    """Read the tar ``stream`` by every rule of :func:`read_tar`, writing nothing: its members,
+    in archive order, with where each lies in the stream (from its start).
+
+    For a caller that keeps the archive and needs its members' bytes later (``bundle pull``
+    into an archive copies them from the layer blob), so that a bundle of many small files is
+    judged without making a file for each. ``digests`` receives what :func:`read_tar` gives it.
+    """
+    lister = _Lister(stream, -1, limits, name, digests)
+    lister.run()
+    return lister.listed
+
+
 def parse_header(block: bytes) -> Header:
     """The name, type, size and mode of a 512-byte tar header that is not all zeros.
 
@@ -139,7 +183,7 @@ def parse_header(block: bytes) -> Header:
 
 def _plain_header(block: bytes) -> Header | None:
     standard = _STANDARD_NUMBERS.match(block, 100, 157)
-    if standard is not None and block[329:345] == _ZERO_DEVICES:
+    if standard is not None and block[329:345] in _NO_DEVICES:
         # the layout tarfile and GNU tar write: every number field octal digits and a NUL
         chksum = int(standard.group(3), 8)
         if chksum == header_checksum(block):
@@ -279,6 +323,10 @@ class _Reader:
         self.digests = digests
         self.umask = _umask()
         self._parent: tuple[str, int] | None = None
+        self.member_at = 0  # where the current member's first header block starts
+        self.block = b""  # the current member's own header block
+        self.padding_zero = True  # whether the last member's padding was all zero bytes
+        self.extended = False  # whether the current member has a pax or long-name header
 
     # --- the stream ---------------------------------------------------------------------
 
@@ -303,8 +351,9 @@ class _Reader:
 
     def _skip_padding(self, size: int, where: Callable[[], str]) -> None:
         pad = -size % BLOCK
+        self.padding_zero = True
         if pad:
-            self._read_exact(pad, where)
+            self.padding_zero = self._read_exact(pad, where).count(0) == pad
 
     # --- the loop -----------------------------------------------------------------------
 
@@ -320,6 +369,8 @@ class _Reader:
         long_name: str | None = None
         while True:
             at = self.offset
+            if pax is None and long_name is None:
+                self.member_at = at
             block = self._read_some(BLOCK)
             while block and len(block) < BLOCK:
                 more = self._read_some(BLOCK - len(block))
@@ -358,6 +409,7 @@ class _Reader:
                 else:
                     long_name = self._long_name(data, at)
                 continue
+            self.block = block
             self._member(info, pax or {}, long_name, at)
             pax, long_name = None, None
 
@@ -404,6 +456,7 @@ class _Reader:
     # --- one member ---------------------------------------------------------------------
 
     def _member(self, info: Header, pax: dict[str, bytes], long_name: str | None, at: int) -> None:
+        self.extended = bool(pax) or long_name is not None
         name = info.name
         if long_name is not None:
             name = long_name
@@ -522,8 +575,12 @@ class _Reader:
         if self.digests is not None:
             self.digests[name] = (size, digest)
 
-    def _copy_data(self, fd: int, name: str, size: int, fail: Callable[[str], InvalidInput]) -> str:
-        """Write the member's ``size`` bytes and skip its padding; the XXH3-128 of the bytes."""
+    def _copy_data(
+        self, fd: int | None, name: str, size: int, fail: Callable[[str], InvalidInput]
+    ) -> str:
+        """Write the member's ``size`` bytes to ``fd`` (``None``: only read them) and skip its
+        padding; the XXH3-128 of the bytes."""
+        write = _discard if fd is None else (lambda data: write_all(fd, data))
         padded = size + (-size % BLOCK)
         if padded <= _CHUNK:
             # most members: the data and its padding in one read, one write, a one-shot digest
@@ -534,15 +591,16 @@ class _Reader:
                     break
                 data += more
             if len(data) < size:
-                write_all(fd, data)
+                write(data)
                 raise fail(
                     f"is cut short: the archive ends {size - len(data)} bytes before it does"
                 )
             if len(data) < padded:
-                write_all(fd, memoryview(data)[:size])
+                write(memoryview(data)[:size])
                 raise self._invalid(f"is truncated after member {escape_display(name)}")
             view = memoryview(data)[:size]
-            write_all(fd, view)
+            write(view)
+            self.padding_zero = data.count(0, size) == padded - size
             return "" if self.digests is None else str(xxhash.xxh3_128_hexdigest(view))
         hasher = xxhash.xxh3_128() if self.digests is not None else None
         left = size
@@ -552,7 +610,7 @@ class _Reader:
                 raise fail(f"is cut short: the archive ends {left} bytes before it does")
             if hasher is not None:
                 hasher.update(data)
-            write_all(fd, data)
+            write(data)
             left -= len(data)
         self._skip_padding(size, lambda: f"after member {escape_display(name)}")
         return "" if hasher is None else str(hasher.hexdigest())
@@ -566,3 +624,40 @@ class _Reader:
         if err.errno == errno.ENAMETOOLONG:
             return fail("has a name too long for this filesystem")
         return err
+
+
+def _discard(_data: bytes | memoryview) -> None:
+    """What a member's data is written to when it is only listed."""
+
+
+class _Lister(_Reader):
+    """The reader with every check and no writing: each member is recorded instead."""
+
+    listed: list[ListedMember]
+
+    def run(self) -> list[str]:
+        self.listed = []
+        return super().run()
+
+    def _mkdir(self, name: str, fail: Callable[[str], InvalidInput]) -> None:
+        self._record(name, True, 0, 0, self.offset)
+
+    def _write_file(
+        self, name: str, size: int, mode: int, fail: Callable[[str], InvalidInput]
+    ) -> None:
+        data_at = self.offset
+        digest = self._copy_data(None, name, size, fail)
+        self._record(name, False, mode, size, data_at)
+        if self.digests is not None:
+            self.digests[name] = (size, digest)
+
+    def _record(self, name: str, is_dir: bool, mode: int, size: int, data_at: int) -> None:
+        from bundler.bundle.archive_write import header_bytes, listed_stat
+
+        member = ListedMember(name, is_dir, mode, size, self.member_at, data_at, False)
+        form = (
+            not self.extended
+            and (is_dir or self.padding_zero)
+            and self.block == header_bytes(name, listed_stat(member))
+        )
+        self.listed.append(member._replace(archive_form=form) if form else member)

@@ -12,17 +12,22 @@ streamed in chunks: an archive of a huge bundle costs no more memory than one of
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import tarfile
-from collections.abc import Iterable
-from typing import BinaryIO
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, BinaryIO
 from zlib import adler32
 
 from bundler.errors import InvalidInput
 from bundler.fs import safefs
+from bundler.fs.durable import write_all
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress
+
+if TYPE_CHECKING:
+    from bundler.bundle.archive_read import ListedMember
 
 ARCHIVE_DIR_MODE = 0o755
 """The mode every folder has in an archive: the bundle's own folders are private (0700) while it
@@ -62,11 +67,17 @@ def bundle_members(root_fd: int) -> list[str]:
     streaming the archive meets ``zeroclaw-agent.toml`` before any workspace file. Raises
     :class:`InvalidInput` for anything a bundle cannot hold (a link, a device, a bad name).
     """
+    root_files, rest = bundle_member_groups(root_fd)
+    return root_files + rest
+
+
+def bundle_member_groups(root_fd: int) -> tuple[list[str], list[str]]:
+    """:func:`bundle_members` in its two groups: the files at the root, then the rest."""
     root_files: list[str] = []
     rest: list[str] = []
     for entry in safefs.walk(root_fd, on_skip=_refuse_skip):
         (root_files if entry.kind == "file" and entry.depth == 1 else rest).append(entry.rel)
-    return root_files + rest
+    return root_files, rest
 
 
 def _header(name: str, st: os.stat_result) -> tarfile.TarInfo:
@@ -213,15 +224,111 @@ def write_tar(
     :class:`tarfile.TarFile` would write it but without its small-block buffering.
     ``progress`` is told of each member written (its data bytes).
     """
+    write_end(out, write_members(root_fd, names, out, progress))
+
+
+def write_members(
+    root_fd: int, names: Iterable[str], out: BinaryIO, progress: Progress | None = None
+) -> int:
+    """:func:`write_tar` without the end of the archive: the bytes written."""
     parents = _Parents(root_fd)
     try:
-        offset = 0
-        for name in names:
-            offset += _write_member(parents, name, out, progress)
+        return sum(_write_member(parents, name, out, progress) for name in names)
     finally:
         parents.close()
+
+
+def write_end(out: BinaryIO, written: int) -> None:
+    """The end-of-archive blocks after ``written`` bytes of members, padded to tar's record."""
     end = 2 * tarfile.BLOCKSIZE
-    out.write(bytes(end + -(offset + end) % tarfile.RECORDSIZE))
+    out.write(bytes(end + -(written + end) % tarfile.RECORDSIZE))
+
+
+def write_listed(
+    blob_fd: int, members: Sequence[ListedMember], out: BinaryIO, progress: Progress | None = None
+) -> int:
+    """Write ``members``, listed from the archive open at ``blob_fd``
+    (:func:`bundler.bundle.archive_read.list_tar`), to ``out`` as this module writes members:
+    the bytes written.
+
+    A member whose bytes in the archive are already a bundle archive's (``archive_form``; a
+    layer bundler pushed has only such members) is copied as it is, and a run of them lying one
+    after another in the archive is copied at once, inside the kernel. Any other has its header
+    made anew from its name, mode and size, exactly as for a file of the bundle, and only its
+    data copied.
+    """
+    written = 0
+    index = 0
+    while index < len(members):
+        member = members[index]
+        if member.archive_form:
+            end = index + 1
+            while (
+                end < len(members)
+                and members[end].archive_form
+                and members[end].header_at == _member_end(members[end - 1])
+            ):
+                end += 1
+            size = _member_end(members[end - 1]) - member.header_at
+            out.flush()
+            _copy_file_range(blob_fd, member.header_at, size, out.fileno())
+            written += size
+        else:
+            end = index + 1
+            header = header_bytes(member.name, listed_stat(member))
+            out.write(header)
+            _copy_range(blob_fd, member.data_at, member.size, out)
+            pad = -member.size % tarfile.BLOCKSIZE
+            out.write(bytes(pad))
+            written += len(header) + member.size + pad
+        if progress is not None:
+            for done in members[index:end]:
+                progress(1, done.size)
+        index = end
+    return written
+
+
+def _member_end(member: ListedMember) -> int:
+    return member.data_at + member.size + -member.size % tarfile.BLOCKSIZE
+
+
+def listed_stat(member: ListedMember) -> os.stat_result:
+    """The status a listed member would have as a file or folder of the bundle (its kind, mode
+    and size; nothing else of it is carried)."""
+    kind = stat.S_IFDIR | ARCHIVE_DIR_MODE if member.is_dir else stat.S_IFREG | member.mode
+    return os.stat_result((kind, 0, 0, 1, 0, 0, member.size, 0, 0, 0))
+
+
+def _copy_file_range(src_fd: int, offset: int, size: int, dst_fd: int) -> None:
+    """Append ``size`` bytes of ``src_fd`` from ``offset`` at ``dst_fd``'s position, inside the
+    kernel where it can (``copy_file_range``), else through a buffer."""
+    end = offset + size
+    while offset < end:
+        try:
+            copied = os.copy_file_range(src_fd, dst_fd, end - offset, offset)
+        except OSError as err:
+            if err.errno not in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+            copied = _copy_by_buffer(src_fd, offset, min(end - offset, COPY_CHUNK), dst_fd)
+        if not copied:
+            raise OSError(errno.EIO, "the archive being copied from is shorter than it was")
+        offset += copied
+
+
+def _copy_by_buffer(src_fd: int, offset: int, size: int, dst_fd: int) -> int:
+    chunk = os.pread(src_fd, size, offset)
+    write_all(dst_fd, chunk)
+    return len(chunk)
+
+
+def _copy_range(fd: int, offset: int, size: int, out: BinaryIO) -> None:
+    end = offset + size
+    while offset < end:
+        chunk = os.pread(fd, min(end - offset, COPY_CHUNK), offset)
+        if not chunk:
+            raise OSError(errno.EIO, "the archive being copied from is shorter than it was")
+        out.write(chunk)
+        offset += len(chunk)
 
 
 def _write_member(parents: _Parents, name: str, out: BinaryIO, progress: Progress | None) -> int:

@@ -20,7 +20,7 @@ import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import xxhash
 
@@ -46,6 +46,9 @@ from bundler.rules.progress import Progress, known_total
 from bundler.rules.secrets import sweep_targets
 from bundler.rules.tomlcompat import toml_error_reason
 from bundler.rules.units import human_size
+
+if TYPE_CHECKING:
+    from bundler.bundle.archive_read import ListedMember
 
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 # 1,000,000 lines of "<32 hex>  <path>" with long paths fit comfortably
@@ -513,6 +516,7 @@ def verify_bundle(
     defer_workspace_digests: bool = False,
     not_here: tuple[str, ...] = (),
     known_digests: Mapping[str, tuple[int, str]] | None = None,
+    listed: Sequence[ListedMember] = (),
 ) -> VerifyReport:
     """Check the bundle folder ``path`` completely (03 §1), changing nothing.
 
@@ -537,6 +541,10 @@ def verify_bundle(
     listed there with that size is not read back, its recorded digest is compared with
     ``checksums.xxh3`` instead. Every other check is unchanged (the walk, the structure rules,
     files not listed, ``config.toml`` and the memory store, which are read for their content).
+
+    ``listed`` are members of top folders that are not in ``path`` but held in an archive
+    bundler has just read (:func:`bundler.bundle.archive_read.list_tar`), each file's digest in
+    ``known_digests``: they are judged as if the folder held them, by the same walk.
     """
     report = VerifyReport(path=Path(os.path.abspath(path)))
     report.workspace_digests_deferred = defer_workspace_digests
@@ -544,7 +552,7 @@ def verify_bundle(
     root_fd = _open_root(path)
     try:
         with _private_dir() as private:
-            _verify_open(root_fd, report, private, progress, known_digests)
+            _verify_open(root_fd, report, private, progress, known_digests, listed)
     finally:
         os.close(root_fd)
         if progress is not None:
@@ -558,6 +566,7 @@ def _verify_open(
     private: Callable[[], Path],
     progress: Progress | None,
     known_digests: Mapping[str, tuple[int, str]] | None = None,
+    listed_members: Sequence[ListedMember] = (),
 ) -> None:
     raw_manifest, problem = _read_root_file(root_fd, MANIFEST_NAME, MAX_MANIFEST_BYTES)
     raw_checksums, checksums_problem = _read_root_file(root_fd, CHECKSUMS_NAME, MAX_CHECKSUMS_BYTES)
@@ -611,7 +620,15 @@ def _verify_open(
         )
     defer = "workspace/" if report.workspace_digests_deferred else ""
     tree = BundleWalker(
-        root_fd, version, report.errors, report.warnings, private, progress, known_digests, defer
+        root_fd,
+        version,
+        report.errors,
+        report.warnings,
+        private,
+        progress,
+        known_digests,
+        defer,
+        listed_members,
     ).run()
     report.sizes = {rel: size for rel, (size, _digest) in tree.digests.items()}
     report.files = len(tree.digests)

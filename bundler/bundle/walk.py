@@ -12,13 +12,19 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from bundler.bundle.fragment import Problem
-from bundler.bundle.manifest import CHECKSUMS_NAME, CONFIG_NAME, MANIFEST_NAME, MEMORY_STORE
+from bundler.bundle.manifest import (
+    CHECKSUMS_NAME,
+    CONFIG_NAME,
+    MANIFEST_NAME,
+    MEMORY_STORE,
+    checksum_sort_key,
+)
 from bundler.errors import BundlerError
 from bundler.fs import safefs
 from bundler.fs.digest import digest_fd
@@ -26,6 +32,9 @@ from bundler.rules.layout import MAX_CONFIG_BYTES
 from bundler.rules.names import escape_display, is_portable_name, is_portable_skill_alias
 from bundler.rules.progress import Progress
 from bundler.rules.units import human_size
+
+if TYPE_CHECKING:
+    from bundler.bundle.archive_read import ListedMember
 
 # A tree of a million FIFOs must not become a million-line report held in memory.
 MAX_ENTRIES = 1_000_000
@@ -89,8 +98,10 @@ class BundleWalker:
         progress: Progress | None,
         known_digests: Mapping[str, tuple[int, str]] | None = None,
         defer_under: str = "",
+        listed: Sequence[ListedMember] = (),
     ) -> None:
         self.root_fd = root_fd
+        self.listed_members = listed
         self.known = known_digests
         self.defer_under = defer_under
         self.progress = progress
@@ -213,12 +224,13 @@ class BundleWalker:
     def run(self) -> BundleTree:
         """Walk the whole bundle (or up to a limit); errors go straight into the report."""
         wanted = self.known is not None or bool(self.defer_under)
-        entries = safefs.walk(
+        walked = safefs.walk(
             self.root_fd,
             exclude=self.exclude,
             on_skip=self.on_skip,
             unopened=self._unread if wanted else None,
         )
+        entries = _merged(walked, self._listed_entries()) if self.listed_members else walked
         try:
             for entry in entries:
                 self.count(entry.relpath)
@@ -236,6 +248,25 @@ class BundleWalker:
             unlisted = self.listed - MAX_LISTED_TREE_ERRORS
             self.errors.append(Problem(".", f"{unlisted} more entries at fault, not listed"))
         return self.tree
+
+    def _listed_entries(self) -> Iterator[safefs.Entry]:
+        """The listed members as a walk of them would yield them, in checksum order: each asked
+        of :meth:`exclude` (an excluded folder's contents are never yielded), files unopened."""
+        from bundler.bundle.archive_write import listed_stat
+
+        dropped = "\0"  # the folder excluded last, with its slash: its contents follow it
+        for member in sorted(self.listed_members, key=lambda m: checksum_sort_key(m.name)):
+            name = member.name
+            if name.startswith(dropped):
+                continue
+            st = listed_stat(member)
+            if self.exclude(name, st):
+                dropped = f"{name}/" if member.is_dir else dropped
+                continue
+            kind: Literal["dir", "file"] = "dir" if member.is_dir else "file"
+            depth = name.count("/") + 1
+            leaf = name.rpartition("/")[2]
+            yield safefs.Entry(name, name, leaf, kind, st, -1, -1, depth)
 
     def _unread(self, rel: str, st: os.stat_result) -> bool:
         """A file whose content need not be read here: one whose digest the caller gave, of the
@@ -319,6 +350,28 @@ class BundleWalker:
         else:
             self.tree.config = b"".join(kept)
         self._found(CONFIG_NAME, size, digest)
+
+
+def _merged(
+    walked: Generator[safefs.Entry, None, None], listed: Iterator[safefs.Entry]
+) -> Generator[safefs.Entry, None, None]:
+    """The walk of a folder and the listed members of top folders it does not hold, in the
+    order one walk of both would give: by name at the top, each folder before its contents."""
+    pending = next(listed, None)
+    try:
+        for entry in walked:
+            if entry.depth == 1:
+                while pending is not None and os.fsencode(pending.rel.partition("/")[0]) < (
+                    os.fsencode(entry.rel)
+                ):
+                    yield pending
+                    pending = next(listed, None)
+            yield entry
+        while pending is not None:
+            yield pending
+            pending = next(listed, None)
+    finally:
+        walked.close()
 
 
 # --------------------------------------------------------------------------- recomputed facts

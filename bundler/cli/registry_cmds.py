@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bundler.bundle.archive import pack_bundle, unpacked
 from bundler.bundle.archive_kind import is_archive
-from bundler.bundle.archive_read import Digests
+from bundler.bundle.archive_read import Digests, ListedPart
 from bundler.cli.output import Output, Result
 from bundler.cli.registry_args import registry_options
 from bundler.registry.pull import PullReport, pull_bundle, pulled
@@ -52,16 +52,19 @@ def pull(args: argparse.Namespace, out: Output) -> Result:
     archive), verified, published atomically."""
     ref = parse_reference(args.ref)
     if args.dest.endswith(".tar"):
-        # the copy is private and unpacked by us: packing verifies it from the recorded digests
+        # the copy is private and read by us: packing verifies it from the recorded digests, and
+        # the parts not needed for their content stay in their layers (no file made for each)
         digests: Digests = {}
+        listed: dict[str, ListedPart] = {}
         with (
             out.progress() as advance,
-            pulled(ref, registry_options(args), progress=advance, digests=digests) as (
-                folder,
-                digest,
-            ),
+            pulled(
+                ref, registry_options(args), progress=advance, digests=digests, listed=listed
+            ) as (folder, digest),
         ):
-            packed = pack_bundle(folder, Path(args.dest), force=args.force, known_digests=digests)
+            packed = pack_bundle(
+                folder, Path(args.dest), force=args.force, known_digests=digests, listed=listed
+            )
         report = PullReport(str(ref), digest, packed.destination, warnings=list(packed.warnings))
     else:
         with out.progress() as advance:

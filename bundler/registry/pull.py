@@ -9,7 +9,10 @@ bundle's own checksums and rules are verified (:func:`bundler.bundle.verify.veri
 only then is the folder published by the staging + swap of :mod:`bundler.bundle.publish`.
 
 The blob file is scratch: it is removed once unpacked and never synced (only the bundle is made
-durable, once, by the publication). The unpacker records each file's XXH3-128 as it writes it,
+durable, once, by the publication). For ``bundle pull REF FILE.tar`` the parts verify needs
+only digests of (the workspace, the skills) are not unpacked at all: their layers are listed by
+the same reader and kept in unnamed files, and the archive is written from them
+(:func:`bundler.bundle.archive.pack_bundle`'s ``listed``). The unpacker records each file's XXH3-128 as it writes it,
 and the verification compares those with ``checksums.xxh3`` instead of reading every file of the
 private staging folder back (``known_digests``); every other check of the bundle is unchanged.
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import io
 import os
 import stat
@@ -28,8 +32,8 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 from bundler.bundle.archive import SCRATCH_PREFIX
-from bundler.bundle.archive_read import ArchiveLimits, Digests, read_tar
-from bundler.bundle.manifest import MANIFEST_NAME
+from bundler.bundle.archive_read import ArchiveLimits, Digests, ListedPart, list_tar, read_tar
+from bundler.bundle.manifest import MANIFEST_NAME, checksum_sort_key
 from bundler.bundle.publish import admit
 from bundler.bundle.verify import verify_bundle
 from bundler.errors import InvalidInput, Refused, withholding
@@ -43,6 +47,8 @@ from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress, phase
 
 BLOBS = ".bundler-blobs"
+UNPACKED = frozenset({art.METADATA, "memory"})
+"""The parts always unpacked: verify reads their files for their content, not only digests."""
 _FILE_FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -105,6 +111,7 @@ def pull_into(
     progress: Progress | None = None,
     leave: frozenset[str] = frozenset(),
     digests: Digests | None = None,
+    listed: dict[str, ListedPart] | None = None,
 ) -> tuple[art.Artifact, str]:
     """Fetch the artifact ``session.ref`` names into the empty folder ``staging_fd``.
 
@@ -112,6 +119,12 @@ def pull_into(
     holds some of it and the caller removes it. Layers titled in ``leave`` are not fetched.
     ``digests``, when given, receives the size and XXH3-128 of every file as it was unpacked,
     by bundle path (for ``verify_bundle``'s ``known_digests``).
+
+    With ``listed`` (and ``digests``), only the parts whose content verify reads (the metadata
+    and the memory store) are unpacked; every other layer is checked by the same reader without
+    writing a file (:func:`~bundler.bundle.archive_read.list_tar`) and kept, as an unnamed
+    file, in ``listed`` by its part, for a caller that packs the bundle into an archive. The
+    caller closes those descriptors, on an exception too.
     """
     artifact, digest = fetch_manifest(session)
     if leave:
@@ -126,10 +139,19 @@ def pull_into(
     try:
         with phase(progress, "downloading", len(artifact.layers), total):
             for index, layer in enumerate(artifact.layers):
-                _fetch_layer(session, staging_fd, blobs_fd, index, layer, progress, digests)
+                if listed is not None and digests is not None and layer.title not in UNPACKED:
+                    listed[layer.title] = _list_layer(session, blobs_fd, layer, progress, digests)
+                else:
+                    _fetch_layer(session, staging_fd, blobs_fd, index, layer, progress, digests)
     finally:
         os.close(blobs_fd)
     os.rmdir(BLOBS, dir_fd=staging_fd)
+    for title in listed or {}:
+        if _present(staging_fd, title):
+            raise InvalidInput(
+                f"registry {session.shown}: layer {escape_display(title)} would overwrite "
+                f"{escape_display(title)} of another layer; refused"
+            )
     if _read_small(staging_fd, MANIFEST_NAME, len(config) + 1) != config:
         raise InvalidInput(
             f"registry {session.shown}: the artifact's config is not the bundle's "
@@ -174,17 +196,82 @@ def _fetch_layer(
     rmtree_at(blobs_fd, unpack)
 
 
+def _list_layer(
+    session: Session,
+    blobs_fd: int,
+    layer: art.Descriptor,
+    progress: Progress | None,
+    digests: Digests,
+) -> ListedPart:
+    """Download a layer into an unnamed file and list it (every rule of the reader, no file
+    written): the file's descriptor, which the caller owns, and the members in checksum order."""
+    fd = _unnamed_file(blobs_fd)
+    try:
+        with os.fdopen(os.dup(fd), "w+b") as handle:
+            chunks = None if progress is None else (lambda n: progress(0, n))
+            session.download_blob(layer.digest, layer.size, cast(BinaryIO, handle), chunks)
+            if progress is not None:
+                progress(1, 0)
+            handle.flush()
+            handle.seek(0)
+            members = list_tar(
+                cast(BinaryIO, handle),
+                ArchiveLimits(max_total_bytes=max(layer.size, 1)),
+                name=f"layer {layer.title}",
+                digests=digests,
+            )
+        for member in members:
+            top = member.name.partition("/")[0]
+            _refuse_outside(
+                session, layer.title, top, is_file=not member.is_dir and top == member.name
+            )
+        members.sort(key=lambda member: checksum_sort_key(member.name))
+        return ListedPart(fd, members)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _unnamed_file(dir_fd: int) -> int:
+    """A private file in the folder ``dir_fd`` that has no name: it is gone with its last
+    descriptor, whatever ends the process."""
+    try:
+        return os.open(".", os.O_RDWR | os.O_TMPFILE | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+    except OSError as err:
+        if err.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+            raise
+    # a filesystem without O_TMPFILE: a name for as long as it takes to remove it
+    name = f".unnamed-{os.getpid()}"
+    fd = os.open(name, _FILE_FLAGS, 0o600, dir_fd=dir_fd)
+    os.unlink(name, dir_fd=dir_fd)
+    return fd
+
+
+def _present(dir_fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _refuse_outside(session: Session, title: str, top: str, *, is_file: bool) -> None:
+    """A layer holds only its own part: the files at the root for ``metadata``, for any other
+    the folder it is named after."""
+    own = is_file if title == art.METADATA else top == title
+    if not own:
+        raise InvalidInput(
+            f"registry {session.shown}: layer {escape_display(title)} holds "
+            f"{escape_display(top)}, which is not its part; refused"
+        )
+
+
 def _move_part(unpack_fd: int, staging_fd: int, title: str, session: Session) -> None:
     """Move what a layer unpacked into the bundle, refusing anything outside its part."""
     names = sorted(os.listdir(unpack_fd))
     for name in names:
         st = os.stat(name, dir_fd=unpack_fd, follow_symlinks=False)
-        own = stat.S_ISREG(st.st_mode) if title == art.METADATA else name == title
-        if not own:
-            raise InvalidInput(
-                f"registry {session.shown}: layer {escape_display(title)} holds "
-                f"{escape_display(name)}, which is not its part; refused"
-            )
+        _refuse_outside(session, title, name, is_file=stat.S_ISREG(st.st_mode))
         try:
             renameat2(unpack_fd, name, staging_fd, name, RENAME_NOREPLACE)
         except FileExistsError:
@@ -264,10 +351,12 @@ def pulled(
     environ: dict[str, str] | None = None,
     leave: frozenset[str] = frozenset(),
     digests: Digests | None = None,
+    listed: dict[str, ListedPart] | None = None,
 ) -> Iterator[tuple[Path, str]]:
     """A private copy of the artifact's bundle for the duration of the block: (folder, digest).
 
-    ``digests`` receives what :func:`pull_into` records (for a caller that verifies the copy).
+    ``digests`` receives what :func:`pull_into` records (for a caller that verifies the copy);
+    ``listed``, its parts kept in their layers (their descriptors are closed on exit).
 
     For ``bundle verify|inspect REF`` and ``agents import REF``, which then read the folder as
     they read any bundle; ``leave`` names layers not fetched (inspect leaves the workspace and
@@ -291,13 +380,21 @@ def pulled(
                 f"({err.strerror or err}); set TMPDIR to a writable folder"
             ) from None
         session = stack.enter_context(Session(ref, options, environ=environ))
+        if listed is not None:
+            stack.callback(_close_listed, listed)
         with withholding(session.auth.scrub):
             try:
                 _artifact, digest = pull_into(
-                    session, fd, progress=progress, leave=leave, digests=digests
+                    session, fd, progress=progress, leave=leave, digests=digests, listed=listed
                 )
             except OSError as err:
                 raise Refused(
                     f"pulling {escape_display(str(ref))} failed ({err.strerror or err})"
                 ) from None
         yield Path(where) / name / "bundle", digest
+
+
+def _close_listed(listed: dict[str, ListedPart]) -> None:
+    for part in listed.values():
+        os.close(part.fd)
+    listed.clear()

@@ -57,9 +57,18 @@ def basic_auth(fake: FakeRegistry) -> None:
     fake.accept_auth = lambda value: value == good
 
 
-def refused(fake: FakeRegistry, tmp_path: Path, ref: str | None = None) -> str:
+@pytest.fixture(params=["out", "out.tar"])
+def dest_name(request: pytest.FixtureRequest) -> str:
+    """A pull's destination: a bundle folder, or an archive (whose parts other than the metadata
+    and the memory store are judged in their layers, never unpacked)."""
+    return str(request.param)
+
+
+def refused(
+    fake: FakeRegistry, tmp_path: Path, ref: str | None = None, dest_name: str = "out"
+) -> str:
     """Pull from ``fake``; assert the refusal's shape and that nothing is left; the message."""
-    dest = tmp_path / "out"
+    dest = tmp_path / dest_name
     done = run_cli(
         ["bundle", "pull", ref or fake.ref(), str(dest), "--plain-http"],
         env=env_for(tmp_path, fake.host),
@@ -150,14 +159,14 @@ BROKEN_BLOBS: dict[str, tuple[str, int, Callable[[bytes], bytes], int | None, st
 
 @pytest.mark.parametrize("case", BROKEN_BLOBS)
 def test_a_blob_is_refused_when_it(
-    fake: FakeRegistry, built: Built, tmp_path: Path, case: str
+    fake: FakeRegistry, built: Built, tmp_path: Path, case: str, dest_name: str
 ) -> None:
     part, status, served, length, fragment = BROKEN_BLOBS[case]
     basic_auth(fake)
     path = layer_path(fake, built, part)
     body = served(fake.blobs[path.rsplit("/", 1)[1]])
     fake.hooks[path] = lambda h: send(h, status, body, length=length)
-    assert fragment in refused(fake, tmp_path)
+    assert fragment in refused(fake, tmp_path, dest_name=dest_name)
 
 
 def test_a_blob_whose_digest_does_not_match_unpacks_nothing(
@@ -371,20 +380,50 @@ SWAPPED_LAYERS: dict[str, tuple[str, Members, str]] = {
 
 @pytest.mark.parametrize("case", SWAPPED_LAYERS)
 def test_a_layer_is_refused_before_publishing_when_it(
-    fake: FakeRegistry, built: Built, tmp_path: Path, case: str
+    fake: FakeRegistry, built: Built, tmp_path: Path, case: str, dest_name: str
 ) -> None:
     part, members, fragment = SWAPPED_LAYERS[case]
     layers = [(title, tar_of(*members) if title == part else d) for title, d in built.layers]
     serve(fake, rebuilt(built, layers))
-    assert fragment in refused(fake, tmp_path)
+    assert fragment in refused(fake, tmp_path, dest_name=dest_name)
     assert not (tmp_path.parent / "escape.txt").exists()
 
 
+def with_member(layer: bytes, name: str, data: bytes) -> bytes:
+    """The layer with one more regular file appended."""
+    out = io.BytesIO()
+    with (
+        tarfile.open(fileobj=io.BytesIO(layer)) as source,
+        tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as archive,
+    ):
+        for member in source.getmembers():
+            archive.addfile(member, source.extractfile(member))
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        archive.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def test_a_metadata_file_named_like_another_part_is_refused(
+    fake: FakeRegistry, built: Built, tmp_path: Path, dest_name: str
+) -> None:
+    """The metadata layer may hold files at the root only, and none may take the name of a part
+    another layer carries: whichever lands first, the other would be written over."""
+    layers = [
+        (title, with_member(data, "workspace", b"not a folder") if title == "metadata" else data)
+        for title, data in built.layers
+    ]
+    serve(fake, rebuilt(built, layers))
+    assert "would overwrite workspace of another layer" in refused(
+        fake, tmp_path, dest_name=dest_name
+    )
+
+
 def test_two_layers_for_one_part_are_refused(
-    fake: FakeRegistry, built: Built, tmp_path: Path
+    fake: FakeRegistry, built: Built, tmp_path: Path, dest_name: str
 ) -> None:
     serve(fake, rebuilt(built, [*built.layers, built.layers[-1]]))
-    refused(fake, tmp_path)
+    refused(fake, tmp_path, dest_name=dest_name)
 
 
 def test_a_refused_pull_leaves_an_existing_bundle_untouched(
@@ -413,3 +452,65 @@ def test_artifact_titles_are_checked(built: Built) -> None:
     doc["layers"][0]["annotations"][art.TITLE] = "../x"
     with pytest.raises(Exception, match="title"):
         art.parse_manifest(json.dumps(doc).encode(), "application/vnd.oci.image.manifest.v1+json")
+
+
+# --------------------------------------------------------------------------- pull into an archive
+
+
+def rewritten(
+    layer: bytes, order: Callable[[list[tarfile.TarInfo]], list[tarfile.TarInfo]]
+) -> bytes:
+    """The layer as another tar program might write it: GNU headers, an owner, a time, and its
+    members in ``order``; the same names, kinds, modes and contents."""
+    out = io.BytesIO()
+    with (
+        tarfile.open(fileobj=io.BytesIO(layer)) as source,
+        tarfile.open(fileobj=out, mode="w", format=tarfile.GNU_FORMAT) as archive,
+    ):
+        for member in order(source.getmembers()):
+            member.mtime, member.uid, member.uname = 1_700_000_000, 1000, "someone"
+            archive.addfile(member, source.extractfile(member) if member.isfile() else None)
+    return out.getvalue()
+
+
+def folders_then_files_reversed(members: list[tarfile.TarInfo]) -> list[tarfile.TarInfo]:
+    """Still every folder before its contents, but not the order a bundle archive has."""
+    return [m for m in members if m.isdir()] + [m for m in reversed(members) if not m.isdir()]
+
+
+def dirty_padding(layer: bytes) -> bytes:
+    """The layer with the padding after each file's data set to 0xff (readers skip it)."""
+    raw = bytearray(layer)
+    with tarfile.open(fileobj=io.BytesIO(layer)) as archive:
+        for member in archive.getmembers():
+            end = member.offset_data + member.size
+            if member.isfile() and end % tarfile.BLOCKSIZE:
+                raw[end : end + -end % tarfile.BLOCKSIZE] = b"\xff" * (-end % tarfile.BLOCKSIZE)
+    return bytes(raw)
+
+
+LAYER_FORMS: dict[str, Callable[[bytes], bytes]] = {
+    "bundlers_own": lambda layer: layer,
+    "written_by_another_tar": lambda layer: rewritten(layer, list),
+    "in_another_order": lambda layer: rewritten(layer, folders_then_files_reversed),
+    "with_padding_that_is_not_zero": dirty_padding,
+}
+
+
+@pytest.mark.parametrize("form", LAYER_FORMS)
+def test_pull_into_an_archive_gives_the_bundles_own_archive_from_layers(
+    fake: FakeRegistry, built: Built, tmp_path: Path, form: str
+) -> None:
+    """Whatever tar form the layers have, ``pull REF FILE.tar`` writes the one deterministic
+    archive of the bundle (the bytes ``bundle pack`` gives of the same bundle pulled into a
+    folder), though its workspace and skills were never unpacked."""
+    layers = [(title, LAYER_FORMS[form](data)) for title, data in built.layers]
+    serve(fake, rebuilt(built, layers))
+    env = env_for(tmp_path, fake.host)
+    for dest in ("folder", "bundle.tar"):
+        done = run_cli(
+            ["bundle", "pull", fake.ref(), str(tmp_path / dest), "--plain-http"], env=env
+        )
+        assert done.returncode == 0, done.stderr
+    assert (tmp_path / "bundle.tar").read_bytes() == bf.pack_bytes(tmp_path / "folder")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle.tar", "docker", "folder"]
