@@ -21,6 +21,8 @@ from kit import tree_snapshot
 
 from bundler.bundle.archive_read import (
     ArchiveLimits,
+    _NO_DEVICES,
+    _STANDARD_NUMBERS,
     _plain_header,
     parse_header,
     read_tar,
@@ -184,6 +186,8 @@ def test_the_header_fast_path_reads_every_corpus_header_as_tarfile_does(exported
             seen += 1
     for block in _headers_of(bf.pack_bytes(exported)):
         assert _plain_header(block) is not None  # bundler's own headers take the fast path
+        # ... its quickest branch: tarfile's layout, device numbers left empty
+        assert _STANDARD_NUMBERS.match(block, 100, 157) and block[329:345] in _NO_DEVICES
         assert _as_we_read(block) == _as_tarfile_reads(block)
     assert seen > 100
 
