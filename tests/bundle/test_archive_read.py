@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from kit import tree_snapshot
 
 from bundler.bundle.archive_read import (
-    ArchiveLimits,
     _NO_DEVICES,
     _STANDARD_NUMBERS,
+    ArchiveLimits,
     _plain_header,
     parse_header,
     read_tar,
