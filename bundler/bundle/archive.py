@@ -23,13 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from bundler.bundle.archive_kind import is_archive
-from bundler.bundle.archive_read import ArchiveLimits, Digests, ListedPart, read_tar
-from bundler.bundle.archive_write import (
-    bundle_member_groups,
-    write_end,
-    write_listed,
-    write_members,
-)
+from bundler.bundle.archive_read import ArchiveLimits, Digests, read_tar
+from bundler.bundle.archive_write import bundle_members, write_tar
 from bundler.bundle.publish import Staging, admit, io_failure, stage_build_publish
 from bundler.bundle.recover import clear_abandoned_or_warn
 from bundler.bundle.verify import VerifyReport, verify_bundle
@@ -184,7 +179,6 @@ def pack_bundle(
     force: bool = False,
     progress: Progress | None = None,
     known_digests: Mapping[str, tuple[int, str]] | None = None,
-    listed: Mapping[str, ListedPart] | None = None,
 ) -> ArchiveReport:
     """``bundle pack DIR FILE``: verify the bundle folder, then publish its archive at ``out``.
 
@@ -192,19 +186,8 @@ def pack_bundle(
     ``out`` is replaced only with ``force`` and only when it is itself a tar archive.
     ``progress`` sees the verification, then a ``packing`` phase. ``known_digests`` is
     :func:`verify_bundle`'s, for a folder bundler has just unpacked into private scratch.
-
-    ``listed`` holds top folders of the bundle that are not in ``bundle`` but in archives
-    bundler has just read (``bundle pull`` into an archive: the workspace stays in its layer
-    blob), by name; they are verified with the folder and their members copied into the
-    archive where a walk of one folder holding all would put them.
     """
-    parts = dict(listed or {})
-    report = verify_bundle(
-        bundle,
-        progress=progress,
-        known_digests=known_digests,
-        listed=[member for part in parts.values() for member in part.members],
-    )
+    report = verify_bundle(bundle, progress=progress, known_digests=known_digests)
     if not report.ok:
         raise _first_error(report, str(bundle))
     source_fd = open_dir(bundle, follow=True)
@@ -216,25 +199,16 @@ def pack_bundle(
             )
         except OSError as err:
             raise io_failure(os.fspath(out), "could not examine the destination", err) from err
-        members = [0]
+        names: list[str] = []
 
         def build(staging: Staging) -> None:
-            root_files, rest = bundle_member_groups(source_fd)
-            members[0] = len(root_files) + len(rest)
-            members[0] += sum(len(part.members) for part in parts.values())
+            names.extend(bundle_members(source_fd))
             total = sum(report.sizes.values())
             with (
-                phase(progress, "packing", members[0], total),
+                phase(progress, "packing", len(names), total),
                 os.fdopen(os.dup(staging.fd), "wb", buffering=1 << 20) as stream,
             ):
-                written = write_members(source_fd, root_files, stream, progress)
-                for top, names in _by_top_folder(rest, parts):
-                    if top in parts:
-                        part = parts[top]
-                        written += write_listed(part.fd, part.members, stream, progress)
-                    else:
-                        written += write_members(source_fd, names, stream, progress)
-                write_end(stream, written)
+                write_tar(source_fd, names, stream, progress)
 
         with admission:
             outcome = stage_build_publish(admission, build)
@@ -244,24 +218,10 @@ def pack_bundle(
     return ArchiveReport(
         source=str(report.path),
         destination=destination,
-        members=members[0],
+        members=len(names),
         publish_method=outcome.method.value,
         warnings=[*cleared, *outcome.warnings],
     )
-
-
-def _by_top_folder(
-    rest: list[str], listed: Mapping[str, ListedPart]
-) -> Iterator[tuple[str, list[str]]]:
-    """The folder's members below the root grouped by top folder, with the listed parts' names
-    among them, in the order of their bytes (checksum order)."""
-    groups: dict[str, list[str]] = {}
-    for name in rest:
-        groups.setdefault(name.partition("/")[0], []).append(name)
-    for top in listed:
-        groups.setdefault(top, [])
-    for top in sorted(groups, key=os.fsencode):
-        yield top, groups[top]
 
 
 def unpack_archive(

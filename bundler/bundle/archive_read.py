@@ -41,7 +41,13 @@ from typing import BinaryIO, NamedTuple
 
 import xxhash
 
-from bundler.bundle.archive_write import FILE_MODE_BITS, header_checksum
+from bundler.bundle.archive_listing import ListedMember
+from bundler.bundle.archive_write import (
+    FILE_MODE_BITS,
+    header_bytes,
+    header_checksum,
+    listed_stat,
+)
 from bundler.errors import InvalidInput
 from bundler.fs.durable import write_all
 from bundler.fs.safefs import MAX_DEPTH, display_name, open_beneath
@@ -80,33 +86,6 @@ _NO_DEVICES = (b"0000000\0" * 2, bytes(16))
 
 Digests = dict[str, tuple[int, str]]
 """Bundle path -> (size, XXH3-128 hex) of each file as it was written."""
-
-
-class ListedPart(NamedTuple):
-    """A top folder of a bundle held in an archive rather than on disk: the archive's
-    descriptor and the folder's members as :func:`list_tar` found them, in checksum order."""
-
-    fd: int
-    members: list[ListedMember]
-
-
-class ListedMember(NamedTuple):
-    """One member :func:`list_tar` admitted, and where its bytes are in the archive.
-
-    ``header_at`` is where its first header block starts (a pax or long-name header, when it
-    has one), ``data_at`` where its data starts; ``mode`` is a file's permission bits (a
-    folder's is the archive form's own, which nothing reads). ``archive_form``: its header is
-    one block, exactly the one a bundle archive has for it, and its padding is zeros, so its
-    bytes from ``header_at`` are those of a bundle archive.
-    """
-
-    name: str
-    is_dir: bool
-    mode: int
-    size: int
-    header_at: int
-    data_at: int
-    archive_form: bool
 
 
 class Header(NamedTuple):
@@ -652,8 +631,6 @@ class _Lister(_Reader):
             self.digests[name] = (size, digest)
 
     def _record(self, name: str, is_dir: bool, mode: int, size: int, data_at: int) -> None:
-        from bundler.bundle.archive_write import header_bytes, listed_stat
-
         member = ListedMember(name, is_dir, mode, size, self.member_at, data_at, False)
         form = (
             not self.extended

@@ -27,7 +27,7 @@ from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress
 
 if TYPE_CHECKING:
-    from bundler.bundle.archive_read import ListedMember
+    from bundler.bundle.archive_listing import ListedMember
 
 ARCHIVE_DIR_MODE = 0o755
 """The mode every folder has in an archive: the bundle's own folders are private (0700) while it
@@ -67,17 +67,11 @@ def bundle_members(root_fd: int) -> list[str]:
     streaming the archive meets ``zeroclaw-agent.toml`` before any workspace file. Raises
     :class:`InvalidInput` for anything a bundle cannot hold (a link, a device, a bad name).
     """
-    root_files, rest = bundle_member_groups(root_fd)
-    return root_files + rest
-
-
-def bundle_member_groups(root_fd: int) -> tuple[list[str], list[str]]:
-    """:func:`bundle_members` in its two groups: the files at the root, then the rest."""
     root_files: list[str] = []
     rest: list[str] = []
     for entry in safefs.walk(root_fd, on_skip=_refuse_skip):
         (root_files if entry.kind == "file" and entry.depth == 1 else rest).append(entry.rel)
-    return root_files, rest
+    return root_files + rest
 
 
 def _header(name: str, st: os.stat_result) -> tarfile.TarInfo:
@@ -224,18 +218,12 @@ def write_tar(
     :class:`tarfile.TarFile` would write it but without its small-block buffering.
     ``progress`` is told of each member written (its data bytes).
     """
-    write_end(out, write_members(root_fd, names, out, progress))
-
-
-def write_members(
-    root_fd: int, names: Iterable[str], out: BinaryIO, progress: Progress | None = None
-) -> int:
-    """:func:`write_tar` without the end of the archive: the bytes written."""
     parents = _Parents(root_fd)
     try:
-        return sum(_write_member(parents, name, out, progress) for name in names)
+        written = sum(_write_member(parents, name, out, progress) for name in names)
     finally:
         parents.close()
+    write_end(out, written)
 
 
 def write_end(out: BinaryIO, written: int) -> None:
@@ -290,6 +278,18 @@ def write_listed(
 
 def _member_end(member: ListedMember) -> int:
     return member.data_at + member.size + -member.size % tarfile.BLOCKSIZE
+
+
+def archive_form_end(members: Sequence[ListedMember]) -> int | None:
+    """Where the members end when the archive they were listed from already holds them exactly
+    as this module writes them, in this order from its first byte (a layer bundler pushed, with
+    ``members`` in archive order); ``None`` when it does not."""
+    at = 0
+    for member in members:
+        if not member.archive_form or member.header_at != at:
+            return None
+        at = _member_end(member)
+    return at
 
 
 def listed_stat(member: ListedMember) -> os.stat_result:

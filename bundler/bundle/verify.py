@@ -48,7 +48,7 @@ from bundler.rules.tomlcompat import toml_error_reason
 from bundler.rules.units import human_size
 
 if TYPE_CHECKING:
-    from bundler.bundle.archive_read import ListedMember
+    from bundler.bundle.archive_listing import ListedMember
 
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 # 1,000,000 lines of "<32 hex>  <path>" with long paths fit comfortably

@@ -34,7 +34,7 @@ from bundler.rules.progress import Progress
 from bundler.rules.units import human_size
 
 if TYPE_CHECKING:
-    from bundler.bundle.archive_read import ListedMember
+    from bundler.bundle.archive_listing import ListedMember
 
 # A tree of a million FIFOs must not become a million-line report held in memory.
 MAX_ENTRIES = 1_000_000

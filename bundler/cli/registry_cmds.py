@@ -8,12 +8,12 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from bundler.bundle.archive import pack_bundle, unpacked
+from bundler.bundle.archive import unpacked
 from bundler.bundle.archive_kind import is_archive
-from bundler.bundle.archive_read import Digests, ListedPart
 from bundler.cli.output import Output, Result
 from bundler.cli.registry_args import registry_options
-from bundler.registry.pull import PullReport, pull_bundle, pulled
+from bundler.registry.pull import pull_bundle
+from bundler.registry.pull_archive import pull_archive
 from bundler.registry.push import push_bundle
 from bundler.registry.reference import parse_reference
 from bundler.rules.names import escape_display
@@ -51,26 +51,11 @@ def pull(args: argparse.Namespace, out: Output) -> Result:
     """Pull an ``oci://`` reference into a bundle folder (or, for ``FILE.tar``, a bundle
     archive), verified, published atomically."""
     ref = parse_reference(args.ref)
-    if args.dest.endswith(".tar"):
-        # the copy is private and read by us: packing verifies it from the recorded digests, and
-        # the parts not needed for their content stay in their layers (no file made for each)
-        digests: Digests = {}
-        listed: dict[str, ListedPart] = {}
-        with (
-            out.progress() as advance,
-            pulled(
-                ref, registry_options(args), progress=advance, digests=digests, listed=listed
-            ) as (folder, digest),
-        ):
-            packed = pack_bundle(
-                folder, Path(args.dest), force=args.force, known_digests=digests, listed=listed
-            )
-        report = PullReport(str(ref), digest, packed.destination, warnings=list(packed.warnings))
-    else:
-        with out.progress() as advance:
-            report = pull_bundle(
-                ref, Path(args.dest), registry_options(args), force=args.force, progress=advance
-            )
+    puller = pull_archive if args.dest.endswith(".tar") else pull_bundle
+    with out.progress() as advance:
+        report = puller(
+            ref, Path(args.dest), registry_options(args), force=args.force, progress=advance
+        )
     pinned = escape_display(str(ref.with_digest(report.digest)))
     text = [f"pulled {pinned} into {escape_display(report.bundle)}"]
     return Result(

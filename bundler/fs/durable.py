@@ -6,6 +6,8 @@
 * :func:`renameat2` — Linux's ``renameat2`` through ctypes (``os`` lacks it), raising ``OSError``
   with the real errno so callers can fall back where the filesystem does not support a flag.
 * :func:`syncfs` — flushes a whole filesystem and, on Linux >= 5.8, reports write-back errors.
+* :func:`start_writeback` — nothing: it starts writing a file's range early, the flush to come
+  still decides what is durable.
 """
 
 from __future__ import annotations
@@ -92,6 +94,27 @@ def syncfs(fd: int) -> None:
 
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
+
+
+SYNC_FILE_RANGE_WRITE = 2  # <linux/fs.h>: start writeback of dirty pages, do not wait
+
+
+def start_writeback(fd: int, offset: int, length: int) -> None:
+    """Ask the kernel to start writing ``length`` bytes of ``fd`` from ``offset`` to disk now,
+    without waiting (``sync_file_range(2)`` with ``SYNC_FILE_RANGE_WRITE``).
+
+    A hint only, and it makes nothing durable: the ``fsync`` that follows does. A file written
+    in one long stream and flushed at its end then finds most of it on disk already, its
+    writes having overlapped the work done meanwhile. Where the call is missing or fails,
+    nothing happens and the ``fsync`` does all the work, as it would have.
+    """
+    func = getattr(_libc(), "sync_file_range", None)
+    if func is not None:
+        import ctypes  # loaded by _libc already
+
+        func(
+            fd, ctypes.c_int64(offset), ctypes.c_int64(length), ctypes.c_uint(SYNC_FILE_RANGE_WRITE)
+        )
 
 
 def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:

@@ -9,10 +9,7 @@ bundle's own checksums and rules are verified (:func:`bundler.bundle.verify.veri
 only then is the folder published by the staging + swap of :mod:`bundler.bundle.publish`.
 
 The blob file is scratch: it is removed once unpacked and never synced (only the bundle is made
-durable, once, by the publication). For ``bundle pull REF FILE.tar`` the parts verify needs
-only digests of (the workspace, the skills) are not unpacked at all: their layers are listed by
-the same reader and kept in unnamed files, and the archive is written from them
-(:func:`bundler.bundle.archive.pack_bundle`'s ``listed``). The unpacker records each file's XXH3-128 as it writes it,
+durable, once, by the publication). The unpacker records each file's XXH3-128 as it writes it,
 and the verification compares those with ``checksums.xxh3`` instead of reading every file of the
 private staging folder back (``known_digests``); every other check of the bundle is unchanged.
 """
@@ -32,8 +29,8 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 from bundler.bundle.archive import SCRATCH_PREFIX
-from bundler.bundle.archive_read import ArchiveLimits, Digests, ListedPart, list_tar, read_tar
-from bundler.bundle.manifest import MANIFEST_NAME, checksum_sort_key
+from bundler.bundle.archive_read import ArchiveLimits, Digests, read_tar
+from bundler.bundle.manifest import MANIFEST_NAME
 from bundler.bundle.publish import admit
 from bundler.bundle.verify import verify_bundle
 from bundler.errors import InvalidInput, Refused, withholding
@@ -47,8 +44,6 @@ from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress, phase
 
 BLOBS = ".bundler-blobs"
-UNPACKED = frozenset({art.METADATA, "memory"})
-"""The parts always unpacked: verify reads their files for their content, not only digests."""
 _FILE_FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -92,7 +87,7 @@ def fetch_config(session: Session, artifact: art.Artifact) -> bytes:
     return sink.getvalue()
 
 
-def _check_space(dir_fd: int, artifact: art.Artifact) -> None:
+def check_space(dir_fd: int, artifact: art.Artifact) -> None:
     # a blob and its unpacked copy live side by side for a moment: twice the largest, plus the rest
     sizes = [layer.size for layer in artifact.layers]
     needed = sum(sizes) + max(sizes)
@@ -111,7 +106,6 @@ def pull_into(
     progress: Progress | None = None,
     leave: frozenset[str] = frozenset(),
     digests: Digests | None = None,
-    listed: dict[str, ListedPart] | None = None,
 ) -> tuple[art.Artifact, str]:
     """Fetch the artifact ``session.ref`` names into the empty folder ``staging_fd``.
 
@@ -119,19 +113,13 @@ def pull_into(
     holds some of it and the caller removes it. Layers titled in ``leave`` are not fetched.
     ``digests``, when given, receives the size and XXH3-128 of every file as it was unpacked,
     by bundle path (for ``verify_bundle``'s ``known_digests``).
-
-    With ``listed`` (and ``digests``), only the parts whose content verify reads (the metadata
-    and the memory store) are unpacked; every other layer is checked by the same reader without
-    writing a file (:func:`~bundler.bundle.archive_read.list_tar`) and kept, as an unnamed
-    file, in ``listed`` by its part, for a caller that packs the bundle into an archive. The
-    caller closes those descriptors, on an exception too.
     """
     artifact, digest = fetch_manifest(session)
     if leave:
         artifact = dataclasses.replace(
             artifact, layers=[x for x in artifact.layers if x.title not in leave]
         )
-    _check_space(staging_fd, artifact)
+    check_space(staging_fd, artifact)
     config = fetch_config(session, artifact)
     os.mkdir(BLOBS, 0o700, dir_fd=staging_fd)
     blobs_fd = os.open(BLOBS, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=staging_fd)
@@ -139,20 +127,11 @@ def pull_into(
     try:
         with phase(progress, "downloading", len(artifact.layers), total):
             for index, layer in enumerate(artifact.layers):
-                if listed is not None and digests is not None and layer.title not in UNPACKED:
-                    listed[layer.title] = _list_layer(session, blobs_fd, layer, progress, digests)
-                else:
-                    _fetch_layer(session, staging_fd, blobs_fd, index, layer, progress, digests)
+                _fetch_layer(session, staging_fd, blobs_fd, index, layer, progress, digests)
     finally:
         os.close(blobs_fd)
     os.rmdir(BLOBS, dir_fd=staging_fd)
-    for title in listed or {}:
-        if _present(staging_fd, title):
-            raise InvalidInput(
-                f"registry {session.shown}: layer {escape_display(title)} would overwrite "
-                f"{escape_display(title)} of another layer; refused"
-            )
-    if _read_small(staging_fd, MANIFEST_NAME, len(config) + 1) != config:
+    if read_small(staging_fd, MANIFEST_NAME, len(config) + 1) != config:
         raise InvalidInput(
             f"registry {session.shown}: the artifact's config is not the bundle's "
             f"{MANIFEST_NAME}; refused"
@@ -178,86 +157,57 @@ def _fetch_layer(
         if progress is not None:
             progress(1, 0)
         handle.seek(0)
-        unpack = f".bundler-layer-{index}"
-        os.mkdir(unpack, 0o700, dir_fd=blobs_fd)
-        unpack_fd = os.open(unpack, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=blobs_fd)
-        try:
-            read_tar(
-                cast(BinaryIO, handle),
-                unpack_fd,
-                ArchiveLimits(max_total_bytes=max(layer.size, 1)),
-                name=f"layer {layer.title}",
-                digests=digests,
-            )
-            _move_part(unpack_fd, staging_fd, layer.title, session)
-        finally:
-            os.close(unpack_fd)
+        unpack_layer(cast(BinaryIO, handle), staging_fd, blobs_fd, index, layer, session, digests)
     os.unlink(blob, dir_fd=blobs_fd)
-    rmtree_at(blobs_fd, unpack)
 
 
-def _list_layer(
-    session: Session,
-    blobs_fd: int,
+def unpack_layer(
+    stream: BinaryIO,
+    staging_fd: int,
+    work_fd: int,
+    index: int,
     layer: art.Descriptor,
-    progress: Progress | None,
-    digests: Digests,
-) -> ListedPart:
-    """Download a layer into an unnamed file and list it (every rule of the reader, no file
-    written): the file's descriptor, which the caller owns, and the members in checksum order."""
-    fd = _unnamed_file(blobs_fd)
+    session: Session,
+    digests: Digests | None,
+) -> None:
+    """Unpack the checked blob ``stream`` of ``layer`` into a folder of its own in ``work_fd``,
+    then move its part into the bundle folder ``staging_fd`` (:func:`_move_part`)."""
+    unpack = f".bundler-layer-{index}"
+    os.mkdir(unpack, 0o700, dir_fd=work_fd)
+    unpack_fd = os.open(unpack, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=work_fd)
     try:
-        with os.fdopen(os.dup(fd), "w+b") as handle:
-            chunks = None if progress is None else (lambda n: progress(0, n))
-            session.download_blob(layer.digest, layer.size, cast(BinaryIO, handle), chunks)
-            if progress is not None:
-                progress(1, 0)
-            handle.flush()
-            handle.seek(0)
-            members = list_tar(
-                cast(BinaryIO, handle),
-                ArchiveLimits(max_total_bytes=max(layer.size, 1)),
-                name=f"layer {layer.title}",
-                digests=digests,
-            )
-        for member in members:
-            top = member.name.partition("/")[0]
-            _refuse_outside(
-                session, layer.title, top, is_file=not member.is_dir and top == member.name
-            )
-        members.sort(key=lambda member: checksum_sort_key(member.name))
-        return ListedPart(fd, members)
-    except BaseException:
-        os.close(fd)
-        raise
+        read_tar(
+            stream,
+            unpack_fd,
+            ArchiveLimits(max_total_bytes=max(layer.size, 1)),
+            name=f"layer {layer.title}",
+            digests=digests,
+        )
+        _move_part(unpack_fd, staging_fd, layer.title, session)
+    finally:
+        os.close(unpack_fd)
+    rmtree_at(work_fd, unpack)
 
 
-def _unnamed_file(dir_fd: int) -> int:
-    """A private file in the folder ``dir_fd`` that has no name: it is gone with its last
-    descriptor, whatever ends the process."""
+def unnamed_file(dir_fd: int) -> int:
+    """A private file in the folder ``dir_fd`` that has no name (``O_TMPFILE``): it is gone
+    with its last descriptor, whatever ends the process."""
     try:
         return os.open(".", os.O_RDWR | os.O_TMPFILE | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
     except OSError as err:
         if err.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
             raise
     # a filesystem without O_TMPFILE: a name for as long as it takes to remove it
-    name = f".unnamed-{os.getpid()}"
+    name = f".bundler-unnamed-{os.getpid()}"
     fd = os.open(name, _FILE_FLAGS, 0o600, dir_fd=dir_fd)
     os.unlink(name, dir_fd=dir_fd)
     return fd
 
 
-def _present(dir_fd: int, name: str) -> bool:
-    try:
-        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    return True
-
-
-def _refuse_outside(session: Session, title: str, top: str, *, is_file: bool) -> None:
-    """A layer holds only its own part: the files at the root for ``metadata``, for any other
-    the folder it is named after."""
+def refuse_outside(session: Session, title: str, top: str, *, is_file: bool) -> None:
+    """A layer holds only its own part: regular files at the root for ``metadata``, for any
+    other the folder it is named after. ``top`` is an entry at the root, ``is_file`` whether it
+    is a regular file."""
     own = is_file if title == art.METADATA else top == title
     if not own:
         raise InvalidInput(
@@ -266,22 +216,27 @@ def _refuse_outside(session: Session, title: str, top: str, *, is_file: bool) ->
         )
 
 
+def overwrite_refused(session: Session, title: str, name: str) -> InvalidInput:
+    """The refusal of a layer whose part another layer already carries."""
+    return InvalidInput(
+        f"registry {session.shown}: layer {escape_display(title)} would overwrite "
+        f"{escape_display(name)} of another layer; refused"
+    )
+
+
 def _move_part(unpack_fd: int, staging_fd: int, title: str, session: Session) -> None:
     """Move what a layer unpacked into the bundle, refusing anything outside its part."""
     names = sorted(os.listdir(unpack_fd))
     for name in names:
         st = os.stat(name, dir_fd=unpack_fd, follow_symlinks=False)
-        _refuse_outside(session, title, name, is_file=stat.S_ISREG(st.st_mode))
+        refuse_outside(session, title, name, is_file=stat.S_ISREG(st.st_mode))
         try:
             renameat2(unpack_fd, name, staging_fd, name, RENAME_NOREPLACE)
         except FileExistsError:
-            raise InvalidInput(
-                f"registry {session.shown}: layer {escape_display(title)} would overwrite "
-                f"{escape_display(name)} of another layer; refused"
-            ) from None
+            raise overwrite_refused(session, title, name) from None
 
 
-def _read_small(dir_fd: int, name: str, limit: int) -> bytes | None:
+def read_small(dir_fd: int, name: str, limit: int) -> bytes | None:
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
     except OSError:
@@ -292,7 +247,7 @@ def _read_small(dir_fd: int, name: str, limit: int) -> bytes | None:
         os.close(fd)
 
 
-def _first_error(report: Any) -> InvalidInput:
+def first_error(report: Any) -> InvalidInput:
     first = report.errors[0]
     return InvalidInput(
         f"the pulled bundle does not verify: {first}; nothing was written", path=first.path
@@ -323,7 +278,7 @@ def pull_bundle(
                     Path(admission.parent_path) / staging.name, known_digests=digests
                 )
                 if not verified.ok:
-                    raise _first_error(verified)
+                    raise first_error(verified)
                 outcome = staging.publish()
             except BaseException:
                 if not staging.published:
@@ -351,12 +306,10 @@ def pulled(
     environ: dict[str, str] | None = None,
     leave: frozenset[str] = frozenset(),
     digests: Digests | None = None,
-    listed: dict[str, ListedPart] | None = None,
 ) -> Iterator[tuple[Path, str]]:
     """A private copy of the artifact's bundle for the duration of the block: (folder, digest).
 
-    ``digests`` receives what :func:`pull_into` records (for a caller that verifies the copy);
-    ``listed``, its parts kept in their layers (their descriptors are closed on exit).
+    ``digests`` receives what :func:`pull_into` records (for a caller that verifies the copy).
 
     For ``bundle verify|inspect REF`` and ``agents import REF``, which then read the folder as
     they read any bundle; ``leave`` names layers not fetched (inspect leaves the workspace and
@@ -364,6 +317,27 @@ def pulled(
     archive readers' kind, :mod:`bundler.fs.scratch`: removed on exit, and after a kill by the
     next run, ``recover`` and ``doctor``, which know the prefix).
     """
+    with contextlib.ExitStack() as stack:
+        folder, fd = stack.enter_context(private_bundle_folder("to pull into"))
+        session = stack.enter_context(Session(ref, options, environ=environ))
+        with withholding(session.auth.scrub):
+            try:
+                _artifact, digest = pull_into(
+                    session, fd, progress=progress, leave=leave, digests=digests
+                )
+            except OSError as err:
+                raise Refused(
+                    f"pulling {escape_display(str(ref))} failed ({err.strerror or err})"
+                ) from None
+        yield folder, digest
+
+
+@contextlib.contextmanager
+def private_bundle_folder(purpose: str) -> Iterator[tuple[Path, int]]:
+    """An empty folder ``bundle`` in a locked scratch folder in ``$TMPDIR`` (the archive
+    readers' kind, :mod:`bundler.fs.scratch`): its path and descriptor, both gone on exit (and
+    after a kill, with the next run, ``recover`` or ``doctor``). ``purpose`` ends the refusal
+    when it cannot be made ("to pull into")."""
     where = tempfile.gettempdir()
     with contextlib.ExitStack() as stack:
         try:
@@ -376,25 +350,7 @@ def pulled(
             stack.callback(os.close, fd)
         except OSError as err:
             raise Refused(
-                f"cannot make a private folder in {escape_display(where)} to pull into "
+                f"cannot make a private folder in {escape_display(where)} {purpose} "
                 f"({err.strerror or err}); set TMPDIR to a writable folder"
             ) from None
-        session = stack.enter_context(Session(ref, options, environ=environ))
-        if listed is not None:
-            stack.callback(_close_listed, listed)
-        with withholding(session.auth.scrub):
-            try:
-                _artifact, digest = pull_into(
-                    session, fd, progress=progress, leave=leave, digests=digests, listed=listed
-                )
-            except OSError as err:
-                raise Refused(
-                    f"pulling {escape_display(str(ref))} failed ({err.strerror or err})"
-                ) from None
-        yield Path(where) / name / "bundle", digest
-
-
-def _close_listed(listed: dict[str, ListedPart]) -> None:
-    for part in listed.values():
-        os.close(part.fd)
-    listed.clear()
+        yield Path(where) / name / "bundle", fd

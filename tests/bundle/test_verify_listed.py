@@ -15,7 +15,8 @@ import hostile_bundles
 import pytest
 from test_verify_known_digests import facts
 
-from bundler.bundle.archive_read import ArchiveLimits, Digests, ListedMember, list_tar
+from bundler.bundle.archive_listing import ListedMember
+from bundler.bundle.archive_read import ArchiveLimits, Digests, list_tar
 from bundler.bundle.archive_write import bundle_members, write_listed, write_tar
 from bundler.bundle.verify import verify_bundle
 from bundler.errors import BundlerError

@@ -1,0 +1,255 @@
+"""``bundle pull REF FILE.tar``: the artifact's layers written straight into the bundle archive.
+
+A layer bundler pushed is already a run of the archive's members (:mod:`bundler.bundle.
+archive_write`'s headers and padding, in archive order), and the layers follow one another in
+the archive as its parts do: the ``metadata`` layer's root files first, then each part by name.
+So each blob is streamed into the staging file where its members go, its sha256 checked as it
+arrives (:meth:`bundler.registry.http.Session.download_blob`), then read back by the
+hostile-archive reader in its listing mode (:func:`bundler.bundle.archive_read.list_tar`: every
+rule, no file written, each member's place and XXH3-128 recorded). When its members are exactly
+the archive's, the layer's end-of-archive blocks are cut and the next layer follows; otherwise
+(a layer another tool wrote, or members out of order) the layer is moved aside into an unnamed
+file and its members are written anew from there (:func:`bundler.bundle.archive_write.
+write_listed`). The bytes are the ones ``bundle pack`` gives of the same bundle either way.
+
+Only the parts whose files verify reads for their content are unpacked, into a private scratch
+folder: the metadata (manifest, checksums, ``config.toml``) and the format 2 memory store. The
+workspace and the skills are judged by the same walk as a folder's, from their listing
+(:func:`bundler.bundle.verify.verify_bundle`'s ``listed``). Nothing is published unless the
+whole bundle verifies; then the staging file is flushed and swapped in like any export
+(:mod:`bundler.bundle.publish`).
+
+Durability: writeback of the staging file is started as it is written (``sync_file_range``), so
+the disk works while the layers are read and verified; the one ``fsync`` before the swap is
+still what makes the archive durable, and nothing else is claimed of it.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+from typing import BinaryIO, cast
+
+from bundler.bundle.archive import looks_like_archive
+from bundler.bundle.archive_listing import ListedMember
+from bundler.bundle.archive_read import ArchiveLimits, Digests, list_tar
+from bundler.bundle.archive_write import archive_form_end, write_end, write_listed
+from bundler.bundle.manifest import MANIFEST_NAME, checksum_sort_key
+from bundler.bundle.publish import Staging, admit, io_failure, stage_build_publish
+from bundler.bundle.recover import clear_abandoned_or_warn
+from bundler.bundle.verify import verify_bundle
+from bundler.errors import InvalidInput, Refused, withholding
+from bundler.fs.durable import start_writeback, write_all
+from bundler.registry import artifact as art
+from bundler.registry.http import Options, Session
+from bundler.registry.pull import (
+    PullReport,
+    check_space,
+    fetch_config,
+    fetch_manifest,
+    first_error,
+    overwrite_refused,
+    private_bundle_folder,
+    read_small,
+    refuse_outside,
+    unnamed_file,
+    unpack_layer,
+)
+from bundler.registry.reference import Reference
+from bundler.rules.names import escape_display
+from bundler.rules.progress import Progress, phase
+
+UNPACKED = frozenset({art.METADATA, "memory"})
+"""The parts unpacked for verify, which reads their files for their content."""
+
+WRITEBACK_STEP = 32 << 20
+"""Bytes written between two writeback starts: large enough to be few calls, small enough that
+the disk starts early."""
+
+
+def pull_archive(
+    ref: Reference,
+    dest: Path,
+    options: Options,
+    *,
+    force: bool = False,
+    progress: Progress | None = None,
+    environ: dict[str, str] | None = None,
+) -> PullReport:
+    """Pull ``ref`` into the bundle archive ``dest`` (created, or an archive replaced with
+    ``force``), verified before it is published."""
+    cleared = clear_abandoned_or_warn(dest)
+    try:
+        admission = admit(
+            dest, force=force, protected=[], archive_check=looks_like_archive, label=""
+        )
+    except OSError as err:
+        raise io_failure(os.fspath(dest), "could not examine the destination", err) from err
+    report = PullReport(str(ref), "", "")
+    with Session(ref, options, environ=environ) as session, withholding(session.auth.scrub):
+
+        def build(staging: Staging) -> None:
+            with private_bundle_folder("to pull into") as (folder, folder_fd):
+                _Puller(session, staging.fd, folder, folder_fd, progress, report).run()
+
+        try:
+            with admission:
+                outcome = stage_build_publish(admission, build)
+        except OSError as err:
+            raise Refused(
+                f"pulling {escape_display(str(ref))} failed ({err.strerror or err}); nothing "
+                "was published"
+            ) from None
+    report.bundle = admission.dest_path
+    report.warnings = [*cleared, *outcome.warnings]
+    return report
+
+
+class _Puller:
+    """One pull into the staging file ``out_fd``: the layers, the verification, the end."""
+
+    def __init__(
+        self,
+        session: Session,
+        out_fd: int,
+        folder: Path,
+        folder_fd: int,
+        progress: Progress | None,
+        report: PullReport,
+    ) -> None:
+        self.session = session
+        self.out_fd = out_fd
+        self.folder = folder
+        self.folder_fd = folder_fd
+        self.progress = progress
+        self.report = report
+        self.digests: Digests = {}
+        self.listed: list[ListedMember] = []
+        self.end = 0  # where the members written so far end in the staging file
+        self.position = 0  # where the download writes next
+        self.kicked = 0  # how far writeback has been started
+
+    def run(self) -> None:
+        session = self.session
+        artifact, self.report.digest = fetch_manifest(session)
+        check_space(self.out_fd, artifact)
+        config = fetch_config(session, artifact)
+        layers = sorted(artifact.layers, key=_archive_order)
+        total = sum(layer.size for layer in layers)
+        with phase(self.progress, "downloading", len(layers), total):
+            for index, layer in enumerate(layers):
+                self._layer(index, layer)
+        for layer in layers:
+            if layer.title not in UNPACKED and _present(self.folder_fd, layer.title):
+                raise overwrite_refused(session, art.METADATA, layer.title)
+        if read_small(self.folder_fd, MANIFEST_NAME, len(config) + 1) != config:
+            raise InvalidInput(
+                f"registry {session.shown}: the artifact's config is not the bundle's "
+                f"{MANIFEST_NAME}; refused"
+            )
+        os.lseek(self.out_fd, self.end, os.SEEK_SET)
+        with os.fdopen(os.dup(self.out_fd), "wb") as out:
+            write_end(cast(BinaryIO, out), self.end)
+        verified = verify_bundle(
+            self.folder, progress=self.progress, known_digests=self.digests, listed=self.listed
+        )
+        if not verified.ok:
+            raise first_error(verified)
+        self.report.root_agent = str((verified.manifest or {}).get("root_agent", ""))
+
+    def _layer(self, index: int, layer: art.Descriptor) -> None:
+        """Download ``layer`` where its members go, list it, and leave the staging file ending
+        with its members in archive form."""
+        start = self.end
+        os.lseek(self.out_fd, start, os.SEEK_SET)
+        self.position = start
+        self.kicked = min(self.kicked, start)
+        progress = self.progress
+        chunks = None if progress is None else (lambda n: progress(0, n))
+        self.session.download_blob(layer.digest, layer.size, cast(BinaryIO, self), chunks)
+        if progress is not None:
+            progress(1, 0)
+        members = list_tar(
+            self._blob(start, layer.size),
+            ArchiveLimits(max_total_bytes=max(layer.size, 1)),
+            name=f"layer {layer.title}",
+            digests=self.digests,
+        )
+        for member in members:
+            top = member.name.partition("/")[0]
+            refuse_outside(
+                self.session, layer.title, top, is_file=not member.is_dir and top == member.name
+            )
+        if layer.title in UNPACKED:
+            blob = self._blob(start, layer.size)
+            unpack_layer(blob, self.folder_fd, self.folder_fd, index, layer, self.session, None)
+        else:
+            self.listed += members
+        ordered = sorted(members, key=lambda member: checksum_sort_key(member.name))
+        end = archive_form_end(ordered)
+        if end is None:
+            end = self._rewrite(start, layer.size, ordered)
+        self.end = start + end
+        os.ftruncate(self.out_fd, self.end)
+
+    def _rewrite(self, start: int, size: int, members: list[ListedMember]) -> int:
+        """Move the layer at ``start`` aside and write its ``members`` anew in its place: the
+        bytes written."""
+        aside = unnamed_file(self.folder_fd)
+        try:
+            os.copy_file_range(self.out_fd, aside, size, start, 0)
+            os.ftruncate(self.out_fd, start)
+            os.lseek(self.out_fd, start, os.SEEK_SET)
+            with os.fdopen(os.dup(self.out_fd), "wb", buffering=1 << 20) as out:
+                return write_listed(aside, members, out)
+        finally:
+            os.close(aside)
+
+    def _blob(self, start: int, size: int) -> BinaryIO:
+        return cast(BinaryIO, io.BufferedReader(_Range(self.out_fd, start, size), 1 << 20))
+
+    def write(self, data: bytes) -> int:
+        """The download's sink: append at the staging file's position, starting writeback of
+        every :data:`WRITEBACK_STEP` bytes."""
+        write_all(self.out_fd, data)
+        self.position += len(data)
+        if self.position - self.kicked >= WRITEBACK_STEP:
+            start_writeback(self.out_fd, self.kicked, self.position - self.kicked)
+            self.kicked = self.position
+        return len(data)
+
+
+def _present(dir_fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _archive_order(layer: art.Descriptor) -> tuple[bool, bytes]:
+    # the root files first, then each part's folder by the bytes of its name
+    return layer.title != art.METADATA, layer.title.encode()
+
+
+class _Range(io.RawIOBase):
+    """``size`` bytes of the file ``fd`` from ``start``, read by position (the file's own
+    position is the download's)."""
+
+    def __init__(self, fd: int, start: int, size: int) -> None:
+        super().__init__()
+        self._fd = fd
+        self._at = start
+        self._end = start + size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        view = memoryview(buffer).cast("B")[: max(0, self._end - self._at)]
+        if not view:
+            return 0
+        count = os.preadv(self._fd, [view], self._at)
+        self._at += count
+        return count
