@@ -42,12 +42,7 @@ from typing import BinaryIO, NamedTuple
 import xxhash
 
 from bundler.bundle.archive_listing import ListedMember
-from bundler.bundle.archive_write import (
-    FILE_MODE_BITS,
-    header_bytes,
-    header_checksum,
-    listed_stat,
-)
+from bundler.bundle.archive_write import FILE_MODE_BITS, header_checksum, is_archive_header
 from bundler.errors import InvalidInput
 from bundler.fs.durable import write_all
 from bundler.fs.safefs import MAX_DEPTH, display_name, open_beneath
@@ -631,10 +626,9 @@ class _Lister(_Reader):
             self.digests[name] = (size, digest)
 
     def _record(self, name: str, is_dir: bool, mode: int, size: int, data_at: int) -> None:
-        member = ListedMember(name, is_dir, mode, size, self.member_at, data_at, False)
         form = (
             not self.extended
             and (is_dir or self.padding_zero)
-            and self.block == header_bytes(name, listed_stat(member))
+            and is_archive_header(self.block, name, is_dir=is_dir, mode=mode, size=size)
         )
-        self.listed.append(member._replace(archive_form=form) if form else member)
+        self.listed.append(ListedMember(name, is_dir, mode, size, self.member_at, data_at, form))

@@ -142,6 +142,23 @@ def header_bytes(name: str, st: os.stat_result) -> bytes:
     return block[:148] + checksum + block[155:]
 
 
+def is_archive_header(block: bytes, name: str, *, is_dir: bool, mode: int, size: int) -> bool:
+    """Whether ``block`` is, byte for byte, the one-block header :func:`header_bytes` makes for
+    such a member, told without making it (the archive reader asks it of every member it lists).
+    A member that needs a pax record never has a one-block header."""
+    full = name + "/" if is_dir else name
+    if len(full) > tarfile.LENGTH_NAME or not full.isascii() or size >= _MAX_USTAR_SIZE:
+        return False
+    mode = ARCHIVE_DIR_MODE if is_dir else mode & FILE_MODE_BITS
+    return (
+        block[157:] == _TAIL
+        and block[100:148] == b"%07o\0%s%011o\0%s" % (mode, _UID_GID, size, _MTIME)
+        and block[156:157] == (tarfile.DIRTYPE if is_dir else tarfile.REGTYPE)
+        and block[:100] == full.encode("ascii").ljust(tarfile.LENGTH_NAME, b"\0")
+        and block[148:156] == b"%06o\0 " % header_checksum(block)
+    )
+
+
 class _Parents:
     """The folder holding the current member, opened no-follow from the root and kept open while
     members come from it: in archive order a folder's files follow one another, so each folder

@@ -230,7 +230,7 @@ class BundleWalker:
             on_skip=self.on_skip,
             unopened=self._unread if wanted else None,
         )
-        entries = _merged(walked, self._listed_entries()) if self.listed_members else walked
+        entries = _merged(walked, self._listed_parts()) if self.listed_members else walked
         try:
             for entry in entries:
                 self.count(entry.relpath)
@@ -249,13 +249,27 @@ class BundleWalker:
             self.errors.append(Problem(".", f"{unlisted} more entries at fault, not listed"))
         return self.tree
 
-    def _listed_entries(self) -> Iterator[safefs.Entry]:
-        """The listed members as a walk of them would yield them, in checksum order: each asked
+    def _listed_parts(self) -> list[tuple[bytes, Iterator[safefs.Entry]]]:
+        """The listed members by top folder, in checksum order: (the top's name as bytes, its
+        entries as :meth:`_listed_entries` yields them)."""
+        ordered = sorted(self.listed_members, key=lambda m: checksum_sort_key(m.name))
+        parts: list[tuple[bytes, Iterator[safefs.Entry]]] = []
+        start = 0
+        for index in range(1, len(ordered) + 1):
+            top = ordered[start].name.partition("/")[0]
+            if index == len(ordered) or not ordered[index].name.startswith(f"{top}/"):
+                part = ordered[start:index]
+                parts.append((os.fsencode(top), self._listed_entries(part)))
+                start = index
+        return parts
+
+    def _listed_entries(self, members: list[ListedMember]) -> Iterator[safefs.Entry]:
+        """Listed members, in checksum order, as a walk of them would yield them: each asked
         of :meth:`exclude` (an excluded folder's contents are never yielded), files unopened."""
         from bundler.bundle.archive_write import listed_stat
 
         dropped = "\0"  # the folder excluded last, with its slash: its contents follow it
-        for member in sorted(self.listed_members, key=lambda m: checksum_sort_key(m.name)):
+        for member in members:
             name = member.name
             if name.startswith(dropped):
                 continue
@@ -353,23 +367,25 @@ class BundleWalker:
 
 
 def _merged(
-    walked: Generator[safefs.Entry, None, None], listed: Iterator[safefs.Entry]
+    walked: Generator[safefs.Entry, None, None],
+    listed: list[tuple[bytes, Iterator[safefs.Entry]]],
 ) -> Generator[safefs.Entry, None, None]:
-    """The walk of a folder and the listed members of top folders it does not hold, in the
-    order one walk of both would give: by name at the top, each folder before its contents."""
-    pending = next(listed, None)
+    """The walk of a folder and the listed members of top folders it does not hold (by top,
+    in order), in the order one walk of both would give: by name at the top, each folder before
+    its contents."""
+    parts = iter(listed)
+    pending = next(parts, None)
     try:
         for entry in walked:
             if entry.depth == 1:
-                while pending is not None and os.fsencode(pending.rel.partition("/")[0]) < (
-                    os.fsencode(entry.rel)
-                ):
-                    yield pending
-                    pending = next(listed, None)
+                name = os.fsencode(entry.rel)
+                while pending is not None and pending[0] < name:
+                    yield from pending[1]
+                    pending = next(parts, None)
             yield entry
         while pending is not None:
-            yield pending
-            pending = next(listed, None)
+            yield from pending[1]
+            pending = next(parts, None)
     finally:
         walked.close()
 

@@ -99,22 +99,29 @@ def syncfs(fd: int) -> None:
 SYNC_FILE_RANGE_WRITE = 2  # <linux/fs.h>: start writeback of dirty pages, do not wait
 
 
-def start_writeback(fd: int, offset: int, length: int) -> None:
-    """Ask the kernel to start writing ``length`` bytes of ``fd`` from ``offset`` to disk now,
-    without waiting (``sync_file_range(2)`` with ``SYNC_FILE_RANGE_WRITE``).
+def start_writeback(fd: int, offset: int = 0, length: int = 0) -> None:
+    """Ask the kernel to start writing ``length`` bytes of ``fd`` from ``offset`` (0: to the
+    end) to disk now, without waiting (``sync_file_range(2)`` with ``SYNC_FILE_RANGE_WRITE``).
 
-    A hint only, and it makes nothing durable: the ``fsync`` that follows does. A file written
-    in one long stream and flushed at its end then finds most of it on disk already, its
-    writes having overlapped the work done meanwhile. Where the call is missing or fails,
-    nothing happens and the ``fsync`` does all the work, as it would have.
+    A hint only, and it makes nothing durable: the flush that follows does. A file written
+    in one long stream, or many files written one after another, and flushed at the end then
+    find most of their bytes on disk already, the writes having overlapped the work done
+    meanwhile. Where the call is missing or fails, nothing happens and the flush does all the
+    work, as it would have.
     """
+    call = _sync_file_range()
+    if call is not None:
+        call(fd, offset, length, SYNC_FILE_RANGE_WRITE)
+
+
+@functools.cache
+def _sync_file_range() -> Any:
     func = getattr(_libc(), "sync_file_range", None)
     if func is not None:
         import ctypes  # loaded by _libc already
 
-        func(
-            fd, ctypes.c_int64(offset), ctypes.c_int64(length), ctypes.c_uint(SYNC_FILE_RANGE_WRITE)
-        )
+        func.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
+    return func
 
 
 def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:

@@ -19,7 +19,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bundler.bundle.archive_write import _header, bundle_members, header_bytes, write_tar
+from bundler.bundle.archive_write import (
+    _header,
+    bundle_members,
+    header_bytes,
+    is_archive_header,
+    write_tar,
+)
 from bundler.bundle.manifest import checksum_sort_key
 from bundler.errors import InvalidInput
 from bundler.fs.durable import open_dir
@@ -169,3 +175,30 @@ def test_header_is_byte_for_byte_what_tarfile_writes(
     st_ = os.stat_result((kind | mode, 0, 0, 1, 1000, 1000, size, 7, 7, 7))
     expected = _header(name, st_).tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
     assert header_bytes(name, st_) == expected
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    name=st.text(alphabet=st.sampled_from("abz09._-/ é\u4e2d"), min_size=1, max_size=130).filter(
+        lambda n: "" not in n.split("/")
+    ),
+    is_dir=st.booleans(),
+    mode=st.integers(min_value=0, max_value=0o7777),
+    size=st.one_of(st.integers(0, 1 << 20), st.integers(8**11 - 2, 8**11 + 2)),
+    flip=st.integers(min_value=0, max_value=511),
+)
+def test_a_header_is_told_in_archive_form_exactly_when_it_is_header_bytes(
+    name: str, is_dir: bool, mode: int, size: int, flip: int
+) -> None:
+    """The reader's cheap check agrees with making the header: true of header_bytes' one-block
+    header, false of it with any one byte changed, and never for a member that needs pax."""
+    kind = stat.S_IFDIR if is_dir else stat.S_IFREG
+    st_ = os.stat_result((kind | mode, 0, 0, 1, 0, 0, 0 if is_dir else size, 0, 0, 0))
+    made = header_bytes(name, st_)
+    size = 0 if is_dir else size
+    assert is_archive_header(made[-512:], name, is_dir=is_dir, mode=mode, size=size) == (
+        len(made) == 512
+    )
+    changed = bytearray(made[-512:])
+    changed[flip] ^= 0x01
+    assert not is_archive_header(bytes(changed), name, is_dir=is_dir, mode=mode, size=size)

@@ -69,3 +69,22 @@ def test_open_dir_refuses_a_symbolic_link(tmp_path: Path) -> None:
 def test_random_tokens_are_12_alphanumerics() -> None:
     token = durable.random_token()
     assert len(token) == 12 and token.isalnum() and token.isascii()
+
+
+def test_start_writeback_is_a_hint_that_changes_nothing(tmp_path: Path) -> None:
+    """A hint: the file's bytes stay what they were, and a descriptor it cannot use is ignored
+    (the flush to come reports real failures)."""
+    from bundler.fs.durable import start_writeback
+
+    data = os.urandom(4 << 20)
+    path = tmp_path / "f"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, data)
+        start_writeback(fd)
+        start_writeback(fd, 1 << 20, 1 << 20)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    start_writeback(fd)  # closed: EBADF, ignored
+    assert path.read_bytes() == data
