@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,10 +12,23 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 from installs import MINIMAL_CONFIG, make_install  # noqa: E402
+from registry_server import Registry, require_registry  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_INSTALL = REPO_ROOT / "examples" / "install"
 EXAMPLE_PROJECT = REPO_ROOT / "examples" / "project"
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[Registry]:
+    """A real CNCF distribution registry over plain HTTP without auth on a free loopback port,
+    its storage in ``tmp_path``; killed when the test ends."""
+    require_registry()
+    reg = Registry(tmp_path / "registry").start()
+    try:
+        yield reg
+    finally:
+        reg.kill()
 
 
 @pytest.fixture

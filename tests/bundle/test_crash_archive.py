@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
 from faultinject import (
     Call,
@@ -38,17 +38,6 @@ def _needs_ptrace() -> None:
     reason = ptrace_unavailable()
     if reason is not None:
         pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def two_bundles(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """(old, new): two different bundles of one agent, made by the real exporter."""
-    base = tmp_path_factory.mktemp("bundles")
-    install = bf.write_install(base / "install")
-    old = bf.export_bundle(install, base / "old")
-    (install / "agents" / bf.ROOT_AGENT / "workspace" / "added.md").write_text("new\n")
-    new = bf.export_bundle(install, base / "new")
-    return old, new
 
 
 def _pack(bundle: Path, out: Path) -> None:
@@ -86,6 +75,19 @@ class Scenario:
 
 
 def _pack_scenario(tmp_path: Path, bundles: tuple[Path, Path], force: bool) -> Scenario:
+    return archive_scenario(
+        tmp_path, bundles, force, lambda new, out: ["bundle", "pack", str(new), str(out)]
+    )
+
+
+def archive_scenario(
+    tmp_path: Path,
+    bundles: tuple[Path, Path],
+    force: bool,
+    command: Callable[[Path, Path], list[str]],
+) -> Scenario:
+    """A command that writes the new bundle's archive to ``dest/b.tar`` (``command(new
+    bundle, out)`` gives its arguments); with ``force`` the old bundle's archive is there first."""
     old_bundle, new_bundle = bundles
     parent = tmp_path / "dest"
     parent.mkdir()
@@ -96,7 +98,7 @@ def _pack_scenario(tmp_path: Path, bundles: tuple[Path, Path], force: bool) -> S
         pristine = tmp_path / "old.tar"
         _pack(old_bundle, pristine)
     out = parent / "b.tar"
-    cmd = [*cli_command(), "bundle", "pack", str(new_bundle), str(out)]
+    cmd = [*cli_command(), *command(new_bundle, out)]
     old = pristine.read_bytes() if pristine else None
     scenario = Scenario(
         cmd + (["--force"] if force else []), parent, out, old, reference.read_bytes(), pristine

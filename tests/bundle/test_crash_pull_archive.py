@@ -9,91 +9,48 @@ and nothing else is left beside it; a rerun completes. The registry is real
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from faultinject import kill_at_each, ptrace_unavailable, sample
+from faultinject import kill_at_each, sample
 from kit import cli_command
-from registry_server import Registry, require_registry
+from registry_server import Registry
 from test_crash_archive import (
     KILL_SYSCALLS,
     Scenario,
     _assert_old_or_new_after_recover,
     _calls,
     _fail_at,
-    _pack,
+    _needs_ptrace,  # noqa: F401 - autouse: skips where ptrace is not permitted
+    archive_scenario,
 )
 from test_export_kit import bundler, cli_env
 
 SAMPLE = 10
 
 
-@pytest.fixture(autouse=True)
-def _needs_ptrace() -> None:
-    reason = ptrace_unavailable()
-    if reason is not None:
-        pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def bundles(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """(old, new): two different bundles of one agent, made by the real exporter."""
-    base = tmp_path_factory.mktemp("bundles")
-    install = bf.write_install(base / "install")
-    old = bf.export_bundle(install, base / "old")
-    (install / "agents" / bf.ROOT_AGENT / "workspace" / "added.md").write_text("new\n")
-    return old, bf.export_bundle(install, base / "new")
-
-
-@pytest.fixture
-def registry(tmp_path: Path) -> Iterator[Registry]:
-    require_registry()
-    server = Registry(tmp_path / "registry").start()
-    try:
-        yield server
-    finally:
-        server.kill()
-
-
 def _pull_scenario(
     tmp_path: Path, bundles: tuple[Path, Path], registry: Registry, force: bool
 ) -> Scenario:
-    old_bundle, new_bundle = bundles
     ref = registry.ref("agents/crash:1")
-    pushed = bundler("bundle", "push", str(new_bundle), ref, "--plain-http")
+    pushed = bundler("bundle", "push", str(bundles[1]), ref, "--plain-http")
     assert pushed.returncode == 0, pushed.stderr
-    reference = tmp_path / "new.tar"
-    _pack(new_bundle, reference)
-    pristine = None
-    if force:
-        pristine = tmp_path / "old.tar"
-        _pack(old_bundle, pristine)
-    parent = tmp_path / "dest"
-    parent.mkdir()
-    out = parent / "b.tar"
-    cmd = [*cli_command(), "bundle", "pull", ref, str(out), "--plain-http"]
-    scenario = Scenario(
-        cmd + (["--force"] if force else []),
-        parent,
-        out,
-        pristine.read_bytes() if pristine else None,
-        reference.read_bytes(),
-        pristine,
+    return archive_scenario(
+        tmp_path,
+        bundles,
+        force,
+        lambda _new, out: ["bundle", "pull", ref, str(out), "--plain-http"],
     )
-    scenario.reset()
-    return scenario
 
 
 @pytest.mark.parametrize("force", [False, True], ids=["vacant", "replace"])
 def test_pull_into_an_archive_killed_at_a_sample_of_steps_then_recover_gives_old_or_new(
     tmp_path: Path,
-    bundles: tuple[Path, Path],
+    two_bundles: tuple[Path, Path],
     registry: Registry,
     force: bool,
 ) -> None:
-    scenario = _pull_scenario(tmp_path, bundles, registry, force)
+    scenario = _pull_scenario(tmp_path, two_bundles, registry, force)
     calls = [
         call
         for call in _calls(scenario, [*KILL_SYSCALLS, "ftruncate", "copy_file_range"])
@@ -116,7 +73,7 @@ def test_pull_into_an_archive_killed_at_a_sample_of_steps_then_recover_gives_old
 
 def test_an_io_fault_in_a_pull_into_an_archive_fails_cleanly_or_publishes(
     tmp_path: Path,
-    bundles: tuple[Path, Path],
+    two_bundles: tuple[Path, Path],
     registry: Registry,
 ) -> None:
-    _fail_at(_pull_scenario(tmp_path, bundles, registry, True), SAMPLE)
+    _fail_at(_pull_scenario(tmp_path, two_bundles, registry, True), SAMPLE)

@@ -1,4 +1,5 @@
-"""Fixtures for the OCI tests: real registries, started and stopped per test."""
+"""Fixtures for the OCI tests: a registry behind TLS and basic auth (the plain one, ``registry``,
+is in ``tests/conftest.py``: crash tests elsewhere pull from it too)."""
 
 from __future__ import annotations
 
@@ -7,17 +8,6 @@ from pathlib import Path
 
 import pytest
 from registry_server import Registry, require_registry
-
-
-@pytest.fixture
-def registry(tmp_path: Path) -> Iterator[Registry]:
-    """A registry over plain HTTP without auth on a free loopback port."""
-    require_registry()
-    reg = Registry(tmp_path / "registry").start()
-    try:
-        yield reg
-    finally:
-        reg.kill()
 
 
 @pytest.fixture
