@@ -276,7 +276,7 @@ def write_listed(
                 end += 1
             size = _member_end(members[end - 1]) - member.header_at
             out.flush()
-            _copy_file_range(blob_fd, member.header_at, size, out.fileno())
+            append_range(blob_fd, member.header_at, size, out.fileno())
             written += size
         else:
             end = index + 1
@@ -316,7 +316,7 @@ def listed_stat(member: ListedMember) -> os.stat_result:
     return os.stat_result((kind, 0, 0, 1, 0, 0, member.size, 0, 0, 0))
 
 
-def _copy_file_range(src_fd: int, offset: int, size: int, dst_fd: int) -> None:
+def append_range(src_fd: int, offset: int, size: int, dst_fd: int) -> None:
     """Append ``size`` bytes of ``src_fd`` from ``offset`` at ``dst_fd``'s position, inside the
     kernel where it can (``copy_file_range``), else through a buffer."""
     end = offset + size

@@ -34,7 +34,7 @@ from typing import BinaryIO, cast
 from bundler.bundle.archive import looks_like_archive
 from bundler.bundle.archive_listing import ListedMember
 from bundler.bundle.archive_read import ArchiveLimits, Digests, list_tar
-from bundler.bundle.archive_write import archive_form_end, write_end, write_listed
+from bundler.bundle.archive_write import append_range, archive_form_end, write_end, write_listed
 from bundler.bundle.manifest import MANIFEST_NAME, checksum_sort_key
 from bundler.bundle.publish import Staging, admit, io_failure, stage_build_publish
 from bundler.bundle.recover import clear_abandoned_or_warn
@@ -198,7 +198,7 @@ class _Puller:
         bytes written."""
         aside = unnamed_file(self.folder_fd)
         try:
-            os.copy_file_range(self.out_fd, aside, size, start, 0)
+            append_range(self.out_fd, start, size, aside)
             os.ftruncate(self.out_fd, start)
             os.lseek(self.out_fd, start, os.SEEK_SET)
             with os.fdopen(os.dup(self.out_fd), "wb", buffering=1 << 20) as out:
