@@ -31,6 +31,19 @@ def registry(tmp_path: Path) -> Iterator[Registry]:
         reg.kill()
 
 
+@pytest.fixture(scope="module")
+def two_bundles(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(old, new): two different bundles of one agent, made by the real exporter."""
+    import bundlefactory as bf
+
+    base = tmp_path_factory.mktemp("bundles")
+    install = bf.write_install(base / "install")
+    old = bf.export_bundle(install, base / "old")
+    (install / "agents" / bf.ROOT_AGENT / "workspace" / "added.md").write_text("new\n")
+    new = bf.export_bundle(install, base / "new")
+    return old, new
+
+
 @pytest.fixture
 def install(tmp_path: Path) -> Path:
     """A minimal valid install (one agent, one provider, one risk profile) in tmp_path."""
