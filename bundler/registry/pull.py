@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
 import io
 import os
 import stat
@@ -187,21 +186,6 @@ def unpack_layer(
     finally:
         os.close(unpack_fd)
     rmtree_at(work_fd, unpack)
-
-
-def unnamed_file(dir_fd: int) -> int:
-    """A private file in the folder ``dir_fd`` that has no name (``O_TMPFILE``): it is gone
-    with its last descriptor, whatever ends the process."""
-    try:
-        return os.open(".", os.O_RDWR | os.O_TMPFILE | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
-    except OSError as err:
-        if err.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
-            raise
-    # a filesystem without O_TMPFILE: a name for as long as it takes to remove it
-    name = f".bundler-unnamed-{os.getpid()}"
-    fd = os.open(name, _FILE_FLAGS, 0o600, dir_fd=dir_fd)
-    os.unlink(name, dir_fd=dir_fd)
-    return fd
 
 
 def refuse_outside(session: Session, title: str, top: str, *, is_file: bool) -> None:

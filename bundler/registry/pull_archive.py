@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import io
 import os
+import tempfile
 from pathlib import Path
 from typing import BinaryIO, cast
 
@@ -36,7 +37,7 @@ from bundler.bundle.archive_listing import ListedMember
 from bundler.bundle.archive_read import ArchiveLimits, Digests, list_tar
 from bundler.bundle.archive_write import append_range, archive_form_end, write_end, write_listed
 from bundler.bundle.manifest import MANIFEST_NAME, checksum_sort_key
-from bundler.bundle.publish import Staging, admit, io_failure, stage_build_publish
+from bundler.bundle.publish import Staging, admit, io_failure, lstat_at, stage_build_publish
 from bundler.bundle.recover import clear_abandoned_or_warn
 from bundler.bundle.verify import verify_bundle
 from bundler.errors import InvalidInput, Refused, withholding
@@ -53,7 +54,6 @@ from bundler.registry.pull import (
     private_bundle_folder,
     read_small,
     refuse_outside,
-    unnamed_file,
     unpack_layer,
 )
 from bundler.registry.reference import Reference
@@ -141,7 +141,7 @@ class _Puller:
             for index, layer in enumerate(layers):
                 self._layer(index, layer)
         for layer in layers:
-            if layer.title not in UNPACKED and _present(self.folder_fd, layer.title):
+            if layer.title not in UNPACKED and lstat_at(self.folder_fd, layer.title) is not None:
                 raise overwrite_refused(session, art.METADATA, layer.title)
         if read_small(self.folder_fd, MANIFEST_NAME, len(config) + 1) != config:
             raise InvalidInput(
@@ -196,15 +196,12 @@ class _Puller:
     def _rewrite(self, start: int, size: int, members: list[ListedMember]) -> int:
         """Move the layer at ``start`` aside and write its ``members`` anew in its place: the
         bytes written."""
-        aside = unnamed_file(self.folder_fd)
-        try:
-            append_range(self.out_fd, start, size, aside)
+        with tempfile.TemporaryFile(prefix="bundler-pull-") as aside:
+            append_range(self.out_fd, start, size, aside.fileno())
             os.ftruncate(self.out_fd, start)
             os.lseek(self.out_fd, start, os.SEEK_SET)
             with os.fdopen(os.dup(self.out_fd), "wb", buffering=1 << 20) as out:
-                return write_listed(aside, members, out)
-        finally:
-            os.close(aside)
+                return write_listed(aside.fileno(), members, out)
 
     def _blob(self, start: int, size: int) -> BinaryIO:
         return cast(BinaryIO, io.BufferedReader(_Range(self.out_fd, start, size), 1 << 20))
@@ -218,14 +215,6 @@ class _Puller:
             start_writeback(self.out_fd, self.kicked, self.position - self.kicked)
             self.kicked = self.position
         return len(data)
-
-
-def _present(dir_fd: int, name: str) -> bool:
-    try:
-        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    return True
 
 
 def _archive_order(layer: art.Descriptor) -> tuple[bool, bytes]:
