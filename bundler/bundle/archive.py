@@ -27,11 +27,10 @@ from bundler.bundle.archive_read import ArchiveLimits, Digests, read_tar
 from bundler.bundle.archive_write import bundle_members, write_tar
 from bundler.bundle.publish import Staging, admit, io_failure, stage_build_publish
 from bundler.bundle.recover import clear_abandoned_or_warn
-from bundler.bundle.verify import VerifyReport, verify_bundle
+from bundler.bundle.verify import VerifyReport, unsound, verify_bundle
 from bundler.errors import InvalidInput, Refused
 from bundler.fs.durable import open_dir
 from bundler.fs.scratch import clear_dead_scratch, scratch_folder
-from bundler.rules import hints
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress, phase
 
@@ -162,16 +161,6 @@ class _Counted(io.RawIOBase):
         return data
 
 
-def _first_error(report: VerifyReport, source: str) -> InvalidInput:
-    first = report.errors[0]
-    every = hints.command("bundle", "verify", os.path.abspath(source))
-    more = len(report.errors) - 1
-    tail = f" (and {more} more; every one: {every})" if more else ""
-    return InvalidInput(
-        f"{escape_display(source)} is not a sound bundle: {first}{tail}", path=first.path
-    )
-
-
 def pack_bundle(
     bundle: Path,
     out: Path,
@@ -189,7 +178,7 @@ def pack_bundle(
     """
     report = verify_bundle(bundle, progress=progress, known_digests=known_digests)
     if not report.ok:
-        raise _first_error(report, str(bundle))
+        raise unsound(report, str(bundle))
     source_fd = open_dir(bundle, follow=True)
     try:
         cleared = clear_abandoned_or_warn(out)
@@ -255,7 +244,7 @@ def unpack_archive(
             known_digests=digests,
         )
         if not report.ok:
-            raise _first_error(report, str(archive))
+            raise unsound(report, str(archive))
 
     with admission:
         outcome = stage_build_publish(admission, build)

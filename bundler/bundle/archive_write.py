@@ -20,6 +20,8 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, BinaryIO
 from zlib import adler32
 
+import xxhash
+
 from bundler.errors import InvalidInput
 from bundler.fs import safefs
 from bundler.fs.durable import write_all
@@ -209,18 +211,26 @@ def _open_member(parents: _Parents, name: str) -> tuple[int, os.stat_result]:
     return fd, st
 
 
-def _copy_exactly(fd: int, size: int, out: BinaryIO, name: str) -> None:
+def _copy_exactly(
+    fd: int, size: int, out: BinaryIO, name: str, hasher: xxhash.xxh3_128 | None = None
+) -> None:
     left = size
     while left:
         chunk = os.read(fd, min(left, COPY_CHUNK))
         if not chunk:
             raise _changed(name)
         out.write(chunk)
+        if hasher is not None:
+            hasher.update(chunk)
         left -= len(chunk)
 
 
 def write_tar(
-    root_fd: int, names: Iterable[str], out: BinaryIO, progress: Progress | None = None
+    root_fd: int,
+    names: Iterable[str],
+    out: BinaryIO,
+    progress: Progress | None = None,
+    digests: dict[str, str] | None = None,
 ) -> None:
     """Write the members ``names`` of the bundle below ``root_fd`` to ``out`` as one tar stream.
 
@@ -233,11 +243,14 @@ def write_tar(
 
     Headers are :meth:`tarfile.TarInfo.tobuf`'s; the data is copied here in large chunks, as
     :class:`tarfile.TarFile` would write it but without its small-block buffering.
-    ``progress`` is told of each member written (its data bytes).
+    ``progress`` is told of each member written (its data bytes). ``digests``, when given,
+    receives the XXH3-128 hex of each regular file's data as it was written, by its name: what
+    the archive holds, for a caller that judges those bytes (push verifies the workspace so,
+    reading it once).
     """
     parents = _Parents(root_fd)
     try:
-        written = sum(_write_member(parents, name, out, progress) for name in names)
+        written = sum(_write_member(parents, name, out, progress, digests) for name in names)
     finally:
         parents.close()
     write_end(out, written)
@@ -348,7 +361,13 @@ def _copy_range(fd: int, offset: int, size: int, out: BinaryIO) -> None:
         offset += len(chunk)
 
 
-def _write_member(parents: _Parents, name: str, out: BinaryIO, progress: Progress | None) -> int:
+def _write_member(
+    parents: _Parents,
+    name: str,
+    out: BinaryIO,
+    progress: Progress | None,
+    digests: dict[str, str] | None,
+) -> int:
     """Write one member's header and data; returns the bytes written."""
     fd, st = _open_member(parents, name)
     try:
@@ -359,10 +378,13 @@ def _write_member(parents: _Parents, name: str, out: BinaryIO, progress: Progres
                 progress(1, 0)
             return len(header)
         size = st.st_size
-        _copy_exactly(fd, size, out, name)
+        hasher = None if digests is None else xxhash.xxh3_128()
+        _copy_exactly(fd, size, out, name, hasher)
         # a file that grew shows one more byte; one that shrank ended the copy early
         if os.read(fd, 1):
             raise _changed(name)
+        if digests is not None and hasher is not None:
+            digests[name] = hasher.hexdigest()
         pad = -size % tarfile.BLOCKSIZE
         out.write(bytes(pad))
         if progress is not None:

@@ -37,7 +37,7 @@ from bundler.bundle.manifest import (
 )
 from bundler.bundle.walk import DEFERRED, BundleTree, BundleWalker
 from bundler.errors import BundlerError, InvalidInput, Refused
-from bundler.rules import tomlcompat
+from bundler.rules import hints, tomlcompat
 from bundler.rules.names import (
     escape_display,
     is_portable_skill_alias,
@@ -66,7 +66,9 @@ class VerifyReport:
     recomputed from the bundle (``None``/empty when the fragment could not be read); ``files``
     and ``bytes`` count the regular files found under ``config.toml``, ``workspace/``,
     ``skills/`` and ``memory/``, and ``sizes`` the size of each by its bundle path;
-    ``checksums_digest`` is the XXH3-128 of ``checksums.xxh3``. ``workspace_digests_deferred``:
+    ``checksums_digest`` is the XXH3-128 of ``checksums.xxh3`` and ``checksums`` the digests it
+    lists, by bundle path (empty when it could not be read); ``manifest_digest`` is the
+    XXH3-128 of the manifest as read. ``workspace_digests_deferred``:
     the contents of ``workspace/`` were not compared with their digests (the caller does).
     ``not_here``: top folders that were not there to be read (see :func:`verify_bundle`).
     """
@@ -82,6 +84,8 @@ class VerifyReport:
     bytes: int = 0
     sizes: dict[str, int] = field(default_factory=dict)
     checksums_digest: str = ""
+    checksums: dict[str, str] = field(default_factory=dict)
+    manifest_digest: str = ""
     integrity_unproven: bool = False
     workspace_digests_deferred: bool = False
     not_here: tuple[str, ...] = ()
@@ -236,17 +240,17 @@ def _read_checksums(raw: bytes) -> tuple[dict[str, str] | None, Problem | None]:
         return None, Problem(where, exc.message.removeprefix(f"{where}: "))
 
 
+def _not_matching(rel: str) -> Problem:
+    return Problem(escape_display(rel), f"content does not match its digest in {CHECKSUMS_NAME}")
+
+
 def _compare_checksums(report: VerifyReport, tree: BundleTree, listed: dict[str, str]) -> None:
     for rel, (_size, digest) in tree.digests.items():
         expected = listed.get(rel)
         if expected is None:
             report.errors.append(Problem(escape_display(rel), f"not listed in {CHECKSUMS_NAME}"))
         elif expected != digest and digest != DEFERRED:
-            report.errors.append(
-                Problem(
-                    escape_display(rel), f"content does not match its digest in {CHECKSUMS_NAME}"
-                )
-            )
+            report.errors.append(_not_matching(rel))
     if not tree.stopped:
         elsewhere = tuple(f"{top}/" for top in report.not_here)
         for rel in listed:
@@ -560,6 +564,63 @@ def verify_bundle(
     return report
 
 
+def verify_deferring_workspace(path: Path, *, progress: Progress | None = None) -> VerifyReport:
+    """:func:`verify_bundle` for a caller that reads every workspace file itself and judges
+    those bytes (import's staging copies them, push archives them; :func:`confirm_read`):
+    every other rule is checked here, and the workspace is read once, by the caller.
+
+    A bundle found unsound is verified once more in full, so that the refusal names everything
+    at fault, workspace files whose contents explain the rest included.
+    """
+    report = verify_bundle(path, progress=progress, defer_workspace_digests=True)
+    if not report.ok:
+        report = verify_bundle(path, progress=progress)
+    return report
+
+
+def confirm_read(report: VerifyReport, read: Mapping[str, str]) -> None:
+    """What a caller read of a verified bundle against what was verified, added to
+    ``report.errors``; ``read`` holds the XXH3-128 of each file as the caller read it, by
+    bundle path. This is the check :func:`verify_deferring_workspace` leaves to its caller for
+    the workspace, whose contents it did not read: each file against ``checksums.xxh3``.
+
+    A workspace file verification found and the caller did not read, or read and verification
+    never found, is an error, and so is any other file read whose digest is not the one
+    verified: the folder changed in between, and the bytes read are not the verified bundle.
+    """
+    found = {rel for rel in report.sizes if rel.startswith("workspace/")}
+    if report.workspace_digests_deferred:
+        for rel in sorted(found ^ {rel for rel in read if rel.startswith("workspace/")}):
+            report.errors.append(_changed_while_read(rel))
+    for rel, digest in read.items():
+        if rel == MANIFEST_NAME:
+            expected: str | None = report.manifest_digest
+        elif rel == CHECKSUMS_NAME:
+            expected = report.checksums_digest
+        else:
+            expected = report.checksums.get(rel) if report.checksums else None
+        if expected is None or expected == digest:
+            continue
+        in_workspace = rel in found and report.workspace_digests_deferred
+        report.errors.append(_not_matching(rel) if in_workspace else _changed_while_read(rel))
+
+
+def _changed_while_read(rel: str) -> Problem:
+    return Problem(escape_display(rel), "changed while it was read: verify the bundle again")
+
+
+def unsound(report: VerifyReport, source: str) -> InvalidInput:
+    """The one-line refusal of a bundle that failed verification: its first error, how many
+    more there are, and the command that lists every one."""
+    first = report.errors[0]
+    every = hints.command("bundle", "verify", os.path.abspath(source))
+    more = len(report.errors) - 1
+    tail = f" (and {more} more; every one: {every})" if more else ""
+    return InvalidInput(
+        f"{escape_display(source)} is not a sound bundle: {first}{tail}", path=first.path
+    )
+
+
 def _verify_open(
     root_fd: int,
     report: VerifyReport,
@@ -577,6 +638,7 @@ def _verify_open(
         report.errors.append(Problem(MANIFEST_NAME, "missing: not a bundle"))
     else:
         legacy = raw_checksums is None and checksums_problem is None
+        report.manifest_digest = xxhash.xxh3_128(raw_manifest).hexdigest()
         manifest, problems = _read_manifest(raw_manifest, legacy=legacy)
         report.errors += problems
     if manifest is not None:
@@ -605,6 +667,7 @@ def _verify_open(
         listed, problem = _read_checksums(raw_checksums)
         if problem is not None:
             report.errors.append(problem)
+        report.checksums = listed or {}
         if listed is not None and report.not_here:
             # only a part that holds files was left anywhere
             report.not_here = tuple(

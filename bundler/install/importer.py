@@ -22,7 +22,7 @@ from typing import Any
 import tomli_w
 
 from bundler.bundle import fragment
-from bundler.bundle.verify import VerifyReport, verify_bundle
+from bundler.bundle.verify import VerifyReport, verify_bundle, verify_deferring_workspace
 from bundler.config.file import ConfigFile, read_config_file
 from bundler.config.guards import UNRESTRICTED
 from bundler.config.write import LOCK_NAME, config_lock
@@ -271,13 +271,10 @@ def _import(
     """The body of :func:`import_bundle`, once the given secrets are known."""
     # staging compares the digest of every workspace file it copies with the checksums, so a
     # real import need not read the workspace twice; a dry run copies nothing and reads it here
-    report = verify_bundle(
-        bundle, progress=chosen.progress, defer_workspace_digests=not chosen.dry_run
-    )
-    if not report.ok and report.workspace_digests_deferred:
-        # a refusal names the entries at fault, which may be workspace files whose contents
-        # (not read above) explain the rest: read them too, once, before saying anything
+    if chosen.dry_run:
         report = verify_bundle(bundle, progress=chosen.progress)
+    else:
+        report = verify_deferring_workspace(bundle, progress=chosen.progress)
     if not report.ok:
         # one line naming the first few entries at fault; 'bundle verify' lists every one
         shown = "; ".join(str(problem) for problem in report.errors[:3])

@@ -5,6 +5,11 @@ manifest is stored, and the registry refuses a manifest whose blobs it does not 
 interrupted push leaves at most unreferenced blobs, and the tag still names the previous
 artifact.
 
+Nothing is sent before the bundle is verified (every rule of ``bundle verify``): pull refuses
+what does not verify, so the registry must never hold it. The workspace, the bulk of a bundle,
+is read once: its files are judged from the bytes archived, as each layer's tar is made, and
+before the manifest (:func:`bundler.bundle.verify.confirm_read`).
+
 How the layers travel depends on what the repository holds. Into a repository without tags
 nothing can spare an upload, so each layer's tar is made once and streamed to the registry as it
 is made, hashed on the way (a chunked PATCH, then the PUT naming the digest): the tar's cost and
@@ -27,10 +32,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
+import xxhash
+
 from bundler.bundle.archive_write import bundle_members, write_tar
 from bundler.bundle.manifest import MANIFEST_NAME, Manifest, parse_manifest
-from bundler.bundle.verify import MAX_MANIFEST_BYTES
+from bundler.bundle.verify import (
+    MAX_MANIFEST_BYTES,
+    VerifyReport,
+    confirm_read,
+    unsound,
+    verify_deferring_workspace,
+)
 from bundler.errors import InvalidInput, Refused, UsageError, withholding
+from bundler.fs import safefs
 from bundler.fs.durable import open_dir
 from bundler.registry import artifact as art
 from bundler.registry.http import Options, Session
@@ -115,9 +129,15 @@ def _parts(root_fd: int) -> list[tuple[str, list[str]]]:
     return sorted(art.split_parts(members, folders).items())
 
 
-def _spool_layer(root_fd: int, title: str, names: list[str], spool: BinaryIO | None) -> _Layer:
+def _spool_layer(
+    root_fd: int,
+    title: str,
+    names: list[str],
+    spool: BinaryIO | None,
+    digests: dict[str, str] | None = None,
+) -> _Layer:
     sink = _Digester(spool)
-    write_tar(root_fd, names, cast(BinaryIO, sink))
+    write_tar(root_fd, names, cast(BinaryIO, sink), digests=digests)
     return _Layer(title, names, f"sha256:{sink.hash.hexdigest()}", sink.size)
 
 
@@ -145,30 +165,67 @@ def push_bundle(
         root_fd = open_dir(source, follow=False)
     except OSError as err:
         raise Refused(f"cannot open the bundle folder {shown} ({err.strerror})") from None
-    session = Session(ref, options, push=True, environ=environ)
     try:
-        with withholding(session.auth.scrub):
-            return _push(root_fd, shown, session, force=force, progress=progress)
+        report = _verify(source, root_fd, progress)
+        session = Session(ref, options, push=True, environ=environ)
+        try:
+            with withholding(session.auth.scrub):
+                return _push(root_fd, shown, session, report, force=force, progress=progress)
+        finally:
+            session.close()
     finally:
-        session.close()
         os.close(root_fd)
 
 
+def _verify(source: Path, root_fd: int, progress: Progress | None) -> VerifyReport:
+    """Every rule of ``bundle verify`` but the workspace's contents, before anything is sent:
+    a registry is no place for a bundle that pull would refuse. The workspace is judged as it
+    is archived (:func:`_confirm`), so it is read once."""
+    report = verify_deferring_workspace(source, progress=progress)
+    if not report.ok:
+        raise unsound(report, str(source))
+    if not safefs.same_object(os.fstat(root_fd), os.stat(source, follow_symlinks=False)):
+        raise Refused(
+            f"{escape_display(str(source))} was replaced while it was verified; push it again"
+        )
+    return report
+
+
+def _confirm(report: VerifyReport, digests: dict[str, str]) -> None:
+    """The files as archived against what was verified (the workspace against its checksums):
+    before the manifest, so a file that does not match never becomes a tagged artifact."""
+    confirm_read(report, digests)
+    if not report.ok:
+        raise unsound(report, str(report.path))
+
+
 def _push(
-    root_fd: int, shown: str, session: Session, *, force: bool, progress: Progress | None
+    root_fd: int,
+    shown: str,
+    session: Session,
+    verified: VerifyReport,
+    *,
+    force: bool,
+    progress: Progress | None,
 ) -> PushReport:
     config_bytes = _read_config(root_fd, shown)
+    if xxhash.xxh3_128(config_bytes).hexdigest() != verified.manifest_digest:
+        # the config blob is the manifest: the one verified, not one written since
+        raise Refused(f"{shown}: {MANIFEST_NAME} changed while it was read; push it again")
     manifest = parse_manifest(config_bytes)
     parts = _parts(root_fd)
     if session.repository_is_empty():
         return _push_streamed(
-            root_fd, session, manifest, config_bytes, parts, force=force, progress=progress
-        )
+            root_fd, session, manifest, config_bytes, parts, verified, force=force,
+            progress=progress,
+        )  # fmt: skip
     spools: list[tuple[_Layer, BinaryIO]] = []
+    digests: dict[str, str] = {}
     with contextlib.ExitStack() as stack:
         for title, names in parts:
             spool = stack.enter_context(tempfile.TemporaryFile(prefix="bundler-push-"))
-            spools.append((_spool_layer(root_fd, title, names, spool), spool))
+            spools.append((_spool_layer(root_fd, title, names, spool, digests), spool))
+        _confirm(verified, digests)
         return _push_spooled(
             session, manifest, config_bytes, spools, force=force, progress=progress
         )
@@ -208,13 +265,17 @@ def _push_streamed(
     manifest: Manifest,
     config_bytes: bytes,
     parts: list[tuple[str, list[str]]],
+    verified: VerifyReport,
     *,
     force: bool,
     progress: Progress | None,
 ) -> PushReport:
     """Into a repository with no tag: nothing there can spare an upload, so every layer's tar
     is made once, hashed and sent as it is made (the registry checks the digest named at the
-    end), the work of both sides overlapping; no spool, no second pass over the bundle."""
+    end), the work of both sides overlapping; no spool, no second pass over the bundle. A
+    workspace file found not to match its checksum stops the push before the manifest: the
+    layers already sent are unreferenced blobs, as after an interrupted push."""
+    digests: dict[str, str] = {}
     config = _config_descriptor(config_bytes)
     session.upload_blob(config.digest, config.size, io.BytesIO(config_bytes))
     layers: list[_Layer] = []
@@ -222,10 +283,11 @@ def _push_streamed(
         for title, names in parts:
 
             def produce(out: BinaryIO, names: list[str] = names) -> None:
-                write_tar(root_fd, names, out, progress)
+                write_tar(root_fd, names, out, progress, digests)
 
             digest, size = session.upload_streamed(produce)
             layers.append(_Layer(title, names, digest, size))
+    _confirm(verified, digests)
     document = _document(manifest, config, layers)
     report = PushReport(reference=str(session.ref), digest=art.manifest_digest(document))
     report.uploaded = [layer.title for layer in layers]

@@ -251,3 +251,45 @@ def test_an_archive_pushes_as_its_folder_does_and_pulls_back_to_an_archive(
     )
     assert done.returncode == 0, done.stderr
     assert pulled.read_bytes() == archive.read_bytes()
+
+
+@pytest.mark.parametrize("repository", ["fresh", "tagged"])
+def test_push_verifies_the_bundle_before_uploading_anything(
+    registry: Registry, bundle: Path, repository: str
+) -> None:
+    """A folder that is not a sound bundle (here a golden folder's NOTES.md beside the bundle's
+    files) is refused before any upload, whether the repository is new (layers streamed as they
+    are made) or already holds tags (layers hashed first): pull would refuse it anyway."""
+    if repository == "tagged":
+        push(bundle, registry.ref("agents/researcher:1"))
+    (bundle / "NOTES.md").write_text("how this bundle was made\n", encoding="utf-8")
+    mark = registry.mark()
+    done = run_cli(
+        ["bundle", "push", str(bundle), registry.ref("agents/researcher:2"), "--plain-http"]
+    )
+    assert done.returncode == 3, done.stderr
+    assert one_error(done.stderr) and "NOTES.md" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert [m for m, _path, _status in registry.requests()[mark:] if m not in ("GET", "HEAD")] == []
+
+
+@pytest.mark.parametrize("repository", ["fresh", "tagged"])
+def test_push_refuses_a_workspace_file_that_does_not_match_its_checksum(
+    registry: Registry, bundle: Path, repository: str
+) -> None:
+    """The workspace's contents are judged as they are read for the upload: a file changed
+    after export (same size, other bytes) never becomes a tagged artifact."""
+    if repository == "tagged":
+        push(bundle, registry.ref("agents/researcher:1"))
+    changed = next(p for p in sorted((bundle / "workspace").rglob("*")) if p.is_file())
+    data = bytearray(changed.read_bytes())
+    data[0] ^= 0x01
+    changed.write_bytes(bytes(data))
+    done = run_cli(
+        ["bundle", "push", str(bundle), registry.ref("agents/researcher:2"), "--plain-http"]
+    )
+    assert done.returncode == 3, done.stderr
+    assert one_error(done.stderr) and changed.name in done.stderr, done.stderr
+    # the tag was never written: the registry holds no manifest by that name
+    missing = run_cli(["bundle", "inspect", registry.ref("agents/researcher:2"), "--plain-http"])
+    assert missing.returncode != 0 and "Traceback" not in missing.stderr
