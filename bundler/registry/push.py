@@ -279,7 +279,9 @@ def _push_streamed(
     config = _config_descriptor(config_bytes)
     session.upload_blob(config.digest, config.size, io.BytesIO(config_bytes))
     layers: list[_Layer] = []
-    with phase(progress, "uploading", sum(len(names) for _title, names in parts)):
+    # the verified files' bytes: the bar's total, short only by the manifest and checksums
+    total = sum(verified.sizes.values())
+    with phase(progress, "uploading", sum(len(names) for _title, names in parts), total):
         for title, names in parts:
 
             def produce(out: BinaryIO, names: list[str] = names) -> None:
