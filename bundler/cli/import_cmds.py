@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bundler.bundle.archive_kind import is_archive
 from bundler.cli.output import Output, Result
-from bundler.cli.registry_args import bundle_folder
+from bundler.cli.registry_args import bundle_folder, tag_warnings
 from bundler.config.file import find_install_root
 from bundler.errors import UsageError
 from bundler.install import importer
@@ -59,7 +59,10 @@ def import_bundle(args: argparse.Namespace, out: Output) -> Result:
         payload=report.as_json(),
         text=summary(report, install=args.install),
         quiet_text=[escape_display(report.receipt)] if report.receipt else [],
-        warnings=[warning for warning in report.warnings if warning not in early],
+        warnings=[
+            *tag_warnings(args.bundle, pinned),
+            *(warning for warning in report.warnings if warning not in early),
+        ],
     )
 
 

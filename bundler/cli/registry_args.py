@@ -70,3 +70,15 @@ def bundle_folder(
         pulled(ref, registry_options(args), progress=advance, leave=leave) as (folder, digest),
     ):
         yield folder, str(ref.with_digest(digest))
+
+
+def tag_warnings(given: str, pinned: str | None) -> list[str]:
+    """What to say of BUNDLE ``given`` read as ``pinned`` (:func:`bundle_folder`'s): for a
+    reference by tag, that a tag can move, and the digest to pin (nothing otherwise)."""
+    if pinned is None:
+        return []
+    from bundler.registry.reference import parse_reference
+
+    digest = parse_reference(pinned).digest or ""
+    warning = parse_reference(given).unpinned_warning(digest)
+    return [warning] if warning is not None else []

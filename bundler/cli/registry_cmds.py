@@ -58,6 +58,9 @@ def pull(args: argparse.Namespace, out: Output) -> Result:
         )
     pinned = escape_display(str(ref.with_digest(report.digest)))
     text = [f"pulled {pinned} into {escape_display(report.bundle)}"]
+    warning = ref.unpinned_warning(report.digest)
+    if warning is not None:
+        report.warnings.insert(0, warning)
     return Result(
         payload=report.as_json(),
         text=text,

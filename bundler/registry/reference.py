@@ -58,6 +58,17 @@ class Reference:
         """The same repository pinned to ``digest``."""
         return Reference(self.host, self.port, self.repository, None, digest)
 
+    def unpinned_warning(self, digest: str) -> str | None:
+        """For a reference by tag, what to say after reading ``digest`` through it: a tag can
+        be moved to another artifact, a digest cannot. ``None`` for a reference by digest."""
+        if self.digest is not None:
+            return None
+        return (
+            f"{escape_display(str(self))} is a tag, which can be moved to another artifact; "
+            f"to read exactly this one again, pin its digest: "
+            f"{escape_display(str(self.with_digest(digest)))}"
+        )
+
     def __str__(self) -> str:
         tail = f"@{self.digest}" if self.digest else f":{self.tag or DEFAULT_TAG}"
         return f"{SCHEME}{self.netloc}/{self.repository}{tail}"

@@ -293,3 +293,45 @@ def test_push_refuses_a_workspace_file_that_does_not_match_its_checksum(
     # the tag was never written: the registry holds no manifest by that name
     missing = run_cli(["bundle", "inspect", registry.ref("agents/researcher:2"), "--plain-http"])
     assert missing.returncode != 0 and "Traceback" not in missing.stderr
+
+
+def test_pull_by_tag_warns_and_names_the_digest_to_pin(
+    registry: Registry, bundle: Path, tmp_path: Path
+) -> None:
+    """Users ask to pull by digest and to be warned when they do not: a tag can be moved."""
+    pushed = push(bundle, registry.ref("agents/researcher:1"))
+    pinned = f"{registry.ref('agents/researcher')}@{pushed['digest']}"
+    by_tag = run_cli(
+        ["bundle", "pull", registry.ref("agents/researcher:1"), str(tmp_path / "a"), "--plain-http"]
+    )
+    assert by_tag.returncode == 0, by_tag.stderr
+    warnings = [line for line in by_tag.stderr.splitlines() if line.startswith("warning: ")]
+    assert len(warnings) == 1 and "is a tag" in warnings[0] and pinned in warnings[0]
+    as_json = run_cli(
+        ["bundle", "pull", registry.ref("agents/researcher:1"), str(tmp_path / "b"),
+         "--plain-http", "--json"]
+    )  # fmt: skip
+    assert as_json.returncode == 0, as_json.stderr
+    assert any(pinned in warning for warning in json.loads(as_json.stdout)["warnings"])
+    by_digest = run_cli(["bundle", "pull", pinned, str(tmp_path / "c"), "--plain-http"])
+    assert by_digest.returncode == 0 and "warning" not in by_digest.stderr, by_digest.stderr
+
+
+def test_import_by_tag_warns_and_names_the_digest_to_pin(
+    registry: Registry, bundle: Path, tmp_path: Path
+) -> None:
+    pushed = push(bundle, registry.ref("agents/researcher:1"))
+    pinned = f"{registry.ref('agents/researcher')}@{pushed['digest']}"
+    secrets = secrets_file(tmp_path, bundle)
+    common = ["agents", "import", "--accept-risks", "--secrets-file", str(secrets), "--plain-http"]
+    by_tag = run_cli(
+        ["--install", str(tmp_path / "a"), *common, registry.ref("agents/researcher:1")]
+    )
+    assert by_tag.returncode == 0, by_tag.stderr
+    assert any(
+        line.startswith("warning: ") and "is a tag" in line and pinned in line
+        for line in by_tag.stderr.splitlines()
+    ), by_tag.stderr
+    by_digest = run_cli(["--install", str(tmp_path / "b"), *common, pinned])
+    assert by_digest.returncode == 0, by_digest.stderr
+    assert "is a tag" not in by_digest.stderr
