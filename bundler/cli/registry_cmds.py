@@ -35,8 +35,9 @@ def push(args: argparse.Namespace, out: Output) -> Result:
     ref = parse_reference(args.ref)
     with _source_folder(args.source) as folder, out.progress() as advance:
         report = push_bundle(
-            folder, ref, registry_options(args), force=args.force, progress=advance
-        )
+            folder, ref, registry_options(args), force=args.force, progress=advance,
+            named=args.source,
+        )  # fmt: skip
     pinned = escape_display(str(ref.with_digest(report.digest)))
     if report.unchanged:
         text = [f"unchanged: {escape_display(str(ref))} already names {pinned}"]

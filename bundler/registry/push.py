@@ -149,24 +149,27 @@ def push_bundle(
     force: bool = False,
     progress: Progress | None = None,
     environ: dict[str, str] | None = None,
+    named: str | None = None,
 ) -> PushReport:
     """Push the bundle folder ``source`` to ``ref`` (a tag); returns the pushed digest.
 
     An existing tag naming another artifact is refused without ``force``; a tag that already
-    names this very artifact is left as it is (``unchanged``).
+    names this very artifact is left as it is (``unchanged``). ``named`` is the bundle as the
+    user gave it, for messages, when ``source`` is an archive's private unpacked copy.
     """
     if ref.digest is not None:
         raise UsageError(
             "push needs a tag (oci://HOST/REPO:TAG), not a digest: the registry computes the "
             "digest, and push prints it"
         )
-    shown = escape_display(str(source))
+    named = named or str(source)
+    shown = escape_display(named)
     try:
         root_fd = open_dir(source, follow=False)
     except OSError as err:
         raise Refused(f"cannot open the bundle folder {shown} ({err.strerror})") from None
     try:
-        report = _verify(source, root_fd, progress)
+        report = _verify(source, named, root_fd, progress)
         session = Session(ref, options, push=True, environ=environ)
         try:
             with withholding(session.auth.scrub):
@@ -177,17 +180,16 @@ def push_bundle(
         os.close(root_fd)
 
 
-def _verify(source: Path, root_fd: int, progress: Progress | None) -> VerifyReport:
+def _verify(source: Path, named: str, root_fd: int, progress: Progress | None) -> VerifyReport:
     """Every rule of ``bundle verify`` but the workspace's contents, before anything is sent:
     a registry is no place for a bundle that pull would refuse. The workspace is judged as it
     is archived (:func:`_confirm`), so it is read once."""
     report = verify_deferring_workspace(source, progress=progress)
     if not report.ok:
-        raise unsound(report, str(source))
+        raise unsound(report, named)
     if not safefs.same_object(os.fstat(root_fd), os.stat(source, follow_symlinks=False)):
-        raise Refused(
-            f"{escape_display(str(source))} was replaced while it was verified; push it again"
-        )
+        raise Refused(f"{escape_display(named)} was replaced while it was verified; push it again")
+    report.path = Path(named)  # what later refusals name
     return report
 
 

@@ -4,6 +4,7 @@ uploads counted from the registry's own access log)."""
 from __future__ import annotations
 
 import json
+import tarfile
 from pathlib import Path
 
 import bundlefactory as bf
@@ -335,3 +336,23 @@ def test_import_by_tag_warns_and_names_the_digest_to_pin(
     by_digest = run_cli(["--install", str(tmp_path / "b"), *common, pinned])
     assert by_digest.returncode == 0, by_digest.stderr
     assert "is a tag" not in by_digest.stderr
+
+
+def test_push_of_an_unsound_archive_names_the_archive_and_sends_nothing(
+    registry: Registry, bundle: Path, tmp_path: Path
+) -> None:
+    """An archive is unpacked into a private folder before it is verified: the refusal names
+    the archive the user gave, never that folder."""
+    (bundle / "NOTES.md").write_text("how this bundle was made\n", encoding="utf-8")
+    archive = tmp_path / "with-notes.tar"
+    with tarfile.open(archive, "w", format=tarfile.USTAR_FORMAT) as tar:
+        for path in sorted(bundle.rglob("*")):
+            tar.add(path, arcname=path.relative_to(bundle).as_posix(), recursive=False)
+    mark = registry.mark()
+    done = run_cli(
+        ["bundle", "push", str(archive), registry.ref("agents/researcher:1"), "--plain-http"]
+    )
+    assert done.returncode == 3 and one_error(done.stderr), done.stderr
+    assert done.stderr.startswith(f"error: {archive} is not a sound bundle: NOTES.md")
+    assert "bundler-archive-" not in done.stderr
+    assert registry.requests()[mark:] == []
