@@ -14,7 +14,7 @@ resident memory of our process.
 
 A push into a repository without tags (the first push of an agent) streams each layer as it is
 made; ``--existing`` first tags a small other bundle in each round's repository, so the push
-takes the other path (every layer hashed into a spool first, then uploaded when missing): its
+takes the other path (every layer hashed first, then made again as it is sent when missing): its
 worst case, since here every layer is missing.
 
 What a pull is compared with (decided for P7): a pull is durable and leaves a usable folder,

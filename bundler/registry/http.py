@@ -441,14 +441,64 @@ class Session:
         ``produce`` abandons the upload session (the registry discards it; no blob is made).
         """
         target = self._start_upload()
+        path = urllib.parse.urlsplit(target).path
+        response, raw = self._send_produced("PATCH", target, None, produce)
+        if response.status != 202:
+            raise self.fail(response, "uploading a blob")
+        response.read(MAX_SMALL_BYTES)
+        digest = f"sha256:{raw.hash.hexdigest()}"
+        self._finish_upload(self._upload_location(response, path), digest, 0, b"")
+        return digest, raw.size
+
+    def upload_produced(self, digest: str, size: int, produce: Callable[[BinaryIO], None]) -> None:
+        """A monolithic upload (POST for a session, one PUT naming ``digest``) of the ``size``
+        bytes ``produce`` writes, sent as they are made: for bytes made a second time rather
+        than kept in a file (push hashes a layer's tar first, then makes it again to send it
+        only when the registry lacks it). Bytes that are not the ones hashed before (another
+        length or another sha256: what they are made of changed meanwhile) are refused and the
+        request abandoned, so no blob is stored.
+        """
+        target = self._start_upload()
+        sep = "&" if urllib.parse.urlsplit(target).query else "?"
+        url = f"{target}{sep}{urllib.parse.urlencode({'digest': digest})}"
+        try:
+            response, _raw = self._send_produced("PUT", url, (digest, size), produce)
+        except _NotAsHashed:
+            raise Refused(
+                f"registry {self.shown}: the bytes made to send blob {digest[:19]}… are not "
+                "the ones hashed before (a file changed meanwhile); nothing was stored, push "
+                "again"
+            ) from None
+        if response.status != 201:
+            raise self.fail(response, "uploading a blob")
+        response.read(MAX_SMALL_BYTES)
+
+    def _send_produced(
+        self,
+        method: str,
+        target: str,
+        declared: tuple[str, int] | None,
+        produce: Callable[[BinaryIO], None],
+    ) -> tuple[http.client.HTTPResponse, _BodySink]:
+        """One request to ``target`` whose body ``produce`` writes while it is sent: in chunked
+        transfer encoding, or, with ``declared`` (digest, size), as a body of that length whose
+        sha256 must be that digest (else :class:`_NotAsHashed`, the connection dropped before
+        the answer). Answers 401 and 403 raise; any other is the caller's."""
         parts = urllib.parse.urlsplit(target)
         conn = self._conn(parts.scheme, parts.netloc)
-        raw = _ChunkedSink(conn, lambda: self._unreachable(parts.netloc, "the connection broke"))
+        length = None if declared is None else declared[1]
+        raw = _BodySink(
+            conn, lambda: self._unreachable(parts.netloc, "the connection broke"), length
+        )
         try:
-            conn.putrequest("PATCH", parts.path + (f"?{parts.query}" if parts.query else ""))
+            conn.putrequest(method, parts.path + (f"?{parts.query}" if parts.query else ""))
             headers = {
                 "Content-Type": "application/octet-stream",
-                "Transfer-Encoding": "chunked",
+                **(
+                    {"Transfer-Encoding": "chunked"}
+                    if length is None
+                    else {"Content-Length": str(length)}
+                ),
                 **self._auth_headers(parts.netloc),
             }
             for name, value in headers.items():
@@ -461,7 +511,7 @@ class Session:
                 sink.flush()
             finally:
                 sink.detach()
-            raw.end()
+            raw.end(None if declared is None else declared[0])
             response = conn.getresponse()
         except (http.client.HTTPException, ConnectionError) as err:
             # the request line, headers and the answer; the body's own sends raise Refused,
@@ -474,12 +524,7 @@ class Session:
         if response.status in (401, 403):
             self._read(response, MAX_SMALL_BYTES)
             raise Refused(self._denied_message())
-        if response.status != 202:
-            raise self.fail(response, "uploading a blob")
-        response.read(MAX_SMALL_BYTES)
-        digest = f"sha256:{raw.hash.hexdigest()}"
-        self._finish_upload(self._upload_location(response, parts.path), digest, 0, b"")
-        return digest, raw.size
+        return response, raw
 
     def download_blob(
         self, digest: str, size: int, sink: BinaryIO, progress: Callable[[int], None] | None = None
@@ -565,15 +610,24 @@ class Session:
         return response
 
 
-class _ChunkedSink(io.RawIOBase):
-    """The body of a chunked request as a raw write-only stream: each ``write`` is hashed,
-    counted and sent as one chunk. A failed send raises what ``broken`` makes, so that it is
-    never taken for an error reading the bundle, which the writer raises as ``OSError``."""
+class _NotAsHashed(Exception):
+    """A body made a second time is not the one hashed the first time."""
 
-    def __init__(self, conn: http.client.HTTPConnection, broken: Callable[[], Refused]) -> None:
+
+class _BodySink(io.RawIOBase):
+    """The body of a request as a raw write-only stream: each ``write`` is hashed, counted and
+    sent at once, as one chunk of chunked transfer encoding, or as it is when the body's
+    ``length`` was declared (never past it: :class:`_NotAsHashed`). A failed send raises what
+    ``broken`` makes, so that it is never taken for an error reading the bundle, which the
+    writer raises as ``OSError``."""
+
+    def __init__(
+        self, conn: http.client.HTTPConnection, broken: Callable[[], Refused], length: int | None
+    ) -> None:
         super().__init__()
         self.conn = conn
         self.broken = broken
+        self.length = length
         self.hash = hashlib.sha256()
         self.size = 0
 
@@ -583,18 +637,28 @@ class _ChunkedSink(io.RawIOBase):
     def write(self, data: bytes | bytearray | memoryview) -> int:  # type: ignore[override]
         if not data:
             return 0
+        if self.length is not None and self.size + len(data) > self.length:
+            raise _NotAsHashed
         self.hash.update(data)
         self.size += len(data)
         try:
-            self.conn.send(b"%x\r\n" % len(data))
-            self.conn.send(data)
-            self.conn.send(b"\r\n")
+            if self.length is None:
+                self.conn.send(b"%x\r\n" % len(data))
+                self.conn.send(data)
+                self.conn.send(b"\r\n")
+            else:
+                self.conn.send(data)
         except OSError:
             raise self.broken() from None
         return len(data)
 
-    def end(self) -> None:
-        """The last, empty chunk."""
+    def end(self, digest: str | None) -> None:
+        """After the last write: the last, empty chunk; or, for a declared length, the check
+        that the body was that long and had that ``digest``."""
+        if self.length is not None:
+            if self.size != self.length or f"sha256:{self.hash.hexdigest()}" != digest:
+                raise _NotAsHashed
+            return
         try:
             self.conn.send(b"0\r\n\r\n")
         except OSError:

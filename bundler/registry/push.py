@@ -13,21 +13,22 @@ before the manifest (:func:`bundler.bundle.verify.confirm_read`).
 How the layers travel depends on what the repository holds. Into a repository without tags
 nothing can spare an upload, so each layer's tar is made once and streamed to the registry as it
 is made, hashed on the way (a chunked PATCH, then the PUT naming the digest): the tar's cost and
-the registry's overlap, and nothing is spooled. Otherwise each layer's tar is written once,
-through sha256, into an anonymous temporary file (in ``$TMPDIR``, unlinked at once: no crash can
-leave it behind), and uploaded from there only when the registry lacks it (a HEAD): the digests
-must be known before deciding, and making the tar a second time costs more than reading it back.
-Memory stays flat in the bundle size either way.
+the registry's overlap, and nothing is spooled. Otherwise the digests must be known before
+asking the registry what it lacks (a HEAD per layer): each layer's tar is made once into sha256
+only, and a layer the registry lacks is made again as it is sent, the body of a monolithic upload
+whose length and digest are already known (the registry checks the digest, and so does the
+sender before the body ends: a file changed between the two passes stores nothing). The second
+pass reads the files back from the page cache while the registry takes them in, which measured
+faster than keeping each tar in a temporary file, and needs no room in ``$TMPDIR``. Memory stays
+flat in the bundle size either way.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import os
 import stat
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, cast
@@ -75,18 +76,15 @@ class PushReport:
 
 
 class _Digester:
-    """A write-only sink that counts and hashes, and copies to ``spool`` when there is one."""
+    """A write-only sink that counts and hashes."""
 
-    def __init__(self, spool: BinaryIO | None) -> None:
+    def __init__(self) -> None:
         self.hash = hashlib.sha256()
         self.size = 0
-        self.spool = spool
 
     def write(self, data: bytes) -> int:
         self.hash.update(data)
         self.size += len(data)
-        if self.spool is not None:
-            self.spool.write(data)
         return len(data)
 
 
@@ -120,7 +118,7 @@ def _is_dir(root_fd: int, name: str) -> bool:
 
 def plan_layers(root_fd: int) -> list[_Layer]:
     """Every part's layer with its digest and size, the tars written into sha256 only."""
-    return [_spool_layer(root_fd, title, names, None) for title, names in _parts(root_fd)]
+    return [_hash_layer(root_fd, title, names) for title, names in _parts(root_fd)]
 
 
 def _parts(root_fd: int) -> list[tuple[str, list[str]]]:
@@ -129,15 +127,17 @@ def _parts(root_fd: int) -> list[tuple[str, list[str]]]:
     return sorted(art.split_parts(members, folders).items())
 
 
-def _spool_layer(
+def _hash_layer(
     root_fd: int,
     title: str,
     names: list[str],
-    spool: BinaryIO | None,
     digests: dict[str, str] | None = None,
+    progress: Progress | None = None,
 ) -> _Layer:
-    sink = _Digester(spool)
-    write_tar(root_fd, names, cast(BinaryIO, sink), digests=digests)
+    """The layer of one part, its tar written into sha256 only (``digests`` as
+    :func:`write_tar`'s)."""
+    sink = _Digester()
+    write_tar(root_fd, names, cast(BinaryIO, sink), progress, digests)
     return _Layer(title, names, f"sha256:{sink.hash.hexdigest()}", sink.size)
 
 
@@ -221,16 +221,16 @@ def _push(
             root_fd, session, manifest, config_bytes, parts, verified, force=force,
             progress=progress,
         )  # fmt: skip
-    spools: list[tuple[_Layer, BinaryIO]] = []
+    # the repository may hold some layers already: asking needs each layer's digest first
     digests: dict[str, str] = {}
-    with contextlib.ExitStack() as stack:
-        for title, names in parts:
-            spool = stack.enter_context(tempfile.TemporaryFile(prefix="bundler-push-"))
-            spools.append((_spool_layer(root_fd, title, names, spool, digests), spool))
-        _confirm(verified, digests)
-        return _push_spooled(
-            session, manifest, config_bytes, spools, force=force, progress=progress
-        )
+    files = sum(len(names) for _title, names in parts)
+    with phase(progress, "hashing", files, sum(verified.sizes.values())):
+        layers = [_hash_layer(root_fd, title, names, digests, progress) for title, names in parts]
+    _confirm(verified, digests)
+    return _push_hashed(
+        root_fd, session, manifest, config_bytes, layers, verified.sizes, force=force,
+        progress=progress,
+    )  # fmt: skip
 
 
 def _config_descriptor(config_bytes: bytes) -> art.Descriptor:
@@ -274,7 +274,7 @@ def _push_streamed(
 ) -> PushReport:
     """Into a repository with no tag: nothing there can spare an upload, so every layer's tar
     is made once, hashed and sent as it is made (the registry checks the digest named at the
-    end), the work of both sides overlapping; no spool, no second pass over the bundle. A
+    end), the work of both sides overlapping; no second pass over the bundle. A
     workspace file found not to match its checksum stops the push before the manifest: the
     layers already sent are unreferenced blobs, as after an interrupted push."""
     digests: dict[str, str] = {}
@@ -303,16 +303,17 @@ def _push_streamed(
     return report
 
 
-def _push_spooled(
+def _push_hashed(
+    root_fd: int,
     session: Session,
     manifest: Manifest,
     config_bytes: bytes,
-    spools: list[tuple[_Layer, BinaryIO]],
+    layers: list[_Layer],
+    sizes: dict[str, int],
     *,
     force: bool,
     progress: Progress | None,
 ) -> PushReport:
-    layers = [layer for layer, _spool in spools]
     config = _config_descriptor(config_bytes)
     document = _document(manifest, config, layers)
     digest = art.manifest_digest(document)
@@ -327,15 +328,19 @@ def _push_spooled(
         raise _refuse_existing_tag(session, existing)
     if not session.blob_exists(config.digest):
         session.upload_blob(config.digest, config.size, io.BytesIO(config_bytes))
-    with phase(progress, "uploading", len(layers), sum(layer.size for layer in layers)):
-        for layer, spool in spools:
-            if session.blob_exists(layer.digest):
-                report.skipped.append(layer.title)
-            else:
-                spool.seek(0)
-                session.upload_blob(layer.digest, layer.size, spool)
-                report.uploaded.append(layer.title)
-            if progress is not None:
-                progress(1, layer.size)
+    missing = [layer for layer in layers if not session.blob_exists(layer.digest)]
+    report.skipped = [layer.title for layer in layers if layer not in missing]
+    files = sum(len(layer.names) for layer in missing)
+    # the bar counts the files' bytes, as write_tar tells them, not the tars'
+    data = sum(sizes.get(name, 0) for layer in missing for name in layer.names)
+    with phase(progress, "uploading", files, data):
+        for layer in missing:
+
+            def produce(out: BinaryIO, names: list[str] = layer.names) -> None:
+                write_tar(root_fd, names, out, progress)
+
+            # the tar made again as it is sent: the registry checks it is the one hashed
+            session.upload_produced(layer.digest, layer.size, produce)
+            report.uploaded.append(layer.title)
     session.put_manifest(ref.target, document)
     return report
