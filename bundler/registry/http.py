@@ -617,7 +617,8 @@ class _NotAsHashed(Exception):
 class _BodySink(io.RawIOBase):
     """The body of a request as a raw write-only stream: each ``write`` is hashed, counted and
     sent at once, as one chunk of chunked transfer encoding, or as it is when the body's
-    ``length`` was declared (never past it: :class:`_NotAsHashed`). A failed send raises what
+    ``length`` was declared (never past it: :class:`_NotAsHashed`; its last byte is sent only
+    once :meth:`end` has checked the digest). A failed send raises what
     ``broken`` makes, so that it is never taken for an error reading the bundle, which the
     writer raises as ``OSError``."""
 
@@ -630,6 +631,7 @@ class _BodySink(io.RawIOBase):
         self.length = length
         self.hash = hashlib.sha256()
         self.size = 0
+        self.held = b""  # see write()
 
     def writable(self) -> bool:
         return True
@@ -646,6 +648,12 @@ class _BodySink(io.RawIOBase):
                 self.conn.send(b"%x\r\n" % len(data))
                 self.conn.send(data)
                 self.conn.send(b"\r\n")
+            elif self.size == self.length:
+                # the body's last byte waits for end() to check the digest: a registry never
+                # holds a whole body that is not the one hashed before
+                view = memoryview(data)
+                self.conn.send(view[:-1])
+                self.held = bytes(view[-1:])
             else:
                 self.conn.send(data)
         except OSError:
@@ -655,12 +663,12 @@ class _BodySink(io.RawIOBase):
     def end(self, digest: str | None) -> None:
         """After the last write: the last, empty chunk; or, for a declared length, the check
         that the body was that long and had that ``digest``."""
-        if self.length is not None:
-            if self.size != self.length or f"sha256:{self.hash.hexdigest()}" != digest:
-                raise _NotAsHashed
-            return
+        if self.length is not None and (
+            self.size != self.length or f"sha256:{self.hash.hexdigest()}" != digest
+        ):
+            raise _NotAsHashed
         try:
-            self.conn.send(b"0\r\n\r\n")
+            self.conn.send(b"0\r\n\r\n" if self.length is None else self.held)
         except OSError:
             raise self.broken() from None
 

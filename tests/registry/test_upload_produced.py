@@ -60,3 +60,36 @@ def test_bytes_other_than_the_ones_hashed_store_nothing(registry: Registry, made
         s.upload_produced(DIGEST, len(BODY), writing(BODY))
         assert s.blob_exists(DIGEST)
     assert len(registry.uploads_since(mark)) == 1
+
+
+class _Recorded:
+    """The one method of a connection the body sink uses, recording what it was given."""
+
+    def __init__(self) -> None:
+        self.sent = bytearray()
+
+    def send(self, data: bytes | memoryview) -> None:
+        self.sent += data
+
+
+@pytest.mark.parametrize("chunks", [[BODY], [BODY[:5], BODY[5:]], [BODY[:-1], BODY[-1:]]])
+def test_a_declared_body_is_never_whole_until_its_digest_is_checked(chunks: list[bytes]) -> None:
+    """Bytes of the declared length whose digest is not the declared one: everything but the
+    last byte goes out, and that byte never does, so a registry cannot hold the whole wrong
+    body even for a moment."""
+    from bundler.registry.http import _BodySink, _NotAsHashed
+
+    other = "sha256:" + hashlib.sha256(b"other bytes").hexdigest()
+    for digest, body, whole in ((DIGEST, BODY, True), (other, BODY, False)):
+        conn = _Recorded()
+        sink = _BodySink(conn, lambda: Refused("broken"), len(body))  # type: ignore[arg-type]
+        for chunk in chunks:
+            sink.write(chunk)
+        assert bytes(conn.sent) == body[:-1]
+        if whole:
+            sink.end(digest)
+            assert bytes(conn.sent) == body
+        else:
+            with pytest.raises(_NotAsHashed):
+                sink.end(digest)
+            assert bytes(conn.sent) == body[:-1]
