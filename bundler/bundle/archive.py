@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from bundler.bundle.archive_kind import is_archive
 from bundler.bundle.archive_read import ArchiveLimits, Digests, read_tar
-from bundler.bundle.archive_write import bundle_members, write_tar
+from bundler.bundle.archive_write import archive_order, write_tar
 from bundler.bundle.publish import Staging, admit, io_failure, stage_build_publish
 from bundler.bundle.recover import clear_abandoned_or_warn
 from bundler.bundle.verify import VerifyReport, unsound, verify_bundle
@@ -191,7 +191,7 @@ def pack_bundle(
         names: list[str] = []
 
         def build(staging: Staging) -> None:
-            names.extend(bundle_members(source_fd))
+            names.extend(archive_order(report.entries))  # what was verified: no second walk
             total = sum(report.sizes.values())
             with (
                 phase(progress, "packing", len(names), total),

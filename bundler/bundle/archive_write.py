@@ -62,17 +62,28 @@ def _refuse_skip(kind: safefs.SkipKind, path: str) -> None:
 
 
 def bundle_members(root_fd: int) -> list[str]:
-    """Every folder and regular file below ``root_fd``, relative POSIX names, in archive order.
-
-    The order is the checksum order (02 §9.2: each folder's names sorted by their bytes, a
-    folder before its contents) with one change: the files at the root come first, so a reader
-    streaming the archive meets ``zeroclaw-agent.toml`` before any workspace file. Raises
-    :class:`InvalidInput` for anything a bundle cannot hold (a link, a device, a bad name).
+    """Every folder and regular file below ``root_fd``, relative POSIX names, in archive order
+    (:func:`archive_order`). Raises :class:`InvalidInput` for anything a bundle cannot hold (a
+    link, a device, a bad name).
     """
+    return archive_order(bundle_entries(root_fd))
+
+
+def bundle_entries(root_fd: int) -> list[tuple[str, bool]]:
+    """Every folder and regular file below ``root_fd`` as (name, is a folder), in checksum order
+    (02 §9.2: each folder's names sorted by their bytes, a folder before its contents). Raises
+    as :func:`bundle_members` does."""
+    return [(e.rel, e.kind == "dir") for e in safefs.walk(root_fd, on_skip=_refuse_skip)]
+
+
+def archive_order(entries: Iterable[tuple[str, bool]]) -> list[str]:
+    """The names of ``entries`` ((name, is a folder), in checksum order) in archive order: the
+    checksum order with one change, the files at the root first, so a reader streaming the
+    archive meets ``zeroclaw-agent.toml`` before any workspace file."""
     root_files: list[str] = []
     rest: list[str] = []
-    for entry in safefs.walk(root_fd, on_skip=_refuse_skip):
-        (root_files if entry.kind == "file" and entry.depth == 1 else rest).append(entry.rel)
+    for name, is_dir in entries:
+        (root_files if not is_dir and "/" not in name else rest).append(name)
     return root_files + rest
 
 

@@ -68,7 +68,9 @@ class VerifyReport:
     ``skills/`` and ``memory/``, and ``sizes`` the size of each by its bundle path;
     ``checksums_digest`` is the XXH3-128 of ``checksums.xxh3`` and ``checksums`` the digests it
     lists, by bundle path (empty when it could not be read); ``manifest_digest`` is the
-    XXH3-128 of the manifest as read. ``workspace_digests_deferred``:
+    XXH3-128 of the manifest as read; ``entries`` every folder and file the walk admitted,
+    (name, is a folder) in checksum order: what an archive of a sound bundle holds
+    (:func:`bundler.bundle.archive_write.archive_order`). ``workspace_digests_deferred``:
     the contents of ``workspace/`` were not compared with their digests (the caller does).
     ``not_here``: top folders that were not there to be read (see :func:`verify_bundle`).
     """
@@ -86,6 +88,7 @@ class VerifyReport:
     checksums_digest: str = ""
     checksums: dict[str, str] = field(default_factory=dict)
     manifest_digest: str = ""
+    entries: list[tuple[str, bool]] = field(default_factory=list)
     integrity_unproven: bool = False
     workspace_digests_deferred: bool = False
     not_here: tuple[str, ...] = ()
@@ -694,6 +697,7 @@ def _verify_open(
         listed_members,
     ).run()
     report.sizes = {rel: size for rel, (size, _digest) in tree.digests.items()}
+    report.entries = tree.entries
     report.files = len(tree.digests)
     report.bytes = sum(size for size, _ in tree.digests.values())
     if listed is not None:

@@ -79,6 +79,7 @@ class BundleTree:
     skill_bundles: set[str] = field(default_factory=set)  # folders found under skills/
     memory_copy: Path | None = None
     stopped: bool = False
+    entries: list[tuple[str, bool]] = field(default_factory=list)  # (name, is a folder), walk order
 
 
 class TooManyEntries(Exception):
@@ -234,6 +235,7 @@ class BundleWalker:
         try:
             for entry in entries:
                 self.count(entry.relpath)
+                self.tree.entries.append((entry.rel, entry.kind == "dir"))
                 if entry.kind == "file":
                     self._file(entry)
         except TooManyEntries:

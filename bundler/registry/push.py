@@ -28,14 +28,13 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 import xxhash
 
-from bundler.bundle.archive_write import bundle_members, write_tar
+from bundler.bundle.archive_write import archive_order, bundle_entries, write_tar
 from bundler.bundle.manifest import MANIFEST_NAME, Manifest, parse_manifest
 from bundler.bundle.verify import (
     MAX_MANIFEST_BYTES,
@@ -112,19 +111,16 @@ def _read_config(root_fd: int, shown: str) -> bytes:
     return data
 
 
-def _is_dir(root_fd: int, name: str) -> bool:
-    return stat.S_ISDIR(os.stat(name, dir_fd=root_fd, follow_symlinks=False).st_mode)
-
-
 def plan_layers(root_fd: int) -> list[_Layer]:
     """Every part's layer with its digest and size, the tars written into sha256 only."""
-    return [_hash_layer(root_fd, title, names) for title, names in _parts(root_fd)]
+    parts = _parts(bundle_entries(root_fd))
+    return [_hash_layer(root_fd, title, names) for title, names in parts]
 
 
-def _parts(root_fd: int) -> list[tuple[str, list[str]]]:
-    members = bundle_members(root_fd)
-    folders = {name for name in members if "/" not in name and _is_dir(root_fd, name)}
-    return sorted(art.split_parts(members, folders).items())
+def _parts(entries: list[tuple[str, bool]]) -> list[tuple[str, list[str]]]:
+    """The layers' members, by title, from the bundle's (name, is a folder) entries."""
+    folders = {name for name, is_dir in entries if is_dir and "/" not in name}
+    return sorted(art.split_parts(archive_order(entries), folders).items())
 
 
 def _hash_layer(
@@ -215,7 +211,8 @@ def _push(
         # the config blob is the manifest: the one verified, not one written since
         raise Refused(f"{shown}: {MANIFEST_NAME} changed while it was read; push it again")
     manifest = parse_manifest(config_bytes)
-    parts = _parts(root_fd)
+    # the entries verified, not a second walk: what is pushed is what was judged
+    parts = _parts(verified.entries)
     if session.repository_is_empty():
         return _push_streamed(
             root_fd, session, manifest, config_bytes, parts, verified, force=force,

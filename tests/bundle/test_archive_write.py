@@ -222,3 +222,14 @@ def test_append_range_copies_the_bytes_within_and_across_filesystems(tmp_path: P
                 os.close(dst)
     finally:
         os.close(src)
+
+
+def test_the_entries_verify_walked_are_the_members_pack_and_push_archive(exported: Path) -> None:
+    """Pack and push archive the entries the verification walked, not a second walk's: the
+    same names in the same order as a walk of the folder gives."""
+    from bundler.bundle.archive_write import archive_order
+    from bundler.bundle.verify import verify_bundle
+
+    report = verify_bundle(exported)
+    assert report.ok
+    assert archive_order(report.entries) == members_of(exported)
