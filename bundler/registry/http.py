@@ -32,6 +32,7 @@ from typing import BinaryIO, cast
 
 from bundler.errors import InvalidInput, Refused
 from bundler.registry.auth import Auth, Challenge, Credentials, parse_challenge
+from bundler.registry.hashing import Sha256
 from bundler.registry.reference import DIGEST, Reference
 from bundler.rules.names import escape_display
 
@@ -531,28 +532,21 @@ class Session:
     ) -> None:
         """Stream the blob ``digest`` into ``sink``, reading at most ``size`` bytes, checking
         its sha256 as it goes; raises :class:`InvalidInput` when it is not what was declared."""
+        with self.open_blob(digest, size, progress) as blob:
+            while chunk := blob.read(CHUNK):
+                sink.write(chunk)
+
+    def open_blob(
+        self, digest: str, size: int, progress: Callable[[int], None] | None = None
+    ) -> BlobStream:
+        """The blob ``digest`` as a stream to read (:class:`BlobStream`): at most ``size``
+        bytes, and the read that finds its end checks them against ``digest``."""
         response = self._get_blob(digest)
         declared = response.getheader("Content-Length")
         if declared is not None and (not declared.isdigit() or int(declared) != size):
             self._drop_response(response)
             raise self._not_declared(digest, "its length is not the size the manifest declares")
-        hasher = hashlib.sha256()
-        left = size
-        while left:
-            chunk = response.read(min(CHUNK, left))
-            if not chunk:
-                self._drop_response(response)
-                raise self._not_declared(digest, "it ended before the size the manifest declares")
-            hasher.update(chunk)
-            sink.write(chunk)
-            left -= len(chunk)
-            if progress is not None:
-                progress(len(chunk))
-        if declared is None and response.read(1):
-            self._drop_response(response)
-            raise self._not_declared(digest, "it is longer than the manifest declares")
-        if f"sha256:{hasher.hexdigest()}" != digest:
-            raise self._not_declared(digest, "its sha256 does not match the manifest")
+        return BlobStream(self, response, digest, size, declared is not None, progress)
 
     def _read(self, response: http.client.HTTPResponse, limit: int) -> bytes:
         """The body, at most ``limit`` bytes plus one (so a caller can tell it was longer); a
@@ -608,6 +602,69 @@ class Session:
                 )
             raise self.fail(response, "downloading a blob")
         return response
+
+
+class BlobStream:
+    """A blob as the registry sends it, read chunk by chunk: never more than its declared
+    size, and :meth:`read` raises :class:`InvalidInput` instead of giving the end when the
+    bytes were not the ones declared (shorter, longer, another sha256). Bytes read before the
+    end are not yet checked: a caller acts on them only in ways it can undo. Use it as a
+    context manager: leaving early drops the connection, whose stream would be out of step."""
+
+    def __init__(
+        self,
+        session: Session,
+        response: http.client.HTTPResponse,
+        digest: str,
+        size: int,
+        length_declared: bool,
+        progress: Callable[[int], None] | None,
+    ) -> None:
+        self._session = session
+        self._response = response
+        self._digest = digest
+        self._left = size
+        self._length_declared = length_declared
+        self._progress = progress
+        self._hash = Sha256(size)
+        self._checked = False
+
+    def __enter__(self) -> BlobStream:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._hash.close()
+        if not self._checked:
+            self._session._drop_response(self._response)
+
+    def read(self, limit: int) -> bytes:
+        """Up to ``limit`` bytes (``limit`` > 0), or ``b""`` at the end once it is checked."""
+        if not self._left:
+            self._check()
+            return b""
+        chunk = self._response.read(min(limit, self._left))
+        if not chunk:
+            raise self._session._not_declared(
+                self._digest, "it ended before the size the manifest declares"
+            )
+        self._hash.update(chunk)
+        self._left -= len(chunk)
+        if self._progress is not None:
+            self._progress(len(chunk))
+        return chunk
+
+    def _check(self) -> None:
+        if self._checked:
+            return
+        if not self._length_declared and self._response.read(1):
+            raise self._session._not_declared(
+                self._digest, "it is longer than the manifest declares"
+            )
+        if f"sha256:{self._hash.hexdigest()}" != self._digest:
+            raise self._session._not_declared(
+                self._digest, "its sha256 does not match the manifest"
+            )
+        self._checked = True
 
 
 class _NotAsHashed(Exception):

@@ -3,14 +3,18 @@
 A layer bundler pushed is already a run of the archive's members (:mod:`bundler.bundle.
 archive_write`'s headers and padding, in archive order), and the layers follow one another in
 the archive as its parts do: the ``metadata`` layer's root files first, then each part by name.
-So each blob is streamed into the staging file where its members go, its sha256 checked as it
-arrives (:meth:`bundler.registry.http.Session.download_blob`), then read back by the
-hostile-archive reader in its listing mode (:func:`bundler.bundle.archive_read.list_tar`: every
-rule, no file written, each member's place and XXH3-128 recorded). When its members are exactly
-the archive's, the layer's end-of-archive blocks are cut and the next layer follows; otherwise
-(a layer another tool wrote, or members out of order) the layer is moved aside into an unnamed
-file and its members are written anew from there (:func:`bundler.bundle.archive_write.
-write_listed`). The bytes are the ones ``bundle pack`` gives of the same bundle either way.
+So each blob is streamed into the staging file where its members go and, chunk by chunk as it
+arrives, read by the hostile-archive reader in its listing mode (:func:`bundler.bundle.
+archive_read.list_tar`: every rule, no file written, each member's place and XXH3-128 recorded),
+while its sha256 is taken beside it (:class:`bundler.registry.http.BlobStream`). Listing bytes
+not yet checked is safe because it only reads them; the blob's end is read, and its digest
+checked, before anything is made of the listing, and a listing that refuses the blob first
+reads it to its end, so that bytes which are not the blob's are reported as that. When its
+members are exactly the archive's, the layer's end-of-archive blocks are cut and the next
+layer follows; otherwise (a layer another tool wrote, or members out of order) the layer is
+moved aside into an unnamed file and its members are written anew from there
+(:func:`bundler.bundle.archive_write.write_listed`). The bytes are the ones ``bundle pack``
+gives of the same bundle either way.
 
 Only the parts whose files verify reads for their content are unpacked, into a private scratch
 folder: the metadata (manifest, checksums, ``config.toml``) and the format 2 memory store. The
@@ -43,7 +47,7 @@ from bundler.bundle.verify import verify_bundle
 from bundler.errors import InvalidInput, Refused, withholding
 from bundler.fs.durable import start_writeback, write_all
 from bundler.registry import artifact as art
-from bundler.registry.http import Options, Session
+from bundler.registry.http import BlobStream, Options, Session
 from bundler.registry.pull import (
     PullReport,
     check_space,
@@ -62,6 +66,9 @@ from bundler.rules.progress import Progress, phase
 
 UNPACKED = frozenset({art.METADATA, "memory"})
 """The parts unpacked for verify, which reads their files for their content."""
+
+ARRIVING_CHUNK = 2 << 20
+"""The bytes asked of the registry at once while a layer is listed as it arrives."""
 
 WRITEBACK_STEP = 32 << 20
 """Bytes written between two writeback starts: large enough to be few calls, small enough that
@@ -159,31 +166,41 @@ class _Puller:
         self.report.root_agent = str((verified.manifest or {}).get("root_agent", ""))
 
     def _layer(self, index: int, layer: art.Descriptor) -> None:
-        """Download ``layer`` where its members go, list it, and leave the staging file ending
-        with its members in archive form."""
+        """Download ``layer`` where its members go, listing it as it arrives, and leave the
+        staging file ending with its members in archive form."""
         start = self.end
         os.lseek(self.out_fd, start, os.SEEK_SET)
         self.position = start
         self.kicked = min(self.kicked, start)
         progress = self.progress
         chunks = None if progress is None else (lambda n: progress(0, n))
-        self.session.download_blob(layer.digest, layer.size, cast(BinaryIO, self), chunks)
+        with self.session.open_blob(layer.digest, layer.size, chunks) as blob:
+            arriving = _Arriving(blob, self)
+            try:
+                members = list_tar(
+                    cast(BinaryIO, arriving),
+                    ArchiveLimits(max_total_bytes=max(layer.size, 1)),
+                    name=f"layer {layer.title}",
+                    digests=self.digests,
+                )
+            except InvalidInput:
+                # the listing read bytes not yet checked: when they are not the blob's, that
+                # is the fault to report (the registry's), not what they made of the tar
+                arriving.drain()
+                raise
+            arriving.finish()
         if progress is not None:
             progress(1, 0)
-        members = list_tar(
-            self._blob(start, layer.size),
-            ArchiveLimits(max_total_bytes=max(layer.size, 1)),
-            name=f"layer {layer.title}",
-            digests=self.digests,
-        )
         for member in members:
             top = member.name.partition("/")[0]
             refuse_outside(
                 self.session, layer.title, top, is_file=not member.is_dir and top == member.name
             )
         if layer.title in UNPACKED:
-            blob = self._blob(start, layer.size)
-            unpack_layer(blob, self.folder_fd, self.folder_fd, index, layer, self.session, None)
+            blob_read = self._blob(start, layer.size)
+            unpack_layer(
+                blob_read, self.folder_fd, self.folder_fd, index, layer, self.session, None
+            )
         else:
             self.listed += members
         ordered = sorted(members, key=lambda member: checksum_sort_key(member.name))
@@ -220,6 +237,42 @@ class _Puller:
 def _archive_order(layer: art.Descriptor) -> tuple[bool, bytes]:
     # the root files first, then each part's folder by the bytes of its name
     return layer.title != art.METADATA, layer.title.encode()
+
+
+class _Arriving:
+    """A blob as the listing reads it: each chunk, as it arrives, is first written to the
+    staging file (where the members go) and then handed out in the pieces asked for."""
+
+    def __init__(self, blob: BlobStream, sink: _Puller) -> None:
+        self._blob = blob
+        self._sink = sink
+        self._chunk = b""
+        self._at = 0
+
+    def read(self, size: int = -1) -> bytes:
+        """Up to ``size`` bytes (the reader asks for small pieces)."""
+        if self._at == len(self._chunk):
+            self._chunk = self._blob.read(ARRIVING_CHUNK)
+            self._at = 0
+            if not self._chunk:
+                return b""
+            self._sink.write(self._chunk)
+        end = len(self._chunk) if size < 0 else self._at + size
+        piece = self._chunk[self._at : end]
+        self._at += len(piece)
+        return piece
+
+    def finish(self) -> None:
+        """Read to the blob's end, which checks it, writing what the listing did not read (it
+        reads to the end itself; this is for a reader that stopped early)."""
+        while self.read(ARRIVING_CHUNK):
+            pass
+
+    def drain(self) -> None:
+        """Read the rest of the blob without keeping it: raises the blob's own error when its
+        bytes are not the ones declared (:class:`bundler.registry.http.BlobStream`)."""
+        while self._blob.read(ARRIVING_CHUNK):
+            pass
 
 
 class _Range(io.RawIOBase):
