@@ -42,7 +42,7 @@ from typing import BinaryIO, NamedTuple
 import xxhash
 
 from bundler.bundle.archive_listing import ListedMember
-from bundler.bundle.archive_write import FILE_MODE_BITS, header_checksum, is_archive_header
+from bundler.bundle.archive_write import FILE_MODE_BITS, archive_form, header_checksum
 from bundler.errors import InvalidInput
 from bundler.fs.durable import write_all
 from bundler.fs.safefs import MAX_DEPTH, display_name, open_beneath
@@ -51,6 +51,7 @@ from bundler.rules.names import escape_display, has_control_chars
 BLOCK = tarfile.BLOCKSIZE
 _ZERO_BLOCK = bytes(BLOCK)
 _CHUNK = 1 << 20
+_STREAM_READ = 2 << 20
 _DIR_MODE = 0o700
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _MAX_COMPONENT_BYTES = 255
@@ -298,9 +299,10 @@ class _Reader:
         self.umask = _umask()
         self._parent: tuple[str, int] | None = None
         self.member_at = 0  # where the current member's first header block starts
-        self.block = b""  # the current member's own header block
         self.padding_zero = True  # whether the last member's padding was all zero bytes
-        self.extended = False  # whether the current member has a pax or long-name header
+        self.form_header = False  # whether its header is one block in archive form
+        self._chunk = b""  # read from the stream, from self._at on not yet taken
+        self._at = 0
 
     # --- the stream ---------------------------------------------------------------------
 
@@ -308,7 +310,14 @@ class _Reader:
         return InvalidInput(f"{self.archive} {why}", path=self.archive)
 
     def _read_some(self, size: int) -> bytes:
-        data = self.stream.read(size)
+        """At most ``size`` bytes, ``b""`` only at the stream's end. The stream is read in
+        chunks of :data:`_STREAM_READ` held here: most requests are a header or a small file, which
+        are then a slice of the chunk rather than a call to the stream."""
+        at = self._at
+        if at == len(self._chunk):
+            self._chunk, at = self.stream.read(_STREAM_READ), 0
+        data = self._chunk[at : at + size]
+        self._at = at + len(data)
         self.offset += len(data)
         return data
 
@@ -364,6 +373,14 @@ class _Reader:
                     raise self._invalid(f"ends after an extended header at byte {at}")
                 self._end(at)
                 return
+            form = archive_form(block) if pax is None and long_name is None else None
+            if form is not None:
+                # a header as bundle archives have it: read from the block alone, what
+                # parse_header would give (archive_form's tests hold it to that)
+                self.form_header = True
+                self._admit(form.name, form.is_dir, form.size, form.mode)
+                continue
+            self.form_header = False
             try:
                 info = parse_header(block)
             except tarfile.HeaderError:
@@ -383,7 +400,6 @@ class _Reader:
                 else:
                     long_name = self._long_name(data, at)
                 continue
-            self.block = block
             self._member(info, pax or {}, long_name, at)
             pax, long_name = None, None
 
@@ -430,7 +446,6 @@ class _Reader:
     # --- one member ---------------------------------------------------------------------
 
     def _member(self, info: Header, pax: dict[str, bytes], long_name: str | None, at: int) -> None:
-        self.extended = bool(pax) or long_name is not None
         name = info.name
         if long_name is not None:
             name = long_name
@@ -442,36 +457,42 @@ class _Reader:
         is_dir = info.type == tarfile.DIRTYPE
         if is_dir and name.endswith("/"):
             name = name[:-1]
-
-        def fail(why: str) -> InvalidInput:
-            return _member_error(self.archive, name, why)
-
         kind = self._kind_problem(info, pax)
         if kind is not None:
-            raise fail(kind)
+            raise self._fail(name, kind)
         size = info.size
         if "size" in pax:
             if not pax["size"].isdigit() or len(pax["size"]) > 20:
-                raise fail("has a malformed pax size")
+                raise self._fail(name, "has a malformed pax size")
             size = int(pax["size"])
         if is_dir and size:
-            raise fail("is a folder that declares data")
+            raise self._fail(name, "is a folder that declares data")
+        self._admit(name, is_dir, size, info.mode & FILE_MODE_BITS)
+
+    def _admit(self, name: str, is_dir: bool, size: int, mode: int) -> None:
+        """The checks every member passes, whatever its headers were, then its making."""
         problem = name_problem(name) or self._place_problem(name)
         if problem is not None:
-            raise fail(problem)
-        if len(self.names) >= self.limits.max_members:
-            raise fail(f"is one more than the {self.limits.max_members} members allowed")
-        if size > self.limits.max_member_bytes:
-            raise fail(f"declares {size} bytes, more than {self.limits.max_member_bytes}")
-        if self.total + size > self.limits.max_total_bytes:
-            raise fail(f"takes the archive past {self.limits.max_total_bytes} bytes unpacked")
+            raise self._fail(name, problem)
+        limits = self.limits
+        if len(self.names) >= limits.max_members:
+            raise self._fail(name, f"is one more than the {limits.max_members} members allowed")
+        if size > limits.max_member_bytes:
+            raise self._fail(name, f"declares {size} bytes, more than {limits.max_member_bytes}")
+        if self.total + size > limits.max_total_bytes:
+            raise self._fail(
+                name, f"takes the archive past {limits.max_total_bytes} bytes unpacked"
+            )
         self.total += size
         self.kinds[name] = is_dir
         self.names.append(name)
         if is_dir:
-            self._mkdir(name, fail)
+            self._mkdir(name)
         else:
-            self._write_file(name, size, info.mode & FILE_MODE_BITS, fail)
+            self._write_file(name, size, mode)
+
+    def _fail(self, name: str, why: str) -> InvalidInput:
+        return _member_error(self.archive, name, why)
 
     def _kind_problem(self, info: Header, pax: dict[str, bytes]) -> str | None:
         kind = info.type
@@ -521,16 +542,14 @@ class _Reader:
         self._parent = (parent, fd)
         return fd
 
-    def _mkdir(self, name: str, fail: Callable[[str], InvalidInput]) -> None:
+    def _mkdir(self, name: str) -> None:
         parent, _, leaf = name.rpartition("/")
         try:
             os.mkdir(leaf, _DIR_MODE, dir_fd=self._parent_fd(parent))
         except OSError as err:
-            raise self._create_error(err, fail) from None
+            raise self._create_error(err, name) from None
 
-    def _write_file(
-        self, name: str, size: int, mode: int, fail: Callable[[str], InvalidInput]
-    ) -> None:
+    def _write_file(self, name: str, size: int, mode: int) -> None:
         parent, _, leaf = name.rpartition("/")
         # the umask would take bits away from a file created with its mode: then fchmod after
         exact = not mode & self.umask
@@ -539,9 +558,9 @@ class _Reader:
                 leaf, _CREATE_FLAGS, mode if exact else 0o600, dir_fd=self._parent_fd(parent)
             )
         except OSError as err:
-            raise self._create_error(err, fail) from None
+            raise self._create_error(err, name) from None
         try:
-            digest = self._copy_data(fd, name, size, fail)
+            digest = self._copy_data(fd, name, size)
             if not exact:
                 os.fchmod(fd, mode)
         finally:
@@ -549,9 +568,7 @@ class _Reader:
         if self.digests is not None:
             self.digests[name] = (size, digest)
 
-    def _copy_data(
-        self, fd: int | None, name: str, size: int, fail: Callable[[str], InvalidInput]
-    ) -> str:
+    def _copy_data(self, fd: int | None, name: str, size: int) -> str:
         """Write the member's ``size`` bytes to ``fd`` (``None``: only read them) and skip its
         padding; the XXH3-128 of the bytes."""
         write = _discard if fd is None else (lambda data: write_all(fd, data))
@@ -566,8 +583,8 @@ class _Reader:
                 data += more
             if len(data) < size:
                 write(data)
-                raise fail(
-                    f"is cut short: the archive ends {size - len(data)} bytes before it does"
+                raise self._fail(
+                    name, f"is cut short: the archive ends {size - len(data)} bytes before it does"
                 )
             if len(data) < padded:
                 write(memoryview(data)[:size])
@@ -581,7 +598,9 @@ class _Reader:
         while left:
             data = self._read_some(min(left, _CHUNK))
             if not data:
-                raise fail(f"is cut short: the archive ends {left} bytes before it does")
+                raise self._fail(
+                    name, f"is cut short: the archive ends {left} bytes before it does"
+                )
             if hasher is not None:
                 hasher.update(data)
             write(data)
@@ -589,14 +608,13 @@ class _Reader:
         self._skip_padding(size, lambda: f"after member {escape_display(name)}")
         return "" if hasher is None else str(hasher.hexdigest())
 
-    @staticmethod
-    def _create_error(err: OSError, fail: Callable[[str], InvalidInput]) -> BaseException:
+    def _create_error(self, err: OSError, name: str) -> BaseException:
         if err.errno == errno.EEXIST:
-            return fail("collides with another member on this filesystem")
+            return self._fail(name, "collides with another member on this filesystem")
         if err.errno in (errno.ENOTDIR, errno.ELOOP):
-            return fail("does not lie in a folder of the archive")
+            return self._fail(name, "does not lie in a folder of the archive")
         if err.errno == errno.ENAMETOOLONG:
-            return fail("has a name too long for this filesystem")
+            return self._fail(name, "has a name too long for this filesystem")
         return err
 
 
@@ -613,22 +631,16 @@ class _Lister(_Reader):
         self.listed = []
         return super().run()
 
-    def _mkdir(self, name: str, fail: Callable[[str], InvalidInput]) -> None:
+    def _mkdir(self, name: str) -> None:
         self._record(name, True, 0, 0, self.offset)
 
-    def _write_file(
-        self, name: str, size: int, mode: int, fail: Callable[[str], InvalidInput]
-    ) -> None:
+    def _write_file(self, name: str, size: int, mode: int) -> None:
         data_at = self.offset
-        digest = self._copy_data(None, name, size, fail)
+        digest = self._copy_data(None, name, size)
         self._record(name, False, mode, size, data_at)
         if self.digests is not None:
             self.digests[name] = (size, digest)
 
     def _record(self, name: str, is_dir: bool, mode: int, size: int, data_at: int) -> None:
-        form = (
-            not self.extended
-            and (is_dir or self.padding_zero)
-            and is_archive_header(self.block, name, is_dir=is_dir, mode=mode, size=size)
-        )
+        form = self.form_header and (is_dir or self.padding_zero)
         self.listed.append(ListedMember(name, is_dir, mode, size, self.member_at, data_at, form))

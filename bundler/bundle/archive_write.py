@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 import tarfile
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, NamedTuple
 from zlib import adler32
 
 import xxhash
@@ -155,21 +156,59 @@ def header_bytes(name: str, st: os.stat_result) -> bytes:
     return block[:148] + checksum + block[155:]
 
 
+# the fields after the name, from mode to the type flag, as header_bytes writes them
+_FORM_FIELDS = re.compile(
+    rb"([0-7]{7})\x00" + re.escape(_UID_GID) + rb"([0-7]{11})\x00" + re.escape(_MTIME)
+    + rb"([0-7]{6})\x00 ([05])"
+)  # fmt: skip
+
+
+class FormMember(NamedTuple):
+    """The member a one-block archive-form header is of (:func:`archive_form`)."""
+
+    name: str
+    is_dir: bool
+    mode: int
+    size: int
+
+
+def archive_form(block: bytes) -> FormMember | None:
+    """The member whose header, byte for byte, :func:`header_bytes` makes ``block`` (one 512-byte
+    block), or None when no member's is. Read from the block alone, with no general tar parse:
+    the archive reader asks it of every header first, and bundle archives are made of these.
+
+    The name is the one :meth:`tarfile.TarInfo.frombuf` reads from such a block, which strips a
+    folder's trailing slashes: a folder's name ending in a slash after the one header_bytes adds
+    is therefore not taken here (the general parse reads it, and the reader judges it)."""
+    if block[157:] != _TAIL:
+        return None
+    fields = _FORM_FIELDS.match(block, 100)
+    if fields is None or int(fields[3], 8) != header_checksum(block):
+        return None
+    end = block.find(0, 0, tarfile.LENGTH_NAME)
+    if end < 0:
+        end = tarfile.LENGTH_NAME
+    elif block.count(0, end, tarfile.LENGTH_NAME) != tarfile.LENGTH_NAME - end:
+        return None
+    raw = block[:end]
+    if not raw.isascii():
+        return None
+    mode, size = int(fields[1], 8), int(fields[2], 8)
+    if fields[4] == tarfile.DIRTYPE:
+        if mode != ARCHIVE_DIR_MODE or size or not raw.endswith(b"/") or raw.endswith(b"//"):
+            return None
+        return FormMember(raw[:-1].decode("ascii"), True, mode, 0)
+    if mode & ~FILE_MODE_BITS:
+        return None
+    return FormMember(raw.decode("ascii"), False, mode, size)
+
+
 def is_archive_header(block: bytes, name: str, *, is_dir: bool, mode: int, size: int) -> bool:
     """Whether ``block`` is, byte for byte, the one-block header :func:`header_bytes` makes for
-    such a member, told without making it (the archive reader asks it of every member it lists).
-    A member that needs a pax record never has a one-block header."""
-    full = name + "/" if is_dir else name
-    if len(full) > tarfile.LENGTH_NAME or not full.isascii() or size >= _MAX_USTAR_SIZE:
-        return False
+    such a member (``mode`` as a stat gives it). A member that needs a pax record never has a
+    one-block header."""
     mode = ARCHIVE_DIR_MODE if is_dir else mode & FILE_MODE_BITS
-    return (
-        block[157:] == _TAIL
-        and block[100:148] == b"%07o\0%s%011o\0%s" % (mode, _UID_GID, size, _MTIME)
-        and block[156:157] == (tarfile.DIRTYPE if is_dir else tarfile.REGTYPE)
-        and block[:100] == full.encode("ascii").ljust(tarfile.LENGTH_NAME, b"\0")
-        and block[148:156] == b"%06o\0 " % header_checksum(block)
-    )
+    return archive_form(block) == (name, is_dir, mode, 0 if is_dir else size)
 
 
 class _Parents:

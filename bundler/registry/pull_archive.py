@@ -241,26 +241,19 @@ def _archive_order(layer: art.Descriptor) -> tuple[bool, bytes]:
 
 class _Arriving:
     """A blob as the listing reads it: each chunk, as it arrives, is first written to the
-    staging file (where the members go) and then handed out in the pieces asked for."""
+    staging file (where the members go), then handed to the reader (which asks for large
+    chunks and takes its pieces from them)."""
 
     def __init__(self, blob: BlobStream, sink: _Puller) -> None:
         self._blob = blob
         self._sink = sink
-        self._chunk = b""
-        self._at = 0
 
-    def read(self, size: int = -1) -> bytes:
-        """Up to ``size`` bytes (the reader asks for small pieces)."""
-        if self._at == len(self._chunk):
-            self._chunk = self._blob.read(ARRIVING_CHUNK)
-            self._at = 0
-            if not self._chunk:
-                return b""
-            self._sink.write(self._chunk)
-        end = len(self._chunk) if size < 0 else self._at + size
-        piece = self._chunk[self._at : end]
-        self._at += len(piece)
-        return piece
+    def read(self, size: int) -> bytes:
+        """The next chunk of at most ``size`` bytes."""
+        chunk = self._blob.read(size)
+        if chunk:
+            self._sink.write(chunk)
+        return chunk
 
     def finish(self) -> None:
         """Read to the blob's end, which checks it, writing what the listing did not read (it

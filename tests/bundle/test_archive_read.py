@@ -27,7 +27,7 @@ from bundler.bundle.archive_read import (
     parse_header,
     read_tar,
 )
-from bundler.bundle.archive_write import header_checksum
+from bundler.bundle.archive_write import archive_form, header_checksum
 from bundler.bundle.manifest import CHECKSUMS_NAME, checksums_by_path
 from bundler.errors import InvalidInput
 from bundler.fs.durable import open_dir
@@ -190,6 +190,28 @@ def test_the_header_fast_path_reads_every_corpus_header_as_tarfile_does(exported
         assert _STANDARD_NUMBERS.match(block, 100, 157) and block[329:345] in _NO_DEVICES
         assert _as_we_read(block) == _as_tarfile_reads(block)
     assert seen > 100
+
+
+def test_a_header_read_in_archive_form_is_what_the_general_parse_reads(exported: Path) -> None:
+    """The reader takes a bundle archive's own headers by archive_form, without the general
+    parse: of every corpus header and every header of a packed bundle it must give what
+    parse_header gives (tarfile's reading), and take the headers bundler writes."""
+    taken = 0
+    blocks = [
+        block
+        for case in hostile_archives.cases(exported)
+        for block in _headers_of_lenient(case.data)
+    ]
+    own = _headers_of(bf.pack_bytes(exported))
+    for block in blocks + own:
+        form = archive_form(block)
+        if form is None:
+            assert block not in own
+            continue
+        kind = tarfile.DIRTYPE if form.is_dir else tarfile.REGTYPE
+        assert _as_we_read(block) == (form.name, kind, form.size, form.mode)
+        taken += 1
+    assert taken >= len(own) > 10
 
 
 def _headers_of_lenient(data: bytes) -> list[bytes]:
