@@ -68,7 +68,8 @@ UNPACKED = frozenset({art.METADATA, "memory"})
 """The parts unpacked for verify, which reads their files for their content."""
 
 ARRIVING_CHUNK = 2 << 20
-"""The bytes asked of the registry at once while a layer is listed as it arrives."""
+"""The bytes asked of the registry at once when a blob is read to its end apart from its listing
+(the listing asks for chunks of its own size)."""
 
 WRITEBACK_STEP = 32 << 20
 """Bytes written between two writeback starts: large enough to be few calls, small enough that
