@@ -203,14 +203,6 @@ def archive_form(block: bytes) -> FormMember | None:
     return FormMember(raw.decode("ascii"), False, mode, size)
 
 
-def is_archive_header(block: bytes, name: str, *, is_dir: bool, mode: int, size: int) -> bool:
-    """Whether ``block`` is, byte for byte, the one-block header :func:`header_bytes` makes for
-    such a member (``mode`` as a stat gives it). A member that needs a pax record never has a
-    one-block header."""
-    mode = ARCHIVE_DIR_MODE if is_dir else mode & FILE_MODE_BITS
-    return archive_form(block) == (name, is_dir, mode, 0 if is_dir else size)
-
-
 class _Parents:
     """The folder holding the current member, opened no-follow from the root and kept open while
     members come from it: in archive order a folder's files follow one another, so each folder
