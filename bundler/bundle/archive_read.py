@@ -306,6 +306,7 @@ class _Reader:
         self.padding_zero = True  # whether the last member's padding was all zero bytes
         self.form_header = False  # whether its header is one block in archive form
         self._chunk = b""  # read from the stream, from self._at on not yet taken
+        self._view = memoryview(self._chunk)
         self._at = 0
 
     # --- the stream ---------------------------------------------------------------------
@@ -319,11 +320,29 @@ class _Reader:
         are then a slice of the chunk rather than a call to the stream."""
         at = self._at
         if at == len(self._chunk):
-            self._chunk, at = self.stream.read(_STREAM_READ), 0
+            self._next_chunk()
+            at = 0
         data = self._chunk[at : at + size]
         self._at = at + len(data)
         self.offset += len(data)
         return data
+
+    def _read_view(self, size: int) -> memoryview:
+        """As :meth:`_read_some`, in place in the chunk: for a member's data, which is only
+        written and hashed."""
+        at = self._at
+        if at == len(self._chunk):
+            self._next_chunk()
+            at = 0
+        data = self._view[at : at + size]
+        self._at = at + len(data)
+        self.offset += len(data)
+        return data
+
+    def _next_chunk(self) -> None:
+        self._chunk = self.stream.read(_STREAM_READ)
+        self._view = memoryview(self._chunk)
+        self._at = 0
 
     def _read_exact(self, size: int, where: Callable[[], str]) -> bytes:
         parts: list[bytes] = []
@@ -358,6 +377,15 @@ class _Reader:
             at = self.offset
             if pax is None and long_name is None:
                 self.member_at = at
+                # a header as bundle archives have it, read in place in the chunk: what
+                # parse_header would give (archive_form's tests hold it to that)
+                form = archive_form(self._chunk, self._at)
+                if form is not None:
+                    self._at += BLOCK
+                    self.offset += BLOCK
+                    self.form_header = True
+                    self._admit(form.name, form.is_dir, form.size, form.mode)
+                    continue
             block = self._read_some(BLOCK)
             while block and len(block) < BLOCK:
                 more = self._read_some(BLOCK - len(block))
@@ -378,9 +406,7 @@ class _Reader:
                 self._end(at)
                 return
             form = archive_form(block) if pax is None and long_name is None else None
-            if form is not None:
-                # a header as bundle archives have it: read from the block alone, what
-                # parse_header would give (archive_form's tests hold it to that)
+            if form is not None:  # one that straddled two chunks
                 self.form_header = True
                 self._admit(form.name, form.is_dir, form.size, form.mode)
                 continue
@@ -575,8 +601,18 @@ class _Reader:
     def _copy_data(self, fd: int | None, name: str, size: int) -> str:
         """Write the member's ``size`` bytes to ``fd`` (``None``: only read them) and skip its
         padding; the XXH3-128 of the bytes."""
-        write = _discard if fd is None else (lambda data: write_all(fd, data))
         padded = size + (-size % BLOCK)
+        at, chunk = self._at, self._chunk
+        if at + padded <= len(chunk):
+            # most members: the data and its padding lie in the chunk read, taken in place
+            view = self._view[at : at + size]
+            if fd is not None:
+                write_all(fd, view)
+            self._at = at + padded
+            self.offset += padded
+            self.padding_zero = chunk.count(0, at + size, at + padded) == padded - size
+            return "" if self.digests is None else str(xxhash.xxh3_128_hexdigest(view))
+        write = _discard if fd is None else (lambda data: write_all(fd, data))
         if padded <= _CHUNK:
             # most members: the data and its padding in one read, one write, a one-shot digest
             data = self._read_some(padded)
@@ -600,15 +636,15 @@ class _Reader:
         hasher = xxhash.xxh3_128() if self.digests is not None else None
         left = size
         while left:
-            data = self._read_some(min(left, _CHUNK))
-            if not data:
+            piece = self._read_view(left)
+            if not piece:
                 raise self._fail(
                     name, f"is cut short: the archive ends {left} bytes before it does"
                 )
             if hasher is not None:
-                hasher.update(data)
-            write(data)
-            left -= len(data)
+                hasher.update(piece)
+            write(piece)
+            left -= len(piece)
         self._skip_padding(size, lambda: f"after member {escape_display(name)}")
         return "" if hasher is None else str(hasher.hexdigest())
 

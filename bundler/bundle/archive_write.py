@@ -172,25 +172,36 @@ class FormMember(NamedTuple):
     size: int
 
 
-def archive_form(block: bytes) -> FormMember | None:
-    """The member whose header, byte for byte, :func:`header_bytes` makes ``block`` (one 512-byte
-    block), or None when no member's is. Read from the block alone, with no general tar parse:
+# what the checksum field (as eight spaces) and the bytes after the type flag add to the checksum
+# of a header whose tail is _TAIL
+_FIXED_SUM = 8 * ord(" ") + sum(_TAIL)
+
+
+def archive_form(block: bytes, at: int = 0) -> FormMember | None:
+    """The member whose header, byte for byte, :func:`header_bytes` makes the 512-byte block at
+    ``at`` in ``block``, or None when no member's is. Read from the block alone, in place (the
+    archive reader passes the chunk it read and the header's offset), with no general tar parse:
     the archive reader asks it of every header first, and bundle archives are made of these.
 
     The name is the one :meth:`tarfile.TarInfo.frombuf` reads from such a block, which strips a
     folder's trailing slashes: a folder's name ending in a slash after the one header_bytes adds
     is therefore not taken here (the general parse reads it, and the reader judges it)."""
-    if block[157:] != _TAIL:
+    if not block.startswith(_TAIL, at + 157, at + 512):
         return None
-    fields = _FORM_FIELDS.match(block, 100)
-    if fields is None or int(fields[3], 8) != header_checksum(block):
+    fields = _FORM_FIELDS.match(block, at + 100)
+    if fields is None:
         return None
-    end = block.find(0, 0, tarfile.LENGTH_NAME)
+    # the checksum of header_checksum, with the tail known: the 148 bytes before the checksum
+    # field sum to less than 65521, so their Adler-32's low word minus one is their exact sum
+    head = block[at : at + 148]
+    if int(fields[3], 8) != (adler32(head) & 0xFFFF) - 1 + block[at + 156] + _FIXED_SUM:
+        return None
+    end = head.find(0, 0, tarfile.LENGTH_NAME)
     if end < 0:
         end = tarfile.LENGTH_NAME
-    elif block.count(0, end, tarfile.LENGTH_NAME) != tarfile.LENGTH_NAME - end:
+    elif head.count(0, end, tarfile.LENGTH_NAME) != tarfile.LENGTH_NAME - end:
         return None
-    raw = block[:end]
+    raw = head[:end]
     if not raw.isascii():
         return None
     mode, size = int(fields[1], 8), int(fields[2], 8)

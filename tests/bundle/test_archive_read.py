@@ -11,6 +11,7 @@ import os
 import subprocess
 import tarfile
 from pathlib import Path
+from typing import BinaryIO, cast
 
 import bundlefactory as bf
 import hostile_archives
@@ -24,6 +25,7 @@ from bundler.bundle.archive_read import (
     _STANDARD_NUMBERS,
     ArchiveLimits,
     _plain_header,
+    list_tar,
     parse_header,
     read_tar,
 )
@@ -212,6 +214,80 @@ def test_a_header_read_in_archive_form_is_what_the_general_parse_reads(exported:
         assert _as_we_read(block) == (form.name, kind, form.size, form.mode)
         taken += 1
     assert taken >= len(own) > 10
+
+
+def test_a_header_is_read_in_archive_form_in_place_at_any_offset(exported: Path) -> None:
+    """The reader asks archive_form of the header where it lies in the chunk it read: the same
+    answer as of the block alone, and none for a block the chunk cuts short."""
+    blocks = [
+        block
+        for case in hostile_archives.cases(exported)
+        for block in _headers_of_lenient(case.data)
+    ] + _headers_of(bf.pack_bytes(exported))
+    for index, block in enumerate(blocks):
+        lead = bytes([index % 256]) * (index % 700)
+        assert archive_form(lead + block + b"\xff" * 3, len(lead)) == archive_form(block)
+        assert archive_form(lead + block[:-1], len(lead)) is None
+
+
+class _Trickle:
+    """An archive given at most ``step`` bytes a read, as a socket may give it: every header and
+    member then straddles the reader's chunks."""
+
+    def __init__(self, data: bytes, step: int) -> None:
+        self._data = data
+        self._at = 0
+        self._step = step
+
+    def read(self, size: int) -> bytes:
+        piece = self._data[self._at : self._at + min(size, self._step)]
+        self._at += len(piece)
+        return piece
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(step=st.integers(1, 3000))
+def test_an_archive_read_a_few_bytes_at_a_time_lists_the_same_members(
+    exported: Path, step: int
+) -> None:
+    packed = bf.pack_bytes(exported)
+    # and one with a byte of a file's padding not zero, which the listing records
+    padded = next(
+        m for m in list_tar(io.BytesIO(packed), ArchiveLimits(), digests={}) if m.size % 512
+    )
+    dirty = bytearray(packed)
+    dirty[padded.data_at + padded.size] = 1
+    for data in (packed, bytes(dirty)):
+        whole: dict[str, tuple[int, str]] = {}
+        listed = list_tar(io.BytesIO(data), ArchiveLimits(), digests=whole)
+        trickled: dict[str, tuple[int, str]] = {}
+        stream = cast(BinaryIO, _Trickle(data, step))
+        assert list_tar(stream, ArchiveLimits(), digests=trickled) == listed
+        assert trickled == whole
+    assert sum(not member.archive_form for member in listed) == 1
+
+
+@pytest.mark.parametrize("step", [1, 511, 513, 4096])
+def test_a_hostile_archive_read_a_few_bytes_at_a_time_is_refused_alike(
+    exported: Path, tmp_path: Path, step: int
+) -> None:
+    for index, case in enumerate(hostile_archives.cases(exported)):
+        refusals = []
+        for stream in (io.BytesIO(case.data), _Trickle(case.data, step)):
+            dest = tmp_path / f"{index}-{len(refusals)}"
+            dest.mkdir(mode=0o700)
+            fd = open_dir(dest, follow=False)
+            try:
+                read_tar(cast(BinaryIO, stream), fd, case.limits, name="b.tar")
+            except InvalidInput as exc:
+                refusals.append(str(exc))
+            finally:
+                os.close(fd)
+        assert len(refusals) == 2 and refusals[0] == refusals[1], case.name
 
 
 def _headers_of_lenient(data: bytes) -> list[bytes]:
