@@ -131,18 +131,46 @@ def read_tar(
 
 
 def list_tar(
-    stream: BinaryIO, limits: ArchiveLimits, *, name: str = "archive", digests: Digests
+    stream: BinaryIO,
+    limits: ArchiveLimits,
+    *,
+    name: str = "archive",
+    digests: Digests | None = None,
 ) -> list[ListedMember]:
     """Read the tar ``stream`` by every rule of :func:`read_tar`, writing nothing: its members,
     in archive order, with where each lies in the stream (from its start).
 
     For a caller that keeps the archive and needs its members' bytes later (``bundle pull``
-    into an archive copies them from the layer blob), so that a bundle of many small files is
-    judged without making a file for each. ``digests`` receives what :func:`read_tar` gives it.
+    into an archive copies them from the layer blob, into a folder unpacks them with
+    :func:`replay_tar`), so that an archive is judged while it arrives, and a bundle of many
+    small files without making a file for each. ``digests`` receives what :func:`read_tar`
+    gives it.
     """
     lister = _Lister(stream, -1, limits, name, digests)
     lister.run()
     return lister.listed
+
+
+def replay_tar(
+    stream: BinaryIO,
+    dest_fd: int,
+    members: list[ListedMember],
+    *,
+    name: str = "archive",
+    digests: Digests | None = None,
+) -> list[str]:
+    """Unpack into the empty folder ``dest_fd`` the ``members`` :func:`list_tar` admitted of
+    the tar ``stream``, read again from its start; return their names.
+
+    Nothing of the listing is judged again: its names, kinds, modes, sizes and order passed
+    every rule, and each member is made as :func:`read_tar` makes it, its data read from where
+    the listing found it. The headers between are skipped unread. ``digests`` receives the size
+    and XXH3-128 of the bytes written, as from :func:`read_tar`: should the stream no longer
+    hold the bytes listed, the digests say so, and a verification comparing them with
+    ``checksums.xxh3`` refuses the folder. Raises :class:`InvalidInput` when the stream ends
+    before a member's data does; ``OSError`` as :func:`read_tar`.
+    """
+    return _Replay(stream, dest_fd, name, digests, members).run()
 
 
 def parse_header(block: bytes) -> Header:
@@ -684,3 +712,32 @@ class _Lister(_Reader):
     def _record(self, name: str, is_dir: bool, mode: int, size: int, data_at: int) -> None:
         form = self.form_header and (is_dir or self.padding_zero)
         self.listed.append(ListedMember(name, is_dir, mode, size, self.member_at, data_at, form))
+
+
+class _Replay(_Reader):
+    """The reader making what a listing of the same stream admitted, without reading a header."""
+
+    def __init__(
+        self,
+        stream: BinaryIO,
+        dest_fd: int,
+        name: str,
+        digests: Digests | None,
+        members: list[ListedMember],
+    ) -> None:
+        super().__init__(stream, dest_fd, ArchiveLimits(), name, digests)
+        self.members = members
+
+    def run(self) -> list[str]:
+        try:
+            for member in self.members:
+                if member.is_dir:
+                    self._mkdir(member.name)
+                    continue
+                while self.offset < member.data_at:
+                    if not self._read_view(member.data_at - self.offset):
+                        raise self._fail(member.name, "is cut short: the archive ends before it")
+                self._write_file(member.name, member.size, member.mode)
+        finally:
+            self._drop_parent()
+        return [member.name for member in self.members]

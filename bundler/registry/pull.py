@@ -1,17 +1,21 @@
 """``bundle pull REF DIR``: an artifact from a registry into a bundle folder, checked twice.
 
-Each blob is streamed into the staging folder, never more than its descriptor's size, and its
-sha256 is checked before a byte of it is unpacked. Each layer is unpacked by the hostile-archive
-reader (:func:`bundler.bundle.archive_read.read_tar`) into a folder of its own and then moved
-into place with ``RENAME_NOREPLACE``: a layer may hold only its own part (the root files for
-``metadata``, its folder for the others), so no layer can write over another's file. Then the
-bundle's own checksums and rules are verified (:func:`bundler.bundle.verify.verify_bundle`) and
-only then is the folder published by the staging + swap of :mod:`bundler.bundle.publish`.
+Each blob is streamed into the staging folder, never more than its descriptor's size, and read
+as it arrives by the hostile-archive reader's listing (:func:`list_arriving`: every rule of
+:func:`bundler.bundle.archive_read.read_tar`, nothing written), so that judging a layer of many
+members costs no time after its last byte. Its sha256 is checked before a byte of it is
+unpacked: only then is each layer unpacked from the blob file by its listing (:func:`bundler.
+bundle.archive_read.replay_tar`) into a folder of its own and moved into place with
+``RENAME_NOREPLACE``: a layer may hold only its own part (the root files for ``metadata``, its
+folder for the others), so no layer can write over another's file. Then the bundle's own
+checksums and rules are verified (:func:`bundler.bundle.verify.verify_bundle`) and only then is
+the folder published by the staging + swap of :mod:`bundler.bundle.publish`.
 
 The blob file is scratch: it is removed once unpacked and never synced (only the bundle is made
-durable, once, by the publication). The unpacker records each file's XXH3-128 as it writes it,
-and the verification compares those with ``checksums.xxh3`` instead of reading every file of the
-private staging folder back (``known_digests``); every other check of the bundle is unchanged.
+durable, once, by the publication). The unpacker records each file's XXH3-128 from the bytes it
+writes, and the verification compares those with ``checksums.xxh3`` instead of reading every
+file of the private staging folder back (``known_digests``); every other check of the bundle is
+unchanged.
 """
 
 from __future__ import annotations
@@ -22,22 +26,23 @@ import io
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 from bundler.bundle.archive import SCRATCH_PREFIX
-from bundler.bundle.archive_read import ArchiveLimits, Digests, read_tar
+from bundler.bundle.archive_listing import ListedMember
+from bundler.bundle.archive_read import ArchiveLimits, Digests, list_tar, replay_tar
 from bundler.bundle.manifest import MANIFEST_NAME
 from bundler.bundle.publish import admit
 from bundler.bundle.verify import verify_bundle
 from bundler.errors import InvalidInput, Refused, withholding
-from bundler.fs.durable import RENAME_NOREPLACE, open_dir, renameat2
+from bundler.fs.durable import RENAME_NOREPLACE, open_dir, renameat2, write_all
 from bundler.fs.safefs import rmtree_at
 from bundler.fs.scratch import clear_dead_scratch, scratch_folder
 from bundler.registry import artifact as art
-from bundler.registry.http import Options, Session
+from bundler.registry.http import BlobStream, Options, Session
 from bundler.registry.reference import Reference
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress, phase
@@ -150,18 +155,87 @@ def _fetch_layer(
     blob = f"{index}"
     fd = os.open(blob, _FILE_FLAGS, 0o600, dir_fd=blobs_fd)
     with os.fdopen(fd, "w+b") as handle:
-        # a layer is one blob: its chunks are bytes done, the whole layer one "file"
-        chunks = None if progress is None else (lambda n: progress(0, n))
-        session.download_blob(layer.digest, layer.size, cast(BinaryIO, handle), chunks)
-        if progress is not None:
-            progress(1, 0)
+        members = list_arriving(session, layer, lambda data: write_all(fd, data), progress)
         handle.seek(0)
-        unpack_layer(cast(BinaryIO, handle), staging_fd, blobs_fd, index, layer, session, digests)
+        unpack_layer(
+            cast(BinaryIO, handle), members, staging_fd, blobs_fd, index, layer, session, digests
+        )
     os.unlink(blob, dir_fd=blobs_fd)
+
+
+def list_arriving(
+    session: Session,
+    layer: art.Descriptor,
+    write: Callable[[bytes], object],
+    progress: Progress | None,
+    digests: Digests | None = None,
+) -> list[ListedMember]:
+    """Download the blob of ``layer``, giving each chunk as it arrives to ``write`` (where the
+    blob is kept) and then to the hostile-archive reader's listing (:func:`bundler.bundle.
+    archive_read.list_tar`, which writes nothing): the layer's members, once the whole blob
+    has arrived and its sha256 is the manifest's.
+
+    Listing bytes not yet checked is safe because it only reads them; nothing is made of the
+    listing before the blob's end is read and checked. A listing that refuses the blob first
+    reads it to its end, so that bytes which are not the blob's are reported as that (the
+    registry's fault), not as what they made of the tar. ``digests`` receives the listing's.
+    """
+    chunks = None if progress is None else (lambda n: progress(0, n))
+    # a layer is one blob: its chunks are bytes done, the whole layer one "file"
+    with session.open_blob(layer.digest, layer.size, chunks) as blob:
+        arriving = _Arriving(blob, write)
+        try:
+            members = list_tar(
+                cast(BinaryIO, arriving),
+                ArchiveLimits(max_total_bytes=max(layer.size, 1)),
+                name=f"layer {layer.title}",
+                digests=digests,
+            )
+        except InvalidInput:
+            arriving.drain()
+            raise
+        arriving.finish()
+    if progress is not None:
+        progress(1, 0)
+    return members
+
+
+ARRIVING_CHUNK = 2 << 20
+"""The bytes asked of the registry at once when a blob is read to its end apart from its listing
+(the listing asks for chunks of its own size)."""
+
+
+class _Arriving:
+    """A blob as the listing reads it: each chunk, as it arrives, is first given to ``write``,
+    then to the reader (which asks for large chunks and takes its pieces from them)."""
+
+    def __init__(self, blob: BlobStream, write: Callable[[bytes], object]) -> None:
+        self._blob = blob
+        self._write = write
+
+    def read(self, size: int) -> bytes:
+        """The next chunk of at most ``size`` bytes."""
+        chunk = self._blob.read(size)
+        if chunk:
+            self._write(chunk)
+        return chunk
+
+    def finish(self) -> None:
+        """Read to the blob's end, which checks it, writing what the listing did not read (it
+        reads to the end itself; this is for a reader that stopped early)."""
+        while self.read(ARRIVING_CHUNK):
+            pass
+
+    def drain(self) -> None:
+        """Read the rest of the blob without keeping it: raises the blob's own error when its
+        bytes are not the ones declared (:class:`bundler.registry.http.BlobStream`)."""
+        while self._blob.read(ARRIVING_CHUNK):
+            pass
 
 
 def unpack_layer(
     stream: BinaryIO,
+    members: list[ListedMember],
     staging_fd: int,
     work_fd: int,
     index: int,
@@ -169,19 +243,14 @@ def unpack_layer(
     session: Session,
     digests: Digests | None,
 ) -> None:
-    """Unpack the checked blob ``stream`` of ``layer`` into a folder of its own in ``work_fd``,
-    then move its part into the bundle folder ``staging_fd`` (:func:`_move_part`)."""
+    """Unpack the checked blob ``stream`` of ``layer``, whose listing is ``members``
+    (:func:`list_arriving`), into a folder of its own in ``work_fd``, then move its part into
+    the bundle folder ``staging_fd`` (:func:`_move_part`)."""
     unpack = f".bundler-layer-{index}"
     os.mkdir(unpack, 0o700, dir_fd=work_fd)
     unpack_fd = os.open(unpack, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=work_fd)
     try:
-        read_tar(
-            stream,
-            unpack_fd,
-            ArchiveLimits(max_total_bytes=max(layer.size, 1)),
-            name=f"layer {layer.title}",
-            digests=digests,
-        )
+        replay_tar(stream, unpack_fd, members, name=f"layer {layer.title}", digests=digests)
         _move_part(unpack_fd, staging_fd, layer.title, session)
     finally:
         os.close(unpack_fd)

@@ -38,7 +38,7 @@ from typing import BinaryIO, cast
 
 from bundler.bundle.archive import looks_like_archive
 from bundler.bundle.archive_listing import ListedMember
-from bundler.bundle.archive_read import ArchiveLimits, Digests, list_tar
+from bundler.bundle.archive_read import Digests
 from bundler.bundle.archive_write import append_range, archive_form_end, write_end, write_listed
 from bundler.bundle.manifest import MANIFEST_NAME, checksum_sort_key
 from bundler.bundle.publish import Staging, admit, io_failure, lstat_at, stage_build_publish
@@ -47,13 +47,14 @@ from bundler.bundle.verify import verify_bundle
 from bundler.errors import InvalidInput, Refused, withholding
 from bundler.fs.durable import start_writeback, write_all
 from bundler.registry import artifact as art
-from bundler.registry.http import BlobStream, Options, Session
+from bundler.registry.http import Options, Session
 from bundler.registry.pull import (
     PullReport,
     check_space,
     fetch_config,
     fetch_manifest,
     first_error,
+    list_arriving,
     overwrite_refused,
     private_bundle_folder,
     read_small,
@@ -66,10 +67,6 @@ from bundler.rules.progress import Progress, phase
 
 UNPACKED = frozenset({art.METADATA, "memory"})
 """The parts unpacked for verify, which reads their files for their content."""
-
-ARRIVING_CHUNK = 2 << 20
-"""The bytes asked of the registry at once when a blob is read to its end apart from its listing
-(the listing asks for chunks of its own size)."""
 
 WRITEBACK_STEP = 32 << 20
 """Bytes written between two writeback starts: large enough to be few calls, small enough that
@@ -173,25 +170,7 @@ class _Puller:
         os.lseek(self.out_fd, start, os.SEEK_SET)
         self.position = start
         self.kicked = min(self.kicked, start)
-        progress = self.progress
-        chunks = None if progress is None else (lambda n: progress(0, n))
-        with self.session.open_blob(layer.digest, layer.size, chunks) as blob:
-            arriving = _Arriving(blob, self)
-            try:
-                members = list_tar(
-                    cast(BinaryIO, arriving),
-                    ArchiveLimits(max_total_bytes=max(layer.size, 1)),
-                    name=f"layer {layer.title}",
-                    digests=self.digests,
-                )
-            except InvalidInput:
-                # the listing read bytes not yet checked: when they are not the blob's, that
-                # is the fault to report (the registry's), not what they made of the tar
-                arriving.drain()
-                raise
-            arriving.finish()
-        if progress is not None:
-            progress(1, 0)
+        members = list_arriving(self.session, layer, self.write, self.progress, self.digests)
         for member in members:
             top = member.name.partition("/")[0]
             refuse_outside(
@@ -200,7 +179,7 @@ class _Puller:
         if layer.title in UNPACKED:
             blob_read = self._blob(start, layer.size)
             unpack_layer(
-                blob_read, self.folder_fd, self.folder_fd, index, layer, self.session, None
+                blob_read, members, self.folder_fd, self.folder_fd, index, layer, self.session, None
             )
         else:
             self.listed += members
@@ -238,35 +217,6 @@ class _Puller:
 def _archive_order(layer: art.Descriptor) -> tuple[bool, bytes]:
     # the root files first, then each part's folder by the bytes of its name
     return layer.title != art.METADATA, layer.title.encode()
-
-
-class _Arriving:
-    """A blob as the listing reads it: each chunk, as it arrives, is first written to the
-    staging file (where the members go), then handed to the reader (which asks for large
-    chunks and takes its pieces from them)."""
-
-    def __init__(self, blob: BlobStream, sink: _Puller) -> None:
-        self._blob = blob
-        self._sink = sink
-
-    def read(self, size: int) -> bytes:
-        """The next chunk of at most ``size`` bytes."""
-        chunk = self._blob.read(size)
-        if chunk:
-            self._sink.write(chunk)
-        return chunk
-
-    def finish(self) -> None:
-        """Read to the blob's end, which checks it, writing what the listing did not read (it
-        reads to the end itself; this is for a reader that stopped early)."""
-        while self.read(ARRIVING_CHUNK):
-            pass
-
-    def drain(self) -> None:
-        """Read the rest of the blob without keeping it: raises the blob's own error when its
-        bytes are not the ones declared (:class:`bundler.registry.http.BlobStream`)."""
-        while self._blob.read(ARRIVING_CHUNK):
-            pass
 
 
 class _Range(io.RawIOBase):
