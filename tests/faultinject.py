@@ -131,14 +131,36 @@ def trace_calls(
     decoded descriptor, the working directory aside) are returned; their indexes still count
     every call, so they can be passed to :func:`run_with_fault` unchanged.
     """
-    with tempfile.TemporaryDirectory(prefix="faultinject-") as tmp:
-        log_path = os.path.join(tmp, "log")
-        done = _run([*_strace(log_path, syscalls, []), *cmd], env, cwd, timeout)
-        with open(log_path, encoding="utf-8", errors="replace") as handle:
-            calls = parse_calls(handle.read(), syscalls)
+    done, log = trace_log(cmd, syscalls, env=env, cwd=cwd, timeout=timeout)
+    calls = parse_calls(log, syscalls)
     if relevant is not None:
         calls = [call for call in calls if relevant in _CWD_RE.sub("", call.line)]
     return done, calls
+
+
+def trace_log(
+    cmd: Sequence[str],
+    syscalls: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    timeout: float = 120,
+    inject: str | None = None,
+) -> tuple[subprocess.CompletedProcess[str], str]:
+    """Run ``cmd`` once under strace: its outcome and the whole log of its calls of
+    ``syscalls``, every thread's and child's, in the order they happened.
+
+    ``inject`` is an strace injection (``"syncfs:error=EIO:delay_enter=300000:when=1"``; none
+    by default): a delay makes a race between threads go one way every time.
+    """
+    # --seccomp-bpf: only the traced calls stop the program, which otherwise runs at its own
+    # speed (a delay injected into one thread is then long against what the others do)
+    extra = ["--seccomp-bpf"] + ([] if inject is None else ["-e", f"inject={inject}"])
+    with tempfile.TemporaryDirectory(prefix="faultinject-") as tmp:
+        log_path = os.path.join(tmp, "log")
+        done = _run([*_strace(log_path, syscalls, extra), *cmd], env, cwd, timeout)
+        with open(log_path, encoding="utf-8", errors="replace") as handle:
+            return done, handle.read()
 
 
 def run_with_fault(

@@ -32,11 +32,13 @@ import fcntl
 import os
 import signal
 import stat
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import TypeVar
 
 from bundler.bundle.leftovers import (
     encode_record,
@@ -67,6 +69,7 @@ _ARCHIVE_FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEX
 # reading an existing archive destination: O_NONBLOCK, so a FIFO swapped in never blocks us
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _NEW_FILE = "choose a new file name"
+_T = TypeVar("_T")
 
 
 class DestKind(str, Enum):
@@ -395,6 +398,36 @@ class Staging:
             os.fsync(self.fd)
         else:
             make_durable(self.fd)
+
+    def flush_during(self, check: Callable[[], _T]) -> _T:
+        """:meth:`flush` in a thread of its own while ``check()`` runs in this one; ``check``'s
+        result, once both are done.
+
+        For a check that only reads the staged bundle (its verification): the flush waits on
+        the disk and the check on the processor, so the two overlap. When this returns, the
+        staged bundle is durable exactly as after :meth:`flush`. It never returns before the
+        flush is over, even on an interrupt, so the staging is never aborted (its descriptor
+        closed) under it. An exception of ``check`` is raised rather than the flush's; the
+        flush's is raised when ``check`` returned.
+        """
+        failed: list[BaseException] = []
+
+        def flush() -> None:
+            try:
+                self.flush()
+            except BaseException as exc:  # re-raised in the calling thread below
+                failed.append(exc)
+
+        thread = threading.Thread(target=flush, name="bundler-flush")
+        thread.start()
+        try:
+            result = check()
+        finally:
+            with _signals_deferred():
+                thread.join()
+        if failed:
+            raise failed[0]
+        return result
 
     def abort(self) -> list[str]:
         """Roll back before the swap: staging, then the record; returns what could not be removed.

@@ -326,9 +326,9 @@ def pull_bundle(
                 _artifact, digest = pull_into(
                     session, staging.fd, progress=progress, digests=digests
                 )
-                staging.flush()
-                verified = verify_bundle(
-                    Path(admission.parent_path) / staging.name, known_digests=digests
+                folder = Path(admission.parent_path) / staging.name
+                verified = staging.flush_during(
+                    lambda: verify_bundle(folder, known_digests=digests)
                 )
                 if not verified.ok:
                     raise first_error(verified)
