@@ -346,14 +346,7 @@ class _Reader:
         """At most ``size`` bytes, ``b""`` only at the stream's end. The stream is read in
         chunks of :data:`_STREAM_READ` held here: most requests are a header or a small file, which
         are then a slice of the chunk rather than a call to the stream."""
-        at = self._at
-        if at == len(self._chunk):
-            self._next_chunk()
-            at = 0
-        data = self._chunk[at : at + size]
-        self._at = at + len(data)
-        self.offset += len(data)
-        return data
+        return self._read_view(size).tobytes()
 
     def _read_view(self, size: int) -> memoryview:
         """As :meth:`_read_some`, in place in the chunk: for a member's data, which is only

@@ -68,6 +68,10 @@ def test_pull_into_an_archive_killed_at_a_sample_of_steps_then_recover_gives_old
         env=cli_env(),
         cwd="/",
     )
+    _assert_a_rerun_completes(scenario)
+
+
+def _assert_a_rerun_completes(scenario: Scenario) -> None:
     scenario.reset()
     rerun = bundler(*scenario.cmd[len(cli_command()) :])
     assert rerun.returncode == 0, rerun.stderr
@@ -117,10 +121,7 @@ def test_pull_into_a_folder_killed_at_a_sample_of_steps_then_recover_gives_old_o
 ) -> None:
     scenario = _pull_folder_scenario(tmp_path, two_bundles, registry, force)
     _kill_at(scenario, SAMPLE)
-    scenario.reset()
-    rerun = bundler(*scenario.cmd[len(cli_command()) :])
-    assert rerun.returncode == 0, rerun.stderr
-    assert scenario.state() == scenario.new
+    _assert_a_rerun_completes(scenario)
 
 
 def test_an_io_fault_in_a_pull_into_a_folder_fails_cleanly_or_publishes(
