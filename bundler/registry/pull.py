@@ -42,7 +42,7 @@ from bundler.fs.durable import RENAME_NOREPLACE, open_dir, renameat2, write_all
 from bundler.fs.safefs import rmtree_at
 from bundler.fs.scratch import clear_dead_scratch, scratch_folder
 from bundler.registry import artifact as art
-from bundler.registry.http import BlobStream, Options, Session
+from bundler.registry.http import CHUNK, BlobStream, Options, Session
 from bundler.registry.reference import Reference
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress, phase
@@ -200,11 +200,6 @@ def list_arriving(
     return members
 
 
-ARRIVING_CHUNK = 2 << 20
-"""The bytes asked of the registry at once when a blob is read to its end apart from its listing
-(the listing asks for chunks of its own size)."""
-
-
 class _Arriving:
     """A blob as the listing reads it: each chunk, as it arrives, is first given to ``write``,
     then to the reader (which asks for large chunks and takes its pieces from them)."""
@@ -222,14 +217,15 @@ class _Arriving:
 
     def finish(self) -> None:
         """Read to the blob's end, which checks it, writing what the listing did not read (it
-        reads to the end itself; this is for a reader that stopped early)."""
-        while self.read(ARRIVING_CHUNK):
+        reads to the end itself, in chunks of its own size; this is for a reader that stopped
+        early)."""
+        while self.read(CHUNK):
             pass
 
     def drain(self) -> None:
         """Read the rest of the blob without keeping it: raises the blob's own error when its
         bytes are not the ones declared (:class:`bundler.registry.http.BlobStream`)."""
-        while self._blob.read(ARRIVING_CHUNK):
+        while self._blob.read(CHUNK):
             pass
 
 
