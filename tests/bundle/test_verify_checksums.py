@@ -13,7 +13,7 @@ from bundler.errors import InvalidInput
 
 DIGEST = "0123456789abcdef" * 2
 components = st.sampled_from(
-    ["a", "b", "a-b", "é", "e", ".", "..", "", "...", ".x", "a b", "x\u202e"]
+    ["a", "b", "a-b", "é", "e", ".", "..", "", "...", ".x", "a b", "a  ", "x\u202e"]
 )
 paths = st.lists(components, min_size=1, max_size=4).map("/".join)
 digests = st.sampled_from([DIGEST, DIGEST.upper(), DIGEST[:31], "g" * 32])
@@ -50,6 +50,7 @@ def test_fast_reader_never_accepts_what_the_reference_refuses(
     [
         ["config.toml", "skills/b/s/SKILL.md", "workspace/a/c", "workspace/a-b"],
         ["a/..x", "a/.hidden"],
+        ["a  /b", "a.../c"],  # two spaces before a slash, dots that are no "." or ".."
     ],
 )
 def test_fast_reader_takes_canonical_files(paths: list[str]) -> None:
