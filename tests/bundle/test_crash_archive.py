@@ -211,4 +211,4 @@ def test_unpack_killed_at_every_step_then_recover_gives_the_old_or_new_bundle(
 ) -> None:
     # CI (BUNDLER_SLOW_SAMPLE set) takes a wider sample than the fast test's, not every step
     sampled = os.environ.get("BUNDLER_SLOW_SAMPLE", "")
-    _kill_at(_unpack_scenario(tmp_path, two_bundles, force), 3 * FAST_SAMPLE if sampled else None)
+    _kill_at(_unpack_scenario(tmp_path, two_bundles, force), 2 * FAST_SAMPLE if sampled else None)

@@ -29,7 +29,7 @@ from test_crash_archive import (
 )
 from test_export_kit import bundle_bytes, bundler, cli_env
 
-SAMPLE = 10
+SAMPLE = 8
 
 
 def _pull_scenario(
