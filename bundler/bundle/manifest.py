@@ -399,6 +399,18 @@ def checksum_sort_key(path: str) -> tuple[bytes, ...]:
     return tuple(path.encode("utf-8", "surrogateescape").split(b"/"))
 
 
+def checksum_sort_text(path: str) -> str:
+    """:func:`checksum_sort_key`'s order as one string, several times cheaper to build: only for
+    a path that holds no control character and no lone surrogate (one read strictly, as an
+    archive member's name or a line of a well-formed ``checksums.xxh3`` is).
+
+    "/" becomes "\\x00", which sorts below every character such a path holds, so components
+    compare one by one, a shorter first; and the code point order of such strings is the byte
+    order of their UTF-8.
+    """
+    return path.replace("/", "\x00")
+
+
 def checksum_line(digest: str, path: str) -> bytes:
     """One ``<32 hex>  <path>`` line of ``checksums.xxh3`` (``xxhsum -H2`` format)."""
     return f"{digest}  {path}\n".encode()
@@ -446,10 +458,8 @@ def _checksums_fast(raw: bytes) -> dict[str, str] | None:
     if _CHECKSUMS_TEXT.fullmatch(text) is None:
         return None
     lines = text.split("\n")[:-1]
-    # Component-wise byte order (02 §9.2) is plain string order once "/" sorts below every
-    # character a path may hold: no control character is allowed, so "\x00" does. (Code point
-    # order of str equals byte order of UTF-8.)
-    keys = [line[34:] for line in text.replace("/", "\x00").split("\n")[:-1]]
+    # checksum_sort_text of every path (no control character got this far), made at once
+    keys = [line[34:] for line in checksum_sort_text(text).split("\n")[:-1]]
     if keys != sorted(keys) or len(set(keys)) != len(keys):
         return None  # out of order or repeated
     return {line[34:]: line[:32] for line in lines}

@@ -23,7 +23,7 @@ from bundler.bundle.manifest import (
     CONFIG_NAME,
     MANIFEST_NAME,
     MEMORY_STORE,
-    checksum_sort_key,
+    checksum_sort_text,
 )
 from bundler.errors import BundlerError
 from bundler.fs import safefs
@@ -254,7 +254,8 @@ class BundleWalker:
     def _listed_parts(self) -> list[tuple[bytes, Iterator[safefs.Entry]]]:
         """The listed members by top folder, in checksum order: (the top's name as bytes, its
         entries as :meth:`_listed_entries` yields them)."""
-        ordered = sorted(self.listed_members, key=lambda m: checksum_sort_key(m.name))
+        # a listed name was read strictly: no control character, valid UTF-8
+        ordered = sorted(self.listed_members, key=lambda m: checksum_sort_text(m.name))
         parts: list[tuple[bytes, Iterator[safefs.Entry]]] = []
         start = 0
         for index in range(1, len(ordered) + 1):

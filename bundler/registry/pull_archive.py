@@ -40,7 +40,7 @@ from bundler.bundle.archive import looks_like_archive
 from bundler.bundle.archive_listing import ListedMember
 from bundler.bundle.archive_read import Digests
 from bundler.bundle.archive_write import append_range, archive_form_end, write_end, write_listed
-from bundler.bundle.manifest import MANIFEST_NAME, checksum_sort_key
+from bundler.bundle.manifest import MANIFEST_NAME, checksum_sort_text
 from bundler.bundle.publish import Staging, admit, io_failure, lstat_at, stage_build_publish
 from bundler.bundle.recover import clear_abandoned_or_warn
 from bundler.bundle.verify import verify_bundle
@@ -183,7 +183,7 @@ class _Puller:
             )
         else:
             self.listed += members
-        ordered = sorted(members, key=lambda member: checksum_sort_key(member.name))
+        ordered = sorted(members, key=lambda member: checksum_sort_text(member.name))
         end = archive_form_end(ordered)
         if end is None:
             end = self._rewrite(start, layer.size, ordered)

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bundler.bundle.manifest import (
     CONFIG_HEADER,
@@ -17,6 +19,7 @@ from bundler.bundle.manifest import (
     Memory,
     Provenance,
     checksum_sort_key,
+    checksum_sort_text,
     exported_at,
     is_rfc3339,
     parse_checksums,
@@ -212,6 +215,18 @@ def test_checksum_order_is_depth_first_by_name_bytes() -> None:
         "workspace/a/c",
         "workspace/a-b",
     ]
+
+
+# no control character, no lone surrogate: the paths checksum_sort_text is for; "/" and the
+# characters just above it, and beyond the BMP, where a wrong order would show
+_STRICT_CHARS = st.characters(
+    blacklist_categories=("Cc", "Cs"), whitelist_characters="/-.0~\u00e9\U0001f600"
+)
+
+
+@given(st.lists(st.text(_STRICT_CHARS, max_size=8), max_size=12))
+def test_checksum_sort_text_orders_strict_paths_as_checksum_sort_key(paths: list[str]) -> None:
+    assert sorted(paths, key=checksum_sort_text) == sorted(paths, key=checksum_sort_key)
 
 
 def test_checksums_render_and_parse_round_trip() -> None:
