@@ -28,7 +28,7 @@ import ssl
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import BinaryIO, cast
+from typing import BinaryIO, TypeVar, cast
 
 from bundler.errors import InvalidInput, Refused
 from bundler.registry.auth import Auth, Challenge, Credentials, parse_challenge
@@ -45,6 +45,7 @@ OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 _REDIRECTS = (301, 302, 303, 307, 308)
 
 Body = bytes | BinaryIO | None
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -137,8 +138,8 @@ class Session:
         start = _position(body)
         for attempt in (0, 1):
             fresh = (parts.scheme, parts.netloc) not in self._conns
-            conn = self._conn(parts.scheme, parts.netloc)
             try:
+                conn = self._conn(parts.scheme, parts.netloc)
                 conn.request(method, target, body=body, headers=headers)
                 return conn.getresponse()
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
@@ -162,8 +163,7 @@ class Session:
                 raise self._unreachable(parts.netloc, f"TLS failed{hint}") from None
             except (OSError, http.client.HTTPException) as err:
                 self._drop(parts.scheme, parts.netloc)
-                reason = getattr(err, "strerror", None) or type(err).__name__
-                raise self._unreachable(parts.netloc, str(reason)) from None
+                raise self._unreachable(parts.netloc, _failure(err)) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
     @staticmethod
@@ -209,9 +209,10 @@ class Session:
     def _token(self, challenge: Challenge, creds: Credentials | None) -> str:
         """A bearer token from the challenge's realm (the token service the registry names)."""
         realm = challenge.params.get("realm", "")
-        parts = urllib.parse.urlsplit(realm)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
+        given = _web_address("", realm)  # absolute only: the registry names its token service
+        if given is None:
             raise Refused(f"registry {self.shown} names no usable token service in its challenge")
+        parts = given[1]
         if parts.scheme == "http" and self.scheme == "https":
             raise Refused(f"registry {self.shown} sends us to a token service over plain HTTP")
         query = {"scope": challenge.params.get("scope") or self.scope}
@@ -319,7 +320,7 @@ class Session:
             f"{self.base_path()}/manifests/{target}",
             headers={"Accept": OCI_MANIFEST},
         )
-        response.read()
+        self._read(response, MAX_SMALL_BYTES)
         if response.status == 404:
             return None
         if response.status != 200:
@@ -333,7 +334,7 @@ class Session:
             "GET", f"{self.base_path()}/manifests/{target}", headers={"Accept": OCI_MANIFEST}
         )
         if response.status == 404:
-            response.read(MAX_SMALL_BYTES)
+            self._read(response, MAX_SMALL_BYTES)
             raise Refused(
                 f"registry {self.shown} has no {escape_display(str(self.ref))}; check the "
                 "repository and tag"
@@ -367,12 +368,12 @@ class Session:
         )
         if response.status not in (200, 201):
             raise self.fail(response, "storing the manifest")
-        response.read(MAX_SMALL_BYTES)
+        self._read(response, MAX_SMALL_BYTES)
 
     def blob_exists(self, digest: str) -> bool:
         """True when the repository holds the blob (a HEAD)."""
         response = self.request("HEAD", f"{self.base_path()}/blobs/{digest}")
-        response.read()
+        self._read(response, MAX_SMALL_BYTES)
         if response.status == 200:
             return True
         if response.status == 404:
@@ -401,19 +402,18 @@ class Session:
         )
         if response.status != 202:
             raise self.fail(response, "starting a blob upload")
-        response.read(MAX_SMALL_BYTES)
+        self._read(response, MAX_SMALL_BYTES)
         return self._upload_location(response, f"{self.base_path()}/blobs/uploads/")
 
     def _upload_location(self, response: http.client.HTTPResponse, base: str) -> str:
         location = response.getheader("Location") or ""
-        target = urllib.parse.urljoin(self.url(base), location)
-        parts = urllib.parse.urlsplit(target)
-        if not location or (parts.scheme, parts.netloc) != (self.scheme, self.ref.netloc):
+        given = _web_address(self.url(base), location) if location else None
+        if given is None or (given[1].scheme, given[1].netloc) != (self.scheme, self.ref.netloc):
             raise Refused(
                 f"registry {self.shown} sent its upload elsewhere; bundler uploads only to the "
                 "registry named in the reference"
             )
-        return target
+        return given[0]
 
     def _finish_upload(self, target: str, digest: str, size: int, body: Body) -> None:
         """PUT ``?digest=``: the registry checks the bytes against it and commits the blob."""
@@ -427,7 +427,7 @@ class Session:
         )
         if response.status != 201:
             raise self.fail(response, "uploading a blob")
-        response.read(MAX_SMALL_BYTES)
+        self._read(response, MAX_SMALL_BYTES)
 
     def upload_blob(self, digest: str, size: int, source: BinaryIO) -> None:
         """A monolithic upload (POST for a session, PUT of the bytes) streamed from ``source``."""
@@ -446,7 +446,7 @@ class Session:
         response, raw = self._send_produced("PATCH", target, None, produce)
         if response.status != 202:
             raise self.fail(response, "uploading a blob")
-        response.read(MAX_SMALL_BYTES)
+        self._read(response, MAX_SMALL_BYTES)
         digest = f"sha256:{raw.hash.hexdigest()}"
         self._finish_upload(self._upload_location(response, path), digest, 0, b"")
         return digest, raw.size
@@ -472,7 +472,7 @@ class Session:
             ) from None
         if response.status != 201:
             raise self.fail(response, "uploading a blob")
-        response.read(MAX_SMALL_BYTES)
+        self._read(response, MAX_SMALL_BYTES)
 
     def _send_produced(
         self,
@@ -491,20 +491,20 @@ class Session:
         raw = _BodySink(
             conn, lambda: self._unreachable(parts.netloc, "the connection broke"), length
         )
+        headers = {
+            "Content-Type": "application/octet-stream",
+            **(
+                {"Transfer-Encoding": "chunked"}
+                if length is None
+                else {"Content-Length": str(length)}
+            ),
+            **self._auth_headers(parts.netloc),
+        }
         try:
-            conn.putrequest(method, parts.path + (f"?{parts.query}" if parts.query else ""))
-            headers = {
-                "Content-Type": "application/octet-stream",
-                **(
-                    {"Transfer-Encoding": "chunked"}
-                    if length is None
-                    else {"Content-Length": str(length)}
-                ),
-                **self._auth_headers(parts.netloc),
-            }
-            for name, value in headers.items():
-                conn.putheader(name, value)
-            conn.endheaders()
+            # the request line and headers: any failure is the network's
+            self._network(parts.netloc, lambda: self._put_head(conn, method, parts, headers))
+            # the body: its own sends raise Refused, and an OSError from produce() is the
+            # bundle's (a read error), not the network's
             # tar headers and paddings are small writes: gather them into chunks of CHUNK
             sink = io.BufferedWriter(cast(io.RawIOBase, raw), CHUNK)
             try:
@@ -513,12 +513,7 @@ class Session:
             finally:
                 sink.detach()
             raw.end(None if declared is None else declared[0])
-            response = conn.getresponse()
-        except (http.client.HTTPException, ConnectionError) as err:
-            # the request line, headers and the answer; the body's own sends raise Refused,
-            # and an OSError from produce() is the bundle's (a read error), not the network's
-            self._drop(parts.scheme, parts.netloc)
-            raise self._unreachable(parts.netloc, type(err).__name__) from None
+            response = self._network(parts.netloc, conn.getresponse)
         except BaseException:
             self._drop(parts.scheme, parts.netloc)
             raise
@@ -526,6 +521,26 @@ class Session:
             self._read(response, MAX_SMALL_BYTES)
             raise Refused(self._denied_message())
         return response, raw
+
+    @staticmethod
+    def _put_head(
+        conn: http.client.HTTPConnection,
+        method: str,
+        parts: urllib.parse.SplitResult,
+        headers: dict[str, str],
+    ) -> None:
+        conn.putrequest(method, parts.path + (f"?{parts.query}" if parts.query else ""))
+        for name, value in headers.items():
+            conn.putheader(name, value)
+        conn.endheaders()
+
+    def _network(self, netloc: str, step: Callable[[], _T]) -> _T:
+        """``step()``, whose every failure (refused, reset, timed out, a garbled answer) is the
+        registry's or the network's: raised as :meth:`_unreachable`."""
+        try:
+            return step()
+        except (OSError, http.client.HTTPException) as err:
+            raise self._unreachable(netloc, _failure(err)) from None
 
     def download_blob(
         self, digest: str, size: int, sink: BinaryIO, progress: Callable[[int], None] | None = None
@@ -576,18 +591,17 @@ class Session:
             location = response.getheader("Location") or ""
             self._read(response, MAX_SMALL_BYTES)
             hops += 1
-            nxt = urllib.parse.urljoin(url, location)
-            parts = urllib.parse.urlsplit(nxt)
             if hops > MAX_REDIRECTS or not location:
                 raise Refused(f"registry {self.shown} redirects a blob download too often")
-            if parts.scheme not in ("http", "https") or (
-                parts.scheme == "http" and urllib.parse.urlsplit(url).scheme == "https"
+            given = _web_address(url, location)
+            if given is None or (
+                given[1].scheme == "http" and urllib.parse.urlsplit(url).scheme == "https"
             ):
                 raise Refused(
                     f"registry {self.shown} redirects a blob download to plain HTTP or a "
                     "non-web address; refused"
                 )
-            url = nxt
+            url, parts = given
             if parts.netloc == self.ref.netloc:
                 response = self.request("GET", "", url=url)
             else:
@@ -595,7 +609,7 @@ class Session:
                 response = self._send("GET", url, {}, None)
         if response.status != 200:
             if response.status == 404:
-                response.read(MAX_SMALL_BYTES)
+                self._read(response, MAX_SMALL_BYTES)
                 raise InvalidInput(
                     f"registry {self.shown} has no blob {digest[:19]}… that the manifest names; "
                     "push the bundle again"
@@ -642,7 +656,7 @@ class BlobStream:
         if not self._left:
             self._check()
             return b""
-        chunk = self._response.read(min(limit, self._left))
+        chunk = self._receive(min(limit, self._left))
         if not chunk:
             raise self._session._not_declared(
                 self._digest, "it ended before the size the manifest declares"
@@ -653,10 +667,21 @@ class BlobStream:
             self._progress(len(chunk))
         return chunk
 
+    def _receive(self, size: int) -> bytes:
+        # the connection broke, timed out, or the framing of the body is not HTTP's: the
+        # registry's fault, said as such (never taken for an error of the local disk)
+        try:
+            return self._response.read(size)
+        except (OSError, http.client.HTTPException) as err:
+            raise Refused(
+                f"registry {self._session.shown}: the download of blob {self._digest[:19]}… "
+                f"broke off ({escape_display(_failure(err))}); nothing was kept, try again"
+            ) from None
+
     def _check(self) -> None:
         if self._checked:
             return
-        if not self._length_declared and self._response.read(1):
+        if not self._length_declared and self._receive(1):
             raise self._session._not_declared(
                 self._digest, "it is longer than the manifest declares"
             )
@@ -728,6 +753,31 @@ class _BodySink(io.RawIOBase):
             self.conn.send(b"0\r\n\r\n" if self.length is None else self.held)
         except OSError:
             raise self.broken() from None
+
+
+def _web_address(base: str, given: str) -> tuple[str, urllib.parse.SplitResult] | None:
+    """``given``, an address a registry sent (a Location, a token realm), resolved against
+    ``base``: the URL and its parts, or None when it is no web address to reach (not HTTP or
+    HTTPS, no host, a malformed host or port). The registry's text is hostile input: nothing
+    here raises on it."""
+    try:
+        url = urllib.parse.urljoin(base, given)
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a port that is no number in range
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    return url, parts
+
+
+def _failure(err: OSError | http.client.HTTPException) -> str:
+    """How a failed exchange with a registry is named: the system's words for an OSError
+    ("Connection reset by peer"), the time waited for a timeout, else the kind of HTTP
+    failure."""
+    if isinstance(err, TimeoutError):
+        return f"no answer in {TIMEOUT:g} s"
+    return str(getattr(err, "strerror", None) or type(err).__name__)
 
 
 def _position(body: Body) -> int | None:

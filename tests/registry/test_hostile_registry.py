@@ -7,8 +7,12 @@ import base64
 import io
 import json
 import os
+import socket
+import struct
 import tarfile
+import threading
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import bundlefactory as bf
@@ -16,9 +20,10 @@ import pytest
 from hostile_registry import REPO, Built, FakeRegistry, build, digest_of, send
 from kit import one_error, run_cli, tree_snapshot
 
-from bundler.errors import InvalidInput
+from bundler.errors import InvalidInput, Refused
 from bundler.fs.durable import open_dir
 from bundler.registry import artifact as art
+from bundler.registry import http as registry_http
 from bundler.registry.http import Options, Session
 from bundler.registry.pull import BLOBS, pull_into
 from bundler.registry.reference import parse_reference
@@ -167,6 +172,147 @@ def test_a_blob_is_refused_when_it(
     body = served(fake.blobs[path.rsplit("/", 1)[1]])
     fake.hooks[path] = lambda h: send(h, status, body, length=length)
     assert fragment in refused(fake, tmp_path, dest_name=dest_name)
+
+
+def test_a_blob_whose_body_breaks_the_chunked_encoding_it_declares_is_refused(
+    fake: FakeRegistry, built: Built, tmp_path: Path, dest_name: str
+) -> None:
+    """HTTP's own framing broken mid-body (found by a fuzzer: http.client's IncompleteRead
+    escaped as a traceback): the registry's fault, in one line."""
+    basic_auth(fake)
+
+    def garbled(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.send_header("Connection", "close")
+        handler.end_headers()
+        handler.wfile.write(b"10\r\nsixteen bytes...\r\nzz\r\nnot a chunk size\r\n")
+        handler.close_connection = True
+
+    fake.hooks[layer_path(fake, built, "workspace")] = garbled
+    assert "broke off (IncompleteRead)" in refused(fake, tmp_path, dest_name=dest_name)
+
+
+def test_a_blob_whose_connection_is_reset_mid_body_is_refused(
+    fake: FakeRegistry, built: Built, tmp_path: Path, dest_name: str
+) -> None:
+    basic_auth(fake)
+    path = layer_path(fake, built, "workspace")
+    good = fake.blobs[path.rsplit("/", 1)[1]]
+
+    def reset(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Length", str(len(good)))
+        handler.end_headers()
+        handler.wfile.write(good[: len(good) // 2])
+        handler.wfile.flush()
+        # a zero linger turns the close into a reset (RST), as a crashed proxy sends
+        handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        handler.connection.close()
+        handler.wfile = io.BytesIO()  # the handler's own flush at the end has nowhere to go
+        handler.close_connection = True
+
+    fake.hooks[path] = reset
+    message = refused(fake, tmp_path, dest_name=dest_name)
+    assert "broke off" in message or "ended before" in message, message
+
+
+def test_a_blob_that_stalls_mid_body_is_refused_after_the_timeout(
+    fake: FakeRegistry, built: Built, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A registry that stops sending, connection open: the read times out and says so (the
+    timeout shortened here; the CLI waits TIMEOUT, 60 s)."""
+    monkeypatch.setattr(registry_http, "TIMEOUT", 0.5)
+    path = layer_path(fake, built, "workspace")
+    good = fake.blobs[path.rsplit("/", 1)[1]]
+    stalled = threading.Event()
+
+    def stall(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Length", str(len(good)))
+        handler.end_headers()
+        handler.wfile.write(good[:100])
+        handler.wfile.flush()
+        stalled.wait(10)
+
+    fake.hooks[path] = stall
+    session = Session(parse_reference(fake.ref()), Options(plain_http=True), environ={})
+    try:
+        with session, pytest.raises(Refused, match=r"broke off \(no answer in 0.5 s\)"):
+            session.download_blob(path.rsplit("/", 1)[1], len(good), io.BytesIO())
+    finally:
+        stalled.set()
+
+
+def push_refused(fake: FakeRegistry, tmp_path: Path) -> str:
+    """Push a bundle to a new tag of ``fake``; assert the refusal's shape; the message."""
+    install = bf.write_install(tmp_path / "install")
+    bundle = bf.export_bundle(install, tmp_path / "bundle")
+    done = run_cli(
+        ["bundle", "push", str(bundle), fake.ref(f"{REPO}:2"), "--plain-http"],
+        env=env_for(tmp_path, fake.host),
+        timeout=60,
+    )
+    text = done.stdout + done.stderr
+    assert done.returncode in (1, 3) and one_error(done.stderr), text
+    assert "Traceback" not in text and PASSWORD not in text
+    return done.stderr
+
+
+def test_a_push_answered_with_a_garbled_body_fails_in_one_line(
+    fake: FakeRegistry, tmp_path: Path
+) -> None:
+    """The upload session's answer breaks HTTP's framing (found by a fuzzer: a traceback)."""
+    basic_auth(fake)
+
+    def garbled(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(202)
+        handler.send_header("Location", f"/v2/{REPO}/blobs/uploads/x")
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.send_header("Connection", "close")
+        handler.end_headers()
+        handler.wfile.write(b"zz\r\nnot a chunk size\r\n")
+        handler.close_connection = True
+
+    fake.hooks[f"/v2/{REPO}/blobs/uploads/"] = garbled
+    # the upload goes on to the PUT, which this registry answers 404
+    assert "uploading a blob failed (HTTP 404" in push_refused(fake, tmp_path)
+
+
+# Addresses a registry may send that are no web address to reach (found by a fuzzer: urllib's
+# ValueError escaped as a traceback).
+MALFORMED_ADDRESSES = [
+    "http://[::1/x",
+    "http://127.0.0.1:99999/x",
+    "http://127.0.0.1:port/x",
+    "http://:80/x",
+]
+
+
+@pytest.mark.parametrize("address", MALFORMED_ADDRESSES)
+def test_a_blob_redirect_to_a_malformed_address_is_refused(
+    fake: FakeRegistry, built: Built, tmp_path: Path, address: str
+) -> None:
+    fake.hooks[layer_path(fake, built, "workspace")] = lambda h: send(
+        h, 307, b"", {"Location": address}
+    )
+    assert "non-web address" in refused(fake, tmp_path)
+
+
+@pytest.mark.parametrize("address", MALFORMED_ADDRESSES)
+def test_a_token_service_at_a_malformed_address_is_refused(
+    fake: FakeRegistry, tmp_path: Path, address: str
+) -> None:
+    fake.challenge = f'Bearer realm="{address}",service="registry"'
+    assert "no usable token service" in refused(fake, tmp_path)
+
+
+@pytest.mark.parametrize("address", MALFORMED_ADDRESSES)
+def test_an_upload_sent_to_a_malformed_address_is_refused(
+    fake: FakeRegistry, tmp_path: Path, address: str
+) -> None:
+    fake.hooks[f"/v2/{REPO}/blobs/uploads/"] = lambda h: send(h, 202, b"", {"Location": address})
+    assert "sent its upload elsewhere" in push_refused(fake, tmp_path)
 
 
 def test_a_blob_whose_digest_does_not_match_unpacks_nothing(
