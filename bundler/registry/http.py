@@ -758,8 +758,10 @@ class _BodySink(io.RawIOBase):
 def _web_address(base: str, given: str) -> tuple[str, urllib.parse.SplitResult] | None:
     """``given``, an address a registry sent (a Location, a token realm), resolved against
     ``base``: the URL and its parts, or None when it is no web address to reach (not HTTP or
-    HTTPS, no host, a malformed host or port). The registry's text is hostile input: nothing
-    here raises on it."""
+    HTTPS, no host, a malformed host or port, a character a request line cannot carry). The
+    registry's text is hostile input: nothing here raises on it."""
+    if not given.isascii() or not given.isprintable():
+        return None
     try:
         url = urllib.parse.urljoin(base, given)
         parts = urllib.parse.urlsplit(url)

@@ -286,6 +286,7 @@ MALFORMED_ADDRESSES = [
     "http://127.0.0.1:99999/x",
     "http://127.0.0.1:port/x",
     "http://:80/x",
+    "http://127.0.0.1/caf\u00e9",  # a request line is ASCII
 ]
 
 
