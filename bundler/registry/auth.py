@@ -182,6 +182,11 @@ class Auth:
             ) from None
         except subprocess.TimeoutExpired:
             raise Refused(f"{program} did not answer in {HELPER_TIMEOUT:.0f} s") from None
+        except OSError as err:  # not executable, not a program (no #! line), ...
+            raise Refused(
+                f"cannot run the credential helper {program} ({err.strerror or err}); fix it "
+                "or remove it from the Docker config"
+            ) from None
         if done.returncode != 0:
             # "credentials not found" and real failures look alike; the registry's 401 says more
             return None

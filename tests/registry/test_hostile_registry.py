@@ -316,6 +316,36 @@ def test_an_upload_sent_to_a_malformed_address_is_refused(
     assert "sent its upload elsewhere" in push_refused(fake, tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("script", "mode", "why"),
+    [
+        ("#!/bin/sh\necho '{}'\n", 0o644, "Permission denied"),
+        ("echo '{}'\n", 0o755, "Exec format error"),  # no #! line: not a program
+    ],
+    ids=["not_executable", "not_a_program"],
+)
+def test_a_credential_helper_that_cannot_run_is_named(
+    fake: FakeRegistry, tmp_path: Path, script: str, mode: int, why: str
+) -> None:
+    """It was reported as the pull failing with the system's words alone."""
+    basic_auth(fake)
+    helpers = tmp_path / "bin"
+    helpers.mkdir()
+    helper = helpers / "docker-credential-broken"
+    helper.write_text(script, encoding="utf-8")
+    helper.chmod(mode)
+    config = tmp_path / "docker"
+    config.mkdir()
+    (config / "config.json").write_text('{"credsStore": "broken"}', encoding="utf-8")
+    done = run_cli(
+        ["bundle", "inspect", fake.ref(), "--plain-http"],
+        env={"DOCKER_CONFIG": str(config), "PATH": f"{helpers}:{os.environ['PATH']}"},
+        timeout=60,
+    )
+    assert done.returncode == 1 and one_error(done.stderr), done.stderr
+    assert f"cannot run the credential helper docker-credential-broken ({why})" in done.stderr
+
+
 def test_a_blob_whose_digest_does_not_match_unpacks_nothing(
     fake: FakeRegistry, built: Built, tmp_path: Path
 ) -> None:
