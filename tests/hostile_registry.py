@@ -160,3 +160,18 @@ def send(
     if handler.command != "HEAD":
         with contextlib.suppress(OSError):
             handler.wfile.write(body)
+
+
+def send_garbled(
+    handler: BaseHTTPRequestHandler, status: int, headers: dict[str, str] | None = None
+) -> None:
+    """Answer ``status`` with a body in chunked transfer encoding that breaks it after one good
+    chunk (a chunk size that is no number), then close: HTTP's own framing broken mid-body."""
+    handler.send_response(status)
+    for key, value in (headers or {}).items():
+        handler.send_header(key, value)
+    handler.send_header("Transfer-Encoding", "chunked")
+    handler.send_header("Connection", "close")
+    handler.end_headers()
+    handler.wfile.write(b"10\r\nsixteen bytes...\r\nzz\r\nnot a chunk size\r\n")
+    handler.close_connection = True

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import bundlefactory as bf
 import pytest
-from hostile_registry import REPO, Built, FakeRegistry, build, digest_of, send
+from hostile_registry import REPO, Built, FakeRegistry, build, digest_of, send, send_garbled
 from kit import one_error, run_cli, tree_snapshot
 
 from bundler.errors import InvalidInput, Refused
@@ -181,15 +181,7 @@ def test_a_blob_whose_body_breaks_the_chunked_encoding_it_declares_is_refused(
     escaped as a traceback): the registry's fault, in one line."""
     basic_auth(fake)
 
-    def garbled(handler: BaseHTTPRequestHandler) -> None:
-        handler.send_response(200)
-        handler.send_header("Transfer-Encoding", "chunked")
-        handler.send_header("Connection", "close")
-        handler.end_headers()
-        handler.wfile.write(b"10\r\nsixteen bytes...\r\nzz\r\nnot a chunk size\r\n")
-        handler.close_connection = True
-
-    fake.hooks[layer_path(fake, built, "workspace")] = garbled
+    fake.hooks[layer_path(fake, built, "workspace")] = lambda h: send_garbled(h, 200)
     assert "broke off (IncompleteRead)" in refused(fake, tmp_path, dest_name=dest_name)
 
 
@@ -265,16 +257,9 @@ def test_a_push_answered_with_a_garbled_body_fails_in_one_line(
     """The upload session's answer breaks HTTP's framing (found by a fuzzer: a traceback)."""
     basic_auth(fake)
 
-    def garbled(handler: BaseHTTPRequestHandler) -> None:
-        handler.send_response(202)
-        handler.send_header("Location", f"/v2/{REPO}/blobs/uploads/x")
-        handler.send_header("Transfer-Encoding", "chunked")
-        handler.send_header("Connection", "close")
-        handler.end_headers()
-        handler.wfile.write(b"zz\r\nnot a chunk size\r\n")
-        handler.close_connection = True
-
-    fake.hooks[f"/v2/{REPO}/blobs/uploads/"] = garbled
+    fake.hooks[f"/v2/{REPO}/blobs/uploads/"] = lambda h: send_garbled(
+        h, 202, {"Location": f"/v2/{REPO}/blobs/uploads/x"}
+    )
     # the upload goes on to the PUT, which this registry answers 404
     assert "uploading a blob failed (HTTP 404" in push_refused(fake, tmp_path)
 

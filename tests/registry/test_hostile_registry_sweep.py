@@ -23,7 +23,7 @@ from typing import Any
 import bundlefactory as bf
 import pytest
 from faultinject import slow_sample_count
-from hostile_registry import REPO, TAG, Built, FakeRegistry, build, digest_of, send
+from hostile_registry import REPO, TAG, Built, FakeRegistry, build, digest_of, send, send_garbled
 from kit import one_error, run_cli
 
 PASSWORD = "Sweep-Secret-Password-6120"
@@ -85,18 +85,6 @@ def _mutated(value: Any, rng: random.Random, depth: int = 0) -> Any:
     return rng.choice(ODD_VALUES)
 
 
-def _garbled(status: int) -> Hook:
-    def answer(handler: BaseHTTPRequestHandler) -> None:
-        handler.send_response(status)
-        handler.send_header("Transfer-Encoding", "chunked")
-        handler.send_header("Connection", "close")
-        handler.end_headers()
-        handler.wfile.write(b"zz\r\nnot a chunk size\r\n")
-        handler.close_connection = True
-
-    return answer
-
-
 def _closing(hook: Hook) -> Hook:
     """``hook``, then the connection closed: a body shorter than its length ends there rather
     than stalling the client until its timeout."""
@@ -143,7 +131,8 @@ def _break(fake: FakeRegistry, built: Built, rng: random.Random) -> str:
         fake.hooks[target] = _closing(lambda h: send(h, 200, real[:cut], length=length))
         return f"{target} cut at {cut}, length {length}"
     if kind == 3:
-        fake.hooks[target] = _garbled(rng.choice([200, 401, 404]))
+        status = rng.choice([200, 401, 404])
+        fake.hooks[target] = lambda h: send_garbled(h, status)
         return f"{target} garbles its chunked body"
     if kind == 4:
         line = rng.choice([b"", b"HTTP/1.1 200", b"HTTP/1.1 999 X\r\n\r\n", b"garbage\r\n\r\n"])
