@@ -112,6 +112,37 @@ def test_config_get_without_reveal_masks_every_secret_path(example: Path, path: 
     assert "***" in runs[0].stdout
 
 
+CHANNEL_TOKEN = "xoxb-FAKE-channel-token-4711"
+MISPLACED_KEY = "sk-FAKE-misplaced-under-workspace-0815"
+
+
+def test_config_get_masks_tokens_of_opaque_tables_and_unknown_keys(tmp_path: Path) -> None:
+    """A channel's ``bot_token`` and an ``api_key`` put where the schema has no such field (a
+    fuzzer moved one there) are secrets by the sweep's rule (02 §5.3); ``config get`` of the
+    tables holding them printed them in the clear."""
+    root = copy_example(tmp_path)
+    config = root / "config.toml"
+    text = config.read_text(encoding="utf-8")
+    text = text.replace(
+        "[channels.slack.team]\n", f'[channels.slack.team]\nbot_token = "{CHANNEL_TOKEN}"\n', 1
+    )
+    text = text.replace(
+        "[agents.researcher.workspace]\n",
+        f'[agents.researcher.workspace]\napi_key = "{MISPLACED_KEY}"\n',
+        1,
+    )
+    config.write_text(text, encoding="utf-8")
+    for path in ("channels", "channels.slack.team.bot_token", "agents.researcher.workspace"):
+        for result in _both(["--install", str(root), "config", "get", path]):
+            assert result.returncode == 0, result.stderr
+            _no_leak(result, [CHANNEL_TOKEN, MISPLACED_KEY])
+            assert "***" in result.stdout
+    revealed = bundler_cli(
+        ["--install", str(root), "config", "get", "channels.slack.team.bot_token", "--reveal"]
+    )
+    assert revealed.returncode == 0 and CHANNEL_TOKEN in revealed.stdout  # not vacuous
+
+
 def test_config_get_reveal_prints_the_value_so_the_oracle_can_see_it(example: Path) -> None:
     revealed = bundler_cli(
         ["--install", str(example), "config", "get", CLOSURE_OF_RESEARCHER, "--reveal"]

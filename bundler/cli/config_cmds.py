@@ -22,6 +22,7 @@ from bundler.rules.values import (
     closest_path,
     effective_value,
     format_value,
+    is_withheld,
     redact,
     to_jsonable,
 )
@@ -108,7 +109,7 @@ def get(args: argparse.Namespace, out: Output) -> Result:
     payload = {
         "path": path,
         "value": to_jsonable(shown),
-        "secret": secret,
+        "secret": secret or is_withheld(segments),
         "default": is_default,
         "overridden_by": variable,
     }

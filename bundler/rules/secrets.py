@@ -217,6 +217,14 @@ def value_targets(values: Mapping[str, str]) -> list[SweepTarget]:
     ]
 
 
+def is_opaque_secret_key(key: str) -> bool:
+    """True when ``key``, where the schema does not describe it (an opaque table such as a
+    channel's, or a key the schema does not know), names a secret by its look:
+    ``token|secret|password|passwd|api_key|apikey`` in any case (02 §5.3). Its value is swept for
+    like a secret field's, and never shown."""
+    return OPAQUE_SECRET_KEY.search(key) is not None
+
+
 def _opaque_secret_key(leaf: Leaf) -> bool:
     # A list item's key is the list's own key; a table's value is keyed by its last segment.
-    return bool(leaf.segments) and OPAQUE_SECRET_KEY.search(leaf.segments[-1]) is not None
+    return bool(leaf.segments) and is_opaque_secret_key(leaf.segments[-1])

@@ -23,6 +23,7 @@ from bundler.errors import InvalidInput
 from bundler.rules import schema, tomlcompat
 from bundler.rules.findings import describe
 from bundler.rules.paths import format_path, parse_path
+from bundler.rules.secrets import is_opaque_secret_key
 
 __all__ = [
     "canonical_segments",
@@ -107,12 +108,22 @@ def effective_value(data: Mapping[str, Any], segments: list[str]) -> tuple[str, 
     return ("default", default) if has_default else ("absent", None)
 
 
-def redact(value: Any, segments: list[str], *, secret: bool | None = None) -> Any:
-    """``value`` (found at ``segments``) with every non-empty secret replaced by ``"***"``.
+def is_withheld(segments: list[str]) -> bool:
+    """True when the value at ``segments`` is never shown unasked: a secret field or a secret
+    map's value, or a value the schema does not describe under a key that looks like a
+    secret's (:func:`bundler.rules.secrets.is_opaque_secret_key`: a channel's ``bot_token``)."""
+    _canonical, node, secret = schema.resolve(segments)
+    return secret or (node is None and bool(segments) and is_opaque_secret_key(segments[-1]))
 
-    Tables and arrays are walked, so ``config get mcp.servers.github`` masks its ``env``.
+
+def redact(value: Any, segments: list[str], *, secret: bool | None = None) -> Any:
+    """``value`` (found at ``segments``) with every non-empty value :func:`is_withheld` holds
+    replaced by ``"***"``.
+
+    Tables and arrays are walked, so ``config get mcp.servers.github`` masks its ``env``, and
+    ``config get channels`` the tokens of each channel.
     """
-    is_secret = schema.is_secret(segments) if secret is None else secret
+    is_secret = is_withheld(segments) if secret is None else secret
     if is_secret and value not in ("", None) and not isinstance(value, (Mapping, list)):
         return "***"
     if isinstance(value, Mapping):

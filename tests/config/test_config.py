@@ -221,6 +221,29 @@ def test_redact_masks_nested_secrets_only() -> None:
     assert redact("gpt", ["providers", "models", "openai", "m", "model"]) == "gpt"
 
 
+def test_redact_masks_values_the_schema_does_not_describe_under_secret_looking_keys() -> None:
+    """The sweep's rule for opaque tables and unknown keys (02 §5.3), where output is made: a
+    channel's token, a key the schema does not know; other unknown values stay shown."""
+    channel = {"bot_token": "xoxb-1", "signingSecret": "s", "workspace": "team", "tokens": ["a"]}
+    assert redact({"slack": {"team": channel}}, ["channels"]) == {
+        "slack": {
+            "team": {
+                "bot_token": "***",
+                "signingSecret": "***",
+                "workspace": "team",
+                "tokens": ["***"],
+            }
+        }
+    }
+    workspace = {"api_key": "k", "access": {"w": "read"}}
+    assert redact(workspace, ["agents", "a", "workspace"]) == {
+        "api_key": "***",
+        "access": {"w": "read"},
+    }
+    # a schema field is judged by the schema alone, whatever its name looks like
+    assert redact(8192, ["providers", "models", "anthropic", "m", "max_tokens"]) == 8192
+
+
 def test_lookup_by_name_and_index() -> None:
     data = {"mcp": {"servers": [{"name": "a", "args": ["x", "y"]}, {"name": "a", "args": []}]}}
     assert lookup(data, ["mcp", "servers", "a", "args", "1"]) == (True, "y")
