@@ -109,7 +109,7 @@ def get(args: argparse.Namespace, out: Output) -> Result:
     payload = {
         "path": path,
         "value": to_jsonable(shown),
-        "secret": secret or is_withheld(segments),
+        "secret": is_withheld(segments),
         "default": is_default,
         "overridden_by": variable,
     }
