@@ -16,6 +16,7 @@ from bundler.rules import hints, layout
 from bundler.rules.findings import Finding
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
+from bundler.rules.secrets import sweep_targets
 from bundler.rules.validate import validate as validate_config
 from bundler.rules.values import (
     canonical_segments,
@@ -92,7 +93,11 @@ def get(args: argparse.Namespace, out: Output) -> Result:
         close = _did_you_mean(loaded.data, segments)
         raise Refused(f"{path} is not set in {layout.config_file(root)}{close}", path=path)
     is_default = state == "default"
-    shown: Any = value if args.reveal else redact(value, segments)
+    shown: Any = value
+    if not args.reveal:
+        # the file's values and the overridden ones are both the install's secrets
+        targets, _encrypted = sweep_targets(loaded.file_data, loaded.data)
+        shown = redact(value, segments, secret_values={target.value for target in targets})
     variable = _override_note(path, loaded.override_vars)
     warnings = [f"{path} is overridden by environment variable {variable}"] if variable else []
     empty_required = False

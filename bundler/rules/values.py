@@ -12,7 +12,7 @@ No file I/O. No message built here contains the value it is about: it may be a s
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import date, datetime, time
 from typing import Any
 
@@ -116,9 +116,17 @@ def is_withheld(segments: list[str]) -> bool:
     return secret or (node is None and bool(segments) and is_opaque_secret_key(segments[-1]))
 
 
-def redact(value: Any, segments: list[str], *, secret: bool | None = None) -> Any:
+def redact(
+    value: Any,
+    segments: list[str],
+    *,
+    secret: bool | None = None,
+    secret_values: Collection[str] = (),
+) -> Any:
     """``value`` (found at ``segments``) with every non-empty value :func:`is_withheld` holds
-    replaced by ``"***"``.
+    replaced by ``"***"``, and so every string holding one of ``secret_values`` (the install's
+    secrets, :func:`bundler.rules.secrets.sweep_targets`): a secret copied where no rule marks
+    it is still a secret.
 
     Tables and arrays are walked, so ``config get mcp.servers.github`` masks its ``env``, and
     ``config get channels`` the tokens of each channel.
@@ -126,9 +134,12 @@ def redact(value: Any, segments: list[str], *, secret: bool | None = None) -> An
     is_secret = is_withheld(segments) if secret is None else secret
     if is_secret and value not in ("", None) and not isinstance(value, (Mapping, list)):
         return "***"
+    if isinstance(value, str) and any(held in value for held in secret_values):
+        return "***"
+    below = None if not is_secret else True
     if isinstance(value, Mapping):
         return {
-            key: redact(sub, [*segments, str(key)], secret=None if not is_secret else True)
+            key: redact(sub, [*segments, str(key)], secret=below, secret_values=secret_values)
             for key, sub in value.items()
         }
     if isinstance(value, list):
@@ -138,7 +149,14 @@ def redact(value: Any, segments: list[str], *, secret: bool | None = None) -> An
         for index, sub in enumerate(value):
             name = sub.get(keyed) if keyed and isinstance(sub, Mapping) else None
             label = name if isinstance(name, str) and name else str(index)
-            out.append(redact(sub, [*segments, label], secret=True if is_secret else None))
+            out.append(
+                redact(
+                    sub,
+                    [*segments, label],
+                    secret=True if is_secret else None,
+                    secret_values=secret_values,
+                )
+            )
         return out
     return value
 

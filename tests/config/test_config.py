@@ -244,6 +244,18 @@ def test_redact_masks_values_the_schema_does_not_describe_under_secret_looking_k
     assert redact(8192, ["providers", "models", "anthropic", "m", "max_tokens"]) == 8192
 
 
+def test_redact_masks_a_secret_value_copied_where_no_rule_marks_it() -> None:
+    """The sweep test found a header's ``Bearer …`` value copied under a risk profile: a
+    string holding one of the install's secret values is masked wherever it stands."""
+    profile = {"Authorization": "Bearer sk-FAKE-1234567890", "workspace_only": True}
+    held = {"Bearer sk-FAKE-1234567890"}
+    assert redact(profile, ["risk_profiles", "careful"], secret_values=held) == {
+        "Authorization": "***",
+        "workspace_only": True,
+    }
+    assert redact(profile, ["risk_profiles", "careful"]) == profile  # no rule marks it
+
+
 def test_lookup_by_name_and_index() -> None:
     data = {"mcp": {"servers": [{"name": "a", "args": ["x", "y"]}, {"name": "a", "args": []}]}}
     assert lookup(data, ["mcp", "servers", "a", "args", "1"]) == (True, "y")
