@@ -136,7 +136,7 @@ def redact(
         return "***"
     if isinstance(value, str) and any(held in value for held in secret_values):
         return "***"
-    below = None if not is_secret else True
+    below = True if is_secret else None  # under a secret all is secret; else each judged
     if isinstance(value, Mapping):
         return {
             key: redact(sub, [*segments, str(key)], secret=below, secret_values=secret_values)
@@ -149,14 +149,7 @@ def redact(
         for index, sub in enumerate(value):
             name = sub.get(keyed) if keyed and isinstance(sub, Mapping) else None
             label = name if isinstance(name, str) and name else str(index)
-            out.append(
-                redact(
-                    sub,
-                    [*segments, label],
-                    secret=True if is_secret else None,
-                    secret_values=secret_values,
-                )
-            )
+            out.append(redact(sub, [*segments, label], secret=below, secret_values=secret_values))
         return out
     return value
 
