@@ -26,6 +26,10 @@ MAX_CONFIG_BYTES = 1 << 20
 HELPER_TIMEOUT = 30.0
 WITHHELD = "[withheld]"
 
+# what an Authorization header can carry as a bearer token: printable ASCII without spaces (RFC
+# 6750's b64token, loosened to any visible character); anything else would break the header
+_HEADER_TOKEN = re.compile(r"[\x21-\x7e]+")
+
 _PARAM = re.compile(r'([A-Za-z_][A-Za-z0-9_-]*)\s*=\s*("(?:[^"\\]|\\.)*"|[^,\s]*)')
 
 
@@ -60,6 +64,11 @@ def parse_challenge(header: str) -> Challenge | None:
             value = re.sub(r"\\(.)", r"\1", value[1:-1])
         params[key.lower()] = value
     return Challenge(scheme.lower(), params)
+
+
+def is_header_token(value: str) -> bool:
+    """Whether ``value`` can travel as a bearer token in an ``Authorization`` header."""
+    return _HEADER_TOKEN.fullmatch(value) is not None
 
 
 def docker_config_path(environ: dict[str, str] | os._Environ[str]) -> Path:
@@ -155,11 +164,18 @@ class Auth:
                 ) from None
             user, _, password = decoded.partition(":")
             self.remember(raw)
+        found = None
         if isinstance(token, str) and token:
-            return Credentials(str(user or ""), token, identity_token=True)
-        if isinstance(user, str) and isinstance(password, str) and password:
-            return Credentials(user, password)
-        return None
+            found = Credentials(str(user or ""), token, identity_token=True)
+        elif isinstance(user, str) and isinstance(password, str) and password:
+            found = Credentials(user, password)
+        if found is not None and not _is_text(found):
+            raise Refused(
+                f"{escape_display(str(path))}: the credentials of {escape_display(self.netloc)} "
+                "are not valid text; run 'docker login' again",
+                path=str(path),
+            )
+        return found
 
     def _helper(self, name: str, server: str) -> Credentials | None:
         """Run ``docker-credential-NAME get``; its output (secrets) is never shown."""
@@ -197,7 +213,24 @@ class Auth:
             raise Refused(f"{program} answered something that is not its JSON form") from None
         if not isinstance(user, str) or not isinstance(secret, str) or not secret:
             return None
-        return Credentials(user, secret, identity_token=user == "<token>")
+        found = Credentials(user, secret, identity_token=user == "<token>")
+        if not _is_text(found):
+            raise Refused(
+                f"{program} answered credentials that are not valid text; fix it or remove it "
+                "from the Docker config"
+            )
+        return found
+
+
+def _is_text(creds: Credentials) -> bool:
+    # JSON can escape a lone surrogate, which no encoding sends: caught here, before a request
+    # would fail on it (and show it)
+    try:
+        creds.username.encode("utf-8")
+        creds.secret.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _read_config(path: Path) -> dict[str, object] | None:

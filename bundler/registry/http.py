@@ -31,7 +31,13 @@ from dataclasses import dataclass
 from typing import BinaryIO, TypeVar, cast
 
 from bundler.errors import InvalidInput, Refused
-from bundler.registry.auth import Auth, Challenge, Credentials, parse_challenge
+from bundler.registry.auth import (
+    Auth,
+    Challenge,
+    Credentials,
+    is_header_token,
+    parse_challenge,
+)
 from bundler.registry.hashing import Sha256
 from bundler.registry.reference import DIGEST, Reference
 from bundler.rules.names import escape_display
@@ -247,6 +253,12 @@ class Session:
             token = None
         if not isinstance(token, str) or not token or len(token) > 16384:
             raise Refused(f"the token service of registry {self.shown} sent no usable token")
+        if not is_header_token(token):
+            # never shown: it is a credential, however malformed
+            raise Refused(
+                f"the token service of registry {self.shown} sent a token with characters no "
+                "request header can carry; refused"
+            )
         return token
 
     def _denied_message(self) -> str:

@@ -676,3 +676,84 @@ def test_pull_into_an_archive_gives_the_bundles_own_archive_from_layers(
         assert done.returncode == 0, done.stderr
     assert (tmp_path / "bundle.tar").read_bytes() == bf.pack_bytes(tmp_path / "folder")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle.tar", "docker", "folder"]
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        "Tok-Line\r\nX-Evil: 1-Secret-77",
+        "Tok-Newline\nSecret-77",
+        "Tok-Nul\0Secret-77",
+        "Tok-Ünïcode-Сек-77",
+        "Tok-Tab\tSecret-77",
+    ],
+    ids=["crlf", "lf", "nul", "non-latin-1", "tab"],
+)
+def test_a_token_that_cannot_travel_in_a_header_is_refused(
+    fake: FakeRegistry, tmp_path: Path, token: str
+) -> None:
+    fake.challenge = f'Bearer realm="http://{fake.host}/token",service="fake"'
+    fake.hooks["/token"] = lambda h: send(h, 200, json.dumps({"token": token}).encode())
+    message = refused(fake, tmp_path)
+    assert "token" in message
+    for piece in ("Secret-77", "Сек"):
+        assert piece not in message
+
+
+@pytest.mark.parametrize(
+    ("entry", "challenge"),
+    [
+        ('{"username": "user", "password": "Pass-\\ud800-Secret-77"}', "basic"),
+        ('{"username": "us\\udfffer", "password": "Pass-Secret-77"}', "basic"),
+        ('{"identitytoken": "Refresh-\\ud800-Secret-77"}', "bearer"),
+        ('{"username": "user", "password": "Pass-\\ud800-Secret-77"}', "bearer"),
+    ],
+    ids=["password_basic", "username_basic", "identity_token", "password_bearer"],
+)
+def test_credentials_that_are_not_text_are_refused_naming_the_config(
+    fake: FakeRegistry, tmp_path: Path, entry: str, challenge: str
+) -> None:
+    """JSON can escape a lone surrogate, which no encoding can send: it used to end in a
+    traceback when the credentials were first encoded."""
+    if challenge == "basic":
+        fake.challenge = 'Basic realm="hostile"'
+    else:
+        fake.challenge = f'Bearer realm="http://{fake.host}/token",service="fake"'
+        fake.hooks["/token"] = lambda h: send(h, 200, b'{"token": "t0ken-never-used"}')
+    config = tmp_path / "docker"
+    config.mkdir()
+    (config / "config.json").write_text(f'{{"auths": {{"{fake.host}": {entry}}}}}')
+    done = run_cli(
+        ["bundle", "inspect", fake.ref(), "--plain-http"],
+        env={"DOCKER_CONFIG": str(config)},
+        timeout=60,
+    )
+    assert done.returncode == 1 and one_error(done.stderr), done.stderr
+    assert "Traceback" not in done.stderr
+    assert "Secret-77" not in done.stdout + done.stderr
+    assert str(config / "config.json") in done.stderr
+    assert "docker login" in done.stderr
+
+
+def test_a_credential_helper_answering_credentials_that_are_not_text_is_refused(
+    fake: FakeRegistry, tmp_path: Path
+) -> None:
+    basic_auth(fake)
+    helpers = tmp_path / "bin"
+    helpers.mkdir()
+    helper = helpers / "docker-credential-odd"
+    helper.write_text(
+        '#!/bin/sh\necho \'{"Username": "user", "Secret": "Pass-\\ud800-Secret-77"}\'\n'
+    )
+    helper.chmod(0o755)
+    config = tmp_path / "docker"
+    config.mkdir()
+    (config / "config.json").write_text('{"credsStore": "odd"}', encoding="utf-8")
+    done = run_cli(
+        ["bundle", "inspect", fake.ref(), "--plain-http"],
+        env={"DOCKER_CONFIG": str(config), "PATH": f"{helpers}:{os.environ['PATH']}"},
+        timeout=60,
+    )
+    assert done.returncode == 1 and one_error(done.stderr), done.stderr
+    assert "Secret-77" not in done.stdout + done.stderr
+    assert "docker-credential-odd" in done.stderr
