@@ -11,7 +11,6 @@ apply to every error they make (:func:`bundler.errors.withholding`).
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import os
 import re
@@ -156,7 +155,7 @@ class Auth:
         if isinstance(raw, str) and raw:
             try:
                 decoded = base64.b64decode(raw, validate=True).decode("utf-8")
-            except (binascii.Error, UnicodeDecodeError):
+            except ValueError:  # not base64 (binascii.Error), not ASCII, not UTF-8 inside
                 raise Refused(
                     f"{escape_display(str(path))}: the 'auth' of {escape_display(self.netloc)} "
                     "is not base64 of user:password; run 'docker login' again",

@@ -757,3 +757,24 @@ def test_a_credential_helper_answering_credentials_that_are_not_text_is_refused(
     assert done.returncode == 1 and one_error(done.stderr), done.stderr
     assert "Secret-77" not in done.stdout + done.stderr
     assert "docker-credential-odd" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "auth",
+    ["!!not-base64", "dXNlcjpw\\u00fcw==", "\\ud800", "/w=="],
+    ids=["not_base64", "non_ascii", "lone_surrogate", "not_utf8"],
+)
+def test_a_docker_auth_that_is_not_base64_of_text_is_refused_naming_the_config(
+    fake: FakeRegistry, tmp_path: Path, auth: str
+) -> None:
+    basic_auth(fake)
+    config = tmp_path / "docker"
+    config.mkdir()
+    (config / "config.json").write_text(f'{{"auths": {{"{fake.host}": {{"auth": "{auth}"}}}}}}')
+    done = run_cli(
+        ["bundle", "inspect", fake.ref(), "--plain-http"],
+        env={"DOCKER_CONFIG": str(config)},
+        timeout=60,
+    )
+    assert done.returncode == 1 and one_error(done.stderr), done.stderr
+    assert "is not base64 of user:password; run 'docker login' again" in done.stderr
