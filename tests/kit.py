@@ -168,3 +168,59 @@ SWAP_SYSCALLS = [
 ]
 FAULT_SYSCALLS = ["write", "fsync", "syncfs", "renameat2", "openat"]
 RENAME_SYSCALLS = ["rename", "renameat", "renameat2"]
+
+
+class Terminal:
+    """The CLI run with a pseudo-terminal as its controlling terminal and stdin (stdout and
+    stderr are pipes): for prompts, which getpass asks on the terminal. Type with
+    :meth:`answer`, then :meth:`finish`. Use it as a context manager (it kills the process if a
+    test fails midway)."""
+
+    def __init__(self, args: Sequence[str], *, env: Mapping[str, str] | None = None) -> None:
+        import fcntl
+        import pty
+        import termios
+
+        self.master, slave = pty.openpty()
+
+        def controlling_terminal() -> None:
+            os.setsid()
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+        self.screen = b""
+        self.proc = subprocess.Popen(
+            [*cli_command(), *args],
+            stdin=slave,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            preexec_fn=controlling_terminal,
+            env=clean_env(env),
+        )
+        os.close(slave)
+
+    def __enter__(self) -> Terminal:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        os.close(self.master)
+
+    def answer(self, prompt: bytes, typed: bytes) -> None:
+        """Wait until ``prompt`` is on the screen, then type ``typed`` (getpass flushes pending
+        input when it turns echo off: type only once asked)."""
+        import select
+
+        while prompt not in self.screen:
+            ready, _, _ = select.select([self.master], [], [], 60)
+            if not ready:
+                raise TimeoutError(f"no prompt {prompt!r}; the screen: {self.screen!r}")
+            self.screen += os.read(self.master, 65536)
+        self.screen = self.screen.replace(prompt, b"<asked>", 1)
+        os.write(self.master, typed)
+
+    def finish(self, timeout: float = 120) -> tuple[int, bytes, bytes]:
+        """Wait for the end: (exit status, stdout, stderr)."""
+        out, err = self.proc.communicate(timeout=timeout)
+        return self.proc.returncode, out, err

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import getpass
 import sys
 from typing import Any
 
@@ -11,12 +10,14 @@ from bundler.cli.output import Output, Result
 from bundler.config.file import find_install_root
 from bundler.config.store import load_config, set_config_value
 from bundler.errors import EXIT_INVALID, Refused
+from bundler.install.bind_secrets import ask_secret
 from bundler.install.undo import unfilled_secrets
 from bundler.rules import hints, layout
 from bundler.rules.findings import Finding
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
 from bundler.rules.secrets import sweep_targets
+from bundler.rules.tomlcompat import decode_utf8
 from bundler.rules.validate import validate as validate_config
 from bundler.rules.values import (
     canonical_segments,
@@ -24,6 +25,7 @@ from bundler.rules.values import (
     effective_value,
     format_value,
     is_withheld,
+    not_text,
     redact,
     to_jsonable,
 )
@@ -128,8 +130,12 @@ def get(args: argparse.Namespace, out: Output) -> Result:
 def _read_value_from_stdin(path: str) -> str:
     """``config set`` VALUE from standard input: no echo on a terminal, one newline dropped."""
     if sys.stdin.isatty():
-        return getpass.getpass(prompt=f"value for {path} (not echoed): ")
-    raw = sys.stdin.read()
+        return ask_secret(
+            f"value for {path} (not echoed): ", path, "run config set again and type the value"
+        )
+    raw = decode_utf8(sys.stdin.buffer.read())
+    if raw is None:
+        raise not_text(escape_display(path), "the value read from standard input")
     if raw.endswith("\r\n"):
         return raw[:-2]
     return raw[:-1] if raw.endswith("\n") else raw

@@ -21,9 +21,10 @@ from bundler.bundle import fragment
 from bundler.errors import InvalidInput, Refused, UsageError
 from bundler.install import merge
 from bundler.rules import hints, tomlcompat
-from bundler.rules.names import escape_display
+from bundler.rules.names import escape_display, is_text
 from bundler.rules.paths import format_path, parse_path
 from bundler.rules.units import human_size
+from bundler.rules.values import not_text
 
 
 class Prompter(Protocol):
@@ -162,6 +163,8 @@ def collect_secrets(
         warnings.append(SECRET_ARGUMENT_WARNING)
     for raw in secret_args:
         path, value = split_assignment(raw, "--secret", secret=True)
+        if not is_text(value):
+            raise not_text(f"--secret {escape_display(path)}", "the value")
         values[path] = value
     return values, warnings
 
@@ -224,6 +227,22 @@ def _parse_secrets(raw: bytes) -> dict[str, Any] | None:
         return None
 
 
+def ask_secret(prompt: str, path: str, hint: str) -> str:
+    """The value for ``path`` typed at the terminal without echo (:func:`getpass.getpass`).
+
+    End of input (Ctrl-D) raises :class:`UsageError` saying what to do (``hint``); bytes that
+    are not UTF-8 raise :class:`InvalidInput`. Neither shows or chains what was typed.
+    """
+    try:
+        return getpass.getpass(prompt)
+    except EOFError:
+        raise UsageError(
+            f"{escape_display(path)}: no value was typed (end of input); {hint}", path=path
+        ) from None
+    except UnicodeDecodeError:
+        raise not_text(escape_display(path), "the value typed") from None
+
+
 def default_prompter() -> Prompter | None:
     """A :class:`Prompter` on the controlling terminal, or None when stdin is not a terminal."""
     import sys
@@ -233,8 +252,10 @@ def default_prompter() -> Prompter | None:
 
     class _Terminal:
         def secret(self, path: str, endpoint: str) -> str:
-            return getpass.getpass(
-                f"{escape_display(path)} (sent to {endpoint}; not echoed, empty to skip): "
+            return ask_secret(
+                f"{escape_display(path)} (sent to {endpoint}; not echoed, empty to skip): ",
+                path,
+                "run the import again, and press Enter at a prompt to leave that secret unfilled",
             )
 
         def confirm(self, question: str) -> bool:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bundler.errors import Refused
-from bundler.rules.names import escape_display
+from bundler.rules.names import escape_display, is_text
 
 MAX_CONFIG_BYTES = 1 << 20
 HELPER_TIMEOUT = 30.0
@@ -224,12 +224,7 @@ class Auth:
 def _is_text(creds: Credentials) -> bool:
     # JSON can escape a lone surrogate, which no encoding sends: caught here, before a request
     # would fail on it (and show it)
-    try:
-        creds.username.encode("utf-8")
-        creds.secret.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    return is_text(creds.username) and is_text(creds.secret)
 
 
 def _read_config(path: Path) -> dict[str, object] | None:

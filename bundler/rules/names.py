@@ -33,6 +33,17 @@ def has_control_chars(name: str) -> bool:
     return CONTROL_CHARS.search(name) is not None
 
 
+def is_text(value: str) -> bool:
+    """Whether UTF-8 can encode ``value``: it holds no lone surrogate, which is how Python hands
+    over the bytes of an argument or an environment variable that are not UTF-8 (and what a
+    JSON ``\\ud800`` escape makes)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def decode_name(raw: bytes) -> str | None:
     """The name as text when it is valid UTF-8 without control characters, else None.
 

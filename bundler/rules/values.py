@@ -22,6 +22,7 @@ from tomlkit.items import Item
 from bundler.errors import InvalidInput
 from bundler.rules import schema, tomlcompat
 from bundler.rules.findings import describe
+from bundler.rules.names import is_text
 from bundler.rules.paths import format_path, parse_path
 from bundler.rules.secrets import is_opaque_secret_key
 
@@ -33,6 +34,7 @@ __all__ = [
     "is_string_field",
     "list_index",
     "lookup",
+    "not_text",
     "parse_value",
     "redact",
     "schema_default",
@@ -232,6 +234,8 @@ def parse_value(
     and all. Raises ``InvalidInput`` naming ``path`` and the expected TOML form (never the
     value) when it is not one TOML value of that type.
     """
+    if not is_text(raw):
+        raise not_text(path, "the value")
     if is_string_field(node):
         return _bare_or_toml_string(raw) if toml_strings else raw
     try:
@@ -251,6 +255,14 @@ def parse_value(
             path=path,
         )
     return value
+
+
+def not_text(path: str, what: str) -> InvalidInput:
+    """The error for a value at ``path`` that is not UTF-8 text (``what``: where it came from,
+    such as "the value typed"); it names the path, never the value."""
+    return InvalidInput(
+        f"{path}: {what} is not UTF-8 text (it is not shown); give it as UTF-8", path=path
+    )
 
 
 def to_item(value: Any, *, inline: bool) -> Item:

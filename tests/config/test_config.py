@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import fcntl
 import json
 import os
-import pty
-import select
 import shutil
 import stat
 import subprocess
@@ -21,7 +18,7 @@ from conftest import EXAMPLE_INSTALL
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from installs import MINIMAL_CONFIG, make_install
-from kit import clean_env, cli_command, run_cli
+from kit import Terminal, clean_env, cli_command, one_error, run_cli
 
 from bundler.config import store as cfg
 from bundler.config.file import find_install_root, read_config_snapshot
@@ -155,6 +152,23 @@ def test_override_of_wrong_type_names_the_variable_not_the_value(install: Path) 
             cfg.load_config(install, environ={name: value})
         assert name in caught.value.message
         assert CANARY not in caught.value.message
+
+
+def test_override_that_is_not_utf8_is_refused_naming_the_variable_not_the_value(
+    install: Path,
+) -> None:
+    """An environment variable's bytes that are not UTF-8 reach Python as lone surrogates: an
+    export wrote the config with them and ended in a traceback."""
+    name = "ZEROCLAW_providers__models__anthropic__main__api_key"
+    exported = run_cli(
+        ["--install", str(install), "agents", "export", "researcher", "--out", "out"],
+        env={name: "sk-\udcff-" + CANARY},
+        cwd=install.parent,
+    )
+    assert exported.returncode == 3 and one_error(exported.stderr), exported.stderr
+    assert name in exported.stderr and "not UTF-8" in exported.stderr
+    assert CANARY not in exported.stdout + exported.stderr
+    assert not (install.parent / "out").exists()
 
 
 def test_override_with_empty_segment_is_an_error(install: Path) -> None:
@@ -759,31 +773,60 @@ def test_effective_value_defaults_only_for_fields_of_existing_entries() -> None:
 def test_config_set_from_a_terminal_does_not_echo(install: Path) -> None:
     key = "providers.models.anthropic.main.api_key"
     typed = "sk-FAKE-typed-at-a-terminal-0042"
-    pid, master = pty.fork()
-    if pid == 0:  # the child: the CLI with the pty as its controlling terminal
-        command = [*cli_command(), "--install", str(install), "config", "set", key]
-        os.execve(command[0], command, clean_env())
-    seen = b""
-
-    def read_some() -> bytes:
-        ready, _, _ = select.select([master], [], [], 60)
-        assert ready, f"the CLI said nothing for 60 s: {seen!r}"
-        return os.read(master, 1024)
-
-    try:
-        while b"not echoed" not in seen:
-            seen += read_some()
-        os.write(master, typed.encode() + b"\n")
-        with contextlib.suppress(OSError):  # EIO once the child closes the terminal
-            while chunk := read_some():
-                seen += chunk
-    finally:
-        _, status = os.waitpid(pid, 0)
-        os.close(master)
-    assert os.waitstatus_to_exitcode(status) == 0, seen
-    assert typed.encode() not in seen
+    with Terminal(["--install", str(install), "config", "set", key]) as tty:
+        tty.answer(b"not echoed", typed.encode() + b"\n")
+        status, out, err = tty.finish()
+    assert status == 0, err
+    assert typed.encode() not in tty.screen + out + err
     revealed = run_cli(["--install", str(install), "config", "get", key, "--reveal"])
     assert revealed.stdout == typed + "\n"
+
+
+@pytest.mark.parametrize(
+    ("typed", "said"),
+    [(b"\x04", "end of input"), (b"sk-\xff\xfe-Secret77\n", "not UTF-8")],
+    ids=["ctrl_d", "not_utf8"],
+)
+def test_config_set_from_a_terminal_without_a_usable_answer_is_one_line(
+    install: Path, typed: bytes, said: str
+) -> None:
+    """Both ended in a getpass traceback (EOFError, UnicodeDecodeError)."""
+    key = "providers.models.anthropic.main.api_key"
+    before = file_state(install / "config.toml")
+    with Terminal(["--install", str(install), "config", "set", key]) as tty:
+        tty.answer(b"not echoed", typed)
+        status, out, err = tty.finish()
+    text = err.decode("utf-8", "replace")
+    assert status == (2 if typed == b"\x04" else 3) and one_error(text), text
+    assert said in text and key in text
+    assert b"Secret77" not in tty.screen + out + err
+    assert file_state(install / "config.toml") == before
+
+
+@pytest.mark.parametrize(
+    "key", ["providers.models.anthropic.main.api_key", "providers.models.anthropic.main.model"]
+)
+def test_config_set_refuses_a_value_that_is_not_utf8_unshown(install: Path, key: str) -> None:
+    """An argument's bytes that are not UTF-8 reach Python as lone surrogates, and standard
+    input's raise as they are decoded: both ended in a traceback."""
+    before = file_state(install / "config.toml")
+    by_argument = run_cli(["--install", str(install), "config", "set", key, "v-\udcff-Secret77"])
+    by_stdin = subprocess.run(
+        [*cli_command(), "--install", str(install), "config", "set", key],
+        input=b"v-\xff-Secret77\n",
+        capture_output=True,
+        env=clean_env(),
+        timeout=60,
+    )
+    stdin_err = by_stdin.stderr.decode("utf-8", "replace")
+    for status, text in [
+        (by_argument.returncode, by_argument.stderr),
+        (by_stdin.returncode, stdin_err),
+    ]:
+        assert status == 3 and one_error(text), text
+        assert "not UTF-8" in text and key in text and "Secret77" not in text
+    assert b"Secret77" not in by_stdin.stdout
+    assert file_state(install / "config.toml") == before
 
 
 DATED_CONFIG = MINIMAL_CONFIG + "\n[cron.daily]\nstart = 2024-01-01T08:00:00Z\nday = 2024-01-01\n"

@@ -13,7 +13,7 @@ from typing import Any
 import bundlefactory as bf
 import pytest
 from installs import run_cli
-from kit import clean_env, cli_command
+from kit import Terminal, one_error
 
 from bundler.config.file import MAX_CONFIG_BYTES
 from bundler.errors import UsageError
@@ -541,66 +541,63 @@ def test_bind_mcp_server_to_local_server(bundle: Path, tmp_path: Path) -> None:
 def test_terminal_prompts_for_secrets_without_echo_and_for_consent(
     bundle: Path, empty_install: Path
 ) -> None:
-    import fcntl
-    import pty
-    import select
-    import termios
-
-    master, slave = pty.openpty()
-
-    def controlling_terminal() -> None:
-        os.setsid()
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-    screen = b""
-
-    def answer(prompt: bytes, line: bytes) -> None:
-        # getpass flushes pending input when it turns echo off: type only once asked
-        nonlocal screen
-        while prompt not in screen:
-            ready, _, _ = select.select([master], [], [], 60)
-            assert ready, (screen, proc.poll())
-            screen += os.read(master, 65536)
-        screen = screen.replace(prompt, b"<asked>", 1)
-        os.write(master, line)
-
     token = "ghp_TYPEDatTHEprompt-zqxjzqxjzqxj"
-    env = clean_env()
-    proc = subprocess.Popen(
-        [
-            *cli_command(),
-            "--install",
-            str(empty_install),
-            "agents",
-            "import",
-            str(bundle),
-        ],
-        stdin=slave,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        preexec_fn=controlling_terminal,
-        env=env,
-    )
-    os.close(slave)
-    try:
+    with Terminal(["--install", str(empty_install), "agents", "import", str(bundle)]) as tty:
         # consent first (issue 14 item 3): a refusal must not throw away typed secrets
-        answer(b"Import it? [y/N]", b"yes\n")
-        answer(
+        tty.answer(b"Import it? [y/N]", b"yes\n")
+        tty.answer(
             b"GITHUB_TOKEN (sent to npx -y @modelcontextprotocol/server-github",
             token.encode() + b"\n",
         )
-        answer(b"api_key (sent to https://api.anthropic.com", b"\n")
-        answer(b"api_key (sent to https://api.openai.com/v1", b"\n")
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        os.close(master)
-    assert proc.returncode == 0, err
+        tty.answer(b"api_key (sent to https://api.anthropic.com", b"\n")
+        tty.answer(b"api_key (sent to https://api.openai.com/v1", b"\n")
+        status, out, err = tty.finish()
+        screen = tty.screen
+    assert status == 0, err
     assert b"process_spawn mcp.servers.github.command" in screen
     assert token.encode() not in screen + out + err
     server = config_of(empty_install)["mcp"]["servers"][0]
     assert server["env"]["GITHUB_TOKEN"] == token
+
+
+@pytest.mark.parametrize(
+    ("typed", "said"),
+    [(b"\x04", "end of input"), (b"ghp-\xff\xfe-Secret77\n", "not UTF-8")],
+    ids=["ctrl_d", "not_utf8"],
+)
+def test_a_secret_prompt_without_a_usable_answer_is_one_line_and_imports_nothing(
+    bundle: Path, empty_install: Path, typed: bytes, said: str
+) -> None:
+    """Both ended in a getpass traceback (EOFError, UnicodeDecodeError)."""
+    before = snapshot(empty_install)
+    with Terminal(["--install", str(empty_install), "agents", "import", str(bundle)]) as tty:
+        tty.answer(b"Import it? [y/N]", b"yes\n")
+        tty.answer(b"GITHUB_TOKEN (sent to", typed)
+        status, out, err = tty.finish()
+    text = err.decode("utf-8", "replace")
+    assert status == (2 if typed == b"\x04" else 3) and one_error(text), text
+    assert said in text and "GITHUB_TOKEN" in text
+    assert b"Secret77" not in tty.screen + out + err
+    assert snapshot(empty_install) == before
+
+
+def test_a_secret_argument_that_is_not_utf8_is_refused_unshown(
+    bundle: Path, empty_install: Path
+) -> None:
+    """An argument's bytes that are not UTF-8 reach Python as lone surrogates, which the config
+    could not be written with: it ended in a traceback."""
+    before = snapshot(empty_install)
+    result = run_import(
+        empty_install,
+        str(bundle),
+        "--accept-risks",
+        "--secret",
+        "mcp.servers.github.env.GITHUB_TOKEN=ghp-\udcff-Secret77",
+    )
+    assert result.returncode == 3 and one_error(result.stderr), result.stderr
+    assert "not UTF-8" in result.stderr and "GITHUB_TOKEN" in result.stderr
+    assert "Secret77" not in result.stdout + result.stderr
+    assert snapshot(empty_install) == before
 
 
 def test_reused_skill_bundle_with_different_local_files_is_listed(
