@@ -275,6 +275,6 @@ def default_prompter() -> Prompter | None:
                     os.close(fd)
             else:
                 print(question, end=": ", file=sys.stderr, flush=True)
-                return is_yes(sys.stdin.readline())
+                return is_yes(sys.stdin.buffer.readline().decode("utf-8", "replace"))
 
     return _Terminal()

@@ -13,7 +13,7 @@ from typing import Any
 import bundlefactory as bf
 import pytest
 from installs import run_cli
-from kit import Terminal, one_error
+from kit import Terminal, clean_env, cli_command, one_error
 
 from bundler.config.file import MAX_CONFIG_BYTES
 from bundler.errors import UsageError
@@ -578,6 +578,35 @@ def test_a_secret_prompt_without_a_usable_answer_is_one_line_and_imports_nothing
     assert status == (2 if typed == b"\x04" else 3) and one_error(text), text
     assert said in text and "GITHUB_TOKEN" in text
     assert b"Secret77" not in tty.screen + out + err
+    assert snapshot(empty_install) == before
+
+
+def test_consent_read_from_a_terminal_that_is_not_controlling_takes_any_bytes(
+    bundle: Path, empty_install: Path
+) -> None:
+    """Without a controlling terminal (/dev/tty cannot be opened) the question is answered on
+    standard input: an answer that is not UTF-8 ended in a traceback; now it is not a yes."""
+    import pty
+
+    master, slave = pty.openpty()
+    os.write(master, b"yes\xff\n")  # typed ahead: the line is waiting when it is asked
+    before = snapshot(empty_install)
+    try:
+        result = subprocess.run(
+            [*cli_command(), "--install", str(empty_install), "agents", "import", str(bundle)],
+            stdin=slave,
+            capture_output=True,
+            text=True,
+            # as under a UTF-8 locale: standard input decoded strictly (under C, leniently)
+            env=clean_env({"PYTHONIOENCODING": "utf-8:strict"}),
+            start_new_session=True,
+            timeout=120,
+        )
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert "Import it? [y/N]" in result.stderr
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert snapshot(empty_install) == before
 
 
