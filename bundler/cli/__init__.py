@@ -18,7 +18,7 @@ from types import FrameType
 from typing import Any, NoReturn
 
 from bundler import __version__
-from bundler.cli.output import Output, Result
+from bundler.cli.output import Output, Result, escape_what_cannot_be_encoded
 from bundler.cli.registry_args import add_registry_options
 from bundler.cli.shells import SHELLS
 from bundler.errors import BundlerError, Interrupted, UsageError
@@ -573,6 +573,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv_given, collecting = argv, gc.isenabled()
     gc.disable()  # until the command runs: see _start_up_done
     argv = list(sys.argv[1:] if argv is None else argv)
+    escape_what_cannot_be_encoded()
     out = Output(json_mode=_wants_json(argv))
     # a closed terminal (SIGHUP) and kill (SIGTERM) clean up like Ctrl-C: no staging left behind
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):

@@ -5,6 +5,8 @@ With ``--json`` exactly one JSON object goes to stdout, on success and on failur
 
 from __future__ import annotations
 
+import codecs
+import io
 import json
 import sys
 from collections.abc import Iterator
@@ -96,7 +98,7 @@ class Output:
                 }
             if result.warnings and "warnings" not in document:
                 document["warnings"] = result.warnings
-            print(json.dumps(document, ensure_ascii=False, default=str))
+            print(_json(document))
             return result.code
         for warning in result.warnings:
             if not self.quiet or isinstance(warning, hints.Hinted):
@@ -119,7 +121,7 @@ class Output:
                 error["fix"] = err.message.fix
             if isinstance(err, RefusedWithList):
                 error[err.key] = err.listing
-            print(json.dumps({"ok": False, "error": error}, ensure_ascii=False))
+            print(_json({"ok": False, "error": error}))
         elif isinstance(err, RefusedWithList):
             # the error stays one line; what it found follows, one thing a line
             _print([f"error: {message}"], sys.stderr)
@@ -130,6 +132,26 @@ class Output:
         else:
             _print([f"error: {message}"], sys.stderr)
         return err.code
+
+
+def escape_what_cannot_be_encoded() -> None:
+    """Make stdout and stderr show a character their encoding cannot hold as an escape
+    (``\\xe9``) instead of raising: a legacy terminal or ``PYTHONIOENCODING`` must not turn a
+    value or an error into a traceback."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
+
+
+def _json(document: dict[str, Any]) -> str:
+    # characters as they are where stdout is UTF-8; JSON's own \\u escapes elsewhere, so that
+    # the document stays valid (an escape of the stream's would not be JSON)
+    encoding = getattr(sys.stdout, "encoding", None) or "ascii"
+    try:
+        utf8 = codecs.lookup(encoding).name == "utf-8"
+    except LookupError:
+        utf8 = False
+    return json.dumps(document, ensure_ascii=not utf8, default=str)
 
 
 def _print(lines: list[str], stream: TextIO) -> None:

@@ -354,3 +354,30 @@ def test_values_tables_and_file_contents_are_never_folded(tmp_path: Path) -> Non
         shown, _ = _on_a_terminal(command, columns=30, home=tmp_path)
         assert shown == cli(*command, home=tmp_path).stdout
         assert any(len(line) > 30 for line in shown.splitlines())
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_output_to_a_stream_that_cannot_encode_a_character_escapes_it(
+    tmp_path: Path, encoding: str
+) -> None:
+    """A terminal or pipe in a legacy encoding (PYTHONIOENCODING, an ISO-8859 locale): a value,
+    a warning or an error holding a character it cannot encode ended in a UnicodeEncodeError
+    traceback. Text now shows the character as an escape, and --json stays valid JSON."""
+    install = copy_example(tmp_path)
+    key = "providers.models.anthropic.main.model"
+    assert run_cli(["--install", str(install), "config", "set", key, "claude-→-é"]).returncode == 0
+    env = {"PYTHONIOENCODING": encoding}
+    text = run_cli(["--install", str(install), "config", "get", key], env=env, errors="replace")
+    assert text.returncode == 0, text.stderr
+    assert "Traceback" not in text.stderr and "claude-" in text.stdout
+    as_json = run_cli(
+        ["--install", str(install), "--json", "config", "get", key], env=env, errors="replace"
+    )
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout)["value"] == "claude-→-é"
+    failed = run_cli(
+        ["--install", str(install), "config", "get", "agents.naïve-→.enabled"],
+        env=env,
+        errors="replace",
+    )
+    assert failed.returncode != 0 and one_error(failed.stderr), failed.stderr
