@@ -232,7 +232,8 @@ def parse_value(
 
     With ``toml_strings`` (``config set``) a string may also be given as a TOML string, quotes
     and all. Raises ``InvalidInput`` naming ``path`` and the expected TOML form (never the
-    value) when it is not one TOML value of that type.
+    value) when it is not one TOML value of that type, and :func:`not_text`'s when it is not
+    UTF-8 text (an argument's or a variable's bytes that are not UTF-8).
     """
     if not is_text(raw):
         raise not_text(path, "the value")
