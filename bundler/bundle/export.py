@@ -24,7 +24,7 @@ import errno
 import os
 import stat
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -271,6 +271,11 @@ def _redact_report(report: ExportReport, sweep: ExportSweep) -> None:
         if row.path.startswith(("workspace/", "skills/"))
         else row
         for row in report.dropped
+    ]
+    # a flag's detail quotes a value of the config (an endpoint), which may hold a credential
+    # that --scan-secrets warn let travel: the bundle has it, the report never shows it
+    report.risk_flags = [
+        replace(flag, detail=sweep.withhold(flag.detail)) for flag in report.risk_flags
     ]
 
 

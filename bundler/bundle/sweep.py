@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
+from bundler.bundle.manifest import CONFIG_NAME, MANIFEST_NAME
 from bundler.errors import Refused, RefusedWithList
 from bundler.rules.names import escape_display
 from bundler.rules.secrets import WITHHELD
@@ -196,7 +197,15 @@ class ExportSweep:
         return f"{where} the value of {hit.secret_path} ({hit.encoding})"
 
     def _fix(self, hit: Hit) -> str:
-        return "rename it" if hit in self._in_names else "remove it from the file"
+        if hit in self._in_names:
+            return "rename it"
+        if hit.file in RENDERED_FILES:
+            return "the export writes this file from the install's config: remove it there"
+        return "remove it from the file"
+
+
+RENDERED_FILES = frozenset({CONFIG_NAME, MANIFEST_NAME})
+"""The bundle's files the export writes from the config rather than copies."""
 
 
 # Work queued for the sweeping thread is sent in batches of about this many bytes (and at

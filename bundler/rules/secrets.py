@@ -11,6 +11,7 @@ Nothing here ever puts a secret value into a message or a ``repr``.
 from __future__ import annotations
 
 import re
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,14 @@ WITHHELD = "<name withheld: it holds a secret>"
 SECRET_MIN_LENGTH = 8
 SECRET_MAP_VALUE_MIN_LENGTH = 16
 OPAQUE_SECRET_KEY = re.compile(r"token|secret|password|passwd|api_key|apikey", re.IGNORECASE)
+ADDRESS_SECRET_PARAMETERS = frozenset({"key", "sig", "signature", "auth"})
+"""Query parameters that carry a credential though the opaque key rule does not match them
+(Google's ``key=``, a signed URL's ``sig=``)."""
+ADDRESS_USER_TOKEN_MIN_LENGTH = 16
+"""A user name alone in an address (``https://TOKEN@host``) counts as a token from this length:
+shorter ones are names such as ``git``."""
+
+_ADDRESS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
 
 Node = dict[str, Any]
 
@@ -189,6 +198,12 @@ def sweep_targets(config: Node, *more: Node) -> tuple[list[SweepTarget], int]:
             elif not leaf.known and _opaque_secret_key(leaf):
                 minimum = SECRET_MIN_LENGTH
             else:
+                # any other string: a credential written into an address in it is a secret too
+                if isinstance(value, str):
+                    for credential in address_credentials(value):
+                        if (leaf.path, credential) not in seen:
+                            seen.add((leaf.path, credential))
+                            targets.append(SweepTarget(leaf.path, credential))
                 continue
             if not isinstance(value, str):
                 continue
@@ -215,6 +230,35 @@ def value_targets(values: Mapping[str, str]) -> list[SweepTarget]:
         for path, value in values.items()
         if isinstance(value, str) and len(value) >= SECRET_MIN_LENGTH
     ]
+
+
+def address_credentials(text: str) -> list[str]:
+    """The credentials written into the web addresses of ``text`` (``scheme://…``), in order:
+    the password of an address's user information, or its user name when it has none and is
+    :data:`ADDRESS_USER_TOKEN_MIN_LENGTH` long (a token given as the user), and the value of
+    each query parameter named like a secret (:func:`is_opaque_secret_key`, or one of
+    :data:`ADDRESS_SECRET_PARAMETERS`), decoded. As the sweep's other targets, only values of at
+    least :data:`SECRET_MIN_LENGTH` characters count (shorter ones would match by chance).
+    """
+    found: list[str] = []
+    if "://" not in text:
+        return found
+    for match in _ADDRESS.finditer(text):
+        try:
+            parts = urllib.parse.urlsplit(match.group())
+        except ValueError:  # an unbalanced IPv6 bracket: no address to read
+            continue
+        userinfo, at, _host = parts.netloc.rpartition("@")
+        if at:
+            user, colon, password = userinfo.partition(":")
+            if colon:
+                found.append(urllib.parse.unquote(password))
+            elif len(user) >= ADDRESS_USER_TOKEN_MIN_LENGTH:
+                found.append(urllib.parse.unquote(user))
+        for name, value in urllib.parse.parse_qsl(parts.query):
+            if is_opaque_secret_key(name) or name.lower() in ADDRESS_SECRET_PARAMETERS:
+                found.append(value)
+    return [value for value in found if len(value) >= SECRET_MIN_LENGTH]
 
 
 def is_opaque_secret_key(key: str) -> bool:

@@ -14,9 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kit import cli_command
+from kit import cli_command, run_cli
 from test_export_kit import (
     API_KEY,
+    OPENAI_KEY,
     SECRETS,
     bundle_bytes,
     bundler,
@@ -313,6 +314,40 @@ def test_sweep_warn_reports_and_publishes(install: Path, tmp_path: Path) -> None
     } in payload["secret_hits"]
     _assert_no_secret(done.stdout, done.stderr)
     check_bundle(tmp_path / "bundle")
+
+
+ADDRESS_PASSWORD = "pw-FAKE-in-an-address-0042"
+
+
+@pytest.mark.usefixtures("each_sweep_engine")
+def test_a_credential_in_an_address_is_refused_by_default_and_never_shown(
+    install: Path, tmp_path: Path
+) -> None:
+    """No secret byte leaves by default (users.md): a password written into a provider's uri
+    used to travel in config.toml and the manifest's risk flag, and the report printed it."""
+    config = install / "config.toml"
+    uri = f"https://bob:{ADDRESS_PASSWORD}@proxy.example.com/v1"
+    config.write_text(
+        config.read_text().replace(
+            f'api_key = "{OPENAI_KEY}"', f'api_key = "{OPENAI_KEY}"\nuri = "{uri}"'
+        )
+    )
+    refused = _export(install, tmp_path / "bundle")
+    assert refused.returncode == 1, refused.stderr
+    assert "providers.models.openai.backup.uri" in refused.stderr
+    assert ADDRESS_PASSWORD not in refused.stdout + refused.stderr
+    assert not (tmp_path / "bundle").exists()
+    warned = _export(install, tmp_path / "warned", "--scan-secrets", "warn", "--json")
+    assert warned.returncode == 0, warned.stderr
+    hits = json.loads(warned.stdout)["secret_hits"]
+    assert {
+        "file": "config.toml",
+        "secret_path": "providers.models.openai.backup.uri",
+        "encoding": "raw",
+    } in hits
+    assert ADDRESS_PASSWORD not in warned.stdout + warned.stderr
+    shown = run_cli(["--install", str(install), "config", "get", "providers.models.openai.backup"])
+    assert shown.returncode == 0 and ADDRESS_PASSWORD not in shown.stdout, shown.stdout
 
 
 def test_sweep_off_skips_it(install: Path, tmp_path: Path) -> None:

@@ -14,7 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bundler.rules import sweep_hyperscan
-from bundler.rules.secrets import SweepTarget, find_ciphertext, scrub, sweep_targets
+from bundler.rules.secrets import (
+    SweepTarget,
+    address_credentials,
+    find_ciphertext,
+    scrub,
+    sweep_targets,
+)
 from bundler.rules.sweeper import ENGINE_VARIABLE, Hit, Sweeper, encodings_of, sweep_engine
 
 # every test here runs once per sweep engine (issue 15)
@@ -128,6 +134,56 @@ def test_sweep_targets_thresholds_opaque_keys_and_encrypted_count() -> None:
     }
     # "short-val" (9 chars) is a secret map value below 16; "1234567" below 8; "pw" below 8
     assert encrypted == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("https://bob:hunter2hunter2@proxy.example.com/v1", ["hunter2hunter2"]),
+        ("https://proxy.example.com/v1?key=AIzaSyFAKE0123&region=eu", ["AIzaSyFAKE0123"]),
+        (
+            "wss://h/sse?x=1&api_key=sk-q-0123456789&token=t%2Bk-0000000",
+            ["sk-q-0123456789", "t+k-0000000"],
+        ),
+        (
+            "https://ghp_FAKE0123456789abcdefghij@github.com/o/r.git",
+            ["ghp_FAKE0123456789abcdefghij"],
+        ),
+        (
+            "--url=https://u:pass-pass-9@h:8080/x and http://h2/?secret=s3cr3t-s3cr3t",
+            ["pass-pass-9", "s3cr3t-s3cr3t"],
+        ),
+        # none: no credential, a user name alone that is short, a non-secret parameter, no //
+        ("https://api.openai.com/v1", []),
+        ("ssh://git@github.com/o/r.git", []),
+        ("https://h/x?model=gpt-4o-2024-08-06&region=eu-west-1", []),
+        ("mailto:someone@example.com", []),
+        ("https://bob:@h/x", []),
+        ("https://bob:short@h/x?key=abc", []),  # under the sweep's 8 characters
+    ],
+)
+def test_address_credentials_are_userinfo_and_secret_named_query_values(
+    text: str, found: list[str]
+) -> None:
+    assert address_credentials(text) == found
+
+
+def test_sweep_targets_hold_credentials_written_into_addresses() -> None:
+    """A password or token in a web address is a secret of the install by its look (02 §5.3
+    sweeps values by the look of their key too): the export refuses to carry it by default."""
+    data = {
+        "providers": {
+            "models": {"openai": {"p": {"uri": "https://bob:hunter2hunter2@proxy.example.com/v1"}}}
+        },
+        "mcp": {
+            "servers": [{"name": "s", "url": "https://mcp.example.com/sse?api_key=sk-mcp-0123456"}]
+        },
+    }
+    targets, _ = sweep_targets(data)
+    assert {(t.config_path, t.value) for t in targets} == {
+        ("providers.models.openai.p.uri", "hunter2hunter2"),
+        ("mcp.servers.s.url", "sk-mcp-0123456"),
+    }
 
 
 def test_sweep_target_repr_hides_the_value() -> None:
