@@ -21,6 +21,7 @@ from pathlib import Path
 from bundler.bundle.closure import PRIVATE_DATA
 from bundler.bundle.manifest import Dropped
 from bundler.errors import Refused
+from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.rules.exclusions import (
     IGNORE_FILE,
     MAX_PATTERN_FILE_BYTES,
@@ -46,8 +47,11 @@ def command_line_patterns(exclude: Sequence[str], exclude_from: Sequence[Path]) 
     for path in exclude_from:
         shown = escape_display(os.fspath(path))
         try:
-            with open(path, "rb") as handle:
-                data = handle.read(MAX_PATTERN_FILE_BYTES + 1)
+            data = read_small_file(path, MAX_PATTERN_FILE_BYTES)
+        except NotSmallFile as why:
+            raise Refused(
+                f"--exclude-from {shown} {why.reason}; name a pattern file", path=shown
+            ) from None
         except OSError as err:
             raise Refused(
                 f"--exclude-from {shown}: cannot read it ({err.strerror}); "

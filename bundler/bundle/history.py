@@ -27,7 +27,7 @@ _MAX_BYTES = 1 << 20
 def _parse(raw: bytes) -> list[str]:
     try:
         document = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):  # nested past the parser's depth
         return []
     listed = document.get("destinations") if isinstance(document, dict) else None
     if not isinstance(listed, list):

@@ -11,6 +11,7 @@ from typing import Any
 
 from bundler.cli.output import Output, Result
 from bundler.errors import InvalidInput, Refused, UsageError
+from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.home.homes import (
     home_sizes,
     init_home,
@@ -121,8 +122,12 @@ def volumes(args: argparse.Namespace, out: Output) -> Result:
 
 def _read_skill_file(path: str) -> str:
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(_MAX_SKILL_FILE + 1)
+        data = read_small_file(path, _MAX_SKILL_FILE)
+    except NotSmallFile as why:
+        raise InvalidInput(
+            f"--file {escape_display(path)} {why.reason} (a skill holds at most 20,000 characters)",
+            path=path,
+        ) from None
     except OSError as err:
         raise Refused(
             f"--file {escape_display(path)}: cannot be read ({os.strerror(err.errno or 0)})",

@@ -45,6 +45,7 @@ from bundler.errors import InvalidInput, Refused
 from bundler.fs import durable
 from bundler.fs.copytree import make_durable
 from bundler.fs.safefs import open_dir_nofollow, rmtree_at
+from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.fs.snapshot import SIDECARS, integrity_ok
 from bundler.home.backup import check_contents, leftover_backups, remove_leftovers
 from bundler.home.homes import (
@@ -661,13 +662,13 @@ def _roll_back_after_failure(
 
 def _read_journal(staging_fd: int, token: str) -> Journal | None:
     try:
-        fd = os.open(JOURNAL, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=staging_fd)
+        data = read_small_file(JOURNAL, 1 << 20, dir_fd=staging_fd, follow=False)
     except FileNotFoundError:
         return None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise InvalidInput(f"{STAGING_PREFIX}{token}/{JOURNAL} is not a regular file")
-        return parse_journal(handle.read(1 << 20), token)
+    except NotSmallFile as why:
+        where = f"{STAGING_PREFIX}{token}/{JOURNAL}"
+        raise InvalidInput(f"{where} {why.reason}", path=where) from None
+    return parse_journal(data, token)
 
 
 def _recover_one(home_fd: int, name: str, dry_run: bool) -> Action:

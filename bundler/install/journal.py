@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from bundler.config.file import ConfigFile, read_config_file
 from bundler.config.write import append_audit, commit_config, config_lock, stage_config
 from bundler.errors import Refused
 from bundler.fs import durable, safefs, scratch
+from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.install.files import (
     DIR_MODE,
     READ_FLAGS,
@@ -57,7 +59,7 @@ from bundler.install.files import (
 )
 from bundler.rules import hints, tomlcompat
 from bundler.rules.actions import Action, left_alone, step
-from bundler.rules.names import escape_display
+from bundler.rules.names import escape_display, has_control_chars
 
 STAGING_PREFIX = ".bundler-import-"
 UNPACK_PREFIX = ".bundler-unpack-"
@@ -99,15 +101,99 @@ class Journal:
         return tomli_w.dumps({key: value for key, value in self.__dict__.items()}).encode("utf-8")
 
     @classmethod
-    def loads(cls, raw: bytes) -> Journal:
-        """Parse a journal; raises ``ValueError`` when it is not one this version wrote."""
+    def loads(cls, raw: bytes, token: str) -> Journal:
+        """Parse the journal of the staging folder of ``token``; raises ``ValueError`` (saying
+        what is wrong) when it is not one this version wrote for that folder.
+
+        Recovery acts on what a journal names, so every name and path in it is checked first:
+        the token is the folder's own, the temporary config a name beside ``config.toml``, the
+        receipt a plain name, every other path relative and inside the install. A journal
+        damaged or written by hand can then make recovery refuse, never reach outside.
+        """
         data = tomlcompat.loads(raw.decode("utf-8"))
+        problem = _journal_problem(data, token)
+        if problem is not None:
+            raise ValueError(problem)
         known = {name for name in cls.__dataclass_fields__}
-        if not isinstance(data, dict) or not {"kind", "token", "old_config", "new_config"} <= set(
-            data
-        ):
-            raise ValueError("not a journal")
         return cls(**{key: value for key, value in data.items() if key in known})
+
+
+_TOKEN = re.compile(r"[A-Za-z0-9]{1,64}")
+_RECEIPT_STEM = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+_MODE_MAX = 0o7777
+
+
+def is_install_path(path: object) -> bool:
+    """Whether ``path`` is a ``/``-separated path inside the install: relative, with no empty,
+    ``.`` or ``..`` component and no control character."""
+    if not isinstance(path, str) or not path or path.startswith("/") or has_control_chars(path):
+        return False
+    return all(part not in ("", ".", "..") for part in path.split("/"))
+
+
+def is_path_list(listed: object) -> bool:
+    """Whether ``listed`` is a list of paths inside the install (:func:`is_install_path`)."""
+    return isinstance(listed, list) and all(is_install_path(path) for path in listed)
+
+
+def is_emptied_list(listed: object) -> bool:
+    """Whether ``listed`` is a list of ``{path, mode}``: empty folders inside the install that
+    a move replaced, with the permission bits to make them again."""
+    return isinstance(listed, list) and all(
+        isinstance(item, dict)
+        and is_install_path(item.get("path"))
+        and type(item.get("mode")) is int
+        and 0 <= item["mode"] <= _MODE_MAX
+        for item in listed
+    )
+
+
+def _journal_problem(data: Any, token: str) -> str | None:
+    """What makes ``data`` not a journal of the staging folder of ``token``, or None."""
+    if not isinstance(data, dict):
+        return "it is not a table"
+    texts = ("kind", "token", "old_config", "new_config", "config_tmp", "config_dir")
+    missing = [key for key in texts if not isinstance(data.get(key), str)]
+    if missing:
+        return f"{missing[0]} is missing or not text"
+    if data["kind"] not in ("import", "undo"):
+        return "kind is neither import nor undo"
+    if data["token"] != token or not _TOKEN.fullmatch(token):
+        return "its token is not its folder's"
+    tmp = data["config_tmp"]
+    if "/" in tmp or not tmp.startswith(".") or not tmp.endswith(f".bundler-{token}"):
+        return "config_tmp is not a temporary config of this token"
+    stem = data.get("receipt_stem", "")
+    if not isinstance(stem, str) or (stem and not _RECEIPT_STEM.fullmatch(stem)):
+        return "receipt_stem is not a plain name"
+    if not isinstance(data.get("receipt_text", ""), str):
+        return "receipt_text is not text"
+    for key in ("moved", "parents", "remove_parents"):
+        if not is_path_list(data.get(key, [])):
+            return f"{key} is not a list of paths inside the install"
+    moves = data.get("moves", [])
+    if not isinstance(moves, list) or not all(
+        isinstance(move, dict)
+        and is_install_path(move.get("src"))
+        and is_install_path(move.get("dst"))
+        and isinstance(move.get("tree"), str)
+        for move in moves
+    ):
+        return "moves is not a list of {src, dst, tree} inside the install"
+    for key in ("emptied", "restore_empty"):
+        if not is_emptied_list(data.get(key, [])):
+            return f"{key} is not a list of {{path, mode}} inside the install"
+    audit = data.get("audit", [])
+    if not isinstance(audit, list) or not all(
+        isinstance(line, dict)
+        and isinstance(line.get("path"), str)
+        and isinstance(line.get("via"), str)
+        and "old" in line
+        and "new" in line
+        for line in audit
+    ):
+        return "audit is not a list of {path, old, new, via}"
+    return None
 
 
 def staging_name(token: str) -> str:
@@ -341,25 +427,45 @@ def write_receipt(install_fd: int, journal: Journal) -> str:
     return "/".join([*RECEIPTS, name])
 
 
-def _journal_of(install_fd: int, name: str) -> Journal | None:
+MAX_JOURNAL_BYTES = 1 << 26
+"""A journal names the folders and entries of one import: far smaller than this."""
+
+
+def _journal_of(install_root: Path, install_fd: int, name: str) -> Journal | None:
+    """The journal of the staging folder ``name``: None when it has none (a crash came before
+    it was written, so nothing outside the folder changed); :class:`Refused` when it has one
+    this version cannot trust (damaged, or written by hand), since recovery would then have to
+    guess what the import changed."""
     try:
         dir_fd = safefs.open_dir_nofollow(install_fd, name)
     except OSError:
         return None
     try:
-        fd = os.open(JOURNAL, READ_FLAGS, dir_fd=dir_fd)
-    except OSError:
+        raw = read_small_file(JOURNAL, MAX_JOURNAL_BYTES, dir_fd=dir_fd, follow=False)
+        problem = None
+    except FileNotFoundError:
         return None
+    except NotSmallFile as why:
+        problem = f"it {why.reason}"
+    except OSError as err:
+        problem = f"it cannot be read: {err.strerror}"
     finally:
         os.close(dir_fd)
-    try:
-        raw = os.read(fd, 1 << 26)
-    finally:
-        os.close(fd)
-    try:
-        return Journal.loads(raw)
-    except (ValueError, UnicodeDecodeError, TypeError, tomlcompat.TOMLDecodeError):
-        return None
+    if problem is None:
+        token = name[len(STAGING_PREFIX) :]
+        try:
+            return Journal.loads(raw, token)
+        except (UnicodeDecodeError, tomlcompat.TOMLDecodeError):
+            problem = "it is not valid TOML text"
+        except ValueError as err:
+            problem = str(err)
+    shown = escape_display(name)
+    raise Refused(
+        f"the journal of {shown} in {escape_display(str(install_root))} is damaged ({problem}); "
+        f"nothing was done, as recovery would have to guess: check config.toml and the "
+        f"folders the import added by hand, then remove {shown}",
+        path=str(install_root / name),
+    )
 
 
 def _temp_configs(dir_fd: int, token: str) -> list[str]:
@@ -383,7 +489,7 @@ def clear_abandoned(install_root: Path, install_fd: int, config_dir_fd: int) -> 
     ]
     for name in sorted(n for n in os.listdir(install_fd) if n.startswith(STAGING_PREFIX)):
         shown = escape_display(str(install_root))
-        if _journal_of(install_fd, name) is not None:
+        if _journal_of(install_root, install_fd, name) is not None:
             raise Refused(
                 hints.Hinted(
                     f"an interrupted import or undo left {escape_display(name)} with its "
@@ -437,7 +543,7 @@ def recover_install(install_root: Path, dry_run: bool = False) -> list[str]:
         config = read_config_file(install_fd, install_root, stack, missing_ok=True)
         for name in names:
             token = name[len(STAGING_PREFIX) :]
-            journal = _journal_of(install_fd, name)
+            journal = _journal_of(install_root, install_fd, name)
             if journal is None:
                 # the journal is written before anything outside staging changes
                 for tmp in _temp_configs(config.dir_fd, token):
@@ -448,7 +554,7 @@ def recover_install(install_root: Path, dry_run: bool = False) -> list[str]:
                     step(
                         "remove",
                         name,
-                        f"{name} (no journal: nothing else was changed)",
+                        f"{escape_display(name)} (no journal: nothing else was changed)",
                         dry_run=dry_run,
                     )
                 )
@@ -462,7 +568,7 @@ def recover_install(install_root: Path, dry_run: bool = False) -> list[str]:
                     step(
                         "roll back",
                         name,
-                        f"the {journal.kind} of {name}: it was not committed",
+                        f"the {journal.kind} of {escape_display(name)}: it was not committed",
                         dry_run=dry_run,
                     )
                 )
@@ -472,7 +578,7 @@ def recover_install(install_root: Path, dry_run: bool = False) -> list[str]:
                     step(
                         "complete",
                         name,
-                        f"the {journal.kind} of {name}: it was committed",
+                        f"the {journal.kind} of {escape_display(name)}: it was committed",
                         dry_run=dry_run,
                     )
                 )
@@ -485,9 +591,9 @@ def recover_install(install_root: Path, dry_run: bool = False) -> list[str]:
                 ]
             else:
                 raise Refused(
-                    f"{name}: config.toml matches neither the state before nor after this "
-                    f"{journal.kind}; "
-                    f"it lists targets {', '.join(m['dst'] for m in journal.moves) or 'none'}; "
+                    f"{escape_display(name)}: config.toml matches neither the state before nor "
+                    f"after this {journal.kind}; it lists targets "
+                    f"{', '.join(escape_display(m['dst']) for m in journal.moves) or 'none'}; "
                     "resolve by hand",
                     path=str(install_root / name),
                 )

@@ -26,6 +26,7 @@ from bundler.config.guards import UNRESTRICTED
 from bundler.config.write import config_lock
 from bundler.errors import BundlerError, InvalidInput, Refused
 from bundler.fs import durable
+from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.install import merge
 from bundler.install.files import (
     CONFIG,
@@ -43,6 +44,9 @@ from bundler.install.journal import (
     Journal,
     Transaction,
     complete_transaction,
+    is_emptied_list,
+    is_install_path,
+    is_path_list,
 )
 from bundler.rules import hints, tomlcompat
 from bundler.rules.names import escape_display
@@ -101,10 +105,18 @@ class ReceiptInfo:
         }
 
 
+MAX_RECEIPT_BYTES = 16 << 20
+"""A receipt lists entries and folders of one import: far smaller; a larger file is no receipt."""
+
+
 def _load_receipt(receipt: Path) -> dict[str, Any]:
     shown = escape_display(str(receipt))
     try:
-        raw = Path(receipt).read_bytes()
+        raw = read_small_file(receipt, MAX_RECEIPT_BYTES)
+    except NotSmallFile as why:
+        raise InvalidInput(
+            f"{shown} {why.reason}: it is not an import receipt", path=str(receipt)
+        ) from None
     except OSError as exc:
         raise Refused(
             f"cannot read receipt {shown} ({os.strerror(exc.errno or errno.EIO)})",
@@ -118,7 +130,57 @@ def _load_receipt(receipt: Path) -> dict[str, Any]:
         raise InvalidInput(
             f"{shown} is not an import receipt this version understands", path=str(receipt)
         )
+    problem = _receipt_problem(data)
+    if problem is not None:
+        raise InvalidInput(
+            f"{shown} is damaged ({problem}): it is not a receipt bundler wrote; nothing was done",
+            path=str(receipt),
+        )
     return data
+
+
+def _is_entry_path(path: object) -> bool:
+    """Whether ``path`` names a whole entry an import adds (``providers.models.openai.main``,
+    ``mcp.servers.x``, ``agents.a``), never a field inside one."""
+    if not isinstance(path, str):
+        return False
+    try:
+        segments = parse_path(path)
+    except BundlerError:
+        return False
+    located = merge.split_entry_path(segments)
+    if located is not None:
+        return not located[2]
+    return len(segments) == 2 and segments[0] == "agents"
+
+
+def _receipt_problem(data: Mapping[str, Any]) -> str | None:
+    """What in a receipt an undo could not act on safely, or None. An undo removes what a
+    receipt names: so its entries must be whole entries (a field path would take the secrets
+    of the whole entry into the saved copy), its folders and parents paths inside the install,
+    and every list the shape the import wrote."""
+    entries = data["entries"]
+    if not all(
+        isinstance(entry, dict)
+        and _is_entry_path(entry.get("path"))
+        and isinstance(entry.get("digest"), str)
+        and isinstance(entry.get("fields", {}), dict)
+        for entry in entries
+    ):
+        return "an entry is not a whole config entry with its digest"
+    folders = data.get("folders", [])
+    if not isinstance(folders, list) or not all(
+        isinstance(folder, dict)
+        and is_install_path(folder.get("path"))
+        and isinstance(folder.get("tree"), str)
+        for folder in folders
+    ):
+        return "folders is not a list of {path, tree} inside the install"
+    if not is_emptied_list(data.get("emptied", [])):
+        return "emptied is not a list of {path, mode} inside the install"
+    if not is_path_list(data.get("created_parents", [])):
+        return "created_parents is not a list of paths inside the install"
+    return None
 
 
 def _find_entry(config: Mapping[str, Any], path: str) -> Any:

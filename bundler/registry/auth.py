@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bundler.errors import Refused
+from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.rules.names import escape_display, is_text
 
 MAX_CONFIG_BYTES = 1 << 20
@@ -208,7 +209,7 @@ class Auth:
         try:
             answer = json.loads(done.stdout)
             user, secret = answer["Username"], answer["Secret"]
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             raise Refused(f"{program} answered something that is not its JSON form") from None
         if not isinstance(user, str) or not isinstance(secret, str) or not secret:
             return None
@@ -230,17 +231,16 @@ def _is_text(creds: Credentials) -> bool:
 def _read_config(path: Path) -> dict[str, object] | None:
     shown = escape_display(str(path))
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_CONFIG_BYTES + 1)
+        data = read_small_file(path, MAX_CONFIG_BYTES)
     except FileNotFoundError:
         return None
+    except NotSmallFile as why:
+        raise Refused(f"{shown} {why.reason}; it is not a Docker config", path=str(path)) from None
     except OSError as err:
         raise Refused(f"cannot read {shown} ({err.strerror})", path=str(path)) from None
-    if len(data) > MAX_CONFIG_BYTES:
-        raise Refused(f"{shown} is larger than 1 MiB; it is not a Docker config", path=str(path))
     try:
         config = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         # never quote the parser's message: it shows the text around the error, a credential
         raise Refused(f"{shown} is not valid JSON; fix or remove it", path=str(path)) from None
     return config if isinstance(config, dict) else None

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import BinaryIO, TypeVar, cast
 
 from bundler.errors import InvalidInput, Refused
+from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.registry.auth import (
     Auth,
     Challenge,
@@ -52,6 +53,10 @@ _REDIRECTS = (301, 302, 303, 307, 308)
 
 Body = bytes | BinaryIO | None
 _T = TypeVar("_T")
+
+
+MAX_CA_FILE_BYTES = 16 << 20
+"""A CA file holds certificates: a system bundle of hundreds is well under this."""
 
 
 @dataclass(frozen=True)
@@ -88,8 +93,10 @@ class Session:
         if ca_file is None:
             return ssl.create_default_context()
         try:
-            return ssl.create_default_context(cafile=ca_file)
-        except (OSError, ssl.SSLError):
+            # read as a small file first: a FIFO named here would block OpenSSL's own open
+            pem = read_small_file(ca_file, MAX_CA_FILE_BYTES)
+            return ssl.create_default_context(cadata=pem.decode("ascii"))
+        except (OSError, ssl.SSLError, NotSmallFile, UnicodeDecodeError):
             raise Refused(
                 f"--ca-file {escape_display(ca_file)} is not a readable PEM certificate file",
                 path=ca_file,
@@ -249,7 +256,7 @@ class Session:
         try:
             answer = json.loads(data)
             token = answer.get("token") or answer.get("access_token")
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             token = None
         if not isinstance(token, str) or not token or len(token) > 16384:
             raise Refused(f"the token service of registry {self.shown} sent no usable token")
@@ -310,7 +317,7 @@ class Session:
             if isinstance(errors, list) and errors and isinstance(errors[0], dict):
                 raw = str(errors[0].get("code", ""))[:40]
                 code = f", {escape_display(raw)}" if raw.replace("_", "").isalnum() else ""
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             pass
         hint = "try again, or check the repository name and your access"
         if response.status == 400 and self.scheme == "http":
@@ -403,7 +410,7 @@ class Session:
             raise self.fail(response, "listing the repository's tags")
         try:
             tags = json.loads(data).get("tags")
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             raise Refused(f"registry {self.shown} sent an unreadable tag list") from None
         return not tags
 

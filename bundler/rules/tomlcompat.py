@@ -29,6 +29,9 @@ def loads(text: str) -> dict[str, Any]:
         # int() refuses an integer of more than 4300 digits with a plain ValueError, which
         # every caller would let through as a traceback; TOML integers have 64 bits anyway
         raise _toml.TOMLDecodeError("an integer with more digits than TOML allows") from None
+    except RecursionError:
+        # arrays or inline tables nested thousands deep: the parser recurses once per level
+        raise _toml.TOMLDecodeError("values nested deeper than the parser can follow") from None
     return result
 
 

@@ -1,0 +1,52 @@
+"""Reading a small file named by the user or left by a crash: never blocking, never endless.
+
+A path may name a FIFO (an ``open`` that blocks until a writer comes, forever), ``/dev/zero``
+(a read without end), or a regular file far larger than the format allows. So the file is
+opened with ``O_NONBLOCK`` (a FIFO opens at once) and ``O_NOCTTY``, must then be a regular
+file, and is read to at most ``limit`` bytes; anything else is :class:`NotSmallFile`, whose
+reason completes a sentence about the file. ``OSError`` of the open or the read is left to
+the caller, which says what it was reading.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from bundler.rules.units import human_size
+
+_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
+
+
+class NotSmallFile(Exception):
+    """The file is not a regular file of at most the limit; ``reason`` says which."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def read_small_file(
+    path: str | os.PathLike[str], limit: int, *, dir_fd: int | None = None, follow: bool = True
+) -> bytes:
+    """The bytes of the regular file ``path`` (relative to ``dir_fd`` when given; a symbolic
+    link is followed only with ``follow``), at most ``limit`` of them."""
+    fd = os.open(path, _FLAGS | (0 if follow else os.O_NOFOLLOW), dir_fd=dir_fd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotSmallFile("is not a regular file")
+        too_large = NotSmallFile(f"is larger than {human_size(limit)}")
+        if st.st_size > limit:
+            raise too_large
+        parts: list[bytes] = []
+        held = 0
+        # to the end, not to st_size: the file may grow while it is read
+        while chunk := os.read(fd, min(1 << 20, limit + 1 - held)):
+            parts.append(chunk)
+            held += len(chunk)
+            if held > limit:
+                raise too_large
+        return b"".join(parts)
+    finally:
+        os.close(fd)

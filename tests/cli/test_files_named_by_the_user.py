@@ -1,0 +1,127 @@
+"""Every file a user names, or bundler's state holds, is read without waiting and to a bound.
+
+A FIFO named as an input blocked ``open`` forever (a writer never comes), and ``/dev/zero``
+read until memory ran out; a JSON record nested thousands deep ended in a RecursionError. Each
+now ends in one line naming the file, at once. Found by a fuzzer of command lines.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from installs import copy_example
+from kit import one_error, run_cli
+
+from bundler.errors import Refused
+from bundler.registry.auth import Auth
+
+
+def fifo(tmp_path: Path, name: str = "fifo") -> Path:
+    path = tmp_path / name
+    os.mkfifo(path)
+    return path
+
+
+def refused_at_once(args: list[str], *, cwd: Path | None = None) -> str:
+    # a hang is run_cli's TimeoutExpired, which fails the test
+    done = run_cli(args, timeout=30, cwd=cwd)
+    assert done.returncode in (1, 2, 3) and one_error(done.stderr), done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    return done.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["bundle", "verify", "{fifo}"],
+        ["bundle", "inspect", "{fifo}"],
+        ["bundle", "secrets-template", "{fifo}"],
+        ["bundle", "unpack", "{fifo}", "{out}"],
+        ["agents", "import", "{fifo}", "--dry-run"],
+    ],
+    ids=["verify", "inspect", "secrets_template", "unpack", "import"],
+)
+def test_a_fifo_named_as_a_bundle_archive_is_refused_at_once(
+    tmp_path: Path, command: list[str]
+) -> None:
+    install = copy_example(tmp_path)
+    path = fifo(tmp_path, "agent.tar")
+    args = [part.format(fifo=path, out=tmp_path / "out") for part in command]
+    said = refused_at_once(["--install", str(install), *args])
+    assert "not a regular file" in said
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero"])
+def test_an_exclude_from_file_that_is_not_small_and_regular_is_refused(
+    tmp_path: Path, kind: str
+) -> None:
+    install = copy_example(tmp_path)
+    path = fifo(tmp_path) if kind == "fifo" else Path("/dev/zero")
+    said = refused_at_once(
+        ["--install", str(install), "agents", "export", "researcher", "--out", "o"]
+        + ["--exclude-from", str(path)],
+        cwd=tmp_path,
+    )
+    assert "--exclude-from" in said and "not a regular file" in said
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_ca_file_that_is_a_fifo_is_refused_before_any_connection(tmp_path: Path) -> None:
+    said = refused_at_once(
+        ["bundle", "inspect", "oci://127.0.0.1:9/a/b:c", "--ca-file", str(fifo(tmp_path))]
+    )
+    assert "--ca-file" in said
+
+
+def test_a_skill_file_that_is_a_fifo_is_refused(tmp_path: Path) -> None:
+    project = copy_example(tmp_path, "project")
+    said = refused_at_once(
+        ["home", "skills", "save", "noted", "--project", str(project)]
+        + ["--description", "d", "--file", str(fifo(tmp_path))]
+    )
+    assert "--file" in said and "not a regular file" in said
+
+
+def test_a_docker_config_that_is_a_fifo_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "docker"
+    folder.mkdir()
+    fifo(folder, "config.json")
+
+    def hung(_signum: int, _frame: object) -> None:
+        raise TimeoutError("reading the Docker config blocked")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(20)
+    try:
+        with pytest.raises(Refused, match="not a regular file"):
+            Auth("127.0.0.1:5000", {"DOCKER_CONFIG": str(folder)}).credentials()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_restore_journal_that_is_a_fifo_is_refused(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    staging = home / ".restore-AAAAAAAAAAAA"
+    staging.mkdir(parents=True)
+    fifo(staging, "journal.toml")
+    said = refused_at_once(["recover", "--home", str(home)])
+    assert "journal.toml" in said and "not a regular file" in said
+
+
+def test_an_export_record_nested_past_the_parser_is_read_as_empty(tmp_path: Path) -> None:
+    """The record of recent export destinations is advisory: unreadable, it is empty."""
+    install = copy_example(tmp_path)
+    state = install / "data" / "state"
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "export-destinations.json").write_text("[" * 100_000 + "]" * 100_000)
+    checked = run_cli(["--install", str(install), "doctor"], timeout=60)
+    assert "Traceback" not in checked.stderr, checked.stderr
+    exported = run_cli(
+        ["--install", str(install), "agents", "export", "researcher", "--out", str(tmp_path / "b")]
+    )
+    assert exported.returncode == 0, exported.stderr
