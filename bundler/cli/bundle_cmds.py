@@ -159,6 +159,27 @@ def inspect(args: argparse.Namespace, out: Output) -> Result:
     )
 
 
+def _refuse_replacing_another_file(dir_fd: int, target: Path) -> None:
+    """``--force`` replaces a secrets file, never a device, a link, a folder or another file
+    (the install's config.toml, say, whose keys it would wipe)."""
+    from bundler.fs.smallfile import NotSmallFile, read_small_file
+    from bundler.install.bind_secrets import is_secrets_file
+
+    shown = escape_display(str(target))
+    try:
+        raw = read_small_file(target.name, 16 << 20, dir_fd=dir_fd, follow=False)
+    except FileNotFoundError:
+        return
+    except (NotSmallFile, OSError):
+        raw = None
+    if raw is None or not is_secrets_file(raw):
+        raise Refused(
+            f"{shown} exists and is not a secrets file; --force replaces only one: choose "
+            "another file, or remove it yourself first",
+            path=str(target),
+        )
+
+
 def _write_private(target: Path, text: str, *, force: bool) -> None:
     """Create ``target`` 0600 holding ``text``; an existing file is replaced only with ``force``."""
     from bundler.fs import durable
@@ -170,11 +191,14 @@ def _write_private(target: Path, text: str, *, force: bool) -> None:
         raise Refused(
             f"cannot write {shown} ({os.strerror(exc.errno or errno.EIO)})", path=str(target)
         ) from None
+    # paths in the text keep their bytes, as the command they are pasted into needs them
+    data = text.encode("utf-8", "surrogateescape")
     try:
         if force:
-            durable.atomic_write(dir_fd, target.name, text.encode("utf-8"), mode=0o600)
+            _refuse_replacing_another_file(dir_fd, target)
+            durable.atomic_write(dir_fd, target.name, data, mode=0o600)
         else:
-            durable.write_synced(dir_fd, target.name, text.encode("utf-8"), mode=0o600)
+            durable.write_synced(dir_fd, target.name, data, mode=0o600)
             durable.fsync_dir(dir_fd)
     except FileExistsError:
         raise Refused(

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import tomli_w
 
 from bundler.bundle import fragment
-from bundler.errors import InvalidInput, Refused, UsageError
+from bundler.errors import BundlerError, InvalidInput, Refused, UsageError
 from bundler.install import merge
 from bundler.rules import hints, tomlcompat
 from bundler.rules.names import escape_display, is_text
@@ -215,6 +215,19 @@ SECRET_ARGUMENT_WARNING = (
 def is_yes(answer: str) -> bool:
     """True for ``y`` or ``yes`` in any case, surrounding blanks ignored."""
     return answer.strip().lower() in ("y", "yes")
+
+
+def is_secrets_file(raw: bytes) -> bool:
+    """Whether ``raw`` reads as a ``--secrets-file`` (a TOML table of paths to text): what
+    ``secrets-template --force`` may replace, unlike any other file (a config, say)."""
+    table = _parse_secrets(raw)
+    if table is None:
+        return False
+    try:
+        flatten_secrets(table)
+    except BundlerError:
+        return False
+    return True
 
 
 def _parse_secrets(raw: bytes) -> dict[str, Any] | None:

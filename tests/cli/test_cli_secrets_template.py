@@ -177,3 +177,42 @@ def test_secrets_template_names_the_import_command_that_reads_it(tmp_path: Path)
     command = next(line for line in lines if line.startswith("#   bundler "))[4:]
     expected = ["bundler", "--install", str(install), "agents", "import", str(bundle)]
     assert shlex.split(command) == [*expected, "--secrets-file", str(secrets)]
+
+
+def test_secrets_template_force_replaces_only_a_secrets_file(tmp_path: Path) -> None:
+    """--force wrote over anything that was not a folder: the install's config.toml (wiping
+    its keys), a FIFO, a link, even /dev/null. It replaces a secrets file and nothing else."""
+    bundle = bf.build_bundle(tmp_path / "bundle")
+    config = tmp_path / "config.toml"
+    config.write_text('[providers.models.openai.main]\napi_key = "sk-kept"\nmax_tokens = 5\n')
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "link").symlink_to(config)
+    for name in ("config.toml", "fifo", "link"):
+        target = tmp_path / name
+        before = os.lstat(target)
+        done = run_cli(
+            ["bundle", "secrets-template", str(bundle), "--out", str(target), "--force"],
+            timeout=30,
+        )
+        assert done.returncode == 1 and one_error(done.stderr), done.stderr
+        assert "is not a secrets file" in done.stderr
+        after = os.lstat(target)
+        assert (after.st_ino, after.st_mode, after.st_size) == (
+            before.st_ino,
+            before.st_mode,
+            before.st_size,
+        )
+    filled = tmp_path / "secrets.toml"
+    filled.write_text('"providers.models.openai.backup.api_key" = "sk-filled"\n')
+    done = run_cli(["bundle", "secrets-template", str(bundle), "--out", str(filled), "--force"])
+    assert done.returncode == 0, done.stderr
+    assert "Secrets required" in filled.read_text()
+
+
+def test_secrets_template_out_may_be_a_name_that_is_not_utf8(tmp_path: Path) -> None:
+    bundle = bf.build_bundle(tmp_path / "bundle")
+    target = os.fsencode(tmp_path) + b"/secrets-\xff.toml"
+    done = run_cli(["bundle", "secrets-template", str(bundle), "--out", os.fsdecode(target)])
+    assert done.returncode == 0, done.stderr
+    with open(target, "rb") as written:
+        assert b"--secrets-file" in written.read()
