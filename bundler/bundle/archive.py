@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, cast
 from bundler.bundle.archive_kind import is_archive
 from bundler.bundle.archive_read import ArchiveLimits, Digests, read_tar
 from bundler.bundle.archive_write import archive_order, write_tar
-from bundler.bundle.publish import Staging, admit, io_failure, stage_build_publish
+from bundler.bundle.publish import Staging, admit, stage_build_publish
 from bundler.bundle.recover import clear_abandoned_or_warn
 from bundler.bundle.verify import VerifyReport, unsound, verify_bundle
 from bundler.errors import InvalidInput, Refused
@@ -121,7 +121,11 @@ def _refuse_other_files(stream: BinaryIO, archive: Path) -> None:
     """A file that does not even start like a tar archive is refused before anything is made
     for it (:func:`read_tar` would refuse it too, but only once a folder exists to read into)."""
     peek = getattr(stream, "peek", None)
-    head = peek(tarfile.BLOCKSIZE)[: tarfile.BLOCKSIZE] if peek is not None else b""
+    try:
+        head = peek(tarfile.BLOCKSIZE)[: tarfile.BLOCKSIZE] if peek is not None else b""
+    except OSError as err:  # a file that stats as regular and cannot be read (/proc/self/mem)
+        shown = escape_display(str(archive))
+        raise Refused(f"cannot read {shown} ({err.strerror})", path=str(archive)) from None
     if len(head) < tarfile.BLOCKSIZE or head == bytes(tarfile.BLOCKSIZE):
         return
     try:
@@ -190,12 +194,9 @@ def pack_bundle(
     source_fd = open_dir(bundle, follow=True)
     try:
         cleared = clear_abandoned_or_warn(out)
-        try:
-            admission = admit(
-                out, force=force, protected=[bundle], archive_check=looks_like_archive, label=""
-            )
-        except OSError as err:
-            raise io_failure(os.fspath(out), "could not examine the destination", err) from err
+        admission = admit(
+            out, force=force, protected=[bundle], archive_check=looks_like_archive, label=""
+        )
         names: list[str] = []
 
         def build(staging: Staging) -> None:
@@ -236,10 +237,7 @@ def unpack_archive(
     :class:`InvalidInput`; nothing is published and the staging folder is removed.
     """
     cleared = clear_abandoned_or_warn(out)
-    try:
-        admission = admit(out, force=force, protected=[], label="")
-    except OSError as err:
-        raise io_failure(os.fspath(out), "could not examine the destination", err) from err
+    admission = admit(out, force=force, protected=[], label="")
     names: list[str] = []
 
     def build(staging: Staging) -> None:

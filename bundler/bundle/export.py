@@ -49,7 +49,7 @@ from bundler.bundle.manifest import (
     render_config,
     render_manifest,
 )
-from bundler.bundle.publish import Staging, admit, io_failure, stage_build_publish
+from bundler.bundle.publish import Staging, admit, stage_build_publish
 from bundler.bundle.recover import clear_abandoned_or_warn
 from bundler.bundle.sweep import ExportSweep
 from bundler.config.store import load_config
@@ -230,10 +230,7 @@ class _Run:
 def _admit_build_publish(run: _Run, out: Path, *, force: bool, encrypted: int) -> ExportReport:
     """Admit the destination, build the bundle in staging, flush it and swap it in (02 §8)."""
     cleared = clear_abandoned_or_warn(out)
-    try:
-        admission = admit(out, force=force, protected=protected_paths(run.config, run.install_root))
-    except OSError as err:
-        raise io_failure(os.fspath(out), "could not examine the destination", err) from err
+    admission = admit(out, force=force, protected=protected_paths(run.config, run.install_root))
     with admission:
         report = ExportReport(
             bundle=admission.dest_path,

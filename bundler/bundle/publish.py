@@ -216,7 +216,8 @@ def admit(
     With ``archive_check`` the destination is a file (issue 16): vacant, or an existing regular
     file that ``archive_check`` accepts, replaced only with ``force``. ``label`` starts the
     messages (the option that named the destination; ``""`` for a positional argument).
-    Raises UsageError for ``.``/``..`` and Refused for everything else that is not admitted.
+    Raises UsageError for ``.``/``..`` and Refused for everything else that is not admitted,
+    an ``OSError`` while examining the destination included (:func:`io_failure`).
     """
     parent_given, name = split_out(out, label)
     display = labelled(label, escape_display(os.fspath(out)))
@@ -252,6 +253,9 @@ def admit(
             kind, identity = _classify_file(
                 parent_fd, name, force, archive_check, display=display, raw=os.fspath(out)
             )
+    except OSError as err:  # a name too long for the filesystem, an unreadable entry, ...
+        os.close(parent_fd)
+        raise io_failure(os.fspath(out), "could not examine the destination", err) from err
     except BaseException:
         os.close(parent_fd)
         raise

@@ -106,6 +106,15 @@ def recover_destination(dest: Path, dry_run: bool = False) -> list[str]:
         ) from None
     try:
         return _recover_in(parent_fd, parent, name, dry_run)
+    except OSError as err:  # a leftover we may not remove (immutable, no permission, EMFILE)
+        where = escape_display(os.fsdecode(err.filename)) if err.filename else ""
+        raise Refused(
+            f"recovering {escape_display(str(dest))} stopped"
+            + (f" at {where}" if where else "")
+            + f" ({err.strerror or err}); what is left is listed by 'bundler doctor': fix the "
+            "cause and run recover again",
+            path=str(dest),
+        ) from None
     finally:
         os.close(parent_fd)
 

@@ -498,6 +498,20 @@ def _handler(words: tuple[str, ...]) -> Any:
     return getattr(module, function_name)
 
 
+def _refuse_double_dash_values(argv: Sequence[str]) -> None:
+    """``--out=--``: argparse drops a value that is exactly ``--`` (it takes it for the end of
+    the options) and hands the command an empty list, which it cannot use."""
+    for token in argv:
+        if token == "--":
+            return
+        name, equals, value = token.partition("=")
+        if token.startswith("--") and equals and value == "--":
+            raise UsageError(
+                f"{escape_display(name)}=--: '--' ends the options and cannot be a value; "
+                "to name a file '--', write ./--"
+            )
+
+
 def _unrecognized(extras: list[str], args: argparse.Namespace) -> NoReturn:
     """Refuse words no parser took, pointing to the help of the command they were given to.
 
@@ -579,6 +593,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _on_signal)
     try:
+        _refuse_double_dash_values(argv)
         word = _group_word(argv)
         parser = build_parser(groups_wanted=_groups_to_build(word))
         args, extras = parser.parse_known_args(argv)

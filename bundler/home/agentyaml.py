@@ -176,7 +176,15 @@ def load_agent_yaml(project: Path, *, required: bool = True) -> dict[str, Any]:
     environment needs no Agent.yaml); otherwise it is refused (exit 1), as is a missing project
     folder. Every problem in the file is :class:`InvalidInput` naming the key path.
     """
-    if not project.is_dir():
+    try:
+        is_dir = project.is_dir()
+    except OSError as err:  # a name too long, a folder we may not search: is_dir raises those
+        raise Refused(
+            f"cannot examine the project folder {escape_display(str(project))} "
+            f"({err.strerror}); pass --project DIR (the folder holding Agent.yaml)",
+            path=str(project),
+        ) from None
+    if not is_dir:
         raise Refused(
             f"project folder {escape_display(str(project))} does not exist; "
             "pass --project DIR (the folder holding Agent.yaml)",

@@ -41,7 +41,7 @@ from bundler.bundle.archive_listing import ListedMember
 from bundler.bundle.archive_read import Digests
 from bundler.bundle.archive_write import append_range, archive_form_end, write_end, write_listed
 from bundler.bundle.manifest import MANIFEST_NAME, checksum_sort_text
-from bundler.bundle.publish import Staging, admit, io_failure, lstat_at, stage_build_publish
+from bundler.bundle.publish import Staging, admit, lstat_at, stage_build_publish
 from bundler.bundle.recover import clear_abandoned_or_warn
 from bundler.bundle.verify import verify_bundle
 from bundler.errors import InvalidInput, Refused, withholding
@@ -85,12 +85,7 @@ def pull_archive(
     """Pull ``ref`` into the bundle archive ``dest`` (created, or an archive replaced with
     ``force``), verified before it is published."""
     cleared = clear_abandoned_or_warn(dest)
-    try:
-        admission = admit(
-            dest, force=force, protected=[], archive_check=looks_like_archive, label=""
-        )
-    except OSError as err:
-        raise io_failure(os.fspath(dest), "could not examine the destination", err) from err
+    admission = admit(dest, force=force, protected=[], archive_check=looks_like_archive, label="")
     report = PullReport(str(ref), "", "")
     with Session(ref, options, environ=environ) as session, withholding(session.auth.scrub):
 

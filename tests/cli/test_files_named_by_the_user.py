@@ -15,6 +15,7 @@ import pytest
 from installs import copy_example
 from kit import one_error, run_cli
 
+from bundler.bundle.leftovers import encode_record
 from bundler.errors import Refused
 from bundler.registry.auth import Auth
 
@@ -125,3 +126,71 @@ def test_an_export_record_nested_past_the_parser_is_read_as_empty(tmp_path: Path
         ["--install", str(install), "agents", "export", "researcher", "--out", str(tmp_path / "b")]
     )
     assert exported.returncode == 0, exported.stderr
+
+
+# ------------------------------------------------------------------- names the system refuses
+
+
+def test_an_option_given_double_dash_as_its_value_is_a_usage_error(tmp_path: Path) -> None:
+    """argparse takes ``--out=--`` for the end of the options and hands on an empty list: a
+    TypeError traceback in every command that takes a path."""
+    install = copy_example(tmp_path)
+    for args in (
+        ["home", "backup", "--project=--"],
+        ["agents", "export", "researcher", "--out=--"],
+        ["agents", "export", "researcher", "--out", "o", "--exclude-from=--"],
+    ):
+        done = run_cli(["--install", str(install), *args], cwd=tmp_path)
+        assert done.returncode == 2 and one_error(done.stderr), done.stderr
+        assert "'--' ends the options" in done.stderr
+
+
+def test_names_too_long_for_the_filesystem_are_one_line(tmp_path: Path) -> None:
+    install = copy_example(tmp_path)
+    long = "x" * 300
+    for args in (
+        ["home", "show", "--project", long],
+        ["home", "backup", "--project", long],
+        ["agents", "export", "researcher", "--out", f"{long}.tar"],
+        ["agents", "export", "researcher", "--out", long],
+    ):
+        said = refused_at_once(["--install", str(install), *args], cwd=tmp_path)
+        assert "File name too long" in said
+
+
+def test_a_file_that_stats_regular_and_cannot_be_read_is_one_line() -> None:
+    for command in ("verify", "inspect", "secrets-template"):
+        said = refused_at_once(["bundle", command, "/proc/self/mem"])
+        assert "Input/output error" in said
+
+
+def test_recovering_an_export_that_cannot_remove_its_leftovers_is_one_line(
+    tmp_path: Path,
+) -> None:
+    """A staging tree deeper than the descriptors allowed (or an immutable file in it) made
+    rmtree raise out of 'recover DEST'."""
+    import resource
+    import subprocess
+
+    from kit import clean_env, cli_command
+
+    token = "AAAAAAAAAAAA"
+    (tmp_path / f".zeroclaw-export-{token}.target").write_bytes(encode_record("out"))
+    deep = tmp_path / f".zeroclaw-export-{token}"
+    for _ in range(120):
+        deep = deep / "d"
+    deep.mkdir(parents=True)
+
+    def few_descriptors() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (40, 40))
+
+    done = subprocess.run(
+        [*cli_command(), "recover", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        preexec_fn=few_descriptors,
+        timeout=60,
+    )
+    assert done.returncode == 1 and one_error(done.stderr), done.stderr
+    assert "recover again" in done.stderr
