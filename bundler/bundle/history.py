@@ -32,7 +32,14 @@ def _parse(raw: bytes) -> list[str]:
     listed = document.get("destinations") if isinstance(document, dict) else None
     if not isinstance(listed, list):
         return []
-    return [item for item in listed if isinstance(item, str) and os.path.isabs(item)][-KEEP:]
+    # a destination is a path with a last name (what export admits): "/" or "/a/.." is none
+    return [
+        item
+        for item in listed
+        if isinstance(item, str)
+        and os.path.isabs(item)
+        and os.path.basename(item) not in ("", ".", "..")
+    ][-KEEP:]
 
 
 def _read(state_fd: int) -> list[str]:

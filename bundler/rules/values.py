@@ -249,7 +249,12 @@ def parse_value(
     wrong_type = wanted is not None and (
         not isinstance(value, wanted) or (isinstance(value, bool) and bool not in wanted)
     )
-    if set(parsed) != {"value"} or wrong_type:
+    # TOML's integers have 64 bits (other parsers, the runtime's, refuse more), and NaN passes
+    # every bound a schema sets: neither is a value a field can mean
+    out_of_toml = (isinstance(value, int) and not -(2**63) <= value < 2**63) or (
+        isinstance(value, float) and value != value
+    )
+    if set(parsed) != {"value"} or wrong_type or out_of_toml:
         expected = "a value" if node is None else describe(node)
         raise InvalidInput(
             f"{path}: expected {expected}, written in TOML form: {toml_form_example(node)}",

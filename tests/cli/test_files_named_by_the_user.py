@@ -194,3 +194,16 @@ def test_recovering_an_export_that_cannot_remove_its_leftovers_is_one_line(
     )
     assert done.returncode == 1 and one_error(done.stderr), done.stderr
     assert "recover again" in done.stderr
+
+
+@pytest.mark.parametrize("recorded", ["/", "/tmp/..", "/tmp/."])
+def test_an_export_record_naming_no_destination_is_skipped_by_doctor(
+    tmp_path: Path, recorded: str
+) -> None:
+    """doctor stopped with a usage error about '--out /' that the user never typed."""
+    install = copy_example(tmp_path)
+    state = install / "data" / "state"
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "export-destinations.json").write_text(f'{{"destinations": ["{recorded}"]}}')
+    checked = run_cli(["--install", str(install), "doctor"], timeout=60)
+    assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -849,3 +849,20 @@ def test_agents_list_json_with_a_date_where_a_string_belongs(tmp_path: Path) -> 
     listed = run_cli(["--install", str(root), "agents", "list", "--json"])
     assert listed.returncode == 0, listed.stderr
     assert json.loads(listed.stdout)["agents"][0]["model_provider"] == "2024-01-01"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("providers.models.anthropic.main.max_tokens", "99999999999999999999999999"),
+        ("providers.models.anthropic.main.max_tokens", "-9223372036854775809"),
+        ("providers.models.anthropic.main.temperature", "nan"),
+    ],
+)
+def test_config_set_refuses_numbers_toml_cannot_mean(install: Path, key: str, value: str) -> None:
+    """A 90-bit integer was written (the runtime's TOML parser refuses the file), and NaN
+    passed the field's bounds, as every comparison with it is false."""
+    before = file_state(install / "config.toml")
+    result = run_cli(["--install", str(install), "config", "set", key, value])
+    assert result.returncode == 3 and one_error(result.stderr), result.stderr
+    assert file_state(install / "config.toml") == before
