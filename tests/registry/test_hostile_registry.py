@@ -9,6 +9,7 @@ import json
 import os
 import socket
 import struct
+import subprocess
 import tarfile
 import threading
 from collections.abc import Callable, Iterator
@@ -60,6 +61,20 @@ def basic_auth(fake: FakeRegistry) -> None:
     good = "Basic " + base64.b64encode(f"user:{PASSWORD}".encode()).decode()
     fake.challenge = 'Basic realm="hostile"'
     fake.accept_auth = lambda value: value == good
+
+
+def inspect_with_docker_config(
+    fake: FakeRegistry, tmp_path: Path, config: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``bundle inspect`` of ``fake`` with ``config`` as the Docker config (``env`` added)."""
+    folder = tmp_path / "docker"
+    folder.mkdir(exist_ok=True)
+    (folder / "config.json").write_text(config, encoding="utf-8")
+    return run_cli(
+        ["bundle", "inspect", fake.ref(), "--plain-http"],
+        env={"DOCKER_CONFIG": str(folder), **(env or {})},
+        timeout=60,
+    )
 
 
 @pytest.fixture(params=["out", "out.tar"])
@@ -319,13 +334,8 @@ def test_a_credential_helper_that_cannot_run_is_named(
     helper = helpers / "docker-credential-broken"
     helper.write_text(script, encoding="utf-8")
     helper.chmod(mode)
-    config = tmp_path / "docker"
-    config.mkdir()
-    (config / "config.json").write_text('{"credsStore": "broken"}', encoding="utf-8")
-    done = run_cli(
-        ["bundle", "inspect", fake.ref(), "--plain-http"],
-        env={"DOCKER_CONFIG": str(config), "PATH": f"{helpers}:{os.environ['PATH']}"},
-        timeout=60,
+    done = inspect_with_docker_config(
+        fake, tmp_path, '{"credsStore": "broken"}', {"PATH": f"{helpers}:{os.environ['PATH']}"}
     )
     assert done.returncode == 1 and one_error(done.stderr), done.stderr
     assert f"cannot run the credential helper docker-credential-broken ({why})" in done.stderr
@@ -720,18 +730,11 @@ def test_credentials_that_are_not_text_are_refused_naming_the_config(
     else:
         fake.challenge = f'Bearer realm="http://{fake.host}/token",service="fake"'
         fake.hooks["/token"] = lambda h: send(h, 200, b'{"token": "t0ken-never-used"}')
-    config = tmp_path / "docker"
-    config.mkdir()
-    (config / "config.json").write_text(f'{{"auths": {{"{fake.host}": {entry}}}}}')
-    done = run_cli(
-        ["bundle", "inspect", fake.ref(), "--plain-http"],
-        env={"DOCKER_CONFIG": str(config)},
-        timeout=60,
-    )
+    done = inspect_with_docker_config(fake, tmp_path, f'{{"auths": {{"{fake.host}": {entry}}}}}')
     assert done.returncode == 1 and one_error(done.stderr), done.stderr
     assert "Traceback" not in done.stderr
     assert "Secret-77" not in done.stdout + done.stderr
-    assert str(config / "config.json") in done.stderr
+    assert str(tmp_path / "docker" / "config.json") in done.stderr
     assert "docker login" in done.stderr
 
 
@@ -746,13 +749,8 @@ def test_a_credential_helper_answering_credentials_that_are_not_text_is_refused(
         '#!/bin/sh\necho \'{"Username": "user", "Secret": "Pass-\\ud800-Secret-77"}\'\n'
     )
     helper.chmod(0o755)
-    config = tmp_path / "docker"
-    config.mkdir()
-    (config / "config.json").write_text('{"credsStore": "odd"}', encoding="utf-8")
-    done = run_cli(
-        ["bundle", "inspect", fake.ref(), "--plain-http"],
-        env={"DOCKER_CONFIG": str(config), "PATH": f"{helpers}:{os.environ['PATH']}"},
-        timeout=60,
+    done = inspect_with_docker_config(
+        fake, tmp_path, '{"credsStore": "odd"}', {"PATH": f"{helpers}:{os.environ['PATH']}"}
     )
     assert done.returncode == 1 and one_error(done.stderr), done.stderr
     assert "Secret-77" not in done.stdout + done.stderr
@@ -768,13 +766,8 @@ def test_a_docker_auth_that_is_not_base64_of_text_is_refused_naming_the_config(
     fake: FakeRegistry, tmp_path: Path, auth: str
 ) -> None:
     basic_auth(fake)
-    config = tmp_path / "docker"
-    config.mkdir()
-    (config / "config.json").write_text(f'{{"auths": {{"{fake.host}": {{"auth": "{auth}"}}}}}}')
-    done = run_cli(
-        ["bundle", "inspect", fake.ref(), "--plain-http"],
-        env={"DOCKER_CONFIG": str(config)},
-        timeout=60,
+    done = inspect_with_docker_config(
+        fake, tmp_path, f'{{"auths": {{"{fake.host}": {{"auth": "{auth}"}}}}}}'
     )
     assert done.returncode == 1 and one_error(done.stderr), done.stderr
     assert "is not base64 of user:password; run 'docker login' again" in done.stderr
