@@ -10,7 +10,6 @@ from bundler.cli.output import Output, Result
 from bundler.config.file import find_install_root
 from bundler.config.store import load_config, set_config_value
 from bundler.errors import EXIT_INVALID, Refused
-from bundler.install.bind_secrets import ask_secret
 from bundler.install.undo import unfilled_secrets
 from bundler.rules import hints, layout
 from bundler.rules.findings import Finding
@@ -130,6 +129,9 @@ def get(args: argparse.Namespace, out: Output) -> Result:
 def _read_value_from_stdin(path: str) -> str:
     """``config set`` VALUE from standard input: no echo on a terminal, one newline dropped."""
     if sys.stdin.isatty():
+        # here, not at the top: only a value typed at a terminal needs the prompt's module
+        from bundler.install.bind_secrets import ask_secret
+
         return ask_secret(
             f"value for {path} (not echoed): ", path, "run config set again and type the value"
         )
