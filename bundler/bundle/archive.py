@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import stat
 import tarfile
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -44,8 +43,8 @@ SCRATCH_PREFIX = "bundler-archive-"
 ARCHIVE_SUFFIXES = (".tar",)
 """An ``--out`` of ``agents export`` ending so names an archive, not a bundle folder."""
 
-# O_NONBLOCK: a FIFO named as the archive opens at once (and is then refused), never blocks
-_READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY | os.O_NONBLOCK
+# blocking: an archive may be a pipe, read as it streams ('bundle verify <(curl …)')
+_READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY
 
 
 @dataclass
@@ -88,12 +87,6 @@ def _open_archive(archive: Path) -> BinaryIO:
         raise Refused(f"{shown}: no such archive", path=str(archive)) from None
     except OSError as err:
         raise Refused(f"cannot read {shown} ({err.strerror})", path=str(archive)) from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise Refused(
-            f"{shown} is not a regular file; name a bundle archive (or a bundle folder)",
-            path=str(archive),
-        )
     return os.fdopen(fd, "rb", buffering=1 << 20)
 
 

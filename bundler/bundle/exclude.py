@@ -47,7 +47,7 @@ def command_line_patterns(exclude: Sequence[str], exclude_from: Sequence[Path]) 
     for path in exclude_from:
         shown = escape_display(os.fspath(path))
         try:
-            data = read_small_file(path, MAX_PATTERN_FILE_BYTES)
+            data = read_small_file(path, MAX_PATTERN_FILE_BYTES, streams=True)
         except NotSmallFile as why:
             raise Refused(
                 f"--exclude-from {shown} {why.reason}; name a pattern file", path=shown

@@ -122,7 +122,7 @@ def volumes(args: argparse.Namespace, out: Output) -> Result:
 
 def _read_skill_file(path: str) -> str:
     try:
-        data = read_small_file(path, _MAX_SKILL_FILE)
+        data = read_small_file(path, _MAX_SKILL_FILE, streams=True)
     except NotSmallFile as why:
         raise InvalidInput(
             f"--file {escape_display(path)} {why.reason} (a skill holds at most 20,000 characters)",

@@ -3,8 +3,9 @@
 A path may name a FIFO (an ``open`` that blocks until a writer comes, forever), ``/dev/zero``
 (a read without end), or a regular file far larger than the format allows. So the file is
 opened with ``O_NONBLOCK`` (a FIFO opens at once) and ``O_NOCTTY``, must then be a regular
-file, and is read to at most ``limit`` bytes; anything else is :class:`NotSmallFile`, whose
-reason completes a sentence about the file. ``OSError`` of the open or the read is left to
+file (or, where the user names it, a pipe: see ``streams``), and is read to at most ``limit``
+bytes; anything else is :class:`NotSmallFile`, whose reason completes a sentence about the
+file. ``OSError`` of the open or the read is left to
 the caller, which says what it was reading.
 """
 
@@ -27,17 +28,30 @@ class NotSmallFile(Exception):
 
 
 def read_small_file(
-    path: str | os.PathLike[str], limit: int, *, dir_fd: int | None = None, follow: bool = True
+    path: str | os.PathLike[str],
+    limit: int,
+    *,
+    dir_fd: int | None = None,
+    follow: bool = True,
+    streams: bool = False,
 ) -> bytes:
     """The bytes of the regular file ``path`` (relative to ``dir_fd`` when given; a symbolic
-    link is followed only with ``follow``), at most ``limit`` of them."""
-    fd = os.open(path, _FLAGS | (0 if follow else os.O_NOFOLLOW), dir_fd=dir_fd)
+    link is followed only with ``follow``), at most ``limit`` of them.
+
+    With ``streams``, for a file the user names, a pipe or a character device is read too, as
+    it comes and to the same bound: ``--exclude-from <(git ls-files …)`` is a FIFO, and reading
+    one waits for its writer, as any program's would.
+    """
+    flags = _FLAGS | (0 if follow else os.O_NOFOLLOW)
+    if streams and _is_stream(os.stat(path, dir_fd=dir_fd, follow_symlinks=follow)):
+        flags &= ~os.O_NONBLOCK
+    fd = os.open(path, flags, dir_fd=dir_fd)
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise NotSmallFile("is not a regular file")
+        if not (stat.S_ISREG(st.st_mode) or (streams and _is_stream(st))):
+            raise NotSmallFile("is not a regular file" + (" nor a pipe" if streams else ""))
         too_large = NotSmallFile(f"is larger than {human_size(limit)}")
-        if st.st_size > limit:
+        if stat.S_ISREG(st.st_mode) and st.st_size > limit:
             raise too_large
         parts: list[bytes] = []
         held = 0
@@ -50,3 +64,7 @@ def read_small_file(
         return b"".join(parts)
     finally:
         os.close(fd)
+
+
+def _is_stream(st: os.stat_result) -> bool:
+    return stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode)

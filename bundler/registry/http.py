@@ -93,8 +93,8 @@ class Session:
         if ca_file is None:
             return ssl.create_default_context()
         try:
-            # read as a small file first: a FIFO named here would block OpenSSL's own open
-            pem = read_small_file(ca_file, MAX_CA_FILE_BYTES)
+            # read here, bounded: OpenSSL would read /dev/zero to its end
+            pem = read_small_file(ca_file, MAX_CA_FILE_BYTES, streams=True)
             return ssl.create_default_context(cadata=pem.decode("ascii"))
         except (OSError, ssl.SSLError, NotSmallFile, UnicodeDecodeError):
             raise Refused(

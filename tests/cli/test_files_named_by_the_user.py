@@ -1,19 +1,22 @@
-"""Every file a user names, or bundler's state holds, is read without waiting and to a bound.
+"""Every file a user names is read to a bound; a file of bundler's state never waits.
 
-A FIFO named as an input blocked ``open`` forever (a writer never comes), and ``/dev/zero``
-read until memory ran out; a JSON record nested thousands deep ended in a RecursionError. Each
-now ends in one line naming the file, at once. Found by a fuzzer of command lines.
+``/dev/zero`` named as an input read until memory ran out; a FIFO in place of a state file (the
+Docker config, a restore journal) blocked ``open`` forever; a JSON record nested thousands deep
+ended in a RecursionError. Each now ends in one line naming the file. A pipe the user names
+('<(…)') is still read as it streams. Found by a fuzzer of command lines.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 from installs import copy_example
-from kit import one_error, run_cli
+from kit import clean_env, cli_command, one_error, run_cli
 
 from bundler.bundle.leftovers import encode_record
 from bundler.errors import Refused
@@ -34,57 +37,63 @@ def refused_at_once(args: list[str], *, cwd: Path | None = None) -> str:
     return done.stderr
 
 
-@pytest.mark.parametrize(
-    "command",
-    [
-        ["bundle", "verify", "{fifo}"],
-        ["bundle", "inspect", "{fifo}"],
-        ["bundle", "secrets-template", "{fifo}"],
-        ["bundle", "unpack", "{fifo}", "{out}"],
-        ["agents", "import", "{fifo}", "--dry-run"],
-    ],
-    ids=["verify", "inspect", "secrets_template", "unpack", "import"],
-)
-def test_a_fifo_named_as_a_bundle_archive_is_refused_at_once(
-    tmp_path: Path, command: list[str]
-) -> None:
+def test_an_archive_given_as_a_pipe_is_read_as_it_streams(tmp_path: Path) -> None:
+    """'bundle verify <(curl …)': a pipe is a fine archive (the reader bounds what it takes)."""
     install = copy_example(tmp_path)
-    path = fifo(tmp_path, "agent.tar")
-    args = [part.format(fifo=path, out=tmp_path / "out") for part in command]
-    said = refused_at_once(["--install", str(install), *args])
-    assert "not a regular file" in said
-    assert not (tmp_path / "out").exists()
-
-
-@pytest.mark.parametrize("kind", ["fifo", "dev_zero"])
-def test_an_exclude_from_file_that_is_not_small_and_regular_is_refused(
-    tmp_path: Path, kind: str
-) -> None:
-    install = copy_example(tmp_path)
-    path = fifo(tmp_path) if kind == "fifo" else Path("/dev/zero")
-    said = refused_at_once(
-        ["--install", str(install), "agents", "export", "researcher", "--out", "o"]
-        + ["--exclude-from", str(path)],
-        cwd=tmp_path,
+    packed = tmp_path / "agent.tar"
+    exported = run_cli(
+        ["--install", str(install), "agents", "export", "researcher", "--out", str(packed)]
     )
-    assert "--exclude-from" in said and "not a regular file" in said
+    assert exported.returncode == 0, exported.stderr
+    done = subprocess.run(
+        ["bash", "-c", f'"$@" <(cat {shlex.quote(str(packed))})', "_", *cli_command()]
+        + ["bundle", "verify"],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("kind", ["pipe", "dev_zero", "folder"])
+def test_an_exclude_from_file_is_read_from_a_pipe_and_to_a_bound(tmp_path: Path, kind: str) -> None:
+    """'--exclude-from <(git ls-files …)' is a pipe and is read; /dev/zero read until memory
+    ran out, and is now refused at the bound."""
+    install = copy_example(tmp_path)
+    args = ["--install", str(install), "agents", "export", "researcher", "--out", "o"]
+    if kind == "pipe":
+        done = subprocess.run(
+            ["bash", "-c", '"$@" --exclude-from <(printf "notes/\\n")', "_", *cli_command()] + args,
+            capture_output=True,
+            text=True,
+            env=clean_env(),
+            cwd=tmp_path,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert not (tmp_path / "o" / "workspace" / "notes").exists()
+        return
+    path = Path("/dev/zero") if kind == "dev_zero" else tmp_path
+    said = refused_at_once([*args, "--exclude-from", str(path)], cwd=tmp_path)
+    assert "--exclude-from" in said
     assert not (tmp_path / "o").exists()
 
 
-def test_a_ca_file_that_is_a_fifo_is_refused_before_any_connection(tmp_path: Path) -> None:
+def test_a_ca_file_without_end_is_refused_before_any_connection() -> None:
     said = refused_at_once(
-        ["bundle", "inspect", "oci://127.0.0.1:9/a/b:c", "--ca-file", str(fifo(tmp_path))]
+        ["bundle", "inspect", "oci://127.0.0.1:9/a/b:c", "--ca-file", "/dev/zero"]
     )
     assert "--ca-file" in said
 
 
-def test_a_skill_file_that_is_a_fifo_is_refused(tmp_path: Path) -> None:
+def test_a_skill_file_without_end_is_refused(tmp_path: Path) -> None:
     project = copy_example(tmp_path, "project")
     said = refused_at_once(
         ["home", "skills", "save", "noted", "--project", str(project)]
-        + ["--description", "d", "--file", str(fifo(tmp_path))]
+        + ["--description", "d", "--file", "/dev/zero"]
     )
-    assert "--file" in said and "not a regular file" in said
+    assert "--file" in said and "larger than" in said
 
 
 def test_a_docker_config_that_is_a_fifo_is_refused(tmp_path: Path) -> None:
@@ -170,9 +179,6 @@ def test_recovering_an_export_that_cannot_remove_its_leftovers_is_one_line(
     """A staging tree deeper than the descriptors allowed (or an immutable file in it) made
     rmtree raise out of 'recover DEST'."""
     import resource
-    import subprocess
-
-    from kit import clean_env, cli_command
 
     token = "AAAAAAAAAAAA"
     (tmp_path / f".zeroclaw-export-{token}.target").write_bytes(encode_record("out"))
