@@ -17,13 +17,13 @@ from functools import cache
 from typing import Any
 
 from bundler.errors import InvalidInput, UsageError
-from bundler.rules import schema, schemacheck
+from bundler.rules import layout, schema, schemacheck
 from bundler.rules.names import escape_display, has_control_chars
 from bundler.rules.risk import RiskFlag
 from bundler.rules.tomlcompat import TOMLDecodeError, loads
 
-MANIFEST_NAME = "zeroclaw-agent.toml"
-CONFIG_NAME = "config.toml"
+MANIFEST_NAME = layout.MANIFEST_NAME
+CONFIG_NAME = layout.CONFIG_NAME
 CHECKSUMS_NAME = "checksums.xxh3"
 KNOWN_FORMATS = (1, 2)
 MEMORY_STORE = "memory/brain.db"

@@ -24,7 +24,7 @@ from typing import Any
 
 import xxhash
 
-from bundler.errors import InvalidInput, Refused
+from bundler.errors import InvalidInput, Refused, UsageError
 from bundler.rules import layout, tomlcompat
 from bundler.rules.layout import MAX_CONFIG_BYTES
 from bundler.rules.names import escape_display
@@ -56,7 +56,8 @@ _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_
 def find_install_root(cli_install: str | None, environ: Mapping[str, str] | None = None) -> Path:
     """The install root (01 §1): ``--install``, else ``$ZEROCLAW_CONFIG_DIR``, else ``~/.zeroclaw``.
 
-    Creates nothing and does not check that the folder exists.
+    Creates nothing and does not check that the folder exists; refuses a bundle folder (one
+    holding a bundle manifest), whose config an edit would break against its checksums.
     """
     env = os.environ if environ is None else environ
     if cli_install:
@@ -65,10 +66,18 @@ def find_install_root(cli_install: str | None, environ: Mapping[str, str] | None
         chosen = env[CONFIG_DIR_VARIABLE]
     else:
         home = env.get("HOME") or os.path.expanduser("~")
-        return Path(os.path.abspath(os.path.join(home, ".zeroclaw")))
+        chosen = os.path.join(home, ".zeroclaw")
     if chosen.startswith("~"):
         chosen = os.path.expanduser(chosen)
-    return Path(os.path.abspath(chosen))
+    root = Path(os.path.abspath(chosen))
+    if os.path.lexists(root / layout.MANIFEST_NAME):
+        raise UsageError(
+            f"{escape_display(str(root))} is a bundle, not an install (it holds "
+            f"{layout.MANIFEST_NAME}): name the install root, and read the bundle with 'bundler "
+            "bundle inspect' or import it with 'bundler agents import'",
+            path=str(root),
+        )
+    return root
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,8 @@ __all__ = [
 ]
 
 CONFIG_NAME = "config.toml"
+MANIFEST_NAME = "zeroclaw-agent.toml"
+"""A bundle's manifest: what marks a folder as a bundle rather than an install."""
 # a config this large is not a config; refusing it keeps a hostile file from exhausting memory.
 # One limit for every config.toml bundler reads, an install's or a bundle's: 03 §1 gives 16 MiB
 # for a bundle's, and an install's is held to the same (it was 64 MiB, a second number).

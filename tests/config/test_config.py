@@ -18,7 +18,7 @@ from conftest import EXAMPLE_INSTALL
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from installs import MINIMAL_CONFIG, make_install
-from kit import Terminal, clean_env, cli_command, one_error, run_cli
+from kit import Terminal, clean_env, cli_command, one_error, run_cli, tree_snapshot
 
 from bundler.config import store as cfg
 from bundler.config.file import find_install_root, read_config_snapshot
@@ -866,3 +866,27 @@ def test_config_set_refuses_numbers_toml_cannot_mean(install: Path, key: str, va
     result = run_cli(["--install", str(install), "config", "set", key, value])
     assert result.returncode == 3 and one_error(result.stderr), result.stderr
     assert file_state(install / "config.toml") == before
+
+
+def test_a_bundle_folder_named_as_the_install_is_refused_and_left_as_it_is(
+    example: Path, tmp_path: Path
+) -> None:
+    """'--install BUNDLE config unset …' edited the bundle's config.toml (its checksums no longer
+    matched) and left a .config.lock in it."""
+    bundle = tmp_path / "bundle"
+    exported = run_cli(
+        ["--install", str(example), "agents", "export", "researcher", "--out", str(bundle)]
+    )
+    assert exported.returncode == 0, exported.stderr
+    before = tree_snapshot(bundle)
+    key = "providers.models.anthropic.main.model"
+    for args, env in (
+        (["--install", str(bundle), "config", "unset", key], {}),
+        (["config", "set", key, "x"], {"ZEROCLAW_CONFIG_DIR": str(bundle)}),
+        (["--install", str(bundle), "agents", "list"], {}),
+    ):
+        done = run_cli(args, env=env)
+        assert done.returncode == 2 and one_error(done.stderr), done.stderr
+        assert "is a bundle, not an install" in done.stderr
+    assert tree_snapshot(bundle) == before
+    assert run_cli(["bundle", "verify", str(bundle)]).returncode == 0
