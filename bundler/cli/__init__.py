@@ -8,8 +8,10 @@ raised anywhere below and printed here on one line (or as the ``--json`` envelop
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import importlib
+import io
 import json
 import signal
 import sys
@@ -498,6 +500,25 @@ def _handler(words: tuple[str, ...]) -> Any:
     return getattr(module, function_name)
 
 
+def _parse(
+    parser: argparse.ArgumentParser, argv: list[str], out: Output
+) -> tuple[argparse.Namespace, list[str]] | int:
+    """Parse ``argv``; ``--help`` and ``--version`` print their text and give the exit code.
+
+    With ``--json`` that text is the ``text`` of the one JSON object, as every other output
+    of a ``--json`` run is."""
+    if not out.json_mode:
+        return parser.parse_known_args(argv)
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            return parser.parse_known_args(argv)
+    except SystemExit as done:  # argparse's help and version actions, after printing
+        if done.code not in (0, None):
+            raise
+        return out.emit(Result(payload={"text": printed.getvalue()}))
+
+
 def _refuse_double_dash_values(argv: Sequence[str]) -> None:
     """``--out=--``: argparse drops a value that is exactly ``--`` (it takes it for the end of
     the options) and hands the command an empty list, which it cannot use."""
@@ -596,7 +617,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         _refuse_double_dash_values(argv)
         word = _group_word(argv)
         parser = build_parser(groups_wanted=_groups_to_build(word))
-        args, extras = parser.parse_known_args(argv)
+        parsed = _parse(parser, argv, out)
+        if isinstance(parsed, int):
+            return parsed
+        args, extras = parsed
         if extras:
             _unrecognized(extras, args)
         for option in ("install", "json", "quiet", "no_progress"):

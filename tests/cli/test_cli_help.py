@@ -204,3 +204,20 @@ def test_every_command_group_explains_its_command_positional(words: list[str]) -
     assert done.returncode == 0, done.stderr
     first = _section(done.stdout, "positional arguments")[0]
     assert re.match(r"^  COMMAND\s{2,}\S", first), done.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--json", "--version"], ["--json", "--help"], ["--json", "bundle", "verify", "--help"]],
+)
+def test_help_and_version_under_json_are_one_json_object(args: list[str]) -> None:
+    """05 §3: --json prints exactly one JSON object; --help and --version printed text."""
+    import json
+
+    done = run_cli(args)
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert document["ok"] is True
+    assert document["text"].startswith(("bundler ", "usage: bundler"))
+    plain = run_cli([arg for arg in args if arg != "--json"])
+    assert plain.stdout == document["text"]
