@@ -33,12 +33,19 @@ class Pattern:
     origin: str
 
 
+BACKEND = "simple"
+"""pathspec's own regular expressions. Where Hyperscan is installed (our secret sweep's engine)
+pathspec would compile with it by default, and Hyperscan refuses a long pattern with an error
+of its own ("Pattern length exceeds limit") that no caller expects; a handful of patterns
+matched once per path gains nothing from it."""
+
+
 class Exclusions:
     """A compiled, ordered list of patterns; :meth:`match` answers for one relative path."""
 
     def __init__(self, patterns: Sequence[Pattern] = ()) -> None:
         self.patterns = list(patterns)
-        self._spec = GitIgnoreSpec.from_lines(p.text for p in self.patterns)
+        self._spec = GitIgnoreSpec.from_lines((p.text for p in self.patterns), backend=BACKEND)
 
     def __bool__(self) -> bool:
         return bool(self.patterns)
@@ -92,7 +99,7 @@ def parse_text(data: bytes, origin: str, *, shown: str = "") -> list[Pattern]:
 
 def _checked(text: str, origin: str, error: type[BundlerError]) -> Pattern:
     try:
-        GitIgnoreSpec.from_lines([text])
+        GitIgnoreSpec.from_lines([text], backend=BACKEND)
     except ValueError:  # pathspec's GitIgnorePatternError
         raise error(
             f"{origin}: {text!r} is not a valid gitignore pattern; fix or remove it and try again",

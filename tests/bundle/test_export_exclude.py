@@ -360,3 +360,17 @@ def test_export_help_documents_the_exclusion_options() -> None:
     for word in ("--exclude PATTERN", "--exclude-from FILE", ".bundlerignore"):
         assert word in done.stdout, word
     assert "--exclude" in done.stdout.split("examples:")[1]
+
+
+def test_a_pattern_of_any_length_works_on_the_command_line_and_in_bundlerignore(
+    install: Path, tmp_path: Path
+) -> None:
+    """With Hyperscan installed, pathspec compiled patterns with it, which refuses a long one
+    ("Pattern length exceeds limit"): a traceback, from an --exclude or a workspace's own
+    .bundlerignore. The patterns are compiled with pathspec's own regular expressions."""
+    long = "A" * 20_000  # Hyperscan's limit is about 16,000
+    (workspace(install) / ".bundlerignore").write_text(f"{long}\ncache/\n")
+    out = tmp_path / "bundle"
+    done = _export(install, out, "--exclude", f"{long}/*")
+    assert done.returncode == 0, done.stderr
+    assert list(_excluded_rows(out)) == ["workspace/cache"]
