@@ -33,7 +33,6 @@ from bundler.rules.exclusions import (
 from bundler.rules.names import escape_display
 
 WORKSPACE_IGNORE = f"workspace/{IGNORE_FILE}"
-_IGNORE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
 def command_line_patterns(exclude: Sequence[str], exclude_from: Sequence[Path]) -> list[Pattern]:
@@ -50,7 +49,7 @@ def command_line_patterns(exclude: Sequence[str], exclude_from: Sequence[Path]) 
             data = read_small_file(path, MAX_PATTERN_FILE_BYTES, streams=True)
         except NotSmallFile as why:
             raise Refused(
-                f"--exclude-from {shown} {why.reason}; name a pattern file", path=shown
+                f"--exclude-from {shown} {why.reason}; name a short file of patterns", path=shown
             ) from None
         except OSError as err:
             raise Refused(
@@ -58,7 +57,7 @@ def command_line_patterns(exclude: Sequence[str], exclude_from: Sequence[Path]) 
                 "name a readable pattern file",
                 path=shown,
             ) from None
-        patterns += parse_text(_limited(data, shown), shown)
+        patterns += parse_text(data, shown)
     return patterns + parse_options(exclude)
 
 
@@ -71,9 +70,13 @@ def workspace_patterns(root_fd: int, shown: str) -> list[Pattern]:
     ``workspace/.bundlerignore``, as the bundle does (no host path travels).
     """
     try:
-        fd = os.open(IGNORE_FILE, _IGNORE_FLAGS, dir_fd=root_fd)
+        data = read_small_file(IGNORE_FILE, MAX_PATTERN_FILE_BYTES, dir_fd=root_fd, follow=False)
     except FileNotFoundError:
         return []
+    except NotSmallFile as why:
+        raise Refused(
+            f"{shown} {why.reason}: make it a short file of patterns and try again", path=shown
+        ) from None
     except OSError as err:
         what = (
             "is a symbolic link" if err.errno == errno.ELOOP else f"cannot be read ({err.strerror})"
@@ -81,35 +84,7 @@ def workspace_patterns(root_fd: int, shown: str) -> list[Pattern]:
         raise Refused(
             f"{shown} {what}: make it a regular file of patterns and try again", path=shown
         ) from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise Refused(
-                f"{shown} is not a regular file: make it a file of patterns and try again",
-                path=shown,
-            )
-        chunks: list[bytes] = []
-        size = 0
-        while size <= MAX_PATTERN_FILE_BYTES:
-            chunk = os.read(fd, MAX_PATTERN_FILE_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as err:
-        raise Refused(f"{shown} cannot be read ({err.strerror}); check it", path=shown) from None
-    finally:
-        os.close(fd)
-    return parse_text(_limited(b"".join(chunks), shown), WORKSPACE_IGNORE, shown=shown)
-
-
-def _limited(data: bytes, shown: str) -> bytes:
-    if len(data) > MAX_PATTERN_FILE_BYTES:
-        raise Refused(
-            f"{shown} is larger than {MAX_PATTERN_FILE_BYTES} bytes: a pattern file is a short "
-            "list of lines; check that it is the right file",
-            path=shown,
-        )
-    return data
+    return parse_text(data, WORKSPACE_IGNORE, shown=shown)
 
 
 class PatternExclude:

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from bundler.fs import durable
+from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.rules import layout
 
 __all__ = ["KEEP", "RECORD_NAME", "recent_destinations", "record_destination"]
@@ -43,14 +44,11 @@ def _parse(raw: bytes) -> list[str]:
 
 
 def _read(state_fd: int) -> list[str]:
+    # a record that is not a small regular file is none: it only helps doctor find leftovers
     try:
-        fd = os.open(RECORD_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=state_fd)
-    except OSError:
+        return _parse(read_small_file(RECORD_NAME, _MAX_BYTES, dir_fd=state_fd, follow=False))
+    except (OSError, NotSmallFile):
         return []
-    try:
-        return _parse(os.read(fd, _MAX_BYTES))
-    finally:
-        os.close(fd)
 
 
 def recent_destinations(install_root: Path) -> list[str]:

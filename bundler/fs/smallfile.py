@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 
 from bundler.rules.units import human_size
 
@@ -20,11 +21,13 @@ _FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
 
 
 class NotSmallFile(Exception):
-    """The file is not a regular file of at most the limit; ``reason`` says which."""
+    """The file is not a regular file of at most the limit; ``reason`` says which, and
+    ``too_large`` whether it was the size (the content is wrong, not the kind of file)."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, *, too_large: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.too_large = too_large
 
 
 def read_small_file(
@@ -34,6 +37,7 @@ def read_small_file(
     dir_fd: int | None = None,
     follow: bool = True,
     streams: bool = False,
+    check: Callable[[os.stat_result], None] | None = None,
 ) -> bytes:
     """The bytes of the regular file ``path`` (relative to ``dir_fd`` when given; a symbolic
     link is followed only with ``follow``), at most ``limit`` of them.
@@ -41,6 +45,9 @@ def read_small_file(
     With ``streams``, for a file the user names, a pipe or a character device is read too, as
     it comes and to the same bound: ``--exclude-from <(git ls-files …)`` is a FIFO, and reading
     one waits for its writer, as any program's would.
+
+    ``check`` is given the status of the file that was opened, before a byte is read, and may
+    raise to refuse it (a secrets file others can read is refused unread).
     """
     flags = _FLAGS | (0 if follow else os.O_NOFOLLOW)
     if streams and _is_stream(os.stat(path, dir_fd=dir_fd, follow_symlinks=follow)):
@@ -50,7 +57,9 @@ def read_small_file(
         st = os.fstat(fd)
         if not (stat.S_ISREG(st.st_mode) or (streams and _is_stream(st))):
             raise NotSmallFile("is not a regular file" + (" nor a pipe" if streams else ""))
-        too_large = NotSmallFile(f"is larger than {human_size(limit)}")
+        if check is not None:
+            check(st)
+        too_large = NotSmallFile(f"is larger than {human_size(limit)}", too_large=True)
         if stat.S_ISREG(st.st_mode) and st.st_size > limit:
             raise too_large
         parts: list[bytes] = []

@@ -10,7 +10,6 @@ from __future__ import annotations
 import errno
 import getpass
 import os
-import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -19,11 +18,11 @@ import tomli_w
 
 from bundler.bundle import fragment
 from bundler.errors import BundlerError, InvalidInput, Refused, UsageError
+from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.install import merge
 from bundler.rules import hints, tomlcompat
 from bundler.rules.names import escape_display, is_text
 from bundler.rules.paths import format_path, parse_path
-from bundler.rules.units import human_size
 from bundler.rules.values import not_text
 
 
@@ -169,33 +168,30 @@ def collect_secrets(
     return values, warnings
 
 
+_MAX_SECRETS_FILE_BYTES = 16 << 20
+
+
 def load_secrets_file(path: Path) -> dict[str, str]:
     """A ``--secrets-file``: a TOML table of secret paths; refused when group/others can read it."""
     shown = escape_display(str(path))
+
+    def private_to_its_owner(st: os.stat_result) -> None:
+        if st.st_mode & 0o044:
+            raise Refused(
+                f"secrets file {shown} is readable by group or others; chmod 600 it", path=str(path)
+            )
+
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
+        raw = read_small_file(path, _MAX_SECRETS_FILE_BYTES, check=private_to_its_owner)
+    except NotSmallFile as why:
+        if why.too_large:
+            raise InvalidInput(f"secrets file {shown} {why.reason}", path=str(path)) from None
+        raise Refused(f"secrets file {shown} {why.reason}", path=str(path)) from None
     except OSError as exc:
         raise Refused(
             f"cannot read secrets file {shown} ({os.strerror(exc.errno or errno.EIO)})",
             path=str(path),
         ) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise Refused(f"secrets file {shown} is not a regular file", path=str(path))
-        if st.st_mode & 0o044:
-            raise Refused(
-                f"secrets file {shown} is readable by group or others; chmod 600 it", path=str(path)
-            )
-        raw = b""
-        while chunk := os.read(fd, 1 << 20):
-            raw += chunk
-            if len(raw) > 16 << 20:
-                raise InvalidInput(
-                    f"secrets file {shown} is larger than {human_size(16 << 20)}", path=str(path)
-                )
-    finally:
-        os.close(fd)
     # the parser's message may quote a line of the file, which holds secrets: say only where.
     # Raised outside any handler, so that no decode error (holding the bytes) is chained to it.
     table = _parse_secrets(raw)

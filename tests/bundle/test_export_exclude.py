@@ -5,6 +5,7 @@ refuse-mode sweep that reports every hit of the run before it refuses. All throu
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -24,6 +25,8 @@ from test_export_kit import (
     secret_forms,
     workspace,
 )
+
+from bundler.rules.exclusions import MAX_PATTERN_FILE_BYTES
 
 # every workspace file the pattern tests look at (beside what make_install writes)
 TREE = (
@@ -374,3 +377,21 @@ def test_a_pattern_of_any_length_works_on_the_command_line_and_in_bundlerignore(
     done = _export(install, out, "--exclude", f"{long}/*")
     assert done.returncode == 0, done.stderr
     assert list(_excluded_rows(out)) == ["workspace/cache"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "oversize"])
+def test_a_bundlerignore_that_is_not_a_small_file_refuses_at_once(
+    install: Path, tmp_path: Path, kind: str
+) -> None:
+    """A FIFO must not make the export wait for a writer; an oversize file is not a list of
+    patterns. Either refuses, naming the file, before anything is written."""
+    ignore = workspace(install) / ".bundlerignore"
+    if kind == "fifo":
+        os.mkfifo(ignore)
+    else:
+        ignore.write_bytes(b"# padding\n" * (MAX_PATTERN_FILE_BYTES // 10 + 1))
+    out = tmp_path / "bundle"
+    done = _export(install, out)
+    assert done.returncode == 1 and one_error(done.stderr), done.stderr
+    assert ".bundlerignore is " in done.stderr
+    assert not out.exists() and hidden_leftovers(tmp_path) == []

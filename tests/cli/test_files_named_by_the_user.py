@@ -213,3 +213,21 @@ def test_an_export_record_naming_no_destination_is_skipped_by_doctor(
     (state / "export-destinations.json").write_text(f'{{"destinations": ["{recorded}"]}}')
     checked = run_cli(["--install", str(install), "doctor"], timeout=60)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_an_export_record_that_is_a_fifo_is_read_as_empty(tmp_path: Path) -> None:
+    """The record is bundler's own state file: a FIFO there made ``doctor`` and every export
+    wait for a writer that never comes."""
+    install = copy_example(tmp_path)
+    state = install / "data" / "state"
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "export-destinations.json").unlink(missing_ok=True)
+    os.mkfifo(state / "export-destinations.json")
+    checked = run_cli(["--install", str(install), "doctor"], timeout=30)
+    assert "Traceback" not in checked.stderr, checked.stderr
+    out = tmp_path / "b"
+    exported = run_cli(
+        ["--install", str(install), "agents", "export", "researcher", "--out", str(out)],
+        timeout=30,
+    )
+    assert out.is_dir() and "Traceback" not in exported.stderr, exported.stderr

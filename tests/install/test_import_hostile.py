@@ -334,3 +334,32 @@ def test_risk_flags_shown_and_accepted_are_those_of_the_bound_local_profile(
     receipt = tomlcompat.loads(Path(json.loads(done.stdout)["receipt"]).read_text())
     accepted = {(f["kind"], f["path"]) for f in receipt["accepted_risk_flags"]}
     assert accepted == shown
+
+
+@pytest.mark.parametrize(
+    ("kind", "code", "said"),
+    [
+        ("fifo", 1, "is not a regular file"),
+        ("open to others", 1, "readable by group or others; chmod 600 it"),
+        ("oversize", 3, "is larger than 16"),
+    ],
+)
+def test_a_secrets_file_that_is_not_a_private_small_file_is_refused_unread(
+    tmp_path: Path, empty_install: Path, kind: str, code: int, said: str
+) -> None:
+    """A FIFO is refused at once, not waited on; a file others can read is refused before a
+    byte of it is read; an oversize one before it is parsed. Nothing is written."""
+    bundle = bf.build_bundle(tmp_path / "bundle")
+    secrets = tmp_path / "secrets.toml"
+    if kind == "fifo":
+        os.mkfifo(secrets, 0o600)
+    else:
+        secrets.write_bytes(b"#\n" * ((16 << 20) // 2 + 1) if kind == "oversize" else b"")
+        secrets.chmod(0o644 if kind == "open to others" else 0o600)
+    done = run_cli(
+        ["--install", str(empty_install), "agents", "import", str(bundle), "--accept-risks",
+         "--secrets-file", str(secrets)],
+        timeout=30,
+    )  # fmt: skip
+    assert done.returncode == code and said in one_error_line(done), done.stderr
+    assert os.listdir(empty_install) == []
