@@ -584,7 +584,9 @@ def _groups_to_build(word: str | None) -> tuple[str, ...] | None:
 
 
 def _wants_json(argv: Sequence[str]) -> bool:
-    return "--json" in argv
+    # after "--" every word is an operand, "--json" too (an agent may be named so)
+    options = argv[: list(argv).index("--")] if "--" in argv else argv
+    return "--json" in options
 
 
 def _start_up_done(collecting: bool, *, own_process: bool) -> None:

@@ -4,6 +4,7 @@ point to the command's own help, and a near-miss name gets a "did you mean"."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -212,8 +213,6 @@ def test_every_command_group_explains_its_command_positional(words: list[str]) -
 )
 def test_help_and_version_under_json_are_one_json_object(args: list[str]) -> None:
     """05 §3: --json prints exactly one JSON object; --help and --version printed text."""
-    import json
-
     done = run_cli(args)
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
@@ -221,3 +220,13 @@ def test_help_and_version_under_json_are_one_json_object(args: list[str]) -> Non
     assert document["text"].startswith(("bundler ", "usage: bundler"))
     plain = run_cli([arg for arg in args if arg != "--json"])
     assert plain.stdout == document["text"]
+
+
+def test_json_after_the_end_of_options_is_an_operand_not_the_output_mode() -> None:
+    """After ``--`` every word is an operand: a ``--json`` there does not make a usage error
+    JSON (it is an agent's name, which is refused as one)."""
+    done = run_cli(["agents", "export", "--", "--json"])
+    assert done.returncode == 2 and one_error(done.stderr), done.stderr
+    assert done.stderr.startswith("error: ") and done.stdout == ""
+    under_json = run_cli(["--json", "agents", "export", "--", "--json"])
+    assert under_json.returncode == 2 and json.loads(under_json.stdout)["ok"] is False
