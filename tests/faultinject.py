@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Literal
 
-Fault = Literal["SIGKILL", "EIO", "ENOSPC"]
+Fault = Literal["SIGKILL", "SIGINT", "EIO", "ENOSPC"]
 
 _LINE_RE = re.compile(r"^(?:(\d+)\s+)?([a-z_0-9]+)\(")
 _CWD_RE = re.compile(r"AT_FDCWD<[^>]*>")
@@ -173,13 +173,17 @@ def run_with_fault(
     cwd: str | None = None,
     timeout: float = 120,
 ) -> FaultRun:
-    """Run ``cmd`` with the ``when``-th call of ``syscall`` killed (SIGKILL) or failed (errno).
+    """Run ``cmd`` with the ``when``-th call of ``syscall`` killed (SIGKILL), interrupted
+    (SIGINT, as Ctrl-C: the call itself still runs, the program's handler after it) or failed
+    (errno).
 
     ``fired`` says whether the injection happened (the program may have made fewer calls);
     ``killed`` whether the process died of SIGKILL.
     """
-    action = "signal=SIGKILL" if fault == "SIGKILL" else f"error={fault}"
+    action = f"signal={fault}" if fault.startswith("SIG") else f"error={fault}"
     inject = ["-e", f"inject={syscall}:{action}:when={when}"]
+    if fault == "SIGINT":
+        inject += ["-e", "signal=SIGINT"]  # its delivery is logged: strace marks no call for it
     with tempfile.TemporaryDirectory(prefix="faultinject-") as tmp:
         log_path = os.path.join(tmp, "log")
         done = _run([*_strace(log_path, [syscall], inject), *cmd], env, cwd, timeout)
@@ -188,7 +192,8 @@ def run_with_fault(
     killed = done.returncode in (-9, 128 + 9)
     lines = log.splitlines()
     main_pid = lines[0].split(" ", 1)[0] if lines else ""
-    fired = any(line.startswith(main_pid + " ") and "(INJECTED)" in line for line in lines)
+    mark = "--- SIGINT {si_signo=SIGINT, si_code=SI_KERNEL" if fault == "SIGINT" else "(INJECTED)"
+    fired = any(line.startswith(main_pid + " ") and mark in line for line in lines)
     fired = fired or (fault == "SIGKILL" and killed)
     return FaultRun(done.returncode, done.stdout, done.stderr, fired, killed, log)
 

@@ -30,11 +30,10 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import signal
 import stat
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -61,6 +60,7 @@ from bundler.fs.durable import (
     renameat2,
 )
 from bundler.fs.safefs import open_dir_nofollow, rmtree_at
+from bundler.interrupts import signals_deferred
 from bundler.rules import hints
 from bundler.rules.names import escape_display
 
@@ -122,21 +122,6 @@ def lstat_at(dir_fd: int, name: str) -> os.stat_result | None:
         return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         return None
-
-
-@contextmanager
-def _signals_deferred() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM/SIGHUP while a multi-step rename runs; they are delivered on exit.
-
-    A handler raising in the middle of exchange-then-check would leave the two names swapped
-    without the follow-up the protocol needs.
-    """
-    mask = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, mask)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def remove_tree_at(dir_fd: int, name: str) -> None:
@@ -427,7 +412,7 @@ class Staging:
         try:
             result = check()
         finally:
-            with _signals_deferred():
+            with signals_deferred():
                 thread.join()
         if failed:
             raise failed[0]
@@ -440,7 +425,7 @@ class Staging:
         adds the command that clears what is left (``hints.command("recover", dest)``).
         """
         problems: list[str] = []
-        with _signals_deferred():
+        with signals_deferred():
             self._close_fd()
             parent = self.admission.parent_fd
             if self._stranded is not None:
@@ -511,7 +496,7 @@ class Staging:
         # signals wait until the swap and its follow-up are done: an interrupt can no longer
         # undo the publication, only leave leftovers behind
         try:
-            with _signals_deferred():
+            with signals_deferred():
                 self._recheck()
                 if adm.kind is DestKind.VACANT:
                     method = self._swap_vacant()

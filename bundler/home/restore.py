@@ -41,7 +41,7 @@ from typing import Any
 
 import tomli_w
 
-from bundler.errors import InvalidInput, Refused
+from bundler.errors import Interrupted, InvalidInput, Refused
 from bundler.fs import durable
 from bundler.fs.copytree import make_durable
 from bundler.fs.safefs import open_dir_nofollow, rmtree_at
@@ -68,6 +68,7 @@ from bundler.home.zipcheck import (
     restored_mode,
     stream_entry,
 )
+from bundler.interrupts import signals_deferred
 from bundler.rules import hints, tomlcompat
 from bundler.rules.actions import Action, step
 from bundler.rules.names import escape_display
@@ -431,8 +432,8 @@ def _clear_interrupted(home_fd: int, home: Path, warnings: list[str]) -> None:
             if journal is None or journal.state == "extracting":
                 _discard_staging(home_fd, name, staging_fd)
                 warnings.append(
-                    f"removed {shown}/{escape_display(name)}: left by an interrupted restore "
-                    "that had not started its swap"
+                    f"removed {shown}/{escape_display(name)}: left by an interrupted restore, "
+                    f"{_held_nothing(journal)}"
                 )
                 continue
         finally:
@@ -550,12 +551,15 @@ def _stage_and_swap(
     staging = f"{STAGING_PREFIX}{token}"
     journal = Journal(token)
     os.mkdir(staging, 0o700, dir_fd=home_fd)
+    staging_fd = -1
     try:
         durable.fsync_dir(home_fd)
         staging_fd = open_dir_nofollow(home_fd, staging)
         # held until the descriptor closes: a later run can tell a live restore from a dead one
         fcntl.flock(staging_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    except BaseException:  # an interrupt too: the folder is empty, nothing to keep it for
+        if staging_fd >= 0:
+            os.close(staging_fd)
         with contextlib.suppress(OSError):
             os.rmdir(staging, dir_fd=home_fd)
         raise
@@ -583,26 +587,38 @@ def _stage_and_swap(
                 ) from exc
             raise
         journal.state = "swapping"
+        committed = False
         try:
-            for step, (src, dst) in enumerate(journal.moves):
-                journal.step = step
+            # to an interrupt the swap and its commit are one step: one that arrives meanwhile
+            # is delivered once the restore stands, and is then a failure after the commit
+            with signals_deferred():
+                try:
+                    for step, (src, dst) in enumerate(journal.moves):
+                        journal.step = step
+                        journal.write(staging_fd)
+                        _rename(home_fd, src, dst)
+                except BaseException as exc:
+                    _roll_back_after_failure(home_fd, staging, staging_fd, journal, home, exc)
+                    raise
+                # commit point: every move is done, the home holds the new state whole; from
+                # here a failure is a warning and recover (which sees the last move done) only
+                # tidies up
+                committed = True
+                journal.state = "committed"
                 journal.write(staging_fd)
-                _rename(home_fd, src, dst)
-        except BaseException as exc:
-            _roll_back_after_failure(home_fd, staging, staging_fd, journal, home, exc)
-            raise
-        # commit point: every move is done, the home holds the new state whole; from here a
-        # failure is a warning and recover (which sees the last move done) only tidies up
-        try:
-            journal.state = "committed"
-            journal.write(staging_fd)
             _finish(home_fd, staging, staging_fd)
-        except OSError as exc:
-            shown = escape_display(str(home))
+        except (OSError, Interrupted) as exc:
+            if not committed:
+                raise
+            why = (
+                "interrupted"
+                if isinstance(exc, Interrupted)
+                else os.strerror(exc.errno or errno.EIO)
+            )
             warnings.append(
                 hints.Hinted(
-                    f"restored, but {staging} could not be removed "
-                    f"({os.strerror(exc.errno or errno.EIO)}) from {shown}",
+                    f"restored, but {staging} was not removed from {escape_display(str(home))} "
+                    f"({why})",
                     hints.command("recover", "--home", str(home)),
                 )
             )
@@ -671,6 +687,14 @@ def _read_journal(staging_fd: int, token: str) -> Journal | None:
     return parse_journal(data, token)
 
 
+def _held_nothing(journal: Journal | None) -> str:
+    """Why a staging folder is only garbage: the journal is removed first after a commit, so
+    one without a journal may be a finished restore's as well as one that never swapped."""
+    if journal is None:
+        return "which held nothing of the home's"
+    return "which had not started its swap"
+
+
 def _recover_one(home_fd: int, name: str, dry_run: bool) -> Action:
     token = name[len(STAGING_PREFIX) :]
     staging_fd = open_dir_nofollow(home_fd, name)
@@ -683,7 +707,7 @@ def _recover_one(home_fd: int, name: str, dry_run: bool) -> Action:
             return step(
                 "remove",
                 name,
-                f"{shown}: the staging folder of a restore that never started its swap",
+                f"{shown}: the staging folder of an interrupted restore, {_held_nothing(journal)}",
                 dry_run=dry_run,
             )
         last_src = journal.moves[journal.step][0] if journal.moves else ""

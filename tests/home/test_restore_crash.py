@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from faultinject import (
 )
 from hostile_zips import clean_env, content_state, make_project, run_cli
 from installs import one_error
-from kit import FAULT_SYSCALLS, SWAP_SYSCALLS, cli_command
+from kit import FAULT_SYSCALLS, RENAME_SYSCALLS, SWAP_SYSCALLS, cli_command
 
 from bundler.home.backup import backup_home
 
@@ -173,3 +174,65 @@ def test_restore_io_faults_at_many_calls_fail_cleanly_or_complete(tmp_path: Path
 def test_restore_killed_at_every_call_recovers_to_old_or_new_state(tmp_path: Path) -> None:
     """06 §2 R1 for restore: every call index (BUNDLER_SLOW_SAMPLE runs a spread sample)."""
     _sweep(tmp_path, slow_sample_count())
+
+
+def _around_the_commit(calls: list[Call]) -> list[Call]:
+    """Every rename of the swap and the first calls after the last one: the commit point is the
+    last move, and what follows it (the journal's removal, the staging folder's) is tidying."""
+    renames = [call for call in calls if call.syscall in RENAME_SYSCALLS]
+    after = calls[calls.index(renames[-1]) + 1 :][:4]
+    return renames + after
+
+
+def _interrupt_sweep(tmp_path: Path, pick: Callable[[list[Call]], list[Call]]) -> dict[str, int]:
+    reason = ptrace_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    pristine, zip_path, env = _prepare(tmp_path)
+    env["SOURCE_DATE_EPOCH"] = "1700000000"
+    home = tmp_path / "target" / "home"
+    home.parent.mkdir()
+    cmd = [*cli_command(), "home", "restore", str(zip_path), "--home", str(home), "--force"]
+    _fresh(pristine, home)
+    done, calls = trace_calls(cmd, SYSCALLS, env=env, relevant=str(home))
+    assert done.returncode == 0, done.stderr
+    new_state, old_state = content_state(home), content_state(pristine)
+    outcomes = {"cleaned up": 0, "stands": 0}
+    for call in pick(calls):
+        _fresh(pristine, home)
+        run = run_with_fault(cmd, call.syscall, call.index, "SIGINT", env=env)
+        assert run.fired and "Traceback" not in run.stderr, (call.line, run.stderr)
+        leftovers = [name for name in os.listdir(home) if name.startswith(".restore-")]
+        if run.returncode == 130:
+            # "cleaned up like a failure" (05 §2): the old state, whole, and nothing left
+            assert "cleaned up" in run.stderr and one_error(run.stderr), (call.line, run.stderr)
+            assert content_state(home) == old_state and not leftovers, (
+                f"SIGINT at {call.line}: exit 130 says cleaned up, yet the home changed"
+            )
+            outcomes["cleaned up"] += 1
+            continue
+        # past the commit point: the restore stands, a warning says what recover tidies
+        assert run.returncode == 0, (call.line, run.returncode, run.stderr)
+        assert not leftovers or "recover --home" in run.stderr, (call.line, run.stderr)
+        assert run_cli("recover", "--home", str(home), env=env).returncode == 0
+        assert content_state(home) == new_state, f"SIGINT at {call.line}: exit 0, not the new state"
+        outcomes["stands"] += 1
+    return outcomes
+
+
+def test_restore_interrupted_around_its_commit_is_cleaned_up_or_stands_with_a_warning(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C during the swap, or just after it, was reported "interrupted; cleaned up" (exit
+    130) while the home held the restored state and the staging folder stayed: a user told
+    so ran the restore again, which moved their original data out of reach."""
+    outcomes = _interrupt_sweep(tmp_path, _around_the_commit)
+    assert outcomes["stands"] >= 1
+
+
+@pytest.mark.slow
+def test_restore_interrupted_at_every_call_is_cleaned_up_or_stands_with_a_warning(
+    tmp_path: Path,
+) -> None:
+    outcomes = _interrupt_sweep(tmp_path, lambda calls: sample(calls, slow_sample_count()))
+    assert outcomes["cleaned up"] >= 1 and outcomes["stands"] >= 1
