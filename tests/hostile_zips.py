@@ -455,6 +455,9 @@ CASES: dict[str, Case] = {
     "duplicate_file": _simple([Item("files/a.txt", b"other")], "files/a.txt"),
     "duplicate_database": _simple([Item("chat.db", sqlite_bytes(3))], "chat.db"),
     "file_and_folder_clash": _simple([Item("files/a.txt/inner", b"x")], "files/a.txt/inner"),
+    "folder_entry_below_a_file": _simple(
+        [Item("files/a.txt/inner/", mode=stat.S_IFDIR | 0o755)], "files/a.txt/inner"
+    ),
     "outside_allowed_top_file": _simple([Item("evil.sh", b"#!/bin/sh\n")], "evil.sh"),
     "outside_allowed_backups": _simple([Item("backups/old.zip", b"x")], "backups/old.zip"),
     "outside_allowed_sidecar": _simple([Item("chat.db-wal", b"x")], "chat.db-wal"),

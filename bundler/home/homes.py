@@ -134,23 +134,27 @@ def is_within(inner: Path, outer: Path) -> bool:
     return inner == outer or outer in inner.parents
 
 
-def _check_home(home: Path, user: Path, where: str) -> None:
-    """Refuse a home that is ``/`` or equals or contains the user's home (lexically and by real
-    path, so neither ``..`` nor a symbolic link smuggles one in)."""
-    candidates = {home, Path(os.path.realpath(home))}
+def home_problem(home: Path, user: Path) -> str | None:
+    """Why ``home`` cannot be a data home, or None: it is ``/`` or equals or contains the user's
+    home folder ``user``, lexically or by real path, so that neither ``..`` nor a symbolic link
+    (on either side) smuggles one in."""
     users = {user, Path(os.path.realpath(user))}
-    for candidate in candidates:
+    for candidate in (home, Path(os.path.realpath(home))):
         if candidate == Path("/"):
-            raise InvalidInput(
-                f"{_shown(where)}: the data home cannot be / (the whole disk)", path=where
-            )
+            return "the data home cannot be / (the whole disk)"
         for folder in users:
             if is_within(folder, candidate):
-                raise InvalidInput(
-                    f"{_shown(where)}: the data home cannot be or contain the user's home folder "
-                    f"{escape_display(str(folder))}",
-                    path=where,
+                return (
+                    "the data home cannot be or contain the user's home folder "
+                    f"{escape_display(str(folder))}"
                 )
+    return None
+
+
+def _check_home(home: Path, user: Path, where: str) -> None:
+    problem = home_problem(home, user)
+    if problem is not None:
+        raise InvalidInput(f"{_shown(where)}: {problem}", path=where)
 
 
 def _lexists(path: Path) -> bool:

@@ -51,8 +51,8 @@ from bundler.home.backup import check_contents, leftover_backups, remove_leftove
 from bundler.home.homes import (
     README_NAME,
     HomeResolution,
+    home_problem,
     init_home,
-    is_within,
     looks_like_data_home,
     open_home_dir,
     resolve_home,
@@ -254,12 +254,10 @@ def _target(project: Path, home: Path | None, environ: Mapping[str, str] | None)
         return resolution
     env = os.environ if environ is None else environ
     target = Path(os.path.abspath(home))
-    user = user_home(env)
-    shown = escape_display(str(target))
-    if target == Path("/") or is_within(user, target):
-        raise Refused(
-            f"--home {shown} is / or holds your home folder: name a data home", path=shown
-        )
+    problem = home_problem(target, user_home(env))
+    if problem is not None:
+        shown = escape_display(str(target))
+        raise Refused(f"--home {shown}: {problem}; name a data home", path=shown)
     return HomeResolution(target, 0, "--home", target / DATABASE)
 
 
@@ -338,17 +336,37 @@ def _restore(
             init_home(resolution)
         home_fd = durable.open_dir(target, follow=True)
         try:
-            if created:
-                # first start made empty files/ and skills/; the restored ones take their place
-                for tree in TREES:
-                    with contextlib.suppress(OSError):
-                        os.rmdir(tree, dir_fd=home_fd)
-            warnings: list[str] = []
-            _clear_interrupted(home_fd, target, warnings)
-            kept = _stage_and_swap(archive, index, files, home_fd, target, warnings, progress)
+            if not _lock_home(home_fd):
+                raise _restore_running(target)
+            try:
+                if created:
+                    # first start made empty files/ and skills/; the restored ones replace them
+                    for tree in TREES:
+                        with contextlib.suppress(OSError):
+                            os.rmdir(tree, dir_fd=home_fd)
+                warnings: list[str] = []
+                _clear_interrupted(home_fd, target, warnings)
+                kept = _stage_and_swap(archive, index, files, home_fd, target, warnings, progress)
+            except BaseException:
+                if created:  # refused before its commit: the home it made goes too, as it was
+                    _remove_created_home(target)
+                raise
         finally:
             os.close(home_fd)
     return RestoreReport(target, len(files), total, kept, created, warnings)
+
+
+def _remove_created_home(home: Path) -> None:
+    """Remove the home this restore created (while it still holds the home's lock: no other
+    restore can be using it), without following links; quietly, since the refusal that called
+    it is what the user must see."""
+    with contextlib.suppress(OSError):
+        parent_fd = durable.open_dir(home.parent, follow=True)
+        try:
+            rmtree_at(parent_fd, home.name)
+            durable.fsync_dir(parent_fd)
+        finally:
+            os.close(parent_fd)
 
 
 def _refuse_foreign(target: Path) -> None:
@@ -401,6 +419,23 @@ def before_restore_copy(home: Path) -> tuple[list[str], int] | None:
     return (names, total) if names else None
 
 
+def _lock_home(home_fd: int) -> bool:
+    """Take the home's lock, an exclusive ``flock`` on the home folder held until ``home_fd``
+    closes; False when another process holds it. One restore or recovery of a home at a time:
+    a staging folder exists, unlocked, between its ``mkdir`` and its own lock, and a second
+    restore must not take it for a dead one's then."""
+    try:
+        fcntl.flock(home_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _restore_running(home: Path) -> Refused:
+    shown = escape_display(str(home))
+    return Refused(f"another restore into {shown} is running; wait for it to finish", path=shown)
+
+
 def _owner_alive(home_fd: int, name: str) -> bool:
     """True while a running restore holds the staging folder ``name`` locked."""
     try:
@@ -421,11 +456,7 @@ def _clear_interrupted(home_fd: int, home: Path, warnings: list[str]) -> None:
         if not name.startswith(STAGING_PREFIX):
             continue
         if _owner_alive(home_fd, name):
-            raise Refused(
-                f"another restore into {shown} is running ({escape_display(name)}); "
-                "wait for it to finish",
-                path=shown,
-            )
+            raise _restore_running(home)
         staging_fd = open_dir_nofollow(home_fd, name)
         try:
             journal = _read_journal(staging_fd, name[len(STAGING_PREFIX) :])
@@ -457,6 +488,8 @@ def home_leftovers(home: Path) -> list[str]:
     shown = escape_display(str(home))
     fix = hints.command("recover", "--home", str(home))
     try:
+        if durable.locked_by_another(home_fd):
+            return []  # a restore is running: what it has made is not left over
         lines: list[str] = [
             hints.Hinted(f"interrupted restore left {shown}/{escape_display(name)}", fix)
             for name in sorted(os.listdir(home_fd))
@@ -745,6 +778,8 @@ def recover_home(home: Path, dry_run: bool = False) -> list[str]:
     home_fd = open_home_dir(home)
     actions: list[str] = []
     try:
+        if not _lock_home(home_fd):
+            return [f"left alone: {escape_display(str(home))}: a restore into it is running"]
         for name in sorted(os.listdir(home_fd)):
             if not name.startswith(STAGING_PREFIX):
                 continue

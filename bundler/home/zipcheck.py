@@ -160,6 +160,7 @@ def check_infos(infos: Sequence[zipfile.ZipInfo]) -> None:
     if len(infos) > MAX_ENTRIES:
         raise InvalidInput(f"backup holds {len(infos)} entries, more than {MAX_ENTRIES}")
     seen: set[str] = set()
+    paths: list[str] = []  # every entry's, in the directory's order
     files: list[str] = []
     for info in infos:
         name = info.orig_filename
@@ -177,6 +178,7 @@ def check_infos(infos: Sequence[zipfile.ZipInfo]) -> None:
         if path in seen:
             raise _invalid(name, "appears more than once")
         seen.add(path)
+        paths.append(path)
         if folder:
             if info.file_size or info.compress_size or info.CRC:
                 raise _invalid(name, "is a folder entry that holds data")
@@ -191,8 +193,9 @@ def check_infos(infos: Sequence[zipfile.ZipInfo]) -> None:
         if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
             raise _invalid(name, "is stored with a size different from its stored length")
     file_set = set(files)
-    for path in files:
-        # a file that is also the folder of another entry cannot be extracted
+    for path in paths:
+        # a file that is also the folder of another entry (a file's or a folder's) cannot be
+        # extracted
         parts = path.split("/")
         for depth in range(1, len(parts)):
             if "/".join(parts[:depth]) in file_set:
@@ -325,9 +328,11 @@ def open_zip(path: Path) -> Iterator[zipfile.ZipFile]:
             f"cannot open {path} ({os.strerror(exc.errno or 0)}): name an existing backup zip",
             path=str(path),
         ) from exc
+    # checked before fdopen, which refuses a folder with an error of its own
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise Refused(f"{path} is not a regular file", path=str(path))
     with os.fdopen(fd, "rb") as fp:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise Refused(f"{path} is not a regular file", path=str(path))
         try:
             end = read_end_record(fp)
         except InvalidInput as exc:

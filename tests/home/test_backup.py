@@ -18,6 +18,7 @@ from hostile_zips import clean_env, make_project, rows, run_cli, tree_state
 from bundler.errors import InvalidInput, Refused
 from bundler.fs.snapshot import integrity_ok
 from bundler.home.backup import backup_home, default_backup_name, verify_backup
+from bundler.home.restore import restore_home
 
 
 def env_for(tmp_path: Path) -> dict[str, str]:
@@ -280,6 +281,19 @@ def test_verify_backup_cli_accepts_a_sound_backup_and_exits_3_on_a_flipped_byte(
 def test_verify_backup_of_missing_file_is_refused(tmp_path: Path) -> None:
     with pytest.raises(Refused, match="cannot open"):
         verify_backup(tmp_path / "nope.zip")
+
+
+def test_a_backup_named_by_a_folder_is_refused_as_the_file_it_should_be(tmp_path: Path) -> None:
+    """``home restore DIR`` blamed the home ("restore into HOME failed (Is a directory)") and
+    suggested recover: fdopen refused the folder before the regular-file check."""
+    (tmp_path / "folder.zip").mkdir()
+    with pytest.raises(Refused, match=r"folder\.zip is not a regular file"):
+        verify_backup(tmp_path / "folder.zip")
+    project, home = make_project(tmp_path)
+    env = clean_env(tmp_path / "user")
+    with pytest.raises(Refused, match=r"folder\.zip is not a regular file"):
+        restore_home(project, tmp_path / "folder.zip", home=tmp_path / "h", environ=env)
+    assert not (tmp_path / "h").exists()
 
 
 def test_verify_backup_of_fifo_does_not_block(tmp_path: Path) -> None:

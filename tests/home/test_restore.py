@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import stat
+import subprocess
 import zipfile
 from pathlib import Path
 
+import kit
 import pytest
 from hostile_zips import (
     CASES,
@@ -346,15 +349,41 @@ def test_restore_zip_listing_is_not_a_zip_path_problem(tmp_path: Path) -> None:
     assert (home / "skills").is_dir() and os.listdir(home / "skills") == []
 
 
-@pytest.mark.parametrize("where", ["/", "user", "parent-of-user"])
+@pytest.mark.parametrize(
+    "where", ["/", "user", "parent-of-user", "link-to-user", "link-to-parent-of-user"]
+)
 def test_restore_home_that_is_root_or_holds_the_user_home_is_refused(
     tmp_path: Path, where: str
 ) -> None:
+    """By real path too: --home naming a link to the user's home folder (or to a folder above
+    it) restored chat.db, files/ and skills/ into the home folder itself."""
     project, _home = make_project(tmp_path)
     zip_path = take_backup(tmp_path, project)
-    target = {"/": Path("/"), "user": tmp_path / "user", "parent-of-user": tmp_path}[where]
-    with pytest.raises(Refused, match="holds your home folder"):
+    (tmp_path / "links").mkdir()
+    (tmp_path / "links" / "to-user").symlink_to(tmp_path / "user")
+    (tmp_path / "links" / "to-parent").symlink_to(tmp_path)
+    target = {
+        "/": Path("/"),
+        "user": tmp_path / "user",
+        "parent-of-user": tmp_path,
+        "link-to-user": tmp_path / "links" / "to-user",
+        "link-to-parent-of-user": tmp_path / "links" / "to-parent",
+    }[where]
+    with pytest.raises(Refused, match="cannot be / |cannot be or contain the user's home folder"):
         restore(tmp_path, project, zip_path, home=target)
+
+
+def test_restore_home_named_by_its_real_path_when_the_user_home_is_a_link_is_refused(
+    tmp_path: Path,
+) -> None:
+    project, _home = make_project(tmp_path)
+    zip_path = take_backup(tmp_path, project)
+    real = tmp_path / "real-user"
+    real.mkdir()
+    (tmp_path / "user-link").symlink_to(real)
+    environ = {**env_for(tmp_path), "HOME": str(tmp_path / "user-link")}
+    with pytest.raises(Refused, match="cannot be or contain the user's home folder"):
+        restore_home(project, zip_path, environ=environ, home=real)
 
 
 def test_restore_refuses_a_database_outside_the_home(tmp_path: Path) -> None:
@@ -469,3 +498,50 @@ def test_recover_refuses_a_journal_whose_format_is_true_with_exit_3(tmp_path: Pa
     assert done.returncode == 3, done.stdout + done.stderr
     assert "journal.toml" in done.stderr and "Traceback" not in done.stderr
     assert tree_state(home) == before
+
+
+def test_a_restore_while_another_holds_the_home_is_refused_and_recover_leaves_it_alone(
+    tmp_path: Path,
+) -> None:
+    """One restore or recovery of a home at a time (its lock, a flock on the home folder)."""
+    project, home = make_project(tmp_path)
+    zip_path = take_backup(tmp_path, project)
+    before = content_state(home)
+    env = env_for(tmp_path)
+    holder = os.open(home, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        done = run_cli("home", "restore", str(zip_path), "--home", str(home), env=env)
+        assert done.returncode == 1 and "another restore into" in done.stderr, done.stderr
+        recovered = run_cli("recover", "--home", str(home), env=env)
+        assert recovered.returncode == 0 and "left alone" in recovered.stdout, recovered.stdout
+    finally:
+        os.close(holder)
+    assert content_state(home) == before
+
+
+def test_two_restores_at_once_never_take_each_others_staging_for_a_dead_one(
+    tmp_path: Path,
+) -> None:
+    """A staging folder exists, unlocked, between its mkdir and its lock: a second restore
+    removed it there as 'left by an interrupted restore', and the first failed with ENOENT."""
+    project, home = make_project(tmp_path)
+    zip_path = take_backup(tmp_path, project)
+    (home / "files" / "a.txt").write_text("changed after the backup\n")
+    env = env_for(tmp_path)
+    command = [*kit.cli_command(), "home", "restore", str(zip_path), "--home", str(home), "--force"]
+    for _ in range(8):
+        pair = [
+            subprocess.Popen(
+                command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+            for _ in range(2)
+        ]
+        for process in pair:
+            _out, err = process.communicate(timeout=120)
+            assert "removed" not in err and "Traceback" not in err, err
+            assert process.returncode == 0 or (
+                process.returncode == 1 and "another restore into" in err
+            ), err
+        assert not [name for name in os.listdir(home) if name.startswith(".restore-")]
+    assert (home / "files" / "a.txt").read_text() != "changed after the backup\n"

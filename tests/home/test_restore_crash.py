@@ -236,3 +236,22 @@ def test_restore_interrupted_at_every_call_is_cleaned_up_or_stands_with_a_warnin
 ) -> None:
     outcomes = _interrupt_sweep(tmp_path, lambda calls: sample(calls, slow_sample_count()))
     assert outcomes["cleaned up"] >= 1 and outcomes["stands"] >= 1
+
+
+def test_a_restore_refused_after_creating_the_home_removes_it(tmp_path: Path) -> None:
+    """A restore into a home that does not exist creates it as a first start does; one that
+    then failed (disk full while extracting) said "the home is unchanged" and left it made."""
+    reason = ptrace_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    _pristine, zip_path, env = _prepare(tmp_path)
+    env["SOURCE_DATE_EPOCH"] = "1700000000"
+    home = tmp_path / "target" / "new-home"
+    home.parent.mkdir()
+    cmd = [*cli_command(), "home", "restore", str(zip_path), "--home", str(home)]
+    done, calls = trace_calls(cmd, ["write"], env=env, relevant=".restore-")
+    assert done.returncode == 0, done.stderr
+    shutil.rmtree(home)
+    run = run_with_fault(cmd, "write", calls[len(calls) // 2].index, "ENOSPC", env=env)
+    assert run.fired and run.returncode == 1 and one_error(run.stderr), run.stderr
+    assert not home.exists(), os.listdir(home)
