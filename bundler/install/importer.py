@@ -26,7 +26,14 @@ from bundler.bundle.verify import VerifyReport, verify_bundle, verify_deferring_
 from bundler.config.file import ConfigFile, read_config_file
 from bundler.config.guards import UNRESTRICTED
 from bundler.config.write import LOCK_NAME, config_lock
-from bundler.errors import BundlerError, InvalidInput, Refused, withheld, withholding
+from bundler.errors import (
+    BundlerError,
+    Interrupted,
+    InvalidInput,
+    Refused,
+    withheld,
+    withholding,
+)
 from bundler.fs import copytree, durable
 from bundler.install import merge
 from bundler.install.bind_secrets import (
@@ -51,6 +58,7 @@ from bundler.install.journal import (
     RECEIPT_FORMAT,
     Journal,
     Transaction,
+    after_commit_failure,
     clear_abandoned,
     complete_transaction,
 )
@@ -650,6 +658,7 @@ def _transact(run: _Run, result: ImportReport, new_text: str, staged: list[Stage
         receipt_stem=f"{_receipt_stamp(datetime.now(timezone.utc))}-{result.plan.agent}",
     )
     txn = Transaction(install_fd, config, journal)
+    interrupted = False  # an interrupt was delivered as the commit was made
     try:
         staging_fd = txn.open_staging()
         bundle_fd = os.open(bundle, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -701,30 +710,35 @@ def _transact(run: _Run, result: ImportReport, new_text: str, staged: list[Stage
         txn.write_journal()
         txn.run(new_text)
     except BaseException as err:
-        if txn.committed:
+        if not txn.committed:
+            try:
+                leftovers = txn.rollback()
+            except OSError:
+                leftovers = ["(rollback failed)"]
+            problems = [
+                line for line in leftovers if line.startswith("left ") or line.startswith("(")
+            ]
+            if problems:
+                raise Refused(
+                    hints.Hinted(
+                        "import failed and could not be fully undone",
+                        hints.command("recover", "--install", str(install_root)),
+                    ),
+                    path=str(install_root),
+                ) from err
+            if isinstance(err, BundlerError):
+                raise
+            if isinstance(err, OSError):
+                reason = os.strerror(err.errno) if err.errno else str(err)
+                raise Refused(
+                    f"import failed ({reason}); nothing changed", path=str(install_root)
+                ) from err
+            raise
+        if not isinstance(err, Interrupted):
             txn.close()
             raise
-        try:
-            leftovers = txn.rollback()
-        except OSError:
-            leftovers = ["(rollback failed)"]
-        problems = [line for line in leftovers if line.startswith("left ") or line.startswith("(")]
-        if problems:
-            raise Refused(
-                hints.Hinted(
-                    "import failed and could not be fully undone",
-                    hints.command("recover", "--install", str(install_root)),
-                ),
-                path=str(install_root),
-            ) from err
-        if isinstance(err, BundlerError):
-            raise
-        if isinstance(err, OSError):
-            reason = os.strerror(err.errno) if err.errno else str(err)
-            raise Refused(
-                f"import failed ({reason}); nothing changed", path=str(install_root)
-            ) from err
-        raise
+        # delivered as the commit was made (the signals are held over it): the change stands
+        interrupted = True
     # committed: what follows cannot undo the import, so failures are warnings (02 §8.4)
     txn.close()
     failure = str(txn.after_commit_error) if txn.after_commit_error is not None else ""
@@ -733,7 +747,7 @@ def _transact(run: _Run, result: ImportReport, new_text: str, staged: list[Stage
             install_root / complete_transaction(install_root, install_fd, journal, dry_run=False)[1]
         )
     except (OSError, BundlerError) as err:
-        failure = failure or str(err)
+        failure = failure or after_commit_failure(err)
     if failure:
         result.warnings.append(
             hints.Hinted(
@@ -741,3 +755,5 @@ def _transact(run: _Run, result: ImportReport, new_text: str, staged: list[Stage
                 hints.command("recover", "--install", str(install_root)),
             )
         )
+    elif interrupted:
+        result.warnings.append("interrupted as the import was committed: it stands")

@@ -39,7 +39,7 @@ import tomli_w
 
 from bundler.config.file import ConfigFile, read_config_file
 from bundler.config.write import append_audit, commit_config, config_lock, stage_config
-from bundler.errors import Refused
+from bundler.errors import Interrupted, Refused
 from bundler.fs import durable, safefs, scratch
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.install.files import (
@@ -57,6 +57,7 @@ from bundler.install.files import (
     tree_at,
     write_new_file,
 )
+from bundler.interrupts import signals_deferred
 from bundler.rules import hints, tomlcompat
 from bundler.rules.actions import Action, left_alone, step
 from bundler.rules.names import escape_display, has_control_chars
@@ -248,9 +249,12 @@ class Transaction:
             rename_rel(self.install_fd, move["src"], move["dst"], replace_empty=state == "empty")
             self.journal.moved.append(move["dst"])
             self.write_journal()
-        # None: undo of an import into an empty install, which had no config.toml before
-        commit_config(self.config, None if new_text is None else self.journal.config_tmp)
-        self.committed = True
+        # None: undo of an import into an empty install, which had no config.toml before.
+        # The rename and the flag that says it happened are one step to an interrupt: one in
+        # between would roll back moves the new config already names
+        with signals_deferred():
+            commit_config(self.config, None if new_text is None else self.journal.config_tmp)
+            self.committed = True
         try:
             durable.fsync_dir(self.config.dir_fd)
             if self.config.dir_fd != self.install_fd:
@@ -273,6 +277,12 @@ class Transaction:
         if self.staging_fd >= 0:
             os.close(self.staging_fd)
             self.staging_fd = -1
+
+
+def after_commit_failure(err: BaseException) -> str:
+    """What a warning says of ``err``, a failure after a transaction's commit point: it
+    stands, so an interrupt there cleaned nothing up (its own message says it did)."""
+    return "interrupted" if isinstance(err, Interrupted) else str(err)
 
 
 def _roll_back(

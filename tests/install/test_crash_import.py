@@ -338,3 +338,36 @@ def test_sigkill_during_undo_then_recover_gives_before_or_after(tmp_path: Path) 
         cwd="/",
         every_kill_lands=True,
     )
+
+
+def test_sigint_at_and_after_the_commit_rename_is_a_warning_and_the_import_stands(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C delivered as config.toml was renamed into place ran the handler before the
+    transaction knew it had committed: the rollback moved the workspace back out from under
+    the new config and removed the journal, and exit 130 said 'cleaned up'. An interrupt from
+    the commit on is a failure after the commit point (05 §2): exit 0, a warning, the import
+    whole."""
+    scenario = _scenario(tmp_path)
+    calls = _calls(scenario, R1_SYSCALLS)
+    commit = [c for c in calls if c.syscall in RENAME_SYSCALLS and "config.toml" in c.line][-1]
+    for call in calls[calls.index(commit) : calls.index(commit) + 3]:
+        run = run_with_fault(scenario.cmd, call.syscall, call.index, "SIGINT", env=cli_env())
+        assert run.fired and "Traceback" not in run.stderr, (call.line, run.stderr)
+        assert run.returncode == 0, (call.line, run.stderr)
+        assert "interrupted" in run.stderr and "cleaned up" not in run.stderr, run.stderr
+        assert SECRET not in run.stdout + run.stderr
+        _assert_old_or_new_after_recover(scenario, call)
+        assert state(scenario.install) == scenario.new, call.line
+        scenario.reset()
+
+
+def test_sigint_before_the_commit_rename_cleans_up(tmp_path: Path) -> None:
+    scenario = _scenario(tmp_path)
+    calls = _calls(scenario, R1_SYSCALLS)
+    commit = [c for c in calls if c.syscall in RENAME_SYSCALLS and "config.toml" in c.line][-1]
+    for call in calls[max(0, calls.index(commit) - 3) : calls.index(commit)]:
+        run = run_with_fault(scenario.cmd, call.syscall, call.index, "SIGINT", env=cli_env())
+        assert run.fired and run.returncode == 130 and one_error(run.stderr), run.stderr
+        assert state(scenario.install) == scenario.old and _leftovers(scenario.install) == []
+        scenario.reset()
