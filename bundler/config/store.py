@@ -53,8 +53,10 @@ from bundler.rules.values import (
     canonical_segments,
     closest_path,
     list_index,
+    lookup,
     parse_value,
     to_item,
+    without,
 )
 
 
@@ -102,7 +104,7 @@ def set_config_value(install_root: Path, path: str, raw_value: str, *, via: str)
     def edit(document: tomlkit.TOMLDocument) -> None:
         _set_in_document(document, segments, value, canonical)
 
-    _edit_config(install_root, canonical, edit, via=via, verb="set")
+    _edit_config(install_root, segments, (True, value), edit, via=via, verb="set")
     return canonical
 
 
@@ -115,14 +117,13 @@ def unset_config_value(install_root: Path, path: str, *, via: str) -> bool:
     ``unrestricted_filesystem`` is audited.
     """
     segments, _node, _secret = canonical_segments(path)
-    canonical = format_path(segments)
     removed = False
 
     def edit(document: tomlkit.TOMLDocument) -> None:
         nonlocal removed
         removed = _remove_from_document(document, segments)
 
-    _edit_config(install_root, canonical, edit, via=via, verb="unset")
+    _edit_config(install_root, segments, (False, None), edit, via=via, verb="unset")
     return removed
 
 
@@ -155,13 +156,17 @@ def _remove_from_document(document: tomlkit.TOMLDocument, segments: list[str]) -
 
 def _edit_config(
     install_root: Path,
-    canonical: str,
+    segments: list[str],
+    expected: tuple[bool, Any],
     edit: Callable[[tomlkit.TOMLDocument], None],
     *,
     via: str,
     verb: str,
 ) -> None:
-    """Apply ``edit`` to ``config.toml`` under the lock: validated, guarded, audited, atomic."""
+    """Apply ``edit`` to ``config.toml`` under the lock: checked to change only ``segments``
+    (to ``expected``, :func:`~bundler.rules.values.lookup`'s answer), validated, guarded,
+    audited, atomic."""
+    canonical = format_path(segments)
     config_path = layout.config_file(install_root)
     if not os.path.lexists(config_path):
         # checked before taking the lock, whose file would otherwise be created in a non-install
@@ -180,6 +185,16 @@ def _edit_config(
         edit(document)
         new_text = document.as_string()
         after = parse_config_text(new_text, str(config_path))
+        if lookup(after, segments) != expected or without(after, segments) != without(
+            before, segments
+        ):
+            # where tomlkit put the new text is what TOML's reading of it decides; a key
+            # appended in the wrong table silently moves others (a table of dotted keys)
+            raise Refused(
+                f"config {verb} {canonical} refused: in this config.toml's layout the edit "
+                "would also move or change other entries; edit config.toml by hand",
+                path=canonical,
+            )
         changes = guarded_changes(before, after)
         for change in changes:
             if not change.is_unrestricted and backend_locked(change, [before, after], install_root):
@@ -223,6 +238,7 @@ def _set_in_document(
     and array-of-tables entries, so the new key lands where TOML says it belongs.
     """
     container: Any = document
+    dotted = False  # whether container is a table made by dotted keys (a.b = 1)
     node: schema.Node | None = schema.config_schema()
     for depth, segment in enumerate(segments):
         rest = segments[depth:]
@@ -238,14 +254,14 @@ def _set_in_document(
                 if not _replace_table_contents(container[index], value):
                     container[index] = to_item(value, inline=True)
                 return
-            container = container[index]
+            container, dotted = container[index], False
         elif isinstance(container, (Container, Table, InlineTable, OutOfOrderTableProxy)):
             if segment in container and len(rest) > 1:
-                container = container[segment]
+                container, dotted = container[segment], _by_dotted_key(container, segment)
             elif segment in container and _replace_table_contents(container[segment], value):
                 return
             else:
-                _add_missing(container, rest, value)
+                _add_missing(container, rest, value, dotted=dotted)
                 return
         else:
             raise Refused(
@@ -271,7 +287,33 @@ def _replace_table_contents(table: Any, value: Any) -> bool:
     return True
 
 
-def _add_missing(container: Any, rest: list[str], value: Any) -> None:
+def _by_dotted_key(container: Any, key: str) -> bool:
+    """Whether ``container[key]`` is a table made by dotted keys (``key.x = 1``), which tomlkit
+    marks a super-table as it does one made by ``[key.sub]`` headers; but no ``[header]`` of
+    its own can follow it, so a key is added to it as one more dotted key.
+
+    Told by the key in the container's body where tomlkit gives one, else by the table itself:
+    a table of headers holds only tables, so one holding a value was made by dotted keys. (One
+    made by dotted keys that holds only tables, under a table spread across the file, is not
+    told: the edit's check refuses what it would misplace.)
+    """
+    if isinstance(container, Container):
+        body = container.body
+    elif isinstance(container, Table):
+        body = container.value.body
+    else:
+        body = []
+    if any(found is not None and found.key == key and found.is_dotted() for found, _ in body):
+        return True
+    table = container[key]
+    return isinstance(table, Table) and any(
+        not isinstance(item, (Table, AoT)) for item in table.value.values()
+    )
+
+
+def _add_missing(container: Any, rest: list[str], value: Any, *, dotted: bool = False) -> None:
+    """Add ``rest`` (missing in ``container``) with ``value``. In a table made by dotted keys
+    the new key is one more dotted key of it, which TOML reads where it is written."""
     if len(rest) == 1:
         inline = isinstance(container, InlineTable)
         container[rest[0]] = to_item(value, inline=inline or isinstance(value, Mapping))
@@ -283,7 +325,7 @@ def _add_missing(container: Any, rest: list[str], value: Any) -> None:
         container[rest[0]] = to_item(nested, inline=True)
         return
     if isinstance(container, tomlkit.TOMLDocument) or (
-        isinstance(container, Table) and container.is_super_table()
+        isinstance(container, Table) and container.is_super_table() and not dotted
     ):
         # a key-value appended to the root or a super-table would land after other tables
         # and belong to them; a new [table] section is where TOML puts it unambiguously

@@ -72,6 +72,41 @@ def lookup(data: Mapping[str, Any], segments: list[str]) -> tuple[bool, Any]:
     return True, value
 
 
+def without(data: Mapping[str, Any], segments: list[str]) -> Any:
+    """``data`` without the value at canonical ``segments``, and without any table or array on
+    the way to it that is then empty: what an edit of that one path must leave as it was (a
+    table it creates, or one it empties, is part of the edit). ``data`` is not changed."""
+    gone = object()
+
+    def strip(value: Any, rest: list[str], node: schema.Node | None) -> Any:
+        if not rest:
+            return gone
+        segment, child = rest[0], schema.child(node, rest[0])
+        if isinstance(value, Mapping):
+            if segment not in value:
+                kept: Any = dict(value)
+            else:
+                kept = {key: item for key, item in value.items() if key != segment}
+                inner = strip(value[segment], rest[1:], child)
+                if inner is not gone:
+                    kept[segment] = inner
+        elif isinstance(value, list):
+            index = list_index(value, segment, node)
+            kept = list(value)
+            if index is not None:
+                inner = strip(value[index], rest[1:], child)
+                if inner is gone:
+                    del kept[index]
+                else:
+                    kept[index] = inner
+        else:
+            return value
+        return kept if kept else gone
+
+    stripped = strip(data, segments, schema.config_schema())
+    return {} if stripped is gone else stripped
+
+
 def list_index(items: list[Any], segment: str, node: schema.Node | None) -> int | None:
     """The index ``segment`` names in ``items``: by key field when keyed, else as a number."""
     key = node.get("x-keyed-by") if node else None

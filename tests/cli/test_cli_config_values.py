@@ -86,3 +86,67 @@ def test_config_get_of_an_empty_required_secret_says_so(tmp_path: Path) -> None:
     assert f"bundler --install {install} config set {path}" in done.stderr
     as_json = run_cli(["--install", str(install), "--json", "config", "get", path])
     assert '"empty_required_secret": true' in as_json.stdout
+
+
+# --- edits that must change only their path (01 §6), whatever the file's layout ------------
+
+CAREFUL = (
+    '[risk_profiles.careful]\nlevel = "supervised"\nworkspace_only = true\n'
+    'forbidden_paths = ["/etc", "~/.ssh"]\nshell_env_passthrough = ["LANG", "TZ"]\n'
+)
+
+
+def _reshaped(tmp_path: Path, head: str, careful: str) -> Path:
+    install = copy_example(tmp_path)
+    text = (install / "config.toml").read_text()
+    assert CAREFUL in text
+    (install / "config.toml").write_text(head + text.replace(CAREFUL, careful))
+    return install
+
+
+@pytest.mark.parametrize(
+    ("head", "careful"),
+    [
+        ("", '[risk_profiles]\ncareful.level = "supervised"\nstrict.level = "readonly"\n'),
+        ('risk_profiles.careful.level = "supervised"\ncron.weekly.schedule = "0 0 * * 0"\n', ""),
+    ],
+    ids=["dotted keys under a header", "dotted keys at the root"],
+)
+def test_config_set_under_a_table_of_dotted_keys_moves_no_other_entry(
+    tmp_path: Path, head: str, careful: str
+) -> None:
+    """A missing table under one made by dotted keys became a [header] in the middle of its
+    parent, and every key after it in the file changed owner (exit 0): 'strict' or 'cron'
+    vanished from where they were, and the value did not land at its path either."""
+    install = _reshaped(tmp_path, head, careful)
+    before = _config(install)
+    done = run_cli(
+        ["--install", str(install), "config", "set",
+         "risk_profiles.careful.delegation_policy.mode", "allow"]
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    after = _config(install)
+    careful_after = after["risk_profiles"]["careful"]  # type: ignore[index]
+    assert careful_after.pop("delegation_policy") == {"mode": "allow"}  # type: ignore[union-attr]
+    assert after == before
+
+
+def test_config_set_that_would_move_other_entries_is_refused_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    """Where the new key cannot be placed so that TOML reads it at its path alone, the edit is
+    refused and the file kept byte for byte, never written with entries moved."""
+    install = _reshaped(
+        tmp_path,
+        'risk_profiles.careful.delegation_policy.mode = "allow"\n'
+        'cron.weekly.schedule = "0 0 * * 0"\n',
+        "",
+    )
+    text = (install / "config.toml").read_bytes()
+    done = run_cli(
+        ["--install", str(install), "config", "set",
+         "risk_profiles.careful.approval_route.timeout_secs", "30"]
+    )  # fmt: skip
+    assert done.returncode == 1 and one_error(done.stderr), done.stderr
+    assert "would also move or change other entries" in done.stderr
+    assert (install / "config.toml").read_bytes() == text
