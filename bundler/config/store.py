@@ -48,6 +48,7 @@ from bundler.errors import InvalidInput, Refused, UsageError
 from bundler.rules import layout, schema
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
+from bundler.rules.tomlcompat import same_data
 from bundler.rules.validate import validate
 from bundler.rules.values import (
     canonical_segments,
@@ -185,8 +186,8 @@ def _edit_config(
         edit(document)
         new_text = document.as_string()
         after = parse_config_text(new_text, str(config_path))
-        if lookup(after, segments) != expected or without(after, segments) != without(
-            before, segments
+        if not same_data(lookup(after, segments), expected) or not same_data(
+            without(after, segments), without(before, segments)
         ):
             # where tomlkit put the new text is what TOML's reading of it decides; a key
             # appended in the wrong table silently moves others (a table of dotted keys)

@@ -217,7 +217,7 @@ def same_content(
     for rel in ignored:
         _delete(left, rel)
         _delete(right, rel)
-    return bool(left == right)
+    return tomlcompat.same_data(left, right)
 
 
 def secret_leaves(value: Any, segments: list[str]) -> Iterator[tuple[list[str], Any]]:
@@ -625,7 +625,7 @@ def render_config_text(old_text: str, plan: MergePlan) -> tuple[str, list[str]]:
             "nothing changed",
             path="config.toml",
         ) from None
-    if reparsed != plan.merged:
+    if not tomlcompat.same_data(reparsed, plan.merged):
         raise Refused(
             "config.toml: the edited file would not equal the merged config; nothing changed",
             path="config.toml",

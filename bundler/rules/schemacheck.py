@@ -252,7 +252,8 @@ def _compile_bound(node: Mapping[str, Any], keyword: str) -> _Check:
     def check_bound(value: Any, at: tuple[Segment, ...], out: list[Violation]) -> None:
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             return  # bounds constrain numbers only; a wrong type is the type keyword's finding
-        if (value < limit) if below else (value > limit):
+        # NaN is neither below nor above anything, yet it is within no bound
+        if value != value or ((value < limit) if below else (value > limit)):
             out.append(Violation(keyword, at, node))
 
     return check_bound

@@ -6,7 +6,9 @@ one place.
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
 try:
@@ -16,7 +18,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10 only
 
 TOMLDecodeError: type[ValueError] = _toml.TOMLDecodeError
 
-__all__ = ["TOMLDecodeError", "decode_utf8", "loads", "toml_error_reason"]
+__all__ = ["TOMLDecodeError", "decode_utf8", "loads", "same_data", "toml_error_reason"]
 
 
 def loads(text: str) -> dict[str, Any]:
@@ -63,3 +65,19 @@ def toml_error_reason(err: BaseException) -> str:
         return match.group(0) if quoted and set(quoted) <= _TOML_PUNCTUATION else ""
 
     return " ".join(_QUOTED.sub(keep_punctuation, str(err)).split())
+
+
+def same_data(left: Any, right: Any) -> bool:
+    """Whether two parsed TOML documents (or values) hold the same data.
+
+    ``==`` with one difference: ``nan`` equals ``nan``. TOML's nan is a value a file may hold,
+    while Python's is unequal even to itself, so comparing a file with its own reparsing would
+    find them different wherever one stands.
+    """
+    if isinstance(left, float) and isinstance(right, float) and math.isnan(left):
+        return math.isnan(right)
+    if isinstance(left, Mapping) and isinstance(right, Mapping):
+        return left.keys() == right.keys() and all(same_data(left[k], right[k]) for k in left)
+    if isinstance(left, list) and isinstance(right, list):
+        return len(left) == len(right) and all(map(same_data, left, right))
+    return bool(left == right)

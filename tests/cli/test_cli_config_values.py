@@ -150,3 +150,35 @@ def test_config_set_that_would_move_other_entries_is_refused_and_changes_nothing
     assert done.returncode == 1 and one_error(done.stderr), done.stderr
     assert "would also move or change other entries" in done.stderr
     assert (install / "config.toml").read_bytes() == text
+
+
+def test_a_nan_elsewhere_in_the_config_blocks_neither_set_nor_import(tmp_path: Path) -> None:
+    """TOML's nan is a value a file may hold (in a table bundler does not know, say); Python's
+    is unequal to itself, so every comparison of the file with its reparsing failed: each
+    import was refused ('the edited file would not equal the merged config')."""
+    install = copy_example(tmp_path)
+    with open(install / "config.toml", "a") as config:
+        config.write('\n[cron.weird]\nschedule = "x"\nv = nan\n')
+    done = run_cli(["--install", str(install), "config", "set", "agents.writer.enabled", "false"])
+    assert done.returncode == 0, done.stderr
+    source = copy_example(tmp_path / "source")
+    bundle = tmp_path / "bundle"
+    exported = run_cli(["--install", str(source), "agents", "export", "writer", "--out", str(bundle)])
+    assert exported.returncode == 0, exported.stderr
+    imported = run_cli(
+        ["--install", str(install), "agents", "import", str(bundle), "--accept-risks",
+         "--as", "w2", "--secret", "providers.models.groq.fast.api_key=gsk-x"]
+    )  # fmt: skip
+    assert imported.returncode == 0, imported.stderr
+    assert "w2" in _config(install)["agents"]  # type: ignore[operator]
+
+
+def test_a_nan_in_a_bounded_number_field_is_invalid(tmp_path: Path) -> None:
+    """NaN is below and above nothing, so it passed every bound: temperature = nan validated
+    and travelled in bundles."""
+    install = copy_example(tmp_path)
+    text = (install / "config.toml").read_text()
+    assert "\ntemperature = 0.7\n" in text
+    (install / "config.toml").write_text(text.replace("\ntemperature = 0.7\n", "\ntemperature = nan\n"))
+    done = run_cli(["--install", str(install), "config", "validate"])
+    assert done.returncode == 3 and "temperature" in done.stdout + done.stderr, done.stdout
