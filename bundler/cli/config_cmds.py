@@ -26,6 +26,7 @@ from bundler.rules.values import (
     is_withheld,
     not_text,
     redact,
+    redact_name,
     to_jsonable,
 )
 
@@ -178,14 +179,20 @@ def agents_list(args: argparse.Namespace, out: Output) -> Result:
     root = find_install_root(args.install)
     loaded = load_config(root)
     agents = loaded.data.get("agents")
+    # an install secret copied into an alias or a provider name is still a secret (05 §3)
+    targets, _encrypted = sweep_targets(loaded.file_data, loaded.data)
+    held = {target.value for target in targets}
     rows: list[dict[str, Any]] = []
     for alias, entry in (agents if isinstance(agents, dict) else {}).items():
         entry = entry if isinstance(entry, dict) else {}
+        provider = entry.get("model_provider", "")
         rows.append(
             {
-                "alias": alias,
+                "alias": redact_name(alias, held),
                 "enabled": entry.get("enabled", True),
-                "model_provider": entry.get("model_provider", ""),
+                "model_provider": redact_name(provider, held)
+                if isinstance(provider, str)
+                else provider,
             }
         )
     width = max([len("ALIAS"), *(len(escape_display(str(row["alias"]))) for row in rows)])

@@ -171,14 +171,19 @@ def redact(
     is_secret = is_withheld(segments) if secret is None else secret
     if is_secret and value not in ("", None) and not isinstance(value, (Mapping, list)):
         return "***"
-    if isinstance(value, str) and any(held in value for held in secret_values):
+    if isinstance(value, str) and redact_name(value, secret_values) != value:
         return "***"
     below = True if is_secret else None  # under a secret all is secret; else each judged
     if isinstance(value, Mapping):
-        return {
-            key: redact(sub, [*segments, str(key)], secret=below, secret_values=secret_values)
-            for key, sub in value.items()
-        }
+        masked: dict[Any, Any] = {}
+        for key, sub in value.items():
+            shown = redact_name(str(key), secret_values)
+            if shown != key:  # a key holding a secret (an agent's alias, say): numbered apart
+                shown = f"***{len(masked)}" if "***" in masked else shown
+            masked[shown] = redact(
+                sub, [*segments, str(key)], secret=below, secret_values=secret_values
+            )
+        return masked
     if isinstance(value, list):
         node = schema.resolve(segments)[1]
         keyed = node.get("x-keyed-by") if node else None
@@ -189,6 +194,11 @@ def redact(
             out.append(redact(sub, [*segments, label], secret=below, secret_values=secret_values))
         return out
     return value
+
+
+def redact_name(name: str, secret_values: Collection[str]) -> str:
+    """``name`` (a key, an alias), or ``"***"`` when it holds one of ``secret_values``."""
+    return "***" if any(held in name for held in secret_values) else name
 
 
 def to_jsonable(value: Any) -> Any:

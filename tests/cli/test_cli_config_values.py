@@ -182,3 +182,25 @@ def test_a_nan_in_a_bounded_number_field_is_invalid(tmp_path: Path) -> None:
     (install / "config.toml").write_text(text.replace("\ntemperature = 0.7\n", "\ntemperature = nan\n"))
     done = run_cli(["--install", str(install), "config", "validate"])
     assert done.returncode == 3 and "temperature" in done.stdout + done.stderr, done.stdout
+
+
+def test_an_install_secret_used_as_an_alias_or_provider_name_is_never_printed(
+    tmp_path: Path,
+) -> None:
+    """agents list printed an alias or model_provider holding one of the install's secrets,
+    and config get printed such a key, though it masked such a value."""
+    install = copy_example(tmp_path)
+    key = "sk-FAKE-groq-444444444444444444"
+    text = (install / "config.toml").read_text()
+    assert key in text and '[agents.ops]\nmodel_provider = "groq.fast"\n' in text
+    text = text.replace(
+        '[agents.ops]\nmodel_provider = "groq.fast"\n',
+        f'[agents.ops]\nmodel_provider = "groq.{key}"\n',
+    )
+    text += f'\n[agents."{key}"]\nmodel_provider = "groq.fast"\nrisk_profile = "permissive"\n'
+    (install / "config.toml").write_text(text)
+    for args in (["agents", "list"], ["agents", "list", "--json"], ["config", "get", "agents"],
+                 ["config", "get", "agents", "--json"]):  # fmt: skip
+        done = run_cli(["--install", str(install), *args])
+        assert key not in done.stdout + done.stderr, (args, done.stdout)
+        assert "***" in done.stdout, (args, done.stdout)
