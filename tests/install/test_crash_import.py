@@ -371,3 +371,21 @@ def test_sigint_before_the_commit_rename_cleans_up(tmp_path: Path) -> None:
         assert run.fired and run.returncode == 130 and one_error(run.stderr), run.stderr
         assert state(scenario.install) == scenario.old and _leftovers(scenario.install) == []
         scenario.reset()
+
+
+def test_sigint_at_the_commit_rename_of_an_undo_is_a_warning_and_the_undo_stands(
+    tmp_path: Path,
+) -> None:
+    scenario, cmd, _before, after = _undo_scenario(tmp_path)
+    scenario.reset()
+    done, calls = trace_calls(
+        cmd, R1_SYSCALLS, env=cli_env(), cwd="/", relevant=str(scenario.install)
+    )
+    assert done.returncode == 0, done.stderr
+    commit = [c for c in calls if c.syscall in RENAME_SYSCALLS and "config.toml" in c.line][-1]
+    scenario.reset()
+    run = run_with_fault(cmd, commit.syscall, commit.index, "SIGINT", env=cli_env(), cwd="/")
+    assert run.fired and run.returncode == 0, (commit.line, run.stderr)
+    assert "interrupted" in run.stderr and "cleaned up" not in run.stderr, run.stderr
+    assert bundler("recover", "--install", str(scenario.install)).returncode == 0
+    assert state(scenario.install) == after and _leftovers(scenario.install) == []
