@@ -27,7 +27,7 @@ from typing import Any
 
 import tomlkit
 from tomlkit.container import Container, OutOfOrderTableProxy
-from tomlkit.items import AoT, Array, InlineTable, Table
+from tomlkit.items import AoT, Array, Comment, InlineTable, Table, Whitespace
 
 from bundler.config import overrides
 from bundler.config.file import (
@@ -102,8 +102,9 @@ def set_config_value(install_root: Path, path: str, raw_value: str, *, via: str)
         )
     value = parse_value(raw_value, node, canonical, toml_strings=True)
 
-    def edit(document: tomlkit.TOMLDocument) -> None:
+    def edit(document: tomlkit.TOMLDocument) -> str:
         _set_in_document(document, segments, value, canonical)
+        return ""
 
     _edit_config(install_root, segments, (True, value), edit, via=via, verb="set")
     return canonical
@@ -120,16 +121,69 @@ def unset_config_value(install_root: Path, path: str, *, via: str) -> bool:
     segments, _node, _secret = canonical_segments(path)
     removed = False
 
-    def edit(document: tomlkit.TOMLDocument) -> None:
+    def edit(document: tomlkit.TOMLDocument) -> str:
         nonlocal removed
-        removed = _remove_from_document(document, segments)
+        removed, heading = _remove_from_document(document, segments)
+        return heading
 
     _edit_config(install_root, segments, (False, None), edit, via=via, verb="unset")
     return removed
 
 
-def _remove_from_document(document: tomlkit.TOMLDocument, segments: list[str]) -> bool:
-    """Delete ``segments`` from the document; False when it is not there."""
+def _remove_from_document(document: tomlkit.TOMLDocument, segments: list[str]) -> tuple[bool, str]:
+    """Delete ``segments`` from the document: whether it was there, and the comment lines that
+    ended the table removed (:func:`_trailing_comments`), which the caller puts back."""
+    removed = _remove_item(document, segments)
+    return removed is not None, _trailing_comments(removed) if removed is not None else ""
+
+
+def _trailing_comments(item: Any) -> str:
+    """The comments (and blank lines among them) after the last entry of a ``[table]``: tomlkit
+    counts them as the table's, but they stand above the next header and head what follows
+    (``# --- model providers ---``), so removing the table must not take them."""
+    if not isinstance(item, Table):
+        return ""
+    tail: list[str] = []
+    for key, entry in reversed(item.value.body):
+        if key is None and isinstance(entry, (Comment, Whitespace)):
+            tail.insert(0, entry.as_string())
+            continue
+        if isinstance(entry, Table):  # a sub-table is written last: its own end is the table's
+            tail.insert(0, _trailing_comments(entry))
+        break
+    text = "".join(tail)
+    return text if "#" in text else ""
+
+
+def _keep_heading(old: str, new: str, heading: str) -> str:
+    """``new`` (``old`` with one table's text removed) with ``heading``, the comment lines that
+    ended it, put back where they stood: right before what followed the removed text. ``new``
+    as it is when the removal is not one run of ``old``'s text ending with them."""
+    removed = len(old) - len(new)
+    if not heading or removed <= len(heading):
+        return new
+    # the run removed can sit at several places where the characters around it repeat
+    # ("[agents.ops]" removed before "[agents.other]"): from the rightmost, the first that
+    # ends with the heading (a header's length or so away at most)
+    at = 0
+    while at < len(new) and old[at] == new[at]:
+        at += 1
+    if old[at + removed :] != new[at:]:
+        return new
+    for _step in range(_HEADING_SLIDE):
+        if old[at : at + removed].endswith(heading):
+            return new[:at] + heading + new[at:]
+        if at == 0 or old[at - 1] != old[at - 1 + removed]:
+            break
+        at -= 1
+    return new
+
+
+_HEADING_SLIDE = 1024
+
+
+def _remove_item(document: tomlkit.TOMLDocument, segments: list[str]) -> Any:
+    """Delete ``segments`` from the document: the item deleted, or None when it is not there."""
     container: Any = document
     node: schema.Node | None = schema.config_schema()
     for depth, segment in enumerate(segments):
@@ -137,29 +191,31 @@ def _remove_from_document(document: tomlkit.TOMLDocument, segments: list[str]) -
         if isinstance(container, (list, AoT, Array)):
             index = list_index(list(container), segment, node)
             if index is None:
-                return False
+                return None
             if last:
+                item = container[index]
                 del container[index]
-                return True
+                return item
             container = container[index]
         elif isinstance(container, (Container, Table, InlineTable, OutOfOrderTableProxy)):
             if segment not in container:
-                return False
+                return None
             if last:
+                item = container[segment]
                 del container[segment]
-                return True
+                return item
             container = container[segment]
         else:
-            return False
+            return None
         node = schema.child(node, segment)
-    return False
+    return None
 
 
 def _edit_config(
     install_root: Path,
     segments: list[str],
     expected: tuple[bool, Any],
-    edit: Callable[[tomlkit.TOMLDocument], None],
+    edit: Callable[[tomlkit.TOMLDocument], str],
     *,
     via: str,
     verb: str,
@@ -183,8 +239,8 @@ def _edit_config(
         text = config.text
         before = config.parse()
         document = _parse_document(text, str(config_path))
-        edit(document)
-        new_text = document.as_string()
+        heading = edit(document)
+        new_text = _keep_heading(text, document.as_string(), heading)
         after = parse_config_text(new_text, str(config_path))
         if not same_data(lookup(after, segments), expected) or not same_data(
             without(after, segments), without(before, segments)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from installs import MINIMAL_CONFIG, make_install, run_cli
+import pytest
+from installs import MINIMAL_CONFIG, copy_example, make_install, run_cli
 
 CONFIG = MINIMAL_CONFIG.replace(
     'model = "claude"\n', 'model = "claude"   # keep me\ntemperature = 0.5\n'
@@ -46,3 +47,21 @@ def test_config_unset_refuses_a_result_that_would_be_invalid(tmp_path: Path) -> 
     assert "config unset risk_profiles.default refused" in done.stderr
     assert "Traceback" not in done.stderr
     assert (install / "config.toml").read_text(encoding="utf-8") == CONFIG
+
+
+@pytest.mark.parametrize(
+    ("path", "heading"),
+    [("agents.ops", "# --- model providers"), ("mcp.servers.docs", "# --- opaque sections")],
+)
+def test_config_unset_of_a_table_keeps_the_comments_that_head_the_next_section(
+    tmp_path: Path, path: str, heading: str
+) -> None:
+    """tomlkit counts the comment lines after a table's last key as the table's own: unset
+    took '# --- model providers ---' and the lines under it along with agents.ops."""
+    install = copy_example(tmp_path)
+    before = (install / "config.toml").read_text()
+    block = before[before.index(heading) :].split("\n[")[0]
+    done = run_cli(["--install", str(install), "config", "unset", path])
+    assert done.returncode == 0, done.stderr
+    after = (install / "config.toml").read_text()
+    assert block in after and after.count(heading) == 1
