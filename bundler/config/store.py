@@ -20,6 +20,7 @@ any of them may be a secret. Messages name config paths and variable names only.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from pathlib import Path
@@ -59,6 +60,9 @@ from bundler.rules.values import (
     to_item,
     without,
 )
+
+TextFix = Callable[[str, str], str]
+"""What an edit does to the text tomlkit wrote (given the old text and that one)."""
 
 
 def load_config(
@@ -102,9 +106,9 @@ def set_config_value(install_root: Path, path: str, raw_value: str, *, via: str)
         )
     value = parse_value(raw_value, node, canonical, toml_strings=True)
 
-    def edit(document: tomlkit.TOMLDocument) -> str:
-        _set_in_document(document, segments, value, canonical)
-        return ""
+    def edit(document: tomlkit.TOMLDocument) -> TextFix:
+        heading = _set_in_document(document, segments, value, canonical)
+        return lambda old, new: _above_heading(old, new, heading)
 
     _edit_config(install_root, segments, (True, value), edit, via=via, verb="set")
     return canonical
@@ -121,10 +125,10 @@ def unset_config_value(install_root: Path, path: str, *, via: str) -> bool:
     segments, _node, _secret = canonical_segments(path)
     removed = False
 
-    def edit(document: tomlkit.TOMLDocument) -> str:
+    def edit(document: tomlkit.TOMLDocument) -> TextFix:
         nonlocal removed
         removed, heading = _remove_from_document(document, segments)
-        return heading
+        return lambda old, new: _keep_heading(old, new, heading)
 
     _edit_config(install_root, segments, (False, None), edit, via=via, verb="unset")
     return removed
@@ -153,6 +157,38 @@ def _trailing_comments(item: Any) -> str:
         break
     text = "".join(tail)
     return text if "#" in text else ""
+
+
+def _above_heading(old: str, new: str, heading: str) -> str:
+    """``new`` (``old`` with one run of text inserted) with the inserted text moved above
+    ``heading``, the comment lines that ended the table it was appended to, which head the next
+    section; ``new`` as it is when the insertion does not follow them."""
+    added = len(new) - len(old)
+    if not heading or added <= 0:
+        return new
+    at = 0
+    while at < len(old) and old[at] == new[at]:
+        at += 1
+    if new[at + added :] != old[at:]:
+        return new
+    # tomlkit may put the new line above the heading's last blank line: match without it
+    core = heading.rstrip("\n") + "\n"
+    for _step in range(_HEADING_SLIDE):
+        if old[:at].endswith(core):
+            start = at - len(core)
+            return old[:start] + new[at : at + added] + core + old[at:]
+        if at == 0 or new[at - 1] != new[at - 1 + added]:
+            break
+        at -= 1
+    return new
+
+
+def _line_endings_like(old: str, new: str) -> str:
+    """``new`` with CRLF line ends where ``old`` has only those: tomlkit writes the lines it
+    adds with LF alone."""
+    if "\r\n" not in old or old.count("\n") != old.count("\r\n"):
+        return new
+    return re.sub(r"(?<!\r)\n", "\r\n", new)
 
 
 def _keep_heading(old: str, new: str, heading: str) -> str:
@@ -215,7 +251,7 @@ def _edit_config(
     install_root: Path,
     segments: list[str],
     expected: tuple[bool, Any],
-    edit: Callable[[tomlkit.TOMLDocument], str],
+    edit: Callable[[tomlkit.TOMLDocument], TextFix],
     *,
     via: str,
     verb: str,
@@ -239,8 +275,8 @@ def _edit_config(
         text = config.text
         before = config.parse()
         document = _parse_document(text, str(config_path))
-        heading = edit(document)
-        new_text = _keep_heading(text, document.as_string(), heading)
+        fix = edit(document)
+        new_text = _line_endings_like(text, fix(text, document.as_string()))
         after = parse_config_text(new_text, str(config_path))
         if not same_data(lookup(after, segments), expected) or not same_data(
             without(after, segments), without(before, segments)
@@ -287,12 +323,14 @@ def _parse_document(text: str, where: str) -> tomlkit.TOMLDocument:
 
 def _set_in_document(
     document: tomlkit.TOMLDocument, segments: list[str], value: Any, canonical: str
-) -> None:
+) -> str:
     """Set ``segments`` to ``value`` in a tomlkit document, creating only what is missing.
 
     Missing tables become dotted keys inside the deepest existing table (or a new ``[table]``
     directly under a super-table or the root), and nested inline tables inside inline tables
-    and array-of-tables entries, so the new key lands where TOML says it belongs.
+    and array-of-tables entries, so the new key lands where TOML says it belongs. Returns the
+    comment lines that end the ``[table]`` a key was appended to (:func:`_trailing_comments`),
+    which the new key must go above.
     """
     container: Any = document
     dotted = False  # whether container is a table made by dotted keys (a.b = 1)
@@ -310,16 +348,15 @@ def _set_in_document(
             if len(rest) == 1:
                 if not _replace_table_contents(container[index], value):
                     container[index] = to_item(value, inline=True)
-                return
+                return ""
             container, dotted = container[index], False
         elif isinstance(container, (Container, Table, InlineTable, OutOfOrderTableProxy)):
             if segment in container and len(rest) > 1:
                 container, dotted = container[segment], _by_dotted_key(container, segment)
             elif segment in container and _replace_table_contents(container[segment], value):
-                return
+                return ""
             else:
-                _add_missing(container, rest, value, dotted=dotted)
-                return
+                return _add_missing(container, rest, value, dotted=dotted)
         else:
             raise Refused(
                 f"{canonical}: {format_path(segments[:depth])} is not a table", path=canonical
@@ -368,19 +405,20 @@ def _by_dotted_key(container: Any, key: str) -> bool:
     )
 
 
-def _add_missing(container: Any, rest: list[str], value: Any, *, dotted: bool = False) -> None:
+def _add_missing(container: Any, rest: list[str], value: Any, *, dotted: bool = False) -> str:
     """Add ``rest`` (missing in ``container``) with ``value``. In a table made by dotted keys
     the new key is one more dotted key of it, which TOML reads where it is written."""
+    heading = _trailing_comments(container)
     if len(rest) == 1:
         inline = isinstance(container, InlineTable)
         container[rest[0]] = to_item(value, inline=inline or isinstance(value, Mapping))
-        return
+        return heading
     if isinstance(container, (InlineTable, OutOfOrderTableProxy)):
         nested: Any = value
         for segment in reversed(rest[1:]):
             nested = {segment: nested}
         container[rest[0]] = to_item(nested, inline=True)
-        return
+        return ""
     if isinstance(container, tomlkit.TOMLDocument) or (
         isinstance(container, Table) and container.is_super_table() and not dotted
     ):
@@ -389,5 +427,6 @@ def _add_missing(container: Any, rest: list[str], value: Any, *, dotted: bool = 
         table = tomlkit.table()
         container[rest[0]] = table
         _add_missing(table, rest[1:], value)
-        return
+        return ""
     container.append(tomlkit.key(rest), to_item(value, inline=True))
+    return heading

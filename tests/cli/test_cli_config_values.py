@@ -204,3 +204,27 @@ def test_an_install_secret_used_as_an_alias_or_provider_name_is_never_printed(
         done = run_cli(["--install", str(install), *args])
         assert key not in done.stdout + done.stderr, (args, done.stdout)
         assert "***" in done.stdout, (args, done.stdout)
+
+
+def test_config_set_puts_a_new_key_above_the_comments_that_head_the_next_section(
+    tmp_path: Path,
+) -> None:
+    """A key appended to [agents.ops] landed under '# --- model providers ---' (tomlkit counts
+    those lines as the table's); it goes right after the table's last entry."""
+    install = copy_example(tmp_path)
+    before = (install / "config.toml").read_text()
+    done = run_cli(["--install", str(install), "config", "set", "agents.ops.a2a.published", "true"])
+    assert done.returncode == 0, done.stderr
+    after = (install / "config.toml").read_text()
+    assert 'cron_jobs = ["nightly_cleanup"]\na2a.published = true\n\n# --- model providers' in after
+    assert after.replace("a2a.published = true\n", "", 1) == before
+
+
+def test_config_set_in_a_crlf_file_writes_crlf_lines(tmp_path: Path) -> None:
+    install = copy_example(tmp_path)
+    config = install / "config.toml"
+    config.write_bytes(config.read_bytes().replace(b"\n", b"\r\n"))
+    done = run_cli(["--install", str(install), "config", "set", "agents.ops.a2a.published", "true"])
+    assert done.returncode == 0, done.stderr
+    raw = config.read_bytes()
+    assert b"a2a.published = true\r\n" in raw and raw.count(b"\n") == raw.count(b"\r\n")
