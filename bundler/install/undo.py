@@ -219,21 +219,30 @@ def _remove_entries(config: dict[str, Any], paths: Iterable[str]) -> dict[str, A
     return out
 
 
-def _remove_from_text(text: str, paths: Sequence[str]) -> str:
-    """``text`` without the entries at ``paths``, the rest kept through tomlkit."""
+def _remove_from_text(text: str, paths: Sequence[str], *, prune: bool = False) -> str:
+    """``text`` without the entries at ``paths``, the rest kept through tomlkit; with
+    ``prune``, also without the tables and arrays on their way that this leaves empty (the
+    import made them, in most configs: ``groq = {}`` inside an inline ``providers`` table)."""
     doc = tomlkit.parse(text)
     for path in paths:
         segments = parse_path(path)
         located = merge.split_entry_path(segments)
+        chain: list[tuple[Any, Any]] = []  # (container, key) from the root to the entry
+        node: Any = doc
         if located is not None and located[0] == "mcp.servers":
             servers: Any = doc["mcp"]["servers"]
             index = next(i for i, s in enumerate(servers) if s.get("name") == located[1])
-            del servers[index]
-            continue
-        node: Any = doc
-        for part in segments[:-1]:
-            node = node[part]
-        del node[segments[-1]]
+            chain = [(doc, "mcp"), (doc["mcp"], "servers"), (servers, index)]
+        else:
+            for part in segments[:-1]:
+                chain.append((node, part))
+                node = node[part]
+            chain.append((node, segments[-1]))
+        container, key = chain.pop()
+        del container[key]
+        while prune and chain and len(container) == 0:
+            container, key = chain.pop()
+            del container[key]
     return tomlkit.dumps(doc)
 
 
@@ -555,10 +564,16 @@ def _undone_text(
                 candidate = prefix.decode("utf-8")
                 if _pruned(parse_config_text(candidate, CONFIG)) == expected:
                     return candidate
-    candidate = _remove_from_text(text, paths)
-    if _pruned(parse_config_text(candidate, CONFIG)) != expected:
-        raise Refused(
-            "cannot undo: config.toml could not be edited to remove exactly the imported entries",
-            path=CONFIG,
-        )
-    return candidate
+    # without the tables the removal empties, unless keeping them gives back the very bytes
+    # the config had before the import (an empty table of the user's own): the candidate that
+    # does is taken first
+    candidates = [_remove_from_text(text, paths, prune=True), _remove_from_text(text, paths)]
+    # tomlkit leaves the blank line that stood before what the import appended
+    candidates += [candidate.rstrip("\n") + "\n" for candidate in candidates]
+    for candidate in sorted(candidates, key=lambda c: xxh(c.encode("utf-8")) != old_digest):
+        if _pruned(parse_config_text(candidate, CONFIG)) == expected:
+            return candidate
+    raise Refused(
+        "cannot undo: config.toml could not be edited to remove exactly the imported entries",
+        path=CONFIG,
+    )

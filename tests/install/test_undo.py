@@ -162,3 +162,22 @@ def test_import_and_undo_write_beside_a_symlinked_config_and_keep_the_link(
     assert (install / "config.toml").is_symlink()
     assert (real / "main.toml").read_text(encoding="utf-8") == USER_CONFIG
     assert sorted(p.name for p in real.iterdir()) == ["main.toml"]
+
+
+INLINE_CONFIG = (
+    'providers = { models = { openai = { prod = { api_key = "sk-local-prod-key-1234567890", '
+    'model = "gpt" } } } }\n\n'
+    '[agents.lead]\nmodel_provider = "openai.prod"\nrisk_profile = "strict"\n\n'
+    '[risk_profiles.strict]\nlevel = "readonly"\n'
+)
+
+
+def test_undo_into_a_config_of_inline_tables_gives_back_its_bytes(tmp_path: Path) -> None:
+    """03 §4: undo removes exactly what the import added. Into inline tables the import made
+    'anthropic = {...}' and the like; undo left them as empty tables ('anthropic = {}'), an
+    'mcp.servers = []' and a blank line, equal as data but not the user's file."""
+    install, receipt = imported(tmp_path, config=INLINE_CONFIG)
+    assert (install / "config.toml").read_text(encoding="utf-8") != INLINE_CONFIG
+    result = bundler(install, "agents", "import", "--undo", str(receipt))
+    assert result.returncode == 0, result.stderr
+    assert (install / "config.toml").read_text(encoding="utf-8") == INLINE_CONFIG
