@@ -398,6 +398,20 @@ def _corrupt_database(path: Path) -> str:
     return "chat.db"
 
 
+def _database_of(data: bytes) -> Callable[[Path], str]:
+    def make(path: Path) -> str:
+        items = [Item("chat.db", data)] + base_items()[1:]
+        write_zip(path, items, manifest_for(items))
+        return "chat.db"
+
+    return make
+
+
+def _wal_mode(data: bytes) -> bytes:
+    """A sound database whose header says WAL (bytes 18 and 19 = 2): not what a backup holds."""
+    return data[:18] + b"\x02\x02" + data[20:]
+
+
 def _no_database(path: Path) -> str:
     items = base_items()[1:]
     write_zip(path, items, manifest_for(items))
@@ -454,6 +468,8 @@ CASES: dict[str, Case] = {
     "device_entry": _simple([Item("files/dev", b"", mode=stat.S_IFCHR | 0o644)], "files/dev"),
     "duplicate_file": _simple([Item("files/a.txt", b"other")], "files/a.txt"),
     "duplicate_database": _simple([Item("chat.db", sqlite_bytes(3))], "chat.db"),
+    "database_empty_file": _database_of(b""),
+    "database_in_wal_mode": _database_of(_wal_mode(sqlite_bytes(3))),
     "file_and_folder_clash": _simple([Item("files/a.txt/inner", b"x")], "files/a.txt/inner"),
     "folder_entry_below_a_file": _simple(
         [Item("files/a.txt/inner/", mode=stat.S_IFDIR | 0o755)], "files/a.txt/inner"

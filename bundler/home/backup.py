@@ -37,7 +37,14 @@ from bundler.errors import InvalidInput, Refused
 from bundler.fs import durable
 from bundler.fs.copytree import digest_fd
 from bundler.fs.safefs import SkipCounts, open_dir_nofollow, rmtree_at, walk
-from bundler.fs.snapshot import SNAPSHOT_PREFIX, check_snapshot, integrity_ok, snapshot_database
+from bundler.fs.snapshot import (
+    ROLLBACK_VERSIONS,
+    SNAPSHOT_PREFIX,
+    check_snapshot,
+    integrity_ok,
+    journal_versions,
+    snapshot_database,
+)
 from bundler.fs.tally import tally
 from bundler.home.homes import HomeResolution, open_home_dir, resolve_home
 from bundler.home.zipcheck import (
@@ -154,6 +161,13 @@ def _check_database(
         fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as sink:
             stream_entry(archive, info, size, digest, sink.write)
+        # what a backup holds (backup-format.md); an empty file opens as an empty database
+        if journal_versions(copy) != ROLLBACK_VERSIONS:
+            raise InvalidInput(
+                "backup entry chat.db: not a SQLite database in rollback-journal mode, which is "
+                "what a backup holds (an empty file, or a header saying WAL)",
+                path=DATABASE,
+            )
         if not integrity_ok(copy):
             raise InvalidInput(
                 "backup entry chat.db: fails PRAGMA integrity_check (not a sound SQLite database)",
