@@ -59,8 +59,8 @@ from bundler.fs.durable import (
     random_token,
     renameat2,
 )
+from bundler.fs.interrupts import signals_deferred, start_thread
 from bundler.fs.safefs import open_dir_nofollow, rmtree_at
-from bundler.interrupts import signals_deferred
 from bundler.rules import hints
 from bundler.rules.names import escape_display
 
@@ -408,11 +408,11 @@ class Staging:
                 failed.append(exc)
 
         thread = threading.Thread(target=flush, name="bundler-flush")
-        thread.start()
+        start_thread(thread)
         try:
             result = check()
         finally:
-            with signals_deferred():
+            with signals_deferred():  # not an interrupt either: the staging must outlive it
                 thread.join()
         if failed:
             raise failed[0]

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 
 from bundler.bundle.manifest import CONFIG_NAME, MANIFEST_NAME
 from bundler.errors import Refused, RefusedWithList
+from bundler.fs.interrupts import handed_over, joined, start_thread, wait_for
 from bundler.rules.names import escape_display
 from bundler.rules.secrets import WITHHELD
 from bundler.rules.sweeper import Hit, Sweeper, SweepStream
@@ -233,7 +234,7 @@ class _Lane:
         self._thread = threading.Thread(
             target=context.run, args=(self._run,), name="bundler-sweep", daemon=True
         )
-        self._thread.start()
+        start_thread(self._thread)
 
     def observe(self, relpath: str, chunk: memoryview) -> None:
         """``copy_tree``'s observer: the chunk is copied, as the copier reuses its buffer."""
@@ -254,22 +255,22 @@ class _Lane:
         self.put(swept.set)
         self._flush()
         # a failed sweep drains its queue without running it, so the event may never be set
-        while not swept.wait(0.05):
-            if self._error is not None:
-                raise self._error
+        wait_for(lambda timeout: swept.wait(timeout) or self._error is not None)
         if self._error is not None:
             raise self._error
 
     def _flush(self) -> None:
         if self._batch:
-            batch, self._batch, self._bytes = self._batch, [], 0
-            self._queue.put(batch)
+            with handed_over():
+                batch, self._batch, self._bytes = self._batch, [], 0
+                self._queue.put(batch)
 
     def finish(self) -> BaseException | None:
         """Sweep what is queued, stop the thread; the first error the sweep raised, if any."""
         self._flush()
-        self._queue.put(None)
-        self._thread.join()
+        with handed_over():
+            self._queue.put(None)
+        wait_for(joined(self._thread))
         return self._error
 
     def _run(self) -> None:

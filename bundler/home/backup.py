@@ -26,6 +26,7 @@ import time
 import zipfile
 import zlib
 from collections.abc import Iterator, Mapping
+from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -36,6 +37,7 @@ from bundler import __version__
 from bundler.errors import InvalidInput, Refused
 from bundler.fs import durable
 from bundler.fs.copytree import digest_fd
+from bundler.fs.interrupts import signals_deferred, wait_for
 from bundler.fs.safefs import SkipCounts, open_dir_nofollow, rmtree_at, walk
 from bundler.fs.snapshot import (
     ROLLBACK_VERSIONS,
@@ -505,9 +507,11 @@ def _backup_into(
         )
         # SQLite releases the GIL: the integrity check runs on the second core while we zip
         with ThreadPoolExecutor(max_workers=1) as pool:
-            checked = pool.submit(check_snapshot, resolution.database, folder / db_name)
+            with signals_deferred():  # its worker, started here, keeps them blocked
+                checked = pool.submit(check_snapshot, resolution.database, folder / db_name)
             plan = _Plan(resolution, home_fd, folder / db_name, progress)
             entries, total, skipped = _write_until_done(plan, target_fd, zip_name)
+            wait_for(lambda timeout: not futures.wait([checked], timeout).not_done)
             checked.result()
         # the snapshot passed integrity_check and the digests tie the zip's copy to it
         with open_zip(folder / zip_name) as archive:

@@ -44,6 +44,7 @@ import tomli_w
 from bundler.errors import Interrupted, InvalidInput, Refused
 from bundler.fs import durable
 from bundler.fs.copytree import make_durable
+from bundler.fs.interrupts import signals_deferred
 from bundler.fs.safefs import open_dir_nofollow, rmtree_at
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.fs.snapshot import SIDECARS, integrity_ok
@@ -68,7 +69,6 @@ from bundler.home.zipcheck import (
     restored_mode,
     stream_entry,
 )
-from bundler.interrupts import signals_deferred
 from bundler.rules import hints, tomlcompat
 from bundler.rules.actions import Action, step
 from bundler.rules.names import escape_display

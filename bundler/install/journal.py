@@ -41,6 +41,7 @@ from bundler.config.file import ConfigFile, read_config_file
 from bundler.config.write import append_audit, commit_config, config_lock, stage_config
 from bundler.errors import Interrupted, Refused
 from bundler.fs import durable, safefs, scratch
+from bundler.fs.interrupts import signals_deferred
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.install.files import (
     DIR_MODE,
@@ -57,7 +58,6 @@ from bundler.install.files import (
     tree_at,
     write_new_file,
 )
-from bundler.interrupts import signals_deferred
 from bundler.rules import hints, tomlcompat
 from bundler.rules.actions import Action, left_alone, step
 from bundler.rules.names import escape_display, has_control_chars

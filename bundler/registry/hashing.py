@@ -24,6 +24,8 @@ import queue
 import sys
 import threading
 
+from bundler.fs.interrupts import handed_over, joined, start_thread, wait_for
+
 THREADED_BYTES = 16 << 20
 """Streams at least this long are hashed in a thread."""
 
@@ -48,7 +50,7 @@ class Sha256:
             self._queue = queue.Queue(QUEUED)
             self._thread = threading.Thread(target=self._run, name="bundler-sha256", daemon=True)
             sys.setswitchinterval(min(self._interval, SWITCH_INTERVAL))
-            self._thread.start()
+            start_thread(self._thread)
 
     def _run(self) -> None:
         assert self._queue is not None
@@ -64,7 +66,8 @@ class Sha256:
         if self._queue is None:
             self._hash.update(chunk)
         else:
-            self._queue.put(chunk)
+            with handed_over():
+                self._queue.put(chunk)
 
     def hexdigest(self) -> str:
         """The digest of every chunk given; no chunk may be given after it."""
@@ -76,7 +79,8 @@ class Sha256:
         if self._thread is None:
             return
         assert self._queue is not None
-        self._queue.put(None)
-        self._thread.join()
+        with handed_over():
+            self._queue.put(None)
+        wait_for(joined(self._thread))
         self._thread = None
         sys.setswitchinterval(self._interval)

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from bundlefactory import export_bundle, write_install
 from hostile_zips import clean_env, make_project
+from faultinject import slow_sample_count
 from kit import cli_command, run_cli
 
 from bundler.home.backup import backup_home
@@ -245,3 +246,54 @@ def test_killed_restore_leftovers_are_named_once_and_recoverable(
     assert again.returncode == 0, again.stdout
     assert _hidden(home, ".restore-") == []
     assert _doctor(env, *doctor_args)["ok"] is True
+
+
+def _busy_cores(count: int) -> list[subprocess.Popen[bytes]]:
+    """Processes that keep ``count`` cores busy: a loaded machine is where a signal lands
+    between the steps of a thread primitive."""
+    return [
+        subprocess.Popen(["sh", "-c", "while :; do :; done"], stdout=subprocess.DEVNULL)
+        for _ in range(count)
+    ]
+
+
+def test_sigterm_at_any_moment_of_an_export_ends_it_on_a_loaded_machine(tmp_path: Path) -> None:
+    """The handler raised inside Queue.put, between a condition's release of the sweeping
+    thread and its own bookkeeping: the thread's next wakeup was lost, and the export, asking
+    it whether the sweep was done, waited forever (1 run in 10 or so on a busy machine). The
+    main thread now hands work over and waits with the signals held, and every thread of
+    ours starts with them blocked."""
+    env = _env(tmp_path)
+    install = write_install(tmp_path / "install")
+    _fill(install / "agents" / "researcher" / "workspace" / "big")
+    dests = tmp_path / "bundles"
+    runs = slow_sample_count() or 30
+    hogs = _busy_cores(2)
+    try:
+        for run in range(runs):
+            out = dests / f"r{run}"
+            dests.mkdir(exist_ok=True)
+            args = ["--install", str(install), "agents", "export", "researcher", "--out", str(out)]
+            proc = subprocess.Popen(
+                [*cli_command(), *args], env=env, stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            while proc.poll() is None and not _hidden(dests, ".zeroclaw-export-"):
+                time.sleep(0.002)
+            time.sleep(0.01 * (run % 9))
+            proc.send_signal(signal.SIGTERM)
+            try:
+                code = proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                pytest.fail(f"run {run}: the export did not end within 60 s of SIGTERM")
+            assert code in (0, 130), proc.stderr.read() if proc.stderr else ""
+            if code == 130:
+                assert _hidden(dests, ".zeroclaw-export-") == []
+            if proc.stderr:
+                proc.stderr.close()
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
