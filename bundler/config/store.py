@@ -278,9 +278,7 @@ def _edit_config(
         fix = edit(document)
         new_text = _line_endings_like(text, fix(text, document.as_string()))
         after = parse_config_text(new_text, str(config_path))
-        if not same_data(lookup(after, segments), expected) or not same_data(
-            without(after, segments), without(before, segments)
-        ):
+        if not _only_the_path_changed(before, after, segments, expected):
             # where tomlkit put the new text is what TOML's reading of it decides; a key
             # appended in the wrong table silently moves others (a table of dotted keys)
             raise Refused(
@@ -310,6 +308,20 @@ def _edit_config(
         for change in changes:
             if change.is_unrestricted:
                 append_audit(install_root, change.path, change.old, change.new, via)
+
+
+def _only_the_path_changed(
+    before: dict[str, Any], after: dict[str, Any], segments: list[str], expected: tuple[bool, Any]
+) -> bool:
+    """Whether ``after`` is ``before`` with the value at ``segments`` set (``expected`` is
+    ``(True, value)``) or removed (``(False, None)``), and nothing else changed but the tables
+    the edit made or emptied on the way."""
+    if expected[0]:
+        return same_data(lookup(after, segments), expected) and same_data(
+            without(after, segments), without(before, segments)
+        )
+    # removing a list item moves the next ones up: after holds at most their shift
+    return same_data(without(after, segments, keep_leaf=True), without(before, segments))
 
 
 def _parse_document(text: str, where: str) -> tomlkit.TOMLDocument:

@@ -72,15 +72,18 @@ def lookup(data: Mapping[str, Any], segments: list[str]) -> tuple[bool, Any]:
     return True, value
 
 
-def without(data: Mapping[str, Any], segments: list[str]) -> Any:
+def without(data: Mapping[str, Any], segments: list[str], *, keep_leaf: bool = False) -> Any:
     """``data`` without the value at canonical ``segments``, and without any table or array on
     the way to it that is then empty: what an edit of that one path must leave as it was (a
-    table it creates, or one it empties, is part of the edit). ``data`` is not changed."""
+    table it creates, or one it empties, is part of the edit). ``data`` is not changed.
+
+    With ``keep_leaf`` only those empty tables and arrays go: for the config after an unset,
+    whose list item at the path, if any, is the next one moved up."""
     gone = object()
 
     def strip(value: Any, rest: list[str], node: schema.Node | None) -> Any:
         if not rest:
-            return gone
+            return value if keep_leaf else gone
         segment, child = rest[0], schema.child(node, rest[0])
         if isinstance(value, Mapping):
             if segment not in value:

@@ -65,3 +65,15 @@ def test_config_unset_of_a_table_keeps_the_comments_that_head_the_next_section(
     assert done.returncode == 0, done.stderr
     after = (install / "config.toml").read_text()
     assert block in after and after.count(heading) == 1
+
+
+def test_config_unset_of_a_list_item_moves_the_next_ones_up(tmp_path: Path) -> None:
+    install = copy_example(tmp_path)
+    done = run_cli(
+        ["--install", str(install), "config", "unset", "risk_profiles.careful.forbidden_paths[0]"]
+    )
+    assert done.returncode == 0, done.stderr
+    got = run_cli(
+        ["--install", str(install), "config", "get", "risk_profiles.careful.forbidden_paths"]
+    )
+    assert got.stdout.strip() == '["~/.ssh"]', got.stdout
