@@ -79,10 +79,25 @@ class RefusedWithList(Refused):
         self.listing = [{name: withheld(value) for name, value in row.items()} for row in listing]
 
 
-class Interrupted(BundlerError):
-    """SIGINT, SIGTERM or SIGHUP arrived; the operation cleaned up like a failure (exit 130)."""
+class Interrupted(BaseException):
+    """SIGINT, SIGTERM or SIGHUP arrived; the operation cleaned up like a failure (exit 130).
+
+    Not a :class:`BundlerError`, nor an ``Exception``, as ``KeyboardInterrupt`` is not: code that
+    handles a user's error and carries on (a verify that records an unreadable file and goes
+    on with the next) must never take an interrupt for one. It was: Ctrl-C during ``bundle
+    verify`` was reported as the bundle's fault, exit 3. It has what the command line prints
+    of an error (``code``, ``message``, ``path``).
+    """
 
     code = EXIT_INTERRUPTED
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path = ""
+
+    def __str__(self) -> str:
+        return self.message
 
 
 Scrub = Callable[[str], str]

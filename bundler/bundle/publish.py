@@ -683,18 +683,17 @@ def stage_build_publish(admission: Admission, build: Callable[[Staging], None]) 
             return staging.publish()
         except OSError as err:
             raise io_failure(admission.dest_path, "could not write the bundle", err) from err
-    except BundlerError as err:
+    except (BundlerError, Interrupted) as err:
         leftovers = [] if staging.published else staging.abort()
         if leftovers:
             # a new error, not an edited one: an exception's args must say what it says
-            raise type(err)(
-                hints.Hinted(
-                    f"{err.message} (cleanup incomplete: {'; '.join(leftovers)})",
-                    hints.command("recover", admission.dest_path),
-                ),
-                path=err.path,
-                code=err.code,
-            ) from err
+            message = hints.Hinted(
+                f"{err.message} (cleanup incomplete: {'; '.join(leftovers)})",
+                hints.command("recover", admission.dest_path),
+            )
+            if isinstance(err, Interrupted):
+                raise Interrupted(message) from err
+            raise type(err)(message, path=err.path, code=err.code) from err
         raise
     except BaseException:
         if not staging.published:

@@ -645,7 +645,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _start_up_done(collecting, own_process=argv_given is None)
         result: Result = handler(args, out)
         return out.emit(result)
-    except BundlerError as err:
+    except (BundlerError, Interrupted) as err:
         return out.fail(err)
     except KeyboardInterrupt:
         return out.fail(Interrupted("interrupted; cleaned up"))

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from bundler.errors import BundlerError, RefusedWithList
+from bundler.errors import BundlerError, Interrupted, RefusedWithList
 from bundler.rules import hints
 from bundler.rules.progress import Progress
 
@@ -112,7 +112,7 @@ class Output:
             _print(f"error: {result.error_message}".splitlines(), sys.stderr)
         return result.code
 
-    def fail(self, err: BundlerError) -> int:
+    def fail(self, err: BundlerError | Interrupted) -> int:
         """Print an error on one line (or as the JSON envelope); returns its exit code."""
         message = " ".join(str(err.message).splitlines())
         if self.json_mode:

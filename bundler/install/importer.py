@@ -746,7 +746,7 @@ def _transact(run: _Run, result: ImportReport, new_text: str, staged: list[Stage
         result.receipt = str(
             install_root / complete_transaction(install_root, install_fd, journal, dry_run=False)[1]
         )
-    except (OSError, BundlerError) as err:
+    except (OSError, BundlerError, Interrupted) as err:
         failure = failure or after_commit_failure(err)
     if failure:
         result.warnings.append(

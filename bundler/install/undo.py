@@ -527,7 +527,7 @@ def undo_import(
         failure = str(txn.after_commit_error) if txn.after_commit_error is not None else ""
         try:
             complete_transaction(install_root, install_fd, journal, dry_run=False)
-        except (OSError, BundlerError) as err:
+        except (OSError, BundlerError, Interrupted) as err:
             failure = failure or after_commit_failure(err)
         if failure:
             result.warnings.append(

@@ -463,3 +463,31 @@ def test_bundler_manifest_omitting_any_recomputed_flag_is_refused(
         bf.edit_manifest(bundle, omit)
         report = verify_bundle(bundle)
         assert any(f"omits {kind}" in p.message for p in report.errors), (kind, report.errors)
+
+
+def test_an_interrupt_during_verify_is_an_interrupt_not_a_fault_of_the_bundle(
+    tmp_path: Path,
+) -> None:
+    """Interrupted was a BundlerError, which the walk records as a file's fault and carries on
+    after: Ctrl-C during 'bundle verify' said the bundle was unsound (the file it was reading
+    'interrupted', then 'listed but not a regular file'), exit 3."""
+    from faultinject import ptrace_unavailable, run_with_fault, trace_calls
+    from installs import one_error
+    from kit import cli_command
+
+    reason = ptrace_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    bundle = bf.build_bundle(tmp_path / "bundle")
+    for index in range(40):
+        (bundle / "workspace" / "notes" / f"n{index:02d}.md").write_text(f"note {index}\n")
+    bf.reseal(bundle)
+    cmd = [*cli_command(), "bundle", "verify", str(bundle)]
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    done, calls = trace_calls(cmd, ["readv"], env=env, relevant="/workspace/notes/")
+    assert done.returncode == 0, done.stderr
+    middle = calls[len(calls) // 2]
+    run = run_with_fault(cmd, "readv", middle.index, "SIGINT", env=env)
+    assert run.fired, middle.line
+    assert run.returncode == 130 and one_error(run.stderr), run.stderr
+    assert "interrupted by SIGINT" in run.stderr and "workspace/" not in run.stderr
