@@ -20,7 +20,6 @@ any of them may be a secret. Messages name config paths and variable names only.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Any
 
 import tomlkit
 from tomlkit.container import Container, OutOfOrderTableProxy
-from tomlkit.items import AoT, Array, Comment, InlineTable, Table, Whitespace
+from tomlkit.items import AoT, Array, InlineTable, Table
 
 from bundler.config import overrides
 from bundler.config.file import (
@@ -40,6 +39,7 @@ from bundler.config.file import (
 )
 from bundler.config.guards import guarded_changes
 from bundler.config.memorylock import backend_locked
+from bundler.config.textfix import above_heading, keep_heading, line_endings_like, trailing_comments
 from bundler.config.write import (
     append_audit,
     config_lock,
@@ -108,7 +108,7 @@ def set_config_value(install_root: Path, path: str, raw_value: str, *, via: str)
 
     def edit(document: tomlkit.TOMLDocument) -> TextFix:
         heading = _set_in_document(document, segments, value, canonical)
-        return lambda old, new: _above_heading(old, new, heading)
+        return lambda old, new: above_heading(old, new, heading)
 
     _edit_config(install_root, segments, (True, value), edit, via=via, verb="set")
     return canonical
@@ -128,7 +128,7 @@ def unset_config_value(install_root: Path, path: str, *, via: str) -> bool:
     def edit(document: tomlkit.TOMLDocument) -> TextFix:
         nonlocal removed
         removed, heading = _remove_from_document(document, segments)
-        return lambda old, new: _keep_heading(old, new, heading)
+        return lambda old, new: keep_heading(old, new, heading)
 
     _edit_config(install_root, segments, (False, None), edit, via=via, verb="unset")
     return removed
@@ -138,84 +138,7 @@ def _remove_from_document(document: tomlkit.TOMLDocument, segments: list[str]) -
     """Delete ``segments`` from the document: whether it was there, and the comment lines that
     ended the table removed (:func:`_trailing_comments`), which the caller puts back."""
     removed = _remove_item(document, segments)
-    return removed is not None, _trailing_comments(removed) if removed is not None else ""
-
-
-def _trailing_comments(item: Any) -> str:
-    """The comments (and blank lines among them) after the last entry of a ``[table]``: tomlkit
-    counts them as the table's, but they stand above the next header and head what follows
-    (``# --- model providers ---``), so removing the table must not take them."""
-    if not isinstance(item, Table):
-        return ""
-    tail: list[str] = []
-    for key, entry in reversed(item.value.body):
-        if key is None and isinstance(entry, (Comment, Whitespace)):
-            tail.insert(0, entry.as_string())
-            continue
-        if isinstance(entry, Table):  # a sub-table is written last: its own end is the table's
-            tail.insert(0, _trailing_comments(entry))
-        break
-    text = "".join(tail)
-    return text if "#" in text else ""
-
-
-def _above_heading(old: str, new: str, heading: str) -> str:
-    """``new`` (``old`` with one run of text inserted) with the inserted text moved above
-    ``heading``, the comment lines that ended the table it was appended to, which head the next
-    section; ``new`` as it is when the insertion does not follow them."""
-    added = len(new) - len(old)
-    if not heading or added <= 0:
-        return new
-    at = 0
-    while at < len(old) and old[at] == new[at]:
-        at += 1
-    if new[at + added :] != old[at:]:
-        return new
-    # tomlkit may put the new line above the heading's last blank line: match without it
-    core = heading.rstrip("\n") + "\n"
-    for _step in range(_HEADING_SLIDE):
-        if old[:at].endswith(core):
-            start = at - len(core)
-            return old[:start] + new[at : at + added] + core + old[at:]
-        if at == 0 or new[at - 1] != new[at - 1 + added]:
-            break
-        at -= 1
-    return new
-
-
-def _line_endings_like(old: str, new: str) -> str:
-    """``new`` with CRLF line ends where ``old`` has only those: tomlkit writes the lines it
-    adds with LF alone."""
-    if "\r\n" not in old or old.count("\n") != old.count("\r\n"):
-        return new
-    return re.sub(r"(?<!\r)\n", "\r\n", new)
-
-
-def _keep_heading(old: str, new: str, heading: str) -> str:
-    """``new`` (``old`` with one table's text removed) with ``heading``, the comment lines that
-    ended it, put back where they stood: right before what followed the removed text. ``new``
-    as it is when the removal is not one run of ``old``'s text ending with them."""
-    removed = len(old) - len(new)
-    if not heading or removed <= len(heading):
-        return new
-    # the run removed can sit at several places where the characters around it repeat
-    # ("[agents.ops]" removed before "[agents.other]"): from the rightmost, the first that
-    # ends with the heading (a header's length or so away at most)
-    at = 0
-    while at < len(new) and old[at] == new[at]:
-        at += 1
-    if old[at + removed :] != new[at:]:
-        return new
-    for _step in range(_HEADING_SLIDE):
-        if old[at : at + removed].endswith(heading):
-            return new[:at] + heading + new[at:]
-        if at == 0 or old[at - 1] != old[at - 1 + removed]:
-            break
-        at -= 1
-    return new
-
-
-_HEADING_SLIDE = 1024
+    return removed is not None, trailing_comments(removed) if removed is not None else ""
 
 
 def _remove_item(document: tomlkit.TOMLDocument, segments: list[str]) -> Any:
@@ -276,7 +199,7 @@ def _edit_config(
         before = config.parse()
         document = _parse_document(text, str(config_path))
         fix = edit(document)
-        new_text = _line_endings_like(text, fix(text, document.as_string()))
+        new_text = line_endings_like(text, fix(text, document.as_string()))
         after = parse_config_text(new_text, str(config_path))
         if not _only_the_path_changed(before, after, segments, expected):
             # where tomlkit put the new text is what TOML's reading of it decides; a key
@@ -420,7 +343,7 @@ def _by_dotted_key(container: Any, key: str) -> bool:
 def _add_missing(container: Any, rest: list[str], value: Any, *, dotted: bool = False) -> str:
     """Add ``rest`` (missing in ``container``) with ``value``. In a table made by dotted keys
     the new key is one more dotted key of it, which TOML reads where it is written."""
-    heading = _trailing_comments(container)
+    heading = trailing_comments(container)
     if len(rest) == 1:
         inline = isinstance(container, InlineTable)
         container[rest[0]] = to_item(value, inline=inline or isinstance(value, Mapping))

@@ -338,22 +338,25 @@ def _restore(
         try:
             if not _lock_home(home_fd):
                 raise _restore_running(target)
+            swap = _Swap(home_fd, target, [])
             try:
                 if created:
                     # first start made empty files/ and skills/; the restored ones replace them
                     for tree in TREES:
                         with contextlib.suppress(OSError):
                             os.rmdir(tree, dir_fd=home_fd)
-                warnings: list[str] = []
-                _clear_interrupted(home_fd, target, warnings)
-                kept = _stage_and_swap(archive, index, files, home_fd, target, warnings, progress)
+                _clear_interrupted(home_fd, target, swap.warnings)
+                kept = _stage_and_swap(archive, index, files, swap, progress)
             except BaseException:
-                if created:  # refused before its commit: the home it made goes too, as it was
+                # refused before its commit: the home it made goes too, as it was (told by the
+                # flag the commit sets, not by where the exception came from: an interrupt can
+                # be delivered just after a restore that stands)
+                if created and not swap.committed:
                     _remove_created_home(target)
                 raise
         finally:
             os.close(home_fd)
-    return RestoreReport(target, len(files), total, kept, created, warnings)
+    return RestoreReport(target, len(files), total, kept, created, swap.warnings)
 
 
 def _remove_created_home(home: Path) -> None:
@@ -571,15 +574,24 @@ def _parent(root_fd: int, rel: str) -> tuple[int, str]:
     return fd, parts[-1]
 
 
+@dataclass
+class _Swap:
+    """Where a restore swaps (the home, open), what it warns of, and whether it committed."""
+
+    home_fd: int
+    home: Path
+    warnings: list[str]
+    committed: bool = False
+
+
 def _stage_and_swap(
     archive: zipfile.ZipFile,
     index: BackupIndex,
     files: list[zipfile.ZipInfo],
-    home_fd: int,
-    home: Path,
-    warnings: list[str],
+    swap: _Swap,
     progress: Progress | None,
 ) -> list[str]:
+    home_fd, home, warnings = swap.home_fd, swap.home, swap.warnings
     token = durable.random_token()
     staging = f"{STAGING_PREFIX}{token}"
     journal = Journal(token)
@@ -620,7 +632,6 @@ def _stage_and_swap(
                 ) from exc
             raise
         journal.state = "swapping"
-        committed = False
         try:
             # to an interrupt the swap and its commit are one step: one that arrives meanwhile
             # is delivered once the restore stands, and is then a failure after the commit
@@ -636,12 +647,12 @@ def _stage_and_swap(
                 # commit point: every move is done, the home holds the new state whole; from
                 # here a failure is a warning and recover (which sees the last move done) only
                 # tidies up
-                committed = True
+                swap.committed = True
                 journal.state = "committed"
                 journal.write(staging_fd)
             _finish(home_fd, staging, staging_fd)
         except (OSError, Interrupted) as exc:
-            if not committed:
+            if not swap.committed:
                 raise
             why = (
                 "interrupted"
