@@ -158,6 +158,16 @@ def locked_by_another(fd: int) -> bool:
     return False
 
 
+def lock_now(fd: int) -> bool:
+    """Take an exclusive ``flock`` on ``fd``'s file without waiting, held until the descriptor
+    closes; False when another open file description holds one."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
 def temporary_name(name: str) -> str:
     """A hidden, unguessable sibling name for building ``name`` before it is put in place."""
     return f".{name}.tmp-{random_token()}"

@@ -427,11 +427,7 @@ def _lock_home(home_fd: int) -> bool:
     closes; False when another process holds it. One restore or recovery of a home at a time:
     a staging folder exists, unlocked, between its ``mkdir`` and its own lock, and a second
     restore must not take it for a dead one's then."""
-    try:
-        fcntl.flock(home_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    return True
+    return durable.lock_now(home_fd)
 
 
 def _restore_running(home: Path) -> Refused:

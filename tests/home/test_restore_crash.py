@@ -59,7 +59,9 @@ def _fresh(pristine: Path, home: Path) -> None:
     shutil.copytree(pristine, home, symlinks=True)
 
 
-def _sweep(tmp_path: Path, count: int | None) -> int:
+def _traced_restore(tmp_path: Path) -> tuple[Path, Path, list[str], dict[str, str]]:
+    """(the pristine home, the home to restore into, the command, its environment), for a run
+    under strace; skips the test where ptrace is not permitted."""
     reason = ptrace_unavailable()
     if reason is not None:
         pytest.skip(reason)
@@ -67,15 +69,12 @@ def _sweep(tmp_path: Path, count: int | None) -> int:
     env["SOURCE_DATE_EPOCH"] = "1700000000"
     home = tmp_path / "target" / "home"
     home.parent.mkdir()
-    cmd = [
-        *cli_command(),
-        "home",
-        "restore",
-        str(zip_path),
-        "--home",
-        str(home),
-        "--force",
-    ]
+    cmd = [*cli_command(), "home", "restore", str(zip_path), "--home", str(home), "--force"]
+    return pristine, home, cmd, env
+
+
+def _sweep(tmp_path: Path, count: int | None) -> int:
+    pristine, home, cmd, env = _traced_restore(tmp_path)
 
     _fresh(pristine, home)
     done, calls = trace_calls(cmd, SYSCALLS, env=env, relevant=str(home))
@@ -116,22 +115,7 @@ def test_restore_killed_at_sampled_calls_recovers_to_old_or_new_state(tmp_path: 
 
 def _fault_sweep(tmp_path: Path, count: int | None) -> tuple[int, int]:
     """06 §2 R2 for restore: EIO/ENOSPC at sampled calls; (refused runs, completed runs)."""
-    reason = ptrace_unavailable()
-    if reason is not None:
-        pytest.skip(reason)
-    pristine, zip_path, env = _prepare(tmp_path)
-    env["SOURCE_DATE_EPOCH"] = "1700000000"
-    home = tmp_path / "target" / "home"
-    home.parent.mkdir()
-    cmd = [
-        *cli_command(),
-        "home",
-        "restore",
-        str(zip_path),
-        "--home",
-        str(home),
-        "--force",
-    ]
+    pristine, home, cmd, env = _traced_restore(tmp_path)
     _fresh(pristine, home)
     done, calls = trace_calls(cmd, FAULT_SYSCALLS, env=env, relevant=str(home))
     assert done.returncode == 0, done.stderr
@@ -185,14 +169,7 @@ def _around_the_commit(calls: list[Call]) -> list[Call]:
 
 
 def _interrupt_sweep(tmp_path: Path, pick: Callable[[list[Call]], list[Call]]) -> dict[str, int]:
-    reason = ptrace_unavailable()
-    if reason is not None:
-        pytest.skip(reason)
-    pristine, zip_path, env = _prepare(tmp_path)
-    env["SOURCE_DATE_EPOCH"] = "1700000000"
-    home = tmp_path / "target" / "home"
-    home.parent.mkdir()
-    cmd = [*cli_command(), "home", "restore", str(zip_path), "--home", str(home), "--force"]
+    pristine, home, cmd, env = _traced_restore(tmp_path)
     _fresh(pristine, home)
     done, calls = trace_calls(cmd, SYSCALLS, env=env, relevant=str(home))
     assert done.returncode == 0, done.stderr
@@ -241,14 +218,8 @@ def test_restore_interrupted_at_every_call_is_cleaned_up_or_stands_with_a_warnin
 def test_a_restore_refused_after_creating_the_home_removes_it(tmp_path: Path) -> None:
     """A restore into a home that does not exist creates it as a first start does; one that
     then failed (disk full while extracting) said "the home is unchanged" and left it made."""
-    reason = ptrace_unavailable()
-    if reason is not None:
-        pytest.skip(reason)
-    _pristine, zip_path, env = _prepare(tmp_path)
-    env["SOURCE_DATE_EPOCH"] = "1700000000"
-    home = tmp_path / "target" / "new-home"
-    home.parent.mkdir()
-    cmd = [*cli_command(), "home", "restore", str(zip_path), "--home", str(home)]
+    _pristine, home, cmd, env = _traced_restore(tmp_path)
+    assert not home.exists()
     done, calls = trace_calls(cmd, ["write"], env=env, relevant=".restore-")
     assert done.returncode == 0, done.stderr
     shutil.rmtree(home)
