@@ -163,7 +163,9 @@ def test_a_nan_elsewhere_in_the_config_blocks_neither_set_nor_import(tmp_path: P
     assert done.returncode == 0, done.stderr
     source = copy_example(tmp_path / "source")
     bundle = tmp_path / "bundle"
-    exported = run_cli(["--install", str(source), "agents", "export", "writer", "--out", str(bundle)])
+    exported = run_cli(
+        ["--install", str(source), "agents", "export", "writer", "--out", str(bundle)]
+    )
     assert exported.returncode == 0, exported.stderr
     imported = run_cli(
         ["--install", str(install), "agents", "import", str(bundle), "--accept-risks",
@@ -179,7 +181,9 @@ def test_a_nan_in_a_bounded_number_field_is_invalid(tmp_path: Path) -> None:
     install = copy_example(tmp_path)
     text = (install / "config.toml").read_text()
     assert "\ntemperature = 0.7\n" in text
-    (install / "config.toml").write_text(text.replace("\ntemperature = 0.7\n", "\ntemperature = nan\n"))
+    (install / "config.toml").write_text(
+        text.replace("\ntemperature = 0.7\n", "\ntemperature = nan\n")
+    )
     done = run_cli(["--install", str(install), "config", "validate"])
     assert done.returncode == 3 and "temperature" in done.stdout + done.stderr, done.stdout
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 from bundlefactory import export_bundle, write_install
-from hostile_zips import clean_env, make_project
 from faultinject import slow_sample_count
+from hostile_zips import clean_env, make_project
 from kit import cli_command, run_cli
 
 from bundler.home.backup import backup_home
