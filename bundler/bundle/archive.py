@@ -16,7 +16,6 @@ import contextlib
 import io
 import os
 import tarfile
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +29,7 @@ from bundler.bundle.recover import clear_abandoned_or_warn
 from bundler.bundle.verify import VerifyReport, unsound, verify_bundle
 from bundler.errors import InvalidInput, Refused
 from bundler.fs.durable import open_dir
-from bundler.fs.scratch import clear_dead_scratch, scratch_folder
+from bundler.fs.scratch import clear_dead_scratch, scratch_folder, temp_root
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress, phase
 
@@ -266,7 +265,7 @@ def unpacked(
 
     Scratch folders of this user that dead runs left there are removed first.
     """
-    where = str(parent) if parent is not None else tempfile.gettempdir()
+    where = str(parent) if parent is not None else temp_root()
     with contextlib.ExitStack() as stack:
         stream = stack.enter_context(_open_archive(archive))
         _refuse_other_files(stream, archive)
@@ -306,7 +305,7 @@ def export_to_archive(
 
     with admit(out, force=force, protected=[], archive_check=looks_like_archive, label=""):
         pass
-    scratch_parent = tempfile.gettempdir()
+    scratch_parent = temp_root()
     parent_fd = open_dir(scratch_parent, follow=True)
     try:
         clear_dead_scratch(parent_fd, SCRATCH_PREFIX)

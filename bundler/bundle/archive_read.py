@@ -580,8 +580,9 @@ class _Reader:
 
     def _drop_parent(self) -> None:
         if self._parent is not None:
-            os.close(self._parent[1])
+            fd = self._parent[1]
             self._parent = None
+            os.close(fd)
 
     def _parent_fd(self, parent: str) -> int:
         if not parent:

@@ -234,9 +234,9 @@ class _Parents:
 
     def close(self) -> None:
         """Close the folder held, unless it is the root (the caller's)."""
-        if self.fd != self.root_fd:
-            os.close(self.fd)
-        self.name, self.fd = "", self.root_fd
+        fd, self.name, self.fd = self.fd, "", self.root_fd
+        if fd != self.root_fd:
+            os.close(fd)
 
 
 def _open_member(parents: _Parents, name: str) -> tuple[int, os.stat_result]:

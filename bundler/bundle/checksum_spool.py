@@ -11,6 +11,7 @@ import xxhash
 from bundler.bundle.manifest import checksum_line, checksum_sort_key
 from bundler.fs import durable
 from bundler.fs.copytree import CopiedFile
+from bundler.fs.scratch import temp_root
 
 # every file an export generates (config.toml, the manifest, checksums.xxh3): new, never followed
 GENERATED_MODE = 0o644
@@ -44,7 +45,7 @@ class ChecksumSpool:
         spool = self._sections.get(section)
         if spool is None:
             # closed by __exit__: the spools live as long as the build
-            spool = self._sections[section] = tempfile.TemporaryFile()  # noqa: SIM115
+            spool = self._sections[section] = tempfile.TemporaryFile(dir=temp_root())  # noqa: SIM115
         # one line, already in order within its section: no sort per file
         spool.write(checksum_line(copied.xxh3_128, copied.relpath))
         self.files += 1

@@ -500,12 +500,10 @@ def _private_dir() -> Iterator[Callable[[], Path]]:
 
         def folder() -> Path:
             if not made:
-                import tempfile
-
                 from bundler.fs.durable import open_dir
-                from bundler.fs.scratch import clear_dead_scratch, scratch_folder
+                from bundler.fs.scratch import clear_dead_scratch, scratch_folder, temp_root
 
-                where = tempfile.gettempdir()
+                where = temp_root()
                 parent_fd = open_dir(where, follow=True)
                 stack.callback(os.close, parent_fd)
                 clear_dead_scratch(parent_fd, PRIVATE_PREFIX)

@@ -393,8 +393,8 @@ def _open_chain(base: Path, parts: tuple[str, ...], target: Path) -> int | None:
         for part in parts:
             current = current / part
             child = _open_component(fd, part, str(current), target)
-            os.close(fd)
-            fd = -1
+            fd, parent = -1, fd
+            os.close(parent)
             if child is None:
                 return None
             fd = child
@@ -437,8 +437,8 @@ def open_beneath(root_fd: int, rel: str) -> int:
     try:
         for part in parts:
             child = open_dir_nofollow(fd, part)
-            os.close(fd)
-            fd = child
+            fd, parent = child, fd
+            os.close(parent)
     except BaseException:
         os.close(fd)
         raise

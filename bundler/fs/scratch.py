@@ -16,13 +16,23 @@ import errno
 import fcntl
 import os
 import re
+import tempfile
 from collections.abc import Iterator
 
 from bundler.fs.durable import fsync_dir, locked_by_another, random_token
+from bundler.fs.interrupts import signals_deferred
 from bundler.fs.safefs import rmtree_at, same_object
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _ATTEMPTS = 5
+
+
+def temp_root() -> str:
+    """The system's temporary folder (``$TMPDIR``, else ``/tmp``): :func:`tempfile.gettempdir`,
+    whose first call probes the folder with a file of its own, made and removed with no
+    clean-up for an interrupt between; so it is asked with the signals held."""
+    with signals_deferred():
+        return tempfile.gettempdir()
 
 
 def _make_locked(parent_fd: int, prefix: str) -> tuple[str, int]:
@@ -50,16 +60,23 @@ def scratch_folder(
     """Make ``<prefix><token>/`` (0700) in ``parent_fd``, lock it, yield (name, its descriptor);
     remove it on exit however the block ends. ``durable``: fsync the parent after the creation,
     so a crash cannot lose the entry that tells a later recovery it is there."""
-    name, fd = _make_locked(parent_fd, prefix)
+    made: tuple[str, int] | None = None
     try:
+        # the signals are held while the folder is made and while it is removed: an interrupt
+        # taken between its mkdir and this block's knowing of it, or halfway through its
+        # removal, would leave it behind an exit that says it cleaned up
+        with signals_deferred():
+            made = _make_locked(parent_fd, prefix)
         if durable:
             fsync_dir(parent_fd)
-        yield name, fd
+        yield made
     finally:
-        try:
-            rmtree_at(parent_fd, name)
-        finally:
-            os.close(fd)
+        if made is not None:
+            with signals_deferred():
+                try:
+                    rmtree_at(parent_fd, made[0])
+                finally:
+                    os.close(made[1])
 
 
 def _candidates(parent_fd: int, prefix: str) -> list[str]:

@@ -71,8 +71,8 @@ def _open_level(base: Path, *parts: str) -> int | None:
         except OSError:
             os.close(fd)
             return None
-        os.close(fd)
-        fd = child
+        fd, parent = child, fd
+        os.close(parent)
     return fd
 
 

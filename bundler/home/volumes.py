@@ -219,8 +219,8 @@ class ResolvedPath:
     def close(self) -> None:
         """Close ``dir_fd``."""
         if self.dir_fd >= 0:
-            os.close(self.dir_fd)
-            self.dir_fd = -1
+            fd, self.dir_fd = self.dir_fd, -1
+            os.close(fd)
 
     def __enter__(self) -> ResolvedPath:
         return self
@@ -324,8 +324,8 @@ def resolve(user_path: str, mode: Access, volumes: list[Volume]) -> ResolvedPath
     try:
         for index, part in enumerate(parts[:-1]):
             child = _step(fd, part, display, "/".join(parts[: index + 1]), volume_name)
-            os.close(fd)
-            fd = child
+            fd, parent = child, fd
+            os.close(parent)
         if not parts:
             return ResolvedPath(volume, "", display, fd, ".", True, mode)
         name = parts[-1]

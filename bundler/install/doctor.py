@@ -9,7 +9,6 @@ writing or removes anything. The CLI (:mod:`bundler.cli.doctor_cmds`) only words
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from bundler.config.file import find_install_root
 from bundler.config.store import load_config
 from bundler.errors import BundlerError, InvalidInput, Refused
 from bundler.fs.durable import open_dir
-from bundler.fs.scratch import dead_scratch
+from bundler.fs.scratch import dead_scratch, temp_root
 from bundler.home.homes import is_writable, resolve_home
 from bundler.home.restore import home_leftovers
 from bundler.home.volumes import load_volumes
@@ -92,11 +91,11 @@ def install_findings(install: Path) -> DoctorReport:
     report.warnings += [
         Finding(
             "archive-leftover",
-            os.path.join(tempfile.gettempdir(), name),
+            os.path.join(temp_root(), name),
             f"a killed 'bundle verify' or 'bundle inspect' of an archive left "
-            f"{escape_display(os.path.join(tempfile.gettempdir(), name))}; the next one removes it",
+            f"{escape_display(os.path.join(temp_root(), name))}; the next one removes it",
         )
-        for name in _dead_in(Path(tempfile.gettempdir()), SCRATCH_PREFIX)
+        for name in _dead_in(Path(temp_root()), SCRATCH_PREFIX)
     ]
     for dest in recent_destinations(install):
         report.problems += [

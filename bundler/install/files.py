@@ -171,8 +171,8 @@ def ensure_dirs(install_fd: int, rel: str) -> tuple[int, list[str]]:
             except FileExistsError:
                 pass
             child = safefs.open_dir_nofollow(fd, part)
-            os.close(fd)
-            fd = child
+            fd, parent = child, fd
+            os.close(parent)
     except BaseException:
         os.close(fd)
         raise

@@ -46,6 +46,7 @@ from bundler.bundle.recover import clear_abandoned_or_warn
 from bundler.bundle.verify import verify_bundle
 from bundler.errors import InvalidInput, Refused, withholding
 from bundler.fs.durable import start_writeback, write_all
+from bundler.fs.scratch import temp_root
 from bundler.registry import artifact as art
 from bundler.registry.http import Options, Session
 from bundler.registry.pull import (
@@ -188,7 +189,7 @@ class _Puller:
     def _rewrite(self, start: int, size: int, members: list[ListedMember]) -> int:
         """Move the layer at ``start`` aside and write its ``members`` anew in its place: the
         bytes written."""
-        with tempfile.TemporaryFile(prefix="bundler-pull-") as aside:
+        with tempfile.TemporaryFile(prefix="bundler-pull-", dir=temp_root()) as aside:
             append_range(self.out_fd, start, size, aside.fileno())
             os.ftruncate(self.out_fd, start)
             os.lseek(self.out_fd, start, os.SEEK_SET)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import bundlefactory as bf
 import pytest
-from faultinject import ptrace_unavailable, run_with_fault, trace_calls
+from faultinject import ptrace_unavailable, run_with_fault, sample, slow_sample_count, trace_calls
 from kit import cli_command, run_cli, tree_snapshot
 
 
@@ -29,6 +29,9 @@ def packed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     done = run_cli(["bundle", "pack", str(bundle), str(out)])
     assert done.returncode == 0, done.stderr
     return out
+
+
+FAST_SAMPLE = 6
 
 
 def _env(tmp: Path) -> dict[str, str]:
@@ -135,3 +138,40 @@ def test_a_killed_archive_import_leaves_a_folder_doctor_names_and_recover_remove
     assert recovered.returncode == 0, recovered.stderr
     assert left[0] in recovered.stdout
     assert tree_snapshot(install) == before
+
+
+SCRATCH_CALLS = ["openat", "mkdir", "unlinkat", "close", "newfstatat", "getdents64", "flock"]
+
+
+def _sigint_at_calls_of_an_archive_verify(packed: Path, tmp_path: Path, count: int | None) -> None:
+    reason = ptrace_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    cmd = [*cli_command(), "bundle", "verify", str(packed)]
+    done, calls = trace_calls(cmd, SCRATCH_CALLS, env=_env(tmp), cwd="/", relevant=str(tmp))
+    assert done.returncode == 0, done.stderr
+    assert len(calls) > 20, "verify made too few calls in its temporary folder"
+    for call in sample(calls, count):
+        run = run_with_fault(cmd, call.syscall, call.index, "SIGINT", env=_env(tmp), cwd="/")
+        assert run.fired and "Traceback" not in run.stderr, (call.line, run.stderr)
+        assert run.returncode in (0, 130), (call.line, run.stderr)
+        assert os.listdir(tmp) == [], (call.line, run.stderr)
+
+
+def test_sigint_at_calls_of_an_archive_verify_leaves_nothing(packed: Path, tmp_path: Path) -> None:
+    """Ctrl-C at the calls ``bundle verify FILE.tar`` makes in the temporary folder: as it made
+    its scratch folder, unpacked into it and removed it. Three ways it left something or
+    failed were found so: a signal during the removal broke it off (the folder stayed behind
+    'cleaned up'); one as a descriptor was closed had the clean-up close it again (EBADF,
+    reported as a failure to unpack, exit 1); one during Python's first probe of the
+    temporary folder left the probe's file there."""
+    _sigint_at_calls_of_an_archive_verify(packed, tmp_path, 3 * FAST_SAMPLE)
+
+
+@pytest.mark.slow
+def test_sigint_at_every_call_of_an_archive_verify_leaves_nothing(
+    packed: Path, tmp_path: Path
+) -> None:
+    _sigint_at_calls_of_an_archive_verify(packed, tmp_path, slow_sample_count())
