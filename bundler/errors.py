@@ -91,10 +91,11 @@ class Interrupted(BaseException):
 
     code = EXIT_INTERRUPTED
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, signal_name: str = "") -> None:
         super().__init__(message)
         self.message = message
         self.path = ""
+        self.signal_name = signal_name  # SIGINT, SIGTERM, SIGHUP: what a caller's words name
 
     def __str__(self) -> str:
         return self.message

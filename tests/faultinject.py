@@ -198,6 +198,34 @@ def run_with_fault(
     return FaultRun(done.returncode, done.stdout, done.stderr, fired, killed, log)
 
 
+def run_with_sigints(
+    cmd: Sequence[str],
+    at: Sequence[tuple[str, int]],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    timeout: float = 120,
+) -> FaultRun:
+    """Run ``cmd`` with a SIGINT delivered after each ``(syscall, when)`` of ``at`` (the
+    ``when``-th call of that system call, each its own): Ctrl-C pressed again and again at
+    known moments. ``fired`` says whether every one of them was delivered."""
+    inject: list[str] = []
+    for syscall, when in at:
+        inject += ["-e", f"inject={syscall}:signal=SIGINT:when={when}"]
+    inject += ["-e", "signal=SIGINT"]
+    traced = sorted({syscall for syscall, _ in at})
+    with tempfile.TemporaryDirectory(prefix="faultinject-") as tmp:
+        log_path = os.path.join(tmp, "log")
+        done = _run([*_strace(log_path, traced, inject), *cmd], env, cwd, timeout)
+        with open(log_path, encoding="utf-8", errors="replace") as handle:
+            log = handle.read()
+    lines = log.splitlines()
+    main_pid = lines[0].split(" ", 1)[0] if lines else ""
+    mark = "--- SIGINT {si_signo=SIGINT, si_code=SI_KERNEL"
+    delivered = sum(1 for line in lines if line.startswith(main_pid + " ") and mark in line)
+    return FaultRun(done.returncode, done.stdout, done.stderr, delivered == len(at), False, log)
+
+
 def kill_at_each(
     cmd: Sequence[str],
     calls: Sequence[Call],

@@ -59,7 +59,7 @@ from bundler.fs.durable import (
     random_token,
     renameat2,
 )
-from bundler.fs.interrupts import signals_deferred, start_thread
+from bundler.fs.interrupts import commit_reached, signals_deferred, start_thread
 from bundler.fs.safefs import open_dir_nofollow, rmtree_at
 from bundler.rules import hints
 from bundler.rules.names import escape_display
@@ -178,8 +178,8 @@ class Admission:
     def close(self) -> None:
         """Release the parent descriptor."""
         if self.parent_fd >= 0:
-            os.close(self.parent_fd)
-            self.parent_fd = -1
+            fd, self.parent_fd = self.parent_fd, -1
+            os.close(fd)
 
     def stage(self) -> Staging:
         """Create the record and the staging folder beside the destination (02 §8.2)."""
@@ -335,6 +335,7 @@ class Staging:
         self.fd = fd
         self._record_fd = record_fd
         self.published = False
+        self.flushed = False
         self._stranded: str | None = None
 
     @property
@@ -382,11 +383,15 @@ class Staging:
         return cls(admission, token, fd, record_fd)
 
     def flush(self) -> None:
-        """Make the whole staged bundle durable, once; a failure aborts (never retried)."""
+        """Make the whole staged bundle durable, once (a second call, after a build that
+        flushed during its check, does nothing); a failure aborts (never retried)."""
+        if self.flushed:
+            return
         if self.admission.archive:
             os.fsync(self.fd)
         else:
             make_durable(self.fd)
+        self.flushed = True
 
     def flush_during(self, check: Callable[[], _T]) -> _T:
         """:meth:`flush` in a thread of its own while ``check()`` runs in this one; ``check``'s
@@ -455,13 +460,13 @@ class Staging:
 
     def _close_fd(self) -> None:
         if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+            fd, self.fd = self.fd, -1
+            os.close(fd)
 
     def _release_record(self) -> None:
         if self._record_fd >= 0:
-            os.close(self._record_fd)
-            self._record_fd = -1
+            fd, self._record_fd = self._record_fd, -1
+            os.close(fd)
 
     def _dest_refused(self, why: str) -> Refused:
         return Refused(
@@ -492,30 +497,15 @@ class Staging:
         """
         adm = self.admission
         self._close_fd()
-        interrupted = False
-        # signals wait until the swap and its follow-up are done: an interrupt can no longer
-        # undo the publication, only leave leftovers behind
-        try:
-            with signals_deferred():
-                self._recheck()
-                if adm.kind is DestKind.VACANT:
-                    method = self._swap_vacant()
-                else:
-                    method = self._swap_occupied()
-                self.published = True
-                outcome = PublishOutcome(method=method)
-                self._after_swap(outcome.warnings)
-        except Interrupted:  # delivered as the signals are released
-            if not self.published:
-                raise
-            interrupted = True
-        if interrupted:
-            outcome.warnings.append(
-                hints.Hinted(
-                    "interrupted after the bundle was published; leftovers may remain",
-                    hints.command("recover", adm.dest_path),
-                )
-            )
+        # the swap is one step to an interrupt; from the commit on, one is only noted
+        with signals_deferred():
+            self._recheck()
+            vacant = adm.kind is DestKind.VACANT
+            method = self._swap_vacant() if vacant else self._swap_occupied()
+            self.published = True
+            commit_reached()
+        outcome = PublishOutcome(method=method)
+        self._after_swap(outcome.warnings)
         return outcome
 
     def _swap_vacant(self) -> PublishMethod:
@@ -672,11 +662,17 @@ def stage_build_publish(admission: Admission, build: Callable[[Staging], None]) 
     """Steps 2 to 5 of the protocol for an admitted destination: stage, ``build(staging)``,
     flush, swap; on any failure before the swap, abort (an incomplete cleanup is added to the
     error with the ``recover`` command). I/O failures become :func:`io_failure` refusals."""
+    staging: Staging | None = None
     try:
-        staging = admission.stage()
-    except OSError as err:
-        raise io_failure(admission.dest_path, "could not create the staging folder", err) from err
-    try:
+        # held from the record's creation until the staging is ours to abort: an interrupt in
+        # between would leave both behind an exit that says it cleaned up
+        with signals_deferred():
+            try:
+                staging = admission.stage()
+            except OSError as err:
+                raise io_failure(
+                    admission.dest_path, "could not create the staging folder", err
+                ) from err
         try:
             build(staging)
             staging.flush()
@@ -684,7 +680,7 @@ def stage_build_publish(admission: Admission, build: Callable[[Staging], None]) 
         except OSError as err:
             raise io_failure(admission.dest_path, "could not write the bundle", err) from err
     except (BundlerError, Interrupted) as err:
-        leftovers = [] if staging.published else staging.abort()
+        leftovers = [] if staging is None or staging.published else staging.abort()
         if leftovers:
             # a new error, not an edited one: an exception's args must say what it says
             message = hints.Hinted(
@@ -696,7 +692,7 @@ def stage_build_publish(admission: Admission, build: Callable[[Staging], None]) 
             raise type(err)(message, path=err.path, code=err.code) from err
         raise
     except BaseException:
-        if not staging.published:
+        if staging is not None and not staging.published:
             staging.abort()
         raise
 

@@ -24,6 +24,7 @@ from bundler.cli.output import Output, Result, escape_what_cannot_be_encoded
 from bundler.cli.registry_args import add_registry_options
 from bundler.cli.shells import SHELLS
 from bundler.errors import BundlerError, Interrupted, UsageError
+from bundler.fs import interrupts
 from bundler.rules import hints
 from bundler.rules.names import escape_display
 
@@ -553,7 +554,17 @@ def _unrecognized(extras: list[str], args: argparse.Namespace) -> NoReturn:
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
-    raise Interrupted(f"interrupted by {signal.Signals(signum).name}; cleaned up")
+    if interrupts.interrupt_now(signum):
+        name = signal.Signals(signum).name
+        raise Interrupted(f"interrupted by {name}; cleaned up", signal_name=name)
+
+
+def _late_signal_warning() -> str | None:
+    """The warning for a signal that arrived after the command committed, if one did."""
+    late = interrupts.late_signal()
+    if late is None:
+        return None
+    return f"interrupted by {signal.Signals(late).name} after the change was committed: it stands"
 
 
 def _group_word(argv: Sequence[str]) -> str | None:
@@ -613,9 +624,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     escape_what_cannot_be_encoded()
     out = Output(json_mode=_wants_json(argv))
     # a closed terminal (SIGHUP) and kill (SIGTERM) clean up like Ctrl-C: no staging left behind
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    interrupts.begin_command()
+    for signum in interrupts.HELD:
         signal.signal(signum, _on_signal)
     try:
+        early = interrupts.early_signal()
+        if early is not None:  # arrived during start-up, when nothing had been touched yet
+            _on_signal(early, None)
         _refuse_double_dash_values(argv)
         word = _group_word(argv)
         parser = build_parser(groups_wanted=_groups_to_build(word))
@@ -644,6 +659,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler = _handler(words)
         _start_up_done(collecting, own_process=argv_given is None)
         result: Result = handler(args, out)
+        late = _late_signal_warning()
+        if late is not None:
+            result.warnings.append(late)
         return out.emit(result)
     except (BundlerError, Interrupted) as err:
         return out.fail(err)

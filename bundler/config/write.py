@@ -45,6 +45,7 @@ from bundler.config.file import ConfigFile, ConfigIdentity, open_install_root, r
 from bundler.errors import Refused
 from bundler.fs import durable
 from bundler.fs.durable import fsync_dir, open_dir
+from bundler.fs.interrupts import commit_reached, signals_deferred
 from bundler.rules import layout
 from bundler.rules.names import escape_display
 
@@ -182,11 +183,13 @@ def commit_config(config: ConfigFile, temp_name: str | None) -> None:
         if temp_name is not None:
             _unlink_quietly(temp_name, config.dir_fd)
         raise
-    if temp_name is None:
-        # undo of an import into an empty install: before it there was no config.toml
-        os.unlink(config.name, dir_fd=config.dir_fd)
-    else:
-        os.rename(temp_name, config.name, src_dir_fd=config.dir_fd, dst_dir_fd=config.dir_fd)
+    with signals_deferred():  # the rename and the record that the command committed: one step
+        if temp_name is None:
+            # undo of an import into an empty install: before it there was no config.toml
+            os.unlink(config.name, dir_fd=config.dir_fd)
+        else:
+            os.rename(temp_name, config.name, src_dir_fd=config.dir_fd, dst_dir_fd=config.dir_fd)
+        commit_reached()
 
 
 def write_config(config: ConfigFile, new_text: str) -> None:
@@ -197,14 +200,20 @@ def write_config(config: ConfigFile, new_text: str) -> None:
     temp_name = durable.temporary_name(config.name)
     target = escape_display(_real_path(config))
     try:
-        stage_config(config, temp_name, new_text)
-    except OSError as err:
-        raise Refused(f"cannot write beside {target}: {err.strerror}", path=config.where) from None
-    try:
-        commit_config(config, temp_name)
-    except OSError as err:
+        try:
+            stage_config(config, temp_name, new_text)
+        except OSError as err:
+            raise Refused(
+                f"cannot write beside {target}: {err.strerror}", path=config.where
+            ) from None
+        try:
+            commit_config(config, temp_name)
+        except OSError as err:
+            raise Refused(f"cannot replace {target}: {err.strerror}", path=config.where) from None
+    except BaseException:
+        # an interrupt included: the staged file goes (after the commit it is config.toml)
         _unlink_quietly(temp_name, config.dir_fd)
-        raise Refused(f"cannot replace {target}: {err.strerror}", path=config.where) from None
+        raise
     durable.fsync_dir(config.dir_fd)
 
 

@@ -21,7 +21,6 @@ import errno
 import json
 import os
 import stat
-import tempfile
 import time
 import zipfile
 import zlib
@@ -37,8 +36,9 @@ from bundler import __version__
 from bundler.errors import InvalidInput, Refused
 from bundler.fs import durable
 from bundler.fs.copytree import digest_fd
-from bundler.fs.interrupts import signals_deferred, wait_for
+from bundler.fs.interrupts import commit_reached, signals_deferred, wait_for
 from bundler.fs.safefs import SkipCounts, open_dir_nofollow, rmtree_at, walk
+from bundler.fs.scratch import clear_dead_scratch, scratch_folder, temp_root
 from bundler.fs.snapshot import (
     ROLLBACK_VERSIONS,
     SNAPSHOT_PREFIX,
@@ -73,6 +73,8 @@ from bundler.rules.units import human_size
 
 BACKUPS = "backups"
 TEMP_PREFIX = ".backup-"
+CHECK_PREFIX = ".bundler-check-"
+"""The private folder (in $TMPDIR) a check of a backup copies its chat.db into."""
 _SAMPLE = 4 << 10
 # Below this sample ratio deflate gains too little to pay for itself (random or compressed data)
 _INCOMPRESSIBLE = 1.02
@@ -158,23 +160,44 @@ def _discard(_chunk: bytes) -> None:
 def _check_database(
     archive: zipfile.ZipFile, info: zipfile.ZipInfo, size: int, digest: str, scratch: Path | None
 ) -> None:
-    with tempfile.TemporaryDirectory(prefix=".bundler-check-", dir=scratch) as private:
-        copy = Path(private) / DATABASE
-        fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as sink:
-            stream_entry(archive, info, size, digest, sink.write)
-        # what a backup holds (backup-format.md); an empty file opens as an empty database
-        if journal_versions(copy) != ROLLBACK_VERSIONS:
-            raise InvalidInput(
-                "backup entry chat.db: not a SQLite database in rollback-journal mode, which is "
-                "what a backup holds (an empty file, or a header saying WAL)",
-                path=DATABASE,
-            )
-        if not integrity_ok(copy):
-            raise InvalidInput(
-                "backup entry chat.db: fails PRAGMA integrity_check (not a sound SQLite database)",
-                path=DATABASE,
-            )
+    parent = scratch if scratch is not None else Path(temp_root())
+    parent_fd = durable.open_dir(parent, follow=True)
+    try:
+        # a kill leaves the copy behind, unlocked: the next check removes it
+        clear_dead_scratch(parent_fd, CHECK_PREFIX)
+        with scratch_folder(parent_fd, CHECK_PREFIX) as (name, folder_fd):
+            _check_database_copy(archive, info, size, digest, parent / name, folder_fd)
+    finally:
+        os.close(parent_fd)
+
+
+def _check_database_copy(
+    archive: zipfile.ZipFile,
+    info: zipfile.ZipInfo,
+    size: int,
+    digest: str,
+    folder: Path,
+    folder_fd: int,
+) -> None:
+    """Stream the backup's chat.db into ``folder`` and check it as a backup's (one
+    snapshot in rollback-journal mode, passing integrity_check)."""
+    copy = folder / DATABASE
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(DATABASE, flags, 0o600, dir_fd=folder_fd)
+    with os.fdopen(fd, "wb") as sink:
+        stream_entry(archive, info, size, digest, sink.write)
+    # what a backup holds (backup-format.md); an empty file opens as an empty database
+    if journal_versions(copy) != ROLLBACK_VERSIONS:
+        raise InvalidInput(
+            "backup entry chat.db: not a SQLite database in rollback-journal mode, which is "
+            "what a backup holds (an empty file, or a header saying WAL)",
+            path=DATABASE,
+        )
+    if not integrity_ok(copy):
+        raise InvalidInput(
+            "backup entry chat.db: fails PRAGMA integrity_check (not a sound SQLite database)",
+            path=DATABASE,
+        )
 
 
 def verify_backup(path: Path, *, progress: Progress | None = None) -> VerifyReport:
@@ -372,20 +395,26 @@ def _temp_file(dir_fd: int, suffix: str) -> Iterator[str]:
     try:
         yield name
     finally:
-        with contextlib.suppress(FileNotFoundError):
+        # one that cannot be removed is named by the next backup (leftover_backups)
+        with contextlib.suppress(OSError):
             os.unlink(name, dir_fd=dir_fd)
 
 
 def _publish(dir_fd: int, temp: str, final: str) -> None:
-    """Give ``temp`` the name ``final`` without ever replacing an existing file."""
-    try:
-        os.link(temp, final, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
-    except OSError as exc:
-        if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS):
-            raise
-        durable.renameat2(dir_fd, temp, dir_fd, final, durable.RENAME_NOREPLACE)
-        return
-    os.unlink(temp, dir_fd=dir_fd)
+    """Give ``temp`` the name ``final`` without ever replacing an existing file: the commit
+    point of a backup."""
+    with signals_deferred():  # the name and the record that the backup committed: one step
+        try:
+            os.link(temp, final, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS):
+                raise
+            durable.renameat2(dir_fd, temp, dir_fd, final, durable.RENAME_NOREPLACE)
+            commit_reached()
+            return
+        commit_reached()
+    with contextlib.suppress(OSError):  # else the temporary's own clean-up removes it
+        os.unlink(temp, dir_fd=dir_fd)
 
 
 def _target(resolution: HomeResolution, to: Path | None) -> tuple[Path, str | None]:
@@ -517,8 +546,15 @@ def _backup_into(
         with open_zip(folder / zip_name) as archive:
             check_contents(archive, check_database=False, progress=progress)
         final = _publish_name(target_fd, zip_name, requested)
-        durable.fsync_dir(target_fd)
-    return BackupReport(folder / final, entries, total, skipped, info.read_as)
+        report = BackupReport(folder / final, entries, total, skipped, info.read_as)
+        try:
+            durable.fsync_dir(target_fd)
+        except OSError as exc:  # after the commit point: a warning, the backup stands
+            report.warnings.append(
+                f"the backup is published, but its name was not flushed ({exc.strerror}); "
+                "a power loss may undo it"
+            )
+    return report
 
 
 def _write_until_done(plan: _Plan, target_fd: int, zip_name: str) -> tuple[int, int, SkipCounts]:

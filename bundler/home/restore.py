@@ -41,10 +41,10 @@ from typing import Any
 
 import tomli_w
 
-from bundler.errors import Interrupted, InvalidInput, Refused
+from bundler.errors import InvalidInput, Refused
 from bundler.fs import durable
 from bundler.fs.copytree import make_durable
-from bundler.fs.interrupts import signals_deferred
+from bundler.fs.interrupts import commit_reached, signals_deferred
 from bundler.fs.safefs import open_dir_nofollow, rmtree_at
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.fs.snapshot import SIDECARS, integrity_ok
@@ -562,8 +562,8 @@ def _parent(root_fd: int, rel: str) -> tuple[int, str]:
             with contextlib.suppress(FileExistsError):
                 os.mkdir(part, 0o700, dir_fd=fd)
             child = open_dir_nofollow(fd, part)
-            os.close(fd)
-            fd = child
+            fd, parent = child, fd
+            os.close(parent)
     except BaseException:
         os.close(fd)
         raise
@@ -591,9 +591,12 @@ def _stage_and_swap(
     token = durable.random_token()
     staging = f"{STAGING_PREFIX}{token}"
     journal = Journal(token)
-    os.mkdir(staging, 0o700, dir_fd=home_fd)
     staging_fd = -1
+    made = False
     try:
+        with signals_deferred():  # an interrupt is taken once the folder is known to be ours
+            os.mkdir(staging, 0o700, dir_fd=home_fd)
+            made = True
         durable.fsync_dir(home_fd)
         staging_fd = open_dir_nofollow(home_fd, staging)
         # held until the descriptor closes: a later run can tell a live restore from a dead one
@@ -601,8 +604,9 @@ def _stage_and_swap(
     except BaseException:  # an interrupt too: the folder is empty, nothing to keep it for
         if staging_fd >= 0:
             os.close(staging_fd)
-        with contextlib.suppress(OSError):
-            os.rmdir(staging, dir_fd=home_fd)
+        if made:
+            with contextlib.suppress(OSError):
+                os.rmdir(staging, dir_fd=home_fd)
         raise
     try:
         try:
@@ -644,17 +648,14 @@ def _stage_and_swap(
                 # here a failure is a warning and recover (which sees the last move done) only
                 # tidies up
                 swap.committed = True
+                commit_reached()
                 journal.state = "committed"
                 journal.write(staging_fd)
             _finish(home_fd, staging, staging_fd)
-        except (OSError, Interrupted) as exc:
+        except OSError as exc:
             if not swap.committed:
                 raise
-            why = (
-                "interrupted"
-                if isinstance(exc, Interrupted)
-                else os.strerror(exc.errno or errno.EIO)
-            )
+            why = os.strerror(exc.errno or errno.EIO)
             warnings.append(
                 hints.Hinted(
                     f"restored, but {staging} was not removed from {escape_display(str(home))} "

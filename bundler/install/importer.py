@@ -28,7 +28,6 @@ from bundler.config.guards import UNRESTRICTED
 from bundler.config.write import LOCK_NAME, config_lock
 from bundler.errors import (
     BundlerError,
-    Interrupted,
     InvalidInput,
     Refused,
     withheld,
@@ -58,7 +57,6 @@ from bundler.install.journal import (
     RECEIPT_FORMAT,
     Journal,
     Transaction,
-    after_commit_failure,
     clear_abandoned,
     complete_transaction,
 )
@@ -658,7 +656,6 @@ def _transact(run: _Run, result: ImportReport, new_text: str, staged: list[Stage
         receipt_stem=f"{_receipt_stamp(datetime.now(timezone.utc))}-{result.plan.agent}",
     )
     txn = Transaction(install_fd, config, journal)
-    interrupted = False  # an interrupt was delivered as the commit was made
     try:
         staging_fd = txn.open_staging()
         bundle_fd = os.open(bundle, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -734,11 +731,8 @@ def _transact(run: _Run, result: ImportReport, new_text: str, staged: list[Stage
                     f"import failed ({reason}); nothing changed", path=str(install_root)
                 ) from err
             raise
-        if not isinstance(err, Interrupted):
-            txn.close()
-            raise
-        # delivered as the commit was made (the signals are held over it): the change stands
-        interrupted = True
+        txn.close()
+        raise
     # committed: what follows cannot undo the import, so failures are warnings (02 §8.4)
     txn.close()
     failure = str(txn.after_commit_error) if txn.after_commit_error is not None else ""
@@ -746,8 +740,8 @@ def _transact(run: _Run, result: ImportReport, new_text: str, staged: list[Stage
         result.receipt = str(
             install_root / complete_transaction(install_root, install_fd, journal, dry_run=False)[1]
         )
-    except (OSError, BundlerError, Interrupted) as err:
-        failure = failure or after_commit_failure(err)
+    except (OSError, BundlerError) as err:
+        failure = failure or str(err)
     if failure:
         result.warnings.append(
             hints.Hinted(
@@ -755,5 +749,3 @@ def _transact(run: _Run, result: ImportReport, new_text: str, staged: list[Stage
                 hints.command("recover", "--install", str(install_root)),
             )
         )
-    elif interrupted:
-        result.warnings.append("interrupted as the import was committed: it stands")

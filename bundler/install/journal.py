@@ -39,7 +39,7 @@ import tomli_w
 
 from bundler.config.file import ConfigFile, read_config_file
 from bundler.config.write import append_audit, commit_config, config_lock, stage_config
-from bundler.errors import Interrupted, Refused
+from bundler.errors import Refused
 from bundler.fs import durable, safefs, scratch
 from bundler.fs.interrupts import signals_deferred
 from bundler.fs.smallfile import NotSmallFile, read_small_file
@@ -221,8 +221,9 @@ class Transaction:
 
     def open_staging(self) -> int:
         """Create the 0700 staging folder, durably, before anything else; returns its descriptor."""
-        os.mkdir(self.staging, 0o700, dir_fd=self.install_fd)
-        self.created_staging = True
+        with signals_deferred():  # one step to an interrupt: a rollback must know it is there
+            os.mkdir(self.staging, 0o700, dir_fd=self.install_fd)
+            self.created_staging = True
         durable.fsync_dir(self.install_fd)
         self.staging_fd = safefs.open_dir_nofollow(self.install_fd, self.staging)
         return self.staging_fd
@@ -266,8 +267,8 @@ class Transaction:
     def rollback(self) -> list[str]:
         """Undo everything before the commit; returns what could not be undone."""
         if self.staging_fd >= 0:
-            os.close(self.staging_fd)
-            self.staging_fd = -1
+            fd, self.staging_fd = self.staging_fd, -1
+            os.close(fd)
         if not self.created_staging:
             return []
         return _roll_back(self.install_fd, self.config.dir_fd, self.journal, dry_run=False)
@@ -275,14 +276,8 @@ class Transaction:
     def close(self) -> None:
         """Close the staging folder's descriptor (the folder itself stays for completion)."""
         if self.staging_fd >= 0:
-            os.close(self.staging_fd)
-            self.staging_fd = -1
-
-
-def after_commit_failure(err: BaseException) -> str:
-    """What a warning says of ``err``, a failure after a transaction's commit point: it
-    stands, so an interrupt there cleaned nothing up (its own message says it did)."""
-    return "interrupted" if isinstance(err, Interrupted) else str(err)
+            fd, self.staging_fd = self.staging_fd, -1
+            os.close(fd)
 
 
 def _roll_back(

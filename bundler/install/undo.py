@@ -24,7 +24,7 @@ import tomlkit
 from bundler.config.file import parse_config_text, read_config_file
 from bundler.config.guards import UNRESTRICTED
 from bundler.config.write import config_lock
-from bundler.errors import BundlerError, Interrupted, InvalidInput, Refused
+from bundler.errors import BundlerError, InvalidInput, Refused
 from bundler.fs import durable
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.install import merge
@@ -43,7 +43,6 @@ from bundler.install.journal import (
     RECEIPTS,
     Journal,
     Transaction,
-    after_commit_failure,
     complete_transaction,
     is_emptied_list,
     is_install_path,
@@ -492,7 +491,6 @@ def undo_import(
             line = {"path": format_path(agent_path), "old": True, "new": False}
             journal.audit = [{**line, "via": "agents import --undo"}]
         txn = Transaction(install_fd, config, journal)
-        interrupted = False  # an interrupt was delivered as the commit was made
         try:
             txn.open_staging()
             journal.moves = [
@@ -518,17 +516,14 @@ def undo_import(
                         path=str(install_root),
                     ) from err
                 raise
-            if not isinstance(err, Interrupted):
-                txn.close()
-                raise
-            # delivered as the commit was made (the signals are held over it): the change stands
-            interrupted = True
+            txn.close()
+            raise
         txn.close()
         failure = str(txn.after_commit_error) if txn.after_commit_error is not None else ""
         try:
             complete_transaction(install_root, install_fd, journal, dry_run=False)
-        except (OSError, BundlerError, Interrupted) as err:
-            failure = failure or after_commit_failure(err)
+        except (OSError, BundlerError) as err:
+            failure = failure or str(err)
         if failure:
             result.warnings.append(
                 hints.Hinted(
@@ -536,8 +531,6 @@ def undo_import(
                     hints.command("recover", "--install", str(install_root)),
                 )
             )
-        elif interrupted:
-            result.warnings.append("interrupted as the undo was committed: it stands")
         result.removed_entries = paths
         result.removed_folders = [str(install_root / folder["path"]) for folder in folders]
     return result

@@ -25,7 +25,6 @@ import dataclasses
 import io
 import os
 import stat
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,12 +34,12 @@ from bundler.bundle.archive import SCRATCH_PREFIX
 from bundler.bundle.archive_listing import ListedMember
 from bundler.bundle.archive_read import ArchiveLimits, Digests, list_tar, replay_tar
 from bundler.bundle.manifest import MANIFEST_NAME
-from bundler.bundle.publish import admit
+from bundler.bundle.publish import Staging, admit, stage_build_publish
 from bundler.bundle.verify import verify_bundle
 from bundler.errors import InvalidInput, Refused, withholding
 from bundler.fs.durable import RENAME_NOREPLACE, open_dir, renameat2, write_all
 from bundler.fs.safefs import rmtree_at
-from bundler.fs.scratch import clear_dead_scratch, scratch_folder
+from bundler.fs.scratch import clear_dead_scratch, scratch_folder, temp_root
 from bundler.registry import artifact as art
 from bundler.registry.http import CHUNK, BlobStream, Options, Session
 from bundler.registry.reference import Reference
@@ -314,27 +313,24 @@ def pull_bundle(
 ) -> PullReport:
     """Pull ``ref`` into the bundle folder ``dest`` (created, or replaced with ``force``)."""
     session = Session(ref, options, environ=environ)
+    report = PullReport(str(ref), "", "")
+    digests: Digests = {}
+
+    def build(staging: Staging) -> None:
+        _artifact, report.digest = pull_into(
+            session, staging.fd, progress=progress, digests=digests
+        )
+        folder = Path(staging.admission.parent_path) / staging.name
+        # the flush (its disk) and the verification (the processor) overlap
+        verified = staging.flush_during(lambda: verify_bundle(folder, known_digests=digests))
+        if not verified.ok:
+            raise first_error(verified)
+        report.root_agent = str((verified.manifest or {}).get("root_agent", ""))
+
     try:
         with withholding(session.auth.scrub), admit(dest, force=force, protected=[]) as admission:
-            staging = admission.stage()
-            try:
-                digests: Digests = {}
-                _artifact, digest = pull_into(
-                    session, staging.fd, progress=progress, digests=digests
-                )
-                folder = Path(admission.parent_path) / staging.name
-                verified = staging.flush_during(
-                    lambda: verify_bundle(folder, known_digests=digests)
-                )
-                if not verified.ok:
-                    raise first_error(verified)
-                outcome = staging.publish()
-            except BaseException:
-                if not staging.published:
-                    staging.abort()
-                raise
-            report = PullReport(str(ref), digest, admission.dest_path)
-            report.root_agent = str((verified.manifest or {}).get("root_agent", ""))
+            outcome = stage_build_publish(admission, build)
+            report.bundle = admission.dest_path
             report.warnings = list(outcome.warnings)
             return report
     except OSError as err:
@@ -387,7 +383,7 @@ def private_bundle_folder(purpose: str) -> Iterator[tuple[Path, int]]:
     readers' kind, :mod:`bundler.fs.scratch`): its path and descriptor, both gone on exit (and
     after a kill, with the next run, ``recover`` or ``doctor``). ``purpose`` ends the refusal
     when it cannot be made ("to pull into")."""
-    where = tempfile.gettempdir()
+    where = temp_root()
     with contextlib.ExitStack() as stack:
         try:
             parent_fd = open_dir(where, follow=True)

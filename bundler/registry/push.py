@@ -43,9 +43,10 @@ from bundler.bundle.verify import (
     unsound,
     verify_deferring_workspace,
 )
-from bundler.errors import InvalidInput, Refused, UsageError, withholding
+from bundler.errors import Interrupted, InvalidInput, Refused, UsageError, withholding
 from bundler.fs import safefs
 from bundler.fs.durable import open_dir
+from bundler.fs.interrupts import commit_reached
 from bundler.registry import artifact as art
 from bundler.registry.http import Options, Session
 from bundler.registry.reference import Reference
@@ -296,8 +297,23 @@ def _push_streamed(
     existing = session.manifest_digest(session.ref.target)
     if existing is not None and existing != report.digest and not force:
         raise _refuse_existing_tag(session, existing)
-    session.put_manifest(session.ref.target, document)
+    _store_manifest(session, document, report.digest)
     return report
+
+
+def _store_manifest(session: Session, document: bytes, digest: str) -> None:
+    """Store the manifest under the reference's tag: the push's commit point. An interrupt
+    while the registry answers cannot tell whether it stored it, and says so."""
+    try:
+        session.put_manifest(session.ref.target, document)
+        commit_reached()
+    except Interrupted as err:
+        ref = escape_display(str(session.ref))
+        raise Interrupted(
+            f"interrupted by {err.signal_name or 'a signal'} as the registry stored the "
+            f"manifest: {ref} names what it named before, or {digest}; push again to be sure",
+            signal_name=err.signal_name,
+        ) from None
 
 
 def _push_hashed(
@@ -339,5 +355,5 @@ def _push_hashed(
             # the tar made again as it is sent: the registry checks it is the one hashed
             session.upload_produced(layer.digest, layer.size, produce)
             report.uploaded.append(layer.title)
-    session.put_manifest(ref.target, document)
+    _store_manifest(session, document, digest)
     return report

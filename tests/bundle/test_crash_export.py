@@ -351,3 +351,48 @@ def test_r4_two_concurrent_exports_sample(tmp_path: Path) -> None:
 def test_r4_two_concurrent_exports_to_one_destination_50_times(tmp_path: Path) -> None:
     count = slow_sample_count()
     _r4(tmp_path, 50 if count is None else max(count, 1))
+
+
+# --- Ctrl-C at the calls beside the destination (05 §2: 130 is "cleaned up like a failure") ---
+
+INTERRUPT_SYSCALLS = ["openat", "mkdir", "mkdirat", "fsync", *R1_SYSCALLS]
+
+
+def _sigint_beside_the_destination(tmp_path: Path, force: bool, count: int | None) -> None:
+    scenario = _scenario(tmp_path, force, files=4)
+    calls = [c for c in _calls(scenario, INTERRUPT_SYSCALLS) if ".zeroclaw-export" in c.line]
+    assert calls, "the traced export made no call beside its destination"
+    for call in sample(calls, count):
+        run = run_with_fault(scenario.cmd, call.syscall, call.index, "SIGINT", env=cli_env())
+        assert run.fired and "Traceback" not in run.stderr, (call.line, run.stderr)
+        assert run.returncode in (0, 130), (call.line, run.stderr)
+        if run.returncode == 130:
+            assert one_error(run.stderr), (call.line, run.stderr)
+            assert scenario.state() == scenario.old, (call.line, run.stderr)
+            assert hidden_leftovers(scenario.parent) == [], (call.line, run.stderr)
+        else:
+            assert scenario.state() == scenario.new, call.line
+            if hidden_leftovers(scenario.parent):
+                assert "recover" in run.stderr, (call.line, run.stderr)
+            _assert_old_or_new_after_recover(scenario, call)
+        scenario.reset()
+
+
+@pytest.mark.parametrize("force", [False, True], ids=["vacant", "force"])
+def test_sigint_at_any_call_beside_the_destination_cleans_up_or_publishes(
+    tmp_path: Path, force: bool
+) -> None:
+    """An interrupt that arrived once the bundle was published (the export still writing its
+    report) said 'cleaned up' with exit 130 while the new bundle stood. From the commit on a
+    signal is noted and the export finishes with a warning. Every call that creates, flushes,
+    renames or removes a name beside the destination is interrupted in turn: 130 leaves the
+    old destination and nothing else; 0 leaves the new bundle."""
+    _sigint_beside_the_destination(tmp_path, force, 2 * FAST_SAMPLE)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("force", [False, True], ids=["vacant", "force"])
+def test_sigint_at_every_call_beside_the_destination_cleans_up_or_publishes(
+    tmp_path: Path, force: bool
+) -> None:
+    _sigint_beside_the_destination(tmp_path, force, slow_sample_count())

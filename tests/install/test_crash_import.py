@@ -25,6 +25,7 @@ from faultinject import (
     kill_at_each,
     ptrace_unavailable,
     run_with_fault,
+    run_with_sigints,
     sample,
     slow_sample_count,
     trace_calls,
@@ -389,3 +390,63 @@ def test_sigint_at_the_commit_rename_of_an_undo_is_a_warning_and_the_undo_stands
     assert "interrupted" in run.stderr and "cleaned up" not in run.stderr, run.stderr
     assert bundler("recover", "--install", str(scenario.install)).returncode == 0
     assert state(scenario.install) == after and _leftovers(scenario.install) == []
+
+
+# --- Ctrl-C after the commit of an archive import, and Ctrl-C twice ------------------------------
+
+
+def _archive_scenario(tmp_path: Path) -> Scenario:
+    """The scenario with its bundle given as an archive (unpacked into the install first)."""
+    scenario = _scenario(tmp_path)
+    archive = tmp_path / "bundle.tar"
+    packed = bundler("bundle", "pack", str(scenario.bundle), str(archive))
+    assert packed.returncode == 0, packed.stderr
+    return Scenario(scenario.install, scenario.pristine, archive, scenario.old, scenario.new)
+
+
+def _every_leftover(install: Path) -> list[str]:
+    return [name for name in os.listdir(install) if name.startswith((".bundler-", ".config.toml."))]
+
+
+def test_sigint_after_an_archive_import_committed_is_a_warning_and_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    """After the commit, an archive import still removes the folder it unpacked the archive
+    into, and writes the receipt. An interrupt there ended with exit 130 and 'cleaned up',
+    the import standing and the unpacked folder left in the install. From the commit on a
+    signal is noted: the import finishes, exit 0, a warning."""
+    scenario = _archive_scenario(tmp_path)
+    calls = _calls(scenario, R1_SYSCALLS)
+    commit = [c for c in calls if c.syscall in RENAME_SYSCALLS and "config.toml" in c.line][-1]
+    after = calls[calls.index(commit) + 1 :]
+    assert after, "nothing follows the commit"
+    for call in sample(after, FAST_SAMPLE):
+        run = run_with_fault(scenario.cmd, call.syscall, call.index, "SIGINT", env=cli_env())
+        assert run.fired and "Traceback" not in run.stderr, (call.line, run.stderr)
+        assert run.returncode == 0, (call.line, run.stderr)
+        assert "interrupted" in run.stderr and "cleaned up" not in run.stderr, run.stderr
+        assert state(scenario.install) == scenario.new, call.line
+        assert _every_leftover(scenario.install) == [], call.line
+        scenario.reset()
+
+
+def test_a_second_sigint_during_the_rollback_still_cleans_up(tmp_path: Path) -> None:
+    """Ctrl-C, then Ctrl-C again while the first one's rollback runs: the second one broke off
+    the rollback, and exit 130 said 'cleaned up' with the staging folder left in the install.
+    Now the clean-up the first signal started always finishes."""
+    scenario = _archive_scenario(tmp_path)
+    calls = _calls(scenario, R1_SYSCALLS)
+    commit = [c for c in calls if c.syscall in RENAME_SYSCALLS and "config.toml" in c.line][-1]
+    moves = [c for c in calls[: calls.index(commit)] if c.syscall in RENAME_SYSCALLS]
+    assert moves, "the import moved nothing before its commit"
+    for first in moves:
+        # the second Ctrl-C at the first removal after the first one: inside the rollback
+        removals = sum(1 for c in calls[: calls.index(first)] if c.syscall == "unlinkat")
+        run = run_with_sigints(
+            scenario.cmd, [(first.syscall, first.index), ("unlinkat", removals + 1)], env=cli_env()
+        )
+        assert run.fired, (first.line, run.stderr)
+        assert run.returncode == 130 and one_error(run.stderr), (first.line, run.stderr)
+        assert state(scenario.install) == scenario.old, first.line
+        assert _every_leftover(scenario.install) == [], (first.line, run.stderr)
+        scenario.reset()

@@ -119,3 +119,40 @@ def test_registry_killed_mid_pull_publishes_nothing_and_a_rerun_completes(
         assert dest.read_bytes() == bf.pack_bytes(bundle)
     else:
         assert pull_tree(registry, ref, dest) == tree_snapshot(bundle)
+
+
+def test_sigint_once_the_tag_is_stored_is_a_warning_and_the_digest_is_printed(
+    registry: Registry, tmp_path: Path
+) -> None:
+    """The stored manifest is a push's commit point. A signal after it (here as the connection
+    to the registry is closed) said 'interrupted; cleaned up', exit 130, and the digest was
+    never printed, though the tag named the new artifact. It is noted now: exit 0, the
+    digest, a warning. One during the manifest's upload says what it cannot know."""
+    from faultinject import ptrace_unavailable, run_with_fault, trace_calls
+
+    reason = ptrace_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    install = bf.write_install(tmp_path / "install")
+    bundle = bf.export_bundle(install, tmp_path / "bundle")
+    cmd = [*cli_command(), "bundle", "push", str(bundle), registry.ref("sig/one:1"), "--plain-http"]
+    done, calls = trace_calls(cmd, ["close", "sendto"], env=clean_env())
+    assert done.returncode == 0, done.stderr
+    digest = done.stdout.split("@")[-1].split()[0]
+    closed = [call for call in calls if call.syscall == "close" and "socket:" in call.line]
+    sent = [call for call in calls if call.syscall == "sendto"]
+    assert closed and sent, "the push made no connection"
+
+    ref = registry.ref("sig/two:1")
+    cmd[-2] = ref
+    run = run_with_fault(cmd, "close", closed[-1].index, "SIGINT", env=clean_env())
+    assert run.fired and "Traceback" not in run.stderr, run.stderr
+    assert run.returncode == 0, run.stderr
+    assert digest in run.stdout, run.stdout
+    assert "warning: interrupted by SIGINT" in run.stderr and "cleaned up" not in run.stderr
+    assert pull_tree(registry, ref, tmp_path / "pulled") == tree_snapshot(bundle)
+
+    cmd[-2] = registry.ref("sig/three:1")
+    run = run_with_fault(cmd, "sendto", sent[-1].index, "SIGINT", env=clean_env())
+    assert run.fired and run.returncode == 130 and one_error(run.stderr), run.stderr
+    assert "as the registry stored the manifest" in run.stderr and digest in run.stderr
