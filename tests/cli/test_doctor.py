@@ -128,3 +128,26 @@ def test_doctor_checks_are_a_library_the_cli_only_words(install: Path, tmp_path:
         [asdict(p) for p in report.problems],
         [asdict(n) for n in report.notes],
     )
+
+
+def test_a_running_imports_staging_folder_is_not_reported_as_interrupted(
+    install: Path, tmp_path: Path
+) -> None:
+    """An import or undo holds the config lock over its staging folder's whole life. doctor
+    reported a live import's folder as 'an interrupted import left ...', exit 3 (a cron
+    doctor raised an alarm at every import). While another process holds the lock the folder
+    is not a finding; once the lock is free it is."""
+    import fcntl
+    import os
+
+    (install / ".bundler-import-AAAAAAAAAAAA").mkdir()
+    fd = os.open(install / ".config.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # as a running import holds it
+        running = doctor("--install", str(install), "doctor", home=tmp_path)
+    finally:
+        os.close(fd)
+    assert running.returncode == 0, running.stdout + running.stderr
+    assert "interrupted import" not in running.stdout + running.stderr
+    dead = doctor("--install", str(install), "doctor", home=tmp_path)
+    assert dead.returncode == 3 and "interrupted import left" in dead.stdout + dead.stderr
