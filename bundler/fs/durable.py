@@ -158,11 +158,12 @@ def locked_by_another(fd: int) -> bool:
     return False
 
 
-def lock_now(fd: int) -> bool:
-    """Take an exclusive ``flock`` on ``fd``'s file without waiting, held until the descriptor
-    closes; False when another open file description holds one."""
+def lock_now(fd: int, *, shared: bool = False) -> bool:
+    """Take an exclusive (or ``shared``) ``flock`` on ``fd``'s file without waiting, held until
+    the descriptor closes; False when another open file description holds one that excludes
+    it."""
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
     except BlockingIOError:
         return False
     return True

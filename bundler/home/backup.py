@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
 import os
 import stat
@@ -48,7 +49,7 @@ from bundler.fs.snapshot import (
     snapshot_database,
 )
 from bundler.fs.tally import tally
-from bundler.home.homes import HomeResolution, open_home_dir, resolve_home
+from bundler.home.homes import HomeResolution, home_busy, lock_home, open_home_dir, resolve_home
 from bundler.home.zipcheck import (
     DATABASE,
     FORMAT,
@@ -389,15 +390,48 @@ def _write_entries(
 
 
 @contextlib.contextmanager
-def _temp_file(dir_fd: int, suffix: str) -> Iterator[str]:
-    """A new hidden 0600 file name in ``dir_fd``; removed on the way out unless renamed."""
-    name = f"{TEMP_PREFIX}{durable.random_token()}{suffix}"
+def _temp_file(dir_fd: int, token: str, suffix: str) -> Iterator[str]:
+    """The hidden name of a run's temporary in ``dir_fd`` (one ``token`` per run, so that its
+    files are told apart from another run's together); removed on the way out unless
+    renamed."""
+    name = f"{TEMP_PREFIX}{token}{suffix}"
     try:
         yield name
     finally:
         # one that cannot be removed is named by the next backup (leftover_backups)
         with contextlib.suppress(OSError):
             os.unlink(name, dir_fd=dir_fd)
+
+
+@contextlib.contextmanager
+def _run_locked(dir_fd: int, zip_name: str) -> Iterator[None]:
+    """Create the run's temporary zip at once and hold an exclusive ``flock`` on it for the
+    whole run: what tells a running backup's temporaries from a dead one's
+    (:func:`leftover_backups`). Rewriting the zip under its name keeps the inode, and so the
+    lock."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(zip_name, flags, 0o600, dir_fd=dir_fd)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _run_alive(backups_fd: int, token: str) -> bool:
+    """True while a running backup holds the temporary zip of ``token`` locked."""
+    try:
+        fd = os.open(
+            f"{TEMP_PREFIX}{token}.zip",
+            os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+            dir_fd=backups_fd,
+        )
+    except OSError:
+        return False
+    try:
+        return durable.locked_by_another(fd)
+    finally:
+        os.close(fd)
 
 
 def _publish(dir_fd: int, temp: str, final: str) -> None:
@@ -492,8 +526,10 @@ def backup_home(
             f"{shown} does not exist: a home without a database is not backed up", path=shown
         )
     home_fd = open_home_dir(home)
-    stale = leftover_backups(home)
     try:
+        if not lock_home(home_fd, shared=True):
+            raise home_busy(home)
+        stale = leftover_backups(home)
         folder, requested = _target(resolution, to)
         target_fd = _open_target(folder, create=requested is None)
         try:
@@ -530,7 +566,12 @@ def _backup_into(
     requested: str | None,
     progress: Progress | None,
 ) -> BackupReport:
-    with _temp_file(target_fd, ".db") as db_name, _temp_file(target_fd, ".zip") as zip_name:
+    token = durable.random_token()
+    with (
+        _temp_file(target_fd, token, ".db") as db_name,
+        _temp_file(target_fd, token, ".zip") as zip_name,
+        _run_locked(target_fd, zip_name),
+    ):
         info = snapshot_database(
             resolution.database, folder / db_name, method="vacuum", check=False
         )
@@ -601,7 +642,9 @@ def _publish_name(target_fd: int, zip_name: str, requested: str | None) -> str:
 
 def leftover_backups(home: Path) -> list[list[str]]:
     """What interrupted backups left in ``<home>/backups``, grouped by run (the ``.db`` and the
-    ``.zip`` of one token are one leftover); changes nothing."""
+    ``.zip`` of one token are one leftover); changes nothing. A running backup's temporaries
+    are not leftovers: its zip is locked (:func:`_run_locked`), and while any backup runs a
+    snapshot folder may be its own, so none is named then."""
     try:
         home_fd = durable.open_dir(home, follow=True)
     except OSError:
@@ -613,23 +656,29 @@ def leftover_backups(home: Path) -> list[list[str]]:
     finally:
         os.close(home_fd)
     try:
-        names = sorted(os.listdir(fd))
+        runs: dict[str, list[str]] = {}
+        snapshots: list[list[str]] = []
+        for name in sorted(os.listdir(fd)):
+            if name.startswith(TEMP_PREFIX):
+                token = name[len(TEMP_PREFIX) :].split(".", 1)[0]
+                runs.setdefault(token, []).append(f"{BACKUPS}/{name}")
+            elif name.startswith(SNAPSHOT_PREFIX):
+                snapshots.append([f"{BACKUPS}/{name}"])
+        alive = {token for token in runs if _run_alive(fd, token)}
     finally:
         os.close(fd)
-    runs: dict[str, list[str]] = {}
-    for name in names:
-        if name.startswith(TEMP_PREFIX):
-            token = name[len(TEMP_PREFIX) :].split(".", 1)[0]
-            runs.setdefault(token, []).append(f"{BACKUPS}/{name}")
-        elif name.startswith(SNAPSHOT_PREFIX):
-            runs.setdefault(name, []).append(f"{BACKUPS}/{name}")
-    return list(runs.values())
+    dead = [names for token, names in runs.items() if token not in alive]
+    return dead if alive else dead + snapshots
 
 
 def remove_leftovers(home: Path, *, dry_run: bool) -> list[str]:
-    """Remove what an interrupted backup left in ``<home>/backups``: hidden ``.backup-*`` files
-    and ``.bundler-snap-*`` folders (never a finished zip)."""
+    """Remove what an interrupted backup left in ``<home>/backups`` (:func:`leftover_backups`:
+    hidden ``.backup-*`` files and ``.bundler-snap-*`` folders, never a finished zip nor a
+    running backup's)."""
     actions: list[str] = []
+    leftovers = [path.split("/", 1)[1] for run in leftover_backups(home) for path in run]
+    if not leftovers:
+        return actions
     try:
         home_fd = durable.open_dir(home, follow=True)
     except OSError:
@@ -641,9 +690,7 @@ def remove_leftovers(home: Path, *, dry_run: bool) -> list[str]:
     finally:
         os.close(home_fd)
     try:
-        for name in sorted(os.listdir(fd)):
-            if not name.startswith((TEMP_PREFIX, SNAPSHOT_PREFIX)):
-                continue
+        for name in leftovers:
             shown = f"{BACKUPS}/{escape_display(name)}"
             actions.append(
                 step(

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bundler.errors import InvalidInput, Refused
-from bundler.fs.durable import fsync_dir, open_dir, temporary_name, write_synced
+from bundler.fs.durable import fsync_dir, lock_now, open_dir, temporary_name, write_synced
 from bundler.home.agentyaml import agent_name, load_agent_yaml
 from bundler.rules.names import escape_display
 
@@ -222,6 +222,27 @@ def resolve_home_with_config(
     if rule == 5 and name is not None:
         source = f"~/.bxagents/{safe_folder_name(name)}, the convention (agent name)"
     return HomeResolution(home, rule, source, database, name, project), document
+
+
+def lock_home(home_fd: int, *, shared: bool = False) -> bool:
+    """Take the home's lock, an ``flock`` on the home folder held until ``home_fd`` closes;
+    False when another process holds it in a way that excludes this one.
+
+    A restore and ``recover --home`` take it exclusively: one at a time, since a restore's
+    staging folder exists, unlocked, between its ``mkdir`` and its own lock, and a second one
+    must not take it for a dead one's then. A backup takes it shared: backups run side by
+    side, but never beside a restore (whose swap would put half of one state and half of the
+    other in the zip) nor beside a recovery (which would remove the temporaries of a backup
+    it took for dead)."""
+    return lock_now(home_fd, shared=shared)
+
+
+def home_busy(home: Path) -> Refused:
+    """The refusal when :func:`lock_home` says another restore, recovery or backup runs."""
+    shown = escape_display(str(home))
+    return Refused(
+        f"a restore, recovery or backup of {shown} is running; wait for it to finish", path=shown
+    )
 
 
 def _mkdir_private(parent_fd: int, name: str) -> bool:

@@ -52,8 +52,10 @@ from bundler.home.backup import check_contents, leftover_backups, remove_leftove
 from bundler.home.homes import (
     README_NAME,
     HomeResolution,
+    home_busy,
     home_problem,
     init_home,
+    lock_home,
     looks_like_data_home,
     open_home_dir,
     resolve_home,
@@ -336,8 +338,8 @@ def _restore(
             init_home(resolution)
         home_fd = durable.open_dir(target, follow=True)
         try:
-            if not _lock_home(home_fd):
-                raise _restore_running(target)
+            if not lock_home(home_fd):
+                raise home_busy(target)
             swap = _Swap(home_fd, target, [])
             try:
                 if created:
@@ -422,19 +424,6 @@ def before_restore_copy(home: Path) -> tuple[list[str], int] | None:
     return (names, total) if names else None
 
 
-def _lock_home(home_fd: int) -> bool:
-    """Take the home's lock, an exclusive ``flock`` on the home folder held until ``home_fd``
-    closes; False when another process holds it. One restore or recovery of a home at a time:
-    a staging folder exists, unlocked, between its ``mkdir`` and its own lock, and a second
-    restore must not take it for a dead one's then."""
-    return durable.lock_now(home_fd)
-
-
-def _restore_running(home: Path) -> Refused:
-    shown = escape_display(str(home))
-    return Refused(f"another restore into {shown} is running; wait for it to finish", path=shown)
-
-
 def _owner_alive(home_fd: int, name: str) -> bool:
     """True while a running restore holds the staging folder ``name`` locked."""
     try:
@@ -455,7 +444,7 @@ def _clear_interrupted(home_fd: int, home: Path, warnings: list[str]) -> None:
         if not name.startswith(STAGING_PREFIX):
             continue
         if _owner_alive(home_fd, name):
-            raise _restore_running(home)
+            raise home_busy(home)
         staging_fd = open_dir_nofollow(home_fd, name)
         try:
             journal = _read_journal(staging_fd, name[len(STAGING_PREFIX) :])
@@ -786,8 +775,9 @@ def recover_home(home: Path, dry_run: bool = False) -> list[str]:
     home_fd = open_home_dir(home)
     actions: list[str] = []
     try:
-        if not _lock_home(home_fd):
-            return [f"left alone: {escape_display(str(home))}: a restore into it is running"]
+        if not lock_home(home_fd):
+            shown = escape_display(str(home))
+            return [f"left alone: {shown}: a restore, recovery or backup of it is running"]
         for name in sorted(os.listdir(home_fd)):
             if not name.startswith(STAGING_PREFIX):
                 continue

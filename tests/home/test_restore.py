@@ -512,7 +512,9 @@ def test_a_restore_while_another_holds_the_home_is_refused_and_recover_leaves_it
     try:
         fcntl.flock(holder, fcntl.LOCK_EX)
         done = run_cli("home", "restore", str(zip_path), "--home", str(home), env=env)
-        assert done.returncode == 1 and "another restore into" in done.stderr, done.stderr
+        assert done.returncode == 1 and "is running; wait for it to finish" in done.stderr, (
+            done.stderr
+        )
         recovered = run_cli("recover", "--home", str(home), env=env)
         assert recovered.returncode == 0 and "left alone" in recovered.stdout, recovered.stdout
     finally:
@@ -541,7 +543,59 @@ def test_two_restores_at_once_never_take_each_others_staging_for_a_dead_one(
             _out, err = process.communicate(timeout=120)
             assert "removed" not in err and "Traceback" not in err, err
             assert process.returncode == 0 or (
-                process.returncode == 1 and "another restore into" in err
+                process.returncode == 1 and "is running; wait for it to finish" in err
             ), err
         assert not [name for name in os.listdir(home) if name.startswith(".restore-")]
     assert (home / "files" / "a.txt").read_text() != "changed after the backup\n"
+
+
+def test_a_backup_shares_the_home_with_backups_but_never_with_a_restore_or_recovery(
+    tmp_path: Path,
+) -> None:
+    """A backup during a restore of the same home zipped chat.db from before the swap and
+    files/ from after it: a home that never existed, which verify-backup passed. And recover
+    --home during a backup removed the backup's temporaries as a dead one's; the backup then
+    blamed chat.db. A backup now holds the home's lock shared: refused while a restore or a
+    recovery holds it exclusively, and they are refused (recover leaves the home alone) while
+    a backup holds it; backups run side by side."""
+    project, home = make_project(tmp_path)
+    env = env_for(tmp_path)
+    zip_path = take_backup(tmp_path, project)
+    holder = os.open(home, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)  # as a restore or a recovery holds it
+        refused = run_cli("home", "backup", "--project", str(project), env=env)
+        assert refused.returncode == 1 and "is running; wait" in refused.stderr, refused.stderr
+        fcntl.flock(holder, fcntl.LOCK_SH)  # as a backup holds it
+        again = run_cli("home", "backup", "--project", str(project), env=env)
+        assert again.returncode == 0, again.stderr
+        restore = run_cli("home", "restore", str(zip_path), "--home", str(home), env=env)
+        assert restore.returncode == 1 and "is running; wait" in restore.stderr, restore.stderr
+        recovered = run_cli("recover", "--home", str(home), env=env)
+        assert recovered.returncode == 0 and "left alone" in recovered.stdout, recovered.stdout
+    finally:
+        os.close(holder)
+
+
+def test_a_running_backups_temporaries_are_no_leftovers_a_dead_ones_are(tmp_path: Path) -> None:
+    """doctor, recover --home and the next backup named a running backup's temporaries as
+    'left by an interrupted backup' (and recover removed them). A backup holds its temporary
+    zip locked for its whole run; an unlocked one is a dead run's."""
+    from bundler.home.backup import leftover_backups
+
+    _project, home = make_project(tmp_path)
+    live = home / "backups" / ".backup-AAAAAAAAAAAA.zip"
+    dead = home / "backups" / ".backup-BBBBBBBBBBBB.zip"
+    (home / "backups" / ".backup-AAAAAAAAAAAA.db").write_bytes(b"")
+    live.write_bytes(b"")
+    dead.write_bytes(b"")
+    holder = os.open(live, os.O_RDONLY)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)  # as the running backup holds it
+        assert leftover_backups(home) == [["backups/.backup-BBBBBBBBBBBB.zip"]]
+        recovered = run_cli("recover", "--home", str(home), env=env_for(tmp_path))
+        assert recovered.returncode == 0, recovered.stderr
+        assert live.exists() and not dead.exists(), recovered.stdout
+    finally:
+        os.close(holder)
+    assert len(leftover_backups(home)) == 1  # the unlocked run's .db and .zip, together
