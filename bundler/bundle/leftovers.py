@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bundler.errors import Refused, UsageError
-from bundler.fs.durable import locked_by_another, open_dir
+from bundler.fs.durable import held_by_another, open_dir
 from bundler.rules import hints
 from bundler.rules.names import escape_display
 
@@ -132,18 +132,7 @@ def read_record(dir_fd: int, name: str) -> str | None:
 
 def record_in_use(dir_fd: int, token: str) -> bool:
     """True while a running export holds the token's record locked."""
-    try:
-        fd = os.open(
-            record_name(token),
-            os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
-            dir_fd=dir_fd,
-        )
-    except OSError:
-        return False
-    try:
-        return locked_by_another(fd)
-    finally:
-        os.close(fd)
+    return held_by_another(record_name(token), dir_fd=dir_fd)
 
 
 def explain(leftover: Leftover, folder: str) -> tuple[str, str]:

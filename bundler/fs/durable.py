@@ -158,6 +158,23 @@ def locked_by_another(fd: int) -> bool:
     return False
 
 
+def held_by_another(name: str | os.PathLike[str], *, dir_fd: int | None = None) -> bool:
+    """True while another process holds an exclusive ``flock`` on the file or folder ``name``
+    (opened no-follow and without blocking, so neither a link nor a FIFO can mislead or stall
+    the probe); False when there is nothing there to open. How a run tells a live owner's
+    staging, record or temporary from a dead one's."""
+    try:
+        fd = os.open(
+            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd
+        )
+    except OSError:
+        return False
+    try:
+        return locked_by_another(fd)
+    finally:
+        os.close(fd)
+
+
 def lock_now(fd: int, *, shared: bool = False) -> bool:
     """Take an exclusive (or ``shared``) ``flock`` on ``fd``'s file without waiting, held until
     the descriptor closes; False when another open file description holds one that excludes

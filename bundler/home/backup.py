@@ -418,22 +418,6 @@ def _run_locked(dir_fd: int, zip_name: str) -> Iterator[None]:
         os.close(fd)
 
 
-def _run_alive(backups_fd: int, token: str) -> bool:
-    """True while a running backup holds the temporary zip of ``token`` locked."""
-    try:
-        fd = os.open(
-            f"{TEMP_PREFIX}{token}.zip",
-            os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-            dir_fd=backups_fd,
-        )
-    except OSError:
-        return False
-    try:
-        return durable.locked_by_another(fd)
-    finally:
-        os.close(fd)
-
-
 def _publish(dir_fd: int, temp: str, final: str) -> None:
     """Give ``temp`` the name ``final`` without ever replacing an existing file: the commit
     point of a backup."""
@@ -664,7 +648,7 @@ def leftover_backups(home: Path) -> list[list[str]]:
                 runs.setdefault(token, []).append(f"{BACKUPS}/{name}")
             elif name.startswith(SNAPSHOT_PREFIX):
                 snapshots.append([f"{BACKUPS}/{name}"])
-        alive = {token for token in runs if _run_alive(fd, token)}
+        alive = {t for t in runs if durable.held_by_another(f"{TEMP_PREFIX}{t}.zip", dir_fd=fd)}
     finally:
         os.close(fd)
     dead = [names for token, names in runs.items() if token not in alive]

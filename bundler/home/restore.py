@@ -424,18 +424,6 @@ def before_restore_copy(home: Path) -> tuple[list[str], int] | None:
     return (names, total) if names else None
 
 
-def _owner_alive(home_fd: int, name: str) -> bool:
-    """True while a running restore holds the staging folder ``name`` locked."""
-    try:
-        fd = open_dir_nofollow(home_fd, name)
-    except OSError:
-        return False
-    try:
-        return durable.locked_by_another(fd)
-    finally:
-        os.close(fd)
-
-
 def _clear_interrupted(home_fd: int, home: Path, warnings: list[str]) -> None:
     """Before a restore stages: a dead restore that never began its swap is removed (a warning
     says so); one that did, or a live one, refuses with what to do."""
@@ -443,7 +431,7 @@ def _clear_interrupted(home_fd: int, home: Path, warnings: list[str]) -> None:
     for name in sorted(os.listdir(home_fd)):
         if not name.startswith(STAGING_PREFIX):
             continue
-        if _owner_alive(home_fd, name):
+        if durable.held_by_another(name, dir_fd=home_fd):
             raise home_busy(home)
         staging_fd = open_dir_nofollow(home_fd, name)
         try:
@@ -481,7 +469,7 @@ def home_leftovers(home: Path) -> list[str]:
         lines: list[str] = [
             hints.Hinted(f"interrupted restore left {shown}/{escape_display(name)}", fix)
             for name in sorted(os.listdir(home_fd))
-            if name.startswith(STAGING_PREFIX) and not _owner_alive(home_fd, name)
+            if name.startswith(STAGING_PREFIX) and not durable.held_by_another(name, dir_fd=home_fd)
         ]
     finally:
         os.close(home_fd)
@@ -784,7 +772,7 @@ def recover_home(home: Path, dry_run: bool = False) -> list[str]:
             st = os.stat(name, dir_fd=home_fd, follow_symlinks=False)
             if not stat.S_ISDIR(st.st_mode):
                 continue
-            if _owner_alive(home_fd, name):
+            if durable.held_by_another(name, dir_fd=home_fd):
                 actions.append(f"left alone: {escape_display(name)}: a restore is still running")
                 continue
             try:

@@ -20,7 +20,7 @@ from bundler.config.file import find_install_root
 from bundler.config.store import load_config
 from bundler.config.write import LOCK_NAME
 from bundler.errors import BundlerError, InvalidInput, Refused
-from bundler.fs.durable import locked_by_another, open_dir
+from bundler.fs.durable import held_by_another, open_dir
 from bundler.fs.scratch import dead_scratch, temp_root
 from bundler.home.homes import is_writable, resolve_home
 from bundler.home.restore import home_leftovers
@@ -59,19 +59,6 @@ class DoctorReport:
         self.notes += other.notes
 
 
-def _config_locked(install: Path) -> bool:
-    """True while another process holds the install's config lock: an import, an undo or a
-    config edit is running, and a staging folder there may be its own, not a dead one's."""
-    try:
-        fd = os.open(install / LOCK_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        return locked_by_another(fd)
-    finally:
-        os.close(fd)
-
-
 def install_findings(install: Path) -> DoctorReport:
     """The install's config validity, the staging folders an interrupted import left, and what
     interrupted exports left beside the destinations the install recorded."""
@@ -81,7 +68,7 @@ def install_findings(install: Path) -> DoctorReport:
     except OSError:
         names = []
     # a running import or undo holds the config lock over its staging folder's whole life
-    staged = [] if _config_locked(install) else names
+    staged = [] if held_by_another(install / LOCK_NAME) else names
     for name in sorted(n for n in staged if n.startswith(STAGING_PREFIX)):
         # its temporary config (.config.toml.bundler-<token>) is part of the same problem
         report.problems.append(
