@@ -156,8 +156,8 @@ def explain(leftover: Leftover, folder: str) -> tuple[str, str]:
 
 def explain_leftovers(folder: Path) -> list[tuple[str, str, str]]:
     """(its path, what it is, the command that clears it or ``""``) per export leftover among
-    ``folder``'s direct children, changing nothing; a folder that cannot be listed is
-    :class:`Refused`."""
+    ``folder``'s direct children, changing nothing; a live export's (or pull's) staging is none.
+    A folder that cannot be listed is :class:`Refused`."""
     try:
         fd = open_dir(folder, follow=True)
     except OSError as err:
@@ -168,7 +168,8 @@ def explain_leftovers(folder: Path) -> list[tuple[str, str, str]]:
         absolute = os.path.abspath(folder)
         return [
             (os.path.join(absolute, item.name), *explain(item, absolute))
-            for item in find_leftovers(fd)
+            for items in abandoned_by_token(fd).values()
+            for item in items
         ]
     finally:
         os.close(fd)

@@ -328,7 +328,10 @@ def pull_bundle(
         report.root_agent = str((verified.manifest or {}).get("root_agent", ""))
 
     try:
-        with withholding(session.auth.scrub), admit(dest, force=force, protected=[]) as admission:
+        with (
+            withholding(session.auth.scrub),
+            admit(dest, force=force, protected=[], label="") as admission,
+        ):
             outcome = stage_build_publish(admission, build)
             report.bundle = admission.dest_path
             report.warnings = list(outcome.warnings)

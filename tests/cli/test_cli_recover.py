@@ -92,6 +92,24 @@ def test_recover_scan_lists_objects_with_their_command(tmp_path: Path) -> None:
         assert os.path.dirname(item["path"]) == str(out.parent)
 
 
+def test_recover_scan_leaves_out_a_running_exports_staging(tmp_path: Path) -> None:
+    """recover --scan listed a running export's (or pull's) staging and record as 'an
+    interrupted export', with the recover command to run, while recover DEST itself left them
+    alone as live. A run holds its record locked; while it does, --scan lists nothing of it."""
+    import fcntl
+
+    out = interrupted_export(tmp_path)
+    record = os.open(out.parent / ".zeroclaw-export-Abcdef123456.target", os.O_RDONLY)
+    try:
+        fcntl.flock(record, fcntl.LOCK_EX)  # as the running export holds it
+        live = cli("recover", "--scan", str(out.parent), "--json", home=tmp_path)
+        assert live.returncode == 0 and json.loads(live.stdout)["actions"] == [], live.stdout
+    finally:
+        os.close(record)
+    dead = cli("recover", "--scan", str(out.parent), "--json", home=tmp_path)
+    assert len(json.loads(dead.stdout)["actions"]) == 3
+
+
 def test_doctor_labels_warnings_and_reports_objects(tmp_path: Path) -> None:
     dangling = MINIMAL_CONFIG.replace('model = "claude"', 'model = "claude"\nfallback = ["x.y"]')
     install = make_install(tmp_path, dangling)

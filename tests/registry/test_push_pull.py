@@ -222,6 +222,8 @@ def test_pull_into_an_existing_bundle_needs_force(
     before = tree_snapshot(out)
     again = run_cli(["bundle", "pull", ref, str(out), "--plain-http"])
     assert again.returncode == 1 and one_error(again.stderr) and "--force" in again.stderr
+    # the destination is an operand of pull: no '--out' named (an export's option)
+    assert again.stderr.startswith(f"error: {out} ") and "--out" not in again.stderr
     assert tree_snapshot(out) == before
     assert run_cli(["bundle", "pull", ref, str(out), "--plain-http", "--force"]).returncode == 0
 
