@@ -916,3 +916,24 @@ def test_export_scan_warn_reports_the_hit_by_path_never_by_value(tmp_path: Path)
     # the carried file is the user's choice under warn; config.toml and the manifest hold none
     for name in ("config.toml", "zeroclaw-agent.toml", "checksums.xxh3"):
         assert leaks_in((tmp_path / "b2" / name).read_bytes(), [LEAK]) == []
+
+
+@pytest.mark.parametrize("json_mode", [False, True])
+def test_config_set_of_a_value_starting_with_a_dash_never_echoes_it(
+    tmp_path: Path, json_mode: bool
+) -> None:
+    """argparse takes a word starting with '-' for an option; the refusal must not quote it
+    as one (a base64url token can start with '-'), and says how to pass such a value."""
+    token = "-LEAKCANARY_r1_9f8e7d6c5b4a3210"
+    root = copy_example(tmp_path)
+    path = CLOSURE_OF_RESEARCHER
+    args = ["--install", str(root), "config", "set", path, token]
+    result = bundler_cli([*(["--json"] if json_mode else []), *args])
+    assert result.returncode == 2
+    _no_leak(result, [token])
+    assert "goes after '--'" in result.stdout + result.stderr
+    given = bundler_cli(["--install", str(root), "config", "set", path, "--", token])
+    assert given.returncode == 0, given.stderr
+    _no_leak(given, [token])
+    shown = bundler_cli(["--install", str(root), "config", "get", path, "--reveal"])
+    assert shown.stdout.strip() == token

@@ -13,6 +13,7 @@ import gc
 import importlib
 import io
 import json
+import re
 import signal
 import sys
 from collections.abc import Container, Sequence
@@ -537,20 +538,28 @@ def _refuse_double_dash_values(argv: Sequence[str]) -> None:
 def _unrecognized(extras: list[str], args: argparse.Namespace) -> NoReturn:
     """Refuse words no parser took, pointing to the help of the command they were given to.
 
-    Only option names are quoted: a stray word may be a secret (a mistyped ``--secret``)."""
+    Only words shaped like an option name are quoted (:data:`_OPTION_NAME`): any other stray
+    word may be a secret (a mistyped ``--secret``, a token that starts with ``-``)."""
     words = ["bundler"]
     group = getattr(args, "group", None)
     if group:
         words.append(group)
         if getattr(args, "command", None):
             words.append(args.command)
-    options = [escape_display(word.split("=", 1)[0]) for word in extras if word.startswith("-")]
+    names = [word.split("=", 1)[0] for word in extras]
+    options = [name for name in names if _OPTION_NAME.fullmatch(name)]
     others = len(extras) - len(options)
     shown = " ".join(options)
     if others:
         tail = f"{others} other argument(s), not shown as they may be secrets"
+        if any(word.startswith("-") for word in extras):
+            tail += " (a value that starts with '-' goes after '--')"
         shown = f"{shown} and {tail}" if shown else tail
     raise UsageError(f"unrecognized arguments: {shown} (see '{' '.join(words)} --help')")
+
+
+# what an option of bundler's looks like: quoted back when mistyped, unlike any other word
+_OPTION_NAME = re.compile(r"--[a-z][a-z0-9]*(?:-[a-z0-9]+)*|-[A-Za-z]")
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
