@@ -50,6 +50,27 @@ CHUNK = 1 << 20
 TIMEOUT = 60.0
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 _REDIRECTS = (301, 302, 303, 307, 308)
+ERROR_CODES = frozenset(
+    {
+        "BLOB_UNKNOWN",
+        "BLOB_UPLOAD_INVALID",
+        "BLOB_UPLOAD_UNKNOWN",
+        "DIGEST_INVALID",
+        "MANIFEST_BLOB_UNKNOWN",
+        "MANIFEST_INVALID",
+        "MANIFEST_UNKNOWN",
+        "NAME_INVALID",
+        "NAME_UNKNOWN",
+        "SIZE_INVALID",
+        "UNAUTHORIZED",
+        "DENIED",
+        "UNSUPPORTED",
+        "TOOMANYREQUESTS",
+    }
+)
+"""The error codes of the OCI distribution specification: the only words of a registry's
+error body an error message repeats. Anything else there is the registry's text, which a
+hostile or broken one can fill with what it was sent, credentials included."""
 
 Body = bytes | BinaryIO | None
 _T = TypeVar("_T")
@@ -308,15 +329,15 @@ class Session:
             _rewind(body, start)
 
     def fail(self, response: http.client.HTTPResponse, what: str) -> Refused:
-        """The error for an unexpected answer, with the registry's own error code when it
-        sent one (its message is not shown: it is the registry's text, not ours)."""
+        """The error for an unexpected answer, with the registry's own error code when it is
+        one of :data:`ERROR_CODES` (its message is not shown: it is the registry's text)."""
         data = self._read(response, MAX_SMALL_BYTES)
         code = ""
         try:
             errors = json.loads(data).get("errors")
             if isinstance(errors, list) and errors and isinstance(errors[0], dict):
-                raw = str(errors[0].get("code", ""))[:40]
-                code = f", {escape_display(raw)}" if raw.replace("_", "").isalnum() else ""
+                raw = errors[0].get("code")
+                code = f", {raw}" if isinstance(raw, str) and raw in ERROR_CODES else ""
         except (ValueError, AttributeError, RecursionError):
             pass
         hint = "try again, or check the repository name and your access"

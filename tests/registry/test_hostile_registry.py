@@ -18,7 +18,7 @@ from pathlib import Path
 
 import bundlefactory as bf
 import pytest
-from hostile_registry import REPO, Built, FakeRegistry, build, digest_of, send, send_garbled
+from hostile_registry import REPO, TAG, Built, FakeRegistry, build, digest_of, send, send_garbled
 from kit import one_error, run_cli, tree_snapshot
 
 from bundler.errors import InvalidInput, Refused
@@ -460,6 +460,29 @@ def test_a_bearer_challenge_is_answered_from_the_token_service(
     asked = [h for _m, p, h in fake.requests if p.startswith("/token")]
     assert asked and asked[0]["Authorization"].startswith("Basic ")
     assert token not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("code", "shown"),
+    [
+        # a registry echoing what it was sent, cut anywhere: no piece of it is repeated
+        (base64.b64encode(f"user:{PASSWORD}".encode()).decode(), ""),
+        (base64.b64encode(f"user:{PASSWORD}".encode()).decode()[:20], ""),
+        (PASSWORD.upper().replace("-", "_"), ""),
+        ("MANIFEST_UNKNOWN", ", MANIFEST_UNKNOWN"),  # a code of the OCI specification is shown
+    ],
+    ids=["credential", "cut-credential", "code-shaped-password", "oci-code"],
+)
+def test_an_error_code_is_shown_only_when_the_specification_defines_it(
+    fake: FakeRegistry, tmp_path: Path, code: str, shown: str
+) -> None:
+    basic_auth(fake)
+    body = json.dumps({"errors": [{"code": code, "message": "x"}]}).encode()
+    fake.hooks[f"/v2/{REPO}/manifests/{TAG}"] = lambda h: send(h, 500, body)
+    message = refused(fake, tmp_path)
+    assert f"(HTTP 500{shown});" in message
+    if not shown:
+        assert code not in message
 
 
 def test_a_token_service_that_refuses_is_one_line(fake: FakeRegistry, tmp_path: Path) -> None:
