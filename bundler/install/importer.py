@@ -73,7 +73,7 @@ from bundler.rules.paths import format_path
 from bundler.rules.progress import Progress, phase
 from bundler.rules.risk import compute_risk_flags
 from bundler.rules.schemacheck import schema_findings
-from bundler.rules.secrets import value_targets
+from bundler.rules.secrets import sweep_targets, value_targets
 from bundler.rules.skillfolder import (
     SKILLS_ROOT,
     overlap_problem,
@@ -401,6 +401,8 @@ def effective_risk_flags(
     merged config, so a bound local entry counts instead of the bundle's entry it replaces,
     and flags carry the final (namespaced) paths. ``carried_skill_bundles`` are the bundle's
     skill bundles with content; only those whose content lands (added or namespaced) count.
+    Each detail is shown and recorded with the secrets of the active withholding scopes
+    withheld (a bound local entry's detail is the install's own text).
     """
     effective: dict[str, Any] = {}
     for key in sorted(fragment.reached_entries(plan.merged, plan.agent)):
@@ -424,7 +426,7 @@ def effective_risk_flags(
         if p.action in ("added", "renamed") and p.source_alias in carried_skill_bundles
     ]
     flags = compute_risk_flags(effective, landing, format_version, plan.agent)
-    return [flag.as_dict() for flag in flags]
+    return [{**flag.as_dict(), "detail": withheld(flag.detail)} for flag in flags]
 
 
 def _plan(
@@ -432,6 +434,15 @@ def _plan(
 ) -> tuple[ImportReport, str, list[Staged]]:
     """Plan the merge, ask for consent then for missing secrets, lay out the result, probe."""
     target = run.config.parse()
+    # what the import shows and records (the risk flags of a bound local entry, warnings,
+    # errors, the receipt) withholds the install's own secrets, as an export does its source's
+    with withholding(withholder(sweep_targets(target)[0])):
+        return _plan_withholding(run, target, given, warnings)
+
+
+def _plan_withholding(
+    run: _Run, target: dict[str, Any], given: dict[str, str], warnings: list[str]
+) -> tuple[ImportReport, str, list[Staged]]:
     _check_target(target, run.install_root)
     plan = _merge(run, target, given)
     if not run.options.dry_run:
@@ -452,7 +463,7 @@ def _plan(
     if asked is not None:
         plan = _merge(run, target, asked)
     result, new_text, staged = _lay_out(run, plan)
-    result.warnings = warnings
+    result.warnings = [withheld(warning) for warning in warnings]
     _probe(run, result, staged)
     return result, new_text, staged
 

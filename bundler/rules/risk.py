@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bundler.rules.credentials import mask_credentials
 from bundler.rules.paths import format_path
 
 FULL_AUTONOMY = "full_autonomy"
@@ -275,7 +276,9 @@ def compute_risk_flags(
 
     ``carried_skill_bundles`` are the skill bundles whose content is present in the bundle;
     ``format_version`` 2 adds ``carried_memory`` for ``root_agent``. One flag per granting path
-    and kind; ``process_spawn`` repeats the server's ``command args…`` verbatim.
+    and kind; ``process_spawn`` repeats the server's ``command args…`` verbatim, except that in
+    every detail the credentials of a web address are masked
+    (:func:`bundler.rules.credentials.mask_credentials`).
     """
     out: list[RiskFlag] = []
     for alias, profile in _table(fragment.get("risk_profiles")).items():
@@ -334,5 +337,8 @@ def compute_risk_flags(
         )
     unique: dict[tuple[str, str], RiskFlag] = {}
     for flag in out:
-        unique.setdefault((flag.path, flag.kind), flag)
+        # a detail is shown to the operator and written to manifests and receipts: it names
+        # where a request goes, never with which credential (a uri's password, a ?token=)
+        masked = RiskFlag(flag.kind, flag.path, mask_credentials(flag.detail))
+        unique.setdefault((flag.path, flag.kind), masked)
     return sorted(unique.values(), key=risk_sort_key)

@@ -10,29 +10,23 @@ Nothing here ever puts a secret value into a message or a ``repr``.
 
 from __future__ import annotations
 
-import re
-import urllib.parse
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from bundler.rules import schema
+from bundler.rules.credentials import (
+    authorization_token,
+    credentials_in,
+    is_opaque_secret_key,
+    spellings,
+)
 from bundler.rules.paths import format_path
 
 CIPHERTEXT_PREFIXES = ("enc:", "enc2:")
 WITHHELD = "<name withheld: it holds a secret>"
 SECRET_MIN_LENGTH = 8
 SECRET_MAP_VALUE_MIN_LENGTH = 16
-OPAQUE_SECRET_KEY = re.compile(r"token|secret|password|passwd|api_key|apikey", re.IGNORECASE)
-ADDRESS_SECRET_PARAMETERS = frozenset({"key", "sig", "signature", "auth"})
-"""Query parameters that carry a credential though the opaque key rule does not match them
-(Google's ``key=``, a signed URL's ``sig=``)."""
-ADDRESS_USER_TOKEN_MIN_LENGTH = 16
-"""A user name alone in an address (``https://TOKEN@host``) counts as a token from this length:
-shorter ones are names such as ``git``."""
-
-_ADDRESS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
-
 Node = dict[str, Any]
 
 
@@ -178,8 +172,11 @@ def sweep_targets(config: Node, *more: Node) -> tuple[list[SweepTarget], int]:
 
     Secret fields count from 8 characters, values of secret maps from 16 (shorter ones would
     match by chance); values under a key matching ``token|secret|password|passwd|api_key|apikey``
-    in opaque or unknown tables count from 8. Stored-encrypted values (``enc:``/``enc2:``) hide
-    their plain text and are counted instead.
+    in opaque or unknown tables count from 8. Of an authorization value among them
+    (``Bearer TOKEN``), the token alone counts too, from 8. In every other string, the
+    credentials written into its web addresses count, as written and decoded, from 8
+    (:mod:`bundler.rules.credentials`). Stored-encrypted values (``enc:``/``enc2:``) hide their
+    plain text and are counted instead.
 
     ``more`` are other views of the same install whose values count too: the config as the
     file has it and with the environment overrides applied are both the install's secrets (an
@@ -207,15 +204,14 @@ def sweep_targets(config: Node, *more: Node) -> tuple[list[SweepTarget], int]:
                 continue
             if not isinstance(value, str):
                 continue
-            key = (leaf.path, value)
             if value.startswith(CIPHERTEXT_PREFIXES):
-                encrypted.add(key)
+                encrypted.add((leaf.path, value))
                 continue
-            if len(value) < minimum:
-                continue
-            if key not in seen:
-                seen.add(key)
-                targets.append(SweepTarget(leaf.path, value))
+            token = authorization_token(value)
+            for held, floor in ((value, minimum), (token, SECRET_MIN_LENGTH)):
+                if held is not None and len(held) >= floor and (leaf.path, held) not in seen:
+                    seen.add((leaf.path, held))
+                    targets.append(SweepTarget(leaf.path, held))
     return targets, len(encrypted)
 
 
@@ -233,40 +229,14 @@ def value_targets(values: Mapping[str, str]) -> list[SweepTarget]:
 
 
 def address_credentials(text: str) -> list[str]:
-    """The credentials written into the web addresses of ``text`` (``scheme://…``), in order:
-    the password of an address's user information, or its user name when it has none and is
-    :data:`ADDRESS_USER_TOKEN_MIN_LENGTH` long (a token given as the user), and the value of
-    each query parameter named like a secret (:func:`is_opaque_secret_key`, or one of
-    :data:`ADDRESS_SECRET_PARAMETERS`), decoded. As the sweep's other targets, only values of at
-    least :data:`SECRET_MIN_LENGTH` characters count (shorter ones would match by chance).
-    """
+    """The credentials written into the web addresses of ``text``
+    (:func:`bundler.rules.credentials.credentials_in`), each as written and decoded, in order.
+    As the sweep's other targets, only values of at least :data:`SECRET_MIN_LENGTH` characters
+    count (shorter ones would match by chance)."""
     found: list[str] = []
-    if "://" not in text:
-        return found
-    for match in _ADDRESS.finditer(text):
-        try:
-            parts = urllib.parse.urlsplit(match.group())
-        except ValueError:  # an unbalanced IPv6 bracket: no address to read
-            continue
-        userinfo, at, _host = parts.netloc.rpartition("@")
-        if at:
-            user, colon, password = userinfo.partition(":")
-            if colon:
-                found.append(urllib.parse.unquote(password))
-            elif len(user) >= ADDRESS_USER_TOKEN_MIN_LENGTH:
-                found.append(urllib.parse.unquote(user))
-        for name, value in urllib.parse.parse_qsl(parts.query):
-            if is_opaque_secret_key(name) or name.lower() in ADDRESS_SECRET_PARAMETERS:
-                found.append(value)
+    for credential in credentials_in(text):
+        found += spellings(credential, text)
     return [value for value in found if len(value) >= SECRET_MIN_LENGTH]
-
-
-def is_opaque_secret_key(key: str) -> bool:
-    """True when ``key``, where the schema does not describe it (an opaque table such as a
-    channel's, or a key the schema does not know), names a secret by its look:
-    ``token|secret|password|passwd|api_key|apikey`` in any case (02 §5.3). Its value is swept for
-    like a secret field's, and never shown."""
-    return OPAQUE_SECRET_KEY.search(key) is not None
 
 
 def _opaque_secret_key(leaf: Leaf) -> bool:

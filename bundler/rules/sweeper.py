@@ -3,7 +3,8 @@
 It looks for the exact values of every secret of the *whole* source config
 (:func:`bundler.rules.secrets.sweep_targets`) in carried bytes, in the forms a value usually
 takes when pasted somewhere: raw, base64 at each of the three alignments, URL-encoded and
-JSON-escaped. It is one pass over the bytes with a single compiled matcher.
+JSON-escaped, each in the spellings common encoders write (:func:`encodings_of`). It is one
+pass over the bytes with a single compiled matcher.
 
 Nothing here ever puts a secret value into a message, a ``repr`` or a :class:`Hit`.
 """
@@ -35,7 +36,15 @@ class Hit:
 
 
 def encodings_of(value: str) -> list[tuple[str, bytes]]:
-    """The byte patterns that reveal ``value``: raw, base64 at three alignments, URL, JSON.
+    """The byte patterns that reveal ``value``, each once, by encoding:
+
+    - ``raw``: its UTF-8;
+    - ``base64`` at each of the three alignments, in the standard alphabet and the URL-safe one
+      (JWTs, signed URLs);
+    - ``url-encoded``: spaces as ``%20`` or ``+``, ``/`` encoded or not, with upper-case hex
+      digits (Python, RFC 3986's advice) or lower-case ones (which other encoders write);
+    - ``json-escaped``: as most encoders write it (non-ASCII kept or ``\\u``-escaped), with
+      ``/`` escaped too (PHP's default), and with ``<``, ``>`` and ``&`` as ``\\u`` escapes (Go's).
 
     A base64 pattern keeps only the characters fully determined by the value's own bytes at
     that alignment (the text around it changes the first and last groups).
@@ -47,10 +56,18 @@ def encodings_of(value: str) -> list[tuple[str, bytes]]:
         body = body[: len(body) // 3 * 3]
         if len(body) >= 3:
             forms.append(("base64", base64.b64encode(body)))
-    forms.append(("url-encoded", urllib.parse.quote(value, safe="").encode("ascii")))
-    forms.append(("url-encoded", urllib.parse.quote_plus(value, safe="").encode("ascii")))
-    forms.append(("json-escaped", json.dumps(value)[1:-1].encode("ascii")))
-    forms.append(("json-escaped", json.dumps(value, ensure_ascii=False)[1:-1].encode("utf-8")))
+            forms.append(("base64", base64.urlsafe_b64encode(body)))
+    for encoded in (
+        urllib.parse.quote(value, safe=""),
+        urllib.parse.quote(value),  # "/" left as it is: Python's default, a path's encoding
+        urllib.parse.quote_plus(value, safe=""),
+    ):
+        forms.append(("url-encoded", encoded.encode("ascii")))
+        forms.append(("url-encoded", _PERCENT.sub(_lower, encoded).encode("ascii")))
+    for escaped in (json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]):
+        forms.append(("json-escaped", escaped.encode("utf-8")))
+        forms.append(("json-escaped", escaped.replace("/", "\\/").encode("utf-8")))
+        forms.append(("json-escaped", escaped.translate(_HTML_SAFE).encode("utf-8")))
     unique: list[tuple[str, bytes]] = []
     seen: set[bytes] = set()
     for name, pattern in forms:
@@ -58,6 +75,14 @@ def encodings_of(value: str) -> list[tuple[str, bytes]]:
             seen.add(pattern)
             unique.append((name, pattern))
     return unique
+
+
+_PERCENT = re.compile(r"%[0-9A-F]{2}")
+_HTML_SAFE = {ord(char): f"\\u{ord(char):04x}" for char in "<>&"}
+
+
+def _lower(escape: re.Match[str]) -> str:
+    return escape.group().lower()
 
 
 def _trie_regex(patterns: Sequence[bytes]) -> bytes:

@@ -21,10 +21,10 @@ from tomlkit.items import Item
 
 from bundler.errors import InvalidInput
 from bundler.rules import schema, tomlcompat
+from bundler.rules.credentials import is_opaque_secret_key
 from bundler.rules.findings import describe
 from bundler.rules.names import is_text
 from bundler.rules.paths import format_path, parse_path
-from bundler.rules.secrets import is_opaque_secret_key
 
 __all__ = [
     "canonical_segments",
@@ -151,7 +151,7 @@ def effective_value(data: Mapping[str, Any], segments: list[str]) -> tuple[str, 
 def is_withheld(segments: list[str]) -> bool:
     """True when the value at ``segments`` is never shown unasked: a secret field or a secret
     map's value, or a value the schema does not describe under a key that looks like a
-    secret's (:func:`bundler.rules.secrets.is_opaque_secret_key`: a channel's ``bot_token``)."""
+    secret's (:func:`bundler.rules.credentials.is_opaque_secret_key`: a channel's ``bot_token``)."""
     _canonical, node, secret = schema.resolve(segments)
     return secret or (node is None and bool(segments) and is_opaque_secret_key(segments[-1]))
 

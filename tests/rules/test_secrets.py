@@ -5,15 +5,19 @@ from __future__ import annotations
 import base64
 import json
 import random
+import re
 import urllib.parse
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bundler.rules import sweep_hyperscan
+from bundler.rules.credentials import authorization_token, credentials_in, mask_credentials
 from bundler.rules.secrets import (
     SweepTarget,
     address_credentials,
@@ -143,7 +147,7 @@ def test_sweep_targets_thresholds_opaque_keys_and_encrypted_count() -> None:
         ("https://proxy.example.com/v1?key=AIzaSyFAKE0123&region=eu", ["AIzaSyFAKE0123"]),
         (
             "wss://h/sse?x=1&api_key=sk-q-0123456789&token=t%2Bk-0000000",
-            ["sk-q-0123456789", "t+k-0000000"],
+            ["sk-q-0123456789", "t%2Bk-0000000", "t+k-0000000"],
         ),
         (
             "https://ghp_FAKE0123456789abcdefghij@github.com/o/r.git",
@@ -160,12 +164,82 @@ def test_sweep_targets_thresholds_opaque_keys_and_encrypted_count() -> None:
         ("mailto:someone@example.com", []),
         ("https://bob:@h/x", []),
         ("https://bob:short@h/x?key=abc", []),  # under the sweep's 8 characters
+        # as written and decoded, when the two differ: a byte search needs both spellings
+        (
+            "https://bob:LEAK%2dPASS%2d1@h/v1?api_key=LEAK%2DQUERY%2D1",
+            ["LEAK%2dPASS%2d1", "LEAK-PASS-1", "LEAK%2DQUERY%2D1", "LEAK-QUERY-1"],
+        ),
+        # the fragment (OAuth's implicit flow) and a path segment's parameters
+        ("https://h/mcp#access_token=frag-token-0001&state=s", ["frag-token-0001"]),
+        ("https://h/v1;api_key=path-param-0001/more?q=1", ["path-param-0001"]),
+        # ';' separates query and fragment parameters as '&' does
+        ("https://h/x?a=1;token=semi-token-0001;b=2", ["semi-token-0001"]),
+        ("https://h/x#a=1;sig=fragsig-00001", ["fragsig-00001"]),
+        # a parameter's name is decoded before it is judged
+        ("https://h/x?api%5Fkey=named-encoded-01", ["named-encoded-01"]),
     ],
 )
-def test_address_credentials_are_userinfo_and_secret_named_query_values(
+def test_address_credentials_are_userinfo_and_secret_named_parameter_values(
     text: str, found: list[str]
 ) -> None:
     assert address_credentials(text) == found
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        (
+            "sent to https://bob:hunter2%2d@h/v1?api_key=k-0001&model=m",
+            "sent to https://bob:***@h/v1?api_key=***&model=m",
+        ),
+        ("https://ghp_FAKE0123456789abcdefghij@github.com/o", "https://***@github.com/o"),
+        ("https://git@github.com/o", "https://git@github.com/o"),  # a short user is a name
+        ("https://h/mcp#access_token=abc&state=s", "https://h/mcp#access_token=***&state=s"),
+        ("https://h/v1;key=abc/p", "https://h/v1;key=***/p"),
+        ("a https://u:p@h b http://h2/?token=t c", "a https://u:***@h b http://h2/?token=*** c"),
+        ("https://h/?token=&x=1", "https://h/?token=&x=1"),  # nothing to hide
+        ("no address here: token=abc", "no address here: token=abc"),
+    ],
+)
+def test_mask_credentials_hides_every_credential_of_an_address_whatever_its_length(
+    text: str, shown: str
+) -> None:
+    assert mask_credentials(text) == shown
+
+
+@given(st.text(max_size=80))
+@settings(max_examples=300)
+def test_mask_credentials_leaves_no_credential_behind(text: str) -> None:
+    """Whatever the text, its masked form holds no credential of any length (a masked address
+    reads as one whose credentials are all ``***``)."""
+    masked = mask_credentials("https://" + text)
+    assert all(c.value in ("", "***") for c in credentials_in(masked)), masked
+
+
+@pytest.mark.parametrize(
+    ("value", "token"),
+    [
+        ("Bearer sk-live-0123456789", "sk-live-0123456789"),
+        ("bearer  tok", "tok"),
+        ("Bot 123456:telegram", "123456:telegram"),
+        ("Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA=="),
+        ("sk-live-0123456789", None),
+        ("Hello world", None),  # not an authorization scheme
+        ("Bearer two words", None),
+    ],
+)
+def test_authorization_token_is_the_credential_after_a_known_scheme(
+    value: str, token: str | None
+) -> None:
+    assert authorization_token(value) == token
+
+
+def test_sweep_targets_hold_the_token_of_an_authorization_value() -> None:
+    """A header holding ``Bearer TOKEN`` is swept for whole and for its token, which is what a
+    script or a log repeats (``export TOKEN=…``)."""
+    data = {"mcp": {"servers": [{"name": "s", "headers": {"Authorization": "Bearer tok-0123456"}}]}}
+    values = {t.value for t in sweep_targets(data)[0]}
+    assert values == {"Bearer tok-0123456", "tok-0123456"}
 
 
 def test_sweep_targets_hold_credentials_written_into_addresses() -> None:
@@ -213,6 +287,28 @@ def test_url_encoded_and_json_escaped_forms_found() -> None:
         "x", json.dumps({"k": value_with_quote}).encode()
     )
     assert Hit("r", "p", "raw") in sweeper.scan_bytes("r", quoted)
+
+
+SPELLED = "sk/LEAK+CANARY&12345678?ab~"  # a '/', a '+', an '&': every spelling differs
+
+
+@pytest.mark.parametrize(
+    ("encoding", "spell"),
+    [
+        ("url-encoded", lambda v: re.sub("%..", lambda m: m[0].lower(), quote(v, safe=""))),
+        ("url-encoded", lambda v: urllib.parse.quote(v)),  # "/" left as it is
+        ("json-escaped", lambda v: json.dumps(v)[1:-1].replace("/", "\\/")),  # PHP's
+        ("json-escaped", lambda v: json.dumps(v)[1:-1].replace("&", "\\u0026")),  # Go's
+        ("base64", lambda v: base64.urlsafe_b64encode(v.encode()).decode()),  # URL-safe
+    ],
+    ids=["url-lower-hex", "url-path", "json-slash", "json-html-safe", "base64url"],
+)
+def test_common_spellings_of_each_encoding_are_found(
+    encoding: str, spell: Callable[[str], str]
+) -> None:
+    spelled = spell(SPELLED)
+    hits = Sweeper([SweepTarget("p", SPELLED)]).scan_bytes("f", b"<" + spelled.encode() + b">")
+    assert Hit("f", "p", encoding) in hits
 
 
 def test_encodings_are_unique_and_never_empty() -> None:
