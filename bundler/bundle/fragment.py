@@ -20,6 +20,7 @@ from typing import Any
 
 from bundler.errors import UsageError
 from bundler.rules import refs, schema
+from bundler.rules.credentials import mask_credentials
 from bundler.rules.names import escape_display, non_portable_alias_reason, safe_relative_path
 from bundler.rules.paths import Segment, format_path, parse_path
 from bundler.rules.secrets import CIPHERTEXT_PREFIXES
@@ -754,9 +755,15 @@ def secret_endpoint(fragment: Mapping[str, Any], segments: Sequence[str]) -> str
 
     A provider secret goes to the entry's ``uri``, else its family's default endpoint (azure
     and bedrock defaults filled from ``resource``/``region``); an MCP server secret goes to the
-    server's ``url`` (http/sse) or to the local process it starts (``command args…``). The
-    result holds strings from the bundle: escape it before printing.
+    server's ``url`` (http/sse) or to the local process it starts (``command args…``). An
+    address is shown with its credentials masked (:func:`bundler.rules.credentials.
+    mask_credentials`): the person judges where a secret goes, not with what else. The result
+    holds strings from the config: escape it before printing.
     """
+    return mask_credentials(_secret_endpoint(fragment, segments))
+
+
+def _secret_endpoint(fragment: Mapping[str, Any], segments: Sequence[str]) -> str:
     if len(segments) >= 5 and segments[0] == "providers":
         category, family, alias = segments[1], segments[2], segments[3]
         entry = _table(lookup(fragment, ["providers", category, family, alias])[1])

@@ -19,7 +19,6 @@ import tomli_w
 from bundler.bundle import fragment
 from bundler.errors import BundlerError, InvalidInput, Refused, UsageError
 from bundler.fs.smallfile import NotSmallFile, read_small_file
-from bundler.install import merge
 from bundler.rules import hints, tomlcompat
 from bundler.rules.names import escape_display, is_text
 from bundler.rules.paths import format_path, parse_path
@@ -87,27 +86,9 @@ def flatten_secrets(
 
 
 def endpoint_of(config: Mapping[str, Any], path: str) -> str:
-    """Where the secret at ``path`` will be sent: the provider's ``uri`` or its family's default,
-    the MCP server's ``url`` or command (escaped for display)."""
-    segments = parse_path(path)
-    located = merge.split_entry_path(segments)
-    if located is None:
-        return "unknown"
-    kind, name, _ = located
-    entry = next((e for n, e in merge.iter_entries(config, kind) if n == name), {})
-    if kind == "mcp.servers":
-        if entry.get("url"):
-            return escape_display(str(entry["url"]))
-        return escape_display(
-            " ".join([str(entry.get("command", "")), *map(str, entry.get("args", []))]).strip()
-        )
-    if entry.get("uri"):
-        return escape_display(str(entry["uri"]))
-    family = segments[2]  # providers.<category>.<family>.<alias>...: no reference to split
-    default = fragment.family_default_endpoint(kind.split(".", 1)[1], family, entry)
-    if default is None:
-        return f"the default endpoint of {escape_display(family)}"
-    return escape_display(default)
+    """Where the secret at ``path`` will be sent (:func:`bundler.bundle.fragment.
+    secret_endpoint`), escaped for display."""
+    return escape_display(fragment.secret_endpoint(config, parse_path(path)))
 
 
 def secrets_template(

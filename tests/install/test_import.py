@@ -688,12 +688,20 @@ def test_secret_prompt_endpoint_reads_the_one_family_default_table() -> None:
             "models": {
                 "openai": {"main": {}},
                 "azure": {"a": {"resource": "contoso"}},
-                "custom": {"c": {"uri": "https://llm.example/v1"}},
+                "custom": {
+                    "c": {"uri": "https://llm.example/v1"},
+                    "p": {"uri": "https://bob:Pass-Word-1@llm.example/v1?api_key=Key-Word-2"},
+                },
             },
             "tts": {"elevenlabs": {"voice": {}}},
             "transcription": {"deepgram": {"ears": {}}},
         },
-        "mcp": {"servers": [{"name": "remote", "url": "https://tools.example/mcp"}]},
+        "mcp": {
+            "servers": [
+                {"name": "remote", "transport": "http", "url": "https://tools.example/mcp"},
+                {"name": "local", "command": "tool", "args": ["--url", "https://u:pw@h/"]},
+            ]
+        },
     }
     cases = {
         "providers.models.openai.main.api_key": "https://api.openai.com/v1",
@@ -704,6 +712,9 @@ def test_secret_prompt_endpoint_reads_the_one_family_default_table() -> None:
         "providers.tts.elevenlabs.voice.api_key": "https://api.elevenlabs.io/v1/text-to-speech",
         "providers.transcription.deepgram.ears.api_key": "https://api.deepgram.com/v1/listen",
         "mcp.servers.remote.headers.Authorization": "https://tools.example/mcp",
+        # where a secret goes, never with which other credential
+        "providers.models.custom.p.api_key": "https://bob:***@llm.example/v1?api_key=***",
+        "mcp.servers.local.env.TOKEN": "local process: tool --url https://u:***@h/",
     }
     for path, expected in cases.items():
         assert endpoint_of(config, path) == expected, path
