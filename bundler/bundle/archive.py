@@ -29,15 +29,17 @@ from bundler.bundle.recover import clear_abandoned_or_warn
 from bundler.bundle.verify import VerifyReport, unsound, verify_bundle
 from bundler.errors import InvalidInput, Refused
 from bundler.fs.durable import open_dir
-from bundler.fs.scratch import clear_dead_scratch, scratch_folder, temp_root
+from bundler.fs.scratch import ARCHIVE_PREFIX, clear_dead_scratch, scratch_folder, temp_root
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress, phase
 
 if TYPE_CHECKING:
     from bundler.bundle.export import ExportReport
 
-SCRATCH_PREFIX = "bundler-archive-"
-"""A private folder in the temporary folder where ``bundle verify|inspect`` unpack an archive."""
+SCRATCH_PREFIX = ARCHIVE_PREFIX
+"""A private folder in the temporary folder where ``bundle verify|inspect`` unpack an archive
+(and an export to ``FILE.tar`` builds its bundle); named, with who makes it, in
+:mod:`bundler.fs.scratch`."""
 
 ARCHIVE_SUFFIXES = (".tar",)
 """An ``--out`` of ``agents export`` ending so names an archive, not a bundle folder."""

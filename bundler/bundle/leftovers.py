@@ -175,6 +175,24 @@ def explain_leftovers(folder: Path) -> list[tuple[str, str, str]]:
         os.close(fd)
 
 
+def explain_scratch(path: str, makers: str) -> tuple[str, str]:
+    """What a dead scratch folder at ``path`` is (``makers``: the commands that make its kind,
+    :data:`bundler.fs.scratch.TEMPORARY_KINDS`), and the command that removes it: ``recover``
+    removes every dead one whatever DEST it is given, so the folder itself is named."""
+    text = f"{escape_display(path)}: a scratch folder left by a killed {makers}"
+    return text, hints.command("recover", path)
+
+
+def temporary_leftovers() -> list[tuple[str, str, str]]:
+    """(its path, what it is, the command that removes it) per dead scratch folder of this
+    user in the temporary folder (what a killed archive export, pull or archive read left: an
+    export's holds an unswept copy of the workspace); a living run's is none. Changes nothing."""
+    # here, not at the top: a folder's verify starts without tempfile (issue 15)
+    from bundler.fs.scratch import dead_temporary_scratch
+
+    return [(path, *explain_scratch(path, makers)) for path, makers in dead_temporary_scratch()]
+
+
 def scan_leftovers(folder: Path) -> list[str]:
     """One line per export leftover among ``folder``'s direct children, changing nothing."""
     return [f"{text}; run: {fix}" if fix else text for _, text, fix in explain_leftovers(folder)]

@@ -16,6 +16,7 @@ from pathlib import Path
 from bundler.bundle.leftovers import (
     abandoned_by_token,
     explain,
+    explain_scratch,
     find_leftovers,
     record_in_use,
     record_name,
@@ -34,6 +35,7 @@ from bundler.bundle.publish import (
 )
 from bundler.errors import Refused
 from bundler.fs.durable import fsync_dir, open_dir
+from bundler.fs.scratch import dead_temporary_scratch
 from bundler.rules import hints
 from bundler.rules.actions import left_alone, step
 from bundler.rules.names import escape_display
@@ -105,7 +107,7 @@ def recover_destination(dest: Path, dry_run: bool = False) -> list[str]:
             f"cannot open {escape_display(parent_given)}: {err.strerror}", path=str(dest)
         ) from None
     try:
-        return _recover_in(parent_fd, parent, name, dry_run)
+        return _recover_in(parent_fd, parent, name, dry_run) + _clear_temporary(dry_run)
     except OSError as err:  # a leftover we may not remove (immutable, no permission, EMFILE)
         where = escape_display(os.fsdecode(err.filename)) if err.filename else ""
         raise Refused(
@@ -117,6 +119,17 @@ def recover_destination(dest: Path, dry_run: bool = False) -> list[str]:
         ) from None
     finally:
         os.close(parent_fd)
+
+
+def _clear_temporary(dry_run: bool) -> list[str]:
+    """Remove (or, on a dry run, list) every dead scratch folder of this user in the temporary
+    folder. A kill during an export to ``FILE.tar`` or a pull to one leaves its bundle there and
+    nothing beside DEST that could say so, and no folder of that kind is ever needed once its
+    owner is gone: so any ``recover DEST`` clears them all."""
+    return [
+        step("remove", path, explain_scratch(path, makers)[0], dry_run=dry_run)
+        for path, makers in dead_temporary_scratch(remove=not dry_run)
+    ]
 
 
 def _recover_in(parent_fd: int, parent: str, name: str, dry_run: bool) -> list[str]:

@@ -486,9 +486,6 @@ def _check_store(report: VerifyReport, tree: BundleTree) -> None:
 # --------------------------------------------------------------------------- verify
 
 
-PRIVATE_PREFIX = "bundler-verify-"
-
-
 @contextlib.contextmanager
 def _private_dir() -> Iterator[Callable[[], Path]]:
     """A private scratch folder in the temporary folder, made on first use (only a format 2
@@ -501,13 +498,18 @@ def _private_dir() -> Iterator[Callable[[], Path]]:
         def folder() -> Path:
             if not made:
                 from bundler.fs.durable import open_dir
-                from bundler.fs.scratch import clear_dead_scratch, scratch_folder, temp_root
+                from bundler.fs.scratch import (
+                    VERIFY_PREFIX,
+                    clear_dead_scratch,
+                    scratch_folder,
+                    temp_root,
+                )
 
                 where = temp_root()
                 parent_fd = open_dir(where, follow=True)
                 stack.callback(os.close, parent_fd)
-                clear_dead_scratch(parent_fd, PRIVATE_PREFIX)
-                name, _fd = stack.enter_context(scratch_folder(parent_fd, PRIVATE_PREFIX))
+                clear_dead_scratch(parent_fd, VERIFY_PREFIX)
+                name, _fd = stack.enter_context(scratch_folder(parent_fd, VERIFY_PREFIX))
                 made.append(Path(where) / name)
             return made[0]
 

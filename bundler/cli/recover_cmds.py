@@ -27,9 +27,11 @@ def recover(args: argparse.Namespace, out: Output) -> Result:
             "recover takes exactly one of DEST, --install DIR, --home DIR or --scan DIR"
         )
     if args.scan:
-        from bundler.bundle.leftovers import explain_leftovers
+        from bundler.bundle.leftovers import explain_leftovers, temporary_leftovers
 
-        found = explain_leftovers(Path(args.scan))
+        # what a killed archive export or pull left lies in the temporary folder, not in DIR,
+        # and names no destination: listed whatever DIR is, or a scan would miss it
+        found = explain_leftovers(Path(args.scan)) + temporary_leftovers()
         text: list[str] = []
         for _, line, fix in found:
             text += [f"{line}; run:", f"  {fix}"] if fix else [line]

@@ -19,12 +19,36 @@ import re
 import tempfile
 from collections.abc import Iterator
 
-from bundler.fs.durable import fsync_dir, locked_by_another, random_token
+from bundler.fs.durable import fsync_dir, locked_by_another, open_dir, random_token
 from bundler.fs.interrupts import signals_deferred
 from bundler.fs.safefs import rmtree_at, same_object
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _ATTEMPTS = 5
+
+ARCHIVE_PREFIX = "bundler-archive-"
+"""The temporary folder's scratch of an archive written or read: the bundle an export to
+``FILE.tar`` builds before packing it, the metadata ``bundle pull REF FILE.tar`` unpacks, and
+the archive or pulled copy that ``bundle verify|inspect|secrets-template|push`` and ``agents
+import`` read."""
+VERIFY_PREFIX = "bundler-verify-"
+"""The temporary folder's scratch where ``bundle verify`` opens a copy of a bundle's memory."""
+CHECK_PREFIX = ".bundler-check-"
+"""Where ``home verify-backup`` and ``home restore`` check a copy of a backup's ``chat.db``."""
+
+# Every kind of scratch folder bundler makes in the temporary folder, with the commands that
+# make it: one list, so that what clears dead ones (``recover``) and what names them
+# (``doctor``, ``recover --scan``) cannot miss a kind or word its owner differently.
+TEMPORARY_KINDS: tuple[tuple[str, str], ...] = (
+    (
+        ARCHIVE_PREFIX,
+        "'agents export --out FILE.tar', 'bundle pull REF FILE.tar', or a command reading an "
+        "archive or an oci:// reference ('bundle verify', 'inspect', 'secrets-template', "
+        "'push', 'agents import')",
+    ),
+    (VERIFY_PREFIX, "'bundle verify', 'inspect' or 'agents import' of a bundle with memory"),
+    (CHECK_PREFIX, "'home verify-backup' or 'home restore'"),
+)
 
 
 def temp_root() -> str:
@@ -124,3 +148,23 @@ def clear_dead_scratch(parent_fd: int, prefix: str) -> list[str]:
         finally:
             os.close(fd)
     return removed
+
+
+def dead_temporary_scratch(*, remove: bool = False) -> list[tuple[str, str]]:
+    """(path, the commands that make its kind) of each of this user's scratch folders in the
+    temporary folder that no living process holds (:data:`TEMPORARY_KINDS`), the same rule as
+    :func:`dead_scratch`; with ``remove``, each is removed as :func:`clear_dead_scratch` does
+    (under its lock, so never a living run's) and only those removed are returned."""
+    where = temp_root()
+    try:
+        parent_fd = open_dir(where, follow=True)
+    except OSError:
+        return []  # no temporary folder: nothing can have been left in it
+    try:
+        return [
+            (os.path.join(where, name), makers)
+            for prefix, makers in TEMPORARY_KINDS
+            for name in (clear_dead_scratch if remove else dead_scratch)(parent_fd, prefix)
+        ]
+    finally:
+        os.close(parent_fd)

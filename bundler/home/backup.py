@@ -39,7 +39,7 @@ from bundler.fs import durable
 from bundler.fs.copytree import digest_fd
 from bundler.fs.interrupts import commit_reached, signals_deferred, wait_for
 from bundler.fs.safefs import SkipCounts, open_dir_nofollow, rmtree_at, walk
-from bundler.fs.scratch import clear_dead_scratch, scratch_folder, temp_root
+from bundler.fs.scratch import CHECK_PREFIX, clear_dead_scratch, scratch_folder, temp_root
 from bundler.fs.snapshot import (
     ROLLBACK_VERSIONS,
     SNAPSHOT_PREFIX,
@@ -74,8 +74,6 @@ from bundler.rules.units import human_size
 
 BACKUPS = "backups"
 TEMP_PREFIX = ".backup-"
-CHECK_PREFIX = ".bundler-check-"
-"""The private folder (in $TMPDIR) a check of a backup copies its chat.db into."""
 _SAMPLE = 4 << 10
 # Below this sample ratio deflate gains too little to pay for itself (random or compressed data)
 _INCOMPRESSIBLE = 1.02

@@ -12,16 +12,15 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bundler.bundle.archive import SCRATCH_PREFIX
 from bundler.bundle.history import recent_destinations
-from bundler.bundle.leftovers import abandoned_in, leftovers_beside
+from bundler.bundle.leftovers import abandoned_in, leftovers_beside, temporary_leftovers
 from bundler.bundle.publish import rename_exchange_works
 from bundler.config.file import find_install_root
 from bundler.config.store import load_config
 from bundler.config.write import LOCK_NAME
 from bundler.errors import BundlerError, InvalidInput, Refused
 from bundler.fs.durable import held_by_another, open_dir
-from bundler.fs.scratch import dead_scratch, temp_root
+from bundler.fs.scratch import ARCHIVE_PREFIX, dead_scratch
 from bundler.home.homes import is_writable, resolve_home
 from bundler.home.restore import home_leftovers
 from bundler.home.volumes import load_volumes
@@ -93,12 +92,15 @@ def install_findings(install: Path) -> DoctorReport:
     ]
     report.warnings += [
         Finding(
-            "archive-leftover",
-            os.path.join(temp_root(), name),
-            f"a killed 'bundle verify' or 'bundle inspect' of an archive left "
-            f"{escape_display(os.path.join(temp_root(), name))}; the next one removes it",
+            # the kind of the archive's scratch keeps the name it had when it was the only one
+            "archive-leftover"
+            if os.path.basename(path).startswith(ARCHIVE_PREFIX)
+            else "scratch-leftover",
+            path,
+            text,
+            fix,
         )
-        for name in _dead_in(Path(temp_root()), SCRATCH_PREFIX)
+        for path, text, fix in temporary_leftovers()
     ]
     for dest in recent_destinations(install):
         report.problems += [

@@ -1,9 +1,11 @@
 """What reading an archive leaves when it is interrupted (issue 16; docs/architecture.md lists
-both names): ``bundler-archive-<token>/`` in the temporary folder (``bundle verify|inspect``)
-and ``.bundler-unpack-<token>/`` in an install (``agents import FILE.tar``).
+both names): ``bundler-archive-<token>/`` in the temporary folder (``bundle verify|inspect``,
+and ``agents export --out FILE.tar``, which builds its bundle there) and
+``.bundler-unpack-<token>/`` in an install (``agents import FILE.tar``).
 
 A signal the CLI handles (SIGTERM here) removes them; a kill leaves them, and then ``doctor``
-names them, and the next run (or ``recover --install``) removes them.
+names them, and the next run (or ``recover --install``, or for the temporary folder's ``recover
+DEST``) removes them; a folder a running command holds is never removed.
 """
 
 from __future__ import annotations
@@ -175,3 +177,131 @@ def test_sigint_at_every_call_of_an_archive_verify_leaves_nothing(
     packed: Path, tmp_path: Path
 ) -> None:
     _sigint_at_calls_of_an_archive_verify(packed, tmp_path, slow_sample_count())
+
+
+def _crash_env(tmp: Path) -> dict[str, str]:
+    # cwd "/" below, so the code under test is named; a fixed time keeps the runs alike
+    here = str(Path(__file__).resolve().parents[2])
+    return {**_env(tmp), "PYTHONPATH": here, "SOURCE_DATE_EPOCH": "1700000000"}
+
+
+def _killed_export_to_an_archive(tmp_path: Path, tmp: Path) -> tuple[Path, Path, str]:
+    """Kill (SIGKILL) a real ``agents export --out FILE.tar`` whose workspace holds an install
+    secret, once the whole workspace is copied into its scratch folder and before the sweep's
+    refusal: (the install, FILE.tar, the secret)."""
+    secret = bf.INSTALL_SECRETS["anthropic"]
+    install = bf.write_install(tmp_path / "install")
+    (install / "agents" / bf.ROOT_AGENT / "workspace" / "leak.txt").write_text(f"key {secret}\n")
+    (tmp_path / "out").mkdir()
+    out = tmp_path / "out" / "b.tar"
+    cmd = [*cli_command(), "--install", str(install), "agents", "export", bf.ROOT_AGENT]
+    cmd += ["--out", str(out)]
+    env = _crash_env(tmp)
+    done, calls = trace_calls(cmd, ["openat"], env=env, cwd="/", relevant=str(tmp))
+    assert done.returncode == 1 and "leak.txt" in done.stderr, done.stderr  # the secret refuses
+    # the bundle's config fragment is written once every workspace file is copied
+    at = next(c for c in calls if '"config.toml", O_WRONLY|O_CREAT' in c.line)
+    assert "bundler-archive-" in at.line
+    killed = run_with_fault(cmd, at.syscall, at.index, "SIGKILL", env=env, cwd="/")
+    assert killed.killed, killed.stderr
+    return install, out, secret
+
+
+def _holding(root: Path, secret: str) -> list[Path]:
+    return [
+        path
+        for path in root.rglob("*")
+        if path.is_file() and not path.is_symlink() and secret.encode() in path.read_bytes()
+    ]
+
+
+def test_recover_removes_the_scratch_folder_of_a_killed_export_to_an_archive(
+    tmp_path: Path,
+) -> None:
+    """A kill during ``agents export --out FILE.tar`` leaves the bundle it was building, an
+    unswept copy of the workspace, in the temporary folder and nothing beside FILE.tar: doctor
+    names it by the commands that leave such a folder and names ``bundler recover``, ``recover
+    --scan`` lists it (changing nothing), and ``recover FILE.tar`` removes it."""
+    reason = ptrace_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    install, out, secret = _killed_export_to_an_archive(tmp_path, tmp)
+    left = _scratch(tmp)
+    assert len(left) == 1
+    assert _holding(tmp, secret), "the kill landed before the secret's copy was made"
+    env = _crash_env(tmp)
+    path = str(tmp / left[0])
+
+    doctor = run_cli(["--install", str(install), "--json", "doctor"], exact_env=env)
+    named = [w for w in json.loads(doctor.stdout)["warnings"] if w["path"] == path]
+    assert len(named) == 1, doctor.stdout
+    assert named[0]["kind"] == "archive-leftover"
+    assert "'agents export --out FILE.tar'" in named[0]["detail"]
+    assert "'bundle verify' or 'bundle inspect'" not in named[0]["detail"]
+    assert named[0]["fix"].startswith("bundler recover ")
+
+    before = tree_snapshot(tmp)
+    scan = run_cli(["--json", "recover", "--scan", str(out.parent)], exact_env=env)
+    assert scan.returncode == 0, scan.stderr
+    assert [a["path"] for a in json.loads(scan.stdout)["actions"]] == [path]
+    dry = run_cli(["recover", str(out), "--dry-run"], exact_env=env)
+    assert dry.returncode == 0 and f"would remove {path}" in dry.stdout, dry.stdout
+    assert tree_snapshot(tmp) == before
+
+    recovered = run_cli(["recover", str(out)], exact_env=env)
+    assert recovered.returncode == 0, recovered.stderr
+    assert f"removed {path}: a scratch folder left by a killed" in recovered.stdout
+    assert os.listdir(tmp) == []
+    assert [p for p in _holding(tmp_path, secret) if p.is_relative_to(tmp)] == []
+    again = run_cli(["--install", str(install), "--json", "doctor"], exact_env=env)
+    assert not any(w["path"] == path for w in json.loads(again.stdout)["warnings"])
+    assert not os.path.lexists(out)
+
+
+def test_recover_leaves_a_running_archive_read_s_scratch_folder_alone(
+    packed: Path, tmp_path: Path
+) -> None:
+    """A scratch folder is dead only when no process holds its lock: a ``bundle verify`` still
+    reading its archive (a pipe here, fed slowly) keeps its folder through ``doctor`` and
+    ``recover``, while the dead folder of an export killed meanwhile is removed."""
+    reason = ptrace_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = _crash_env(tmp)
+    fifo = tmp_path / "stream.tar"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen(
+        [*cli_command(), "bundle", "verify", str(fifo)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    data = packed.read_bytes()
+    with open(fifo, "wb") as writer:
+        writer.write(data[:4096])
+        writer.flush()
+        deadline = time.monotonic() + 60
+        while not _scratch(tmp) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        [live] = _scratch(tmp)
+        # killed after the verify made its folder (a run clears dead ones before it makes its own)
+        install, out, _secret = _killed_export_to_an_archive(tmp_path, tmp)
+        [dead] = [name for name in _scratch(tmp) if name != live]
+        live_before = tree_snapshot(tmp / live)
+        doctor = run_cli(["--install", str(install), "--json", "doctor"], exact_env=env)
+        listed = [w["path"] for w in json.loads(doctor.stdout)["warnings"]]
+        assert str(tmp / dead) in listed and str(tmp / live) not in listed, doctor.stdout
+        recovered = run_cli(["recover", str(out)], exact_env=env)
+        assert recovered.returncode == 0, recovered.stderr
+        assert dead in recovered.stdout and live not in recovered.stdout
+        assert _scratch(tmp) == [live]
+        assert tree_snapshot(tmp / live) == live_before
+        writer.write(data[4096:])
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert os.listdir(tmp) == []
