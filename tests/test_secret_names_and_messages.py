@@ -25,6 +25,8 @@ from e2e_helpers import bundler_cli, leaks_in, tree_leaks
 from installs import copy_example
 from kit import run_cli
 
+from bundler.rules.names import escape_display
+
 # every test here runs once per sweep engine (issue 15)
 pytestmark = pytest.mark.usefixtures("each_sweep_engine")
 
@@ -282,3 +284,42 @@ def test_verify_never_prints_a_smuggled_secret_through_a_name(tmp_path: Path, wh
         assert result.returncode == 3, result.stdout + result.stderr
         _no_leak(result, [BEARER])
     assert "withheld" in runs[0].stderr and "Authorization" in runs[0].stderr
+
+
+# --- 4. a secret holding a control or bidi character, in a name shown escaped -----------------
+
+CONTROL_SECRETS = {
+    "tab": "sk-LEAK\tCANARY-c7-12345678",
+    "newline": "sk-LEAK\nCANARY-c7-12345678",
+    "escape": "sk-LEAK\x1bCANARY-c7-12345678",
+    "bidi": "sk-LEAK\u202eCANARY-c7-12345678",
+}
+
+
+@pytest.mark.parametrize("scan", ["refuse", "warn"])
+@pytest.mark.parametrize("case", list(CONTROL_SECRETS))
+def test_a_secret_in_a_name_is_withheld_in_its_display_escaped_spelling_too(
+    tmp_path: Path, case: str, scan: str
+) -> None:
+    """Names are escaped for display (``\\x09``, ``\\u202e``) where they are listed, before the
+    report, warnings and errors are withheld: a secret holding such a character, in the name
+    of a skipped link or FIFO or of a carried file, must not pass in that spelling."""
+    secret = CONTROL_SECRETS[case]
+    root = copy_example(tmp_path)
+    config = root / "config.toml"
+    text = config.read_text()
+    assert json.dumps(ANTHROPIC_KEY) in text
+    config.write_text(text.replace(json.dumps(ANTHROPIC_KEY), json.dumps(secret)))
+    workspace = root / "agents" / "researcher" / "workspace"
+    os.symlink("/etc/hostname", workspace / f"link-{secret}")
+    os.mkfifo(workspace / f"fifo-{secret}")
+    (workspace / f"file-{secret}").write_text("nothing secret inside\n")
+    human, as_json = _export(root, "researcher", tmp_path / "out", "--scan-secrets", scan)
+    spellings = [secret, escape_display(secret), json.dumps(secret)[1:-1], "CANARY"]
+    for result in (human, as_json):
+        shown = result.stdout + result.stderr
+        # a name with a control character is skipped (not portable), one with a bidi control
+        # travels and is refused under "refuse": either way its listing is what is checked
+        assert result.returncode in (0, 1) and "Traceback" not in shown, shown
+        assert [s for s in spellings if s in shown] == [], shown
+        assert "withheld" in shown, shown

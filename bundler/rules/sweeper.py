@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bundler.rules import sweep_hyperscan
+from bundler.rules.names import escape_display
 from bundler.rules.secrets import WITHHELD, SweepTarget
 
 
@@ -44,7 +45,9 @@ def encodings_of(value: str) -> list[tuple[str, bytes]]:
     - ``url-encoded``: spaces as ``%20`` or ``+``, ``/`` encoded or not, with upper-case hex
       digits (Python, RFC 3986's advice) or lower-case ones (which other encoders write);
     - ``json-escaped``: as most encoders write it (non-ASCII kept or ``\\u``-escaped), with
-      ``/`` escaped too (PHP's default), and with ``<``, ``>`` and ``&`` as ``\\u`` escapes (Go's).
+      ``/`` escaped too (PHP's default), and with ``<``, ``>`` and ``&`` as ``\\u`` escapes (Go's);
+    - ``display-escaped``: as :func:`~bundler.rules.names.escape_display` shows it, control and
+      bidi characters escaped (when that differs from raw).
 
     A base64 pattern keeps only the characters fully determined by the value's own bytes at
     that alignment (the text around it changes the first and last groups).
@@ -68,6 +71,10 @@ def encodings_of(value: str) -> list[tuple[str, bytes]]:
         forms.append(("json-escaped", escaped.encode("utf-8")))
         forms.append(("json-escaped", escaped.replace("/", "\\/").encode("utf-8")))
         forms.append(("json-escaped", escaped.translate(_HTML_SAFE).encode("utf-8")))
+    # how every message shows a name: a path holding a secret with a control or bidi character
+    # is escaped for display before it is withheld (the walker lists it so), and withholding
+    # by the raw value alone would let it through in that spelling
+    forms.append(("display-escaped", escape_display(value).encode("utf-8")))
     unique: list[tuple[str, bytes]] = []
     seen: set[bytes] = set()
     for name, pattern in forms:

@@ -583,3 +583,22 @@ def test_a_sweeper_scans_from_several_threads_at_once() -> None:
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda _: sweeper.scan_bytes("f", blob), range(16)))
     assert results == [[Hit("f", "p", "raw")]] * 16
+
+
+@pytest.mark.parametrize("char", ["\t", "\n", "\x1b", "\u202e"], ids=["tab", "nl", "esc", "bidi"])
+def test_withholding_covers_the_display_escaped_spelling_of_a_secret(char: str) -> None:
+    """Messages escape a name for display before the error is made, and so withheld: a secret
+    holding a control or bidi character must be withheld in that spelling too, in the message,
+    the path, ``repr`` and a name's redaction."""
+    from bundler.errors import Refused, withholding
+    from bundler.rules.names import escape_display
+    from bundler.rules.sweeper import withholder
+
+    secret = f"sk-LEAK{char}CANARY-0123456789"
+    scrub = withholder([SweepTarget("providers.models.a.b.api_key", secret)])
+    shown = escape_display(f"workspace/key-{secret}")
+    assert "CANARY" in shown  # the escaped spelling is not the raw value
+    with pytest.raises(Refused) as caught, withholding(scrub):
+        raise Refused(f"cannot read {shown} (Permission denied)", path=shown)
+    for text in (str(caught.value), repr(caught.value), caught.value.path):
+        assert "CANARY" not in text, text
