@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,6 +57,17 @@ def _no_ambient_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("ZEROCLAW_"):
             monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _private_temporary_folder(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each test its own ``$TMPDIR`` (in this process and every CLI it starts): a scratch
+    folder a killed command leaves there is every later ``recover``'s to clear, and must not
+    reach another test's output."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path_factory.mktemp("tmpdir")))
+    monkeypatch.setattr(tempfile, "tempdir", None)
 
 
 @pytest.fixture(params=["hyperscan", "python"])
