@@ -260,10 +260,11 @@ def unpack_archive(
 
 @contextlib.contextmanager
 def unpacked(
-    archive: Path, *, parent: Path | None = None, prefix: str = SCRATCH_PREFIX
+    archive: Path, *, parent: Path | None = None, prefix: str = SCRATCH_PREFIX, fix: str = ""
 ) -> Iterator[Path]:
     """Unpack ``archive`` into a private scratch folder ``<prefix><token>/`` in ``parent`` (the
-    temporary folder by default) and yield the bundle's path; the folder is removed on exit.
+    temporary folder by default) and yield the bundle's path; the folder is removed on exit
+    (where that fails, a warning naming ``fix`` is noted: see :mod:`bundler.fs.scratch`).
 
     Scratch folders of this user that dead runs left there are removed first.
     """
@@ -276,7 +277,7 @@ def unpacked(
             stack.callback(os.close, parent_fd)
             clear_dead_scratch(parent_fd, prefix)
             name, fd = stack.enter_context(
-                scratch_folder(parent_fd, prefix, durable=parent is not None)
+                scratch_folder(parent_fd, prefix, where=where, durable=parent is not None, fix=fix)
             )
             os.mkdir("bundle", 0o700, dir_fd=fd)
             bundle_fd = open_dir("bundle", dir_fd=fd)
@@ -311,7 +312,7 @@ def export_to_archive(
     parent_fd = open_dir(scratch_parent, follow=True)
     try:
         clear_dead_scratch(parent_fd, SCRATCH_PREFIX)
-        with scratch_folder(parent_fd, SCRATCH_PREFIX) as (name, _fd):
+        with scratch_folder(parent_fd, SCRATCH_PREFIX, where=scratch_parent) as (name, _fd):
             folder = Path(scratch_parent) / name / "bundle"
             exported = export_agent(install_root, alias, folder, record_as=out, **export)
             packed = pack_bundle(folder, out, force=force)

@@ -509,7 +509,9 @@ def _private_dir() -> Iterator[Callable[[], Path]]:
                 parent_fd = open_dir(where, follow=True)
                 stack.callback(os.close, parent_fd)
                 clear_dead_scratch(parent_fd, VERIFY_PREFIX)
-                name, _fd = stack.enter_context(scratch_folder(parent_fd, VERIFY_PREFIX))
+                name, _fd = stack.enter_context(
+                    scratch_folder(parent_fd, VERIFY_PREFIX, where=where)
+                )
                 made.append(Path(where) / name)
             return made[0]
 

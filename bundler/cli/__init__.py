@@ -576,6 +576,17 @@ def _late_signal_warning() -> str | None:
     return f"interrupted by {signal.Signals(late).name} after the change was committed: it stands"
 
 
+def _left_behind() -> list[str]:
+    """Warnings for scratch folders the command could not remove (:mod:`bundler.fs.scratch`)."""
+    # only a command that made one has imported the module; importing it here would load it
+    # (and what it imports) for every command, a folder's verify among them
+    if "bundler.fs.scratch" not in sys.modules:
+        return []
+    from bundler.fs.scratch import take_left_behind
+
+    return take_left_behind()
+
+
 def _group_word(argv: Sequence[str]) -> str | None:
     """The command group ``argv`` names: its first word that is not an option or the value of
     ``--install`` (the one global option taking a value). A wrong guess only costs argparse its
@@ -671,9 +682,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         late = _late_signal_warning()
         if late is not None:
             result.warnings.append(late)
+        result.warnings += _left_behind()
         return out.emit(result)
     except (BundlerError, Interrupted) as err:
-        return out.fail(err)
+        return out.fail(err, warnings=_left_behind())
     except KeyboardInterrupt:
         return out.fail(Interrupted("interrupted; cleaned up"))
     except BrokenPipeError:

@@ -9,7 +9,7 @@ import codecs
 import io
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -112,8 +112,11 @@ class Output:
             _print(f"error: {result.error_message}".splitlines(), sys.stderr)
         return result.code
 
-    def fail(self, err: BundlerError | Interrupted) -> int:
-        """Print an error on one line (or as the JSON envelope); returns its exit code."""
+    def fail(self, err: BundlerError | Interrupted, *, warnings: Sequence[str] = ()) -> int:
+        """Print an error on one line (or as the JSON envelope); returns its exit code.
+
+        ``warnings`` (what the failed run left behind) come before it on stderr, or in the
+        envelope's ``warnings``."""
         message = " ".join(str(err.message).splitlines())
         if self.json_mode:
             error: dict[str, Any] = {"code": err.code, "message": message, "path": err.path}
@@ -121,8 +124,14 @@ class Output:
                 error["fix"] = err.message.fix
             if isinstance(err, RefusedWithList):
                 error[err.key] = err.listing
-            print(_json({"ok": False, "error": error}))
-        elif isinstance(err, RefusedWithList):
+            document: dict[str, Any] = {"ok": False, "error": error}
+            if warnings:
+                document["warnings"] = list(warnings)
+            print(_json(document))
+            return err.code
+        for warning in warnings:
+            self.warn(warning)
+        if isinstance(err, RefusedWithList):
             # the error stays one line; what it found follows, one thing a line
             _print([f"error: {message}"], sys.stderr)
             print("\n".join(f"  {line}" for line in err.details), file=sys.stderr)

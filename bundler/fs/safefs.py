@@ -573,9 +573,13 @@ def _holds_regular_skill_md(bundle_fd: int, name: str, lst: os.stat_result, relp
 def rmtree_at(dir_fd: int, name: str) -> None:
     """Remove ``name`` in the folder ``dir_fd`` and everything below it, never following a link.
 
-    Iterative, descriptor-relative (the pattern of CPython's ``_rmtree_safe_fd``): a symbolic
-    link is unlinked, never entered. A missing ``name`` is not an error; other failures raise
-    ``OSError``.
+    Iterative and descriptor-relative, like CPython's ``_rmtree_safe_fd``, but with one folder
+    open at a time however deep the tree: that one keeps a descriptor per level, and a clean-up
+    that runs short of descriptors (a low ``ulimit -n``) is the one that leaves the tree behind.
+    Going back up opens ``..`` and checks it is the folder it came down from (device, inode), so
+    a folder moved elsewhere meanwhile makes the removal fail (``ESTALE``), never wander off. A
+    symbolic link is unlinked, never entered. A missing ``name`` is not an error; other failures
+    raise ``OSError``.
     """
     try:
         lst = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
@@ -584,13 +588,13 @@ def rmtree_at(dir_fd: int, name: str) -> None:
     if not stat.S_ISDIR(lst.st_mode):
         os.unlink(name, dir_fd=dir_fd)
         return
-    # Each frame: (parent fd, name in parent, own fd, names left)
-    stack: list[tuple[int, str, int, list[str]]] = []
+    # Each frame: (name in its parent, its lstat, names left); only ``fd``, the last frame's
+    # folder, is open.
+    fd = open_dir_nofollow(dir_fd, name, lst)
     try:
-        fd = open_dir_nofollow(dir_fd, name, lst)
-        stack.append((dir_fd, name, fd, os.listdir(fd)))
-        while stack:
-            parent, own_name, fd, names = stack[-1]
+        frames: list[tuple[str, os.stat_result, list[str]]] = [(name, lst, os.listdir(fd))]
+        while frames:
+            own_name, _own, names = frames[-1]
             descended = False
             while names:
                 child = names.pop()
@@ -600,17 +604,27 @@ def rmtree_at(dir_fd: int, name: str) -> None:
                     continue
                 if stat.S_ISDIR(cst.st_mode):
                     child_fd = open_dir_nofollow(fd, child, cst)
-                    stack.append((fd, child, child_fd, os.listdir(child_fd)))
+                    fd, parent = child_fd, fd
+                    os.close(parent)
+                    frames.append((child, cst, os.listdir(fd)))
                     descended = True
                     break
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(child, dir_fd=fd)
             if descended:
                 continue
-            stack.pop()
-            os.close(fd)
+            frames.pop()
+            if not frames:
+                fd, done = -1, fd  # forgotten before it is closed: never closed twice
+                os.close(done)
+                with contextlib.suppress(FileNotFoundError):
+                    os.rmdir(own_name, dir_fd=dir_fd)
+                return
+            parent = open_dir_nofollow(fd, "..", frames[-1][1])
+            fd, done = parent, fd
+            os.close(done)
             with contextlib.suppress(FileNotFoundError):
-                os.rmdir(own_name, dir_fd=parent)
+                os.rmdir(own_name, dir_fd=fd)
     finally:
-        for _parent, _name, fd, _names in stack:
+        if fd >= 0:
             os.close(fd)

@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from bundler.fs.durable import fsync_dir, locked_by_another, open_dir, random_token
 from bundler.fs.interrupts import signals_deferred
 from bundler.fs.safefs import rmtree_at, same_object
+from bundler.rules import hints
+from bundler.rules.names import escape_display
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _ATTEMPTS = 5
@@ -77,13 +79,24 @@ def _make_locked(parent_fd: int, prefix: str) -> tuple[str, int]:
     raise OSError(errno.EAGAIN, "could not make a private scratch folder (others kept removing it)")
 
 
+_left: list[str] = []
+
+
 @contextlib.contextmanager
 def scratch_folder(
-    parent_fd: int, prefix: str, *, durable: bool = False
+    parent_fd: int, prefix: str, *, where: str, durable: bool = False, fix: str = ""
 ) -> Iterator[tuple[str, int]]:
-    """Make ``<prefix><token>/`` (0700) in ``parent_fd``, lock it, yield (name, its descriptor);
-    remove it on exit however the block ends. ``durable``: fsync the parent after the creation,
-    so a crash cannot lose the entry that tells a later recovery it is there."""
+    """Make ``<prefix><token>/`` (0700) in ``parent_fd`` (the folder ``where``, named in
+    messages), lock it, yield (name, its descriptor); remove it on exit however the block ends.
+    ``durable``: fsync the parent after the creation, so a crash cannot lose the entry that
+    tells a later recovery it is there.
+
+    A removal that fails (no descriptor left, an I/O error) raises nothing: the block's own
+    outcome, a result or an error, is what the command reports, and the folder, unlocked once
+    this process ends, is dead scratch the next maker clears. What was left is noted for the
+    command line to warn about (:func:`take_left_behind`), with ``fix``, a command to paste that
+    removes it, when there is one.
+    """
     made: tuple[str, int] | None = None
     try:
         # the signals are held while the folder is made and while it is removed: an interrupt
@@ -99,8 +112,27 @@ def scratch_folder(
             with signals_deferred():
                 try:
                     rmtree_at(parent_fd, made[0])
+                except OSError as exc:
+                    _note_left(os.path.join(where, made[0]), exc, fix)
                 finally:
                     os.close(made[1])
+
+
+def _note_left(path: str, exc: OSError, fix: str) -> None:
+    reason = exc.strerror or str(exc)
+    sentence = f"could not remove the scratch folder {escape_display(path)} ({reason})"
+    if fix:
+        _left.append(hints.Hinted(sentence, fix))
+    else:
+        _left.append(f"{sentence}: the next run that makes one there removes it")
+
+
+def take_left_behind() -> list[str]:
+    """The warnings for scratch folders this process could not remove (each once: they are
+    forgotten as they are taken)."""
+    taken = list(_left)
+    _left.clear()
+    return taken
 
 
 def _candidates(parent_fd: int, prefix: str) -> list[str]:

@@ -164,7 +164,7 @@ def _check_database(
     try:
         # a kill leaves the copy behind, unlocked: the next check removes it
         clear_dead_scratch(parent_fd, CHECK_PREFIX)
-        with scratch_folder(parent_fd, CHECK_PREFIX) as (name, folder_fd):
+        with scratch_folder(parent_fd, CHECK_PREFIX, where=str(parent)) as (name, folder_fd):
             _check_database_copy(archive, info, size, digest, parent / name, folder_fd)
     finally:
         os.close(parent_fd)

@@ -18,6 +18,7 @@ from pathlib import Path
 from bundler.bundle.archive import unpacked
 from bundler.install.importer import ImportOptions, ImportReport, import_bundle
 from bundler.install.journal import UNPACK_PREFIX
+from bundler.rules import hints
 
 
 def import_archive(install_root: Path, archive: Path, options: ImportOptions) -> ImportReport:
@@ -26,5 +27,7 @@ def import_archive(install_root: Path, archive: Path, options: ImportOptions) ->
     if options.dry_run or not os.path.isdir(install_root):
         with unpacked(archive) as folder:
             return import_bundle(install_root, folder, chosen)
-    with unpacked(archive, parent=install_root, prefix=UNPACK_PREFIX) as folder:
+    # a folder this import cannot remove is one recover --install removes
+    fix = hints.command("recover", "--install", os.path.abspath(install_root))
+    with unpacked(archive, parent=install_root, prefix=UNPACK_PREFIX, fix=fix) as folder:
         return import_bundle(install_root, folder, chosen)

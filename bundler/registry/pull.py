@@ -392,7 +392,9 @@ def private_bundle_folder(purpose: str) -> Iterator[tuple[Path, int]]:
             parent_fd = open_dir(where, follow=True)
             stack.callback(os.close, parent_fd)
             clear_dead_scratch(parent_fd, SCRATCH_PREFIX)
-            name, scratch_fd = stack.enter_context(scratch_folder(parent_fd, SCRATCH_PREFIX))
+            name, scratch_fd = stack.enter_context(
+                scratch_folder(parent_fd, SCRATCH_PREFIX, where=where)
+            )
             os.mkdir("bundle", 0o700, dir_fd=scratch_fd)
             fd = os.open("bundle", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=scratch_fd)
             stack.callback(os.close, fd)

@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from faultinject import ptrace_unavailable, run_with_fault, trace_calls
 from installs import copy_example
 from kit import clean_env, cli_command, one_error, run_cli
 
@@ -176,30 +177,29 @@ def test_a_file_that_stats_regular_and_cannot_be_read_is_one_line() -> None:
 def test_recovering_an_export_that_cannot_remove_its_leftovers_is_one_line(
     tmp_path: Path,
 ) -> None:
-    """A staging tree deeper than the descriptors allowed (or an immutable file in it) made
-    rmtree raise out of 'recover DEST'."""
-    import resource
-
+    """A staging tree whose removal failed (deeper than the descriptors allowed, when the
+    removal held one per level; an immutable file; an I/O error, injected here) made rmtree
+    raise out of 'recover DEST'."""
+    reason = ptrace_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
     token = "AAAAAAAAAAAA"
-    (tmp_path / f".zeroclaw-export-{token}.target").write_bytes(encode_record("out"))
-    deep = tmp_path / f".zeroclaw-export-{token}"
-    for _ in range(120):
-        deep = deep / "d"
-    deep.mkdir(parents=True)
+    staging = tmp_path / f".zeroclaw-export-{token}"
 
-    def few_descriptors() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (40, 40))
+    def reset() -> None:
+        (tmp_path / f".zeroclaw-export-{token}.target").write_bytes(encode_record("out"))
+        (staging / "d" / "d").mkdir(parents=True, exist_ok=True)
+        (staging / "d" / "d" / "f").write_bytes(b"x")
 
-    done = subprocess.run(
-        [*cli_command(), "recover", str(tmp_path / "out")],
-        capture_output=True,
-        text=True,
-        env=clean_env(),
-        preexec_fn=few_descriptors,
-        timeout=60,
-    )
-    assert done.returncode == 1 and one_error(done.stderr), done.stderr
-    assert "recover again" in done.stderr
+    reset()
+    cmd = [*cli_command(), "recover", str(tmp_path / "out")]
+    done, calls = trace_calls(cmd, ["unlinkat"], env=clean_env(), cwd="/", relevant=str(staging))
+    assert done.returncode == 0, done.stderr
+    reset()
+    run = run_with_fault(cmd, "unlinkat", calls[0].index, "EIO", env=clean_env(), cwd="/")
+    assert run.fired
+    assert run.returncode == 1 and one_error(run.stderr), run.stderr
+    assert "recover again" in run.stderr
 
 
 @pytest.mark.parametrize("recorded", ["/", "/tmp/..", "/tmp/."])
