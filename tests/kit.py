@@ -31,6 +31,7 @@ for target in bundler.cli.HANDLERS.values():
     importlib.import_module(target.split(":")[0])
 import bundler.bundle.manifest, bundler.fs.snapshot, bundler.rules.risk, bundler.rules.schema
 import bundler.rules.validate
+import jsonschema  # Agent.yaml is checked by it (home commands), imported lazily
 bundler.rules.schema.config_schema()
 bundler.rules.schema.load("bundle-manifest.schema.json")
 bundler.rules.validate.validate({}, Path("/nonexistent"))

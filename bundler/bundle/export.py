@@ -503,7 +503,12 @@ class _Copy:
                     exclude=_only_memory_snapshot,
                     counted=False,
                 )
-                snapshot_database(source, Path(f"/proc/self/fd/{dst}/brain.db"), method="backup")
+                snapshot_database(
+                    source,
+                    Path(f"/proc/self/fd/{dst}/brain.db"),
+                    method="backup",
+                    shown=escape_display(str(plan.workspace / "memory" / "brain.db")),
+                )
                 fd = os.open("brain.db", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dst)
                 try:
                     size, digest = digest_fd(fd, relpath=MEMORY_STORE, observer=self.sweep.observer)

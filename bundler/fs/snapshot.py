@@ -279,19 +279,15 @@ def _copy_out(conn: sqlite3.Connection, dest: Path, method: Method) -> None:
         raise sqlite3.DatabaseError("the snapshot is not in rollback-journal mode")
 
 
-def _check_source(source: Path) -> None:
+def _check_source(source: Path, shown: str) -> None:
     try:
         st = os.lstat(source)
     except FileNotFoundError:
-        raise Refused(
-            f"{source} does not exist: there is no database to copy", path=str(source)
-        ) from None
+        raise Refused(f"{shown} does not exist: there is no database to copy", path=shown) from None
     if stat.S_ISLNK(st.st_mode):
-        raise Refused(
-            f"{source} is a symbolic link: point to the real database file", path=str(source)
-        )
+        raise Refused(f"{shown} is a symbolic link: point to the real database file", path=shown)
     if not stat.S_ISREG(st.st_mode):
-        raise Refused(f"{source} is not a regular file", path=str(source))
+        raise Refused(f"{shown} is not a regular file", path=shown)
 
 
 def _read_quiet(source: Path, dest: Path, method: Method) -> bool:
@@ -347,7 +343,7 @@ def _read_live(source: Path, dest: Path, method: Method) -> None:
 
 
 def snapshot_database(
-    source: Path, dest: Path, *, method: Method, check: bool = True
+    source: Path, dest: Path, *, method: Method, check: bool = True, shown: str = ""
 ) -> SnapshotInfo:
     """Write a consistent, integrity-checked copy of the SQLite store ``source`` to ``dest``.
 
@@ -357,14 +353,18 @@ def snapshot_database(
     the store; with a server attached only SQLite's own shared-memory read marks are touched.
 
     Raises :class:`Refused` for a missing store, a link, a store that cannot be read or is not
-    SQLite, and a snapshot that fails ``integrity_check``; ``dest`` is removed then.
+    SQLite, and a snapshot that fails ``integrity_check``; ``OSError`` (``ENOSPC``, ``EIO``,
+    naming ``dest``) when the snapshot cannot be written; ``MemoryError`` when SQLite runs out
+    of memory. ``dest`` is removed then. Messages name the store as ``shown`` (``source`` by
+    default: a caller reading it through ``/proc/self/fd`` names the path the user knows).
     ``check=False`` leaves the integrity check to the caller (:func:`check_snapshot`), which
     may then run it alongside other work.
     """
-    _check_source(source)
+    shown = shown or str(source)
+    _check_source(source, shown)
     _create_empty(dest)
     try:
-        info = _snapshot_into(source, dest, method)
+        info = _snapshot_into(source, dest, method, shown)
         if check:
             check_snapshot(source, dest)
         return info
@@ -383,7 +383,7 @@ def check_snapshot(source: Path, dest: Path) -> None:
         )
 
 
-def _snapshot_into(source: Path, dest: Path, method: Method) -> SnapshotInfo:
+def _snapshot_into(source: Path, dest: Path, method: Method, shown: str) -> SnapshotInfo:
     retried = False
     try:
         for _ in range(_ATTEMPTS):
@@ -399,8 +399,71 @@ def _snapshot_into(source: Path, dest: Path, method: Method) -> SnapshotInfo:
         _reset_dest(dest)
         _read_live(source, dest, method)
     except sqlite3.DatabaseError as exc:
-        raise Refused(
-            f"{source} is not a readable SQLite database ({exc}): repair or remove it",
-            path=str(source),
-        ) from exc
+        raise _failure(source, dest, shown, exc) from exc
     return SnapshotInfo(dest, method, "live", retried, os.path.getsize(dest))
+
+
+# SQLite's primary result codes and the extended ones of a failed read (sqlite3.h)
+_NOMEM, _IOERR, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = 7, 10, 11, 13, 14, 26
+_IOERR_READS = (266, 522)  # SQLITE_IOERR_READ, SQLITE_IOERR_SHORT_READ
+# Python 3.10's exceptions carry no code, only SQLite's text for it (sqlite3_errstr)
+_CODE_OF_TEXT = {
+    "out of memory": _NOMEM,
+    "disk I/O error": _IOERR,
+    "database disk image is malformed": _CORRUPT,
+    "database or disk is full": _FULL,
+    "unable to open database file": _CANTOPEN,
+    "file is not a database": _NOTADB,
+}
+
+
+def _sqlite_code(exc: sqlite3.Error) -> int:
+    """The (extended) SQLite result code of ``exc``; 0 when it cannot be told."""
+    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11 and later
+    if isinstance(code, int):
+        return code
+    return _CODE_OF_TEXT.get(str(exc), 0)
+
+
+def _unreadable(source: Path) -> OSError | None:
+    """Why the store's first page cannot be read by this process, or None when it can."""
+    try:
+        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as exc:
+        return exc
+    try:
+        os.pread(fd, 100, 0)
+    except OSError as exc:
+        return exc
+    finally:
+        os.close(fd)
+    return None
+
+
+def _failure(source: Path, dest: Path, shown: str, exc: sqlite3.Error) -> BaseException:
+    """What a failed snapshot is blamed on. Only a store SQLite finds corrupt, or not a
+    database at all, is the store's fault: a full disk, an I/O error while writing the copy or
+    a permission the reader lacks used to be told "not a readable SQLite database: repair or
+    remove it" of a sound store. SQLite does not say which file failed, so the store is read
+    here again: one that reads is sound as far as can be told, and the failure is the copy's."""
+    code = _sqlite_code(exc)
+    primary = code & 0xFF
+    if primary in (_CORRUPT, _NOTADB):
+        return Refused(
+            f"{shown} is not a readable SQLite database ({exc}): repair or remove it", path=shown
+        )
+    if primary == _NOMEM:
+        return MemoryError(f"SQLite ran out of memory copying {shown}")
+    unreadable = _unreadable(source)
+    if unreadable is not None:
+        reason = unreadable.strerror or str(unreadable)
+        return Refused(
+            f"cannot read {shown} ({reason}): make it readable and try again", path=shown
+        )
+    if code in _IOERR_READS:
+        return Refused(f"cannot read {shown} ({exc}): check the disk and try again", path=shown)
+    if primary == _FULL:
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(dest))
+    if primary in (_IOERR, _CANTOPEN):
+        return OSError(errno.EIO, f"{exc} writing the copy of {shown}", str(dest))
+    return Refused(f"cannot copy {shown} ({exc})", path=shown)
