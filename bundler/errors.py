@@ -9,6 +9,8 @@ exception object, not its ``args`` nor its ``repr``, ever holds it.
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -54,6 +56,33 @@ class Refused(BundlerError):
     """Refused or failed; the previous state is intact or recoverable (exit 1)."""
 
     code = EXIT_FAILED
+
+
+class EnvironmentFailure(Refused):
+    """The system failed a read or write, not the input: no descriptor or memory left, a disk
+    that cannot be read (exit 1). A verification stops at it rather than report it as one of
+    the bundle's faults, with the follow-on mismatches of the entries it could not read."""
+
+
+# what to do when the system, not the file, fails: too few descriptors, too little memory, a
+# disk that answers with an error
+_ENVIRONMENT_HINTS = {
+    errno.EMFILE: "raise this process's limit of open files (ulimit -n) and try again",
+    errno.ENFILE: "the system has too many files open: close some programs and try again",
+    errno.ENOMEM: "free some memory and try again",
+    errno.ENOBUFS: "free some memory and try again",
+    errno.EIO: "check the disk and try again",
+}
+
+
+def environment_failure(verb: str, what: str, exc: OSError) -> EnvironmentFailure | None:
+    """``cannot VERB WHAT (reason): hint`` when ``exc`` is the system's failure rather than the
+    file's (:class:`EnvironmentFailure`); None for any other error."""
+    hint = _ENVIRONMENT_HINTS.get(exc.errno or 0)
+    if hint is None:
+        return None
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    return EnvironmentFailure(f"cannot {verb} {what} ({reason}): {hint}", path=what)
 
 
 class RefusedWithList(Refused):

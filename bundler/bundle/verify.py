@@ -36,7 +36,13 @@ from bundler.bundle.manifest import (
     parse_manifest,
 )
 from bundler.bundle.walk import DEFERRED, BundleTree, BundleWalker
-from bundler.errors import BundlerError, InvalidInput, Refused
+from bundler.errors import (
+    BundlerError,
+    EnvironmentFailure,
+    InvalidInput,
+    Refused,
+    environment_failure,
+)
 from bundler.rules import hints, tomlcompat
 from bundler.rules.names import (
     escape_display,
@@ -135,6 +141,9 @@ def _open_root(path: Path) -> int:
             else:
                 message = f"{shown} is not a folder: a bundle is a folder"
             raise InvalidInput(message, path=str(path)) from None
+        failed = environment_failure("read", shown, exc)
+        if failed is not None:
+            raise failed from None
         reason = os.strerror(exc.errno) if exc.errno else str(exc)
         raise Refused(f"cannot read {shown} ({reason})", path=str(path)) from None
 
@@ -148,7 +157,7 @@ def _read_root_file(root_fd: int, name: str, limit: int) -> tuple[bytes | None, 
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return None, Problem(name, "a symbolic link (a bundle holds none)")
-        return None, Problem(name, f"cannot be read ({os.strerror(exc.errno or errno.EIO)})")
+        return None, _cannot_read(name, exc)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -166,9 +175,18 @@ def _read_root_file(root_fd: int, name: str, limit: int) -> tuple[bytes | None, 
             chunks.append(chunk)
         return b"".join(chunks), None
     except OSError as exc:
-        return None, Problem(name, f"cannot be read ({os.strerror(exc.errno or errno.EIO)})")
+        return None, _cannot_read(name, exc)
     finally:
         os.close(fd)
+
+
+def _cannot_read(name: str, exc: OSError) -> Problem:
+    """The finding for a root file that cannot be read; the system's own failure (no
+    descriptor left, an I/O error) is raised instead, being none of the bundle's."""
+    failed = environment_failure("read", name, exc)
+    if failed is not None:
+        raise failed from exc
+    return Problem(name, f"cannot be read ({os.strerror(exc.errno or errno.EIO)})")
 
 
 def _parse_toml(name: str, raw: bytes) -> tuple[dict[str, Any] | None, Problem | None]:
@@ -530,8 +548,10 @@ def verify_bundle(
     """Check the bundle folder ``path`` completely (03 §1), changing nothing.
 
     Returns a :class:`VerifyReport` listing every error and warning. Raises :class:`Refused`
-    when ``path`` does not exist or cannot be read and :class:`InvalidInput` when it is a
-    symbolic link or not a folder; everything wrong *inside* the bundle is a report error.
+    when ``path`` does not exist or cannot be read, :class:`EnvironmentFailure` when the system
+    fails a read (no descriptor or memory left, an I/O error: nothing is then known of the
+    bundle) and :class:`InvalidInput` when it is a symbolic link or not a folder; everything
+    wrong *inside* the bundle is a report error.
     ``progress`` sees one phase, ``verifying``, whose totals are the manifest's claims.
 
     With ``defer_workspace_digests`` every rule is checked except that the contents of the
@@ -562,6 +582,10 @@ def verify_bundle(
     try:
         with _private_dir() as private:
             _verify_open(root_fd, report, private, progress, known_digests, listed)
+    except EnvironmentFailure as exc:
+        # the entry is named within the bundle: name the bundle as well
+        shown = escape_display(str(path))
+        raise EnvironmentFailure(f"{shown}: {exc.message}", path=exc.path) from exc
     finally:
         os.close(root_fd)
         if progress is not None:

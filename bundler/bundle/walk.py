@@ -25,7 +25,7 @@ from bundler.bundle.manifest import (
     MEMORY_STORE,
     checksum_sort_text,
 )
-from bundler.errors import BundlerError
+from bundler.errors import BundlerError, EnvironmentFailure
 from bundler.fs import safefs
 from bundler.fs.digest import digest_fd
 from bundler.rules.layout import MAX_CONFIG_BYTES
@@ -240,6 +240,8 @@ class BundleWalker:
                     self._file(entry)
         except TooManyEntries:
             self.tree.stopped = True
+        except EnvironmentFailure:
+            raise  # the system's failure says nothing of the bundle: no finding, no follow-ons
         except BundlerError as exc:  # deeper than 256 levels, unreadable entry, link swapped in
             self.error(escape_display(exc.path or "."), exc.message)
             self.tree.stopped = True
@@ -324,6 +326,8 @@ class BundleWalker:
                 buffer=self.buffer,
                 expected=entry.stat.st_size,
             )
+        except EnvironmentFailure:
+            raise
         except BundlerError as exc:
             self.error(escape_display(entry.relpath), exc.message)
             return
@@ -359,6 +363,8 @@ class BundleWalker:
             size, digest = digest_fd(
                 entry.fd, relpath=CONFIG_NAME, observer=keep, buffer=self.buffer
             )
+        except EnvironmentFailure:
+            raise
         except BundlerError as exc:
             self.error(CONFIG_NAME, exc.message)
             return

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import xxhash
 
-from bundler.errors import Refused
+from bundler.errors import Refused, environment_failure
 
 BUFFER_SIZE = 1 << 20
 
@@ -60,7 +60,11 @@ def read_into(fd: int, buf: bytearray, relpath: str) -> int:
 
 
 def failure(verb: str, relpath: str, exc: OSError) -> Refused:
-    """``cannot VERB RELPATH (reason): hint``, the hint fitting the errno (a full disk or not)."""
+    """``cannot VERB RELPATH (reason): hint``, the hint fitting the errno (a full disk or not;
+    an :class:`~bundler.errors.EnvironmentFailure` when the system, not the file, failed)."""
+    failed = environment_failure(verb, relpath, exc)
+    if failed is not None:
+        return failed
     reason = os.strerror(exc.errno) if exc.errno else str(exc)
     hint = "free some space" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "check the disk"
     return Refused(f"cannot {verb} {relpath} ({reason}): {hint} and try again", path=relpath)

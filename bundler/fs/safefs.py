@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, NamedTuple
 
-from bundler.errors import Refused
+from bundler.errors import Refused, environment_failure
 from bundler.rules.names import decode_name, escape_display, is_portable_name
 
 MAX_DEPTH = 256
@@ -127,7 +127,11 @@ def display_name(raw: bytes) -> str:
 
 
 def refuse_unreadable(relpath: str, exc: OSError) -> Refused:
-    """The one-line refusal for a carried entry that cannot be read (02 §7.2): exit 1."""
+    """The one-line refusal for a carried entry that cannot be read (02 §7.2): exit 1; an
+    :class:`~bundler.errors.EnvironmentFailure` when the system, not the entry, failed."""
+    failed = environment_failure("read", relpath, exc)
+    if failed is not None:
+        return failed
     reason = os.strerror(exc.errno) if exc.errno else str(exc)
     return Refused(
         f"cannot read {relpath} ({reason}): make it readable or remove it, then try again",
