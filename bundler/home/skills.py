@@ -8,6 +8,7 @@ below the home.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -261,8 +262,18 @@ def _open_or_make(parent_fd: int, name: str, shown: str) -> tuple[int, bool]:
             os.fchmod(fd, 0o700)
         except OSError:
             os.close(fd)
+            _unmake(parent_fd, name)
             raise
     return fd, made
+
+
+def _unmake(parent_fd: int, name: str) -> None:
+    """Remove the folder ``name`` this run made, if it is still empty: a refused save leaves no
+    empty skill folder behind (it was listed, and tripped over, as a skill). rmdir removes only
+    an empty folder, so nothing another writer put there meanwhile is lost; a failure leaves
+    the folder as it is, the save's own error being the one to report."""
+    with contextlib.suppress(OSError):
+        os.rmdir(name, dir_fd=parent_fd)
 
 
 def save_skill(
@@ -326,9 +337,9 @@ def save_skill(
 def _write_skill(home_fd: int, name: str, data: bytes) -> None:
     """``skills/<name>/SKILL.md`` below ``home_fd``: folders made 0700 and fsynced, the file
     written by :func:`~bundler.fs.durable.atomic_write`. OSError passes through."""
-    skills_fd, made = _open_or_make(home_fd, "skills", "skills/")
+    skills_fd, made_skills = _open_or_make(home_fd, "skills", "skills/")
     try:
-        if made:
+        if made_skills:
             fsync_dir(home_fd)
         own = _own_skill_names(skills_fd)
         if name not in own and len(own) >= MAX_AGENT_SKILLS:
@@ -342,8 +353,16 @@ def _write_skill(home_fd: int, name: str, data: bytes) -> None:
             if made:
                 fsync_dir(skills_fd)
             atomic_write(folder_fd, SKILL_FILE, data, mode=0o600)
+        except BaseException:
+            if made:
+                _unmake(skills_fd, name)
+            raise
         finally:
             os.close(folder_fd)
+    except BaseException:
+        if made_skills:
+            _unmake(home_fd, "skills")
+        raise
     finally:
         os.close(skills_fd)
 

@@ -5,6 +5,7 @@ whole or the new one whole, never a mix, and a failure says so on one line."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -75,3 +76,23 @@ def test_save_skill_is_old_or_new_whole_at_every_fault(
                 assert len(run.stderr.splitlines()) == 1
                 assert text == OLD
                 assert os.listdir(folder) == ["SKILL.md"], "a failed save left a temporary file"
+
+
+@pytest.mark.parametrize("syscall", ["write", "fsync"])
+def test_a_refused_save_of_a_new_skill_leaves_no_skill_folder(
+    world: tuple[list[str], dict[str, str], Path], syscall: str
+) -> None:
+    """A save refused by a full disk left its new, empty ``skills/<name>/`` behind, which
+    ``home skills`` then listed, while the error said the previous skill was intact."""
+    cmd, env, home = world
+    fresh = [word if word != "notes" else "fresh" for word in cmd]
+    done, calls = trace_calls(fresh, [syscall], env=env, cwd="/", relevant=str(home / "skills"))
+    assert done.returncode == 0, done.stderr
+    shutil.rmtree(home / "skills" / "fresh")
+    before = sorted(os.listdir(home / "skills"))
+    into = next(call for call in calls if "fresh" in call.line)  # the new SKILL.md's
+    run = run_with_fault(fresh, syscall, into.index, "ENOSPC", env=env, cwd="/")
+    assert run.fired
+    assert run.returncode == 1, run.stderr
+    assert "No space left on device" in run.stderr
+    assert sorted(os.listdir(home / "skills")) == before
