@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Literal
 
-Fault = Literal["SIGKILL", "SIGINT", "EIO", "ENOSPC", "EMFILE"]
+Fault = Literal["SIGKILL", "SIGINT", "EIO", "ENOSPC", "EMFILE", "EAGAIN"]
 
 _LINE_RE = re.compile(r"^(?:(\d+)\s+)?([a-z_0-9]+)\(")
 _CWD_RE = re.compile(r"AT_FDCWD<[^>]*>")

@@ -24,7 +24,7 @@ from bundler import __version__
 from bundler.cli.output import Output, Result, escape_what_cannot_be_encoded
 from bundler.cli.registry_args import add_registry_options
 from bundler.cli.shells import SHELLS
-from bundler.errors import BundlerError, Interrupted, UsageError
+from bundler.errors import BundlerError, Interrupted, Refused, UsageError
 from bundler.fs import interrupts
 from bundler.rules import hints
 from bundler.rules.names import escape_display
@@ -576,6 +576,20 @@ def _late_signal_warning() -> str | None:
     return f"interrupted by {signal.Signals(late).name} after the change was committed: it stands"
 
 
+_NO_THREAD = "can't start new thread"
+"""What CPython's ``Thread.start`` raises (a ``RuntimeError``) when the system refuses a new
+thread: its stack could not be mapped (a small ``ulimit -v``) or there are too many."""
+
+
+def _out_of_memory(what: str) -> Refused:
+    """The one-line error for a command the system ran short of memory for (exit 1)."""
+    said = f" ({what})" if what else ""
+    return Refused(
+        f"not enough memory{said}: free some memory, or raise this process's limits "
+        "(ulimit -v, ulimit -u), and try again"
+    )
+
+
 def _left_behind() -> list[str]:
     """Warnings for scratch folders the command could not remove (:mod:`bundler.fs.scratch`)."""
     # only a command that made one has imported the module; importing it here would load it
@@ -686,6 +700,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return out.emit(result)
     except (BundlerError, Interrupted) as err:
         return out.fail(err, warnings=_left_behind())
+    except MemoryError as err:
+        # raised wherever an allocation failed; the commands' clean-up ran on its way up
+        return out.fail(_out_of_memory(str(err)), warnings=_left_behind())
+    except RuntimeError as err:
+        if str(err) != _NO_THREAD:
+            raise
+        return out.fail(_out_of_memory("cannot start a thread"), warnings=_left_behind())
     except KeyboardInterrupt:
         return out.fail(Interrupted("interrupted; cleaned up"))
     except BrokenPipeError:

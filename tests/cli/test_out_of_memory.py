@@ -1,0 +1,84 @@
+"""A command the system runs short of memory for fails on one line, exit 1, after its clean-up
+(05 §3: no traceback for an expected failure).
+
+In a small address space (``ulimit -v 40000``) ``agents export`` died with a traceback ending
+in ``RuntimeError: can't start new thread`` (the sweep's thread) and ``home backup`` with a
+``MemoryError`` in the digest's buffer. Both are now "error: not enough memory ...", and what
+the command had staged is gone as after any failure.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+from pathlib import Path
+
+import bundlefactory as bf
+import pytest
+from faultinject import ptrace_unavailable, run_with_fault, trace_calls
+from hostile_zips import make_project
+from kit import clean_env, cli_command, one_error
+
+
+def test_a_thread_the_system_refuses_fails_the_export_on_one_line_and_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    reason = ptrace_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    install = bf.write_install(tmp_path / "install")
+    out = tmp_path / "out" / "bundle"
+    out.parent.mkdir()
+    env = clean_env({"ZEROCLAW_CONFIG_DIR": str(install), "PYTHONDONTWRITEBYTECODE": "1"})
+    cmd = [*cli_command(), "agents", "export", bf.ROOT_AGENT, "--out", str(out)]
+    done, calls = trace_calls(cmd, ["clone3"], env=env, cwd="/")
+    assert done.returncode == 0, done.stderr
+    first = next(call for call in calls if "CLONE_THREAD" in call.line)
+    os.rename(out, tmp_path / "first")
+    run = run_with_fault(cmd, "clone3", first.index, "EAGAIN", env=env, cwd="/")
+    assert run.fired
+    assert run.returncode == 1, run.stderr
+    assert one_error(run.stderr), run.stderr
+    assert "not enough memory" in run.stderr
+    assert os.listdir(out.parent) == []
+
+
+def _address_space(kib: int) -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (kib * 1024, kib * 1024))
+
+
+@pytest.mark.parametrize("command", ["export", "backup"])
+def test_a_small_address_space_is_one_line_never_a_traceback(tmp_path: Path, command: str) -> None:
+    install = bf.write_install(tmp_path / "install")
+    project, _home = make_project(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    env = clean_env({"ZEROCLAW_CONFIG_DIR": str(install), "HOME": str(tmp_path)})
+    failed = 0
+    # limits around the one where the command starts but cannot finish (about 40 MB here)
+    for kib in range(36_000, 56_000, 2_000):
+        target = out / f"{kib}"
+        args = (
+            ["agents", "export", bf.ROOT_AGENT, "--out", str(target)]
+            if command == "export"
+            else ["home", "backup", "--project", str(project), "--to", f"{target}.zip"]
+        )
+        done = subprocess.run(
+            [*cli_command(), *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            preexec_fn=lambda kib=kib: _address_space(kib),
+            timeout=120,
+        )
+        if "ImportError" in done.stderr:
+            continue  # too small to load the program's modules: interpreter start-up, not ours
+        assert "Traceback" not in done.stderr, (kib, done.stderr)
+        if done.returncode != 0:
+            assert done.returncode == 1 and one_error(done.stderr), (kib, done.stderr)
+            assert "not enough memory" in done.stderr, (kib, done.stderr)
+            failed += 1
+            # no staging (.zeroclaw-export-*, .backup-*) and nothing published
+            assert [n for n in os.listdir(out) if n.startswith((".", str(kib)))] == [], kib
+    assert failed, "no limit made the command run short of memory"
