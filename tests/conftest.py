@@ -45,6 +45,20 @@ def two_bundles(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return old, new
 
 
+@pytest.fixture(scope="module")
+def packed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A sound bundle archive (``bundle pack`` of a bundle the real exporter made)."""
+    import bundlefactory as bf
+    from kit import run_cli
+
+    base = tmp_path_factory.mktemp("packed")
+    bundle = bf.export_bundle(bf.write_install(base / "install"), base / "bundle")
+    out = base / "bundle.tar"
+    done = run_cli(["bundle", "pack", str(bundle), str(out)])
+    assert done.returncode == 0, done.stderr
+    return out
+
+
 @pytest.fixture
 def install(tmp_path: Path) -> Path:
     """A minimal valid install (one agent, one provider, one risk profile) in tmp_path."""

@@ -22,17 +22,6 @@ import pytest
 from faultinject import ptrace_unavailable, run_with_fault, sample, slow_sample_count, trace_calls
 from kit import cli_command, run_cli, tree_snapshot
 
-
-@pytest.fixture(scope="module")
-def packed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("packed")
-    bundle = bf.export_bundle(bf.write_install(base / "install"), base / "bundle")
-    out = base / "bundle.tar"
-    done = run_cli(["bundle", "pack", str(bundle), str(out)])
-    assert done.returncode == 0, done.stderr
-    return out
-
-
 FAST_SAMPLE = 6
 
 

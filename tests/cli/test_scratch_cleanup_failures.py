@@ -32,16 +32,6 @@ def _env(tmp: Path, install: Path | None = None) -> dict[str, str]:
     return clean_env(extra)
 
 
-@pytest.fixture(scope="module")
-def packed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("packed")
-    bundle = bf.export_bundle(bf.write_install(base / "install"), base / "bundle")
-    out = base / "bundle.tar"
-    done = run_cli(["bundle", "pack", str(bundle), str(out)])
-    assert done.returncode == 0, done.stderr
-    return out
-
-
 def _few_descriptors(count: int) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (count, count))
 
