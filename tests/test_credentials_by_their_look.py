@@ -124,6 +124,20 @@ def test_export_refuses_a_file_holding_the_token_of_an_authorization_header(
     assert not out.exists()
 
 
+def _bundle_and_target(tmp_path: Path, target_config: str) -> tuple[Path, Path]:
+    """The example's researcher exported, and an install whose config is ``target_config``."""
+    source = copy_example(tmp_path / "source")
+    bundle = tmp_path / "bundle"
+    args = ["--install", str(source), "agents", "export", "researcher", "--out", str(bundle)]
+    exported = bundler_cli(args)
+    assert exported.returncode == 0, exported.stderr
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "config.toml").write_text(target_config, encoding="utf-8")
+    (target / "config.toml").chmod(0o600)
+    return bundle, target
+
+
 LOCAL_PROVIDER = """
 [providers.models.anthropic.local]
 api_key = "sk-LEAKCANARY-r8-local-key-1"
@@ -135,16 +149,7 @@ model = "claude"
 def test_import_never_shows_or_records_the_installs_own_credentials(tmp_path: Path) -> None:
     """Binding the bundle's provider to a local one makes the local entry's risk flags the
     import's: its address is shown and recorded in the receipt, its credentials never."""
-    source = copy_example(tmp_path / "source")
-    bundle = tmp_path / "bundle"
-    exported = bundler_cli(
-        ["--install", str(source), "agents", "export", "researcher", "--out", str(bundle)]
-    )
-    assert exported.returncode == 0, exported.stderr
-    target = tmp_path / "target"
-    target.mkdir()
-    (target / "config.toml").write_text(LOCAL_PROVIDER, encoding="utf-8")
-    (target / "config.toml").chmod(0o600)
+    bundle, target = _bundle_and_target(tmp_path, LOCAL_PROVIDER)
     secrets = ["LEAKCANARYr8pass99", "LEAKCANARYr8query123", "sk-LEAKCANARY-r8-local-key-1"]
     args = ["--install", str(target), "agents", "import", str(bundle)]
     bind = ["--bind", "providers.models.anthropic.main=anthropic.local"]
@@ -175,14 +180,7 @@ def test_import_withholds_the_installs_own_secret_values_from_what_it_shows(
     """A local server bound in repeats its command line in a risk flag: a secret of the install
     written there too (its token, also in ``env``) is withheld, as an export withholds its
     source's, in the plan, the report and the receipt."""
-    source = copy_example(tmp_path / "source")
-    bundle = tmp_path / "bundle"
-    args = ["--install", str(source), "agents", "export", "researcher", "--out", str(bundle)]
-    assert bundler_cli(args).returncode == 0
-    target = tmp_path / "target"
-    target.mkdir()
-    (target / "config.toml").write_text(LOCAL_SERVER, encoding="utf-8")
-    (target / "config.toml").chmod(0o600)
+    bundle, target = _bundle_and_target(tmp_path, LOCAL_SERVER)
     args = ["--install", str(target), "agents", "import", str(bundle)]
     bind = ["--bind", "mcp.servers.search=localgh"]
     dry = bundler_cli([*args, *bind, "--dry-run"])
