@@ -21,7 +21,12 @@ from types import FrameType
 from typing import Any, NoReturn
 
 from bundler import __version__
-from bundler.cli.output import Output, Result, escape_what_cannot_be_encoded
+from bundler.cli.output import (
+    Output,
+    Result,
+    escape_what_cannot_be_encoded,
+    stand_in_for_closed_streams,
+)
 from bundler.cli.registry_args import add_registry_options
 from bundler.cli.shells import SHELLS
 from bundler.errors import BundlerError, Interrupted, Refused, UsageError
@@ -655,8 +660,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv_given, collecting = argv, gc.isenabled()
     gc.disable()  # until the command runs: see _start_up_done
     argv = list(sys.argv[1:] if argv is None else argv)
+    closed = stand_in_for_closed_streams()
     escape_what_cannot_be_encoded()
-    out = Output(json_mode=_wants_json(argv))
+    out = Output(json_mode=_wants_json(argv), closed=closed)
     # a closed terminal (SIGHUP) and kill (SIGTERM) clean up like Ctrl-C: no staging left behind
     interrupts.begin_command()
     for signum in interrupts.HELD:

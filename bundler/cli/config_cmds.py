@@ -127,8 +127,15 @@ def get(args: argparse.Namespace, out: Output) -> Result:
     return Result(payload=payload, text=text, warnings=warnings, verbatim=True)
 
 
-def _read_value_from_stdin(path: str) -> str:
+def _read_value_from_stdin(path: str, out: Output) -> str:
     """``config set`` VALUE from standard input: no echo on a terminal, one newline dropped."""
+    if "stdin" in out.closed:
+        # its stand-in reads as empty, which would set the field to "" without a word
+        raise Refused(
+            f"no value for {escape_display(path)}: standard input is closed; pipe the value "
+            "in, or run the command at a terminal and type it",
+            path=path,
+        )
     if sys.stdin.isatty():
         # here, not at the top: only a value typed at a terminal needs the prompt's module
         from bundler.install.bind_secrets import ask_secret
@@ -147,7 +154,7 @@ def _read_value_from_stdin(path: str) -> str:
 def set_value(args: argparse.Namespace, out: Output) -> Result:
     """``config set PATH [VALUE]``: a validated, comment-preserving, atomic edit."""
     root = find_install_root(args.install)
-    raw = args.value if args.value is not None else _read_value_from_stdin(args.path)
+    raw = args.value if args.value is not None else _read_value_from_stdin(args.path, out)
     path = set_config_value(root, args.path, raw, via="config set")
     warnings = []
     if args.value is not None and canonical_segments(args.path)[2]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import codecs
 import io
 import json
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -45,10 +46,14 @@ class Result:
 class Output:
     """The process's stdout/stderr discipline: JSON mode, quiet mode, progress on a terminal."""
 
-    def __init__(self, json_mode: bool = False) -> None:
+    def __init__(self, json_mode: bool = False, closed: frozenset[str] = frozenset()) -> None:
         self.json_mode = json_mode
         self.quiet = False
         self.progress_allowed = True
+        # the standard streams the process started without ("stdin", "stdout", "stderr"), each
+        # now on /dev/null (stand_in_for_closed_streams): a command that reads stdin must not
+        # take a closed one for an empty input
+        self.closed = closed
 
     def configure(self, *, json_mode: bool, quiet: bool, progress: bool) -> None:
         """Apply the global options once they are parsed."""
@@ -141,6 +146,43 @@ class Output:
         else:
             _print([f"error: {message}"], sys.stderr)
         return err.code
+
+
+_STANDARD = (
+    ("stdin", 0, os.O_RDONLY, "r"),
+    ("stdout", 1, os.O_WRONLY, "w"),
+    ("stderr", 2, os.O_WRONLY, "w"),
+)
+
+
+def stand_in_for_closed_streams() -> frozenset[str]:
+    """Put /dev/null in place of each standard stream the process started without; returns
+    their names (``"stdin"``, ``"stdout"``, ``"stderr"``).
+
+    A stream closed by the caller (``<&-``, ``>&-``, ``2>&-``, as some daemons and cron jobs
+    run a program) is None in ``sys``, and code everywhere asks it ``isatty()`` or prints to it:
+    with stderr closed every command that may draw progress died silently, nothing done. With
+    a stand-in on /dev/null, what is written there is dropped and stdin reads as empty (a
+    caller that must tell it from an empty input asks :attr:`Output.closed`). The descriptor
+    itself is filled too when it is free, so that no file the command opens takes its number
+    and gets what a child process writes to it.
+    """
+    closed: set[str] = set()
+    for name, number, flags, mode in _STANDARD:
+        if getattr(sys, name) is not None:
+            continue
+        closed.add(name)
+        null = os.open(os.devnull, flags | os.O_CLOEXEC)
+        try:
+            os.fstat(number)
+        except OSError:  # free: the stand-in takes the very number
+            os.dup2(null, number)
+            os.close(null)
+            null = number
+        # as the streams Python makes: open for the life of the process, so no context manager
+        stand_in = open(null, mode, encoding="utf-8", errors="backslashreplace")  # noqa: SIM115
+        setattr(sys, name, stand_in)
+    return frozenset(closed)
 
 
 def escape_what_cannot_be_encoded() -> None:
