@@ -512,10 +512,10 @@ def _parse(
 ) -> tuple[argparse.Namespace, list[str]] | int:
     """Parse ``argv``; ``--help`` and ``--version`` print their text and give the exit code.
 
-    With ``--json`` that text is the ``text`` of the one JSON object, as every other output
-    of a ``--json`` run is."""
-    if not out.json_mode:
-        return parser.parse_known_args(argv)
+    The text is printed as any command's result is (:meth:`Output.emit`), so a stdout that
+    cannot take it is reported rather than lost (argparse drops its own write errors); with
+    ``--json`` it is the ``text`` of the one JSON object, as every other output of a ``--json``
+    run is."""
     printed = io.StringIO()
     try:
         with contextlib.redirect_stdout(printed):
@@ -523,7 +523,9 @@ def _parse(
     except SystemExit as done:  # argparse's help and version actions, after printing
         if done.code not in (0, None):
             raise
-        return out.emit(Result(payload={"text": printed.getvalue()}))
+        if out.json_mode:
+            return out.emit(Result(payload={"text": printed.getvalue()}))
+        return out.emit(Result(text=[printed.getvalue().removesuffix("\n")], verbatim=True))
 
 
 def _refuse_double_dash_values(argv: Sequence[str]) -> None:

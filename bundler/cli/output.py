@@ -15,7 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from bundler.errors import BundlerError, Interrupted, RefusedWithList
+from bundler.errors import EXIT_FAILED, BundlerError, Interrupted, RefusedWithList
+from bundler.fs import interrupts
 from bundler.rules import hints
 from bundler.rules.progress import Progress
 
@@ -92,7 +93,17 @@ class Output:
             _print(hints.lines("warning: ", message), sys.stderr)
 
     def emit(self, result: Result) -> int:
-        """Print a command's result; returns its exit code."""
+        """Print a command's result; returns its exit code (:meth:`_stdout_failed`'s when
+        stdout cannot take it)."""
+        try:
+            return self._emit(result)
+        except _StdoutFailed as failed:
+            # in --json mode the warnings were in the document that was lost
+            return self._stdout_failed(
+                failed.err, result, result.warnings if self.json_mode else []
+            )
+
+    def _emit(self, result: Result) -> int:
         if self.json_mode:
             document: dict[str, Any] = {"ok": result.code == 0, **result.payload}
             if result.code != 0:
@@ -103,19 +114,60 @@ class Output:
                 }
             if result.warnings and "warnings" not in document:
                 document["warnings"] = result.warnings
-            print(_json(document))
+            _to_stdout(_json(document))
             return result.code
         for warning in result.warnings:
             if not self.quiet or isinstance(warning, hints.Hinted):
                 _print(hints.lines("warning: ", warning), sys.stderr)
         text = result.text if result.quiet_text is None or not self.quiet else result.quiet_text
         if text and result.verbatim:
-            print("\n".join(text))
+            _to_stdout("\n".join(text))
         elif text:
             _print(text, sys.stdout)
         if result.code != 0 and result.error_message:
             _print(f"error: {result.error_message}".splitlines(), sys.stderr)
         return result.code
+
+    def _stdout_failed(self, err: OSError, result: Result, warnings: list[str]) -> int:
+        """Say on stderr that the result could not be written to stdout; returns the exit code.
+
+        A command that committed has made its change whatever became of its report: a failure
+        after the commit point, so a warning and exit 0 (05 §2), never a claim that it failed.
+        Before the commit (or for a command that changes nothing) the user did not get what
+        they asked for: exit 1, or the command's own failing code. A reader that went away
+        (EPIPE: ``| head``) wanted no more, so only a committed change is mentioned then.
+        """
+        reason = err.strerror or type(err).__name__
+        gone = isinstance(err, BrokenPipeError)
+        committed = interrupts.committed() and result.code == 0
+        if gone and not committed:
+            return result.code or EXIT_FAILED
+        for warning in warnings:
+            _print(hints.lines("warning: ", warning), sys.stderr)
+        if committed:
+            lost = (
+                "the reader of standard output went away before the result was written"
+                if gone
+                else f"the result could not be written to standard output ({reason})"
+            )
+            _print([f"warning: {lost}; the change was made and stands"], sys.stderr)
+            return 0
+        if result.code != 0:
+            _print(
+                [f"warning: the output could not be written to standard output ({reason})"],
+                sys.stderr,
+            )
+            if result.error_message:
+                _print(f"error: {result.error_message}".splitlines(), sys.stderr)
+            return result.code
+        _print(
+            [
+                f"error: cannot write the output to standard output ({reason}); free space "
+                "or send it elsewhere, and run the command again"
+            ],
+            sys.stderr,
+        )
+        return EXIT_FAILED
 
     def fail(self, err: BundlerError | Interrupted, *, warnings: Sequence[str] = ()) -> int:
         """Print an error on one line (or as the JSON envelope); returns its exit code.
@@ -132,20 +184,38 @@ class Output:
             document: dict[str, Any] = {"ok": False, "error": error}
             if warnings:
                 document["warnings"] = list(warnings)
-            print(_json(document))
-            return err.code
-        for warning in warnings:
-            self.warn(warning)
+            try:
+                _to_stdout(_json(document))
+                return err.code
+            except _StdoutFailed as failed:
+                if isinstance(failed.err, BrokenPipeError):
+                    return err.code  # the reader went away: it wants nothing more
+                # stderr is the one place left to say what failed (self.warn is silent in
+                # --json mode, and the warnings were in the document lost)
+                for warning in warnings:
+                    _print(hints.lines("warning: ", warning), sys.stderr)
+        else:
+            for warning in warnings:
+                self.warn(warning)
         if isinstance(err, RefusedWithList):
             # the error stays one line; what it found follows, one thing a line
             _print([f"error: {message}"], sys.stderr)
-            print("\n".join(f"  {line}" for line in err.details), file=sys.stderr)
+            _print_as_is("\n".join(f"  {line}" for line in err.details), sys.stderr)
         elif isinstance(err.message, hints.Hinted) and "\n" not in err.message:
             # the error itself stays one line; the command to paste follows on its own
             _print(hints.lines("error: ", err.message), sys.stderr)
         else:
             _print([f"error: {message}"], sys.stderr)
         return err.code
+
+
+class _StdoutFailed(Exception):
+    """stdout refused what was written to it (a full disk, /dev/full, a file size limit, a
+    reader gone); ``err`` is the system's error."""
+
+    def __init__(self, err: OSError) -> None:
+        super().__init__(str(err))
+        self.err = err
 
 
 _STANDARD = (
@@ -209,4 +279,38 @@ def _print(lines: list[str], stream: TextIO) -> None:
     """Human lines to ``stream``, prose folded to a terminal's width (never in --json)."""
     from bundler.cli.wrap import fold_all  # a run that prints nothing (--quiet) never needs it
 
-    print("\n".join(fold_all(lines, stream)), file=stream)
+    _print_as_is("\n".join(fold_all(lines, stream)), stream)
+
+
+def _to_stdout(text: str) -> None:
+    """``text`` and a newline to stdout, flushed: raises :class:`_StdoutFailed` when it cannot
+    be written, so the caller can say so instead of a traceback (the buffered write itself
+    succeeds and the error came at the interpreter's exit, too late to report)."""
+    _print_as_is(text, sys.stdout)
+
+
+def _print_as_is(text: str, stream: TextIO) -> None:
+    """``text`` and a newline to ``stream``, flushed. stdout's failure raises
+    :class:`_StdoutFailed`; stderr's is dropped: there is no other place to report it, and the
+    exit code still says how the command ended."""
+    try:
+        stream.write(text + "\n")
+        stream.flush()
+    except OSError as err:
+        _discard_the_rest(stream)
+        if stream is sys.stdout:
+            raise _StdoutFailed(err) from None
+
+
+def _discard_the_rest(stream: TextIO) -> None:
+    """Point ``stream``'s descriptor at /dev/null: what its buffer still holds is flushed again
+    as the interpreter exits, and would fail there once more ("Exception ignored", exit 120)."""
+    try:
+        number = stream.fileno()
+    except (OSError, ValueError):  # not on a descriptor (a test's capture): nothing is retried
+        return
+    null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.dup2(null, number)
+    finally:
+        os.close(null)

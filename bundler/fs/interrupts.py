@@ -61,6 +61,12 @@ def commit_reached() -> None:
     _command.committed = True
 
 
+def committed() -> bool:
+    """Whether the running command has passed its commit point (:func:`commit_reached`): from
+    then on a failure, its report's included, is a warning and the change stands."""
+    return _command.committed
+
+
 def interrupt_now(signum: int) -> bool:
     """Whether the handler of ``signum`` raises: for the first signal before the commit point.
     Any other is noted, not raised: after the commit nothing may be undone, and during the
