@@ -198,8 +198,7 @@ def _write_private(target: Path, text: str, *, force: bool) -> None:
             _refuse_replacing_another_file(dir_fd, target)
             durable.atomic_write(dir_fd, target.name, data, mode=0o600)
         else:
-            durable.write_synced(dir_fd, target.name, data, mode=0o600)
-            durable.fsync_dir(dir_fd)
+            durable.create_synced(dir_fd, target.name, data, mode=0o600)
     except FileExistsError:
         raise Refused(
             f"{shown} exists (it may hold secrets already filled in); choose another file, "

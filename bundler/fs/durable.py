@@ -1,6 +1,8 @@
 """Durability primitives: what is on disk when each returns.
 
 * :func:`fsync_dir` — the folder's entries (names created, renamed, removed) are durable.
+* :func:`write_synced` / :func:`create_synced` — a new file's bytes (and with the second its
+  name) are durable; a failure leaves no file behind.
 * :func:`atomic_write` — the new bytes are durable under a temporary name, then the rename is
   durable: a crash leaves either the old file whole or the new file whole, never a mix.
 * :func:`renameat2` — Linux's ``renameat2`` through ctypes (``os`` lacks it), raising ``OSError``
@@ -193,23 +195,55 @@ def temporary_name(name: str) -> str:
 
 def write_synced(
     dir_fd: int, name: str, data: bytes, *, mode: int = 0o600, truncate: bool = False
-) -> None:
+) -> os.stat_result:
     """Create ``name`` in ``dir_fd`` holding ``data``; when it returns, the bytes are durable.
+    Returns the file's status (for :func:`remove_if_same`).
 
     The file is created 0600 with ``O_EXCL`` (``truncate=True``: an existing regular file is
     reused, for names that belong to the caller alone), never through a symbolic link, and gets
-    ``mode`` only once its bytes are written. The folder entry itself is not yet durable: the
-    caller renames or links the file into place and then fsyncs the folder.
+    ``mode`` only once its bytes are written. On a failure (a full disk, an fsync's EIO) the
+    file is removed: left torn under its own name it would be refused by the next run as
+    existing, under a temporary one it would be litter. The folder entry itself is not yet
+    durable: the caller renames or links the file into place and then fsyncs the folder (or
+    calls :func:`create_synced`).
     """
     exclusive = os.O_TRUNC if truncate else os.O_EXCL
     flags = os.O_WRONLY | os.O_CREAT | exclusive | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(name, flags, 0o600, dir_fd=dir_fd)
     try:
+        written = os.fstat(fd)
         write_all(fd, data)
         os.fchmod(fd, mode)
         os.fsync(fd)
+        return written
+    except BaseException:
+        with contextlib.suppress(OSError):
+            remove_if_same(dir_fd, name, os.fstat(fd))
+        raise
     finally:
         os.close(fd)
+
+
+def create_synced(dir_fd: int, name: str, data: bytes, *, mode: int = 0o600) -> None:
+    """Create ``name`` in ``dir_fd`` holding ``data``, never replacing a file; when it returns
+    the bytes and the folder entry are durable. A failure leaves no file (``FileExistsError``
+    when ``name`` exists, which is left alone)."""
+    written = write_synced(dir_fd, name, data, mode=mode)
+    try:
+        fsync_dir(dir_fd)
+    except BaseException:
+        # the command reports that it failed: the file it says it did not make must not stay
+        with contextlib.suppress(OSError):
+            remove_if_same(dir_fd, name, written)
+        raise
+
+
+def remove_if_same(dir_fd: int, name: str, written: os.stat_result) -> None:
+    """Unlink ``name`` if it is still the file ``written`` describes (device and inode): a
+    file someone else put under the name meanwhile is not this run's to remove."""
+    now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    if (now.st_dev, now.st_ino) == (written.st_dev, written.st_ino):
+        os.unlink(name, dir_fd=dir_fd)
 
 
 def atomic_write(dir_fd: int, name: str, data: bytes, *, mode: int = 0o600) -> None:

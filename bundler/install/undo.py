@@ -311,8 +311,7 @@ def _save_edited(receipt: Path, current: Mapping[str, Any], paths: Sequence[str]
     fd = durable.open_dir(folder, follow=False)
     try:
         name = f"{receipt.stem}.edited-{durable.random_token()}.toml"
-        durable.write_synced(fd, name, data, mode=0o600)
-        durable.fsync_dir(fd)
+        durable.create_synced(fd, name, data, mode=0o600)
     finally:
         os.close(fd)
     return folder / name

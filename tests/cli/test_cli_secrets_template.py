@@ -11,7 +11,10 @@ import stat
 from pathlib import Path
 
 import bundlefactory as bf
+import pytest
+from faultinject import ptrace_unavailable, run_with_fault, trace_calls
 from installs import one_error, run_cli
+from kit import clean_env, cli_command
 
 from bundler.rules import tomlcompat
 
@@ -118,6 +121,33 @@ def test_secrets_template_out_is_created_0600_and_never_overwritten_without_forc
     assert forced.returncode == 0, forced.stderr
     assert sorted(tomlcompat.loads(target.read_text(encoding="utf-8"))) == NEEDED
     assert stat.S_IMODE(target.stat().st_mode) == 0o600
+
+
+def test_secrets_template_out_that_fails_to_be_written_leaves_no_file(tmp_path: Path) -> None:
+    """A full disk or an fsync's EIO refuses the command and leaves nothing: an empty 0600
+    file used to stay, which the next run then refused as existing, needing --force."""
+    reason = ptrace_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    bundle = bf.build_bundle(tmp_path / "bundle")
+    folder = tmp_path / "keys"
+    folder.mkdir()
+    target = folder / "secrets.toml"
+    cmd = [*cli_command(), "bundle", "secrets-template", str(bundle), "--out", str(target)]
+    env = clean_env({"PYTHONDONTWRITEBYTECODE": "1", "SOURCE_DATE_EPOCH": "1700000000"})
+    done, calls = trace_calls(cmd, ["write", "fsync"], env=env, relevant=str(folder))
+    assert done.returncode == 0, done.stderr
+    # the file's write and fsync, and the folder's fsync that makes its name durable
+    assert {call.syscall for call in calls} == {"write", "fsync"} and len(calls) >= 3, calls
+    for call in calls:
+        target.unlink()
+        fault = "ENOSPC" if call.syscall == "write" else "EIO"
+        run = run_with_fault(cmd, call.syscall, call.index, fault, env=env)
+        assert run.fired, call
+        assert run.returncode == 1 and one_error(run.stderr), (call, run.stderr)
+        assert list(folder.iterdir()) == [], call
+        again = run_cli(["bundle", "secrets-template", str(bundle), "--out", str(target)])
+        assert again.returncode == 0, (call, again.stderr)
 
 
 def test_config_validate_lists_required_secrets_left_empty_by_an_import(tmp_path: Path) -> None:
