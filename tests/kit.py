@@ -20,9 +20,9 @@ from typing import Any
 _FOREIGN_PREFIXES = ("ZEROCLAW_", "BXAGENTS_")
 
 # The interpreter lives under /root (mode 0700 here), so the child starts as root, imports every
-# handler, loads the schemas and validators (package data, read lazily) and what argparse imports
-# lazily (gettext, locale), then drops to uid/gid 65534 before it runs: the command itself is
-# unprivileged.
+# handler, loads the schemas and validators (package data, read lazily; Agent.yaml's validator
+# imports more of the standard library) and what argparse imports lazily (gettext, locale), then
+# drops to uid/gid 65534 before it runs: the command itself is unprivileged.
 AS_NOBODY = """
 import gettext, importlib, json, locale, os, shutil, sqlite3, sys, tempfile
 from pathlib import Path
@@ -36,6 +36,11 @@ bundler.rules.schema.config_schema()
 bundler.rules.schema.load("bundle-manifest.schema.json")
 bundler.rules.validate.validate({}, Path("/nonexistent"))
 bundler.bundle.manifest._manifest_validator()
+import bundler.errors, bundler.home.agentyaml
+try:
+    bundler.home.agentyaml.validate_agent_yaml({})
+except bundler.errors.InvalidInput:
+    pass
 bundler.cli.build_parser()
 os.setgroups([]); os.setgid(65534); os.setuid(65534)
 sys.exit(bundler.cli.main(sys.argv[1:]))

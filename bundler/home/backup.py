@@ -473,13 +473,23 @@ def _refuse_inside_trees(home: Path, folder: Path, shown: str) -> None:
 
 
 def _open_target(folder: Path, create: bool) -> int:
+    """The folder the backup is written into, opened; ``create``: made first when absent (the
+    home's ``backups/``). Failures are :class:`Refused` naming the folder."""
+    shown = escape_display(str(folder))
     if create:
-        with contextlib.suppress(FileExistsError):
+        try:
             os.mkdir(folder, 0o700)
+        except FileExistsError:
+            pass
+        except OSError as exc:  # a read-only home, a home the user may not write in
+            raise Refused(
+                f"cannot create {shown} for the backup ({os.strerror(exc.errno or 0)}); back "
+                "up elsewhere with --to FILE or --to DIR, or fix the permissions of its folder",
+                path=shown,
+            ) from None
     try:
         return durable.open_dir(folder, follow=not create)
     except OSError as exc:
-        shown = escape_display(str(folder))
         raise Refused(
             f"cannot use {shown} for the backup ({os.strerror(exc.errno or 0)})", path=shown
         ) from None

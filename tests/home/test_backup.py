@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import kit
 import pytest
 from hostile_zips import clean_env, make_project, rows, run_cli, tree_state
 
@@ -19,6 +22,8 @@ from bundler.errors import InvalidInput, Refused
 from bundler.fs.snapshot import integrity_ok
 from bundler.home.backup import backup_home, default_backup_name, verify_backup
 from bundler.home.restore import restore_home
+
+NOBODY = 65534
 
 
 def env_for(tmp_path: Path) -> dict[str, str]:
@@ -168,6 +173,34 @@ def test_existing_to_is_never_replaced_exit_1(tmp_path: Path) -> None:
     assert done.stderr.startswith("error: ") and "exists" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert target.read_bytes() == b"precious"
+
+
+def test_a_backups_folder_that_cannot_be_created_is_one_error_naming_it() -> None:
+    """The default target, ``<home>/backups/``, absent in a home the user may not write in (a
+    read-only home alike): one error naming the folder and saying to use --to; it was a
+    traceback from the folder's mkdir."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to drop privileges to uid 65534 in a child")
+    base = Path(tempfile.mkdtemp(prefix="bundler-backups-", dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        project, home = make_project(base)
+        (home / "backups").rmdir()
+        for folder, dirs, files in os.walk(base):
+            for entry in [folder, *(os.path.join(folder, n) for n in dirs + files)]:
+                os.chown(entry, NOBODY, NOBODY, follow_symlinks=False)
+        home.chmod(0o555)
+        done = kit.run_cli(
+            ["home", "backup", "--project", str(project)], env=env_for(base), as_nobody=True
+        )
+        assert done.returncode == 1 and kit.one_error(done.stderr), done.stderr
+        assert f"cannot create {home / 'backups'} for the backup (Permission denied)" in (
+            done.stderr
+        )
+        assert "--to" in done.stderr
+        assert not (home / "backups").exists()
+    finally:
+        shutil.rmtree(base)
 
 
 def test_to_a_new_file_elsewhere(tmp_path: Path) -> None:
