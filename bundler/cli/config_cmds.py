@@ -155,8 +155,9 @@ def set_value(args: argparse.Namespace, out: Output) -> Result:
     """``config set PATH [VALUE]``: a validated, comment-preserving, atomic edit."""
     root = find_install_root(args.install)
     raw = args.value if args.value is not None else _read_value_from_stdin(args.path, out)
-    path = set_config_value(root, args.path, raw, via="config set")
-    warnings = []
+    edit = set_config_value(root, args.path, raw, via="config set")
+    path = edit.path
+    warnings = list(edit.warnings)
     if args.value is not None and canonical_segments(args.path)[2]:
         warnings.append(
             f"the value of secret {path} was given on the command line, where other users and "
@@ -173,12 +174,16 @@ def unset_value(args: argparse.Namespace, out: Output) -> Result:
 
     root = find_install_root(args.install)
     path = format_path(canonical_segments(args.path)[0])
-    removed = unset_config_value(root, args.path, via="config unset")
+    edit = unset_config_value(root, args.path, via="config unset")
     line = f"unset {escape_display(path)}"
-    if not removed:
+    if not edit.changed:
         close = _did_you_mean(load_config(root).data, canonical_segments(args.path)[0])
         line = f"{escape_display(path)} was not set{close}"
-    return Result(payload={"path": path, "removed": removed}, text=[] if out.quiet else [line])
+    return Result(
+        payload={"path": path, "removed": edit.changed},
+        text=[] if out.quiet else [line],
+        warnings=edit.warnings,
+    )
 
 
 def agents_list(args: argparse.Namespace, out: Output) -> Result:

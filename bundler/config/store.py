@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -85,8 +86,19 @@ def load_config(
     return loaded
 
 
-def set_config_value(install_root: Path, path: str, raw_value: str, *, via: str) -> str:
-    """``config set``: set ``path`` to ``raw_value`` in ``config.toml``; returns the canonical path.
+@dataclass(frozen=True)
+class ConfigEdit:
+    """What ``config set`` or ``config unset`` did: the canonical ``path``, whether the value
+    was there to change (``unset``: False when it was not set; nothing was written then), and
+    the ``warnings`` of failures after the commit point (the new ``config.toml`` stands)."""
+
+    path: str
+    changed: bool
+    warnings: list[str] = field(default_factory=list)
+
+
+def set_config_value(install_root: Path, path: str, raw_value: str, *, via: str) -> ConfigEdit:
+    """``config set``: set ``path`` to ``raw_value`` in ``config.toml``.
 
     The value is typed by the schema; every other byte of the file is kept. The edited file is
     validated alone (no overrides) before it is saved; an invalid result raises ``InvalidInput``
@@ -110,13 +122,13 @@ def set_config_value(install_root: Path, path: str, raw_value: str, *, via: str)
         heading = _set_in_document(document, segments, value, canonical)
         return lambda old, new: above_heading(old, new, heading)
 
-    _edit_config(install_root, segments, (True, value), edit, via=via, verb="set")
-    return canonical
+    warnings = _edit_config(install_root, segments, (True, value), edit, via=via, verb="set")
+    return ConfigEdit(canonical, True, warnings)
 
 
-def unset_config_value(install_root: Path, path: str, *, via: str) -> bool:
+def unset_config_value(install_root: Path, path: str, *, via: str) -> ConfigEdit:
     """``config unset``: remove ``path`` from ``config.toml``, keeping every other byte's
-    formatting; returns False when it was not set (nothing written).
+    formatting (``changed`` False when it was not set: nothing written).
 
     The same rules as :func:`set_config_value`: the result is validated before it is saved
     (a required field cannot be unset), a locked memory backend is refused, and a change of
@@ -130,8 +142,8 @@ def unset_config_value(install_root: Path, path: str, *, via: str) -> bool:
         removed, heading = _remove_from_document(document, segments)
         return lambda old, new: keep_heading(old, new, heading)
 
-    _edit_config(install_root, segments, (False, None), edit, via=via, verb="unset")
-    return removed
+    warnings = _edit_config(install_root, segments, (False, None), edit, via=via, verb="unset")
+    return ConfigEdit(format_path(segments), removed, warnings)
 
 
 def _remove_from_document(document: tomlkit.TOMLDocument, segments: list[str]) -> tuple[bool, str]:
@@ -178,10 +190,10 @@ def _edit_config(
     *,
     via: str,
     verb: str,
-) -> None:
+) -> list[str]:
     """Apply ``edit`` to ``config.toml`` under the lock: checked to change only ``segments``
     (to ``expected``, :func:`~bundler.rules.values.lookup`'s answer), validated, guarded,
-    audited, atomic."""
+    audited, atomic. Returns the warnings of failures after the commit point."""
     canonical = format_path(segments)
     config_path = layout.config_file(install_root)
     if not os.path.lexists(config_path):
@@ -226,11 +238,16 @@ def _edit_config(
                 path=canonical,
             )
         if new_text == text:
-            return
-        write_config(config, new_text)
+            return []
+        warnings = write_config(config, new_text)
+        # committed: the new file stands, so what fails from here on is a warning (05 §2)
         for change in changes:
             if change.is_unrestricted:
-                append_audit(install_root, change.path, change.old, change.new, via)
+                try:
+                    append_audit(install_root, change.path, change.old, change.new, via)
+                except Refused as err:
+                    warnings.append(f"the change is saved, but its audit record is not: {err}")
+        return warnings
 
 
 def _only_the_path_changed(

@@ -57,6 +57,7 @@ __all__ = [
     "check_config_unchanged",
     "commit_config",
     "commit_staged_config",
+    "flush_committed",
     "config_lock",
     "discard_staged_config",
     "stage_config",
@@ -192,10 +193,11 @@ def commit_config(config: ConfigFile, temp_name: str | None) -> None:
         commit_reached()
 
 
-def write_config(config: ConfigFile, new_text: str) -> None:
+def write_config(config: ConfigFile, new_text: str) -> list[str]:
     """Steps 3 and 4 and the folder fsync: replace the file ``config`` was read from, durably.
 
-    The caller holds :func:`config_lock`. Failures are ``Refused`` and leave no staged file.
+    The caller holds :func:`config_lock`. Failures are ``Refused`` and leave no staged file;
+    a failure after the commit point is returned as a warning (:func:`flush_committed`).
     """
     temp_name = durable.temporary_name(config.name)
     target = escape_display(_real_path(config))
@@ -214,7 +216,24 @@ def write_config(config: ConfigFile, new_text: str) -> None:
         # an interrupt included: the staged file goes (after the commit it is config.toml)
         _unlink_quietly(temp_name, config.dir_fd)
         raise
-    durable.fsync_dir(config.dir_fd)
+    return flush_committed(config)
+
+
+def flush_committed(config: ConfigFile) -> list[str]:
+    """The folder fsync that makes a committed rename durable; returns its failure as a warning.
+
+    The new ``config.toml`` is in place and read by everyone already: nothing can undo it, so
+    a failure here is one after the commit point, a warning with exit 0 (05 §2), never a
+    refusal of a change that was made.
+    """
+    try:
+        durable.fsync_dir(config.dir_fd)
+    except OSError as err:
+        return [
+            f"{escape_display(_real_path(config))} is saved, but its folder was not flushed "
+            f"({err.strerror}); a power loss may undo the change"
+        ]
+    return []
 
 
 def _real_path(config: ConfigFile) -> str:
@@ -260,8 +279,9 @@ def stage_config_text(install_root: Path, new_text: str) -> StagedConfig:
 
 def commit_staged_config(
     install_root: Path, staged: StagedConfig, expected_identity: ConfigIdentity | None
-) -> None:
-    """:func:`commit_config` and the folder fsync, for a caller holding only a path.
+) -> list[str]:
+    """:func:`commit_config` and the folder fsync, for a caller holding only a path; returns
+    the warnings of after the commit point (:func:`flush_committed`).
 
     Refused (exit 1, the staged file removed) when ``config.toml`` changed since it was read:
     ``expected_identity`` None means it must still be absent.
@@ -274,7 +294,7 @@ def commit_staged_config(
             _unlink_quietly(staged.temp_name, config.dir_fd)
             target = escape_display(_real_path(config))
             raise Refused(f"cannot replace {target}: {err.strerror}", path=config.where) from None
-        durable.fsync_dir(config.dir_fd)
+        return flush_committed(config)
 
 
 def discard_staged_config(staged: StagedConfig) -> None:
@@ -285,10 +305,10 @@ def discard_staged_config(staged: StagedConfig) -> None:
 
 def write_config_text(
     install_root: Path, new_text: str, expected_identity: ConfigIdentity | None
-) -> None:
+) -> list[str]:
     """:func:`write_config` for a caller holding a path and the identity it read earlier."""
     with _config_for_writing(install_root) as current:
-        write_config(replace(current, identity=expected_identity), new_text)
+        return write_config(replace(current, identity=expected_identity), new_text)
 
 
 def append_audit(install_root: Path, path: str, old: Any, new: Any, via: str) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLE_INSTALL
+from faultinject import ptrace_unavailable, run_with_fault, trace_calls
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from installs import MINIMAL_CONFIG, make_install
@@ -890,3 +891,56 @@ def test_a_bundle_folder_named_as_the_install_is_refused_and_left_as_it_is(
         assert "is a bundle, not an install" in done.stderr
     assert tree_snapshot(bundle) == before
     assert run_cli(["bundle", "verify", str(bundle)]).returncode == 0
+
+
+# --- failures after the commit point -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "saved"),
+    [
+        (["set", "agents.researcher.model_provider", "groq.fast"], 'model_provider = "groq.fast"'),
+        (["unset", "providers.models.anthropic.main.temperature"], None),
+        # audited: the audit record is appended after the commit, so its failures are late too
+        (["set", "agents.researcher.workspace.unrestricted_filesystem", "true"], None),
+    ],
+)
+def test_a_config_edit_whose_flush_fails_after_the_commit_stands_with_a_warning(
+    tmp_path: Path, args: list[str], saved: str | None
+) -> None:
+    """An fsync's EIO at each fsync of ``config set``/``unset``: before the rename, a one-line
+    error and the file unchanged; after it (the folder's fsync, the audit's), the new value
+    stands, exit 0 with a warning. It was a traceback and exit 1 with the value saved."""
+    reason = ptrace_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    pristine = tmp_path / "pristine"
+    shutil.copytree(EXAMPLE_INSTALL, pristine, symlinks=True)
+    install = tmp_path / "install"
+    cmd = [*cli_command(), "--install", str(install), "config", *args]
+    env = clean_env({"PYTHONDONTWRITEBYTECODE": "1", "SOURCE_DATE_EPOCH": "1700000000"})
+
+    def reset() -> None:
+        shutil.rmtree(install, ignore_errors=True)
+        shutil.copytree(pristine, install, symlinks=True)
+
+    reset()
+    before = (install / "config.toml").read_bytes()
+    done, calls = trace_calls(cmd, ["fsync"], env=env)
+    assert done.returncode == 0, done.stderr
+    after = (install / "config.toml").read_bytes()
+    assert after != before and (saved is None or saved in after.decode())
+    late = 0
+    for call in calls:
+        reset()
+        run = run_with_fault(cmd, "fsync", call.index, "EIO", env=env)
+        assert run.fired, call
+        assert "Traceback" not in run.stderr, (call, run.stderr)
+        now = (install / "config.toml").read_bytes()
+        if run.returncode == 1:
+            assert one_error(run.stderr) and now == before, (call, run.stderr)
+        else:
+            assert run.returncode == 0 and now == after, (call, run.returncode, run.stderr)
+            assert run.stderr.startswith("warning: ") and "saved" in run.stderr, run.stderr
+            late += 1
+    assert late, "no fsync after the commit point was failed"
