@@ -321,15 +321,31 @@ def _receipts_dir(install_root: Path) -> Path:
     return install_root.joinpath(*RECEIPTS)
 
 
+def _receipt_names(folder: Path) -> list[str]:
+    """The receipt file names in ``folder``, sorted; none when it does not exist (no import
+    yet). A folder that cannot be read is :class:`Refused` naming it: taken for an empty one,
+    it made ``agents imports`` say "no imports" and ``--undo last`` "no import left to undo"
+    while receipts were there."""
+    try:
+        return sorted(name for name in os.listdir(folder) if name.endswith(".toml"))
+    except FileNotFoundError:
+        return []
+    except OSError as err:
+        shown = escape_display(str(folder))
+        raise Refused(
+            f"cannot read the import receipts in {shown} ({os.strerror(err.errno or 0)}); fix "
+            "its permissions, or run as the user who imported",
+            path=str(folder),
+        ) from None
+
+
 def list_receipts(install_root: Path) -> list[ReceiptInfo]:
     """Every readable receipt of the install, newest first, each with its state. Reads only;
-    a file that is not a receipt is skipped."""
+    a file that is not a receipt is skipped; a receipts folder that cannot be read is
+    :class:`Refused`."""
     install_root = Path(os.path.abspath(install_root))
     folder = _receipts_dir(install_root)
-    try:
-        names = [name for name in os.listdir(folder) if name.endswith(".toml")]
-    except OSError:
-        return []
+    names = _receipt_names(folder)
     found: list[tuple[tuple[str, int], ReceiptInfo]] = []
     with open_install(install_root, create=False) as install_fd, contextlib.ExitStack() as stack:
         config = read_config_file(install_fd, install_root, stack, missing_ok=True)
@@ -360,8 +376,10 @@ def unfilled_secrets(install_root: Path, config: Mapping[str, Any]) -> list[tupl
     """
     folder = _receipts_dir(Path(os.path.abspath(install_root)))
     try:
-        names = sorted(name for name in os.listdir(folder) if name.endswith(".toml"))
-    except OSError:
+        names = _receipt_names(folder)
+    except Refused:
+        # a hint beside what validate, get and doctor check: it must not make them fail, and
+        # 'agents imports' names the folder it cannot read
         return []
     found: dict[str, str] = {}
     for name in names:

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import bundlefactory as bf
+import pytest
 from installs import run_cli
+from kit import one_error, tree_snapshot
+
+NOBODY = 65534
 
 USER_CONFIG = (
     "# mine: keep every byte\n"
@@ -181,3 +188,28 @@ def test_undo_into_a_config_of_inline_tables_gives_back_its_bytes(tmp_path: Path
     result = bundler(install, "agents", "import", "--undo", str(receipt))
     assert result.returncode == 0, result.stderr
     assert (install / "config.toml").read_text(encoding="utf-8") == INLINE_CONFIG
+
+
+def test_an_unreadable_receipts_folder_is_one_error_naming_it_not_no_imports() -> None:
+    """Taken for an empty folder, it made ``agents imports`` say "no imports" (exit 0) and
+    ``--undo last`` "no import left to undo" while a receipt was there."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to drop privileges to uid 65534 in a child")
+    base = Path(tempfile.mkdtemp(prefix="bundler-receipts-", dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        install, receipt = imported(base)
+        for folder, dirs, files in os.walk(base):
+            for entry in [folder, *(os.path.join(folder, n) for n in dirs + files)]:
+                os.chown(entry, NOBODY, NOBODY, follow_symlinks=False)
+        before, mode = tree_snapshot(install), receipt.parent.stat().st_mode
+        receipt.parent.chmod(0)
+        expected = f"cannot read the import receipts in {receipt.parent} (Permission denied)"
+        for args in (["agents", "imports"], ["agents", "import", "--undo", "last"]):
+            done = run_cli(["--install", str(install), *args], cwd="/", as_nobody=True)
+            assert done.returncode == 1 and one_error(done.stderr), (args, done.stderr)
+            assert expected in done.stderr, done.stderr
+        receipt.parent.chmod(mode)
+        assert tree_snapshot(install) == before  # the undo refused before touching anything
+    finally:
+        shutil.rmtree(base)
