@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -73,15 +74,22 @@ def _no_ambient_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name, raising=False)
 
 
+SYSTEM_TEMP = tempfile.gettempdir()
+
+
 @pytest.fixture(autouse=True)
-def _private_temporary_folder(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _private_temporary_folder(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Each test its own ``$TMPDIR`` (in this process and every CLI it starts): a scratch
     folder a killed command leaves there is every later ``recover``'s to clear, and must not
-    reach another test's output."""
-    monkeypatch.setenv("TMPDIR", str(tmp_path_factory.mktemp("tmpdir")))
+    reach another test's output. It is made beside the system's (not under pytest's own
+    folders, which only their owner may enter) and open to all as /tmp is, sticky: tests run
+    bundler as another user too."""
+    folder = tempfile.mkdtemp(prefix="bundler-test-tmpdir-", dir=SYSTEM_TEMP)
+    os.chmod(folder, 0o1777)
+    monkeypatch.setenv("TMPDIR", folder)
     monkeypatch.setattr(tempfile, "tempdir", None)
+    yield
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(params=["hyperscan", "python"])

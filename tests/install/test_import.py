@@ -546,7 +546,7 @@ def test_terminal_prompts_for_secrets_without_echo_and_for_consent(
         # consent first (issue 14 item 3): a refusal must not throw away typed secrets
         tty.answer(b"Import it? [y/N]", b"yes\n")
         tty.answer(
-            b"GITHUB_TOKEN (sent to npx -y @modelcontextprotocol/server-github",
+            b"GITHUB_TOKEN (sent to local process: npx -y @modelcontextprotocol/server-github",
             token.encode() + b"\n",
         )
         tty.answer(b"api_key (sent to https://api.anthropic.com", b"\n")
