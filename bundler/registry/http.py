@@ -202,8 +202,11 @@ class Session:
 
     @staticmethod
     def _unreachable(netloc: str, reason: str) -> Refused:
+        # the host and port only: an address a registry sent (a redirect, a token realm) may
+        # carry user information, which is the registry's text and may be a credential
+        host = netloc.rpartition("@")[2]
         return Refused(
-            f"cannot talk to registry {escape_display(netloc)} ({escape_display(reason)}); "
+            f"cannot talk to registry {escape_display(host)} ({escape_display(reason)}); "
             "check that it runs and the address, then try again"
         )
 

@@ -424,6 +424,21 @@ def test_a_blob_redirect_to_another_host_gets_no_credentials(
         storage.close()
 
 
+@pytest.mark.parametrize("dest_name", ["out", "out.tar"])
+def test_an_unreachable_redirect_is_named_by_its_host_never_its_user_information(
+    fake: FakeRegistry, built: Built, tmp_path: Path, dest_name: str
+) -> None:
+    """The address a registry redirects to is its text: user information there may be the
+    credential it was sent, cut so that no scrubber knows it. Only the host is named."""
+    basic_auth(fake)
+    cut = base64.b64encode(f"user:{PASSWORD}".encode()).decode()[:-2]
+    path = layer_path(fake, built, "workspace")
+    location = f"http://{cut}@127.0.0.1:1{path}"
+    fake.hooks[path] = lambda h: send(h, 302, b"", {"Location": location})
+    message = refused(fake, tmp_path, dest_name=dest_name)
+    assert cut not in message and "cannot talk to registry 127.0.0.1:1 (" in message
+
+
 def test_a_redirect_of_the_manifest_is_refused(fake: FakeRegistry, tmp_path: Path) -> None:
     basic_auth(fake)
     path = f"/v2/{REPO}/manifests/1"
