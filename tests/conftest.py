@@ -78,12 +78,17 @@ SYSTEM_TEMP = tempfile.gettempdir()
 
 
 @pytest.fixture(autouse=True)
-def _private_temporary_folder(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _private_temporary_folder(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
     """Each test its own ``$TMPDIR`` (in this process and every CLI it starts): a scratch
     folder a killed command leaves there is every later ``recover``'s to clear, and must not
     reach another test's output. It is made beside the system's (not under pytest's own
     folders, which only their owner may enter) and open to all as /tmp is, sticky: tests run
     bundler as another user too."""
+    # pytest places its own base folder where $TMPDIR says when first asked: ask it now, so
+    # that it is never inside a folder removed after this test
+    tmp_path_factory.getbasetemp()
     folder = tempfile.mkdtemp(prefix="bundler-test-tmpdir-", dir=SYSTEM_TEMP)
     os.chmod(folder, 0o1777)
     monkeypatch.setenv("TMPDIR", folder)
