@@ -10,7 +10,7 @@ import io
 import json
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -86,6 +86,12 @@ class Output:
             yield bar
         finally:
             bar.stop()
+
+    def withhold(self, scrub: Callable[[str], str]) -> None:
+        """Apply ``scrub`` to everything printed from now on, stdout and stderr, ``--json``
+        included: for the credentials a registry was sent, whose served bundle is the
+        registry's text and could repeat them anywhere in a report, not only in an error."""
+        _SCRUBS.append(scrub)
 
     def warn(self, message: str) -> None:
         """A warning line on stderr (not in --json mode: put warnings in the payload there)."""
@@ -272,7 +278,8 @@ def _json(document: dict[str, Any]) -> str:
         utf8 = codecs.lookup(encoding).name == "utf-8"
     except LookupError:
         utf8 = False
-    return json.dumps(document, ensure_ascii=not utf8, default=str)
+    # withheld before it is encoded: an escape would hide a credential from a text scrub
+    return json.dumps(_withheld(document), ensure_ascii=not utf8, default=str)
 
 
 def _print(lines: list[str], stream: TextIO) -> None:
@@ -289,10 +296,29 @@ def _to_stdout(text: str) -> None:
     _print_as_is(text, sys.stdout)
 
 
+_SCRUBS: list[Callable[[str], str]] = []
+"""What :meth:`Output.withhold` registered: applied to every text printed, for the life of the
+process (one command)."""
+
+
+def _withheld(value: Any) -> Any:
+    """``value`` (a text, or a JSON document's node) with every :data:`_SCRUBS` applied."""
+    if isinstance(value, str):
+        for scrub in _SCRUBS:
+            value = scrub(value)
+        return value
+    if isinstance(value, dict):
+        return {_withheld(key): _withheld(sub) for key, sub in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_withheld(sub) for sub in value]
+    return value
+
+
 def _print_as_is(text: str, stream: TextIO) -> None:
     """``text`` and a newline to ``stream``, flushed. stdout's failure raises
     :class:`_StdoutFailed`; stderr's is dropped: there is no other place to report it, and the
     exit code still says how the command ended."""
+    text = _withheld(text)
     try:
         stream.write(text + "\n")
         stream.flush()

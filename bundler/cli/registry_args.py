@@ -67,8 +67,11 @@ def bundle_folder(
     ref = parse_reference(given)
     with (
         out.progress() as advance,
-        pulled(ref, registry_options(args), progress=advance, leave=leave) as (folder, digest),
+        pulled(ref, registry_options(args), progress=advance, leave=leave) as pulled_copy,
     ):
+        folder, digest, scrub = pulled_copy
+        # a registry's bundle is its text: no report of it may repeat what it was sent
+        out.withhold(scrub)
         yield folder, str(ref.with_digest(digest))
 
 

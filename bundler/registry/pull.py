@@ -354,8 +354,10 @@ def pulled(
     environ: dict[str, str] | None = None,
     leave: frozenset[str] = frozenset(),
     digests: Digests | None = None,
-) -> Iterator[tuple[Path, str]]:
-    """A private copy of the artifact's bundle for the duration of the block: (folder, digest).
+) -> Iterator[tuple[Path, str, Callable[[str], str]]]:
+    """A private copy of the artifact's bundle for the duration of the block: (folder, digest,
+    scrub). ``scrub`` withholds the credentials the registry was sent: what it served is its
+    text, so whatever the caller shows of the copy goes through it.
 
     ``digests`` receives what :func:`pull_into` records (for a caller that verifies the copy).
 
@@ -377,7 +379,7 @@ def pulled(
                 raise Refused(
                     f"pulling {escape_display(str(ref))} failed ({err.strerror or err})"
                 ) from None
-        yield folder, digest
+        yield folder, digest, session.auth.scrub
 
 
 @contextlib.contextmanager

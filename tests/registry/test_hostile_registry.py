@@ -19,6 +19,7 @@ from pathlib import Path
 import bundlefactory as bf
 import pytest
 from hostile_registry import REPO, TAG, Built, FakeRegistry, build, digest_of, send, send_garbled
+from installs import copy_example
 from kit import one_error, run_cli, tree_snapshot
 
 from bundler.errors import InvalidInput, Refused
@@ -437,6 +438,36 @@ def test_an_unreachable_redirect_is_named_by_its_host_never_its_user_information
     fake.hooks[path] = lambda h: send(h, 302, b"", {"Location": location})
     message = refused(fake, tmp_path, dest_name=dest_name)
     assert cut not in message and "cannot talk to registry 127.0.0.1:1 (" in message
+
+
+@pytest.mark.parametrize("command", ["inspect", "verify"])
+def test_a_served_bundle_repeating_the_password_is_shown_without_it(
+    tmp_path: Path, command: str
+) -> None:
+    """What a registry serves is its text: a bundle rewritten to hold the password the
+    registry was sent is shown, in every report and in --json, without it."""
+    install = copy_example(tmp_path / "source")
+    config = install / "config.toml"
+    docs = "https://docs.example.com/sse"
+    config.write_text(config.read_text().replace(docs, f"{docs}/{PASSWORD}"))
+    bundle = tmp_path / "bundle"
+    exported = run_cli(
+        ["--install", str(install), "agents", "export", "researcher", "--out", str(bundle)]
+    )
+    assert exported.returncode == 0, exported.stderr
+    server = FakeRegistry(build(bundle))
+    try:
+        basic_auth(server)
+        for mode in ([], ["--json"]):
+            done = run_cli(
+                [*mode, "bundle", command, server.ref(), "--plain-http"],
+                env=env_for(tmp_path, server.host),
+            )
+            assert done.returncode == 0, done.stderr
+            assert PASSWORD not in done.stdout + done.stderr
+            assert "docs.example.com/sse/" in done.stdout or command == "verify"
+    finally:
+        server.close()
 
 
 def test_a_redirect_of_the_manifest_is_refused(fake: FakeRegistry, tmp_path: Path) -> None:
