@@ -21,7 +21,7 @@ from tomlkit.items import Item
 
 from bundler.errors import InvalidInput
 from bundler.rules import schema, tomlcompat
-from bundler.rules.credentials import is_opaque_secret_key
+from bundler.rules.credentials import MASK, is_opaque_secret_key
 from bundler.rules.findings import describe
 from bundler.rules.names import is_text
 from bundler.rules.paths import format_path, parse_path
@@ -173,16 +173,16 @@ def redact(
     """
     is_secret = is_withheld(segments) if secret is None else secret
     if is_secret and value not in ("", None) and not isinstance(value, (Mapping, list)):
-        return "***"
+        return MASK
     if isinstance(value, str) and redact_name(value, secret_values) != value:
-        return "***"
+        return MASK
     below = True if is_secret else None  # under a secret all is secret; else each judged
     if isinstance(value, Mapping):
         masked: dict[Any, Any] = {}
         for key, sub in value.items():
             shown = redact_name(str(key), secret_values)
             if shown != key:  # a key holding a secret (an agent's alias, say): numbered apart
-                shown = f"***{len(masked)}" if "***" in masked else shown
+                shown = f"{MASK}{len(masked)}" if MASK in masked else shown
             masked[shown] = redact(
                 sub, [*segments, str(key)], secret=below, secret_values=secret_values
             )
@@ -201,7 +201,7 @@ def redact(
 
 def redact_name(name: str, secret_values: Collection[str]) -> str:
     """``name`` (a key, an alias), or ``"***"`` when it holds one of ``secret_values``."""
-    return "***" if any(held in name for held in secret_values) else name
+    return MASK if any(held in name for held in secret_values) else name
 
 
 def to_jsonable(value: Any) -> Any:
