@@ -34,6 +34,16 @@ def registry(tmp_path: Path) -> Iterator[Registry]:
 
 
 @pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A format 1 bundle made once per module by the real exporter from a small install."""
+    import bundlefactory as bf
+
+    base = tmp_path_factory.mktemp("exported")
+    install = bf.write_install(base / "install")
+    return bf.export_bundle(install, base / "bundle")
+
+
+@pytest.fixture(scope="module")
 def two_bundles(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(old, new): two different bundles of one agent, made by the real exporter."""
     import bundlefactory as bf

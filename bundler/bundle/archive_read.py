@@ -142,35 +142,13 @@ def list_tar(
 
     For a caller that keeps the archive and needs its members' bytes later (``bundle pull``
     into an archive copies them from the layer blob, into a folder unpacks them with
-    :func:`replay_tar`), so that an archive is judged while it arrives, and a bundle of many
-    small files without making a file for each. ``digests`` receives what :func:`read_tar`
-    gives it.
+    :func:`bundler.bundle.archive_replay.replay_tar`), so that an archive is judged while it
+    arrives, and a bundle of many small files without making a file for each. ``digests``
+    receives what :func:`read_tar` gives it.
     """
     lister = _Lister(stream, -1, limits, name, digests)
     lister.run()
     return lister.listed
-
-
-def replay_tar(
-    stream: BinaryIO,
-    dest_fd: int,
-    members: list[ListedMember],
-    *,
-    name: str = "archive",
-    digests: Digests | None = None,
-) -> list[str]:
-    """Unpack into the empty folder ``dest_fd`` the ``members`` :func:`list_tar` admitted of
-    the tar ``stream``, read again from its start; return their names.
-
-    Nothing of the listing is judged again: its names, kinds, modes, sizes and order passed
-    every rule, and each member is made as :func:`read_tar` makes it, its data read from where
-    the listing found it. The headers between are skipped unread. ``digests`` receives the size
-    and XXH3-128 of the bytes written, as from :func:`read_tar`: should the stream no longer
-    hold the bytes listed, the digests say so, and a verification comparing them with
-    ``checksums.xxh3`` refuses the folder. Raises :class:`InvalidInput` when the stream ends
-    before a member's data does; ``OSError`` as :func:`read_tar`.
-    """
-    return _Replay(stream, dest_fd, name, digests, members).run()
 
 
 def parse_header(block: bytes) -> Header:
@@ -235,7 +213,8 @@ def _nts(field: bytes) -> str:
     return (field if end < 0 else field[:end]).decode("utf-8", "surrogateescape")
 
 
-def _member_error(archive: str, member: str, why: str) -> InvalidInput:
+def member_error(archive: str, member: str, why: str) -> InvalidInput:
+    """The refusal of ``member`` of the archive shown as ``archive``: ``why`` ends it."""
     shown = display_name(member.encode("utf-8", "surrogateescape"))
     return InvalidInput(f"{archive}: member {shown} {why}", path=shown)
 
@@ -295,7 +274,36 @@ def parse_pax(data: bytes) -> dict[str, bytes]:
     return records
 
 
-def _umask() -> int:
+def make_folder(parent_fd: int, leaf: str) -> None:
+    """Create a member's folder ``leaf`` in ``parent_fd``: private (0700), as an export stages
+    its folders."""
+    os.mkdir(leaf, _DIR_MODE, dir_fd=parent_fd)
+
+
+def create_file(parent_fd: int, leaf: str, mode: int, umask: int) -> tuple[int, bool]:
+    """Create a member's file ``leaf`` in ``parent_fd``, new and not through a link, for
+    writing: its descriptor, and whether it already has its permission bits ``mode``.
+
+    Created with ``mode`` when ``umask`` keeps all its bits (the folder is private, so nobody
+    sees the file being written); otherwise 0600, and the caller ``fchmod``s it once written.
+    """
+    exact = not mode & umask
+    return os.open(leaf, _CREATE_FLAGS, mode if exact else 0o600, dir_fd=parent_fd), exact
+
+
+def create_problem(err: OSError) -> str | None:
+    """What a member that could not be created says of the archive (the end of the error
+    naming it); None when the failure is the system's (a full disk, say), not the archive's."""
+    if err.errno == errno.EEXIST:
+        return "collides with another member on this filesystem"
+    if err.errno in (errno.ENOTDIR, errno.ELOOP):
+        return "does not lie in a folder of the archive"
+    if err.errno == errno.ENAMETOOLONG:
+        return "has a name too long for this filesystem"
+    return None
+
+
+def process_umask() -> int:
     """The process's umask, read without changing it where Linux shows it."""
     try:
         with open("/proc/self/status", "rb") as status:
@@ -328,7 +336,7 @@ class _Reader:
         self.names: list[str] = []
         self.total = 0
         self.digests = digests
-        self.umask = _umask()
+        self.umask = process_umask()
         self._parent: tuple[str, int] | None = None
         self.member_at = 0  # where the current member's first header block starts
         self.padding_zero = True  # whether the last member's padding was all zero bytes
@@ -543,7 +551,7 @@ class _Reader:
             self._write_file(name, size, mode)
 
     def _fail(self, name: str, why: str) -> InvalidInput:
-        return _member_error(self.archive, name, why)
+        return member_error(self.archive, name, why)
 
     def _kind_problem(self, info: Header, pax: dict[str, bytes]) -> str | None:
         kind = info.type
@@ -597,18 +605,14 @@ class _Reader:
     def _mkdir(self, name: str) -> None:
         parent, _, leaf = name.rpartition("/")
         try:
-            os.mkdir(leaf, _DIR_MODE, dir_fd=self._parent_fd(parent))
+            make_folder(self._parent_fd(parent), leaf)
         except OSError as err:
             raise self._create_error(err, name) from None
 
     def _write_file(self, name: str, size: int, mode: int) -> None:
         parent, _, leaf = name.rpartition("/")
-        # the umask would take bits away from a file created with its mode: then fchmod after
-        exact = not mode & self.umask
         try:
-            fd = os.open(
-                leaf, _CREATE_FLAGS, mode if exact else 0o600, dir_fd=self._parent_fd(parent)
-            )
+            fd, exact = create_file(self._parent_fd(parent), leaf, mode, self.umask)
         except OSError as err:
             raise self._create_error(err, name) from None
         try:
@@ -671,13 +675,8 @@ class _Reader:
         return "" if hasher is None else str(hasher.hexdigest())
 
     def _create_error(self, err: OSError, name: str) -> BaseException:
-        if err.errno == errno.EEXIST:
-            return self._fail(name, "collides with another member on this filesystem")
-        if err.errno in (errno.ENOTDIR, errno.ELOOP):
-            return self._fail(name, "does not lie in a folder of the archive")
-        if err.errno == errno.ENAMETOOLONG:
-            return self._fail(name, "has a name too long for this filesystem")
-        return err
+        why = create_problem(err)
+        return err if why is None else self._fail(name, why)
 
 
 def _discard(_data: bytes | memoryview) -> None:
@@ -706,32 +705,3 @@ class _Lister(_Reader):
     def _record(self, name: str, is_dir: bool, mode: int, size: int, data_at: int) -> None:
         form = self.form_header and (is_dir or self.padding_zero)
         self.listed.append(ListedMember(name, is_dir, mode, size, self.member_at, data_at, form))
-
-
-class _Replay(_Reader):
-    """The reader making what a listing of the same stream admitted, without reading a header."""
-
-    def __init__(
-        self,
-        stream: BinaryIO,
-        dest_fd: int,
-        name: str,
-        digests: Digests | None,
-        members: list[ListedMember],
-    ) -> None:
-        super().__init__(stream, dest_fd, ArchiveLimits(), name, digests)
-        self.members = members
-
-    def run(self) -> list[str]:
-        try:
-            for member in self.members:
-                if member.is_dir:
-                    self._mkdir(member.name)
-                    continue
-                while self.offset < member.data_at:
-                    if not self._read_view(member.data_at - self.offset):
-                        raise self._fail(member.name, "is cut short: the archive ends before it")
-                self._write_file(member.name, member.size, member.mode)
-        finally:
-            self._drop_parent()
-        return [member.name for member in self.members]

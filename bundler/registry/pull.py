@@ -5,11 +5,11 @@ as it arrives by the hostile-archive reader's listing (:func:`list_arriving`: ev
 :func:`bundler.bundle.archive_read.read_tar`, nothing written), so that judging a layer of many
 members costs no time after its last byte. Its sha256 is checked before a byte of it is
 unpacked: only then is each layer unpacked from the blob file by its listing (:func:`bundler.
-bundle.archive_read.replay_tar`) into a folder of its own and moved into place with
-``RENAME_NOREPLACE``: a layer may hold only its own part (the root files for ``metadata``, its
-folder for the others), so no layer can write over another's file. Then the bundle's own
-checksums and rules are verified (:func:`bundler.bundle.verify.verify_bundle`) and only then is
-the folder published by the staging + swap of :mod:`bundler.bundle.publish`.
+bundle.archive_replay.replay_tar`, one thread per processor) into a folder of its own and moved
+into place with ``RENAME_NOREPLACE``: a layer may hold only its own part (the root files for
+``metadata``, its folder for the others), so no layer can write over another's file. Then the
+bundle's own checksums and rules are verified (:func:`bundler.bundle.verify.verify_bundle`) and
+only then is the folder published by the staging + swap of :mod:`bundler.bundle.publish`.
 
 The blob file is scratch: it is removed once unpacked and never synced (only the bundle is made
 durable, once, by the publication). The unpacker records each file's XXH3-128 from the bytes it
@@ -32,7 +32,8 @@ from typing import Any, BinaryIO, cast
 
 from bundler.bundle.archive import SCRATCH_PREFIX
 from bundler.bundle.archive_listing import ListedMember
-from bundler.bundle.archive_read import ArchiveLimits, Digests, list_tar, replay_tar
+from bundler.bundle.archive_read import ArchiveLimits, Digests, list_tar
+from bundler.bundle.archive_replay import replay_tar
 from bundler.bundle.manifest import MANIFEST_NAME
 from bundler.bundle.publish import Staging, admit, stage_build_publish
 from bundler.bundle.verify import verify_bundle
@@ -153,12 +154,11 @@ def _fetch_layer(
 ) -> None:
     blob = f"{index}"
     fd = os.open(blob, _FILE_FLAGS, 0o600, dir_fd=blobs_fd)
-    with os.fdopen(fd, "w+b") as handle:
+    try:
         members = list_arriving(session, layer, lambda data: write_all(fd, data), progress)
-        handle.seek(0)
-        unpack_layer(
-            cast(BinaryIO, handle), members, staging_fd, blobs_fd, index, layer, session, digests
-        )
+        unpack_layer(fd, 0, members, staging_fd, blobs_fd, index, layer, session, digests)
+    finally:
+        os.close(fd)
     os.unlink(blob, dir_fd=blobs_fd)
 
 
@@ -229,7 +229,8 @@ class _Arriving:
 
 
 def unpack_layer(
-    stream: BinaryIO,
+    blob_fd: int,
+    base: int,
     members: list[ListedMember],
     staging_fd: int,
     work_fd: int,
@@ -238,14 +239,16 @@ def unpack_layer(
     session: Session,
     digests: Digests | None,
 ) -> None:
-    """Unpack the checked blob ``stream`` of ``layer``, whose listing is ``members``
-    (:func:`list_arriving`), into a folder of its own in ``work_fd``, then move its part into
-    the bundle folder ``staging_fd`` (:func:`_move_part`)."""
+    """Unpack the checked blob of ``layer``, at ``base`` in the file ``blob_fd``, whose listing
+    is ``members`` (:func:`list_arriving`), into a folder of its own in ``work_fd``, then move
+    its part into the bundle folder ``staging_fd`` (:func:`_move_part`)."""
     unpack = f".bundler-layer-{index}"
     os.mkdir(unpack, 0o700, dir_fd=work_fd)
     unpack_fd = os.open(unpack, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=work_fd)
     try:
-        replay_tar(stream, unpack_fd, members, name=f"layer {layer.title}", digests=digests)
+        replay_tar(
+            blob_fd, unpack_fd, members, base=base, name=f"layer {layer.title}", digests=digests
+        )
         _move_part(unpack_fd, staging_fd, layer.title, session)
     finally:
         os.close(unpack_fd)

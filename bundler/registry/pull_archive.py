@@ -30,7 +30,6 @@ still what makes the archive durable, and nothing else is claimed of it.
 
 from __future__ import annotations
 
-import io
 import os
 import tempfile
 from pathlib import Path
@@ -173,9 +172,16 @@ class _Puller:
                 self.session, layer.title, top, is_file=not member.is_dir and top == member.name
             )
         if layer.title in UNPACKED:
-            blob_read = self._blob(start, layer.size)
             unpack_layer(
-                blob_read, members, self.folder_fd, self.folder_fd, index, layer, self.session, None
+                self.out_fd,
+                start,
+                members,
+                self.folder_fd,
+                self.folder_fd,
+                index,
+                layer,
+                self.session,
+                None,
             )
         else:
             self.listed += members
@@ -196,9 +202,6 @@ class _Puller:
             with os.fdopen(os.dup(self.out_fd), "wb", buffering=1 << 20) as out:
                 return write_listed(aside.fileno(), members, out)
 
-    def _blob(self, start: int, size: int) -> BinaryIO:
-        return cast(BinaryIO, io.BufferedReader(_Range(self.out_fd, start, size), 1 << 20))
-
     def write(self, data: bytes) -> int:
         """The download's sink: append at the staging file's position, starting writeback of
         every :data:`WRITEBACK_STEP` bytes."""
@@ -213,25 +216,3 @@ class _Puller:
 def _archive_order(layer: art.Descriptor) -> tuple[bool, bytes]:
     # the root files first, then each part's folder by the bytes of its name
     return layer.title != art.METADATA, layer.title.encode()
-
-
-class _Range(io.RawIOBase):
-    """``size`` bytes of the file ``fd`` from ``start``, read by position (the file's own
-    position is the download's)."""
-
-    def __init__(self, fd: int, start: int, size: int) -> None:
-        super().__init__()
-        self._fd = fd
-        self._at = start
-        self._end = start + size
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
-        view = memoryview(buffer).cast("B")[: max(0, self._end - self._at)]
-        if not view:
-            return 0
-        count = os.preadv(self._fd, [view], self._at)
-        self._at += count
-        return count

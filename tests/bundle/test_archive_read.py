@@ -16,7 +16,6 @@ from typing import BinaryIO, cast
 import bundlefactory as bf
 import hostile_archives
 import pytest
-import xxhash
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kit import tree_snapshot
@@ -29,19 +28,11 @@ from bundler.bundle.archive_read import (
     list_tar,
     parse_header,
     read_tar,
-    replay_tar,
 )
 from bundler.bundle.archive_write import archive_form, header_checksum
 from bundler.bundle.manifest import CHECKSUMS_NAME, checksums_by_path
 from bundler.errors import InvalidInput
 from bundler.fs.durable import open_dir
-
-
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("exported")
-    install = bf.write_install(base / "install")
-    return bf.export_bundle(install, base / "bundle")
 
 
 def unpack(
@@ -388,83 +379,3 @@ def test_the_header_checksum_is_the_exact_unsigned_sum_for_any_block(block: byte
     """The checksum's sum is taken from two Adler-32s: exact, never only modulo 65521; the
     checksum field counts as eight spaces."""
     assert header_checksum(block) == sum(block[:148]) + 8 * ord(" ") + sum(block[156:])
-
-
-# --------------------------------------------------------------------------- the replay
-
-
-def _replay(data: bytes, dest: Path, digests: dict[str, tuple[int, str]] | None = None) -> None:
-    members = list_tar(io.BytesIO(data), ArchiveLimits())
-    dest.mkdir(mode=0o700)
-    fd = open_dir(dest, follow=False)
-    try:
-        assert replay_tar(io.BytesIO(data), fd, members, name="b.tar", digests=digests) == [
-            member.name for member in members
-        ]
-    finally:
-        os.close(fd)
-
-
-@pytest.mark.parametrize("fmt", ["bundler", "gnu", "pax"])
-def test_a_replayed_listing_makes_what_read_tar_makes(
-    exported: Path, tmp_path: Path, fmt: str
-) -> None:
-    """Unpacking by the listing (a pull into a folder) gives the same files, modes and digests
-    as unpacking the archive outright, whatever tar wrote it."""
-    if fmt == "bundler":
-        data = bf.pack_bytes(exported)
-    else:
-        archive = tmp_path / "gnu.tar"
-        tops = sorted(p.name for p in exported.iterdir())
-        subprocess.run(
-            ["tar", f"--format={fmt}", "-C", str(exported), "-cf", str(archive), *tops],
-            check=True,
-        )
-        data = archive.read_bytes()
-    read: dict[str, tuple[int, str]] = {}
-    unpack(data, tmp_path / "read", digests=read)
-    replayed: dict[str, tuple[int, str]] = {}
-    _replay(data, tmp_path / "replayed", replayed)
-    assert tree_snapshot(tmp_path / "replayed") == tree_snapshot(tmp_path / "read")
-    assert tree_snapshot(tmp_path / "replayed") == tree_snapshot(exported)
-    assert replayed == read and read
-
-
-def test_a_replay_records_the_digests_of_the_bytes_it_writes(
-    exported: Path, tmp_path: Path
-) -> None:
-    """Should the stream no longer hold the bytes listed, the digests are of what was written,
-    so that the verification against checksums.xxh3 refuses the folder."""
-    data = bf.pack_bytes(exported)
-    members = list_tar(io.BytesIO(data), ArchiveLimits())
-    target = next(m for m in members if not m.is_dir and m.size)
-    changed = bytearray(data)
-    changed[target.data_at] ^= 0xFF
-    (tmp_path / "out").mkdir(mode=0o700)
-    fd = open_dir(tmp_path / "out", follow=False)
-    digests: dict[str, tuple[int, str]] = {}
-    try:
-        replay_tar(io.BytesIO(bytes(changed)), fd, members, digests=digests)
-    finally:
-        os.close(fd)
-    written = (tmp_path / "out" / target.name).read_bytes()
-    assert written[0] == data[target.data_at] ^ 0xFF
-    assert digests[target.name] == (target.size, xxhash.xxh3_128_hexdigest(written))
-    assert digests[target.name][1] != checksums_by_path(
-        (exported / CHECKSUMS_NAME).read_bytes()
-    ).get(target.name)
-
-
-def test_a_replay_of_a_stream_cut_short_is_refused(exported: Path, tmp_path: Path) -> None:
-    data = bf.pack_bytes(exported)
-    members = list_tar(io.BytesIO(data), ArchiveLimits())
-    last = max((m for m in members if not m.is_dir and m.size), key=lambda m: m.data_at)
-    for cut in (last.data_at + last.size - 1, last.data_at - 1):
-        dest = tmp_path / f"out-{cut}"
-        dest.mkdir(mode=0o700)
-        fd = open_dir(dest, follow=False)
-        try:
-            with pytest.raises(InvalidInput, match="is cut short"):
-                replay_tar(io.BytesIO(data[:cut]), fd, members, name="b.tar")
-        finally:
-            os.close(fd)

@@ -33,13 +33,6 @@ from bundler.errors import InvalidInput
 from bundler.fs.durable import open_dir
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("exported")
-    install = bf.write_install(base / "install")
-    return bf.export_bundle(install, base / "bundle")
-
-
 def members_of(bundle: Path) -> list[str]:
     fd = open_dir(bundle, follow=False)
     try:

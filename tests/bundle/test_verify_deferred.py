@@ -7,7 +7,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
 import xxhash
 
@@ -19,13 +18,6 @@ from bundler.bundle.verify import (
     verify_bundle,
     verify_deferring_workspace,
 )
-
-
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("exported")
-    install = bf.write_install(base / "install")
-    return bf.export_bundle(install, base / "bundle")
 
 
 @pytest.fixture

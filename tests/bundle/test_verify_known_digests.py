@@ -10,20 +10,12 @@ import tarfile
 from pathlib import Path
 
 import bundlefactory as bf
-import pytest
 from kit import one_error, run_cli
 
 from bundler.bundle.archive_read import ArchiveLimits, Digests, read_tar
 from bundler.bundle.manifest import CONFIG_NAME
 from bundler.bundle.verify import VerifyReport, verify_bundle
 from bundler.fs.durable import open_dir
-
-
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("exported")
-    install = bf.write_install(base / "install")
-    return bf.export_bundle(install, base / "bundle")
 
 
 def unpack(data: bytes, dest: Path) -> Digests:

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import bundlefactory as bf
 import hostile_bundles
-import pytest
 from test_verify_known_digests import facts
 
 from bundler.bundle.archive_listing import ListedMember
@@ -23,13 +22,6 @@ from bundler.errors import BundlerError
 from bundler.fs.durable import open_dir
 
 PARTS = ("skills", "workspace")
-
-
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("exported")
-    install = bf.write_install(base / "install")
-    return bf.export_bundle(install, base / "bundle")
 
 
 def part_tars(bundle: Path) -> dict[str, bytes]:

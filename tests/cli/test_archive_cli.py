@@ -21,13 +21,6 @@ EPOCH = {"SOURCE_DATE_EPOCH": "1700000000"}
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("exported")
-    install = bf.write_install(base / "install")
-    return bf.export_bundle(install, base / "bundle")
-
-
-@pytest.fixture(scope="module")
 def packed(exported: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("packed") / "bundle.tar"
     done = run_cli(["bundle", "pack", str(exported), str(out)])
