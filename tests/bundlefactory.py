@@ -336,6 +336,24 @@ def write_install(root: Path, *, memory: bool = False) -> Path:
     return root
 
 
+WIDE_MODES = (0o644, 0o600, 0o755, 0o444)
+
+
+def widen_workspace(install: Path, *, folders: int = 24, files: int = 6) -> None:
+    """Give the agent of ``install`` a workspace of many folders of files (``folders`` *
+    ``files`` notes in the modes of :data:`WIDE_MODES`), a file larger than a few megabytes and
+    an empty one: enough files for an unpack to use its workers."""
+    workspace = install / "agents" / ROOT_AGENT / "workspace"
+    for folder in range(folders):
+        for index in range(files):
+            path = workspace / "notes" / f"f{folder:02}" / f"n{index}.md"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f"note {folder}.{index}\n" * (folder * 40 + index))
+            path.chmod(WIDE_MODES[(folder + index) % len(WIDE_MODES)])
+    (workspace / "big.bin").write_bytes(os.urandom((3 << 20) + 517))
+    (workspace / "empty.txt").write_bytes(b"")
+
+
 def export_bundle(install: Path, out: Path, *, include_memory: bool = False) -> Path:
     """Export ``researcher`` of ``install`` to ``out`` with the real exporter (in process)."""
     from bundler.bundle.export import export_agent

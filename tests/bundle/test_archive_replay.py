@@ -23,29 +23,19 @@ from kit import tree_snapshot
 
 from bundler.bundle.archive_listing import ListedMember
 from bundler.bundle.archive_read import ArchiveLimits, Digests, list_tar, read_tar
-from bundler.bundle.archive_replay import CHUNK, PARALLEL_FROM, replay_tar
+from bundler.bundle.archive_replay import PARALLEL_FROM, replay_tar
 from bundler.bundle.manifest import CHECKSUMS_NAME, checksums_by_path
 from bundler.errors import InvalidInput
 from bundler.fs.durable import open_dir
-
-MODES = (0o644, 0o600, 0o755, 0o444)
 
 
 @pytest.fixture(scope="module")
 def wide(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A bundle the real exporter made of a workspace of many folders, modes and a file larger
-    than one read: enough files for the replay to use its workers."""
+    than one read (:func:`bundlefactory.widen_workspace`)."""
     base = tmp_path_factory.mktemp("wide")
     install = bf.write_install(base / "install")
-    workspace = install / "agents" / bf.ROOT_AGENT / "workspace"
-    for folder in range(24):
-        for index in range(6):
-            path = workspace / "notes" / f"f{folder:02}" / f"n{index}.md"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(f"note {folder}.{index}\n" * (folder * 40 + index))
-            path.chmod(MODES[(folder + index) % len(MODES)])
-    (workspace / "big.bin").write_bytes(os.urandom(CHUNK * 3 + 517))
-    (workspace / "empty.txt").write_bytes(b"")
+    bf.widen_workspace(install)
     return bf.export_bundle(install, base / "bundle")
 
 

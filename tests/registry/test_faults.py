@@ -156,3 +156,38 @@ def test_sigint_once_the_tag_is_stored_is_a_warning_and_the_digest_is_printed(
     run = run_with_fault(cmd, "sendto", sent[-1].index, "SIGINT", env=clean_env())
     assert run.fired and run.returncode == 130 and one_error(run.stderr), run.stderr
     assert "as the registry stored the manifest" in run.stderr and digest in run.stderr
+
+
+@pytest.mark.parametrize("fault", ["EIO", "ENOSPC", "SIGKILL"])
+def test_a_fault_in_the_unpacking_workers_publishes_nothing_and_a_rerun_completes(
+    registry: Registry, tmp_path: Path, fault: str
+) -> None:
+    """A pull into a folder makes a layer's files on several threads, each reading its
+    members from the blob with preadv (the preadv2 system call): a failure there (every thread's third read) is one error
+    line, exit 1, nothing published and no worker left behind; after a kill, ``recover``
+    clears the staging; either way a rerun completes."""
+    from faultinject import ptrace_unavailable, run_with_fault
+
+    reason = ptrace_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    install = bf.write_install(tmp_path / "install")
+    bf.widen_workspace(install)
+    bundle = bf.export_bundle(install, tmp_path / "bundle")
+    ref = registry.ref("agents/wide:1")
+    assert run_cli(["bundle", "push", str(bundle), ref, "--plain-http"]).returncode == 0
+    dest = tmp_path / "pulled"
+    cmd = [*cli_command(), "bundle", "pull", ref, str(dest), "--plain-http"]
+    run = run_with_fault(cmd, "preadv2", 3, fault, env=clean_env())  # type: ignore[arg-type]
+    assert run.fired, run.log[-2000:]
+    assert "Traceback" not in run.stderr, run.stderr
+    assert not dest.exists()
+    if fault == "SIGKILL":
+        assert run.killed
+        done = run_cli(["recover", str(dest)])
+        assert done.returncode == 0, done.stderr
+    else:
+        assert run.returncode == 1 and one_error(run.stderr), run.stderr
+        assert "the destination is unchanged" in run.stderr, run.stderr
+    assert [n for n in os.listdir(tmp_path) if n.startswith(".")] == []
+    assert pull_tree(registry, ref, dest) == tree_snapshot(bundle)
