@@ -163,9 +163,9 @@ def test_a_fault_in_the_unpacking_workers_publishes_nothing_and_a_rerun_complete
     registry: Registry, tmp_path: Path, fault: str
 ) -> None:
     """A pull into a folder makes a layer's files on several threads, each reading its
-    members from the blob with preadv (the preadv2 system call): a failure there (every thread's third read) is one error
-    line, exit 1, nothing published and no worker left behind; after a kill, ``recover``
-    clears the staging; either way a rerun completes."""
+    members from the blob with preadv (the preadv2 system call): a failure there (every
+    thread's third read) is one error line, exit 1, nothing published and no worker left
+    behind; after a kill, ``recover`` clears the staging; either way a rerun completes."""
     from faultinject import ptrace_unavailable, run_with_fault
 
     reason = ptrace_unavailable()
