@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import stat
 import tarfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -22,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from bundler.bundle.archive_kind import is_archive
-from bundler.bundle.archive_read import ArchiveLimits, Digests, read_tar
+from bundler.bundle.archive_read import ArchiveLimits, Digests, list_tar, read_tar
+from bundler.bundle.archive_replay import replay_tar
 from bundler.bundle.archive_write import archive_order, write_tar
 from bundler.bundle.publish import Staging, admit, stage_build_publish
 from bundler.bundle.recover import clear_abandoned_or_warn
@@ -97,11 +99,39 @@ def _read_into(
     dest_fd: int,
     limits: ArchiveLimits | None,
     digests: Digests | None = None,
+    progress: Progress | None = None,
 ) -> list[str]:
+    """Unpack ``stream`` (the open ``archive``) into the empty folder ``dest_fd``.
+
+    A regular file that fits well in memory is listed first (every rule, nothing written) and
+    then made by its listing on one thread per processor (:func:`replay_tar`), reading it again
+    from the page cache: on a bundle of many small files, making the files is most of the time,
+    and the kernel does it without Python's lock. Anything else (a pipe, a very large file) is
+    read once, as it streams (:func:`read_tar`). ``progress`` sees the archive's bytes read,
+    then the files made.
+    """
+    limits = limits or ArchiveLimits()
+    name = str(archive)
     try:
-        return read_tar(
-            stream, dest_fd, limits or ArchiveLimits(), name=str(archive), digests=digests
-        )
+        if not _listed_first(stream):
+            with phase(progress, "unpacking", None, _size(stream)):
+                source = stream if progress is None else cast(BinaryIO, _Counted(stream, progress))
+                return read_tar(source, dest_fd, limits, name=name, digests=digests)
+        base = stream.tell()
+        with phase(progress, "reading", None, _size(stream)):
+            source = stream if progress is None else cast(BinaryIO, _Counted(stream, progress))
+            members = list_tar(source, limits, name=name)
+        files = [member for member in members if not member.is_dir]
+        with phase(progress, "unpacking", len(files), sum(member.size for member in files)):
+            return replay_tar(
+                stream.fileno(),
+                dest_fd,
+                members,
+                base=base,
+                name=name,
+                digests=digests,
+                progress=progress,
+            )
     except OSError as err:
         if err.errno is None:
             raise
@@ -109,6 +139,27 @@ def _read_into(
         raise Refused(
             f"cannot unpack {shown} ({err.strerror}); nothing was kept", path=str(archive)
         ) from None
+
+
+_MEMORY_SHARE = 4
+"""An archive is listed first only when it is at most this fraction of the memory: its second
+reading then comes from the page cache, not the disk."""
+
+
+def _listed_first(stream: BinaryIO) -> bool:
+    st = os.fstat(stream.fileno())
+    if not stat.S_ISREG(st.st_mode):
+        return False
+    try:
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):  # not known here: read it once
+        return False
+    return st.st_size <= memory // _MEMORY_SHARE
+
+
+def _size(stream: BinaryIO) -> int | None:
+    st = os.fstat(stream.fileno())
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
 
 
 def _refuse_other_files(stream: BinaryIO, archive: Path) -> None:
@@ -136,18 +187,10 @@ def unpack_into(
     progress: Progress | None = None,
     digests: Digests | None = None,
 ) -> list[str]:
-    """Read ``archive`` into the empty folder ``dest_fd`` (:func:`read_tar`); the member names.
-
-    ``progress`` sees an ``unpacking`` phase counted in the archive's bytes read (the number of
-    members is known only at the end). ``digests`` is :func:`read_tar`'s.
-    """
+    """Read ``archive`` into the empty folder ``dest_fd`` (:func:`_read_into`); the member
+    names. ``digests`` is :func:`read_tar`'s."""
     with _open_archive(archive) as stream:
-        if progress is None:
-            return _read_into(stream, archive, dest_fd, limits, digests)
-        size = os.fstat(stream.fileno()).st_size
-        with phase(progress, "unpacking", None, size):
-            counted = cast(BinaryIO, _Counted(stream, progress))
-            return _read_into(counted, archive, dest_fd, limits, digests)
+        return _read_into(stream, archive, dest_fd, limits, digests, progress)
 
 
 class _Counted(io.RawIOBase):

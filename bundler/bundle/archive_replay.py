@@ -48,6 +48,7 @@ from bundler.bundle.archive_read import (
 from bundler.fs.durable import write_all
 from bundler.fs.interrupts import joined, signals_deferred, start_thread, wait_for
 from bundler.fs.safefs import display_name, open_beneath
+from bundler.rules.progress import Progress
 
 CHUNK = 1 << 20
 """The most of a member's data read and written at once (one buffer per worker)."""
@@ -80,6 +81,7 @@ def replay_tar(
     name: str = "archive",
     digests: Digests | None = None,
     workers: int | None = None,
+    progress: Progress | None = None,
 ) -> list[str]:
     """Make in the empty folder ``dest_fd`` the ``members`` :func:`bundler.bundle.archive_read.
     list_tar` admitted of the archive that starts at ``base`` in the file ``source_fd``; return
@@ -87,12 +89,14 @@ def replay_tar(
 
     ``name`` is the archive as errors name it; ``digests`` receives the size and XXH3-128 of
     every file as written; ``workers`` is the number of threads (:func:`default_workers` when
-    None). Raises :class:`bundler.errors.InvalidInput` when the file ends before a member's data
-    does, or a member cannot be made for a reason of its own (it collides with another on this
+    None); ``progress`` is called once per file made (from any worker, one at a time).
+
+    Raises :class:`bundler.errors.InvalidInput` when the file ends before a member's data does,
+    or a member cannot be made for a reason of its own (it collides with another on this
     filesystem, say); ``OSError`` when the system fails. On any exception part of the archive
     may have been made: the caller removes ``dest_fd``'s folder.
     """
-    replay = _Replay(source_fd, base, dest_fd, display_name(os.fsencode(name)), digests)
+    replay = _Replay(source_fd, base, dest_fd, display_name(os.fsencode(name)), digests, progress)
     replay.make_folders(member.name for member in members if member.is_dir)
     files = [(index, member) for index, member in enumerate(members) if not member.is_dir]
     count = default_workers() if workers is None else max(1, workers)
@@ -106,13 +110,20 @@ _Group = list[tuple[int, ListedMember]]
 
 class _Replay:
     def __init__(
-        self, source_fd: int, base: int, dest_fd: int, archive: str, digests: Digests | None
+        self,
+        source_fd: int,
+        base: int,
+        dest_fd: int,
+        archive: str,
+        digests: Digests | None,
+        progress: Progress | None,
     ) -> None:
         self.source_fd = source_fd
         self.base = base
         self.dest_fd = dest_fd
         self.archive = archive
         self.digests = digests
+        self.progress = progress
         self.umask = process_umask()
         self._lock = threading.Lock()
         self._groups: Iterator[_Group] = iter(())
@@ -221,6 +232,9 @@ class _Replay:
             os.close(fd)
         if self.digests is not None:
             self.digests[member.name] = (member.size, digest)
+        if self.progress is not None:
+            with self._lock:
+                self.progress(1, member.size)
 
     def _copy(self, fd: int, member: ListedMember, view: memoryview, place: int) -> str:
         """Write the data of ``member``, at ``place`` in the archive, to ``fd``: its XXH3-128

@@ -11,6 +11,7 @@ import io
 import os
 import signal
 import subprocess
+import tarfile
 import threading
 import types
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ import pytest
 import xxhash
 from kit import tree_snapshot
 
+from bundler.bundle.archive import unpack_into
 from bundler.bundle.archive_listing import ListedMember
 from bundler.bundle.archive_read import ArchiveLimits, Digests, list_tar, read_tar
 from bundler.bundle.archive_replay import PARALLEL_FROM, replay_tar
@@ -228,3 +230,72 @@ def test_an_interrupt_returns_only_once_every_worker_has_stopped(
         assert tree_snapshot(tmp_path / "out", sizes=True) == before
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+# ------------------------------------------------------------- the archive readers' unpacking
+
+
+class Recorded:
+    """A :class:`bundler.rules.progress.Progress` that keeps what it is told."""
+
+    def __init__(self) -> None:
+        self.phases: list[tuple[str, int | None, int | None]] = []
+        self.files = 0
+        self.nbytes = 0
+
+    def start(self, label: str, files: int | None = None, nbytes: int | None = None) -> None:
+        self.phases.append((label, files, nbytes))
+        self.files = self.nbytes = 0
+
+    def __call__(self, files: int, nbytes: int) -> None:
+        self.files += files
+        self.nbytes += nbytes
+
+    def stop(self) -> None:
+        pass
+
+
+def test_an_archive_file_is_judged_whole_before_anything_is_made(
+    exported: Path, tmp_path: Path
+) -> None:
+    """A regular file is listed by every rule first: a link as its last member is refused
+    with nothing made, where the streaming reader had made every member before it."""
+    archive = tmp_path / "late-link.tar"
+    with tarfile.open(archive, "w", format=tarfile.GNU_FORMAT) as tar:
+        for top in sorted(p.name for p in exported.iterdir()):
+            tar.add(exported / top, arcname=top)
+        link = tarfile.TarInfo("workspace/zz-link")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(link)
+    dest = tmp_path / "out"
+    dest.mkdir(mode=0o700)
+    fd = open_dir(dest, follow=False)
+    try:
+        with pytest.raises(InvalidInput, match="zz-link is a symbolic link"):
+            unpack_into(archive, fd)
+    finally:
+        os.close(fd)
+    assert os.listdir(dest) == []
+
+
+def test_unpacking_an_archive_file_reports_the_bytes_read_then_each_file_made(
+    wide: Path, tmp_path: Path
+) -> None:
+    archive = tmp_path / "wide.tar"
+    archive.write_bytes(bf.pack_bytes(wide))
+    files = {p for p, entry in tree_snapshot(wide).items() if entry[0] == "file"}
+    recorded = Recorded()
+    dest = tmp_path / "out"
+    dest.mkdir(mode=0o700)
+    fd = open_dir(dest, follow=False)
+    try:
+        unpack_into(archive, fd, progress=recorded)
+    finally:
+        os.close(fd)
+    total = sum((wide / p).stat().st_size for p in files)
+    assert recorded.phases == [
+        ("reading", None, archive.stat().st_size),
+        ("unpacking", len(files), total),
+    ]
+    assert (recorded.files, recorded.nbytes) == (len(files), total)
+    assert tree_snapshot(dest) == tree_snapshot(wide)
