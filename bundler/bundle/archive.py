@@ -29,7 +29,7 @@ from bundler.bundle.archive_write import archive_order, write_tar
 from bundler.bundle.publish import Staging, admit, stage_build_publish
 from bundler.bundle.recover import clear_abandoned_or_warn
 from bundler.bundle.verify import VerifyReport, unsound, verify_bundle
-from bundler.errors import InvalidInput, Refused
+from bundler.errors import InvalidInput, Refused, environment_failure
 from bundler.fs.durable import open_dir
 from bundler.fs.scratch import ARCHIVE_PREFIX, clear_dead_scratch, scratch_folder, temp_root
 from bundler.rules.names import escape_display
@@ -136,6 +136,9 @@ def _read_into(
         if err.errno is None:
             raise
         shown = escape_display(str(archive))
+        failed = environment_failure("unpack", shown, err)
+        if failed is not None:  # too few descriptors, no memory: its hint says what to do
+            raise failed from None
         raise Refused(
             f"cannot unpack {shown} ({err.strerror}); nothing was kept", path=str(archive)
         ) from None
