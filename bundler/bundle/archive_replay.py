@@ -213,7 +213,7 @@ class _Replay:
             finally:
                 if parent:
                     os.close(parent_fd)
-        except Exception as exc:  # noqa: BLE001 - raised by make_files, earliest member first
+        except Exception as exc:  # raised by make_files: the earliest member's first
             self._fail(blamed, exc)
 
     def _make_file(
