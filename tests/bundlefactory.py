@@ -354,6 +354,20 @@ def widen_workspace(install: Path, *, folders: int = 24, files: int = 6) -> None
     (workspace / "empty.txt").write_bytes(b"")
 
 
+BIG = 48 << 20
+"""The size of :func:`big_bundle`'s large workspace file: its layer is a long one."""
+
+
+def big_bundle(tmp_path: Path, name: str, seed: bytes) -> Path:
+    """A bundle ``tmp_path/name`` the real exporter made, with a workspace file of
+    :data:`BIG` bytes repeating ``seed`` added and the bundle sealed again."""
+    install = write_install(tmp_path / f"install-{name}")
+    bundle = export_bundle(install, tmp_path / name)
+    (bundle / "workspace" / "big.bin").write_bytes(seed * (BIG // len(seed)))
+    reseal(bundle)
+    return bundle
+
+
 def export_bundle(install: Path, out: Path, *, include_memory: bool = False) -> Path:
     """Export ``researcher`` of ``install`` to ``out`` with the real exporter (in process)."""
     from bundler.bundle.export import export_agent

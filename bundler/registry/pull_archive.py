@@ -23,9 +23,11 @@ workspace and the skills are judged by the same walk as a folder's, from their l
 whole bundle verifies; then the staging file is flushed and swapped in like any export
 (:mod:`bundler.bundle.publish`).
 
-Durability: writeback of the staging file is started as it is written (``sync_file_range``), so
-the disk works while the layers are read and verified; the one ``fsync`` before the swap is
-still what makes the archive durable, and nothing else is claimed of it.
+Durability: a long layer is written past the page cache (``O_DIRECT``, :mod:`bundler.fs.
+direct`), on a thread of its own, so the disk takes its bytes as they arrive and the processor
+copies none of them into cache pages; a short one is written through the page cache, with its
+writeback started as it is written (``sync_file_range``). Either way the one ``fsync`` before
+the swap is still what makes the archive durable, and nothing else is claimed of it.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from bundler.bundle.publish import Staging, admit, lstat_at, stage_build_publish
 from bundler.bundle.recover import clear_abandoned_or_warn
 from bundler.bundle.verify import verify_bundle
 from bundler.errors import InvalidInput, Refused, withholding
+from bundler.fs.direct import SequentialWriter
 from bundler.fs.durable import start_writeback, write_all
 from bundler.fs.scratch import temp_root
 from bundler.registry import artifact as art
@@ -67,6 +70,9 @@ from bundler.rules.progress import Progress, phase
 
 UNPACKED = frozenset({art.METADATA, "memory"})
 """The parts unpacked for verify, which reads their files for their content."""
+
+DIRECT_FROM = 16 << 20
+"""A layer at least this long is written past the page cache (:mod:`bundler.fs.direct`)."""
 
 WRITEBACK_STEP = 32 << 20
 """Bytes written between two writeback starts: large enough to be few calls, small enough that
@@ -162,10 +168,17 @@ class _Puller:
         """Download ``layer`` where its members go, listing it as it arrives, and leave the
         staging file ending with its members in archive form."""
         start = self.end
-        os.lseek(self.out_fd, start, os.SEEK_SET)
-        self.position = start
-        self.kicked = min(self.kicked, start)
-        members = list_arriving(self.session, layer, self.write, self.progress, self.digests)
+        if layer.size >= DIRECT_FROM:
+            with SequentialWriter(self.out_fd, start) as sink:
+                members = list_arriving(
+                    self.session, layer, sink.write, self.progress, self.digests
+                )
+                sink.finish()
+        else:
+            os.lseek(self.out_fd, start, os.SEEK_SET)
+            self.position = start
+            self.kicked = min(self.kicked, start)
+            members = list_arriving(self.session, layer, self.write, self.progress, self.digests)
         for member in members:
             top = member.name.partition("/")[0]
             refuse_outside(

@@ -14,16 +14,6 @@ import pytest
 from kit import clean_env, cli_command, one_error, run_cli, tree_snapshot
 from registry_server import Registry
 
-BIG = 48 << 20
-
-
-def big_bundle(tmp_path: Path, name: str, seed: bytes) -> Path:
-    install = bf.write_install(tmp_path / f"install-{name}")
-    bundle = bf.export_bundle(install, tmp_path / name)
-    (bundle / "workspace" / "big.bin").write_bytes(seed * (BIG // len(seed)))
-    bf.reseal(bundle)
-    return bundle
-
 
 def start(args: list[str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
@@ -57,8 +47,8 @@ def pull_tree(registry: Registry, ref: str, dest: Path) -> dict[str, tuple[objec
 def test_registry_killed_mid_push_keeps_the_previous_artifact_and_a_rerun_completes(
     registry: Registry, tmp_path: Path
 ) -> None:
-    old = big_bundle(tmp_path, "old", b"old-")
-    new = big_bundle(tmp_path, "new", b"new!")
+    old = bf.big_bundle(tmp_path, "old", b"old-")
+    new = bf.big_bundle(tmp_path, "new", b"new!")
     ref = registry.ref("agents/researcher:stable")
     assert run_cli(["bundle", "push", str(old), ref, "--plain-http"]).returncode == 0
     proc = start(["bundle", "push", str(new), ref, "--plain-http", "--force"])
@@ -80,7 +70,7 @@ def test_registry_killed_mid_streamed_push_into_an_empty_repository_leaves_no_ta
 ) -> None:
     """Into a repository without tags each layer is sent as it is made (a PATCH); killed then,
     the tag does not exist (no partial artifact), and a rerun completes."""
-    bundle = big_bundle(tmp_path, "bundle", b"new!")
+    bundle = bf.big_bundle(tmp_path, "bundle", b"new!")
     ref = registry.ref("agents/streamed:1")
     proc = start(["bundle", "push", str(bundle), ref, "--plain-http"])
     killed = kill_when(registry, "PATCH /v2/agents/streamed/blobs/uploads/", proc)
@@ -101,7 +91,7 @@ def test_registry_killed_mid_streamed_push_into_an_empty_repository_leaves_no_ta
 def test_registry_killed_mid_pull_publishes_nothing_and_a_rerun_completes(
     registry: Registry, tmp_path: Path, name: str
 ) -> None:
-    bundle = big_bundle(tmp_path, "bundle", b"data")
+    bundle = bf.big_bundle(tmp_path, "bundle", b"data")
     ref = registry.ref("agents/researcher:1")
     assert run_cli(["bundle", "push", str(bundle), ref, "--plain-http"]).returncode == 0
     dest = tmp_path / name

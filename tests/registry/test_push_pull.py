@@ -4,12 +4,15 @@ uploads counted from the registry's own access log)."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 import tarfile
 from pathlib import Path
 
 import bundlefactory as bf
 import pytest
-from kit import one_error, run_cli, tree_snapshot
+from kit import clean_env, cli_command, one_error, run_cli, tree_snapshot
 from registry_server import Registry
 
 
@@ -254,6 +257,46 @@ def test_an_archive_pushes_as_its_folder_does_and_pulls_back_to_an_archive(
     )
     assert done.returncode == 0, done.stderr
     assert pulled.read_bytes() == archive.read_bytes()
+
+
+@pytest.mark.parametrize("where", ["tmp_path", "/dev/shm"])
+def test_a_long_layer_pulled_into_an_archive_is_written_past_the_page_cache_as_packed(
+    registry: Registry, tmp_path: Path, where: str
+) -> None:
+    """The workspace layer of a bundle with a 48 MB file is written with direct writes (a
+    second, O_DIRECT descriptor of the staging file), starting where the metadata layer's
+    members end (not on a block boundary); the archive is the bytes 'bundle pack' gives, on
+    ext4 and on tmpfs alike."""
+    from faultinject import ptrace_unavailable
+
+    reason = ptrace_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    folder = tmp_path if where == "tmp_path" else Path(where) / f"bundler-test-{os.getpid()}"
+    folder.mkdir(exist_ok=True)
+    try:
+        big = bf.big_bundle(tmp_path, "big", b"long")
+        ref = registry.ref("agents/big:1")
+        assert run_cli(["bundle", "push", str(big), ref, "--plain-http"]).returncode == 0
+        pulled = folder / "pulled.tar"
+        log = tmp_path / "strace.log"
+        done = subprocess.run(
+            ["strace", "-f", "-qq", "-o", str(log), "-e", "trace=openat,pwritev2"]
+            + [*cli_command(), "bundle", "pull", ref, str(pulled), "--plain-http"],
+            capture_output=True,
+            text=True,
+            env=clean_env(),
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        assert pulled.read_bytes() == bf.pack_bytes(big)
+        trace = log.read_text()
+        assert "/proc/self/fd/" in trace and "O_DIRECT" in trace
+        if where == "tmp_path":  # tmpfs takes direct writes since Linux 6.6, ext4 always
+            assert "pwritev2(" in trace
+    finally:
+        if folder != tmp_path:
+            shutil.rmtree(folder)
 
 
 @pytest.mark.parametrize("repository", ["fresh", "tagged"])
