@@ -757,6 +757,30 @@ def test_pull_into_an_archive_gives_the_bundles_own_archive_from_layers(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle.tar", "docker", "folder"]
 
 
+@pytest.mark.parametrize("form", ["written_by_another_tar", "in_another_order"])
+def test_a_long_layer_of_another_form_is_rewritten_from_what_was_written_past_the_cache(
+    built: Built, tmp_path: Path, form: str
+) -> None:
+    """A workspace layer long enough to be written with direct writes (a 48 MB file), in a
+    form that must be written anew: its members are read back from the staging file, where
+    they went past the page cache, and give the pack's bytes."""
+    big = build(bf.big_bundle(tmp_path, "big", b"long"))
+    layers = [(title, LAYER_FORMS[form](data)) for title, data in big.layers]
+    assert max(len(data) for _title, data in layers) > 16 << 20
+    server = FakeRegistry(big)
+    try:
+        serve(server, rebuilt(big, layers))
+        env = env_for(tmp_path, server.host)
+        for dest in ("folder", "bundle.tar"):
+            done = run_cli(
+                ["bundle", "pull", server.ref(), str(tmp_path / dest), "--plain-http"], env=env
+            )
+            assert done.returncode == 0, done.stderr
+    finally:
+        server.close()
+    assert (tmp_path / "bundle.tar").read_bytes() == bf.pack_bytes(tmp_path / "folder")
+
+
 @pytest.mark.parametrize(
     "token",
     [
