@@ -112,14 +112,13 @@ def _read_into(
     """
     limits = limits or ArchiveLimits()
     name = str(archive)
+    source = stream if progress is None else cast(BinaryIO, _Counted(stream, progress))
     try:
         if not _listed_first(stream):
             with phase(progress, "unpacking", None, _size(stream)):
-                source = stream if progress is None else cast(BinaryIO, _Counted(stream, progress))
                 return read_tar(source, dest_fd, limits, name=name, digests=digests)
         base = stream.tell()
         with phase(progress, "reading", None, _size(stream)):
-            source = stream if progress is None else cast(BinaryIO, _Counted(stream, progress))
             members = list_tar(source, limits, name=name)
         files = [member for member in members if not member.is_dir]
         with phase(progress, "unpacking", len(files), sum(member.size for member in files)):
