@@ -75,10 +75,16 @@ _ENVIRONMENT_HINTS = {
 }
 
 
+def environment_hint(exc: OSError) -> str | None:
+    """What to do when ``exc`` is the system's failure rather than the file's; None when it
+    is not."""
+    return _ENVIRONMENT_HINTS.get(exc.errno or 0)
+
+
 def environment_failure(verb: str, what: str, exc: OSError) -> EnvironmentFailure | None:
     """``cannot VERB WHAT (reason): hint`` when ``exc`` is the system's failure rather than the
     file's (:class:`EnvironmentFailure`); None for any other error."""
-    hint = _ENVIRONMENT_HINTS.get(exc.errno or 0)
+    hint = environment_hint(exc)
     if hint is None:
         return None
     reason = os.strerror(exc.errno) if exc.errno else str(exc)

@@ -48,7 +48,7 @@ from bundler.bundle.leftovers import (
     staging_name,
 )
 from bundler.bundle.manifest import MANIFEST_NAME
-from bundler.errors import BundlerError, Interrupted, Refused
+from bundler.errors import BundlerError, Interrupted, Refused, environment_hint
 from bundler.fs.copytree import make_durable
 from bundler.fs.durable import (
     RENAME_EXCHANGE,
@@ -647,11 +647,10 @@ class Staging:
 def io_failure(dest: str, what: str, err: OSError) -> Refused:
     """A one-line error for an I/O failure before the swap: the destination is unchanged."""
     reason = err.strerror or str(err)
-    hint = (
-        "free some space and try again"
-        if err.errno in (errno.ENOSPC, errno.EDQUOT)
-        else "check the disk and try again"
-    )
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        hint = "free some space and try again"
+    else:  # too few descriptors or too little memory is not the disk's fault
+        hint = environment_hint(err) or "check the disk and try again"
     return Refused(
         f"{what} beside {escape_display(dest)} ({reason}); the destination is unchanged: {hint}",
         path=dest,

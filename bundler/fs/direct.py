@@ -16,8 +16,9 @@ opened with ``O_DIRECT`` through ``/proc/self/fd``, while the next one fills. Wh
 fit the alignment (the bytes before the first aligned offset, and the last partial block) is
 written through the page cache on the caller's descriptor. Where ``O_DIRECT`` cannot be had
 (no ``/proc``, a filesystem that refuses it: tmpfs, some network filesystems) every write goes
-through the page cache instead, on the same thread, in the same order; the bytes on disk are
-the same either way.
+through the page cache instead, on the same thread, in the same order, as it does when the
+buffers or the thread cannot be had (too little memory); the bytes on disk are the same either
+way.
 
 Durability: nothing here makes the bytes durable. A direct write can wait in the disk's own
 cache, and the file's size and blocks are metadata: the caller's ``fsync`` is still what makes
@@ -79,10 +80,15 @@ class SequentialWriter:
         self._written: queue.Queue[tuple[mmap.mmap, int, int] | None] = queue.Queue()
         self._free: queue.Queue[mmap.mmap] = queue.Queue()
         if self._direct_fd is not None:
-            for _ in range(BUFFERS):
-                self._free.put(mmap.mmap(-1, BUFFER))
-            self._thread = threading.Thread(target=self._run, name="bundler-write", daemon=True)
-            start_thread(self._thread)
+            try:
+                for _ in range(BUFFERS):
+                    self._free.put(mmap.mmap(-1, BUFFER))
+                thread = threading.Thread(target=self._run, name="bundler-write", daemon=True)
+                start_thread(thread)
+                self._thread = thread
+            except (OSError, RuntimeError):  # no memory or no thread to spare: the page cache
+                os.close(self._direct_fd)
+                self._direct_fd = None
 
     def __enter__(self) -> SequentialWriter:
         return self

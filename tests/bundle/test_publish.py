@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import stat
@@ -19,7 +20,13 @@ from bundler.bundle.leftovers import (
     scan_leftovers,
     staging_name,
 )
-from bundler.bundle.publish import DestKind, PublishMethod, admit, rename_exchange_works
+from bundler.bundle.publish import (
+    DestKind,
+    PublishMethod,
+    admit,
+    io_failure,
+    rename_exchange_works,
+)
 from bundler.bundle.recover import recover_destination
 from bundler.errors import Refused, UsageError
 
@@ -398,3 +405,20 @@ def test_scan_lists_every_leftover_and_changes_nothing(tmp_path: Path) -> None:
 def test_rename_exchange_works_on_this_filesystem(tmp_path: Path) -> None:
     assert rename_exchange_works(tmp_path) is True
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("code", "hint"),
+    [
+        (errno.ENOSPC, "free some space"),
+        (errno.ENOMEM, "free some memory"),
+        (errno.EMFILE, "ulimit -n"),
+        (errno.EIO, "check the disk"),
+        (errno.EROFS, "check the disk"),
+    ],
+)
+def test_a_failure_before_the_swap_says_what_to_do_about_its_cause(code: int, hint: str) -> None:
+    """Out of memory or descriptors is not the disk's fault: the hint says what is."""
+    err = io_failure("/x/out.tar", "could not write the bundle", OSError(code, os.strerror(code)))
+    assert err.message.startswith("could not write the bundle beside /x/out.tar (")
+    assert "the destination is unchanged" in err.message and hint in err.message

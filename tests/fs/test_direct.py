@@ -146,3 +146,37 @@ def test_a_failed_write_is_raised_by_a_later_call_and_close_stops_the_thread(
     assert done.returncode == 0, done.stderr
     assert f"raised {errno.EFBIG}" in done.stdout, done.stdout
     assert "threads 0" in done.stdout, done.stdout
+
+
+LITTLE_MEMORY = """
+import os, resource, sys, threading
+from bundler.fs.direct import BUFFER, SequentialWriter
+data = b"q" * (2 * BUFFER + 4097)
+with open("/proc/self/status") as status:
+    size = next(int(line.split()[1]) for line in status if line.startswith("VmSize:")) * 1024
+# room for one buffer of the three, and nothing more
+resource.setrlimit(resource.RLIMIT_AS, (size + BUFFER + (1 << 20), resource.RLIM_INFINITY))
+fd = os.open(sys.argv[1], os.O_RDWR)
+with SequentialWriter(fd, 100) as writer:
+    print("threads", sum(t.name == "bundler-write" for t in threading.enumerate()))
+    writer.write(data)
+    writer.finish()
+resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+with open(sys.argv[1], "rb") as written:
+    print("same", written.read() == bytes(100) + data)
+"""
+
+
+def test_too_little_memory_for_the_buffers_writes_through_the_page_cache(tmp_path: Path) -> None:
+    """The aligned buffers cannot be had under a tight address-space limit: no thread, every
+    byte through the page cache, and the file is the same."""
+    path = tmp_path / "f"
+    path.write_bytes(b"")
+    done = subprocess.run(
+        [sys.executable, "-c", LITTLE_MEMORY, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "threads 0" in done.stdout and "same True" in done.stdout, done.stdout
