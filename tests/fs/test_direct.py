@@ -111,6 +111,17 @@ def test_long_runs_are_written_by_direct_writes_on_a_second_descriptor(tmp_path:
     assert path.read_bytes() == bytes(512) + b"a" * (3 << 22)
 
 
+def run_program(program: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``program`` in a Python of its own (it sets process limits) on an empty file."""
+    path = tmp_path / "f"
+    path.write_bytes(b"")
+    done = subprocess.run(
+        [sys.executable, "-c", program, str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 FAILING = """
 import os, resource, signal, sys, threading
 from bundler.fs.direct import BUFFER, SequentialWriter
@@ -135,15 +146,7 @@ def test_a_failed_write_is_raised_by_a_later_call_and_close_stops_the_thread(
 ) -> None:
     """Past the file size limit the writer thread's pwritev fails with EFBIG: the caller's
     next call raises it, and close leaves no thread behind."""
-    path = tmp_path / "f"
-    path.write_bytes(b"")
-    done = subprocess.run(
-        [sys.executable, "-c", FAILING, str(path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_program(FAILING, tmp_path)
     assert f"raised {errno.EFBIG}" in done.stdout, done.stdout
     assert "threads 0" in done.stdout, done.stdout
 
@@ -170,13 +173,5 @@ with open(sys.argv[1], "rb") as written:
 def test_too_little_memory_for_the_buffers_writes_through_the_page_cache(tmp_path: Path) -> None:
     """The aligned buffers cannot be had under a tight address-space limit: no thread, every
     byte through the page cache, and the file is the same."""
-    path = tmp_path / "f"
-    path.write_bytes(b"")
-    done = subprocess.run(
-        [sys.executable, "-c", LITTLE_MEMORY, str(path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_program(LITTLE_MEMORY, tmp_path)
     assert "threads 0" in done.stdout and "same True" in done.stdout, done.stdout

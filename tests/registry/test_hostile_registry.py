@@ -738,6 +738,16 @@ LAYER_FORMS: dict[str, Callable[[bytes], bytes]] = {
 }
 
 
+def pull_into_folder_and_archive(server: FakeRegistry, tmp_path: Path) -> None:
+    """``bundle pull`` of the served artifact into ``tmp_path/folder`` and ``bundle.tar``."""
+    env = env_for(tmp_path, server.host)
+    for dest in ("folder", "bundle.tar"):
+        done = run_cli(
+            ["bundle", "pull", server.ref(), str(tmp_path / dest), "--plain-http"], env=env
+        )
+        assert done.returncode == 0, done.stderr
+
+
 @pytest.mark.parametrize("form", LAYER_FORMS)
 def test_pull_into_an_archive_gives_the_bundles_own_archive_from_layers(
     fake: FakeRegistry, built: Built, tmp_path: Path, form: str
@@ -747,12 +757,7 @@ def test_pull_into_an_archive_gives_the_bundles_own_archive_from_layers(
     folder), though its workspace and skills were never unpacked."""
     layers = [(title, LAYER_FORMS[form](data)) for title, data in built.layers]
     serve(fake, rebuilt(built, layers))
-    env = env_for(tmp_path, fake.host)
-    for dest in ("folder", "bundle.tar"):
-        done = run_cli(
-            ["bundle", "pull", fake.ref(), str(tmp_path / dest), "--plain-http"], env=env
-        )
-        assert done.returncode == 0, done.stderr
+    pull_into_folder_and_archive(fake, tmp_path)
     assert (tmp_path / "bundle.tar").read_bytes() == bf.pack_bytes(tmp_path / "folder")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle.tar", "docker", "folder"]
 
@@ -770,12 +775,7 @@ def test_a_long_layer_of_another_form_is_rewritten_from_what_was_written_past_th
     server = FakeRegistry(big)
     try:
         serve(server, rebuilt(big, layers))
-        env = env_for(tmp_path, server.host)
-        for dest in ("folder", "bundle.tar"):
-            done = run_cli(
-                ["bundle", "pull", server.ref(), str(tmp_path / dest), "--plain-http"], env=env
-            )
-            assert done.returncode == 0, done.stderr
+        pull_into_folder_and_archive(server, tmp_path)
     finally:
         server.close()
     assert (tmp_path / "bundle.tar").read_bytes() == bf.pack_bytes(tmp_path / "folder")
