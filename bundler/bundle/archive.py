@@ -30,6 +30,7 @@ from bundler.bundle.publish import Staging, admit, stage_build_publish
 from bundler.bundle.recover import clear_abandoned_or_warn
 from bundler.bundle.verify import VerifyReport, unsound, verify_bundle
 from bundler.errors import InvalidInput, Refused, environment_failure
+from bundler.fs.direct import WORTHWHILE, SequentialWriter
 from bundler.fs.durable import open_dir
 from bundler.fs.scratch import ARCHIVE_PREFIX, clear_dead_scratch, scratch_folder, temp_root
 from bundler.rules.names import escape_display
@@ -241,11 +242,15 @@ def pack_bundle(
         def build(staging: Staging) -> None:
             names.extend(archive_order(report.entries))  # what was verified: no second walk
             total = sum(report.sizes.values())
-            with (
-                phase(progress, "packing", len(names), total),
-                os.fdopen(os.dup(staging.fd), "wb", buffering=1 << 20) as stream,
-            ):
-                write_tar(source_fd, names, stream, progress)
+            with phase(progress, "packing", len(names), total):
+                if total < WORTHWHILE:
+                    with os.fdopen(os.dup(staging.fd), "wb", buffering=1 << 20) as stream:
+                        write_tar(source_fd, names, stream, progress)
+                    return
+                # nothing reads the archive back: past the page cache (bundler.fs.direct)
+                with SequentialWriter(staging.fd, 0) as sink:
+                    write_tar(source_fd, names, cast(BinaryIO, sink), progress)
+                    sink.finish()
 
         with admission:
             outcome = stage_build_publish(admission, build)

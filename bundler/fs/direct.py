@@ -37,6 +37,10 @@ import threading
 
 from bundler.fs.interrupts import handed_over, joined, start_thread, wait_for
 
+WORTHWHILE = 16 << 20
+"""A run at least this long is worth a writer thread and its buffers; a shorter one is written
+through the page cache by its caller."""
+
 ALIGN = 4096
 """The alignment of a direct write's buffer, length and offset."""
 

@@ -46,7 +46,7 @@ from bundler.bundle.publish import Staging, admit, lstat_at, stage_build_publish
 from bundler.bundle.recover import clear_abandoned_or_warn
 from bundler.bundle.verify import verify_bundle
 from bundler.errors import InvalidInput, Refused, withholding
-from bundler.fs.direct import SequentialWriter
+from bundler.fs.direct import WORTHWHILE, SequentialWriter
 from bundler.fs.durable import start_writeback, write_all
 from bundler.fs.scratch import temp_root
 from bundler.registry import artifact as art
@@ -70,9 +70,6 @@ from bundler.rules.progress import Progress, phase
 
 UNPACKED = frozenset({art.METADATA, "memory"})
 """The parts unpacked for verify, which reads their files for their content."""
-
-DIRECT_FROM = 16 << 20
-"""A layer at least this long is written past the page cache (:mod:`bundler.fs.direct`)."""
 
 WRITEBACK_STEP = 32 << 20
 """Bytes written between two writeback starts: large enough to be few calls, small enough that
@@ -168,7 +165,7 @@ class _Puller:
         """Download ``layer`` where its members go, listing it as it arrives, and leave the
         staging file ending with its members in archive form."""
         start = self.end
-        if layer.size >= DIRECT_FROM:
+        if layer.size >= WORTHWHILE:
             with SequentialWriter(self.out_fd, start) as sink:
                 members = list_arriving(
                     self.session, layer, sink.write, self.progress, self.digests

@@ -212,3 +212,26 @@ def test_unpack_killed_at_every_step_then_recover_gives_the_old_or_new_bundle(
     # CI (BUNDLER_SLOW_SAMPLE set) takes a wider sample than the fast test's, not every step
     sampled = os.environ.get("BUNDLER_SLOW_SAMPLE", "")
     _kill_at(_unpack_scenario(tmp_path, two_bundles, force), 2 * FAST_SAMPLE if sampled else None)
+
+
+@pytest.mark.parametrize("fault", ["EIO", "ENOSPC", "SIGKILL"])
+def test_a_fault_in_the_direct_writes_of_a_long_pack_keeps_the_old_archive(
+    tmp_path: Path, fault: Fault
+) -> None:
+    """A bundle of 48 MB is packed with direct writes on a thread of its own (bundler.fs.
+    direct). A fault in its second pwritev2 is one error line, exit 1, the old archive left as
+    it was; a kill there leaves what recover clears; either way the old archive or the new."""
+    import bundlefactory as bf
+
+    bundles = (bf.big_bundle(tmp_path, "old", b"old-"), bf.big_bundle(tmp_path, "new", b"new!"))
+    scenario = _pack_scenario(tmp_path, bundles, True)
+    result = run_with_fault(scenario.cmd, "pwritev2", 2, fault, env=cli_env(), cwd="/")
+    assert "Traceback" not in result.stderr, result.stderr
+    if fault == "SIGKILL":
+        assert result.killed, result.stderr
+    else:
+        assert "(INJECTED)" in result.log
+        assert result.returncode == 1 and one_error(result.stderr), result.stderr
+        assert "the destination is unchanged" in result.stderr
+    assert scenario.state() == scenario.old
+    _assert_old_or_new_after_recover(scenario, Call("pwritev2", 2, ""))
