@@ -333,7 +333,7 @@ def test_a_long_bundle_is_packed_past_the_page_cache_to_the_same_bytes(tmp_path:
     """A bundle of 48 MB is packed with direct writes (a second, O_DIRECT descriptor of the
     staging file, aligned pwritev2 calls); the archive is the same bytes, and unpacks to the
     bundle."""
-    from faultinject import ptrace_unavailable
+    from faultinject import ptrace_unavailable, trace_log
     from kit import clean_env, cli_command
 
     reason = ptrace_unavailable()
@@ -341,18 +341,10 @@ def test_a_long_bundle_is_packed_past_the_page_cache_to_the_same_bytes(tmp_path:
         pytest.skip(reason)
     big = bf.big_bundle(tmp_path, "big", b"pack")
     out = tmp_path / "big.tar"
-    log = tmp_path / "strace.log"
-    done = subprocess.run(
-        ["strace", "-f", "-qq", "-o", str(log), "-e", "trace=openat,pwritev2"]
-        + [*cli_command(), "bundle", "pack", str(big), str(out)],
-        capture_output=True,
-        text=True,
-        env=clean_env(),
-        timeout=300,
-    )
+    cmd = [*cli_command(), "bundle", "pack", str(big), str(out)]
+    done, trace = trace_log(cmd, ["openat", "pwritev2"], env=clean_env(), timeout=300)
     assert done.returncode == 0, done.stderr
     assert out.read_bytes() == bf.pack_bytes(big)
-    trace = log.read_text()
     assert "/proc/self/fd/" in trace and "O_DIRECT" in trace and "pwritev2(" in trace
     unpacked = run_cli(["bundle", "unpack", str(out), str(tmp_path / "unpacked")])
     assert unpacked.returncode == 0, unpacked.stderr

@@ -74,7 +74,7 @@ def test_every_filesystem_gets_the_same_bytes(tmp_path: Path, where: str) -> Non
 def test_long_runs_are_written_by_direct_writes_on_a_second_descriptor(tmp_path: Path) -> None:
     """Seen from the system calls: the file is opened again with O_DIRECT, and the aligned
     buffers are written through it with pwritev at aligned offsets."""
-    from faultinject import ptrace_unavailable
+    from faultinject import ptrace_unavailable, trace_log
 
     reason = ptrace_unavailable()
     if reason is not None:
@@ -89,16 +89,10 @@ def test_long_runs_are_written_by_direct_writes_on_a_second_descriptor(tmp_path:
         "    w.write(b'a' * (3 << 22))\n"
         "    w.finish()\n"
     )
-    log = tmp_path / "log"
-    done = subprocess.run(
-        ["strace", "-f", "-qq", "-o", str(log), "-e", "trace=openat,pwritev2,pwrite64"]
-        + [sys.executable, "-c", program, str(path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    cmd = [sys.executable, "-c", program, str(path)]
+    done, log = trace_log(cmd, ["openat", "pwritev2"])
     assert done.returncode == 0, done.stderr
-    lines = log.read_text().splitlines()
+    lines = log.splitlines()
     assert any("/proc/self/fd/" in line and "O_DIRECT" in line for line in lines)
     direct = [line for line in lines if "pwritev2(" in line]
     assert direct, lines[-20:]

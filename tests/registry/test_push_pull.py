@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import tarfile
 from pathlib import Path
 
@@ -267,7 +266,7 @@ def test_a_long_layer_pulled_into_an_archive_is_written_past_the_page_cache_as_p
     second, O_DIRECT descriptor of the staging file), starting where the metadata layer's
     members end (not on a block boundary); the archive is the bytes 'bundle pack' gives, on
     ext4 and on tmpfs alike."""
-    from faultinject import ptrace_unavailable
+    from faultinject import ptrace_unavailable, trace_log
 
     reason = ptrace_unavailable()
     if reason is not None:
@@ -279,18 +278,10 @@ def test_a_long_layer_pulled_into_an_archive_is_written_past_the_page_cache_as_p
         ref = registry.ref("agents/big:1")
         assert run_cli(["bundle", "push", str(big), ref, "--plain-http"]).returncode == 0
         pulled = folder / "pulled.tar"
-        log = tmp_path / "strace.log"
-        done = subprocess.run(
-            ["strace", "-f", "-qq", "-o", str(log), "-e", "trace=openat,pwritev2"]
-            + [*cli_command(), "bundle", "pull", ref, str(pulled), "--plain-http"],
-            capture_output=True,
-            text=True,
-            env=clean_env(),
-            timeout=300,
-        )
+        cmd = [*cli_command(), "bundle", "pull", ref, str(pulled), "--plain-http"]
+        done, trace = trace_log(cmd, ["openat", "pwritev2"], env=clean_env(), timeout=300)
         assert done.returncode == 0, done.stderr
         assert pulled.read_bytes() == bf.pack_bytes(big)
-        trace = log.read_text()
         assert "/proc/self/fd/" in trace and "O_DIRECT" in trace
         if where == "tmp_path":  # tmpfs takes direct writes since Linux 6.6, ext4 always
             assert "pwritev2(" in trace
