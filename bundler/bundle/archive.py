@@ -114,12 +114,14 @@ def _read_into(
     limits = limits or ArchiveLimits()
     name = str(archive)
     source = stream if progress is None else cast(BinaryIO, _Counted(stream, progress))
+    st = os.fstat(stream.fileno())
+    size = st.st_size if stat.S_ISREG(st.st_mode) else None
     try:
-        if not _listed_first(stream):
-            with phase(progress, "unpacking", None, _size(stream)):
+        if size is None or not _listed_first(size):
+            with phase(progress, "unpacking", None, size):
                 return read_tar(source, dest_fd, limits, name=name, digests=digests)
         base = stream.tell()
-        with phase(progress, "reading", None, _size(stream)):
+        with phase(progress, "reading", None, size):
             members = list_tar(source, limits, name=name)
         files = [member for member in members if not member.is_dir]
         with phase(progress, "unpacking", len(files), sum(member.size for member in files)):
@@ -149,20 +151,13 @@ _MEMORY_SHARE = 4
 reading then comes from the page cache, not the disk."""
 
 
-def _listed_first(stream: BinaryIO) -> bool:
-    st = os.fstat(stream.fileno())
-    if not stat.S_ISREG(st.st_mode):
-        return False
+def _listed_first(size: int) -> bool:
+    """Whether a regular archive file of ``size`` bytes is listed first (see _read_into)."""
     try:
         memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError):  # not known here: read it once
         return False
-    return st.st_size <= memory // _MEMORY_SHARE
-
-
-def _size(stream: BinaryIO) -> int | None:
-    st = os.fstat(stream.fileno())
-    return st.st_size if stat.S_ISREG(st.st_mode) else None
+    return size <= memory // _MEMORY_SHARE
 
 
 def _refuse_other_files(stream: BinaryIO, archive: Path) -> None:

@@ -1,12 +1,13 @@
 """A long run of bytes written past the page cache (``O_DIRECT``), on a thread of its own.
 
 Why: a pull into ``FILE.tar``, or ``bundle pack``, writes an archive of maybe a few hundred
-megabytes that nothing reads back. Written through the page cache, each byte is first copied
-by the processor into a cache page (half of such a pull's processor time here, on a 2-core
-machine that also runs the registry and the sha256), then written to disk by the flush. Written with ``O_DIRECT``, the disk takes the bytes
-straight from our buffer: no copy, no cache page, and the disk works while the next bytes
-arrive. Measured here on 359 MB from a local registry, with the ``fsync`` after: 0.30 s and
-0.08 s of processor, against 0.30 to 0.60 s and 0.17 to 0.37 s through the page cache.
+megabytes that nothing reads back. Written through the page cache, each byte is first copied by
+the processor into a cache page (half of such a pull's processor time here, on a 2-core machine
+that also runs the registry and the sha256), then written to disk by the flush. Written with
+``O_DIRECT``, the disk takes the bytes straight from our buffer: no copy, no cache page, and the
+disk works while the next bytes arrive. Measured here on 359 MB from a local registry, with the
+``fsync`` after: 0.30 s and 0.08 s of processor, against 0.30 to 0.60 s and 0.17 to 0.37 s
+through the page cache.
 
 How: ``O_DIRECT`` needs the buffer's address, each write's length and its file offset to be
 multiples of the device's block; :data:`ALIGN` (4096) is a multiple of every block size in
@@ -35,6 +36,7 @@ import os
 import queue
 import threading
 
+from bundler.fs.durable import write_all_at
 from bundler.fs.interrupts import handed_over, joined, start_thread, wait_for
 
 WORTHWHILE = 16 << 20
@@ -202,10 +204,3 @@ class SequentialWriter:
             view, at = view[count:], at + count
             if count % ALIGN:  # a short write that broke the alignment: the rest buffered
                 self._refused = True
-
-
-def write_all_at(fd: int, view: memoryview, at: int) -> None:
-    """Write every byte of ``view`` to ``fd`` at offset ``at`` (``pwrite`` may take fewer)."""
-    while view:
-        count = os.pwrite(fd, view, at)
-        view, at = view[count:], at + count

@@ -133,6 +133,15 @@ def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
         view = view[os.write(fd, view) :]
 
 
+def write_all_at(fd: int, data: bytes | bytearray | memoryview, at: int) -> None:
+    """Write every byte of ``data`` to ``fd`` at offset ``at``, leaving the file's position
+    alone: ``pwrite(2)`` may take fewer bytes than offered."""
+    view = memoryview(data)
+    while view:
+        count = os.pwrite(fd, view, at)
+        view, at = view[count:], at + count
+
+
 def fsync_dir(dir_fd: int) -> None:
     """Make the entries of an open folder durable."""
     os.fsync(dir_fd)
