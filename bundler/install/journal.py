@@ -23,6 +23,13 @@ crash at any point:
    name (never replacing one), audit lines are appended, undo's tidy-ups run, and the staging
    folder is removed last, so a crash on the way leaves the journal for recovery to finish.
 
+An undo takes files, not folders (it must leave what anyone wrote since): in step 1 the
+journal lists every file to take before one is taken; in step 3 each is renamed into the
+staging folder, checked there, and the journal rewritten with what was seen of each, after
+the folders it left and the staging folder are fsynced. Before the commit, recovery puts every
+taken file back; after it, completion unlinks them (putting back one written to since its
+check), removes the import's folders left empty and marks the receipt undone.
+
 A ``config.toml`` matching neither digest (changed by hand meanwhile) is refused, never guessed.
 """
 
