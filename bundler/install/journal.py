@@ -56,7 +56,6 @@ from bundler.fs.interrupts import signals_deferred
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.install.files import (
     DIR_MODE,
-    READ_FLAGS,
     ensure_dirs,
     io_errors_refused,
     lstat_rel,
@@ -534,15 +533,18 @@ def _remove_taken(install_fd: int, journal: Journal, actions: list[str], *, dry_
 
 
 def kept_in(install_fd: int, folders: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(every file left below ``folders`` after an undo, the folders still there): what it
-    kept because the agent or the user wrote it (install-relative, display-safe)."""
+    """(every file left below ``folders`` after an undo, the folders still holding one):
+    what it kept because the agent or the user wrote it (install-relative, display-safe). A
+    link or a file where a folder was counts as one kept file."""
     kept: list[str] = []
     standing: list[str] = []
     for folder in folders:
         if lstat_rel(install_fd, folder) is None:
             continue
-        standing.append(folder)
         found = remaining_entries(install_fd, folder)
+        if found == []:
+            continue  # empty: a folder the import replaced, made again as it was
+        standing.append(folder)
         kept += found if found is not None else [folder]
     return kept, standing
 
@@ -618,13 +620,10 @@ def _receipt_present(install_fd: int, journal: Journal) -> str | None:
     try:
         for name in sorted(os.listdir(fd)):
             if name.startswith(journal.receipt_stem) and name.endswith(".toml"):
-                with contextlib.suppress(OSError):
-                    file_fd = os.open(name, READ_FLAGS, dir_fd=fd)
-                    try:
-                        if os.read(file_fd, 1 << 24) == journal.receipt_text.encode("utf-8"):
-                            return name
-                    finally:
-                        os.close(file_fd)
+                with contextlib.suppress(OSError, NotSmallFile):
+                    raw = read_small_file(name, MAX_RECEIPT_BYTES, dir_fd=fd, follow=False)
+                    if raw == journal.receipt_text.encode("utf-8"):
+                        return name
         return None
     finally:
         os.close(fd)
@@ -642,8 +641,9 @@ def write_receipt(install_fd: int, journal: Journal) -> str:
     return "/".join([*RECEIPTS, name])
 
 
-MAX_JOURNAL_BYTES = 1 << 26
-"""A journal names the folders and entries of one import: far smaller than this."""
+MAX_JOURNAL_BYTES = 1 << 29
+"""A journal names the folders and entries of one import and its receipt's text, or the files
+one undo takes (some 150 bytes each, for at most a million): far smaller than this."""
 
 
 def _journal_of(install_root: Path, install_fd: int, name: str) -> Journal | None:

@@ -282,3 +282,19 @@ def test_a_file_swapped_or_written_after_the_check_is_kept_never_followed(tmp_pa
             i for i, line in enumerate(renames) if re.search(rf'\(\d+, "\d+", \d+, "{name}"', line)
         ]
         assert len(taken) == 1 and len(back) == 1 and taken[0] < back[0], renames
+
+
+def test_an_empty_workspace_the_import_filled_is_made_again_and_nothing_is_kept(
+    tmp_path: Path,
+) -> None:
+    bundle = bf.export_bundle(bf.write_install(tmp_path / "source"), tmp_path / "bundle")
+    install = tmp_path / "install"
+    (install / WORKSPACE).mkdir(parents=True)
+    (install / "config.toml").write_text(USER_CONFIG, encoding="utf-8")
+    done = bundler(install, "agents", "import", str(bundle), "--accept-risks", "--json")
+    assert done.returncode == 0, done.stderr
+    undone = undo(install, Path(json.loads(done.stdout)["receipt"]))
+    assert undone["kept"] == [] and undone["mv"] == []
+    assert (install / WORKSPACE).is_dir() and not list((install / WORKSPACE).iterdir())
+    rows = json.loads(bundler(install, "agents", "imports", "--json").stdout)["imports"]
+    assert rows[0]["state"] == "undone" and rows[0]["kept_files"] == 0
