@@ -298,3 +298,31 @@ def test_an_empty_workspace_the_import_filled_is_made_again_and_nothing_is_kept(
     assert (install / WORKSPACE).is_dir() and not list((install / WORKSPACE).iterdir())
     rows = json.loads(bundler(install, "agents", "imports", "--json").stdout)["imports"]
     assert rows[0]["state"] == "undone" and rows[0]["kept_files"] == 0
+
+
+def test_the_mv_line_pastes_as_one_word_per_path_whatever_the_install_is_named(
+    tmp_path: Path,
+) -> None:
+    """The install's folder name is the user's: quotes, spaces and a command substitution in
+    it must paste as part of the path, never run."""
+    home = tmp_path / "in $(touch PWNED) `touch PWNED2` 'q' \"d\""
+    home.mkdir()
+    install, receipt, _ = imported(home)
+    workspace = agent_works(install)
+    done = undo(install, receipt)
+    (line,) = done["mv"]  # type: ignore[misc]
+    pasted = subprocess.run(["sh", "-c", line], cwd=tmp_path, capture_output=True, text=True)
+    assert pasted.returncode == 0, pasted.stderr
+    assert not workspace.exists() and Path(f"{workspace}.undone").is_dir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [home.name]
+
+
+def test_a_kept_file_with_a_hostile_name_is_listed_escaped_on_one_line(tmp_path: Path) -> None:
+    install, receipt, _ = imported(tmp_path)
+    hostile = "log\x1b]0;PWNED\x07\nerror: fake"
+    (install / WORKSPACE / hostile).write_text("written by the agent\n")
+    done = bundler(install, "agents", "import", "--undo", str(receipt))
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout and "\x07" not in done.stdout
+    assert not any(line.startswith("error:") for line in done.stdout.splitlines())
+    assert (install / WORKSPACE / hostile).read_text() == "written by the agent\n"
