@@ -1,9 +1,12 @@
-"""``bundler agents import --undo RECEIPT``: remove exactly what one import added (03 §4).
+"""``bundler agents import --undo RECEIPT``: remove what one import added, and nothing anyone
+wrote since (03 §4).
 
-Entries and folders are compared with what the receipt recorded, by content digest with
-``x-secret`` fields ignored (filling in secrets after an import is expected); anything changed
-since is listed and the undo refused. The removal is itself a journaled transaction
-(:mod:`bundler.install.journal`): folders move *into* staging, the config loses the entries.
+Entries are compared with what the receipt recorded by digest with ``x-secret`` fields ignored
+(filling in secrets after an import is expected); an edited one is saved beside the receipt,
+then removed. Files are compared by size and content digest: one still as imported is
+removed, any other kept in place and listed, with a ``mv`` line moving its folder aside. The
+removal is itself a journaled transaction (:mod:`bundler.install.journal`): files move *into*
+staging, the config loses the entries, the receipt is marked undone.
 """
 
 from __future__ import annotations
