@@ -335,7 +335,8 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
         imp.add_argument(
             "--force",
             action="store_true",
-            help="with --undo: remove entries edited since the import, saving their values first",
+            help="with --undo: accepted for scripts; an undo always saves the entries edited "
+            "since the import beside the receipt before removing them",
         )
         command(agents, "imports", "list the import receipts, newest first, with their state")
 

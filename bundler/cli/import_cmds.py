@@ -67,18 +67,34 @@ def import_bundle(args: argparse.Namespace, out: Output) -> Result:
 
 
 def _undo(args: argparse.Namespace, out: Output, install: Path) -> Result:
-    """``--undo RECEIPT`` or ``--undo last``, with ``--dry-run`` saying what would go."""
+    """``--undo RECEIPT`` or ``--undo last``, with ``--dry-run`` saying what would go and stay.
+
+    ``--force`` is accepted and changes nothing: an undo always saves edited entries first."""
     from bundler.install.undo import resolve_receipt
 
     if args.as_alias or args.bind or args.secret or args.secrets_file:
         raise UsageError("--undo takes no other import option but --dry-run")
     receipt = resolve_receipt(install, args.undo)
-    undone = undo_import(install, receipt, dry_run=args.dry_run, force=args.force)
+    undone = undo_import(install, receipt, dry_run=args.dry_run)
     verb = "would remove" if undone.dry_run else "removed"
     text = [f"{verb} {escape_display(path)}" for path in undone.removed_entries]
+    if undone.changes:
+        text.append(
+            "edited since the import: " + ", ".join(escape_display(c) for c in undone.changes)
+        )
+    if undone.dry_run and undone.edited:
+        text.append("would save the edited values beside the receipt first")
     if undone.saved:
         text.append(f"edited values saved in {escape_display(undone.saved)}")
+    if undone.removed_files:
+        text.append(f"{verb} {undone.removed_files} files the import added, unchanged")
     text += [f"{verb} folder {escape_display(path)}" for path in undone.removed_folders]
+    text += [f"already gone: folder {escape_display(path)}" for path in undone.gone_folders]
+    keeps = "would keep" if undone.dry_run else "kept"
+    text += [f"{keeps} {escape_display(kept['path'])} ({kept['why']})" for kept in undone.kept]
+    if undone.moves:
+        text.append("to move what was kept aside:")
+        text += [f"  {line}" for line in undone.moves]
     return Result(
         payload=undone.as_json(), text=[] if out.quiet else text, warnings=undone.warnings
     )
@@ -90,7 +106,7 @@ def imports(args: argparse.Namespace, out: Output) -> Result:
 
     rows = list_receipts(find_install_root(args.install))
     text = [
-        f"{row.imported_at}  {escape_display(row.agent)}  {row.state}  "
+        f"{row.imported_at}  {escape_display(row.agent)}  {row.shown_state}  "
         f"from {escape_display(row.bundle)}  receipt {escape_display(str(row.path))}"
         for row in rows
     ]

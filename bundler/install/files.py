@@ -254,6 +254,20 @@ def tree_at(install_fd: int, rel: str) -> str | None:
         os.close(fd)
 
 
+def rename_noreplace(src_fd: int, src_name: str, dst_fd: int, dst_name: str) -> None:
+    """Rename ``src_name`` to ``dst_name`` between two open folders, never over an existing
+    entry (``FileExistsError``). The entry itself is renamed, a symbolic link included: never
+    what it points to. Not made durable here (the caller fsyncs both folders)."""
+    try:
+        durable.renameat2(src_fd, src_name, dst_fd, dst_name, durable.RENAME_NOREPLACE)
+    except OSError as exc:
+        if exc.errno not in durable.UNSUPPORTED_ERRNOS:
+            raise
+        if os.path.lexists(f"/proc/self/fd/{dst_fd}/{dst_name}"):
+            raise FileExistsError(errno.EEXIST, "target appeared", dst_name) from None
+        os.rename(src_name, dst_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+
+
 def rename_rel(install_fd: int, src: str, dst: str, *, replace_empty: bool) -> None:
     """Rename install-relative ``src`` to ``dst``, never over anything but an empty folder."""
     src_head, _, src_name = src.rpartition("/")
@@ -266,14 +280,7 @@ def rename_rel(install_fd: int, src: str, dst: str, *, replace_empty: bool) -> N
                 # rename(2) replaces a folder only when it is empty: the kernel re-checks it
                 os.rename(src_name, dst_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
             else:
-                try:
-                    durable.renameat2(src_fd, src_name, dst_fd, dst_name, durable.RENAME_NOREPLACE)
-                except OSError as exc:
-                    if exc.errno not in durable.UNSUPPORTED_ERRNOS:
-                        raise
-                    if os.path.lexists(f"/proc/self/fd/{dst_fd}/{dst_name}"):
-                        raise OSError(errno.EEXIST, "target appeared", dst) from None
-                    os.rename(src_name, dst_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+                rename_noreplace(src_fd, src_name, dst_fd, dst_name)
             durable.fsync_dir(dst_fd)
             if src_head != dst_head:
                 durable.fsync_dir(src_fd)
@@ -300,6 +307,91 @@ def rmdir_rel(install_fd: int, rel: str) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+def prune_empty(install_fd: int, rel: str) -> list[str]:
+    """Remove the folder ``rel`` and every folder below it that is (then) empty, deepest
+    first; returns the install-relative folders removed.
+
+    Never follows a link (a link, a file or a missing ``rel`` is left as it is) and removes
+    only with ``rmdir``, which the kernel refuses for a folder that is not empty: a file
+    written into one meanwhile keeps it. Each parent is fsynced after its removals.
+    """
+    head, _, name = rel.rpartition("/")
+    try:
+        parent = safefs.open_beneath(install_fd, head) if head else os.dup(install_fd)
+    except OSError:
+        return []
+    removed: list[str] = []
+    try:
+        if _prune_below(parent, name, rel, removed, 0):
+            durable.fsync_dir(parent)
+    finally:
+        os.close(parent)
+    return removed
+
+
+def _prune_below(parent_fd: int, name: str, rel: str, removed: list[str], depth: int) -> bool:
+    """:func:`prune_empty` of ``name`` in ``parent_fd``: True when it was removed."""
+    try:
+        fd = safefs.open_dir_nofollow(parent_fd, name)
+    except OSError:
+        return False  # gone, a link or not a folder: nothing of ours to remove
+    try:
+        empty = True
+        pruned = False
+        for child in os.listdir(fd):
+            try:
+                st = os.stat(child, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if (
+                stat.S_ISDIR(st.st_mode)
+                and depth < safefs.MAX_DEPTH
+                and _prune_below(fd, child, f"{rel}/{child}", removed, depth + 1)
+            ):
+                pruned = True
+            else:
+                empty = False
+        if pruned:
+            durable.fsync_dir(fd)
+    finally:
+        os.close(fd)
+    if not empty:
+        return False
+    try:
+        os.rmdir(name, dir_fd=parent_fd)
+    except OSError:
+        return False  # filled meanwhile (ENOTEMPTY), or not ours to remove
+    removed.append(rel)
+    return True
+
+
+def remaining_entries(install_fd: int, rel: str) -> list[str] | None:
+    """Every entry but folders below the folder ``rel`` (install-relative paths, display-safe),
+    in walk order: regular files, and the links, special files and undecodable names a walk
+    does not enter. None when ``rel`` is not a real folder (missing, a link, a file)."""
+    try:
+        fd = safefs.open_beneath(install_fd, rel)
+    except OSError:
+        return None
+    found: list[str] = []
+
+    def note(kind: safefs.SkipKind, path: str) -> None:
+        if kind is not safefs.SkipKind.VANISHED:
+            found.append(path)
+
+    try:
+        for entry in safefs.walk(fd, prefix=f"{rel}/", on_skip=note, unopened=_never_open):
+            if entry.kind == "file":
+                found.append(entry.relpath)
+    finally:
+        os.close(fd)
+    return found
+
+
+def _never_open(_rel: str, _st: os.stat_result) -> bool:
+    return True
 
 
 def mkdir_rel(install_fd: int, rel: str, mode: int) -> None:

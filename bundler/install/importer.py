@@ -594,8 +594,12 @@ def _receipt_text(
     journal: Journal,
     staged: list[Staged],
     trees: dict[str, str],
+    listings: dict[str, list[tuple[str, int, str]]],
 ) -> str:
-    """The receipt undo reads (03 §4); ``journal`` already holds the moves it records."""
+    """The receipt undo reads (03 §4); ``journal`` already holds the moves it records.
+
+    Each folder carries its files' ``[path inside it, size, XXH3-128]``: an undo removes the
+    files still as imported and keeps every other."""
     plan = result.plan
     config = run.config
     entries = [
@@ -633,7 +637,14 @@ def _receipt_text(
         "secrets_missing": plan.secrets_missing,
         "accepted_risk_flags": result.risk_flags,
         "entries": entries,
-        "folders": [{"path": item.target, "tree": trees[item.label]} for item in staged],
+        "folders": [
+            {
+                "path": item.target,
+                "tree": trees[item.label],
+                "files": [list(file) for file in listings[item.label]],
+            }
+            for item in staged
+        ],
         "emptied": journal.emptied,
         "created_parents": journal.parents,
     }
@@ -678,9 +689,12 @@ def _transact(run: _Run, result: ImportReport, new_text: str, staged: list[Stage
             )
             copied: set[str] = set()
             progress = run.options.progress
+            listings: dict[str, list[tuple[str, int, str]]] = {item.label: [] for item in staged}
             with phase(progress, "copying", *_staged_totals(report, staged)):
                 trees = {
-                    item.label: stage_folder(bundle_fd, staging_fd, item, listed, copied, progress)
+                    item.label: stage_folder(
+                        bundle_fd, staging_fd, item, listed, copied, progress, listings[item.label]
+                    )
                     for item in staged
                 }
             expected = listed_under(
@@ -714,7 +728,9 @@ def _transact(run: _Run, result: ImportReport, new_text: str, staged: list[Stage
         if merge.value_at(result.plan.agent_entry, UNRESTRICTED) is True:
             path = format_path(["agents", result.plan.agent, *UNRESTRICTED])
             journal.audit = [{"path": path, "old": False, "new": True, "via": "agents import"}]
-        journal.receipt_text = _receipt_text(run, result, new_text, journal, staged, trees)
+        journal.receipt_text = _receipt_text(
+            run, result, new_text, journal, staged, trees, listings
+        )
         txn.write_journal()
         txn.run(new_text)
     except BaseException as err:

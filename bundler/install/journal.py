@@ -23,15 +23,26 @@ crash at any point:
    name (never replacing one), audit lines are appended, undo's tidy-ups run, and the staging
    folder is removed last, so a crash on the way leaves the journal for recovery to finish.
 
+An undo takes files, not folders (it must leave what anyone wrote since): in step 1 the
+journal lists every file to take before one is taken; in step 3 each is renamed into the
+staging folder, checked there, and the journal rewritten with what was seen of each, after
+the folders it left and the staging folder are fsynced. Before the commit, recovery puts every
+taken file back; after it, completion unlinks them (putting back one written to since its
+check), removes the import's folders left empty and marks the receipt undone.
+
 A ``config.toml`` matching neither digest (changed by hand meanwhile) is refused, never guessed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
+import stat
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -45,13 +56,15 @@ from bundler.fs.interrupts import signals_deferred
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.install.files import (
     DIR_MODE,
-    READ_FLAGS,
     ensure_dirs,
     io_errors_refused,
     lstat_rel,
     mkdir_rel,
     open_install,
     partial_name,
+    prune_empty,
+    remaining_entries,
+    rename_noreplace,
     rename_rel,
     rmdir_rel,
     target_state,
@@ -69,6 +82,9 @@ locked while its import runs; a dead one changed nothing and is simply removed."
 JOURNAL = "journal.toml"
 RECEIPTS = ("data", "state", "imports")
 RECEIPT_FORMAT = 1
+MAX_RECEIPT_BYTES = 256 << 20
+"""A receipt lists the entries of one import and its files with their digests (some 100
+bytes a file, and a bundle holds at most a million entries): a larger file is no receipt."""
 
 
 @dataclass
@@ -79,6 +95,13 @@ class Journal:
     creates before its moves (removed again on rollback when empty); ``emptied`` are empty
     target folders a move replaced (``{path, mode}``, re-created on rollback); ``after`` holds
     what completes a committed transaction (the receipt to write, folders to tidy).
+
+    An undo takes files one by one instead of moving folders: ``takes`` are ``{src, dst,
+    size, digest}`` (a file of the import, still as the receipt recorded it, and its name in
+    the staging folder), each with ``seen`` (``"<inode>:<size>:<mtime ns>"``) once it was
+    taken and checked there; ``prune`` are the import's folders, each removed with its
+    folders that are then empty; ``undone_receipt`` the receipt in ``data/state/imports/`` to
+    mark undone when it completes.
     """
 
     kind: str
@@ -96,6 +119,9 @@ class Journal:
     restore_empty: list[dict[str, Any]] = field(default_factory=list)
     remove_parents: list[str] = field(default_factory=list)
     audit: list[dict[str, Any]] = field(default_factory=list)
+    takes: list[dict[str, Any]] = field(default_factory=list)
+    prune: list[str] = field(default_factory=list)
+    undone_receipt: str = ""
 
     def dumps(self) -> bytes:
         """The journal as TOML bytes."""
@@ -169,7 +195,7 @@ def _journal_problem(data: Any, token: str) -> str | None:
         return "receipt_stem is not a plain name"
     if not isinstance(data.get("receipt_text", ""), str):
         return "receipt_text is not text"
-    for key in ("moved", "parents", "remove_parents"):
+    for key in ("moved", "parents", "remove_parents", "prune"):
         if not is_path_list(data.get(key, [])):
             return f"{key} is not a list of paths inside the install"
     moves = data.get("moves", [])
@@ -184,6 +210,25 @@ def _journal_problem(data: Any, token: str) -> str | None:
     for key in ("emptied", "restore_empty"):
         if not is_emptied_list(data.get(key, [])):
             return f"{key} is not a list of {{path, mode}} inside the install"
+    takes = data.get("takes", [])
+    inside = f"{staging_name(token)}/"
+    if not isinstance(takes, list) or not all(
+        isinstance(take, dict)
+        and is_install_path(take.get("src"))
+        and isinstance(take.get("dst"), str)
+        and take["dst"].startswith(inside)
+        and _TOKEN.fullmatch(take["dst"][len(inside) :]) is not None
+        and type(take.get("size")) is int
+        and isinstance(take.get("digest"), str)
+        and isinstance(take.get("seen", ""), str)
+        for take in takes
+    ):
+        return "takes is not a list of {src, dst, size, digest} with dst in its staging folder"
+    undone = data.get("undone_receipt", "")
+    if not isinstance(undone, str) or (
+        undone and not (undone.endswith(".toml") and _RECEIPT_STEM.fullmatch(undone[:-5]))
+    ):
+        return "undone_receipt is not a plain name"
     audit = data.get("audit", [])
     if not isinstance(audit, list) or not all(
         isinstance(line, dict)
@@ -280,11 +325,81 @@ class Transaction:
             os.close(fd)
 
 
+def stamp(st: os.stat_result) -> str:
+    """``"<inode>:<size>:<mtime ns>"``: what an undo saw of a file it took and checked; a
+    write to it since (through a descriptor opened before it was taken) changes the size or
+    the modification time."""
+    return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def put_back(install_fd: int, take: Mapping[str, Any], token: str) -> str:
+    """Move a file an undo took into its staging folder back to its place (``take["src"]``),
+    never over an entry: when one was made there meanwhile, beside it as
+    ``<name>.undo-<token>`` (``-2``, ``-3``…). Missing folders on the way are made again; a
+    link on the way is refused (``OSError``). Durable when it returns; returns where the file
+    now is, install-relative."""
+    head, _, name = take["src"].rpartition("/")
+    staging, _, staged = take["dst"].rpartition("/")
+    staging_fd = safefs.open_beneath(install_fd, staging)
+    try:
+        parent_fd, _created = ensure_dirs(install_fd, head)
+        try:
+            candidates = [name, f"{name}.undo-{token}"]
+            candidates += (f"{name}.undo-{token}-{n}" for n in range(2, 1000))
+            for candidate in candidates:
+                try:
+                    rename_noreplace(staging_fd, staged, parent_fd, candidate)
+                    break
+                except FileExistsError:
+                    continue
+            else:
+                raise FileExistsError(errno.EEXIST, "no free name to put it back", take["src"])
+            durable.fsync_dir(parent_fd)
+            durable.fsync_dir(staging_fd)
+        finally:
+            os.close(parent_fd)
+    finally:
+        os.close(staging_fd)
+    return f"{head}/{candidate}" if head else candidate
+
+
+def _put_back_all(
+    install_fd: int, journal: Journal, actions: list[str], *, dry_run: bool, changed_only: bool
+) -> None:
+    """Put back each file an undo took that is still in its staging folder: all of them
+    (rolling back), or after the commit only those whose :func:`stamp` differs from what the
+    undo saw when it checked them (written to through a descriptor held open)."""
+    staging = staging_name(journal.token)
+    back = 0
+    for take in reversed(journal.takes):
+        st = lstat_rel(install_fd, take["dst"])
+        if st is None:
+            continue  # not taken, put back already, or removed
+        if changed_only and stat.S_ISREG(st.st_mode) and take.get("seen") == stamp(st):
+            continue
+        back += 1
+        if dry_run:
+            continue
+        landed = put_back(install_fd, take, journal.token)
+        if landed != take["src"]:
+            actions.append(
+                left_alone(
+                    landed,
+                    f"{escape_display(landed)}: put back beside {escape_display(take['src'])}, "
+                    "which was made meanwhile",
+                )
+            )
+    if back:
+        what = "changed after the undo checked them" if changed_only else "an undo had taken"
+        actions.append(step("move back", staging, f"{back} files {what}", dry_run=dry_run))
+
+
 def _roll_back(
     install_fd: int, config_dir_fd: int, journal: Journal, *, dry_run: bool
 ) -> list[str]:
     """Put back what an uncommitted transaction moved or created; returns the actions taken."""
     actions: list[str] = []
+    _put_back_all(install_fd, journal, actions, dry_run=dry_run, changed_only=False)
     for move in reversed(journal.moves):
         if (
             lstat_rel(install_fd, move["src"]) is not None
@@ -351,6 +466,16 @@ def complete_transaction(
         )
         if not dry_run:
             append_audit(install_root, line["path"], line["old"], line["new"], line["via"])
+    if journal.takes:
+        _remove_taken(install_fd, journal, actions, dry_run=dry_run)
+    for folder in journal.prune:
+        if dry_run:
+            actions.append(step("remove", folder, f"the empty folders of {folder}", dry_run=True))
+        else:
+            actions += [
+                step("remove", gone, f"empty folder {escape_display(gone)}", dry_run=False)
+                for gone in prune_empty(install_fd, folder)
+            ]
     for empty in journal.restore_empty:
         if lstat_rel(install_fd, empty["path"]) is None:
             actions.append(
@@ -366,12 +491,99 @@ def complete_transaction(
             actions.append(step("remove", parent, f"empty folder {parent}", dry_run=dry_run))
             if not dry_run:
                 rmdir_rel(install_fd, parent)
+    if journal.undone_receipt:
+        _mark_undone(install_fd, journal, actions, dry_run=dry_run)
     staging = staging_name(journal.token)
     actions.append(step("remove", staging, staging, dry_run=dry_run))
     if not dry_run:
         safefs.rmtree_at(install_fd, staging_name(journal.token))
         durable.fsync_dir(install_fd)
     return actions, receipt
+
+
+def _remove_taken(install_fd: int, journal: Journal, actions: list[str], *, dry_run: bool) -> None:
+    """After an undo's commit: put back each taken file written to since it was checked,
+    then unlink the rest from the staging folder (through its descriptor, never by a path
+    that could lead elsewhere)."""
+    _put_back_all(install_fd, journal, actions, dry_run=dry_run, changed_only=True)
+    staging = staging_name(journal.token)
+    try:
+        staging_fd = safefs.open_dir_nofollow(install_fd, staging)
+    except FileNotFoundError:
+        return
+    removed = 0
+    try:
+        for take in journal.takes:
+            staged = take["dst"].rpartition("/")[2]
+            try:
+                os.stat(staged, dir_fd=staging_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            removed += 1
+            if not dry_run:
+                os.unlink(staged, dir_fd=staging_fd)
+        if removed and not dry_run:
+            durable.fsync_dir(staging_fd)
+    finally:
+        os.close(staging_fd)
+    if removed:
+        actions.append(
+            step("remove", staging, f"{removed} files the import added, unchanged", dry_run=dry_run)
+        )
+
+
+def kept_in(install_fd: int, folders: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(every file left below ``folders`` after an undo, the folders still holding one):
+    what it kept because the agent or the user wrote it (install-relative, display-safe). A
+    link or a file where a folder was counts as one kept file."""
+    kept: list[str] = []
+    standing: list[str] = []
+    for folder in folders:
+        if lstat_rel(install_fd, folder) is None:
+            continue
+        found = remaining_entries(install_fd, folder)
+        if found == []:
+            continue  # empty: a folder the import replaced, made again as it was
+        standing.append(folder)
+        kept += found if found is not None else [folder]
+    return kept, standing
+
+
+def _mark_undone(install_fd: int, journal: Journal, actions: list[str], *, dry_run: bool) -> None:
+    """Add ``[undone]`` (when, how many files kept, the folders kept) to the receipt the undo
+    names, replacing it atomically; a receipt marked already, missing or not the one the
+    journal's undo read is left as it is (``agents imports`` then reads its state from disk)."""
+    name = journal.undone_receipt
+    shown = "/".join([*RECEIPTS, name])
+    try:
+        dir_fd = safefs.open_beneath(install_fd, "/".join(RECEIPTS))
+    except OSError:
+        return
+    try:
+        try:
+            raw = read_small_file(name, MAX_RECEIPT_BYTES, dir_fd=dir_fd, follow=False)
+            data = tomlcompat.loads(raw.decode("utf-8"))
+            mode = stat.S_IMODE(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+        except (OSError, NotSmallFile, UnicodeDecodeError, tomlcompat.TOMLDecodeError):
+            return
+        if not isinstance(data, dict) or "undone" in data:
+            return
+        folders = [str(f.get("path")) for f in data.get("folders", []) if isinstance(f, dict)]
+        kept, standing = kept_in(install_fd, [f for f in folders if is_install_path(f)])
+        actions.append(step("write", shown, f"{shown} marked undone", dry_run=dry_run))
+        if dry_run:
+            return
+        mark = {
+            "undone": {
+                "at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "kept_files": len(kept),
+                "kept_folders": standing,
+            }
+        }
+        text = raw.rstrip(b"\n") + b"\n\n" + tomli_w.dumps(mark).encode("utf-8")
+        durable.atomic_write(dir_fd, name, text, mode=mode)
+    finally:
+        os.close(dir_fd)
 
 
 def _remove_partial_receipt(
@@ -408,13 +620,10 @@ def _receipt_present(install_fd: int, journal: Journal) -> str | None:
     try:
         for name in sorted(os.listdir(fd)):
             if name.startswith(journal.receipt_stem) and name.endswith(".toml"):
-                with contextlib.suppress(OSError):
-                    file_fd = os.open(name, READ_FLAGS, dir_fd=fd)
-                    try:
-                        if os.read(file_fd, 1 << 24) == journal.receipt_text.encode("utf-8"):
-                            return name
-                    finally:
-                        os.close(file_fd)
+                with contextlib.suppress(OSError, NotSmallFile):
+                    raw = read_small_file(name, MAX_RECEIPT_BYTES, dir_fd=fd, follow=False)
+                    if raw == journal.receipt_text.encode("utf-8"):
+                        return name
         return None
     finally:
         os.close(fd)
@@ -432,8 +641,9 @@ def write_receipt(install_fd: int, journal: Journal) -> str:
     return "/".join([*RECEIPTS, name])
 
 
-MAX_JOURNAL_BYTES = 1 << 26
-"""A journal names the folders and entries of one import: far smaller than this."""
+MAX_JOURNAL_BYTES = 1 << 29
+"""A journal names the folders and entries of one import and its receipt's text, or the files
+one undo takes (some 150 bytes each, for at most a million): far smaller than this."""
 
 
 def _journal_of(install_root: Path, install_fd: int, name: str) -> Journal | None:

@@ -78,10 +78,14 @@ def stage_folder(
     listed: dict[str, str] | None,
     copied: set[str],
     progress: Progress | None = None,
+    listing: list[tuple[str, int, str]] | None = None,
 ) -> str:
     """Copy one staged folder's sources, check every digest, fix modes; returns its tree digest.
 
-    ``progress`` is told of each file copied (the caller starts and stops its phase).
+    ``progress`` is told of each file copied (the caller starts and stops its phase);
+    ``listing``, when given, receives each file's ``(path inside the folder, size, XXH3-128)``
+    in walk order: the receipt keeps them so that an undo can tell each added file unchanged
+    from one the agent has since edited (03 §4).
     """
     os.mkdir(staged.label, 0o700, dir_fd=staging_fd)
     root_fd = safefs.open_dir_nofollow(staging_fd, staged.label)
@@ -134,6 +138,8 @@ def stage_folder(
     finally:
         os.close(root_fd)
     files.sort(key=lambda item: os.fsencode(item[0]))
+    if listing is not None:
+        listing.extend(files)
     return tree_digest(files)
 
 

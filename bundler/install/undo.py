@@ -1,9 +1,12 @@
-"""``bundler agents import --undo RECEIPT``: remove exactly what one import added (03 §4).
+"""``bundler agents import --undo RECEIPT``: remove what one import added, and nothing anyone
+wrote since (03 §4).
 
-Entries and folders are compared with what the receipt recorded, by content digest with
-``x-secret`` fields ignored (filling in secrets after an import is expected); anything changed
-since is listed and the undo refused. The removal is itself a journaled transaction
-(:mod:`bundler.install.journal`): folders move *into* staging, the config loses the entries.
+Entries are compared with what the receipt recorded by digest with ``x-secret`` fields ignored
+(filling in secrets after an import is expected); an edited one is saved beside the receipt,
+then removed. Files are compared by size and content digest: one still as imported is
+removed, any other kept in place and listed, with a ``mv`` line moving its folder aside. The
+removal is itself a journaled transaction (:mod:`bundler.install.journal`): files move *into*
+staging, the config loses the entries, the receipt is marked undone.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import contextlib
 import copy
 import errno
 import os
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -25,20 +29,25 @@ from bundler.config.file import parse_config_text, read_config_file
 from bundler.config.guards import UNRESTRICTED
 from bundler.config.write import config_lock
 from bundler.errors import BundlerError, InvalidInput, Refused
-from bundler.fs import durable
+from bundler.fs import digest, durable, safefs
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.install import merge
 from bundler.install.files import (
     CONFIG,
+    READ_FLAGS,
     entry_digest,
     field_digests,
     io_errors_refused,
+    lstat_rel,
     open_install,
     public_value,
+    rename_noreplace,
     tree_at,
+    tree_digest,
     xxh,
 )
 from bundler.install.journal import (
+    MAX_RECEIPT_BYTES,
     RECEIPT_FORMAT,
     RECEIPTS,
     Journal,
@@ -47,6 +56,9 @@ from bundler.install.journal import (
     is_emptied_list,
     is_install_path,
     is_path_list,
+    kept_in,
+    put_back,
+    stamp,
 )
 from bundler.rules import hints, tomlcompat
 from bundler.rules.names import escape_display
@@ -56,7 +68,11 @@ from bundler.rules.validate import validate
 
 @dataclass
 class UndoReport:
-    """What :func:`undo_import` removed."""
+    """What :func:`undo_import` removed and kept (or, with ``dry_run``, would).
+
+    ``kept`` are ``{path, why}`` of each file left in place; ``moves`` the paste-ready ``mv``
+    line of each folder left, moving it aside; ``changes`` each field of an ``edited`` entry
+    with what happened to it."""
 
     agent: str
     receipt: str
@@ -66,6 +82,11 @@ class UndoReport:
     dry_run: bool = False
     edited: list[str] = field(default_factory=list)
     saved: str = ""
+    removed_files: int = 0
+    gone_folders: list[str] = field(default_factory=list)
+    kept: list[dict[str, str]] = field(default_factory=list)
+    moves: list[str] = field(default_factory=list)
+    changes: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         """The ``--json`` payload of ``agents import --undo``."""
@@ -73,9 +94,14 @@ class UndoReport:
             "agent": self.agent,
             "receipt": self.receipt,
             "removed": self.removed_entries,
+            "removed_files": self.removed_files,
             "removed_folders": self.removed_folders,
+            "already_gone": self.gone_folders,
+            "kept": self.kept,
+            "mv": self.moves,
             "dry_run": self.dry_run,
             "edited": self.edited,
+            "changes": self.changes,
             "saved": self.saved,
         }
 
@@ -84,8 +110,9 @@ class UndoReport:
 class ReceiptInfo:
     """One import receipt of an install, for ``agents imports``.
 
-    ``state``: ``imported`` (everything it added is there, unchanged), ``undone`` (none of it
-    is there) or ``changed`` (some of it was edited or removed since).
+    ``state``: ``imported`` (everything it added is there, unchanged), ``undone`` (marked so
+    by its undo, which kept ``kept_files`` files someone wrote; or none of it is there) or
+    ``changed`` (some of it was edited or removed since).
     """
 
     path: Path
@@ -93,6 +120,14 @@ class ReceiptInfo:
     bundle: str
     imported_at: str
     state: str
+    kept_files: int = 0
+
+    @property
+    def shown_state(self) -> str:
+        """The state as ``agents imports`` prints it: ``undone, 3 files kept``."""
+        if self.state != "undone" or not self.kept_files:
+            return self.state
+        return f"undone, {self.kept_files} file{'s' if self.kept_files != 1 else ''} kept"
 
     def as_json(self) -> dict[str, Any]:
         """One row of ``agents imports --json``."""
@@ -102,11 +137,8 @@ class ReceiptInfo:
             "bundle": self.bundle,
             "imported_at": self.imported_at,
             "state": self.state,
+            "kept_files": self.kept_files,
         }
-
-
-MAX_RECEIPT_BYTES = 16 << 20
-"""A receipt lists entries and folders of one import: far smaller; a larger file is no receipt."""
 
 
 def _load_receipt(receipt: Path) -> dict[str, Any]:
@@ -180,7 +212,29 @@ def _receipt_problem(data: Mapping[str, Any]) -> str | None:
         return "emptied is not a list of {path, mode} inside the install"
     if not is_path_list(data.get("created_parents", [])):
         return "created_parents is not a list of paths inside the install"
+    if not all(_is_file_list(folder.get("files", [])) for folder in folders):
+        return "a folder's files are not a list of [path, size, digest] inside it"
+    undone = data.get("undone", {})
+    if not (
+        isinstance(undone, dict)
+        and type(undone.get("kept_files", 0)) is int
+        and is_path_list(undone.get("kept_folders", []))
+    ):
+        return "undone is not a table of {at, kept_files, kept_folders}"
     return None
+
+
+def _is_file_list(files: object) -> bool:
+    """Whether ``files`` is a list of ``[path inside the folder, size, digest]``."""
+    return isinstance(files, list) and all(
+        isinstance(item, list)
+        and len(item) == 3
+        and is_install_path(item[0])
+        and type(item[1]) is int
+        and item[1] >= 0
+        and isinstance(item[2], str)
+        for item in files
+    )
 
 
 def _find_entry(config: Mapping[str, Any], path: str) -> Any:
@@ -257,6 +311,8 @@ def _state_of(
     current: Mapping[str, Any], install_fd: int, data: Mapping[str, Any]
 ) -> tuple[str, list[str]]:
     """(``imported`` | ``undone`` | ``changed``, what changed) of one receipt's additions."""
+    if "undone" in data:
+        return "undone", []
     changed: list[str] = []
     absent = 0
     entries = [entry for entry in data["entries"] if isinstance(entry, dict)]
@@ -357,12 +413,18 @@ def list_receipts(install_root: Path) -> list[ReceiptInfo]:
                 mtime = os.stat(path, follow_symlinks=False).st_mtime_ns
             except (BundlerError, OSError):
                 continue
-            state, _ = _state_of(current, install_fd, data)
-            stamp = str(data.get("imported_at", ""))
+            state, changed = _state_of(current, install_fd, data)
+            when = str(data.get("imported_at", ""))
+            undone = data.get("undone", {})
             info = ReceiptInfo(
-                path, str(data.get("agent", "")), str(data.get("bundle", "")), stamp, state
+                path,
+                str(data.get("agent", "")),
+                str(data.get("bundle", "")),
+                when,
+                state,
+                int(undone.get("kept_files", 0)),
             )
-            found.append(((stamp, mtime), info))
+            found.append(((when, mtime), info))
     return [info for _key, info in sorted(found, key=lambda item: item[0], reverse=True)]
 
 
@@ -421,24 +483,215 @@ def resolve_receipt(install_root: Path, which: str) -> Path:
     )
 
 
-@io_errors_refused("undo")
-def undo_import(
-    install_root: Path, receipt: Path, *, dry_run: bool = False, force: bool = False
-) -> UndoReport:
-    """Remove exactly what the import recorded in ``receipt`` added (03 §4), transactionally.
+KEPT_WHY = {
+    safefs.SkipKind.SYMLINK: "a symbolic link",
+    safefs.SkipKind.SPECIAL: "a special file",
+    safefs.SkipKind.HARD_LINK: "a file with another name (a hard link)",
+    safefs.SkipKind.REPLACED: "replaced while it was read",
+    safefs.SkipKind.OTHER_DEVICE: "on another file system",
+    safefs.SkipKind.BAD_NAME: "a name that is not UTF-8",
+}
+"""Why an entry a walk does not read is kept: none of them is a file the import made."""
 
-    Every added entry (compared by digest with ``x-secret`` values ignored) and every folder the
-    import created (compared by content digest) must be unchanged; otherwise :class:`Refused`
-    lists what changed and nothing is touched.
+
+@dataclass
+class _FolderPlan:
+    """What an undo does in one folder of the import: the files to take (``{src, size,
+    digest}``, install-relative) and what it keeps, with why."""
+
+    path: str
+    present: bool
+    takes: list[dict[str, Any]] = field(default_factory=list)
+    kept: dict[str, str] = field(default_factory=dict)
+
+
+def _plan_folder(install_fd: int, folder: Mapping[str, Any]) -> _FolderPlan:
+    """Read the import's folder ``folder`` as it is now, without following a link: each file
+    the receipt recorded that still has its size and digest is to be taken; every other entry
+    (edited, new, a link, a special file) is kept. A receipt without per-file digests (written
+    by an earlier version) lets an undo take the files only when the whole tree is unchanged."""
+    rel = str(folder["path"])
+    try:
+        st = lstat_rel(install_fd, rel)
+    except Refused:
+        return _FolderPlan(rel, True, kept={rel: "behind a symbolic link"})
+    if st is None:
+        return _FolderPlan(rel, False)  # moved aside or removed: nothing of it to remove
+    if not stat.S_ISDIR(st.st_mode):
+        return _FolderPlan(rel, True, kept={rel: "no longer a folder"})
+    plan = _FolderPlan(rel, True)
+    listed = folder.get("files")
+    recorded = None if listed is None else {str(f[0]): (int(f[1]), str(f[2])) for f in listed}
+    seen: list[tuple[str, int, str]] = []
+    fd = safefs.open_beneath(install_fd, rel)
+    buf = bytearray(digest.BUFFER_SIZE)
+
+    def keep(kind: safefs.SkipKind, path: str) -> None:
+        if kind is not safefs.SkipKind.VANISHED:
+            plan.kept[path] = KEPT_WHY[kind]
+
+    try:
+        for entry in safefs.walk(fd, prefix=f"{rel}/", on_skip=keep):
+            if entry.kind != "file":
+                continue
+            wanted = None if recorded is None else recorded.get(entry.rel)
+            if recorded is not None and wanted is None:
+                plan.kept[entry.relpath] = "new since the import"
+                continue
+            if wanted is not None and entry.stat.st_size != wanted[0]:
+                plan.kept[entry.relpath] = "changed since the import"
+                continue
+            size, got = digest.digest_fd(
+                entry.fd, relpath=entry.relpath, buffer=buf, expected=entry.stat.st_size
+            )
+            seen.append((entry.rel, size, got))
+            if wanted is not None and got != wanted[1]:
+                plan.kept[entry.relpath] = "changed since the import"
+                continue
+            plan.takes.append({"src": entry.relpath, "size": size, "digest": got})
+    finally:
+        os.close(fd)
+    seen.sort(key=lambda item: os.fsencode(item[0]))  # the order the import digested them in
+    if recorded is None and (plan.kept or tree_digest(seen) != folder.get("tree")):
+        # no per-file digests to tell which file changed: keep them all
+        why = "in a folder changed since the import"
+        plan.kept.update({take["src"]: why for take in plan.takes})
+        plan.takes = []
+    return plan
+
+
+def _check_staged(
+    staging_fd: int, name: str, take: Mapping[str, Any], buf: bytearray
+) -> str | None:
+    """The :func:`~bundler.install.journal.stamp` of the file an undo just took into its
+    staging folder when it is a regular file still as the import wrote it, else None (it
+    changed between the first reading and the rename, or was swapped for a link or another
+    kind of file: it goes back). Opened with ``O_NOFOLLOW``, after an ``lstat``: a link is
+    never followed, a special file never opened."""
+    try:
+        lst = os.stat(name, dir_fd=staging_fd, follow_symlinks=False)
+    except OSError:
+        return None
+    if not stat.S_ISREG(lst.st_mode) or lst.st_size != take["size"]:
+        return None
+    try:
+        fd = os.open(name, READ_FLAGS, dir_fd=staging_fd)
+    except OSError:
+        return None
+    try:
+        before = os.fstat(fd)
+        if not safefs.same_object(before, lst):
+            return None
+        size, got = digest.digest_fd(fd, relpath=take["src"], buffer=buf)
+        after = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if size != take["size"] or got != take["digest"] or stamp(before) != stamp(after):
+        return None
+    return stamp(after)
+
+
+def _take_files(
+    install_fd: int, staging_fd: int, takes: Sequence[dict[str, Any]], token: str
+) -> list[dict[str, Any]]:
+    """Rename each file of ``takes`` into the staging folder and check it there; returns the
+    takes that stayed taken (each with its ``seen`` stamp). A file that fails the check is put
+    back at once. Durable when it returns: every folder a file left, and the staging folder,
+    are fsynced (before the commit makes the removal final)."""
+    taken: list[dict[str, Any]] = []
+    by_parent: dict[str, list[dict[str, Any]]] = {}
+    for take in takes:
+        by_parent.setdefault(take["src"].rpartition("/")[0], []).append(take)
+    buf = bytearray(digest.BUFFER_SIZE)
+    for head, group in by_parent.items():
+        try:
+            parent_fd = safefs.open_beneath(install_fd, head)
+        except OSError:
+            continue  # removed or replaced by a link since it was read: nothing taken from it
+        try:
+            moved = False
+            for take in group:
+                staged = take["dst"].rpartition("/")[2]
+                try:
+                    rename_noreplace(parent_fd, take["src"].rpartition("/")[2], staging_fd, staged)
+                except FileNotFoundError:
+                    continue  # removed meanwhile
+                moved = True
+                seen = _check_staged(staging_fd, staged, take, buf)
+                if seen is None:
+                    put_back(install_fd, take, token)
+                    continue
+                take["seen"] = seen
+                taken.append(take)
+            if moved:
+                durable.fsync_dir(parent_fd)
+        finally:
+            os.close(parent_fd)
+    durable.fsync_dir(staging_fd)
+    return taken
+
+
+def _installed_receipt(install_root: Path, receipt: Path, data: Mapping[str, Any]) -> str:
+    """The name in ``data/state/imports/`` of the receipt ``receipt`` is (or is a copy of,
+    told by its token), for the undo to mark; ``""`` when the install holds none."""
+    folder = _receipts_dir(install_root)
+    with contextlib.suppress(OSError):
+        if os.path.samefile(Path(receipt).parent, folder):
+            return Path(receipt).name
+    for name in _receipt_names(folder):
+        with contextlib.suppress(BundlerError, OSError):
+            if _load_receipt(folder / name).get("token") == data.get("token"):
+                return name
+    return ""
+
+
+def _mv_line(install_root: Path, folder: str) -> str:
+    """The ``mv`` line that moves a kept folder aside to a name free now, every word
+    shell-quoted (a hostile name pastes as one argument and runs nothing)."""
+    source = install_root / folder
+    target = Path(f"{source}.undone")
+    counter = 2
+    while os.path.lexists(target):
+        target = Path(f"{source}.undone-{counter}")
+        counter += 1
+    return hints.shell_line("mv", "-n", "--", str(source), str(target))
+
+
+@io_errors_refused("undo")
+def undo_import(install_root: Path, receipt: Path, *, dry_run: bool = False) -> UndoReport:
+    """Remove what the import recorded in ``receipt`` added (03 §4), transactionally, and never
+    a byte anyone wrote since.
+
+    The config loses the import's entries (those edited since are saved beside the receipt
+    first, their ``x-secret`` fields left out; filled-in secrets do not count as edits). Every
+    file the import added that still has the size and digest the receipt recorded is removed,
+    then every folder of the import left empty; every other file (edited, new, a link, a
+    special file) stays where it is and is listed with a ``mv`` line that moves its folder
+    aside. A folder that is gone (moved aside) counts as removed. The receipt is marked undone.
+
+    Crash safety: one journaled transaction (:mod:`bundler.install.journal`). The journal lists
+    the files to take before any is taken; each is renamed into the staging folder, where it is
+    checked; the config's replacement is the commit. ``recover --install`` before it puts every
+    taken file back, after it removes them and finishes; either way one consistent state.
+
+    Race safety, what is guaranteed: every path is reached from the install's descriptor
+    without following a link; a file is renamed (the entry itself: a link swapped in is moved,
+    never followed) into the staging folder and only there opened (``O_NOFOLLOW``) and compared
+    with the receipt, so the bytes judged unchanged are the bytes removed, and no process can
+    open the file by its path any more; a file that fails the check goes back. A process that
+    already held the file open can still write to it; such a write changes its size or
+    modification time, which is compared again just before the unlink (after the commit), and
+    the file then goes back instead. A write that leaves both as they were (within one tick of
+    a coarse file-system clock, of the same size) is not seen. Removal is by ``unlinkat`` in the
+    staging folder and ``rmdir``, which the kernel refuses for a folder not empty.
     """
     install_root = Path(os.path.abspath(install_root))
     data = _load_receipt(receipt)
-    result = UndoReport(agent=str(data.get("agent", "")), receipt=str(receipt))
+    result = UndoReport(agent=str(data.get("agent", "")), receipt=str(receipt), dry_run=dry_run)
     with open_install(install_root, create=False) as install_fd, contextlib.ExitStack() as stack:
         stack.enter_context(config_lock(install_root))
         config = read_config_file(install_fd, install_root, stack, missing_ok=True)
         current = config.parse()
-        paths = [str(entry["path"]) for entry in data["entries"]]
         folders = [folder for folder in data.get("folders", []) if isinstance(folder, dict)]
         state, changed = _state_of(current, install_fd, data)
         if state == "undone":
@@ -447,33 +700,18 @@ def undo_import(
                 "install",
                 path=str(receipt),
             )
-        folder_changes = [c for c in changed if c.endswith("(changed or missing)")]
-        if changed and (not force or folder_changes):
-            hint = (
-                "; folders are never removed with changes in them: move them aside first"
-                if folder_changes
-                else "; pass --force to save the edited values beside the receipt and remove "
-                "them anyway"
-            )
-            raise Refused(
-                "cannot undo: changed since the import: "
-                + ", ".join(escape_display(c) for c in changed)
-                + hint,
-                path=str(receipt),
-            )
         edited = sorted(
-            {
-                str(entry["path"])
-                for entry in data["entries"]
-                if _find_entry(current, str(entry["path"])) is not None
-                and entry_digest(
-                    _find_entry(current, str(entry["path"])), parse_path(str(entry["path"]))
-                )
-                != entry.get("digest")
-            }
+            str(entry["path"])
+            for entry in data["entries"]
+            if (value := _find_entry(current, str(entry["path"]))) is not None
+            and entry_digest(value, parse_path(str(entry["path"]))) != entry.get("digest")
         )
         # an entry already gone has nothing left to remove
-        paths = [path for path in paths if _find_entry(current, path) is not None]
+        paths = [
+            str(entry["path"])
+            for entry in data["entries"]
+            if _find_entry(current, str(entry["path"])) is not None
+        ]
         new_text = _undone_text(config.text, current, paths, data)
         errors, _ = validate(parse_config_text(new_text or "", config.where), install_root)
         if errors:
@@ -482,14 +720,24 @@ def undo_import(
                 f"{errors[0].line()}",
                 path=errors[0].path,
             )
+        plans = [_plan_folder(install_fd, folder) for folder in folders]
+        result.edited = edited
+        result.changes = [
+            change
+            for change in changed
+            if not change.endswith(("(changed or missing)", "(removed)"))
+        ]
+        result.removed_entries = paths
         if dry_run:
-            result.dry_run = True
-            result.edited = edited
-            result.removed_entries = paths
-            result.removed_folders = [str(install_root / folder["path"]) for folder in folders]
+            result.removed_files = sum(len(plan.takes) for plan in plans)
+            result.gone_folders = [str(install_root / p.path) for p in plans if not p.present]
+            result.removed_folders = [
+                str(install_root / p.path) for p in plans if p.present and not p.kept
+            ]
+            kept = {path: why for plan in plans for path, why in plan.kept.items()}
+            _report_kept(result, install_root, kept, [p.path for p in plans if p.kept])
             return result
         if edited:
-            result.edited = edited
             result.saved = str(_save_edited(Path(receipt), current, edited))
         token = durable.random_token()
         journal = Journal(
@@ -501,6 +749,8 @@ def undo_import(
             config_dir=os.path.realpath(f"/proc/self/fd/{config.dir_fd}"),
             restore_empty=list(data.get("emptied", [])),
             remove_parents=list(data.get("created_parents", [])),
+            prune=[plan.path for plan in plans if plan.present],
+            undone_receipt=_installed_receipt(install_root, receipt, data),
         )
         agent_path = ["agents", result.agent, *UNRESTRICTED]
         if merge.value_at(current, agent_path) is True:
@@ -509,11 +759,14 @@ def undo_import(
             journal.audit = [{**line, "via": "agents import --undo"}]
         txn = Transaction(install_fd, config, journal)
         try:
-            txn.open_staging()
-            journal.moves = [
-                {"src": folder["path"], "dst": f"{txn.staging}/{i}", "tree": folder["tree"]}
-                for i, folder in enumerate(folders)
+            staging_fd = txn.open_staging()
+            takes = [take for plan in plans for take in plan.takes]
+            journal.takes = [
+                {**take, "dst": f"{txn.staging}/{index}"} for index, take in enumerate(takes)
             ]
+            # durable before the first file leaves its folder: recovery puts back what it lists
+            txn.write_journal()
+            journal.takes = _take_files(install_fd, staging_fd, journal.takes, token)
             txn.write_journal()
             txn.run(new_text)
         except BaseException as err:
@@ -548,9 +801,34 @@ def undo_import(
                     hints.command("recover", "--install", str(install_root)),
                 )
             )
-        result.removed_entries = paths
-        result.removed_folders = [str(install_root / folder["path"]) for folder in folders]
+        result.removed_files = len(journal.takes)
+        result.gone_folders = [str(install_root / p.path) for p in plans if not p.present]
+        result.removed_folders = [
+            str(install_root / p.path)
+            for p in plans
+            if p.present and lstat_rel(install_fd, p.path) is None
+        ]
+        left, standing = kept_in(install_fd, [p.path for p in plans if p.present])
+        recorded = {
+            f"{folder['path']}/{f[0]}" for folder in folders for f in folder.get("files", [])
+        }
+        why = {path: reason for plan in plans for path, reason in plan.kept.items()}
+        kept = {
+            path: why.get(
+                path, "changed since the import" if path in recorded else "new since the import"
+            )
+            for path in left
+        }
+        _report_kept(result, install_root, kept, standing)
     return result
+
+
+def _report_kept(
+    result: UndoReport, install_root: Path, kept: Mapping[str, str], standing: Sequence[str]
+) -> None:
+    """Fill in what an undo keeps (or would), with the ``mv`` line of each folder left."""
+    result.kept = [{"path": str(install_root / path), "why": why} for path, why in kept.items()]
+    result.moves = [_mv_line(install_root, folder) for folder in standing]
 
 
 def _undone_text(

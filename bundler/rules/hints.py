@@ -45,13 +45,17 @@ def quote_word(word: str) -> str:
     return f"$'{body}'"
 
 
+def shell_line(*words: str) -> str:
+    """The paste-ready line of ``words``, each one shell word (:func:`quote_word`)."""
+    return " ".join(quote_word(word) for word in words)
+
+
 def command(*words: str, install: str | None = None) -> str:
     """The paste-ready line ``bundler [--install DIR] WORDS…`` (see the module's rule).
 
     ``install`` is the ``--install`` value as given on the command line, or None.
     """
-    argv = [PROGRAM, *install_words(install), *words]
-    return " ".join(quote_word(word) for word in argv)
+    return shell_line(PROGRAM, *install_words(install), *words)
 
 
 class Hinted(str):

@@ -282,13 +282,20 @@ def test_recover_refuses_when_config_matches_neither_digest(tmp_path: Path) -> N
     assert state(scenario.install) == before
 
 
-def _undo_scenario(tmp_path: Path) -> tuple[Scenario, list[str], State, State]:
-    """An install right after the import, the undo command, and its states before and after."""
+def _undo_scenario(
+    tmp_path: Path, *, worked: bool = False
+) -> tuple[Scenario, list[str], State, State]:
+    """An install right after the import (with ``worked``, its agent has edited a file and
+    written one since), the undo command, and its states before and after."""
     scenario = _scenario(tmp_path)
     done = subprocess.run(
         scenario.cmd, capture_output=True, text=True, env=cli_env(), cwd="/", timeout=120
     )
     assert done.returncode == 0, done.stderr
+    if worked:
+        notes = scenario.install / "agents" / "researcher" / "workspace" / "notes"
+        (notes / "n07.md").write_text("note 7, edited by the agent\n")
+        (notes / "agent.md").write_text("written by the agent\n")
     imported = tmp_path / "imported"
     shutil.copytree(scenario.install, imported, symlinks=True)
     receipt = next((scenario.install / "data" / "state" / "imports").iterdir())
@@ -307,6 +314,12 @@ def _undo_scenario(tmp_path: Path) -> tuple[Scenario, list[str], State, State]:
     assert undone.returncode == 0, undone.stderr
     after = state(scenario.install)
     assert (scenario.install / "config.toml").read_text() == USER_CONFIG
+    kept = [rel for rel, data in after.items() if data is not None and rel.startswith("agents/")]
+    assert sorted(kept) == (
+        ["agents/researcher/workspace/notes/agent.md", "agents/researcher/workspace/notes/n07.md"]
+        if worked
+        else []
+    )
     return (
         Scenario(scenario.install, imported, scenario.bundle, state(imported), after),
         cmd,
@@ -315,8 +328,13 @@ def _undo_scenario(tmp_path: Path) -> tuple[Scenario, list[str], State, State]:
     )
 
 
-def test_sigkill_during_undo_then_recover_gives_before_or_after(tmp_path: Path) -> None:
-    scenario, cmd, before, after = _undo_scenario(tmp_path)
+@pytest.mark.parametrize("worked", [False, True], ids=["untouched", "agent_worked"])
+def test_sigkill_during_undo_then_recover_gives_before_or_after(
+    tmp_path: Path, worked: bool
+) -> None:
+    """Killed anywhere, an undo recovers to the install as it was or as the undo leaves it;
+    with files the agent wrote, those are in place either way."""
+    scenario, cmd, before, after = _undo_scenario(tmp_path, worked=worked)
     scenario.reset()
     done, calls = trace_calls(
         cmd, R1_SYSCALLS, env=cli_env(), cwd="/", relevant=str(scenario.install)

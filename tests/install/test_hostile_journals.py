@@ -107,6 +107,19 @@ HOSTILE_JOURNALS = {
     "remove_parents_dotdot": {"remove_parents": [".."]},
     "audit_without_path": {"audit": [{"old": False, "new": True, "via": "x"}]},
     "kind_unknown": {"kind": "\x1b]0;PWNED\x07"},
+    # an undo's taken files: recovery moves each back to src, or unlinks it in its staging
+    "take_staged_outside": {
+        "takes": [{"src": "zz", "dst": "../victim/kept", "size": 5, "digest": "x"}]
+    },
+    "take_staged_deeper": {
+        "takes": [{"src": "zz", "dst": f"{STAGING}/a/../../victim", "size": 5, "digest": "x"}]
+    },
+    "take_put_back_outside": {
+        "takes": [{"src": "../victim/new", "dst": f"{STAGING}/0", "size": 5, "digest": "x"}]
+    },
+    "take_size_text": {"takes": [{"src": "zz", "dst": f"{STAGING}/0", "size": "5", "digest": ""}]},
+    "prune_climbs_out": {"prune": ["../victim"]},
+    "undone_receipt_climbs_out": {"undone_receipt": "../../../victimfile.toml"},
 }
 
 
@@ -180,6 +193,25 @@ HOSTILE_RECEIPTS = {
     "emptied_mode_too_large": {"emptied": [{"path": "zz", "mode": 2**62}]},
     "created_parents_not_paths": {"created_parents": [1]},
     "created_parents_dotdot": {"created_parents": [".."]},
+    # an undo removes the files a folder lists, each relative to its folder
+    "files_climb_out": {
+        "folders": [
+            {
+                "path": "agents/researcher/workspace",
+                "tree": "x",
+                "files": [["../../../../victim/kept", 5, "d"]],
+            }
+        ]
+    },
+    "files_not_triples": {
+        "folders": [{"path": "agents/researcher/workspace", "tree": "x", "files": [["README.md"]]}]
+    },
+    "files_size_negative": {
+        "folders": [
+            {"path": "agents/researcher/workspace", "tree": "x", "files": [["README.md", -1, "d"]]}
+        ]
+    },
+    "undone_not_a_table": {"undone": 5},
 }
 
 

@@ -82,29 +82,40 @@ def test_undo_ignores_secrets_filled_in_after_import(tmp_path: Path) -> None:
     assert (install / "config.toml").read_text(encoding="utf-8") == USER_CONFIG
 
 
-def test_undo_refuses_when_an_added_entry_changed(tmp_path: Path) -> None:
+def test_undo_saves_an_entry_edited_since_the_import_then_removes_it(tmp_path: Path) -> None:
     install, receipt = imported(tmp_path)
     text = (install / "config.toml").read_text(encoding="utf-8")
     changed = text.replace('model = "gpt-4o"', 'model = "gpt-5"')
     assert changed != text
     (install / "config.toml").write_text(changed, encoding="utf-8")
-    before = bf.tree_snapshot(install)
     result = bundler(install, "agents", "import", "--undo", str(receipt))
-    assert result.returncode == 1
-    assert (
-        "changed since the import: providers.models.openai.backup.model (changed)" in result.stderr
+    assert result.returncode == 0, result.stderr
+    assert "edited since the import: providers.models.openai.backup.model (changed)" in (
+        result.stdout
     )
-    assert bf.tree_snapshot(install) == before
+    saved = next(receipt.parent.glob("*.edited-*.toml")).read_text(encoding="utf-8")
+    assert 'model = "gpt-5"' in saved
+    assert (install / "config.toml").read_text(encoding="utf-8") == USER_CONFIG
 
 
-def test_undo_refuses_when_the_workspace_changed(tmp_path: Path) -> None:
+def test_undo_keeps_a_file_written_into_the_workspace_and_removes_the_rest(
+    tmp_path: Path,
+) -> None:
     install, receipt = imported(tmp_path)
-    (install / "agents" / "researcher" / "workspace" / "new.txt").write_text("the agent worked\n")
-    before = bf.tree_snapshot(install)
+    workspace = install / "agents" / "researcher" / "workspace"
+    (workspace / "new.txt").write_text("the agent worked\n")
     result = bundler(install, "agents", "import", "--undo", str(receipt))
-    assert result.returncode == 1
-    assert "agents/researcher/workspace (changed or missing)" in result.stderr
-    assert bf.tree_snapshot(install) == before
+    assert result.returncode == 0, result.stderr
+    assert f"kept {workspace}/new.txt (new since the import)" in result.stdout
+    assert folders(install) == {
+        "config.toml",
+        ".config.lock",
+        "agents",
+        "agents/researcher",
+        "agents/researcher/workspace",
+        "agents/researcher/workspace/new.txt",
+    }
+    assert (install / "config.toml").read_text(encoding="utf-8") == USER_CONFIG
 
 
 def test_undo_refuses_when_a_later_import_uses_the_entries(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import bundlefactory as bf
+import pytest
 from test_undo import USER_CONFIG, bundler, imported
 
 
@@ -85,19 +86,21 @@ def _edit(install: Path, old: str, new: str) -> None:
 def test_undo_names_each_field_edited_since_the_import(tmp_path: Path) -> None:
     install, receipt = imported(tmp_path)
     _edit(install, 'model = "gpt-4o"', 'model = "gpt-5"\ntemperature = 0.2')
-    done = bundler(install, "agents", "import", "--undo", str(receipt))
-    assert done.returncode == 1
-    assert "providers.models.openai.backup.model (changed)" in done.stderr
-    assert "providers.models.openai.backup.temperature (added)" in done.stderr
-    assert "--force" in done.stderr
+    done = bundler(install, "agents", "import", "--undo", str(receipt), "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert "providers.models.openai.backup.model (changed)" in done.stdout
+    assert "providers.models.openai.backup.temperature (added)" in done.stdout
+    assert "would save" in done.stdout
 
 
-def test_undo_force_saves_the_edited_values_beside_the_receipt_then_removes(
-    tmp_path: Path,
+@pytest.mark.parametrize("force", [[], ["--force"]], ids=["plain", "force"])
+def test_undo_saves_the_edited_values_beside_the_receipt_then_removes(
+    tmp_path: Path, force: list[str]
 ) -> None:
+    """--force is no longer needed for it, and still accepted."""
     install, receipt = imported(tmp_path)
     _edit(install, 'model = "gpt-4o"', 'model = "gpt-5"')
-    done = bundler(install, "agents", "import", "--undo", str(receipt), "--force", "--json")
+    done = bundler(install, "agents", "import", "--undo", str(receipt), *force, "--json")
     assert done.returncode == 0, done.stdout
     saved = Path(json.loads(done.stdout)["saved"])
     assert saved.parent == receipt.parent and saved.stat().st_mode & 0o077 == 0
