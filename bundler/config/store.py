@@ -47,7 +47,7 @@ from bundler.config.write import (
     write_config,
 )
 from bundler.errors import InvalidInput, Refused, UsageError
-from bundler.rules import layout, schema
+from bundler.rules import hints, layout, schema
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
 from bundler.rules.tomlcompat import same_data
@@ -97,15 +97,18 @@ class ConfigEdit:
     warnings: list[str] = field(default_factory=list)
 
 
-def set_config_value(install_root: Path, path: str, raw_value: str, *, via: str) -> ConfigEdit:
+def set_config_value(
+    install_root: Path, path: str, raw_value: str, *, via: str, install: str | None = None
+) -> ConfigEdit:
     """``config set``: set ``path`` to ``raw_value`` in ``config.toml``.
 
     The value is typed by the schema; every other byte of the file is kept. The edited file is
     validated alone (no overrides) before it is saved; an invalid result raises ``InvalidInput``
     listing the errors and leaves the file byte-identical. Changing a locked memory backend is
-    refused; a change of ``unrestricted_filesystem`` is audited.
+    refused; a change of ``unrestricted_filesystem`` is audited. An empty secret is refused
+    (``UsageError`` naming ``config unset``, run against ``install``, the ``--install`` given).
     """
-    segments, node, _secret = canonical_segments(path)
+    segments, node, secret = canonical_segments(path)
     canonical = format_path(segments)
     if node is None:
         close = closest_path({}, segments)
@@ -114,6 +117,17 @@ def set_config_value(install_root: Path, path: str, raw_value: str, *, via: str)
         raise UsageError(
             f"{canonical} is not a config field bundler knows; {hint}to set a field it does "
             f"not know, edit config.toml by hand{end}",
+            path=canonical,
+        )
+    if secret and raw_value == "":
+        # an empty string over a working key is how one is lost by a slip (a variable that
+        # expanded to nothing); removing a secret is a deliberate command of its own
+        raise UsageError(
+            hints.Hinted(
+                f"{canonical} is a secret and an empty value would erase it, so nothing was "
+                "changed; to remove the secret, unset it",
+                hints.command("config", "unset", canonical, install=install),
+            ),
             path=canonical,
         )
     value = parse_value(raw_value, node, canonical, toml_strings=True)
