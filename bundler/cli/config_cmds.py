@@ -53,7 +53,9 @@ def validate(args: argparse.Namespace, out: Output) -> Result:
         return escape_display(finding.line() + suffix)
 
     # --quiet: errors only; warnings change nothing a script must act on
-    text = [line(finding) for finding in [*errors, *([] if out.quiet else warnings)]]
+    text = [line(finding) for finding in errors]
+    if not out.quiet:
+        text += [f"warning: {line(finding)}" for finding in warnings]
     payload: dict[str, list[dict[str, str]]] = {
         "errors": [finding.as_dict() for finding in errors],
         "warnings": [finding.as_dict() for finding in warnings],
@@ -65,10 +67,16 @@ def validate(args: argparse.Namespace, out: Output) -> Result:
             {"kind": "required_secret_empty", "path": path, "message": message, "fix": fix}
         )
         if not out.quiet:
-            text += [f"required_secret_empty {escape_display(path)}: {message}; run:", f"  {fix}"]
-    if not errors:
-        return Result(payload=payload, text=text)
+            text += [
+                f"warning: required_secret_empty {escape_display(path)}: {message}; run:",
+                f"  {fix}",
+            ]
     config_file = layout.config_file(root)
+    if not errors:
+        count = len(payload["warnings"])
+        noted = f"{count} warning{'' if count == 1 else 's'}" if count else "no warnings"
+        verdict = [] if out.quiet else [f"config valid ({noted}): {config_file}"]
+        return Result(payload=payload, text=text + verdict)
     return Result(
         payload=payload,
         text=text,
