@@ -33,6 +33,7 @@ from tomlkit.items import AoT, Array, InlineTable, Table
 from bundler.config import overrides
 from bundler.config.file import (
     LoadedConfig,
+    no_config,
     open_install_root,
     parse_config_text,
     read_config_file,
@@ -212,14 +213,14 @@ def _edit_config(
     config_path = layout.config_file(install_root)
     if not os.path.lexists(config_path):
         # checked before taking the lock, whose file would otherwise be created in a non-install
-        raise Refused(f"no config.toml in {install_root}", path=str(config_path))
+        raise no_config(install_root)
     with (
         config_lock(install_root),
         open_install_root(install_root, for_writing=True) as install_fd,
         ExitStack() as stack,
     ):
         if install_fd is None:  # removed since the check above
-            raise Refused(f"no config.toml in {install_root}", path=str(config_path))
+            raise no_config(install_root)
         config = read_config_file(install_fd, install_root, stack)
         text = config.text
         before = config.parse()

@@ -140,8 +140,7 @@ def _config_findings(install: Path) -> DoctorReport:
     try:
         os.lstat(config_file)
     except (FileNotFoundError, NotADirectoryError):
-        shown = escape_display(str(install))
-        detail = f"no install at {shown} (no config.toml)"
+        detail = f"no install (no config.toml) at {hints.looked_at(install)}"
         report.notes.append(Finding("install", str(install), detail))
         return report
     except OSError:
