@@ -606,3 +606,32 @@ def hostile_configs() -> Iterator[HostileConfig]:
         mutate(config)
         yield HostileConfig(name, tomli_w.dumps(config), path, kind)
     yield from _RAW_CASES
+
+
+# ------------------------------------------------------------------ hostile `config set` inputs
+
+
+@dataclass(frozen=True)
+class HostileSetInput:
+    """One ``config set PATH`` that must be refused (exit 2) with ``config.toml`` unchanged:
+    ``stdin`` is what standard input holds (None: /dev/null), ``value`` the VALUE argument
+    (None: read from stdin), ``secret`` whether the path it is tried on must be a secret."""
+
+    name: str
+    stdin: bytes | None
+    value: str | None
+    secret: bool
+
+
+# nothing to read is not an empty value: a cron job or a CI step started without input erased
+# a working key and reported `set`; clearing a secret is `config unset`, never an empty string
+HOSTILE_SET_INPUTS: tuple[HostileSetInput, ...] = (
+    HostileSetInput("stdin_dev_null", None, None, secret=False),
+    HostileSetInput("stdin_dev_null_secret", None, None, secret=True),
+    HostileSetInput("stdin_empty_pipe", b"", None, secret=False),
+    HostileSetInput("stdin_empty_pipe_secret", b"", None, secret=True),
+    HostileSetInput("stdin_one_newline", b"\n", None, secret=False),
+    HostileSetInput("stdin_one_newline_secret", b"\n", None, secret=True),
+    HostileSetInput("stdin_one_crlf_secret", b"\r\n", None, secret=True),
+    HostileSetInput("empty_argument_secret", None, "", secret=True),
+)

@@ -51,6 +51,7 @@ from bundler.errors import InvalidInput
 from bundler.fs.durable import write_all
 from bundler.fs.safefs import MAX_DEPTH, display_name, open_beneath
 from bundler.rules.names import escape_display, has_control_chars
+from bundler.rules.units import human_size
 
 BLOCK = tarfile.BLOCKSIZE
 _ZERO_BLOCK = bytes(BLOCK)
@@ -465,8 +466,8 @@ class _Reader:
     def _header_data(self, info: Header, at: int) -> bytes:
         if info.size > self.limits.max_header_bytes:
             raise self._invalid(
-                f"has an extended header of {info.size} bytes at byte {at} "
-                f"(at most {self.limits.max_header_bytes})"
+                f"has an extended header of {human_size(info.size)} at byte {at} "
+                f"(at most {human_size(self.limits.max_header_bytes)})"
             )
         data = self._read_exact(info.size, lambda: f"in the extended header at byte {at}")
         self._skip_padding(info.size, lambda: f"in the extended header at byte {at}")
@@ -499,7 +500,8 @@ class _Reader:
                 raise self._invalid("has data after its end-of-archive marker")
             if trailing > self.limits.max_trailing_bytes:
                 raise self._invalid(
-                    f"has more than {self.limits.max_trailing_bytes} bytes of padding after its end"
+                    f"has more than {human_size(self.limits.max_trailing_bytes)} of padding "
+                    "after its end"
                 )
 
     # --- one member ---------------------------------------------------------------------
@@ -537,10 +539,13 @@ class _Reader:
         if len(self.names) >= limits.max_members:
             raise self._fail(name, f"is one more than the {limits.max_members} members allowed")
         if size > limits.max_member_bytes:
-            raise self._fail(name, f"declares {size} bytes, more than {limits.max_member_bytes}")
+            raise self._fail(
+                name,
+                f"declares {human_size(size)}, more than {human_size(limits.max_member_bytes)}",
+            )
         if self.total + size > limits.max_total_bytes:
             raise self._fail(
-                name, f"takes the archive past {limits.max_total_bytes} bytes unpacked"
+                name, f"takes the archive past {human_size(limits.max_total_bytes)} unpacked"
             )
         self.total += size
         self.kinds[name] = is_dir
@@ -650,7 +655,8 @@ class _Reader:
             if len(data) < size:
                 write(data)
                 raise self._fail(
-                    name, f"is cut short: the archive ends {size - len(data)} bytes before it does"
+                    name,
+                    f"is cut short: the archive ends {human_size(size - len(data))} before it does",
                 )
             if len(data) < padded:
                 write(memoryview(data)[:size])
@@ -665,7 +671,7 @@ class _Reader:
             piece = self._read_view(left)
             if not piece:
                 raise self._fail(
-                    name, f"is cut short: the archive ends {left} bytes before it does"
+                    name, f"is cut short: the archive ends {human_size(left)} before it does"
                 )
             if hasher is not None:
                 hasher.update(piece)

@@ -49,6 +49,7 @@ from bundler.fs.durable import write_all
 from bundler.fs.interrupts import joined, signals_deferred, start_thread, wait_for
 from bundler.fs.safefs import display_name, open_beneath
 from bundler.rules.progress import Progress
+from bundler.rules.units import human_size
 
 CHUNK = 1 << 20
 """The most of a member's data read and written at once (one buffer per worker)."""
@@ -268,7 +269,7 @@ class _Replay:
                 raise member_error(
                     self.archive,
                     member.name,
-                    f"is cut short: the archive ends {missing} bytes before it does",
+                    f"is cut short: the archive ends {human_size(missing)} before it does",
                 )
             got += count
         return into

@@ -728,6 +728,8 @@ def _verify_open(
     report.bytes = sum(size for size, _ in tree.digests.values())
     if listed is not None:
         _compare_checksums(report, tree, listed)
+    if _CARRIED_IGNORE in tree.digests and "workspace" not in report.not_here:
+        report.warnings += _carried_ignore_warnings(root_fd)
     if manifest is not None:
         _compare_contents(report, manifest)
 
@@ -748,6 +750,47 @@ def _verify_open(
     report.errors = _unique(report.errors)
     if fragment is not None:
         _withhold_smuggled(report, fragment)
+
+
+_CARRIED_IGNORE = "workspace/.bundlerignore"
+
+
+def _carried_ignore_warnings(root_fd: int) -> list[Problem]:
+    """A carried ``.bundlerignore`` whose patterns do not compile, one warning a bad line.
+
+    Not a fault of the bundle: nothing reads the file on import. But it travels into the
+    receiver's workspace, where every export of the agent then refuses until it is mended, so
+    the receiver is told before the import rather than at that export. Read through the
+    bundle's descriptor, no-follow; an entry the walk could not read is the walk's finding.
+    """
+    # here, not at the top: pathspec is loaded only for a bundle that carries the file
+    from bundler.fs.smallfile import NotSmallFile, read_small_file
+    from bundler.rules.exclusions import MAX_PATTERN_FILE_BYTES, text_problems
+
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        workspace_fd = os.open("workspace", flags, dir_fd=root_fd)
+    except OSError:
+        return []
+    try:
+        name = _CARRIED_IGNORE.rsplit("/", 1)[1]
+        data = read_small_file(name, MAX_PATTERN_FILE_BYTES, dir_fd=workspace_fd, follow=False)
+    except NotSmallFile as why:
+        problems = [why.reason] if why.too_large else []
+    except OSError:
+        problems = []
+    else:
+        problems = text_problems(data)
+    finally:
+        os.close(workspace_fd)
+    return [
+        Problem(
+            _CARRIED_IGNORE,
+            f"{escape_display(problem)}: an export of this agent on the receiving install "
+            "refuses until it is mended or removed",
+        )
+        for problem in problems
+    ]
 
 
 def _withhold_smuggled(report: VerifyReport, fragment: dict[str, Any]) -> None:

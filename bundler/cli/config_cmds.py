@@ -9,7 +9,7 @@ from typing import Any
 from bundler.cli.output import Output, Result
 from bundler.config.file import find_install_root
 from bundler.config.store import load_config, set_config_value
-from bundler.errors import EXIT_INVALID, Refused
+from bundler.errors import EXIT_INVALID, Refused, UsageError
 from bundler.install.undo import unfilled_secrets
 from bundler.rules import hints, layout
 from bundler.rules.findings import Finding
@@ -53,7 +53,9 @@ def validate(args: argparse.Namespace, out: Output) -> Result:
         return escape_display(finding.line() + suffix)
 
     # --quiet: errors only; warnings change nothing a script must act on
-    text = [line(finding) for finding in [*errors, *([] if out.quiet else warnings)]]
+    text = [line(finding) for finding in errors]
+    if not out.quiet:
+        text += [f"warning: {line(finding)}" for finding in warnings]
     payload: dict[str, list[dict[str, str]]] = {
         "errors": [finding.as_dict() for finding in errors],
         "warnings": [finding.as_dict() for finding in warnings],
@@ -65,10 +67,16 @@ def validate(args: argparse.Namespace, out: Output) -> Result:
             {"kind": "required_secret_empty", "path": path, "message": message, "fix": fix}
         )
         if not out.quiet:
-            text += [f"required_secret_empty {escape_display(path)}: {message}; run:", f"  {fix}"]
-    if not errors:
-        return Result(payload=payload, text=text)
+            text += [
+                f"warning: required_secret_empty {escape_display(path)}: {message}; run:",
+                f"  {fix}",
+            ]
     config_file = layout.config_file(root)
+    if not errors:
+        count = len(payload["warnings"])
+        noted = f"{count} warning{'' if count == 1 else 's'}" if count else "no warnings"
+        verdict = [] if out.quiet else [f"config valid ({noted}): {config_file}"]
+        return Result(payload=payload, text=text + verdict)
     return Result(
         payload=payload,
         text=text,
@@ -127,8 +135,12 @@ def get(args: argparse.Namespace, out: Output) -> Result:
     return Result(payload=payload, text=text, warnings=warnings, verbatim=True)
 
 
-def _read_value_from_stdin(path: str, out: Output) -> str:
-    """``config set`` VALUE from standard input: no echo on a terminal, one newline dropped."""
+def _read_value_from_stdin(path: str, args: argparse.Namespace, out: Output) -> str:
+    """``config set`` VALUE from standard input: no echo on a terminal, one newline dropped.
+
+    Nothing read is refused, not taken for an empty value: a cron job or a CI step started
+    without input would otherwise erase the field and report success.
+    """
     if "stdin" in out.closed:
         # its stand-in reads as empty, which would set the field to "" without a word
         raise Refused(
@@ -140,22 +152,32 @@ def _read_value_from_stdin(path: str, out: Output) -> str:
         # here, not at the top: only a value typed at a terminal needs the prompt's module
         from bundler.install.bind_secrets import ask_secret
 
-        return ask_secret(
+        value = ask_secret(
             f"value for {path} (not echoed): ", path, "run config set again and type the value"
         )
-    raw = decode_utf8(sys.stdin.buffer.read())
-    if raw is None:
-        raise not_text(escape_display(path), "the value read from standard input")
-    if raw.endswith("\r\n"):
-        return raw[:-2]
-    return raw[:-1] if raw.endswith("\n") else raw
+    else:
+        raw = decode_utf8(sys.stdin.buffer.read())
+        if raw is None:
+            raise not_text(escape_display(path), "the value read from standard input")
+        value = raw[:-2] if raw.endswith("\r\n") else raw[:-1] if raw.endswith("\n") else raw
+    if value == "":
+        raise UsageError(
+            hints.Hinted(
+                f"no value read from standard input, so {escape_display(path)} is unchanged; "
+                "to clear the field, unset it",
+                hints.command("config", "unset", path, install=args.install),
+            ),
+            path=path,
+        )
+    return value
 
 
 def set_value(args: argparse.Namespace, out: Output) -> Result:
     """``config set PATH [VALUE]``: a validated, comment-preserving, atomic edit."""
     root = find_install_root(args.install)
-    raw = args.value if args.value is not None else _read_value_from_stdin(args.path, out)
-    edit = set_config_value(root, args.path, raw, via="config set")
+    path = format_path(canonical_segments(args.path)[0])
+    raw = args.value if args.value is not None else _read_value_from_stdin(path, args, out)
+    edit = set_config_value(root, args.path, raw, via="config set", install=args.install)
     path = edit.path
     warnings = list(edit.warnings)
     if args.value is not None and canonical_segments(args.path)[2]:

@@ -25,7 +25,7 @@ from typing import Any
 import xxhash
 
 from bundler.errors import InvalidInput, Refused, UsageError
-from bundler.rules import layout, tomlcompat
+from bundler.rules import hints, layout, tomlcompat
 from bundler.rules.layout import MAX_CONFIG_BYTES
 from bundler.rules.names import escape_display
 from bundler.rules.tomlcompat import toml_error_reason
@@ -78,6 +78,13 @@ def find_install_root(cli_install: str | None, environ: Mapping[str, str] | None
             path=str(root),
         )
     return root
+
+
+def no_config(install_root: Path) -> Refused:
+    """The refusal of a command that needs ``config.toml`` and found none: which install it
+    looked at and how to name another (a new user has often forgotten ``--install``)."""
+    where = str(layout.config_file(install_root))
+    return Refused(f"no config.toml in {hints.looked_at(install_root)}", path=where)
 
 
 @dataclass(frozen=True)
@@ -149,7 +156,7 @@ def read_config_file(
             dir_fd = os.open(real.parent, access | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as err:
             if isinstance(err, FileNotFoundError) and not missing_ok:
-                raise Refused(f"no config.toml in {install_root}", path=where) from None
+                raise no_config(install_root) from None
             # a link into a missing folder cannot be read, nor written beside
             shown = escape_display(str(real.parent))
             raise Refused(f"cannot open {shown}: {err.strerror}", path=where) from None
@@ -159,7 +166,7 @@ def read_config_file(
         fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
     except FileNotFoundError:
         if not missing_ok:
-            raise Refused(f"no config.toml in {install_root}", path=where) from None
+            raise no_config(install_root) from None
         return ConfigFile("", None, 0o600, os.getuid(), os.getgid(), dir_fd, name, where)
     except OSError as err:
         raise Refused(f"cannot open {where}: {err.strerror}", path=where) from None
@@ -239,8 +246,7 @@ def read_config_snapshot(
         if install_fd is None:
             if missing_ok:
                 return "", None
-            where = layout.config_file(install_root)
-            raise Refused(f"no config.toml in {install_root}", path=str(where))
+            raise no_config(install_root)
         config = read_config_file(
             install_fd, install_root, stack, missing_ok=missing_ok, for_writing=False
         )

@@ -33,6 +33,7 @@ from tomlkit.items import AoT, Array, InlineTable, Table
 from bundler.config import overrides
 from bundler.config.file import (
     LoadedConfig,
+    no_config,
     open_install_root,
     parse_config_text,
     read_config_file,
@@ -47,7 +48,7 @@ from bundler.config.write import (
     write_config,
 )
 from bundler.errors import InvalidInput, Refused, UsageError
-from bundler.rules import layout, schema
+from bundler.rules import hints, layout, schema
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
 from bundler.rules.tomlcompat import same_data
@@ -97,15 +98,18 @@ class ConfigEdit:
     warnings: list[str] = field(default_factory=list)
 
 
-def set_config_value(install_root: Path, path: str, raw_value: str, *, via: str) -> ConfigEdit:
+def set_config_value(
+    install_root: Path, path: str, raw_value: str, *, via: str, install: str | None = None
+) -> ConfigEdit:
     """``config set``: set ``path`` to ``raw_value`` in ``config.toml``.
 
     The value is typed by the schema; every other byte of the file is kept. The edited file is
     validated alone (no overrides) before it is saved; an invalid result raises ``InvalidInput``
     listing the errors and leaves the file byte-identical. Changing a locked memory backend is
-    refused; a change of ``unrestricted_filesystem`` is audited.
+    refused; a change of ``unrestricted_filesystem`` is audited. An empty secret is refused
+    (``UsageError`` naming ``config unset``, run against ``install``, the ``--install`` given).
     """
-    segments, node, _secret = canonical_segments(path)
+    segments, node, secret = canonical_segments(path)
     canonical = format_path(segments)
     if node is None:
         close = closest_path({}, segments)
@@ -114,6 +118,17 @@ def set_config_value(install_root: Path, path: str, raw_value: str, *, via: str)
         raise UsageError(
             f"{canonical} is not a config field bundler knows; {hint}to set a field it does "
             f"not know, edit config.toml by hand{end}",
+            path=canonical,
+        )
+    if secret and raw_value == "":
+        # an empty string over a working key is how one is lost by a slip (a variable that
+        # expanded to nothing); removing a secret is a deliberate command of its own
+        raise UsageError(
+            hints.Hinted(
+                f"{canonical} is a secret and an empty value would erase it, so nothing was "
+                "changed; to remove the secret, unset it",
+                hints.command("config", "unset", canonical, install=install),
+            ),
             path=canonical,
         )
     value = parse_value(raw_value, node, canonical, toml_strings=True)
@@ -198,14 +213,14 @@ def _edit_config(
     config_path = layout.config_file(install_root)
     if not os.path.lexists(config_path):
         # checked before taking the lock, whose file would otherwise be created in a non-install
-        raise Refused(f"no config.toml in {install_root}", path=str(config_path))
+        raise no_config(install_root)
     with (
         config_lock(install_root),
         open_install_root(install_root, for_writing=True) as install_fd,
         ExitStack() as stack,
     ):
         if install_fd is None:  # removed since the check above
-            raise Refused(f"no config.toml in {install_root}", path=str(config_path))
+            raise no_config(install_root)
         config = read_config_file(install_fd, install_root, stack)
         text = config.text
         before = config.parse()

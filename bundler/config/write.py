@@ -46,7 +46,7 @@ from bundler.errors import Refused
 from bundler.fs import durable
 from bundler.fs.durable import fsync_dir, open_dir
 from bundler.fs.interrupts import commit_reached, signals_deferred
-from bundler.rules import layout
+from bundler.rules import hints, layout
 from bundler.rules.names import escape_display
 
 __all__ = [
@@ -258,7 +258,10 @@ def _config_for_writing(install_root: Path) -> Iterator[ConfigFile]:
     with open_install_root(install_root, for_writing=True) as install_fd, ExitStack() as stack:
         if install_fd is None:
             where = layout.config_file(install_root)
-            raise Refused(f"cannot open {install_root}: no such folder", path=str(where))
+            raise Refused(
+                f"the install folder does not exist: {hints.looked_at(install_root)}",
+                path=str(where),
+            )
         yield read_config_file(install_fd, install_root, stack, missing_ok=True)
 
 

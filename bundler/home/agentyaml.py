@@ -23,6 +23,7 @@ from bundler.errors import InvalidInput, Refused
 from bundler.rules import schema
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
+from bundler.rules.units import human_size
 
 FILE_NAME = "Agent.yaml"
 MAX_BYTES = 1 << 20
@@ -98,7 +99,9 @@ def _read(path: Path) -> bytes | None:
         if not stat.S_ISREG(info.st_mode):
             raise InvalidInput(f"{FILE_NAME}: is not a regular file", path=FILE_NAME)
         if info.st_size > MAX_BYTES:
-            raise InvalidInput(f"{FILE_NAME}: is larger than {MAX_BYTES} bytes", path=FILE_NAME)
+            raise InvalidInput(
+                f"{FILE_NAME}: is larger than {human_size(MAX_BYTES)}", path=FILE_NAME
+            )
         chunks: list[bytes] = []
         total = 0
         while True:
@@ -107,7 +110,9 @@ def _read(path: Path) -> bytes | None:
                 break
             total += len(chunk)
             if total > MAX_BYTES:
-                raise InvalidInput(f"{FILE_NAME}: is larger than {MAX_BYTES} bytes", path=FILE_NAME)
+                raise InvalidInput(
+                    f"{FILE_NAME}: is larger than {human_size(MAX_BYTES)}", path=FILE_NAME
+                )
             chunks.append(chunk)
         return b"".join(chunks)
     except OSError as err:

@@ -673,13 +673,20 @@ def stream_entry(
                     break
                 total += len(chunk)
                 if total > size:
-                    raise _invalid(info.filename, f"holds more than its declared {size} bytes")
+                    raise _invalid(
+                        info.filename, f"holds more than its declared {human_size(size)}"
+                    )
                 hasher.update(chunk)
                 sink(chunk)
     except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, ValueError) as exc:
         raise _invalid(info.filename, f"cannot be read ({exc})") from None
     if total != size:
-        raise _invalid(info.filename, f"holds {total} bytes, not the declared {size}")
+        # the difference, exact: two sizes a few bytes apart read alike once rounded
+        short = "less" if total < size else "more"
+        raise _invalid(
+            info.filename,
+            f"holds {human_size(abs(total - size))} {short} than its declared {human_size(size)}",
+        )
     if digest is not None and hasher.hexdigest() != digest:
         raise _invalid(info.filename, "does not match its xxh3_128 digest in backup.json")
 
@@ -767,6 +774,7 @@ def check_free_space(total: int, dir_fd: int, where: str) -> None:
     free = vfs.f_bavail * vfs.f_frsize
     if total > free:
         raise Refused(
-            f"the backup needs {total} bytes but {where} has {free} free: free some space",
+            f"the backup needs {human_size(total)} but {where} has {human_size(free)} free: free "
+            "some space",
             path=where,
         )

@@ -52,10 +52,16 @@ class DoctorReport:
     notes: list[Finding] = field(default_factory=list)
 
     def add(self, other: DoctorReport) -> None:
-        """Append another check's findings."""
-        self.problems += other.problems
-        self.warnings += other.warnings
-        self.notes += other.notes
+        """Append another check's findings, each thing found once: two checks may come upon
+        the same one (an export leftover beside a destination the install recorded, in the
+        folder ``--path`` names), each naming it from where it looked."""
+        for mine, theirs in (
+            (self.problems, other.problems),
+            (self.warnings, other.warnings),
+            (self.notes, other.notes),
+        ):
+            seen = {(found.kind, found.detail, found.fix) for found in mine}
+            mine += [found for found in theirs if (found.kind, found.detail, found.fix) not in seen]
 
 
 def install_findings(install: Path) -> DoctorReport:
@@ -134,8 +140,7 @@ def _config_findings(install: Path) -> DoctorReport:
     try:
         os.lstat(config_file)
     except (FileNotFoundError, NotADirectoryError):
-        shown = escape_display(str(install))
-        detail = f"no install at {shown} (no config.toml)"
+        detail = f"no install (no config.toml) at {hints.looked_at(install)}"
         report.notes.append(Finding("install", str(install), detail))
         return report
     except OSError:

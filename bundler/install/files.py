@@ -24,7 +24,7 @@ import xxhash
 from bundler.config.write import LOCK_NAME
 from bundler.errors import Refused
 from bundler.fs import copytree, durable, safefs
-from bundler.rules import layout, schema
+from bundler.rules import hints, layout, schema
 from bundler.rules.names import escape_display
 
 CONFIG = layout.CONFIG_NAME
@@ -139,7 +139,8 @@ def open_install(install_root: Path, *, create: bool) -> Iterator[int]:
         fd = os.open(install_root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except FileNotFoundError:
         raise Refused(
-            f"install folder {install_root} does not exist", path=str(install_root)
+            f"the install folder does not exist: {hints.looked_at(install_root)}",
+            path=str(install_root),
         ) from None
     except NotADirectoryError:
         raise Refused(f"{install_root} is not a folder", path=str(install_root)) from None

@@ -488,6 +488,7 @@ def _merge(run: _Run, target: dict[str, Any], secrets: Mapping[str, str]) -> mer
         binds=run.options.binds,
         secrets=dict(secrets),
         secret_origins=origins,
+        install_root=str(run.install_root),
     )
 
 

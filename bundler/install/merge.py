@@ -28,7 +28,7 @@ import tomlkit.items
 
 from bundler.config.file import toml_error_reason
 from bundler.errors import InvalidInput, Refused, UsageError
-from bundler.rules import refs, schema, tomlcompat
+from bundler.rules import hints, refs, schema, tomlcompat
 from bundler.rules.names import (
     did_you_mean,
     escape_display,
@@ -252,7 +252,7 @@ def _fragment_agent(fragment: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
 
 
 def _parse_binds(
-    binds: Mapping[str, str], fragment_keys: set[EntryKey], target: Mapping[str, Any]
+    binds: Mapping[str, str], fragment_keys: set[EntryKey], target: Mapping[str, Any], where: str
 ) -> dict[EntryKey, str]:
     """``--bind KIND_PATH=LOCAL`` as ``{fragment entry: local name}``; a missing side is refused."""
     out: dict[EntryKey, str] = {}
@@ -273,8 +273,8 @@ def _parse_binds(
             )
         if not any(other == local for other, _ in iter_entries(target, kind)):
             raise Refused(
-                f"--bind {escape_display(raw_path)}={escape_display(local)}: this install has "
-                f"no {kind} entry {escape_display(local)}; bind to an existing entry",
+                f"--bind {escape_display(raw_path)}={escape_display(local)}: bind to an existing "
+                f"entry; there is no {kind} entry {escape_display(local)} in {where}",
                 path=raw_path,
             )
         out[(kind, name)] = local
@@ -346,6 +346,7 @@ def plan_merge(
     binds: Mapping[str, str] | None = None,
     secrets: Mapping[str, str] | None = None,
     secret_origins: Mapping[str, str] | None = None,
+    install_root: str | None = None,
 ) -> MergePlan:
     """Decide how ``fragment`` (a verified bundle's config) merges into ``target_config``.
 
@@ -356,8 +357,10 @@ def plan_merge(
     :class:`Refused` (exit 1) for a taken or non-portable agent alias, a bind to a missing
     local entry or a namespaced skill alias that is not portable; :class:`UsageError` (exit 2)
     for a malformed ``--bind``/``--secret`` path. The returned plan's ``merged`` is the whole
-    merged config, ready for ``validate()``.
+    merged config, ready for ``validate()``. ``install_root`` names the target in refusals
+    that the install itself causes (a taken alias, a missing local entry).
     """
+    where = hints.looked_at(install_root) if install_root else "this install"
     source_agent, agent_entry = _fragment_agent(fragment)
     agent = as_alias if as_alias is not None else source_agent
     alias_problem = non_portable_alias_reason(agent)
@@ -371,14 +374,14 @@ def plan_merge(
     if isinstance(target_agents, dict) and agent in target_agents:
         hint = "choose another with --as NEW" if as_alias is None else "choose a free one"
         raise Refused(
-            f"agent alias {escape_display(agent)} is taken in this install; {hint}",
+            f"agent alias {escape_display(agent)} is taken ({hint}) in {where}",
             path=f"agents.{format_segment(agent)}",
         )
 
     entries: dict[EntryKey, dict[str, Any]] = {
         (kind, name): entry for kind in ENTRY_KINDS for name, entry in iter_entries(fragment, kind)
     }
-    bound = _parse_binds(binds or {}, set(entries), target_config)
+    bound = _parse_binds(binds or {}, set(entries), target_config, where)
     given, required = _parse_secrets(secrets or {}, required_secrets, secret_origins or {})
     sources = dict(zip(required, required_secrets, strict=True))
 

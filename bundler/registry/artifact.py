@@ -21,6 +21,7 @@ from bundler.bundle.verify import MAX_MANIFEST_BYTES
 from bundler.errors import InvalidInput
 from bundler.registry.http import OCI_MANIFEST
 from bundler.registry.reference import DIGEST
+from bundler.rules.units import human_size
 
 ARTIFACT_TYPE = "application/vnd.zeroclaw.agent.bundle.v1"
 CONFIG_TYPE = "application/vnd.zeroclaw.agent.manifest.v1+toml"
@@ -111,7 +112,9 @@ def _descriptor(value: Any, what: str, media_type: str, limit: int) -> Descripto
     if type(size) is not int or size < 0:
         raise _refuse(f"{what} has no size")
     if size > limit:
-        raise _refuse(f"{what} declares {size} bytes, more than the {limit} a bundle allows")
+        raise _refuse(
+            f"{what} declares {human_size(size)}, more than the {human_size(limit)} a bundle allows"
+        )
     title = ""
     annotations = value.get("annotations")
     if isinstance(annotations, Mapping) and isinstance(annotations.get(TITLE), str):

@@ -46,6 +46,7 @@ from bundler.registry.http import CHUNK, BlobStream, Options, Session
 from bundler.registry.reference import Reference
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress, phase
+from bundler.rules.units import human_size
 
 BLOBS = ".bundler-blobs"
 _FILE_FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -98,8 +99,8 @@ def check_space(dir_fd: int, artifact: art.Artifact) -> None:
     st = os.fstatvfs(dir_fd)
     if needed > st.f_bavail * st.f_frsize:
         raise Refused(
-            f"the artifact needs about {needed} bytes and the destination's filesystem has "
-            f"{st.f_bavail * st.f_frsize} free; free some space and try again"
+            f"the artifact needs about {human_size(needed)} and the destination's filesystem "
+            f"has {human_size(st.f_bavail * st.f_frsize)} free; free some space and try again"
         )
 
 

@@ -58,6 +58,21 @@ def command(*words: str, install: str | None = None) -> str:
     return shell_line(PROGRAM, *install_words(install), *words)
 
 
+def looked_at(install_root: str | os.PathLike[str]) -> str:
+    """The install a message is about, and how to point at another (01 §1): ``"DIR (the install
+    bundler looked at); to use another install, give --install DIR or set ZEROCLAW_CONFIG_DIR"``.
+
+    Every message that finds the install missing, empty or in the way ends with it: a new user
+    who forgot ``--install`` (or never heard of it) learns which folder was read and the two
+    ways to name the right one. It ends a sentence; the caller adds what else may be done.
+    """
+    shown = escape_display(os.fspath(install_root))
+    return (
+        f"{shown} (the install bundler looked at); to use another install, give --install DIR "
+        "or set ZEROCLAW_CONFIG_DIR"
+    )
+
+
 class Hinted(str):
     """A message that ends with a command to run: ``"<sentence>; run: <command>"``.
 
@@ -86,4 +101,12 @@ def lines(prefix: str, message: str) -> list[str]:
     return [f"{prefix}{message}"]
 
 
-__all__ = ["PROGRAM", "Hinted", "command", "install_words", "lines", "quote_word"]
+__all__ = [
+    "PROGRAM",
+    "Hinted",
+    "command",
+    "install_words",
+    "lines",
+    "looked_at",
+    "quote_word",
+]

@@ -111,6 +111,16 @@ def is_portable_alias(alias: str) -> bool:
 _SKILL_ALIAS_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 
 
+def non_portable_skill_alias_reason(alias: str) -> str | None:
+    """Why a skill-bundle alias cannot travel with its content (:func:`is_portable_skill_alias`),
+    or None when it can."""
+    if is_portable_skill_alias(alias):
+        return None
+    if ".." in alias and alias != "..":
+        return "holds .."
+    return non_portable_reason(alias) or f"must match {_SKILL_ALIAS_RE.pattern}"
+
+
 def is_portable_skill_alias(alias: str) -> bool:
     """True when a skill-bundle alias may travel with its content (its folder name).
 

@@ -37,7 +37,12 @@ from bundler.rules.findings import (
     Finding,
     describe,
 )
-from bundler.rules.names import PORTABLE_ALIAS_RE, is_portable_alias, non_portable_alias_reason
+from bundler.rules.names import (
+    PORTABLE_ALIAS_RE,
+    is_portable_alias,
+    non_portable_alias_reason,
+    non_portable_skill_alias_reason,
+)
 from bundler.rules.paths import Segment, format_path
 from bundler.rules.schemacheck import check_value, schema_findings
 
@@ -258,8 +263,13 @@ class _Run:
         shared = layout.shared_dir(self.install_root)
         owners: dict[str, str] = {}
         for alias, entry in _table(self.config.get("skill_bundles")).items():
-            if not is_portable_alias(alias):
-                self.warn(NON_PORTABLE_ALIAS, ["skill_bundles", alias], _portable_message(alias))
+            skill_problem = non_portable_skill_alias_reason(alias)
+            if skill_problem is not None:
+                self.warn(
+                    NON_PORTABLE_ALIAS,
+                    ["skill_bundles", alias],
+                    _portable_skill_message(skill_problem),
+                )
             if not isinstance(entry, dict):
                 continue
             directory = entry.get("directory")
@@ -422,7 +432,19 @@ class _Run:
 def _portable_message(alias: str) -> str:
     # the reason, not only the pattern: "con" matches the pattern and is still refused
     reason = non_portable_alias_reason(alias) or f"must match {PORTABLE_ALIAS_RE.pattern}"
-    return f"is not a portable alias ({reason}); export reports it and import refuses it"
+    return (
+        f"is not a portable alias ({reason}); an export of this agent warns, and bundle verify "
+        "and import refuse its bundle: rename the agent"
+    )
+
+
+def _portable_skill_message(reason: str) -> str:
+    # 01 §3: such an alias is no folder name its skills could travel under, and nothing more
+    return (
+        f"is not a portable folder name ({reason}); an export keeps the entry but carries none "
+        "of its skills (reported host_specific), and an import adds the entry without them: "
+        "rename it for its skills to travel"
+    )
 
 
 def validate(config: Mapping[str, Any], install_root: Path) -> tuple[list[Finding], list[Finding]]:

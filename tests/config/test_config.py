@@ -65,10 +65,16 @@ def test_install_root_resolution_creates_nothing(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+LOOKED_AT = (
+    " (the install bundler looked at); to use another install, give --install DIR or set "
+    "ZEROCLAW_CONFIG_DIR"
+)
+
+
 def test_missing_config_is_refused_naming_the_install(tmp_path: Path) -> None:
     with pytest.raises(Refused) as caught:
         cfg.load_config(tmp_path)
-    assert caught.value.message == f"no config.toml in {tmp_path}"
+    assert caught.value.message == f"no config.toml in {tmp_path}{LOOKED_AT}"
     assert caught.value.code == 1
     assert list(tmp_path.iterdir()) == []
 

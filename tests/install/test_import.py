@@ -269,7 +269,8 @@ def test_missing_bind_target_is_an_error(bundle: Path, empty_install: Path) -> N
     )
     assert result.returncode == 1
     assert result.stderr.startswith(
-        "error: --bind risk_profiles.guarded=nope: this install has no risk_profiles entry nope"
+        "error: --bind risk_profiles.guarded=nope: bind to an existing entry; there is no "
+        f"risk_profiles entry nope in {empty_install} (the install bundler looked at)"
     )
     assert snapshot(empty_install) == {}
 
