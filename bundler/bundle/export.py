@@ -241,19 +241,27 @@ def _admit_build_publish(run: _Run, out: Path, *, force: bool, encrypted: int) -
             warnings=list(run.plan.warnings),
         )
         report.warnings += cleared
-        try:
-            # before the staging exists, so doctor can find what a crash leaves beside it
-            noted = os.path.abspath(run.record_as) if run.record_as else admission.dest_path
-            record_destination(run.install_root, noted)
-        except OSError as err:
-            report.warnings.append(
-                f"could not note {escape_display(admission.dest_path)} in the install's state "
-                f"folder ({err.strerror}); 'bundler doctor' will not look there"
-            )
+        noted = os.path.abspath(run.record_as) if run.record_as else admission.dest_path
+        _note_destination(noted, run.sweep)
         outcome = stage_build_publish(admission, lambda staging: _build(staging, run, report))
     report.publish_method = outcome.method.value
     report.warnings += outcome.warnings
     return report
+
+
+def _note_destination(dest: str, sweep: ExportSweep) -> None:
+    """Add ``dest`` to the user's record of destinations (:mod:`bundler.bundle.history`), before
+    the staging exists, so that ``doctor`` can find what a crash leaves beside it.
+
+    Best effort and quiet: a state folder that cannot be written (a read-only home, a sandbox)
+    costs only ``doctor``'s look beside this destination, which ``recover DEST`` and the next
+    export to it do not need. A destination with a known secret in one of its names is left
+    out: the record is a plain file, and a name with its secret withheld leads nowhere.
+    """
+    if sweep.redact(dest) != dest:
+        return
+    with contextlib.suppress(OSError):
+        record_destination(dest)
 
 
 def _redact_report(report: ExportReport, sweep: ExportSweep) -> None:
