@@ -49,7 +49,7 @@ from bundler.bundle.manifest import (
     render_config,
     render_manifest,
 )
-from bundler.bundle.publish import Staging, admit, stage_build_publish
+from bundler.bundle.publish import Admission, Staging, admit, folder_beside, stage_build_publish
 from bundler.bundle.recover import clear_abandoned_or_warn
 from bundler.bundle.sweep import ExportSweep
 from bundler.config.store import load_config
@@ -166,7 +166,7 @@ def export_agent(
     exclude_from: Sequence[Path] = (),
     environ: Mapping[str, str] | None = None,
     progress: Progress | None = None,
-    record_as: Path | None = None,
+    archive: bool = False,
 ) -> ExportReport:
     """Export agent ``alias`` of the install at ``install_root`` to the bundle folder ``out``.
 
@@ -178,9 +178,9 @@ def export_agent(
     (:mod:`bundler.bundle.exclude`); each excluded path is a ``dropped`` row and is not swept.
     ``environ`` supplies the ``ZEROCLAW_*`` overrides and ``SOURCE_DATE_EPOCH`` (default:
     ``os.environ``). ``progress`` sees one phase, ``exporting``, whose totals are counted
-    before the copy (only when ``progress`` is given).
-    ``record_as`` is the destination noted for ``doctor`` when ``out`` is only a step on the way
-    (an export to an archive notes the archive).
+    before the copy (only when ``progress`` is given). With ``archive``, ``out`` is a bundle
+    archive (a tar file, :mod:`bundler.bundle.archive`), built from a bundle folder staged
+    beside it; ``progress`` then sees the folder's verification and the packing too.
 
     Raises :class:`bundler.errors.BundlerError` subclasses (nothing is published then);
     problems after the bundle is published are returned in ``warnings``.
@@ -203,10 +203,9 @@ def export_agent(
     with withholding(sweep.withhold):
         # before the destination is touched: a wrong pattern file fails at once
         patterns = tuple(command_line_patterns(exclude, exclude_from))
-        run = _Run(
-            install_root, plan, config, sweep, env, progress, include_memory, patterns, record_as
-        )
-        report = _admit_build_publish(run, out, force=force, encrypted=encrypted)
+        run = _Run(install_root, plan, config, sweep, env, progress, include_memory, patterns)
+        publish = _admit_build_pack if archive else _admit_build_publish
+        report = publish(run, out, force=force, encrypted=encrypted)
     report.secret_hits = sweep.hits
     _redact_report(report, sweep)
     return report
@@ -224,7 +223,6 @@ class _Run:
     progress: Progress | None
     include_memory: bool
     patterns: tuple[Pattern, ...] = ()
-    record_as: Path | None = None
 
 
 def _admit_build_publish(run: _Run, out: Path, *, force: bool, encrypted: int) -> ExportReport:
@@ -232,20 +230,55 @@ def _admit_build_publish(run: _Run, out: Path, *, force: bool, encrypted: int) -
     cleared = clear_abandoned_or_warn(out)
     admission = admit(out, force=force, protected=protected_paths(run.config, run.install_root))
     with admission:
-        report = ExportReport(
-            bundle=admission.dest_path,
-            root_agent=run.plan.alias,
-            format_version=MEMORY_FORMAT_VERSION if run.include_memory else FORMAT_VERSION,
-            encrypted_not_swept=encrypted,
-            # the plan's findings (a non-portable root alias, 01 §3) are part of the report
-            warnings=list(run.plan.warnings),
-        )
-        report.warnings += cleared
-        noted = os.path.abspath(run.record_as) if run.record_as else admission.dest_path
-        _note_destination(noted, run.sweep)
+        report = _started(run, admission, encrypted, cleared)
         outcome = stage_build_publish(admission, lambda staging: _build(staging, run, report))
     report.publish_method = outcome.method.value
     report.warnings += outcome.warnings
+    return report
+
+
+def _admit_build_pack(run: _Run, out: Path, *, force: bool, encrypted: int) -> ExportReport:
+    """Admit the archive ``out``, build the bundle in a folder staged beside it, verify it and
+    pack it into the archive's staging file, then publish that (02 §8, issue 16).
+
+    Everything is staged beside the destination, as every publication is: a full disk is the
+    destination's, named as such, and a kill leaves only what ``recover FILE.tar`` clears.
+    """
+    # here, not at the top: the archive code is the one-file form's alone
+    from bundler.bundle.archive import looks_like_archive, pack_staged
+
+    cleared = clear_abandoned_or_warn(out)
+    admission = admit(
+        out,
+        force=force,
+        protected=protected_paths(run.config, run.install_root),
+        archive_check=looks_like_archive,
+    )
+    with admission:
+        report = _started(run, admission, encrypted, cleared)
+
+        def build(archive: Staging) -> None:
+            with folder_beside(admission, report.warnings) as folder:
+                _build(folder, run, report)
+                pack_staged(folder, archive, run.progress)
+
+        outcome = stage_build_publish(admission, build)
+    report.publish_method = outcome.method.value
+    report.warnings += outcome.warnings
+    return report
+
+
+def _started(run: _Run, admission: Admission, encrypted: int, cleared: list[str]) -> ExportReport:
+    """The report of an export to an admitted destination, noted in the user's record."""
+    report = ExportReport(
+        bundle=admission.dest_path,
+        root_agent=run.plan.alias,
+        format_version=MEMORY_FORMAT_VERSION if run.include_memory else FORMAT_VERSION,
+        encrypted_not_swept=encrypted,
+        # the plan's findings (a non-portable root alias, 01 §3) come first, then the repairs
+        warnings=[*run.plan.warnings, *cleared],
+    )
+    _note_destination(admission.dest_path, run.sweep)
     return report
 
 
