@@ -31,6 +31,7 @@ from typing import Any
 import xxhash
 
 from bundler import __version__
+from bundler.bundle import walk as bundle_walk
 from bundler.bundle.checksum_spool import CREATE_FLAGS, GENERATED_MODE, ChecksumSpool
 from bundler.bundle.closure import ExportPlan, finish_plan, plan_closure
 from bundler.bundle.exclude import PatternExclude, command_line_patterns, workspace_patterns
@@ -52,6 +53,7 @@ from bundler.bundle.manifest import (
 from bundler.bundle.publish import Admission, Staging, admit, folder_beside, stage_build_publish
 from bundler.bundle.recover import clear_abandoned_or_warn
 from bundler.bundle.sweep import ExportSweep
+from bundler.bundle.walk import past_entry_limit
 from bundler.config.store import load_config
 from bundler.errors import BundlerError, Refused, UsageError, withholding
 from bundler.fs import durable
@@ -429,6 +431,28 @@ class _Copy:
         self.dropped = dropped
         self.progress = progress
         self.checksums = checksums
+        # the root files written after the copy (config.toml, checksums.xxh3, the manifest)
+        # are part of the bundle from the start: a limit they would pass stops the copy
+        self.entries = len(_ROOT_FILES)
+
+    def made(self, relpath: str) -> None:
+        """Count one entry made in the bundle, ``relpath``; refuse as soon as the bundle would
+        hold more entries than ``bundle verify`` and ``agents import`` accept, counted the
+        way they count (:func:`bundler.bundle.walk.past_entry_limit`), so that nothing a
+        reader refuses is ever published, and a huge tree is refused without being copied."""
+        self.entries += 1
+        if past_entry_limit(self.entries):
+            raise Refused(
+                f"the bundle would hold more than {bundle_walk.MAX_ENTRIES} files and folders "
+                f"({self.entries} counted at {escape_display(relpath)}), which no bundler "
+                "accepts; keep some workspace paths behind with --exclude PATTERN (or a "
+                ".bundlerignore in the workspace) and export again",
+                path=relpath,
+            )
+
+    def _folder(self, relpath: str) -> None:
+        self.made(relpath)
+        self.sweep.folder(relpath)
 
     def _tree(
         self,
@@ -447,10 +471,11 @@ class _Copy:
             prefix=prefix,
             on_skip=skipped.record if counted else None,
             on_non_portable=skipped.record_non_portable if counted else None,
-            on_folder=self.sweep.folder,
+            on_folder=self._folder,
             observer=self.sweep.observer,
             **extra,
         ):
+            self.made(copied.relpath)
             self.sweep.file_done(copied.relpath)
             self.checksums.add(section, copied)
             if self.progress is not None:
@@ -462,6 +487,7 @@ class _Copy:
         ``patterns`` (the command line's) follow the workspace's own ``.bundlerignore``; what
         they exclude is reported as dropped, never copied, never swept.
         """
+        self.made("workspace")
         dst = _mkdir_open(self.root, "workspace")
         try:
             src = open_source_root(plan.workspace, install_root=self.install_root)
@@ -524,6 +550,7 @@ class _Copy:
                     f"symbolic link ({err.strerror}): point the config at the real workspace",
                     path="workspace/memory",
                 ) from err
+            self.made("memory")
             dst = _mkdir_open(self.root, "memory")
             try:
                 source = Path(f"/proc/self/fd/{memory_fd}/brain.db")
@@ -555,6 +582,7 @@ class _Copy:
                     size, digest = digest_fd(fd, relpath=MEMORY_STORE, observer=self.sweep.observer)
                 finally:
                     os.close(fd)
+                self.made(MEMORY_STORE)
                 self.sweep.file_done(MEMORY_STORE)
                 self.checksums.add("memory", CopiedFile(MEMORY_STORE, size, digest))
                 if self.progress is not None:
@@ -601,9 +629,10 @@ class _Copy:
                             )
                         )
                         continue
-                    self.sweep.folder(f"skills/{source.alias}")
                     if skills_fd < 0:
+                        self.made("skills")
                         skills_fd = _mkdir_open(self.root, "skills")
+                    self._folder(f"skills/{source.alias}")
                     bundle_fd = _mkdir_open(skills_fd, source.alias)
                     try:
                         for name, lst in selection.admitted:
@@ -633,7 +662,7 @@ class _Copy:
                 path=prefix,
             ) from err
         try:
-            self.sweep.folder(prefix.rstrip("/"))
+            self._folder(prefix.rstrip("/"))
             dst = _mkdir_open(bundle_dst, name)
             try:
                 # one section per bundle: its skills come in name order already
@@ -646,6 +675,8 @@ class _Copy:
 
 # what a skill folder swapped after selection answers: a link, a file, gone, another folder
 _CHANGED_ERRNOS = frozenset({errno.ELOOP, errno.ENOTDIR, errno.ENOENT, errno.ESTALE})
+
+_ROOT_FILES = (CONFIG_NAME, CHECKSUMS_NAME, MANIFEST_NAME)
 
 _LIVE_STORE_DETAIL = (
     "a SQLite database with a -wal or -journal beside it is a live store: copying it file by "
