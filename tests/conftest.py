@@ -107,6 +107,25 @@ def _private_temporary_folder(
     shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _session_state_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The user state folder of what runs before any test's own (module fixtures exporting a
+    bundle): never the home folder of whoever runs the suite."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("session-state")))
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _private_state_folder(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each test its own user state folder (``$XDG_STATE_HOME``, in this process and every CLI
+    it starts), where an export records its destination for ``doctor``: a test must never
+    write into the home folder of whoever runs it, nor read another test's record."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+
+
 @pytest.fixture(params=["hyperscan", "python"])
 def each_sweep_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run the test once per secret-sweep engine (issue 15): ``BUNDLER_SWEEP_ENGINE`` is set in

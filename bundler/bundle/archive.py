@@ -20,7 +20,7 @@ import tarfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, cast
+from typing import BinaryIO, cast
 
 from bundler.bundle.archive_kind import is_archive
 from bundler.bundle.archive_read import ArchiveLimits, Digests, list_tar, read_tar
@@ -36,13 +36,9 @@ from bundler.fs.scratch import ARCHIVE_PREFIX, clear_dead_scratch, scratch_folde
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress, phase
 
-if TYPE_CHECKING:
-    from bundler.bundle.export import ExportReport
-
 SCRATCH_PREFIX = ARCHIVE_PREFIX
-"""A private folder in the temporary folder where ``bundle verify|inspect`` unpack an archive
-(and an export to ``FILE.tar`` builds its bundle); named, with who makes it, in
-:mod:`bundler.fs.scratch`."""
+"""A private folder in the temporary folder where ``bundle verify|inspect`` unpack an archive;
+named, with who makes it, in :mod:`bundler.fs.scratch`."""
 
 ARCHIVE_SUFFIXES = (".tar",)
 """An ``--out`` of ``agents export`` ending so names an archive, not a bundle folder."""
@@ -235,17 +231,7 @@ def pack_bundle(
         names: list[str] = []
 
         def build(staging: Staging) -> None:
-            names.extend(archive_order(report.entries))  # what was verified: no second walk
-            total = sum(report.sizes.values())
-            with phase(progress, "packing", len(names), total):
-                if total < WORTHWHILE:
-                    with os.fdopen(os.dup(staging.fd), "wb", buffering=1 << 20) as stream:
-                        write_tar(source_fd, names, stream, progress)
-                    return
-                # nothing reads the archive back: past the page cache (bundler.fs.direct)
-                with SequentialWriter(staging.fd, 0) as sink:
-                    write_tar(source_fd, names, cast(BinaryIO, sink), progress)
-                    sink.finish()
+            names.extend(_write_archive(source_fd, report, staging.fd, progress))
 
         with admission:
             outcome = stage_build_publish(admission, build)
@@ -259,6 +245,41 @@ def pack_bundle(
         publish_method=outcome.method.value,
         warnings=[*cleared, *outcome.warnings],
     )
+
+
+def _write_archive(
+    source_fd: int, report: VerifyReport, dest_fd: int, progress: Progress | None
+) -> list[str]:
+    """Write the archive of the verified bundle folder ``source_fd`` into the empty file
+    ``dest_fd``; the member names, in the order written."""
+    names = archive_order(report.entries)  # what was verified: no second walk
+    total = sum(report.sizes.values())
+    with phase(progress, "packing", len(names), total):
+        if total < WORTHWHILE:
+            with os.fdopen(os.dup(dest_fd), "wb", buffering=1 << 20) as stream:
+                write_tar(source_fd, names, stream, progress)
+            return names
+        # nothing reads the archive back: past the page cache (bundler.fs.direct)
+        with SequentialWriter(dest_fd, 0) as sink:
+            write_tar(source_fd, names, cast(BinaryIO, sink), progress)
+            sink.finish()
+    return names
+
+
+def pack_staged(bundle: Staging, archive: Staging, progress: Progress | None = None) -> int:
+    """Verify the bundle built in the staging folder ``bundle`` and write its archive into the
+    staging file ``archive`` (``agents export --out FILE.tar``: both beside the archive's
+    destination, which every message names); the number of members.
+
+    A bundle verify refuses is :class:`InvalidInput`, so the export publishes nothing a reader
+    would refuse.
+    """
+    shown = archive.admission.dest_path
+    folder = Path(bundle.admission.parent_path) / bundle.name
+    report = verify_bundle(folder, progress=progress)
+    if not report.ok:
+        raise unsound(report, shown)
+    return len(_write_archive(bundle.fd, report, archive.fd, progress))
 
 
 def unpack_archive(
@@ -335,38 +356,6 @@ def unpacked(
             ) from None
         _read_into(stream, archive, bundle_fd, None)
         yield Path(where) / name / "bundle"
-
-
-def export_to_archive(
-    install_root: Path, alias: str, out: Path, *, force: bool = False, **export: Any
-) -> tuple[ExportReport, ArchiveReport]:
-    """``agents export ALIAS --out FILE.tar``: export to a scratch folder in the temporary
-    folder, then :func:`pack_bundle` it to ``out``. ``export`` holds
-    :func:`~bundler.bundle.export.export_agent`'s other options.
-
-    ``out`` is admitted first (creating nothing), so a name that would be refused is refused
-    before the export runs.
-    """
-    # here, not at the top: verify and inspect of an archive need none of the exporter's
-    # imports (the config editor among them), and their start-up is counted
-    from bundler.bundle.export import export_agent
-
-    with admit(out, force=force, protected=[], archive_check=looks_like_archive, label=""):
-        pass
-    scratch_parent = temp_root()
-    parent_fd = open_dir(scratch_parent, follow=True)
-    try:
-        clear_dead_scratch(parent_fd, SCRATCH_PREFIX)
-        with scratch_folder(parent_fd, SCRATCH_PREFIX, where=scratch_parent) as (name, _fd):
-            folder = Path(scratch_parent) / name / "bundle"
-            exported = export_agent(install_root, alias, folder, record_as=out, **export)
-            packed = pack_bundle(folder, out, force=force)
-    finally:
-        os.close(parent_fd)
-    exported.bundle = packed.destination
-    exported.warnings += packed.warnings
-    exported.publish_method = packed.publish_method
-    return exported, packed
 
 
 def verify_any(path: Path) -> VerifyReport:

@@ -31,6 +31,7 @@ from typing import Any
 import xxhash
 
 from bundler import __version__
+from bundler.bundle import walk as bundle_walk
 from bundler.bundle.checksum_spool import CREATE_FLAGS, GENERATED_MODE, ChecksumSpool
 from bundler.bundle.closure import ExportPlan, finish_plan, plan_closure
 from bundler.bundle.exclude import PatternExclude, command_line_patterns, workspace_patterns
@@ -49,9 +50,10 @@ from bundler.bundle.manifest import (
     render_config,
     render_manifest,
 )
-from bundler.bundle.publish import Staging, admit, stage_build_publish
+from bundler.bundle.publish import Admission, Staging, admit, folder_beside, stage_build_publish
 from bundler.bundle.recover import clear_abandoned_or_warn
 from bundler.bundle.sweep import ExportSweep
+from bundler.bundle.walk import past_entry_limit
 from bundler.config.store import load_config
 from bundler.errors import BundlerError, Refused, UsageError, withholding
 from bundler.fs import durable
@@ -166,7 +168,7 @@ def export_agent(
     exclude_from: Sequence[Path] = (),
     environ: Mapping[str, str] | None = None,
     progress: Progress | None = None,
-    record_as: Path | None = None,
+    archive: bool = False,
 ) -> ExportReport:
     """Export agent ``alias`` of the install at ``install_root`` to the bundle folder ``out``.
 
@@ -178,9 +180,9 @@ def export_agent(
     (:mod:`bundler.bundle.exclude`); each excluded path is a ``dropped`` row and is not swept.
     ``environ`` supplies the ``ZEROCLAW_*`` overrides and ``SOURCE_DATE_EPOCH`` (default:
     ``os.environ``). ``progress`` sees one phase, ``exporting``, whose totals are counted
-    before the copy (only when ``progress`` is given).
-    ``record_as`` is the destination noted for ``doctor`` when ``out`` is only a step on the way
-    (an export to an archive notes the archive).
+    before the copy (only when ``progress`` is given). With ``archive``, ``out`` is a bundle
+    archive (a tar file, :mod:`bundler.bundle.archive`), built from a bundle folder staged
+    beside it; ``progress`` then sees the folder's verification and the packing too.
 
     Raises :class:`bundler.errors.BundlerError` subclasses (nothing is published then);
     problems after the bundle is published are returned in ``warnings``.
@@ -203,10 +205,9 @@ def export_agent(
     with withholding(sweep.withhold):
         # before the destination is touched: a wrong pattern file fails at once
         patterns = tuple(command_line_patterns(exclude, exclude_from))
-        run = _Run(
-            install_root, plan, config, sweep, env, progress, include_memory, patterns, record_as
-        )
-        report = _admit_build_publish(run, out, force=force, encrypted=encrypted)
+        run = _Run(install_root, plan, config, sweep, env, progress, include_memory, patterns)
+        publish = _admit_build_pack if archive else _admit_build_publish
+        report = publish(run, out, force=force, encrypted=encrypted)
     report.secret_hits = sweep.hits
     _redact_report(report, sweep)
     return report
@@ -224,7 +225,6 @@ class _Run:
     progress: Progress | None
     include_memory: bool
     patterns: tuple[Pattern, ...] = ()
-    record_as: Path | None = None
 
 
 def _admit_build_publish(run: _Run, out: Path, *, force: bool, encrypted: int) -> ExportReport:
@@ -232,28 +232,71 @@ def _admit_build_publish(run: _Run, out: Path, *, force: bool, encrypted: int) -
     cleared = clear_abandoned_or_warn(out)
     admission = admit(out, force=force, protected=protected_paths(run.config, run.install_root))
     with admission:
-        report = ExportReport(
-            bundle=admission.dest_path,
-            root_agent=run.plan.alias,
-            format_version=MEMORY_FORMAT_VERSION if run.include_memory else FORMAT_VERSION,
-            encrypted_not_swept=encrypted,
-            # the plan's findings (a non-portable root alias, 01 §3) are part of the report
-            warnings=list(run.plan.warnings),
-        )
-        report.warnings += cleared
-        try:
-            # before the staging exists, so doctor can find what a crash leaves beside it
-            noted = os.path.abspath(run.record_as) if run.record_as else admission.dest_path
-            record_destination(run.install_root, noted)
-        except OSError as err:
-            report.warnings.append(
-                f"could not note {escape_display(admission.dest_path)} in the install's state "
-                f"folder ({err.strerror}); 'bundler doctor' will not look there"
-            )
+        report = _started(run, admission, encrypted, cleared)
         outcome = stage_build_publish(admission, lambda staging: _build(staging, run, report))
     report.publish_method = outcome.method.value
     report.warnings += outcome.warnings
     return report
+
+
+def _admit_build_pack(run: _Run, out: Path, *, force: bool, encrypted: int) -> ExportReport:
+    """Admit the archive ``out``, build the bundle in a folder staged beside it, verify it and
+    pack it into the archive's staging file, then publish that (02 §8, issue 16).
+
+    Everything is staged beside the destination, as every publication is: a full disk is the
+    destination's, named as such, and a kill leaves only what ``recover FILE.tar`` clears.
+    """
+    # here, not at the top: the archive code is the one-file form's alone
+    from bundler.bundle.archive import looks_like_archive, pack_staged
+
+    cleared = clear_abandoned_or_warn(out)
+    admission = admit(
+        out,
+        force=force,
+        protected=protected_paths(run.config, run.install_root),
+        archive_check=looks_like_archive,
+    )
+    with admission:
+        report = _started(run, admission, encrypted, cleared)
+
+        def build(archive: Staging) -> None:
+            with folder_beside(admission, report.warnings) as folder:
+                _build(folder, run, report)
+                pack_staged(folder, archive, run.progress)
+
+        outcome = stage_build_publish(admission, build)
+    report.publish_method = outcome.method.value
+    report.warnings += outcome.warnings
+    return report
+
+
+def _started(run: _Run, admission: Admission, encrypted: int, cleared: list[str]) -> ExportReport:
+    """The report of an export to an admitted destination, noted in the user's record."""
+    report = ExportReport(
+        bundle=admission.dest_path,
+        root_agent=run.plan.alias,
+        format_version=MEMORY_FORMAT_VERSION if run.include_memory else FORMAT_VERSION,
+        encrypted_not_swept=encrypted,
+        # the plan's findings (a non-portable root alias, 01 §3) come first, then the repairs
+        warnings=[*run.plan.warnings, *cleared],
+    )
+    _note_destination(admission.dest_path, run.sweep)
+    return report
+
+
+def _note_destination(dest: str, sweep: ExportSweep) -> None:
+    """Add ``dest`` to the user's record of destinations (:mod:`bundler.bundle.history`), before
+    the staging exists, so that ``doctor`` can find what a crash leaves beside it.
+
+    Best effort and quiet: a state folder that cannot be written (a read-only home, a sandbox)
+    costs only ``doctor``'s look beside this destination, which ``recover DEST`` and the next
+    export to it do not need. A destination with a known secret in one of its names is left
+    out: the record is a plain file, and a name with its secret withheld leads nowhere.
+    """
+    if sweep.redact(dest) != dest:
+        return
+    with contextlib.suppress(OSError):
+        record_destination(dest)
 
 
 def _redact_report(report: ExportReport, sweep: ExportSweep) -> None:
@@ -388,6 +431,28 @@ class _Copy:
         self.dropped = dropped
         self.progress = progress
         self.checksums = checksums
+        # the root files written after the copy (config.toml, checksums.xxh3, the manifest)
+        # are part of the bundle from the start: a limit they would pass stops the copy
+        self.entries = len(_ROOT_FILES)
+
+    def made(self, relpath: str) -> None:
+        """Count one entry made in the bundle, ``relpath``; refuse as soon as the bundle would
+        hold more entries than ``bundle verify`` and ``agents import`` accept, counted the
+        way they count (:func:`bundler.bundle.walk.past_entry_limit`), so that nothing a
+        reader refuses is ever published, and a huge tree is refused without being copied."""
+        self.entries += 1
+        if past_entry_limit(self.entries):
+            raise Refused(
+                f"the bundle would hold more than {bundle_walk.MAX_ENTRIES} files and folders "
+                f"({self.entries} counted at {escape_display(relpath)}), which no bundler "
+                "accepts; keep some workspace paths behind with --exclude PATTERN (or a "
+                ".bundlerignore in the workspace) and export again",
+                path=relpath,
+            )
+
+    def _folder(self, relpath: str) -> None:
+        self.made(relpath)
+        self.sweep.folder(relpath)
 
     def _tree(
         self,
@@ -406,10 +471,11 @@ class _Copy:
             prefix=prefix,
             on_skip=skipped.record if counted else None,
             on_non_portable=skipped.record_non_portable if counted else None,
-            on_folder=self.sweep.folder,
+            on_folder=self._folder,
             observer=self.sweep.observer,
             **extra,
         ):
+            self.made(copied.relpath)
             self.sweep.file_done(copied.relpath)
             self.checksums.add(section, copied)
             if self.progress is not None:
@@ -421,6 +487,7 @@ class _Copy:
         ``patterns`` (the command line's) follow the workspace's own ``.bundlerignore``; what
         they exclude is reported as dropped, never copied, never swept.
         """
+        self.made("workspace")
         dst = _mkdir_open(self.root, "workspace")
         try:
             src = open_source_root(plan.workspace, install_root=self.install_root)
@@ -483,6 +550,7 @@ class _Copy:
                     f"symbolic link ({err.strerror}): point the config at the real workspace",
                     path="workspace/memory",
                 ) from err
+            self.made("memory")
             dst = _mkdir_open(self.root, "memory")
             try:
                 source = Path(f"/proc/self/fd/{memory_fd}/brain.db")
@@ -514,6 +582,7 @@ class _Copy:
                     size, digest = digest_fd(fd, relpath=MEMORY_STORE, observer=self.sweep.observer)
                 finally:
                     os.close(fd)
+                self.made(MEMORY_STORE)
                 self.sweep.file_done(MEMORY_STORE)
                 self.checksums.add("memory", CopiedFile(MEMORY_STORE, size, digest))
                 if self.progress is not None:
@@ -560,9 +629,10 @@ class _Copy:
                             )
                         )
                         continue
-                    self.sweep.folder(f"skills/{source.alias}")
                     if skills_fd < 0:
+                        self.made("skills")
                         skills_fd = _mkdir_open(self.root, "skills")
+                    self._folder(f"skills/{source.alias}")
                     bundle_fd = _mkdir_open(skills_fd, source.alias)
                     try:
                         for name, lst in selection.admitted:
@@ -592,7 +662,7 @@ class _Copy:
                 path=prefix,
             ) from err
         try:
-            self.sweep.folder(prefix.rstrip("/"))
+            self._folder(prefix.rstrip("/"))
             dst = _mkdir_open(bundle_dst, name)
             try:
                 # one section per bundle: its skills come in name order already
@@ -605,6 +675,8 @@ class _Copy:
 
 # what a skill folder swapped after selection answers: a link, a file, gone, another folder
 _CHANGED_ERRNOS = frozenset({errno.ELOOP, errno.ENOTDIR, errno.ENOENT, errno.ESTALE})
+
+_ROOT_FILES = (CONFIG_NAME, CHECKSUMS_NAME, MANIFEST_NAME)
 
 _LIVE_STORE_DETAIL = (
     "a SQLite database with a -wal or -journal beside it is a live store: copying it file by "

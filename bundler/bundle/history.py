@@ -1,14 +1,25 @@
-"""The install's record of recent export destinations, so ``doctor`` can find what an
-interrupted export left beside a bundle folder it has no other way to know about.
+"""The user's record of recent export destinations, so ``doctor`` can find what an interrupted
+export left beside a bundle folder it has no other way to know about.
 
-``<install>/data/state/export-destinations.json``: ``{"format": 1, "destinations": [...]}``,
-absolute paths, newest last, at most :data:`KEEP`. It is replaced atomically and durably
-(:func:`bundler.fs.durable.atomic_write`) under an ``flock`` on the state folder, so two exports
-at once cannot lose each other's entry. It names folders only: never a value from the config.
+``<state>/export-destinations.json``, where ``<state>`` is the user's state folder for bundler
+(:func:`state_folder`: ``$XDG_STATE_HOME/bundler``, by default ``~/.local/state/bundler``; on
+macOS ``~/Library/Application Support/bundler``): ``{"format": 1, "destinations": [...]}``,
+absolute paths, newest last, at most :data:`KEEP`. It lives with the user, not in the install,
+because export is read-only on the install (02): an install the exporting user cannot write is
+exported all the same. So the record is per user: ``doctor`` run as another user (``sudo``, a
+service account) reads that user's record.
+
+It is replaced atomically and durably (:func:`bundler.fs.durable.atomic_write`) under an
+``flock`` on the state folder, so two exports at once cannot lose each other's entry. It names
+folders only, never a value from the config. Older versions kept the record in
+``<install>/data/state/``; :func:`recent_destinations` still reads that one, and nothing
+writes it again.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -18,11 +29,20 @@ from bundler.fs import durable
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.rules import layout
 
-__all__ = ["KEEP", "RECORD_NAME", "recent_destinations", "record_destination"]
+__all__ = ["KEEP", "RECORD_NAME", "recent_destinations", "record_destination", "state_folder"]
 
 RECORD_NAME = "export-destinations.json"
 KEEP = 16
 _MAX_BYTES = 1 << 20
+_FOLDER_MODE = 0o700
+
+
+def state_folder() -> Path:
+    """The user's state folder for bundler (``platformdirs.user_state_dir``), not created."""
+    # here, not at the top: only an export and doctor need it, and start-up is counted
+    import platformdirs
+
+    return Path(platformdirs.user_state_dir("bundler"))
 
 
 def _parse(raw: bytes) -> list[str]:
@@ -51,10 +71,9 @@ def _read(state_fd: int) -> list[str]:
         return []
 
 
-def recent_destinations(install_root: Path) -> list[str]:
-    """The recorded destinations, oldest first; empty when there is no readable record."""
+def _read_in(folder: Path) -> list[str]:
     try:
-        state_fd = durable.open_dir(layout.state_dir(install_root), follow=False)
+        state_fd = durable.open_dir(folder, follow=True)
     except OSError:
         return []
     try:
@@ -63,16 +82,49 @@ def recent_destinations(install_root: Path) -> list[str]:
         os.close(state_fd)
 
 
-def record_destination(install_root: Path, dest: str) -> None:
-    """Add ``dest`` (absolute) as the newest entry, keeping the last :data:`KEEP`.
+def recent_destinations(install_root: Path | None = None) -> list[str]:
+    """The destinations in this user's record, oldest first, then those an older version
+    recorded in ``install_root`` (read, never written), each once; empty when neither record
+    can be read."""
+    found = _read_in(state_folder())
+    if install_root is not None:
+        found += _read_in(layout.state_dir(install_root))
+    return list(dict.fromkeys(found))
+
+
+def _make_private(folder: Path) -> None:
+    """Create ``folder`` and its missing parents, each 0700 (the XDG rule for a state folder).
+
+    Nothing is created below a folder of another user: with ``sudo`` keeping the caller's
+    ``HOME``, root would otherwise leave a folder there that the user can no longer write.
+    """
+    missing: list[Path] = []
+    existing = folder
+    while not os.path.lexists(existing):
+        missing.append(existing)
+        existing = existing.parent
+    if os.stat(existing).st_uid != os.geteuid():
+        if missing:
+            raise PermissionError(errno.EPERM, "the folder belongs to another user", str(existing))
+        return
+    for path in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # another export made it meanwhile
+            os.mkdir(path, _FOLDER_MODE)
+
+
+def record_destination(dest: str) -> None:
+    """Add ``dest`` (absolute) as the newest entry of this user's record, keeping the last
+    :data:`KEEP`; the state folder is created (0700) if missing.
 
     Durable when it returns. Raises ``OSError`` when the state folder cannot be made or
-    written (the caller words it as a warning: the export itself does not depend on it).
+    written, or belongs to another user (the caller goes on: the export does not depend on it).
     """
-    state = layout.state_dir(install_root)
-    os.makedirs(state, mode=0o700, exist_ok=True)
-    state_fd = durable.open_dir(state, follow=False)
+    folder = state_folder()
+    _make_private(folder)
+    state_fd = durable.open_dir(folder, follow=True)
     try:
+        if os.fstat(state_fd).st_uid != os.geteuid():
+            raise PermissionError(errno.EPERM, "the folder belongs to another user", str(folder))
         fcntl.flock(state_fd, fcntl.LOCK_EX)
         listed = [item for item in _read(state_fd) if item != dest] + [dest]
         document = {"format": 1, "destinations": listed[-KEEP:]}

@@ -32,9 +32,9 @@ import fcntl
 import os
 import stat
 import threading
-from collections.abc import Callable, Sequence
-from contextlib import suppress
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from typing import TypeVar
@@ -694,6 +694,40 @@ def stage_build_publish(admission: Admission, build: Callable[[Staging], None]) 
         if staging is not None and not staging.published:
             staging.abort()
         raise
+
+
+@contextmanager
+def folder_beside(admission: Admission, warnings: list[str]) -> Iterator[Staging]:
+    """A staging folder beside ``admission``'s destination that is never published, for what
+    is built on the way to it (``agents export --out FILE.tar`` builds its bundle folder here,
+    then packs it into the archive's own staging file).
+
+    It is a staging folder like any other (02 §8.2): its own token, its record naming the
+    destination, written and flushed first and locked while it lives. So a kill leaves nothing
+    but what ``recover DEST`` clears (and ``doctor`` and the next export to DEST find), on the
+    destination's disk, which the user is asked to free when it fills, rather than in a
+    temporary folder they cannot see. It is removed, then its record, when the block ends
+    however it ends; what could not be removed is added to ``warnings`` with the ``recover``
+    command (the archive's outcome does not depend on it).
+    """
+    # the parent descriptor is shared, never closed here: ``admission`` owns it
+    folder = replace(admission, kind=DestKind.VACANT, identity=None, archive=False)
+    staging: Staging | None = None
+    try:
+        # an interrupt is delivered once the staging is ours to remove, never in between
+        with signals_deferred():
+            staging = Staging.create(folder)
+        yield staging
+    finally:
+        left = staging.abort() if staging is not None else []
+        if left:
+            warnings.append(
+                hints.Hinted(
+                    f"could not remove the bundle folder built for "
+                    f"{escape_display(admission.dest_path)} ({'; '.join(left)})",
+                    hints.command("recover", admission.dest_path),
+                )
+            )
 
 
 def _quietly(action: Callable[[], object]) -> None:

@@ -82,6 +82,13 @@ class BundleTree:
     entries: list[tuple[str, bool]] = field(default_factory=list)  # (name, is a folder), walk order
 
 
+def past_entry_limit(entries: int) -> bool:
+    """Whether a bundle of ``entries`` entries is more than a reader accepts: every file and
+    folder below its root counts, whatever it is (the walk here counts what it skips or
+    refuses too; an export counts each one it makes, and refuses before publishing)."""
+    return entries > MAX_ENTRIES
+
+
 class TooManyEntries(Exception):
     """Raised from a walk callback to stop at :data:`MAX_ENTRIES` (the walk closes its fds)."""
 
@@ -127,7 +134,7 @@ class BundleWalker:
     def count(self, path: str) -> None:
         """Count one entry (admitted, skipped or misplaced); stop the walk past the limit."""
         self.entries += 1
-        if self.entries > MAX_ENTRIES:
+        if past_entry_limit(self.entries):
             self.errors.append(
                 Problem(
                     escape_display(path),

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from bundler.bundle.archive import ARCHIVE_SUFFIXES, export_to_archive
+from bundler.bundle.archive import ARCHIVE_SUFFIXES
 from bundler.bundle.export import CARRIED_AS_IS, ExportReport, export_agent
 from bundler.cli.output import Output, Result
 from bundler.rules import hints
@@ -28,10 +28,8 @@ def export(args: argparse.Namespace, out: Output) -> Result:
             "exclude_from": [Path(name) for name in args.exclude_from],
             "progress": progress,
         }
-        if args.out.endswith(ARCHIVE_SUFFIXES):
-            report, _packed = export_to_archive(install, args.alias, Path(args.out), **options)
-        else:
-            report = export_agent(install, args.alias, Path(args.out), **options)
+        archive = args.out.endswith(ARCHIVE_SUFFIXES)
+        report = export_agent(install, args.alias, Path(args.out), archive=archive, **options)
     return Result(
         payload=report.as_json(),
         text=summary(report),

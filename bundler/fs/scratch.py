@@ -44,9 +44,8 @@ CHECK_PREFIX = ".bundler-check-"
 TEMPORARY_KINDS: tuple[tuple[str, str], ...] = (
     (
         ARCHIVE_PREFIX,
-        "'agents export --out FILE.tar', 'bundle pull REF FILE.tar', or a command reading an "
-        "archive or an oci:// reference ('bundle verify', 'inspect', 'secrets-template', "
-        "'push', 'agents import')",
+        "'bundle pull REF FILE.tar', or a command reading an archive or an oci:// reference "
+        "('bundle verify', 'inspect', 'secrets-template', 'push', 'agents import')",
     ),
     (VERIFY_PREFIX, "'bundle verify', 'inspect' or 'agents import' of a bundle with memory"),
     (CHECK_PREFIX, "'home verify-backup' or 'home restore'"),

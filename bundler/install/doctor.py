@@ -66,7 +66,8 @@ class DoctorReport:
 
 def install_findings(install: Path) -> DoctorReport:
     """The install's config validity, the staging folders an interrupted import left, and what
-    interrupted exports left beside the destinations the install recorded."""
+    interrupted exports left beside the destinations recorded in this user's state folder (and
+    in the install, by older versions: :mod:`bundler.bundle.history`)."""
     report = _config_findings(install)
     try:
         names = os.listdir(install)

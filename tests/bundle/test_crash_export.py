@@ -36,9 +36,9 @@ from test_export_kit import (
     cli_env,
     export_cmd,
     hidden_leftovers,
-    install_snapshot,
     make_install,
     run,
+    snapshot,
     workspace,
 )
 
@@ -103,7 +103,7 @@ def _scenario(tmp_path: Path, force: bool, files: int = 50) -> Scenario:
     assert run(export_cmd(install, reference)).returncode == 0
     new = bundle_bytes(reference)
     assert new != old
-    scenario = Scenario(install, parent, out, force, old, new, pristine, install_snapshot(install))
+    scenario = Scenario(install, parent, out, force, old, new, pristine, snapshot(install))
     scenario.reset()
     return scenario
 
@@ -128,7 +128,7 @@ def _assert_old_or_new_after_recover(scenario: Scenario, call: Call) -> None:
     if state is not None:
         check_bundle(scenario.out)
     assert hidden_leftovers(scenario.parent) == [], call
-    assert install_snapshot(scenario.install) == scenario.install_state, call
+    assert snapshot(scenario.install) == scenario.install_state, call
 
 
 def _r1(tmp_path: Path, force: bool, count: int | None) -> None:
@@ -282,7 +282,7 @@ def _r2(tmp_path: Path, force: bool, count: int | None) -> None:
                 assert "warning: " in result.stderr, f"{call}: leftovers without a warning"
             _assert_old_or_new_after_recover(scenario, call)
             assert scenario.state() == scenario.new
-        assert install_snapshot(scenario.install) == scenario.install_state, call
+        assert snapshot(scenario.install) == scenario.install_state, call
         scenario.reset()
     assert outcomes[1], "no fault made the export fail"
 

@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import kit
 import pytest
 from kit import cli_command, run_cli
 from test_export_kit import (
@@ -25,7 +26,6 @@ from test_export_kit import (
     cli_env,
     export_cmd,
     hidden_leftovers,
-    install_snapshot,
     make_install,
     run,
     secret_forms,
@@ -546,13 +546,14 @@ def test_symlinked_workspace_root_refused(install: Path, tmp_path: Path) -> None
 
 
 def test_export_is_read_only_on_the_install(install: Path, tmp_path: Path) -> None:
-    before = {path: (mode, data) for path, (mode, data) in install_snapshot(install).items()}
-    mtimes = {p: os.lstat(install / p).st_mtime_ns for p in before}
+    """02: not even the record doctor reads to find leftovers is written there (it is the
+    user's, in their state folder)."""
+    before = kit.tree_snapshot(install, mtimes=True, dir_mtimes=True, inodes=True, sizes=True)
     assert _export(install, tmp_path / "bundle").returncode == 0
-    # besides the record doctor reads to find leftovers beside earlier destinations
-    assert install_snapshot(install) == before
-    assert (install / "data" / "state" / "export-destinations.json").is_file()
-    assert {p: os.lstat(install / p).st_mtime_ns for p in before} == mtimes
+    assert kit.tree_snapshot(install, mtimes=True, dir_mtimes=True, inodes=True, sizes=True) == (
+        before
+    )
+    assert not (install / "data").exists()
 
 
 # --- the fallback swap, the interrupt, recovery through the CLI ------------------------------

@@ -144,19 +144,6 @@ def bundler(*args: str, env: Mapping[str, str] | None = None) -> subprocess.Comp
     return run([*cli_command(), *args], env)
 
 
-# the one thing export writes in an install (issue 14 item 2): its record of destinations
-EXPORT_RECORD = ("data", "data/state", "data/state/export-destinations.json")
-
-
-def install_snapshot(install: Path) -> dict[str, tuple[int, bytes | None]]:
-    """:func:`snapshot` of an install without export's record of recent destinations."""
-    return {
-        rel: state
-        for rel, state in snapshot(install).items()
-        if rel not in EXPORT_RECORD and not rel.startswith("data/state/.export-destinations")
-    }
-
-
 def snapshot(folder: Path) -> dict[str, tuple[int, bytes | None]]:
     """Every path below ``folder`` with its mode and bytes (None for folders); links as targets."""
     return {

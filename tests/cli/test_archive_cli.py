@@ -17,6 +17,8 @@ import hostile_archives
 import pytest
 from kit import one_error, run_cli, tree_snapshot
 
+from bundler.bundle.history import recent_destinations
+
 EPOCH = {"SOURCE_DATE_EPOCH": "1700000000"}
 
 
@@ -90,8 +92,7 @@ def test_export_to_an_archive_equals_packing_the_exported_folder(tmp_path: Path)
     assert done.returncode == 0, done.stderr
     assert archive.read_bytes() == (tmp_path / "packed.tar").read_bytes()
     assert sorted(os.listdir(tmp_path)) == ["direct.tar", "folder", "install", "packed.tar"]
-    history = json.loads((install / "data/state/export-destinations.json").read_text())
-    assert history["destinations"][-1] == str(archive)
+    assert recent_destinations()[-1] == str(archive)
 
 
 def _without_path(payload: dict[str, Any]) -> dict[str, Any]:

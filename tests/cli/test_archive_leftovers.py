@@ -1,7 +1,7 @@
 """What reading an archive leaves when it is interrupted (issue 16; docs/architecture.md lists
-both names): ``bundler-archive-<token>/`` in the temporary folder (``bundle verify|inspect``,
-and ``agents export --out FILE.tar``, which builds its bundle there) and
-``.bundler-unpack-<token>/`` in an install (``agents import FILE.tar``).
+both names): ``bundler-archive-<token>/`` in the temporary folder (``bundle verify|inspect``)
+and ``.bundler-unpack-<token>/`` in an install (``agents import FILE.tar``); and that
+``agents export --out FILE.tar`` leaves nothing there, only what ``recover FILE.tar`` clears.
 
 A signal the CLI handles (SIGTERM here) removes them; a kill leaves them, and then ``doctor``
 names them, and the next run (or ``recover --install``, or for the temporary folder's ``recover
@@ -176,8 +176,8 @@ def _crash_env(tmp: Path) -> dict[str, str]:
 
 def _killed_export_to_an_archive(tmp_path: Path, tmp: Path) -> tuple[Path, Path, str]:
     """Kill (SIGKILL) a real ``agents export --out FILE.tar`` whose workspace holds an install
-    secret, once the whole workspace is copied into its scratch folder and before the sweep's
-    refusal: (the install, FILE.tar, the secret)."""
+    secret, once the whole workspace is copied into the bundle folder it stages beside FILE.tar
+    and before the sweep's refusal: (the install, FILE.tar, the secret)."""
     secret = bf.INSTALL_SECRETS["anthropic"]
     install = bf.write_install(tmp_path / "install")
     (install / "agents" / bf.ROOT_AGENT / "workspace" / "leak.txt").write_text(f"key {secret}\n")
@@ -186,11 +186,11 @@ def _killed_export_to_an_archive(tmp_path: Path, tmp: Path) -> tuple[Path, Path,
     cmd = [*cli_command(), "--install", str(install), "agents", "export", bf.ROOT_AGENT]
     cmd += ["--out", str(out)]
     env = _crash_env(tmp)
-    done, calls = trace_calls(cmd, ["openat"], env=env, cwd="/", relevant=str(tmp))
+    done, calls = trace_calls(cmd, ["openat"], env=env, cwd="/", relevant=str(out.parent))
     assert done.returncode == 1 and "leak.txt" in done.stderr, done.stderr  # the secret refuses
     # the bundle's config fragment is written once every workspace file is copied
     at = next(c for c in calls if '"config.toml", O_WRONLY|O_CREAT' in c.line)
-    assert "bundler-archive-" in at.line
+    assert ".zeroclaw-export-" in at.line
     killed = run_with_fault(cmd, at.syscall, at.index, "SIGKILL", env=env, cwd="/")
     assert killed.killed, killed.stderr
     return install, out, secret
@@ -204,49 +204,41 @@ def _holding(root: Path, secret: str) -> list[Path]:
     ]
 
 
-def test_recover_removes_the_scratch_folder_of_a_killed_export_to_an_archive(
+def test_a_killed_export_to_an_archive_leaves_only_what_recover_of_the_archive_clears(
     tmp_path: Path,
 ) -> None:
-    """A kill during ``agents export --out FILE.tar`` leaves the bundle it was building, an
-    unswept copy of the workspace, in the temporary folder and nothing beside FILE.tar: doctor
-    names it by the commands that leave such a folder and names ``bundler recover``, ``recover
-    --scan`` lists it (changing nothing), and ``recover FILE.tar`` removes it."""
+    """A kill during ``agents export --out FILE.tar`` leaves the bundle it was building (an
+    unswept copy of the workspace) beside FILE.tar, where every publication stages, and
+    nothing in the temporary folder: doctor names it with ``bundler recover FILE.tar``,
+    ``recover --scan`` lists it (changing nothing), and ``recover FILE.tar`` clears it all."""
     reason = ptrace_unavailable()
     if reason is not None:
         pytest.skip(reason)
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     install, out, secret = _killed_export_to_an_archive(tmp_path, tmp)
-    left = _scratch(tmp)
-    assert len(left) == 1
-    assert _holding(tmp, secret), "the kill landed before the secret's copy was made"
+    assert os.listdir(tmp) == []
+    left = sorted(os.listdir(out.parent))
+    assert left and all(name.startswith(".zeroclaw-export-") for name in left), left
+    assert _holding(out.parent, secret), "the kill landed before the secret's copy was made"
     env = _crash_env(tmp)
-    path = str(tmp / left[0])
 
     doctor = run_cli(["--install", str(install), "--json", "doctor"], exact_env=env)
-    named = [w for w in json.loads(doctor.stdout)["warnings"] if w["path"] == path]
-    assert len(named) == 1, doctor.stdout
-    assert named[0]["kind"] == "archive-leftover"
-    assert "'agents export --out FILE.tar'" in named[0]["detail"]
-    assert "'bundle verify' or 'bundle inspect'" not in named[0]["detail"]
-    assert named[0]["fix"].startswith("bundler recover ")
+    named = [p for p in json.loads(doctor.stdout)["problems"] if p["kind"] == "export-leftover"]
+    assert named and all(p["fix"] == f"bundler recover {out}" for p in named), doctor.stdout
 
-    before = tree_snapshot(tmp)
+    before = tree_snapshot(out.parent)
     scan = run_cli(["--json", "recover", "--scan", str(out.parent)], exact_env=env)
     assert scan.returncode == 0, scan.stderr
-    assert [a["path"] for a in json.loads(scan.stdout)["actions"]] == [path]
-    dry = run_cli(["recover", str(out), "--dry-run"], exact_env=env)
-    assert dry.returncode == 0 and f"would remove {path}" in dry.stdout, dry.stdout
-    assert tree_snapshot(tmp) == before
+    listed = sorted(os.path.basename(a["path"]) for a in json.loads(scan.stdout)["actions"])
+    assert listed == left
+    assert tree_snapshot(out.parent) == before
 
     recovered = run_cli(["recover", str(out)], exact_env=env)
     assert recovered.returncode == 0, recovered.stderr
-    assert f"removed {path}: a scratch folder left by a killed" in recovered.stdout
-    assert os.listdir(tmp) == []
-    assert [p for p in _holding(tmp_path, secret) if p.is_relative_to(tmp)] == []
+    assert os.listdir(out.parent) == [] and os.listdir(tmp) == []
     again = run_cli(["--install", str(install), "--json", "doctor"], exact_env=env)
-    assert not any(w["path"] == path for w in json.loads(again.stdout)["warnings"])
-    assert not os.path.lexists(out)
+    assert not any(p["kind"] == "export-leftover" for p in json.loads(again.stdout)["problems"])
 
 
 def test_recover_leaves_a_running_archive_read_s_scratch_folder_alone(
@@ -254,7 +246,7 @@ def test_recover_leaves_a_running_archive_read_s_scratch_folder_alone(
 ) -> None:
     """A scratch folder is dead only when no process holds its lock: a ``bundle verify`` still
     reading its archive (a pipe here, fed slowly) keeps its folder through ``doctor`` and
-    ``recover``, while the dead folder of an export killed meanwhile is removed."""
+    ``recover``, while the dead folder of a verify killed meanwhile is removed."""
     reason = ptrace_unavailable()
     if reason is not None:
         pytest.skip(reason)
@@ -279,7 +271,9 @@ def test_recover_leaves_a_running_archive_read_s_scratch_folder_alone(
             time.sleep(0.05)
         [live] = _scratch(tmp)
         # killed after the verify made its folder (a run clears dead ones before it makes its own)
-        install, out, _secret = _killed_export_to_an_archive(tmp_path, tmp)
+        _kill_in_first_write_below([*cli_command(), "bundle", "verify", str(packed)], env, tmp)
+        install = _empty_install(tmp_path / "install")
+        out = tmp_path / "elsewhere.tar"
         [dead] = [name for name in _scratch(tmp) if name != live]
         live_before = tree_snapshot(tmp / live)
         doctor = run_cli(["--install", str(install), "--json", "doctor"], exact_env=env)

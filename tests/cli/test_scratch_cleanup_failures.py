@@ -89,30 +89,37 @@ def _removal_open(cmd: list[str], env: dict[str, str], scratch_marker: str) -> i
     return removal[-1].index
 
 
-def test_a_failed_scratch_removal_after_an_export_to_an_archive_is_a_warning(
+def test_a_failed_removal_of_the_bundle_an_archive_export_staged_is_a_warning(
     tmp_path: Path,
 ) -> None:
+    """``agents export --out FILE.tar`` builds its bundle folder beside FILE.tar; a removal of
+    it that fails after the archive is written leaves the published archive standing, says so
+    in a warning naming ``recover FILE.tar``, and that clears it."""
     reason = ptrace_unavailable()
     if reason is not None:
         pytest.skip(reason)
     install = bf.write_install(tmp_path / "install")
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    out = tmp_path / "x.tar"
+    (tmp_path / "out").mkdir()
+    out = tmp_path / "out" / "x.tar"
     env = _env(tmp, install)
     cmd = [*cli_command(), "agents", "export", bf.ROOT_AGENT, "--out", str(out)]
-    index = _removal_open(cmd, env, "bundler-archive-")
+    index = _removal_open(cmd, env, ".zeroclaw-export-")
     out.unlink()
-    assert os.listdir(tmp) == []
+    assert os.listdir(out.parent) == []
     run = run_with_fault(cmd, "openat", index, "EMFILE", env=env, cwd="/")
     assert run.fired
     assert run.returncode == 0, run.stderr
     assert "Traceback" not in run.stderr
-    left = os.listdir(tmp)
-    assert len(left) == 1 and left[0].startswith("bundler-archive-"), left
-    assert f"warning: could not remove the scratch folder {tmp / left[0]}" in run.stderr
+    assert f"warning: could not remove the bundle folder built for {out}" in run.stderr
+    assert f"bundler recover {out}" in run.stderr
+    left = [name for name in os.listdir(out.parent) if name != "x.tar"]
+    assert left and all(name.startswith(".zeroclaw-export-") for name in left), left
+    assert os.listdir(tmp) == []
     assert run_cli(["bundle", "verify", str(out)], exact_env=env).returncode == 0
-    assert os.listdir(tmp) == []  # the next reader of an archive removed it
+    assert run_cli(["recover", str(out)], exact_env=env).returncode == 0
+    assert os.listdir(out.parent) == ["x.tar"]
 
 
 def test_a_failed_scratch_removal_after_an_archive_import_is_a_warning_recover_clears(
