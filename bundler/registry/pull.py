@@ -91,10 +91,12 @@ def fetch_config(session: Session, artifact: art.Artifact) -> bytes:
     return sink.getvalue()
 
 
-def check_space(dir_fd: int, artifact: art.Artifact) -> None:
-    # a blob and its unpacked copy live side by side for a moment: twice the largest, plus the rest
+def check_space(dir_fd: int, artifact: art.Artifact, *, unpacked: bool) -> None:
+    """Refuse before a byte is fetched when the filesystem of ``dir_fd`` cannot hold what the
+    pull writes there: each layer once for an archive; for a folder (``unpacked``) a layer's
+    blob and its unpacked copy side by side for a moment, so the largest twice."""
     sizes = [layer.size for layer in artifact.layers]
-    needed = sum(sizes) + max(sizes)
+    needed = sum(sizes) + (max(sizes) if unpacked else 0)
     st = os.fstatvfs(dir_fd)
     if needed > st.f_bavail * st.f_frsize:
         raise Refused(
@@ -123,7 +125,7 @@ def pull_into(
         artifact = dataclasses.replace(
             artifact, layers=[x for x in artifact.layers if x.title not in leave]
         )
-    check_space(staging_fd, artifact)
+    check_space(staging_fd, artifact, unpacked=True)
     config = fetch_config(session, artifact)
     os.mkdir(BLOBS, 0o700, dir_fd=staging_fd)
     blobs_fd = os.open(BLOBS, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=staging_fd)

@@ -136,7 +136,9 @@ class _Puller:
     def run(self) -> None:
         session = self.session
         artifact, self.report.digest = fetch_manifest(session)
-        check_space(self.out_fd, artifact)
+        # the layers go into the archive one after the other; the parts unpacked for verify
+        # and a layer written anew go to the temporary folder, not here
+        check_space(self.out_fd, artifact, unpacked=False)
         config = fetch_config(session, artifact)
         layers = sorted(artifact.layers, key=_archive_order)
         total = sum(layer.size for layer in layers)
