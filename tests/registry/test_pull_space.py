@@ -1,6 +1,7 @@
-"""The free space ``bundle pull`` asks of its destination's filesystem is what it writes there:
-each layer once for an archive, the largest twice for a folder (a blob beside its unpacked copy
-for a moment). Measured on a small tmpfs, against a real distribution registry."""
+"""The room a pull takes, measured on small tmpfs mounts against a real distribution registry:
+the free space ``bundle pull`` asks of its destination's filesystem is what it writes there
+(each layer once for an archive, the largest twice for a folder: a blob beside its unpacked
+copy for a moment), and ``bundle inspect REF`` keeps no copy of the workspace it judges."""
 
 from __future__ import annotations
 
@@ -44,6 +45,18 @@ def small_disk(tmp_path: Path, bundle: Path) -> Iterator[Path]:
         unmount(mount)
 
 
+@pytest.fixture
+def small_tmpdir(tmp_path: Path) -> Iterator[Path]:
+    """A tmpfs of 2 MiB, far smaller than the bundle's workspace; unmounted after the test."""
+    mount = tmp_path / "tmp"
+    if not can_mount_tmpfs(mount, "2m"):
+        pytest.skip("mounting a tmpfs is not allowed here (needs root or CAP_SYS_ADMIN)")
+    try:
+        yield mount
+    finally:
+        unmount(mount)
+
+
 def pushed(registry: Registry, bundle: Path) -> str:
     ref = registry.ref("agents/space:1")
     done = run_cli(["bundle", "push", str(bundle), ref, "--plain-http", "--json"])
@@ -76,3 +89,24 @@ def test_pull_into_a_folder_still_asks_for_the_blob_beside_its_copy(
     assert done.returncode == 1 and one_error(done.stderr), done.stderr
     assert "needs about" in done.stderr and "free some space" in done.stderr
     assert os.listdir(small_disk) == []
+
+
+def test_inspect_of_a_reference_judges_the_workspace_without_keeping_it(
+    registry: Registry, bundle: Path, small_tmpdir: Path
+) -> None:
+    """The workspace layer is judged as it arrives (its files counted, digests compared) and
+    never written: a private folder with no room for it is enough, and the report is the
+    folder's."""
+    ref = pushed(registry, bundle)
+    folder = json.loads(run_cli(["bundle", "inspect", str(bundle), "--json"]).stdout)
+    done = run_cli(
+        ["bundle", "inspect", ref, "--plain-http", "--json"], env={"TMPDIR": str(small_tmpdir)}
+    )
+    assert done.returncode == 0, done.stderr
+    remote = json.loads(done.stdout)
+    assert (remote["files"], remote["bytes"], remote["errors"]) == (
+        folder["files"],
+        folder["bytes"],
+        [],
+    )
+    assert os.listdir(small_tmpdir) == []
