@@ -5,7 +5,9 @@ written, give or take what other tar programs add harmlessly, is admitted: regul
 folders whose names pass the bundle's own path rule, each folder listed before its contents,
 every name once. Links of both kinds, devices, FIFOs, sparse files, global headers, names that
 climb (``..``) or start at ``/``, members under or over another member's file are refused, as are
-a damaged or truncated archive and anything but zero padding after its end. Limits on the member
+a damaged or truncated archive and anything but zeros in the padding after a member's data or
+after its end: every tar program pads with zeros, and bytes no reader looks at would let two
+different archives pass for one bundle. Limits on the member
 count, each member's size, the total size and each extended header are checked from the header,
 before a byte of that member is written.
 
@@ -339,7 +341,6 @@ class _Reader:
         self.umask = process_umask()
         self._parent: tuple[str, int] | None = None
         self.member_at = 0  # where the current member's first header block starts
-        self.padding_zero = True  # whether the last member's padding was all zero bytes
         self.form_header = False  # whether its header is one block in archive form
         self._chunk = b""  # read from the stream, from self._at on not yet taken
         self._view = memoryview(self._chunk)
@@ -384,11 +385,14 @@ class _Reader:
             left -= len(data)
         return b"".join(parts)
 
-    def _skip_padding(self, size: int, where: Callable[[], str]) -> None:
+    def _skip_padding(
+        self, size: int, where: Callable[[], str], dirty: Callable[[], InvalidInput]
+    ) -> None:
+        """Read the padding after ``size`` bytes of data: ``dirty()`` is raised unless it is
+        all zeros."""
         pad = -size % BLOCK
-        self.padding_zero = True
-        if pad:
-            self.padding_zero = self._read_exact(pad, where).count(0) == pad
+        if pad and self._read_exact(pad, where).count(0) != pad:
+            raise dirty()
 
     # --- the loop -----------------------------------------------------------------------
 
@@ -469,7 +473,11 @@ class _Reader:
                 f"(at most {self.limits.max_header_bytes})"
             )
         data = self._read_exact(info.size, lambda: f"in the extended header at byte {at}")
-        self._skip_padding(info.size, lambda: f"in the extended header at byte {at}")
+        self._skip_padding(
+            info.size,
+            lambda: f"in the extended header at byte {at}",
+            lambda: self._invalid(f"has padding that is not zeros after the header at byte {at}"),
+        )
         return data
 
     def _pax(self, data: bytes, at: int) -> dict[str, bytes]:
@@ -634,9 +642,10 @@ class _Reader:
             view = self._view[at : at + size]
             if fd is not None:
                 write_all(fd, view)
+            if chunk.count(0, at + size, at + padded) != padded - size:
+                raise self._dirty_padding(name)
             self._at = at + padded
             self.offset += padded
-            self.padding_zero = chunk.count(0, at + size, at + padded) == padded - size
             return "" if self.digests is None else str(xxhash.xxh3_128_hexdigest(view))
         write = _discard if fd is None else (lambda data: write_all(fd, data))
         if padded <= _CHUNK:
@@ -657,7 +666,8 @@ class _Reader:
                 raise self._invalid(f"is truncated after member {escape_display(name)}")
             view = memoryview(data)[:size]
             write(view)
-            self.padding_zero = data.count(0, size) == padded - size
+            if data.count(0, size) != padded - size:
+                raise self._dirty_padding(name)
             return "" if self.digests is None else str(xxhash.xxh3_128_hexdigest(view))
         hasher = xxhash.xxh3_128() if self.digests is not None else None
         left = size
@@ -671,8 +681,15 @@ class _Reader:
                 hasher.update(piece)
             write(piece)
             left -= len(piece)
-        self._skip_padding(size, lambda: f"after member {escape_display(name)}")
+        self._skip_padding(
+            size,
+            lambda: f"after member {escape_display(name)}",
+            lambda: self._dirty_padding(name),
+        )
         return "" if hasher is None else str(hasher.hexdigest())
+
+    def _dirty_padding(self, name: str) -> InvalidInput:
+        return self._fail(name, "is padded with bytes that are not zeros")
 
     def _create_error(self, err: OSError, name: str) -> BaseException:
         why = create_problem(err)
@@ -703,5 +720,6 @@ class _Lister(_Reader):
             self.digests[name] = (size, digest)
 
     def _record(self, name: str, is_dir: bool, mode: int, size: int, data_at: int) -> None:
-        form = self.form_header and (is_dir or self.padding_zero)
-        self.listed.append(ListedMember(name, is_dir, mode, size, self.member_at, data_at, form))
+        self.listed.append(
+            ListedMember(name, is_dir, mode, size, self.member_at, data_at, self.form_header)
+        )

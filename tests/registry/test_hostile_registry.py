@@ -773,7 +773,8 @@ def folders_then_files_reversed(members: list[tarfile.TarInfo]) -> list[tarfile.
 
 
 def dirty_padding(layer: bytes) -> bytes:
-    """The layer with the padding after each file's data set to 0xff (readers skip it)."""
+    """The layer with the padding after each file's data set to 0xff (no tar program writes
+    it; a reader that skipped it would take two different layers for one)."""
     raw = bytearray(layer)
     with tarfile.open(fileobj=io.BytesIO(layer)) as archive:
         for member in archive.getmembers():
@@ -787,8 +788,19 @@ LAYER_FORMS: dict[str, Callable[[bytes], bytes]] = {
     "bundlers_own": lambda layer: layer,
     "written_by_another_tar": lambda layer: rewritten(layer, list),
     "in_another_order": lambda layer: rewritten(layer, folders_then_files_reversed),
-    "with_padding_that_is_not_zero": dirty_padding,
 }
+
+
+def test_a_layer_padded_with_bytes_that_are_not_zeros_is_refused(
+    fake: FakeRegistry, built: Built, tmp_path: Path, dest_name: str
+) -> None:
+    layers = [
+        (title, dirty_padding(data) if title == "workspace" else data)
+        for title, data in built.layers
+    ]
+    serve(fake, rebuilt(built, layers))
+    message = refused(fake, tmp_path, dest_name=dest_name, code=3)
+    assert "padded with bytes that are not zeros" in message, message
 
 
 def pull_into_folder_and_archive(server: FakeRegistry, tmp_path: Path) -> None:
