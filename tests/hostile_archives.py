@@ -130,7 +130,9 @@ CASE_NAMES = [
         "folder_with_data", "ustar_prefix_dotdot", "truncated_in_data", "truncated_at_a_header",
         "one_zero_block_then_data", "trailing_garbage", "not_a_tar", "text_file", "empty_file",
         "size_lies_larger", "size_lies_smaller", "bad_checksum", "pax_duplicate_record",
-        "padding_not_zero", "padding_not_zero_after_a_pax_header",
+        "padding_not_zero", "padding_not_zero_after_a_pax_header", "member_not_in_checksums",
+        "member_not_in_checksums_declaring_a_gibibyte", "member_before_checksums_not_in_them",
+        "checksums_not_a_checksums_file",
     ]  # fmt: skip
 """Every case of :func:`cases`, by name (tests parametrize on these)."""
 
@@ -310,6 +312,31 @@ def cases(bundle: Path) -> list[Case]:
             "padding_not_zero_after_a_pax_header",
             plus(dirty_padding(pax({"path": "workspace/innocent"})), member("x", b"x")),
             "padding that is not zeros",
+        )
+    )
+    # a file the bundle's checksums.xxh3 does not list: refused from its header, its data never
+    # written (a gibibyte declared, a few bytes sent: the archive ends where the data would)
+    out.append(Case("member_not_in_checksums", plus(member("workspace/extra", b"x")), "not listed"))
+    out.append(
+        Case(
+            "member_not_in_checksums_declaring_a_gibibyte",
+            body + header("workspace/extra", size=1 << 30) + padded(b"the start of a gibibyte"),
+            "workspace/extra is not listed in checksums.xxh3",
+        )
+    )
+    # ... or one before it, in an archive of another order (refused once the list is read)
+    out.append(
+        Case(
+            "member_before_checksums_not_in_them",
+            end(member("extra.md", b"x") + b"".join(member(n, d) for n, d in base_members)),
+            "extra.md is not listed in checksums.xxh3",
+        )
+    )
+    out.append(
+        Case(
+            "checksums_not_a_checksums_file",
+            replaced("checksums.xxh3", lambda d: member("checksums.xxh3", d + b"not a line\n")),
+            "checksums.xxh3:",
         )
     )
     # a pax header with the same key twice

@@ -87,6 +87,7 @@ def test_long_and_non_ascii_names_round_trip(exported: Path, tmp_path: Path) -> 
     deep.parent.chmod(0o700)  # a bundle's folders are 0700 (02 §1)
     (deep / ("f" * 200)).write_bytes(b"long")
     (copy / "workspace" / "日本語.md").write_bytes(b"jp")
+    bf.reseal(copy)
     unpack(bf.pack_bytes(copy), tmp_path / "out")
     assert tree_snapshot(tmp_path / "out") == tree_snapshot(copy)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -18,7 +19,8 @@ from typing import Any
 import bundlefactory as bf
 import hostile_archives
 import pytest
-from kit import one_error, run_cli, tree_snapshot
+from faultinject import ptrace_unavailable, trace_log
+from kit import clean_env, cli_command, one_error, run_cli, tree_snapshot
 
 EPOCH = {"SOURCE_DATE_EPOCH": "1700000000"}
 
@@ -406,6 +408,39 @@ def test_an_archive_padded_with_bytes_that_are_not_zeros_is_refused_from_a_pipe(
 ) -> None:
     """Read as it streams, the same refusal as from a file (the corpus's own test): one line,
     exit 3, nothing published."""
+    done = unpack_from_pipe(corpus[case].read_bytes(), tmp_path / "out")
+    _assert_refused(done, _fragment(exported, case))
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("read", ["file", "pipe"])
+def test_a_member_the_checksums_do_not_list_is_refused_before_its_data_is_written(
+    corpus: dict[str, Path], tmp_path: Path, read: str
+) -> None:
+    """A file ``checksums.xxh3`` does not list, declaring a gibibyte: refused from its header,
+    no file made for it (from a pipe, the files before it were made: the trace is not empty
+    of creations). It was written, up to the member size limit, and refused afterwards."""
+    if (why := ptrace_unavailable()) is not None:
+        pytest.skip(why)
+    archive = corpus["member_not_in_checksums_declaring_a_gibibyte"]
+    dest = tmp_path / "out"
+    source = str(archive) if read == "file" else "/dev/stdin"
+    command = shlex.join([*cli_command(), "bundle", "unpack", source, str(dest)])
+    if read == "pipe":
+        command = f"cat {shlex.quote(str(archive))} | {command}"
+    done, log = trace_log(["sh", "-c", command], ["openat"], env=clean_env())
+    _assert_refused(done, "member workspace/extra is not listed in checksums.xxh3")
+    created = [line for line in log.splitlines() if "O_CREAT" in line]
+    assert not [line for line in created if '"extra"' in line], created
+    if read == "pipe":
+        assert any('"README.md"' in line for line in created), created
+    assert sorted(os.listdir(tmp_path)) == []
+
+
+@pytest.mark.parametrize("case", ["member_not_in_checksums", "member_before_checksums_not_in_them"])
+def test_a_member_the_checksums_do_not_list_is_refused_from_a_pipe(
+    exported: Path, corpus: dict[str, Path], tmp_path: Path, case: str
+) -> None:
     done = unpack_from_pipe(corpus[case].read_bytes(), tmp_path / "out")
     _assert_refused(done, _fragment(exported, case))
     assert os.listdir(tmp_path) == []
