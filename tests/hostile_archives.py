@@ -130,6 +130,9 @@ CASE_NAMES = [
         "folder_with_data", "ustar_prefix_dotdot", "truncated_in_data", "truncated_at_a_header",
         "one_zero_block_then_data", "trailing_garbage", "not_a_tar", "text_file", "empty_file",
         "size_lies_larger", "size_lies_smaller", "bad_checksum", "pax_duplicate_record",
+        "padding_not_zero", "padding_not_zero_after_a_pax_header", "member_not_in_checksums",
+        "member_not_in_checksums_declaring_a_gibibyte", "member_before_checksums_not_in_them",
+        "checksums_not_a_checksums_file",
     ]  # fmt: skip
 """Every case of :func:`cases`, by name (tests parametrize on these)."""
 
@@ -151,6 +154,15 @@ def cases(bundle: Path) -> list[Case]:
 
     def plus(*extra: bytes) -> bytes:
         return end(body + b"".join(extra))
+
+    def replaced(name: str, change: Callable[[bytes], bytes]) -> bytes:
+        """The sound archive with the member ``name`` (a file) written as ``change`` makes it of
+        the file's data: a member the checksums list, so only the change is at fault."""
+        return end(
+            b"".join(
+                change(d) if n == name and d is not None else member(n, d) for n, d in base_members
+            )
+        )
 
     out = [
         Case(
@@ -257,16 +269,14 @@ def cases(bundle: Path) -> list[Case]:
         Case("empty_file", b"", "empty"),
         Case(
             "size_lies_larger",
-            plus(
-                header("workspace/liar", size=1 << 20) + padded(b"short"),
-                member("workspace/z", b"z"),
-            ),
+            replaced(first_file, lambda d: header(first_file, size=1 << 20) + padded(d)),
             "cut short",
         ),
         Case(
+            # the rest of its data is read as its padding
             "size_lies_smaller",
-            plus(header("workspace/liar", size=3) + padded(b"a much longer body" * 40)),
-            "damaged header",
+            replaced(first_file, lambda d: header(first_file, size=3) + padded(d + b"more" * 200)),
+            "padded with bytes that are not zeros",
         ),
         Case(
             "bad_checksum",
@@ -292,6 +302,43 @@ def cases(bundle: Path) -> list[Case]:
             ),
         ]
     ]
+    # the padding after a member's data, or after an extended header, not zeros: an archive
+    # that differs from the sound one only where no reader looks
+    padded_file = next(n for n, d in base_members if d is not None and len(d) % BLOCK)
+    dirty = replaced(padded_file, lambda d: dirty_padding(member(padded_file, d)))
+    out.append(Case("padding_not_zero", dirty, "padded with bytes that are not zeros"))
+    out.append(
+        Case(
+            "padding_not_zero_after_a_pax_header",
+            plus(dirty_padding(pax({"path": "workspace/innocent"})), member("x", b"x")),
+            "padding that is not zeros",
+        )
+    )
+    # a file the bundle's checksums.xxh3 does not list: refused from its header, its data never
+    # written (a gibibyte declared, a few bytes sent: the archive ends where the data would)
+    out.append(Case("member_not_in_checksums", plus(member("workspace/extra", b"x")), "not listed"))
+    out.append(
+        Case(
+            "member_not_in_checksums_declaring_a_gibibyte",
+            body + header("workspace/extra", size=1 << 30) + padded(b"the start of a gibibyte"),
+            "workspace/extra is not listed in checksums.xxh3",
+        )
+    )
+    # ... or one before it, in an archive of another order (refused once the list is read)
+    out.append(
+        Case(
+            "member_before_checksums_not_in_them",
+            end(member("extra.md", b"x") + b"".join(member(n, d) for n, d in base_members)),
+            "extra.md is not listed in checksums.xxh3",
+        )
+    )
+    out.append(
+        Case(
+            "checksums_not_a_checksums_file",
+            replaced("checksums.xxh3", lambda d: member("checksums.xxh3", d + b"not a line\n")),
+            "checksums.xxh3:",
+        )
+    )
     # a pax header with the same key twice
     dup_body = b"20 path=workspace/a\n20 path=workspace/b\n"
     out.append(
@@ -302,6 +349,12 @@ def cases(bundle: Path) -> list[Case]:
         )
     )
     return out
+
+
+def dirty_padding(data: bytes) -> bytes:
+    """``data`` (a header and its padded data) with its last byte, which is padding, not zero."""
+    assert data[-1] == 0
+    return data[:-1] + b"\xff"
 
 
 def bytearray_flip(data: bytes, index: int) -> bytes:

@@ -12,6 +12,8 @@ import contextlib
 import hashlib
 import io
 import os
+import socket
+import struct
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -175,3 +177,42 @@ def send_garbled(
     handler.end_headers()
     handler.wfile.write(b"10\r\nsixteen bytes...\r\nzz\r\nnot a chunk size\r\n")
     handler.close_connection = True
+
+
+def send_then_drop(
+    handler: BaseHTTPRequestHandler, body: bytes, *, keep: int, reset: bool, declared: bool = True
+) -> None:
+    """Answer 200 for ``body`` (its Content-Length declared, or none: the body runs to the
+    close), send its first ``keep`` bytes, then drop the connection: closed (FIN), as a registry
+    that dies does, or, with ``reset``, reset (RST, a zero linger), as a crashed proxy does."""
+    handler.send_response(200)
+    if declared:
+        handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body[:keep])
+    handler.wfile.flush()
+    if reset:
+        handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    else:
+        handler.connection.shutdown(socket.SHUT_RDWR)
+    handler.connection.close()
+    handler.wfile = io.BytesIO()  # the handler's own flush at the end has nowhere to go
+    handler.close_connection = True
+
+
+DROPPED_BLOBS: dict[str, Callable[[bytes], Hook]] = {
+    "closed_mid_blob": lambda body: (
+        lambda h: send_then_drop(h, body, keep=len(body) // 2, reset=False)
+    ),
+    "closed_mid_blob_of_no_declared_length": lambda body: (
+        lambda h: send_then_drop(h, body, keep=len(body) // 2, reset=False, declared=False)
+    ),
+    "closed_before_the_first_byte": lambda body: (
+        lambda h: send_then_drop(h, body, keep=0, reset=False)
+    ),
+    "reset_mid_blob": lambda body: (
+        lambda h: send_then_drop(h, body, keep=len(body) // 2, reset=True)
+    ),
+}
+"""A blob's answer whose connection drops before the blob is whole (made of the good blob):
+the network's failure, never a verdict on the artifact."""

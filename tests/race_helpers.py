@@ -68,11 +68,12 @@ def run_as_nobody(func: Callable[[], Any]) -> Any:
     return value
 
 
-def can_mount_tmpfs(target: Path) -> bool:
-    """Mount a 1 MiB tmpfs at ``target``; False when this host forbids mounting."""
+def can_mount_tmpfs(target: Path, size: str = "1m") -> bool:
+    """Mount a tmpfs of ``size`` (mount's ``size=``: ``1m``, or bytes) at ``target``; False when
+    this host forbids mounting."""
     target.mkdir(exist_ok=True)
     result = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "bundler-test", str(target)],
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "bundler-test", str(target)],
         capture_output=True,
         check=False,
     )

@@ -5,9 +5,12 @@ written, give or take what other tar programs add harmlessly, is admitted: regul
 folders whose names pass the bundle's own path rule, each folder listed before its contents,
 every name once. Links of both kinds, devices, FIFOs, sparse files, global headers, names that
 climb (``..``) or start at ``/``, members under or over another member's file are refused, as are
-a damaged or truncated archive and anything but zero padding after its end. Limits on the member
+a damaged or truncated archive and anything but zeros in the padding after a member's data or
+after its end: every tar program pads with zeros, and bytes no reader looks at would let two
+different archives pass for one bundle. Limits on the member
 count, each member's size, the total size and each extended header are checked from the header,
-before a byte of that member is written.
+before a byte of that member is written, and so is whether ``checksums.xxh3`` lists it
+(:class:`ChecksumGate`).
 
 The block loop is our own, and a header is read by :func:`parse_header`: the plain headers
 bundle archives are made of (octal number fields, the unsigned checksum) by a fast path, every
@@ -39,7 +42,7 @@ import errno
 import os
 import re
 import tarfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import BinaryIO, NamedTuple
 
@@ -47,6 +50,8 @@ import xxhash
 
 from bundler.bundle.archive_listing import ListedMember
 from bundler.bundle.archive_write import FILE_MODE_BITS, archive_form, header_checksum
+from bundler.bundle.manifest import CHECKSUMS_NAME, MANIFEST_NAME, checksums_by_path
+from bundler.bundle.verify import MAX_CHECKSUMS_BYTES
 from bundler.errors import InvalidInput
 from bundler.fs.durable import write_all
 from bundler.fs.safefs import MAX_DEPTH, display_name, open_beneath
@@ -150,6 +155,43 @@ def list_tar(
     lister = _Lister(stream, -1, limits, name, digests)
     lister.run()
     return lister.listed
+
+
+class ChecksumGate:
+    """The files the archive's own ``checksums.xxh3`` lists, so that a file it does not list
+    is refused from its header, before a byte of its data is written: an archive cannot make
+    the reader write up to the member size limit of what the bundle does not hold.
+
+    A bundle archive has ``checksums.xxh3`` first (02, "archive form"). Another tar program
+    may put files before it: those are judged when it arrives, before the next member is made
+    (a file is then read whole, listed, before anything is written; a pipe has written them).
+    An archive without one (ZeroClaw may write none) is left to the verification, which warns.
+    ``zeroclaw-agent.toml`` and ``checksums.xxh3`` itself are the files it never lists.
+    """
+
+    def __init__(self) -> None:
+        self.listed: Mapping[str, str] | None = None
+        self.before: list[str] = []  # file members met before checksums.xxh3
+
+    def problem(self, name: str, size: int) -> str | None:
+        """Why the file member ``name`` of ``size`` bytes is refused; None when it is not."""
+        if name == CHECKSUMS_NAME:
+            if size > MAX_CHECKSUMS_BYTES:
+                return f"declares {size} bytes, more than a bundle's holds ({MAX_CHECKSUMS_BYTES})"
+            return None
+        if name == MANIFEST_NAME:
+            return None
+        if self.listed is None:
+            self.before.append(name)
+            return None
+        return None if name in self.listed else f"is not listed in {CHECKSUMS_NAME}"
+
+    def learn(self, data: bytes) -> str | None:
+        """Take ``data``, the archive's ``checksums.xxh3``, as the list: the first file member
+        met before it that it does not list, or None. Raises :class:`InvalidInput` (naming the
+        line) when it is no checksums file, which no bundle's verification passes."""
+        self.listed = checksums_by_path(data)
+        return next((name for name in self.before if name not in self.listed), None)
 
 
 def parse_header(block: bytes) -> Header:
@@ -340,8 +382,9 @@ class _Reader:
         self.umask = process_umask()
         self._parent: tuple[str, int] | None = None
         self.member_at = 0  # where the current member's first header block starts
-        self.padding_zero = True  # whether the last member's padding was all zero bytes
         self.form_header = False  # whether its header is one block in archive form
+        self.gate = ChecksumGate()
+        self._kept: list[bytes] | None = None  # the data of checksums.xxh3, while it is read
         self._chunk = b""  # read from the stream, from self._at on not yet taken
         self._view = memoryview(self._chunk)
         self._at = 0
@@ -385,11 +428,14 @@ class _Reader:
             left -= len(data)
         return b"".join(parts)
 
-    def _skip_padding(self, size: int, where: Callable[[], str]) -> None:
+    def _skip_padding(
+        self, size: int, where: Callable[[], str], dirty: Callable[[], InvalidInput]
+    ) -> None:
+        """Read the padding after ``size`` bytes of data: ``dirty()`` is raised unless it is
+        all zeros."""
         pad = -size % BLOCK
-        self.padding_zero = True
-        if pad:
-            self.padding_zero = self._read_exact(pad, where).count(0) == pad
+        if pad and self._read_exact(pad, where).count(0) != pad:
+            raise dirty()
 
     # --- the loop -----------------------------------------------------------------------
 
@@ -470,7 +516,11 @@ class _Reader:
                 f"(at most {human_size(self.limits.max_header_bytes)})"
             )
         data = self._read_exact(info.size, lambda: f"in the extended header at byte {at}")
-        self._skip_padding(info.size, lambda: f"in the extended header at byte {at}")
+        self._skip_padding(
+            info.size,
+            lambda: f"in the extended header at byte {at}",
+            lambda: self._invalid(f"has padding that is not zeros after the header at byte {at}"),
+        )
         return data
 
     def _pax(self, data: bytes, at: int) -> dict[str, bytes]:
@@ -547,13 +597,29 @@ class _Reader:
             raise self._fail(
                 name, f"takes the archive past {human_size(limits.max_total_bytes)} unpacked"
             )
+        unlisted = None if is_dir else self.gate.problem(name, size)
+        if unlisted is not None:
+            raise self._fail(name, unlisted)
         self.total += size
         self.kinds[name] = is_dir
         self.names.append(name)
         if is_dir:
             self._mkdir(name)
+        elif name == CHECKSUMS_NAME:
+            self._kept = []
+            self._write_file(name, size, mode)
+            kept, self._kept = b"".join(self._kept), None
+            self._learn_checksums(kept)
         else:
             self._write_file(name, size, mode)
+
+    def _learn_checksums(self, data: bytes) -> None:
+        try:
+            before = self.gate.learn(data)
+        except InvalidInput as err:
+            raise self._fail(CHECKSUMS_NAME, f"cannot be read: {err.message}") from None
+        if before is not None:
+            raise self._fail(before, f"is not listed in {CHECKSUMS_NAME}")
 
     def _fail(self, name: str, why: str) -> InvalidInput:
         return member_error(self.archive, name, why)
@@ -634,16 +700,23 @@ class _Reader:
         padding; the XXH3-128 of the bytes."""
         padded = size + (-size % BLOCK)
         at, chunk = self._at, self._chunk
+        kept = self._kept
         if at + padded <= len(chunk):
             # most members: the data and its padding lie in the chunk read, taken in place
             view = self._view[at : at + size]
             if fd is not None:
                 write_all(fd, view)
+            if kept is not None:
+                kept.append(view.tobytes())
+            if chunk.count(0, at + size, at + padded) != padded - size:
+                raise self._dirty_padding(name)
             self._at = at + padded
             self.offset += padded
-            self.padding_zero = chunk.count(0, at + size, at + padded) == padded - size
             return "" if self.digests is None else str(xxhash.xxh3_128_hexdigest(view))
+        write: Callable[[bytes | memoryview], object]
         write = _discard if fd is None else (lambda data: write_all(fd, data))
+        if kept is not None:
+            write = _keeping(write, kept)
         if padded <= _CHUNK:
             # most members: the data and its padding in one read, one write, a one-shot digest
             data = self._read_some(padded)
@@ -663,7 +736,8 @@ class _Reader:
                 raise self._invalid(f"is truncated after member {escape_display(name)}")
             view = memoryview(data)[:size]
             write(view)
-            self.padding_zero = data.count(0, size) == padded - size
+            if data.count(0, size) != padded - size:
+                raise self._dirty_padding(name)
             return "" if self.digests is None else str(xxhash.xxh3_128_hexdigest(view))
         hasher = xxhash.xxh3_128() if self.digests is not None else None
         left = size
@@ -677,8 +751,15 @@ class _Reader:
                 hasher.update(piece)
             write(piece)
             left -= len(piece)
-        self._skip_padding(size, lambda: f"after member {escape_display(name)}")
+        self._skip_padding(
+            size,
+            lambda: f"after member {escape_display(name)}",
+            lambda: self._dirty_padding(name),
+        )
         return "" if hasher is None else str(hasher.hexdigest())
+
+    def _dirty_padding(self, name: str) -> InvalidInput:
+        return self._fail(name, "is padded with bytes that are not zeros")
 
     def _create_error(self, err: OSError, name: str) -> BaseException:
         why = create_problem(err)
@@ -687,6 +768,18 @@ class _Reader:
 
 def _discard(_data: bytes | memoryview) -> None:
     """What a member's data is written to when it is only listed."""
+
+
+def _keeping(
+    write: Callable[[bytes | memoryview], object], kept: list[bytes]
+) -> Callable[[bytes | memoryview], object]:
+    """``write``, keeping a copy of each piece in ``kept`` (the data of ``checksums.xxh3``)."""
+
+    def both(data: bytes | memoryview) -> object:
+        kept.append(bytes(data))
+        return write(data)
+
+    return both
 
 
 class _Lister(_Reader):
@@ -709,5 +802,6 @@ class _Lister(_Reader):
             self.digests[name] = (size, digest)
 
     def _record(self, name: str, is_dir: bool, mode: int, size: int, data_at: int) -> None:
-        form = self.form_header and (is_dir or self.padding_zero)
-        self.listed.append(ListedMember(name, is_dir, mode, size, self.member_at, data_at, form))
+        self.listed.append(
+            ListedMember(name, is_dir, mode, size, self.member_at, data_at, self.form_header)
+        )

@@ -7,10 +7,10 @@ is escaped for display.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bundler.bundle import fragment as fragment_rules
 from bundler.bundle.fragment import Problem
@@ -20,6 +20,9 @@ from bundler.errors import InvalidInput
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress
 from bundler.rules.units import human_size
+
+if TYPE_CHECKING:
+    from bundler.bundle.archive_listing import ListedMember
 
 # --------------------------------------------------------------------------- inspect
 
@@ -180,17 +183,21 @@ def _escaped_rows(rows: Any) -> list[dict[str, str]]:
 
 
 def inspect_bundle(
-    path: Path, *, progress: Progress | None = None, not_here: tuple[str, ...] = ()
+    path: Path,
+    *,
+    progress: Progress | None = None,
+    known_digests: Mapping[str, tuple[int, str]] | None = None,
+    listed: Sequence[ListedMember] = (),
 ) -> InspectReport:
     """Verify ``path`` and describe it for a person (03 §2); raises like :func:`verify_bundle`.
 
-    ``not_here``: top folders left out of ``path`` (see :func:`verify_bundle`), for a registry
-    artifact whose big layers inspect does not download.
+    ``known_digests`` and ``listed``: as :func:`verify_bundle` takes them, for a registry
+    artifact whose workspace inspect lists as it arrives and does not keep.
 
     Raises :class:`InvalidInput` when the manifest cannot be read at all (there is nothing to
     describe); otherwise the report carries the verification errors beside the description.
     """
-    checked = verify_bundle(path, progress=progress, not_here=not_here)
+    checked = verify_bundle(path, progress=progress, known_digests=known_digests, listed=listed)
     manifest = checked.manifest
     if manifest is None:
         first = checked.errors[0] if checked.errors else Problem(MANIFEST_NAME, "unreadable")

@@ -20,11 +20,14 @@ from bundler.errors import EXIT_INVALID, Refused
 from bundler.rules.names import escape_display
 from bundler.rules.units import human_size
 
-LEFT_BY_INSPECT = frozenset({"workspace", "memory"})
-"""The layers ``bundle inspect oci://…`` does not download (the bulk of an agent)."""
+LISTED_BY_INSPECT = frozenset({"workspace"})
+"""The layer ``bundle inspect oci://…`` judges as it arrives and never writes (the bulk of an
+agent); the memory store is read for its content, so it is unpacked like the rest."""
 
 if TYPE_CHECKING:
     from bundler.bundle.archive import ArchiveReport
+    from bundler.bundle.archive_listing import ListedMember
+    from bundler.bundle.archive_read import Digests
     from bundler.bundle.inspect import InspectReport
 
 # bundler.bundle.archive (the archive reader and writer, and the publisher) is imported by the
@@ -122,9 +125,13 @@ def inspect(args: argparse.Namespace, out: Output) -> Result:
     """Show what a bundle holds and grants: a table on a terminal, plain lines otherwise."""
     from bundler.bundle.inspect import inspect_bundle  # not for verify's start-up
 
-    # what inspect shows comes from the metadata and skills layers: the workspace and the
-    # memory store, the bulk of an agent, stay in the registry (pull and import check them)
-    with bundle_folder(args, args.dir, out, leave=LEFT_BY_INSPECT) as (folder, pinned):
+    # a reference is judged as its pulled folder would be: the workspace, the bulk of an
+    # agent, is listed as it arrives (every rule, each file's digest) and never written
+    listed: list[ListedMember] = []
+    digests: Digests = {}
+    with bundle_folder(
+        args, args.dir, out, list_only=LISTED_BY_INSPECT, listed=listed, digests=digests
+    ) as (folder, pinned):
         if pinned is None and is_archive(folder):
             from bundler.bundle.archive import unpacked
 
@@ -132,13 +139,16 @@ def inspect(args: argparse.Namespace, out: Output) -> Result:
                 report = inspect_bundle(inner)
             report.verify.path = Path(os.path.abspath(args.dir))
         else:
-            not_here = tuple(sorted(LEFT_BY_INSPECT)) if pinned is not None else ()
+            known = digests if pinned is not None else None
             with out.progress() as progress:
-                report = inspect_bundle(folder, progress=progress, not_here=not_here)
+                report = inspect_bundle(
+                    folder, progress=progress, known_digests=known, listed=listed
+                )
     shown = pinned or str(report.path)
     payload: dict[str, Any] = report.as_json()
     if pinned is not None:
-        payload["path"] = payload["reference"] = pinned
+        # the private copy it was read from is gone: the bundle is the reference
+        payload["bundle"] = payload["path"] = payload["reference"] = pinned
     warnings = [f"{w.path}: {w.message}" for w in report.verify.warnings]
     text: list[str] = []
     if not out.json_mode:

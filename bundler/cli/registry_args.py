@@ -17,6 +17,8 @@ from bundler.cli.output import Output
 from bundler.errors import UsageError
 
 if TYPE_CHECKING:
+    from bundler.bundle.archive_listing import ListedMember
+    from bundler.bundle.archive_read import Digests
     from bundler.registry.http import Options
 
 # bundler.registry.reference.SCHEME, spelled out here so that a local BUNDLE loads no registry
@@ -52,11 +54,19 @@ def _no_registry_options(args: argparse.Namespace, what: str) -> None:
 
 @contextlib.contextmanager
 def bundle_folder(
-    args: argparse.Namespace, given: str, out: Output, *, leave: frozenset[str] = frozenset()
+    args: argparse.Namespace,
+    given: str,
+    out: Output,
+    *,
+    list_only: frozenset[str] = frozenset(),
+    listed: list[ListedMember] | None = None,
+    digests: Digests | None = None,
 ) -> Iterator[tuple[Path, str | None]]:
     """The folder to read for a BUNDLE argument: the folder itself, or, for ``oci://``, a
     private pulled copy (removed after the block) and the reference pinned to its digest;
-    ``leave`` names the artifact's layers not to fetch."""
+    ``list_only`` names the artifact's layers judged as they arrive and not written, whose
+    members go to ``listed`` and whose files' digests, with the rest, to ``digests``
+    (:func:`bundler.registry.pull.pulled`)."""
     if not given.startswith(REFERENCE_SCHEME):
         _no_registry_options(args, "a folder")
         yield Path(given), None
@@ -67,7 +77,14 @@ def bundle_folder(
     ref = parse_reference(given)
     with (
         out.progress() as advance,
-        pulled(ref, registry_options(args), progress=advance, leave=leave) as pulled_copy,
+        pulled(
+            ref,
+            registry_options(args),
+            progress=advance,
+            list_only=list_only,
+            listed=listed,
+            digests=digests,
+        ) as pulled_copy,
     ):
         folder, digest, scrub = pulled_copy
         # a registry's bundle is its text: no report of it may repeat what it was sent

@@ -40,6 +40,7 @@ from bundler.registry.auth import (
     parse_challenge,
 )
 from bundler.registry.hashing import Sha256
+from bundler.registry.network import CLOSED, NetworkFailure, cause_of, lost, shown_host
 from bundler.registry.reference import DIGEST, Reference
 from bundler.rules.names import escape_display
 
@@ -176,10 +177,11 @@ class Session:
                 conn = self._conn(parts.scheme, parts.netloc)
                 conn.request(method, target, body=body, headers=headers)
                 return conn.getresponse()
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as err:
                 self._drop(parts.scheme, parts.netloc)
                 if fresh or attempt or (start is None and body is not None):
-                    raise self._unreachable(parts.netloc, "the connection was closed") from None
+                    cause = cause_of(err) or CLOSED
+                    raise lost(parts.netloc, cause, "a request", waited=TIMEOUT) from None
                 _rewind(body, start)
             except ssl.SSLCertVerificationError:
                 self._drop(parts.scheme, parts.netloc)
@@ -194,20 +196,24 @@ class Session:
                     if "WRONG_VERSION" in str(err)
                     else ""
                 )
-                raise self._unreachable(parts.netloc, f"TLS failed{hint}") from None
+                raise self._unreachable(parts.netloc, f"TLS failed{hint}", None) from None
             except (OSError, http.client.HTTPException) as err:
                 self._drop(parts.scheme, parts.netloc)
-                raise self._unreachable(parts.netloc, _failure(err)) from None
+                raise self._unreachable(parts.netloc, _failure(err), cause_of(err)) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
     @staticmethod
-    def _unreachable(netloc: str, reason: str) -> Refused:
-        # the host and port only: an address a registry sent (a redirect, a token realm) may
-        # carry user information, which is the registry's text and may be a credential
-        host = netloc.rpartition("@")[2]
-        return Refused(
-            f"cannot talk to registry {escape_display(host)} ({escape_display(reason)}); "
+    def _unreachable(netloc: str, reason: str, cause: str | None) -> Refused:
+        """A request that found no answer: a :class:`NetworkFailure` when ``cause`` (of
+        :func:`cause_of`) names the network's failure, else the registry's (a TLS handshake
+        refused, an answer that is no HTTP)."""
+        host = shown_host(netloc)
+        message = (
+            f"cannot talk to registry {host} ({escape_display(reason)}); "
             "check that it runs and the address, then try again"
+        )
+        return (
+            Refused(message) if cause is None else NetworkFailure(message, host=host, cause=cause)
         )
 
     # ------------------------------------------------------------------ auth
@@ -532,7 +538,11 @@ class Session:
         conn = self._conn(parts.scheme, parts.netloc)
         length = None if declared is None else declared[1]
         raw = _BodySink(
-            conn, lambda: self._unreachable(parts.netloc, "the connection broke"), length
+            conn,
+            lambda err: lost(
+                parts.netloc, cause_of(err) or CLOSED, "the upload of a blob", waited=TIMEOUT
+            ),
+            length,
         )
         headers = {
             "Content-Type": "application/octet-stream",
@@ -556,7 +566,7 @@ class Session:
             finally:
                 sink.detach()
             raw.end(None if declared is None else declared[0])
-            response = self._network(parts.netloc, conn.getresponse)
+            response = self._network(parts.netloc, conn.getresponse, "the upload of a blob")
         except BaseException:
             self._drop(parts.scheme, parts.netloc)
             raise
@@ -577,13 +587,17 @@ class Session:
             conn.putheader(name, value)
         conn.endheaders()
 
-    def _network(self, netloc: str, step: Callable[[], _T]) -> _T:
+    def _network(self, netloc: str, step: Callable[[], _T], doing: str = "") -> _T:
         """``step()``, whose every failure (refused, reset, timed out, a garbled answer) is the
-        registry's or the network's: raised as :meth:`_unreachable`."""
+        registry's or the network's: raised as :meth:`_unreachable`, or, once the exchange
+        was under way ``doing`` something, a dropped connection as :func:`lost`."""
         try:
             return step()
         except (OSError, http.client.HTTPException) as err:
-            raise self._unreachable(netloc, _failure(err)) from None
+            cause = cause_of(err)
+            if doing and cause is not None:
+                raise lost(netloc, cause, doing, waited=TIMEOUT) from None
+            raise self._unreachable(netloc, _failure(err), cause) from None
 
     def download_blob(
         self, digest: str, size: int, sink: BinaryIO, progress: Callable[[int], None] | None = None
@@ -599,12 +613,12 @@ class Session:
     ) -> BlobStream:
         """The blob ``digest`` as a stream to read (:class:`BlobStream`): at most ``size``
         bytes, and the read that finds its end checks them against ``digest``."""
-        response = self._get_blob(digest)
+        response, netloc = self._get_blob(digest)
         declared = response.getheader("Content-Length")
         if declared is not None and (not declared.isdigit() or int(declared) != size):
             self._drop_response(response)
             raise self._not_declared(digest, "its length is not the size the manifest declares")
-        return BlobStream(self, response, digest, size, declared is not None, progress)
+        return BlobStream(self, response, netloc, digest, size, declared is not None, progress)
 
     def _read(self, response: http.client.HTTPResponse, limit: int) -> bytes:
         """The body, at most ``limit`` bytes plus one (so a caller can tell it was longer); a
@@ -626,7 +640,8 @@ class Session:
             f"registry {self.shown}: blob {digest[:19]}… refused: {why}; nothing was written"
         )
 
-    def _get_blob(self, digest: str) -> http.client.HTTPResponse:
+    def _get_blob(self, digest: str) -> tuple[http.client.HTTPResponse, str]:
+        """The answer to the blob's GET, redirects followed, and the host it came from."""
         url = self.url(f"{self.base_path()}/blobs/{digest}")
         response = self.request("GET", "", url=url)
         hops = 0
@@ -658,13 +673,15 @@ class Session:
                     "push the bundle again"
                 )
             raise self.fail(response, "downloading a blob")
-        return response
+        return response, urllib.parse.urlsplit(url).netloc
 
 
 class BlobStream:
     """A blob as the registry sends it, read chunk by chunk: never more than its declared
     size, and :meth:`read` raises :class:`InvalidInput` instead of giving the end when the
-    bytes were not the ones declared (shorter, longer, another sha256). Bytes read before the
+    bytes that arrived were not the ones declared (longer, another sha256), and
+    :class:`NetworkFailure` when the connection to ``netloc`` (the host that sends the blob)
+    closed, was reset or timed out before they all arrived. Bytes read before the
     end are not yet checked: a caller acts on them only in ways it can undo. Use it as a
     context manager: leaving early drops the connection, whose stream would be out of step."""
 
@@ -672,6 +689,7 @@ class BlobStream:
         self,
         session: Session,
         response: http.client.HTTPResponse,
+        netloc: str,
         digest: str,
         size: int,
         length_declared: bool,
@@ -679,6 +697,7 @@ class BlobStream:
     ) -> None:
         self._session = session
         self._response = response
+        self._netloc = netloc
         self._digest = digest
         self._left = size
         self._length_declared = length_declared
@@ -701,21 +720,28 @@ class BlobStream:
             return b""
         chunk = self._receive(min(limit, self._left))
         if not chunk:
-            raise self._session._not_declared(
-                self._digest, "it ended before the size the manifest declares"
-            )
+            # the end of the stream before the declared size: whether the answer declared its
+            # length or runs to the close, the connection closed before the blob was whole
+            raise self._lost(CLOSED)
         self._hash.update(chunk)
         self._left -= len(chunk)
         if self._progress is not None:
             self._progress(len(chunk))
         return chunk
 
+    def _lost(self, cause: str) -> NetworkFailure:
+        doing = f"the download of blob {self._digest[:19]}…"
+        return lost(self._netloc, cause, doing, waited=TIMEOUT)
+
     def _receive(self, size: int) -> bytes:
-        # the connection broke, timed out, or the framing of the body is not HTTP's: the
-        # registry's fault, said as such (never taken for an error of the local disk)
+        # the connection broke or timed out (the network's failure), or the framing of the
+        # body is not HTTP's (the registry's): never taken for an error of the local disk
         try:
             return self._response.read(size)
         except (OSError, http.client.HTTPException) as err:
+            cause = cause_of(err)
+            if cause is not None:
+                raise self._lost(cause) from None
             raise Refused(
                 f"registry {self._session.shown}: the download of blob {self._digest[:19]}… "
                 f"broke off ({escape_display(_failure(err))}); nothing was kept, try again"
@@ -744,11 +770,14 @@ class _BodySink(io.RawIOBase):
     sent at once, as one chunk of chunked transfer encoding, or as it is when the body's
     ``length`` was declared (never past it: :class:`_NotAsHashed`; its last byte is sent only
     once :meth:`end` has checked the digest). A failed send raises what
-    ``broken`` makes, so that it is never taken for an error reading the bundle, which the
-    writer raises as ``OSError``."""
+    ``broken`` makes of the send's ``OSError``, so that it is never taken for an error reading
+    the bundle, which the writer raises as ``OSError``."""
 
     def __init__(
-        self, conn: http.client.HTTPConnection, broken: Callable[[], Refused], length: int | None
+        self,
+        conn: http.client.HTTPConnection,
+        broken: Callable[[OSError], Refused],
+        length: int | None,
     ) -> None:
         super().__init__()
         self.conn = conn
@@ -781,8 +810,8 @@ class _BodySink(io.RawIOBase):
                 self.held = bytes(view[-1:])
             else:
                 self.conn.send(data)
-        except OSError:
-            raise self.broken() from None
+        except OSError as err:
+            raise self.broken(err) from None
         return len(data)
 
     def end(self, digest: str | None) -> None:
@@ -794,8 +823,8 @@ class _BodySink(io.RawIOBase):
             raise _NotAsHashed
         try:
             self.conn.send(b"0\r\n\r\n" if self.length is None else self.held)
-        except OSError:
-            raise self.broken() from None
+        except OSError as err:
+            raise self.broken(err) from None
 
 
 def _web_address(base: str, given: str) -> tuple[str, urllib.parse.SplitResult] | None:

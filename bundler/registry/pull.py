@@ -35,7 +35,7 @@ from bundler.bundle.archive_listing import ListedMember
 from bundler.bundle.archive_read import ArchiveLimits, Digests, list_tar
 from bundler.bundle.archive_replay import replay_tar
 from bundler.bundle.manifest import MANIFEST_NAME
-from bundler.bundle.publish import Staging, admit, stage_build_publish
+from bundler.bundle.publish import Staging, admit, lstat_at, stage_build_publish
 from bundler.bundle.verify import verify_bundle
 from bundler.errors import InvalidInput, Refused, withholding
 from bundler.fs.durable import RENAME_NOREPLACE, open_dir, renameat2, write_all
@@ -92,10 +92,12 @@ def fetch_config(session: Session, artifact: art.Artifact) -> bytes:
     return sink.getvalue()
 
 
-def check_space(dir_fd: int, artifact: art.Artifact) -> None:
-    # a blob and its unpacked copy live side by side for a moment: twice the largest, plus the rest
+def check_space(dir_fd: int, artifact: art.Artifact, *, unpacked: bool) -> None:
+    """Refuse before a byte is fetched when the filesystem of ``dir_fd`` cannot hold what the
+    pull writes there: each layer once for an archive; for a folder (``unpacked``) a layer's
+    blob and its unpacked copy side by side for a moment, so the largest twice."""
     sizes = [layer.size for layer in artifact.layers]
-    needed = sum(sizes) + max(sizes)
+    needed = sum(sizes) + (max(sizes) if unpacked else 0)
     st = os.fstatvfs(dir_fd)
     if needed > st.f_bavail * st.f_frsize:
         raise Refused(
@@ -109,22 +111,27 @@ def pull_into(
     staging_fd: int,
     *,
     progress: Progress | None = None,
-    leave: frozenset[str] = frozenset(),
+    list_only: frozenset[str] = frozenset(),
+    listed: list[ListedMember] | None = None,
     digests: Digests | None = None,
 ) -> tuple[art.Artifact, str]:
     """Fetch the artifact ``session.ref`` names into the empty folder ``staging_fd``.
 
     On return the folder holds the bundle (not yet verified as a bundle); on an exception it
-    holds some of it and the caller removes it. Layers titled in ``leave`` are not fetched.
-    ``digests``, when given, receives the size and XXH3-128 of every file as it was unpacked,
-    by bundle path (for ``verify_bundle``'s ``known_digests``).
+    holds some of it and the caller removes it. ``digests``, when given, receives the size and
+    XXH3-128 of every file as it was unpacked, by bundle path (for ``verify_bundle``'s
+    ``known_digests``).
+
+    Layers titled in ``list_only`` are downloaded and judged by every rule as they arrive, but
+    nothing of them is written: their members go to ``listed`` (given with ``list_only``) and
+    their digests to ``digests``, which ``verify_bundle`` judges as if the folder held them
+    (its ``listed``), so the verdict is the one a pulled folder gets.
     """
     artifact, digest = fetch_manifest(session)
-    if leave:
-        artifact = dataclasses.replace(
-            artifact, layers=[x for x in artifact.layers if x.title not in leave]
-        )
-    check_space(staging_fd, artifact)
+    kept = dataclasses.replace(
+        artifact, layers=[x for x in artifact.layers if x.title not in list_only]
+    )
+    check_space(staging_fd, kept, unpacked=True)
     config = fetch_config(session, artifact)
     os.mkdir(BLOBS, 0o700, dir_fd=staging_fd)
     blobs_fd = os.open(BLOBS, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=staging_fd)
@@ -132,10 +139,15 @@ def pull_into(
     try:
         with phase(progress, "downloading", len(artifact.layers), total):
             for index, layer in enumerate(artifact.layers):
-                _fetch_layer(session, staging_fd, blobs_fd, index, layer, progress, digests)
+                if layer.title in list_only:
+                    assert listed is not None, "list_only needs a list for the members"
+                    listed += list_part(session, layer, _discard, progress, digests)
+                else:
+                    _fetch_layer(session, staging_fd, blobs_fd, index, layer, progress, digests)
     finally:
         os.close(blobs_fd)
     os.rmdir(BLOBS, dir_fd=staging_fd)
+    refuse_listed_taken(session, staging_fd, [x for x in artifact.layers if x.title in list_only])
     if read_small(staging_fd, MANIFEST_NAME, len(config) + 1) != config:
         raise InvalidInput(
             f"registry {session.shown}: the artifact's config is not the bundle's "
@@ -198,6 +210,35 @@ def list_arriving(
     if progress is not None:
         progress(1, 0)
     return members
+
+
+def list_part(
+    session: Session,
+    layer: art.Descriptor,
+    write: Callable[[bytes], object],
+    progress: Progress | None,
+    digests: Digests | None,
+) -> list[ListedMember]:
+    """:func:`list_arriving` for a layer that is not unpacked: its members, each refused when
+    it lies outside the layer's part (:func:`refuse_outside`), as unpacking would refuse it."""
+    members = list_arriving(session, layer, write, progress, digests)
+    for member in members:
+        top = member.name.partition("/")[0]
+        refuse_outside(session, layer.title, top, is_file=not member.is_dir and top == member.name)
+    return members
+
+
+def refuse_listed_taken(session: Session, folder_fd: int, layers: list[art.Descriptor]) -> None:
+    """Refuse a layer that was listed, not unpacked, whose part's name a file of the metadata
+    layer, unpacked into ``folder_fd``, already took: unpacked, the one would be written over
+    the other."""
+    for layer in layers:
+        if lstat_at(folder_fd, layer.title) is not None:
+            raise overwrite_refused(session, art.METADATA, layer.title)
+
+
+def _discard(_data: bytes) -> None:
+    """Where a listed layer's bytes go: nowhere, once listed and hashed."""
 
 
 class _Arriving:
@@ -356,8 +397,9 @@ def pulled(
     *,
     progress: Progress | None = None,
     environ: dict[str, str] | None = None,
-    leave: frozenset[str] = frozenset(),
+    list_only: frozenset[str] = frozenset(),
     digests: Digests | None = None,
+    listed: list[ListedMember] | None = None,
 ) -> Iterator[tuple[Path, str, Callable[[str], str]]]:
     """A private copy of the artifact's bundle for the duration of the block: (folder, digest,
     scrub). ``scrub`` withholds the credentials the registry was sent: what it served is its
@@ -366,10 +408,12 @@ def pulled(
     ``digests`` receives what :func:`pull_into` records (for a caller that verifies the copy).
 
     For ``bundle verify|inspect REF`` and ``agents import REF``, which then read the folder as
-    they read any bundle; ``leave`` names layers not fetched (inspect leaves the workspace and
-    the memory store in the registry). It lives in a locked scratch folder in ``$TMPDIR`` (the
-    archive readers' kind, :mod:`bundler.fs.scratch`: removed on exit, and after a kill by the
-    next run, ``recover`` and ``doctor``, which know the prefix).
+    they read any bundle; ``list_only`` names layers judged as they arrive and not written,
+    their members in ``listed`` (:func:`pull_into`): inspect keeps no copy of the workspace,
+    the bulk of an agent, yet judges the same files a pulled folder's verify does. It lives
+    in a locked scratch folder in ``$TMPDIR`` (the archive readers' kind, :mod:`bundler.fs.
+    scratch`: removed on exit, and after a kill by the next run, ``recover`` and ``doctor``,
+    which know the prefix).
     """
     with contextlib.ExitStack() as stack:
         folder, fd = stack.enter_context(private_bundle_folder("to pull into"))
@@ -377,7 +421,12 @@ def pulled(
         with withholding(session.auth.scrub):
             try:
                 _artifact, digest = pull_into(
-                    session, fd, progress=progress, leave=leave, digests=digests
+                    session,
+                    fd,
+                    progress=progress,
+                    list_only=list_only,
+                    listed=listed,
+                    digests=digests,
                 )
             except OSError as err:
                 raise Refused(

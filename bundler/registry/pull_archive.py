@@ -42,7 +42,7 @@ from bundler.bundle.archive_listing import ListedMember
 from bundler.bundle.archive_read import Digests
 from bundler.bundle.archive_write import append_range, archive_form_end, write_end, write_listed
 from bundler.bundle.manifest import MANIFEST_NAME, checksum_sort_text
-from bundler.bundle.publish import Staging, admit, lstat_at, stage_build_publish
+from bundler.bundle.publish import Staging, admit, stage_build_publish
 from bundler.bundle.recover import clear_abandoned_or_warn
 from bundler.bundle.verify import verify_bundle
 from bundler.errors import InvalidInput, Refused, withholding
@@ -57,11 +57,10 @@ from bundler.registry.pull import (
     fetch_config,
     fetch_manifest,
     first_error,
-    list_arriving,
-    overwrite_refused,
+    list_part,
     private_bundle_folder,
     read_small,
-    refuse_outside,
+    refuse_listed_taken,
     unpack_layer,
 )
 from bundler.registry.reference import Reference
@@ -136,16 +135,16 @@ class _Puller:
     def run(self) -> None:
         session = self.session
         artifact, self.report.digest = fetch_manifest(session)
-        check_space(self.out_fd, artifact)
+        # the layers go into the archive one after the other; the parts unpacked for verify
+        # and a layer written anew go to the temporary folder, not here
+        check_space(self.out_fd, artifact, unpacked=False)
         config = fetch_config(session, artifact)
         layers = sorted(artifact.layers, key=_archive_order)
         total = sum(layer.size for layer in layers)
         with phase(self.progress, "downloading", len(layers), total):
             for index, layer in enumerate(layers):
                 self._layer(index, layer)
-        for layer in layers:
-            if layer.title not in UNPACKED and lstat_at(self.folder_fd, layer.title) is not None:
-                raise overwrite_refused(session, art.METADATA, layer.title)
+        refuse_listed_taken(session, self.folder_fd, [x for x in layers if x.title not in UNPACKED])
         if read_small(self.folder_fd, MANIFEST_NAME, len(config) + 1) != config:
             raise InvalidInput(
                 f"registry {session.shown}: the artifact's config is not the bundle's "
@@ -167,20 +166,13 @@ class _Puller:
         start = self.end
         if layer.size >= WORTHWHILE:
             with SequentialWriter(self.out_fd, start) as sink:
-                members = list_arriving(
-                    self.session, layer, sink.write, self.progress, self.digests
-                )
+                members = list_part(self.session, layer, sink.write, self.progress, self.digests)
                 sink.finish()
         else:
             os.lseek(self.out_fd, start, os.SEEK_SET)
             self.position = start
             self.kicked = min(self.kicked, start)
-            members = list_arriving(self.session, layer, self.write, self.progress, self.digests)
-        for member in members:
-            top = member.name.partition("/")[0]
-            refuse_outside(
-                self.session, layer.title, top, is_file=not member.is_dir and top == member.name
-            )
+            members = list_part(self.session, layer, self.write, self.progress, self.digests)
         if layer.title in UNPACKED:
             unpack_layer(
                 self.out_fd,

@@ -87,6 +87,7 @@ def test_long_and_non_ascii_names_round_trip(exported: Path, tmp_path: Path) -> 
     deep.parent.chmod(0o700)  # a bundle's folders are 0700 (02 §1)
     (deep / ("f" * 200)).write_bytes(b"long")
     (copy / "workspace" / "日本語.md").write_bytes(b"jp")
+    bf.reseal(copy)
     unpack(bf.pack_bytes(copy), tmp_path / "out")
     assert tree_snapshot(tmp_path / "out") == tree_snapshot(copy)
 
@@ -123,6 +124,23 @@ def test_limits_are_checked_before_the_member_is_written(exported: Path, tmp_pat
         unpack(bf.pack_bytes(exported), tmp_path / "out2", ArchiveLimits(max_members=2))
     written = [p for p in (tmp_path / "out2").rglob("*")]
     assert len(written) == 2 and len(members) > 2
+
+
+def test_an_archive_padded_with_bytes_that_are_not_zeros_is_refused_before_its_end(
+    exported: Path, tmp_path: Path
+) -> None:
+    """Bytes after a member's data that no reader looks at would let two different archives
+    verify as one bundle: the padding must be zeros, as every tar program writes it, and the
+    member after it is never made."""
+    case = next(c for c in hostile_archives.cases(exported) if c.name == "padding_not_zero")
+    sound = bf.pack_bytes(exported)
+    assert len(case.data) == len(sound) and case.data != sound
+    dest = tmp_path / "out"
+    with pytest.raises(InvalidInput, match="padded with bytes that are not zeros") as caught:
+        unpack(case.data, dest)
+    after = hostile_archives.bundle_member_list(exported)
+    dirty = [n for n, _d in after].index(caught.value.path)
+    assert all(not (dest / n).exists() for n, _d in after[dirty + 1 :])
 
 
 def test_a_member_unpacked_over_a_planted_symlink_never_follows_it(
@@ -255,13 +273,17 @@ def test_an_archive_read_a_few_bytes_at_a_time_lists_the_same_members(
     exported: Path, step: int
 ) -> None:
     packed = bf.pack_bytes(exported)
-    # and one with a byte of a file's padding not zero, which the listing records
-    padded = next(
-        m for m in list_tar(io.BytesIO(packed), ArchiveLimits(), digests={}) if m.size % 512
+    # and one with a header another tar program might write (an owner's name), which the
+    # listing records as not in archive form
+    named = next(
+        m for m in list_tar(io.BytesIO(packed), ArchiveLimits(), digests={}) if not m.is_dir
     )
-    dirty = bytearray(packed)
-    dirty[padded.data_at + padded.size] = 1
-    for data in (packed, bytes(dirty)):
+    owned = bytearray(packed)
+    block = bytearray(owned[named.header_at : named.header_at + 512])
+    block[265:272] = b"someone"
+    _fix_checksum(block)
+    owned[named.header_at : named.header_at + 512] = block
+    for data in (packed, bytes(owned)):
         whole: dict[str, tuple[int, str]] = {}
         listed = list_tar(io.BytesIO(data), ArchiveLimits(), digests=whole)
         trickled: dict[str, tuple[int, str]] = {}

@@ -103,7 +103,7 @@ def test_a_bundle_archives_members_are_listed_in_archive_form(exported: Path) ->
 
 
 def test_members_not_in_archive_form_are_written_anew(exported: Path, tmp_path: Path) -> None:
-    """An owner, a time, non-zero padding: the data is copied, the header made as pack makes
+    """An owner, a time: the data is copied, the header made as pack makes
     it, so the bytes are the bundle archive's."""
     import tarfile
 

@@ -5,17 +5,22 @@ nothing left behind (beside the destination, in the temporary folder, in the ins
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import bundlefactory as bf
 import hostile_archives
 import pytest
-from kit import one_error, run_cli, tree_snapshot
+from faultinject import ptrace_unavailable, trace_log
+from kit import clean_env, cli_command, one_error, run_cli, tree_snapshot
 
 from bundler.bundle.history import recent_destinations
 
@@ -350,3 +355,93 @@ def test_a_long_bundle_is_packed_past_the_page_cache_to_the_same_bytes(tmp_path:
     unpacked = run_cli(["bundle", "unpack", str(out), str(tmp_path / "unpacked")])
     assert unpacked.returncode == 0, unpacked.stderr
     assert tree_snapshot(tmp_path / "unpacked") == tree_snapshot(big)
+
+
+# --- what other tar programs write, and what none does -------------------------------------
+
+
+def unpack_from_pipe(data: bytes, dest: Path) -> subprocess.CompletedProcess[str]:
+    """``bundle unpack /dev/stdin DEST`` with ``data`` coming down a pipe (read as it streams)."""
+    read_end, write_end = os.pipe()
+
+    def feed() -> None:
+        with os.fdopen(write_end, "wb") as pipe, contextlib.suppress(BrokenPipeError):
+            pipe.write(data)
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    try:
+        return run_cli(["bundle", "unpack", "/dev/stdin", str(dest)], stdin=read_end)
+    finally:
+        os.close(read_end)
+        writer.join()
+
+
+TAR_PROGRAMS = {
+    "gnu_tar_gnu": ["tar", "--format=gnu", "-cf"],
+    "gnu_tar_pax": ["tar", "--format=pax", "-cf"],
+    "gnu_tar_ustar": ["tar", "--format=ustar", "-cf"],
+    "python_tarfile": [sys.executable, "-m", "tarfile", "-c"],
+}
+
+
+@pytest.mark.parametrize("program", TAR_PROGRAMS)
+def test_an_archive_another_tar_program_made_unpacks_from_a_file_and_a_pipe(
+    exported: Path, tmp_path: Path, program: str
+) -> None:
+    """Every tar program pads with zeros and writes what the bundle's checksums list: what
+    they make of a bundle folder unpacks to that folder, read whole or as it streams."""
+    archive = tmp_path / "made.tar"
+    tops = sorted(p.name for p in exported.iterdir())
+    subprocess.run([*TAR_PROGRAMS[program], str(archive), *tops], cwd=exported, check=True)
+    assert archive.read_bytes() != bf.pack_bytes(exported)
+    done = bundler("bundle", "unpack", str(archive), str(tmp_path / "from-file"))
+    assert done.returncode == 0, done.stderr
+    assert tree_snapshot(tmp_path / "from-file") == tree_snapshot(exported)
+    piped = unpack_from_pipe(archive.read_bytes(), tmp_path / "from-pipe")
+    assert piped.returncode == 0, piped.stderr
+    assert tree_snapshot(tmp_path / "from-pipe") == tree_snapshot(exported)
+
+
+@pytest.mark.parametrize("case", ["padding_not_zero", "padding_not_zero_after_a_pax_header"])
+def test_an_archive_padded_with_bytes_that_are_not_zeros_is_refused_from_a_pipe(
+    exported: Path, corpus: dict[str, Path], tmp_path: Path, case: str
+) -> None:
+    """Read as it streams, the same refusal as from a file (the corpus's own test): one line,
+    exit 3, nothing published."""
+    done = unpack_from_pipe(corpus[case].read_bytes(), tmp_path / "out")
+    _assert_refused(done, _fragment(exported, case))
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("read", ["file", "pipe"])
+def test_a_member_the_checksums_do_not_list_is_refused_before_its_data_is_written(
+    corpus: dict[str, Path], tmp_path: Path, read: str
+) -> None:
+    """A file ``checksums.xxh3`` does not list, declaring a gibibyte: refused from its header,
+    no file made for it (from a pipe, the files before it were made: the trace is not empty
+    of creations). It was written, up to the member size limit, and refused afterwards."""
+    if (why := ptrace_unavailable()) is not None:
+        pytest.skip(why)
+    archive = corpus["member_not_in_checksums_declaring_a_gibibyte"]
+    dest = tmp_path / "out"
+    source = str(archive) if read == "file" else "/dev/stdin"
+    command = shlex.join([*cli_command(), "bundle", "unpack", source, str(dest)])
+    if read == "pipe":
+        command = f"cat {shlex.quote(str(archive))} | {command}"
+    done, log = trace_log(["sh", "-c", command], ["openat"], env=clean_env())
+    _assert_refused(done, "member workspace/extra is not listed in checksums.xxh3")
+    created = [line for line in log.splitlines() if "O_CREAT" in line]
+    assert not [line for line in created if '"extra"' in line], created
+    if read == "pipe":
+        assert any('"README.md"' in line for line in created), created
+    assert sorted(os.listdir(tmp_path)) == []
+
+
+@pytest.mark.parametrize("case", ["member_not_in_checksums", "member_before_checksums_not_in_them"])
+def test_a_member_the_checksums_do_not_list_is_refused_from_a_pipe(
+    exported: Path, corpus: dict[str, Path], tmp_path: Path, case: str
+) -> None:
+    done = unpack_from_pipe(corpus[case].read_bytes(), tmp_path / "out")
+    _assert_refused(done, _fragment(exported, case))
+    assert os.listdir(tmp_path) == []

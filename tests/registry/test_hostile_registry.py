@@ -18,15 +18,26 @@ from pathlib import Path
 
 import bundlefactory as bf
 import pytest
-from hostile_registry import REPO, TAG, Built, FakeRegistry, build, digest_of, send, send_garbled
+from hostile_registry import (
+    DROPPED_BLOBS,
+    REPO,
+    TAG,
+    Built,
+    FakeRegistry,
+    build,
+    digest_of,
+    send,
+    send_garbled,
+)
 from installs import copy_example
 from kit import one_error, run_cli, tree_snapshot
 
-from bundler.errors import InvalidInput, Refused
+from bundler.errors import InvalidInput
 from bundler.fs.durable import open_dir
 from bundler.registry import artifact as art
 from bundler.registry import http as registry_http
 from bundler.registry.http import Options, Session
+from bundler.registry.network import NetworkFailure
 from bundler.registry.pull import BLOBS, pull_into
 from bundler.registry.reference import parse_reference
 
@@ -86,9 +97,14 @@ def dest_name(request: pytest.FixtureRequest) -> str:
 
 
 def refused(
-    fake: FakeRegistry, tmp_path: Path, ref: str | None = None, dest_name: str = "out"
+    fake: FakeRegistry,
+    tmp_path: Path,
+    ref: str | None = None,
+    dest_name: str = "out",
+    code: int | None = None,
 ) -> str:
-    """Pull from ``fake``; assert the refusal's shape and that nothing is left; the message."""
+    """Pull from ``fake``; assert the refusal's shape (exit ``code`` when given, else 1 or 3)
+    and that nothing is left; the message."""
     dest = tmp_path / dest_name
     done = run_cli(
         ["bundle", "pull", ref or fake.ref(), str(dest), "--plain-http"],
@@ -96,7 +112,7 @@ def refused(
         timeout=60,
     )
     text = done.stdout + done.stderr
-    assert done.returncode in (1, 3), text
+    assert done.returncode in ((1, 3) if code is None else (code,)), text
     assert one_error(done.stderr), done.stderr
     assert "Traceback" not in text
     assert PASSWORD not in text
@@ -158,10 +174,11 @@ def test_the_scripted_registry_serves_a_good_artifact(
 # --------------------------------------------------------------------------- blobs
 
 
-# One blob answered wrongly: the part whose blob, the answer's status, the body served in place
-# of the good one, the Content-Length declared (None: the body's own, -1: none, so the body runs
-# on until the connection closes) and a fragment of the refusal ("" where the wording is not the
-# point). Basic auth is asked for, so a credential is in play and must not show.
+# One blob answered wrongly, its bytes all arrived: the part whose blob, the answer's status, the
+# body served in place of the good one, the Content-Length declared (None: the body's own, -1:
+# none, so the body runs on until the connection closes) and a fragment of the refusal ("" where
+# the wording is not the point). Basic auth is asked for, so a credential is in play and must
+# not show. Each is the artifact's fault (exit 3): fetching it again would fetch the same bytes.
 BROKEN_BLOBS: dict[str, tuple[str, int, Callable[[bytes], bytes], int | None, str]] = {
     "does_not_match_its_digest": (
         "workspace",
@@ -173,7 +190,6 @@ BROKEN_BLOBS: dict[str, tuple[str, int, Callable[[bytes], bytes], int | None, st
     # never read past the size the manifest declares
     "runs_on_past_its_declared_size": ("workspace", 200, lambda b: b + b"\0" * 4096, -1, "longer"),
     "has_a_length_header_that_disagrees": ("workspace", 200, lambda b: b + b"extra", None, ""),
-    "is_truncated": ("workspace", 200, lambda b: b[:100], -1, ""),
     "is_missing": ("skills", 404, lambda _b: b"{}", None, ""),
 }
 
@@ -187,7 +203,7 @@ def test_a_blob_is_refused_when_it(
     path = layer_path(fake, built, part)
     body = served(fake.blobs[path.rsplit("/", 1)[1]])
     fake.hooks[path] = lambda h: send(h, status, body, length=length)
-    assert fragment in refused(fake, tmp_path, dest_name=dest_name)
+    assert fragment in refused(fake, tmp_path, dest_name=dest_name, code=3)
 
 
 def test_a_blob_whose_body_breaks_the_chunked_encoding_it_declares_is_refused(
@@ -201,28 +217,40 @@ def test_a_blob_whose_body_breaks_the_chunked_encoding_it_declares_is_refused(
     assert "broke off (IncompleteRead)" in refused(fake, tmp_path, dest_name=dest_name)
 
 
-def test_a_blob_whose_connection_is_reset_mid_body_is_refused(
-    fake: FakeRegistry, built: Built, tmp_path: Path, dest_name: str
+@pytest.mark.parametrize("case", DROPPED_BLOBS)
+def test_a_connection_dropped_mid_blob_is_a_network_failure_not_a_bad_artifact(
+    fake: FakeRegistry, built: Built, tmp_path: Path, case: str, dest_name: str
 ) -> None:
+    """A registry that dies (or a proxy that resets) before a blob is whole says nothing of the
+    artifact: exit 1, naming the connection and to try again, nothing published. It was exit
+    3, "refused: it ended before the size the manifest declares"."""
     basic_auth(fake)
     path = layer_path(fake, built, "workspace")
-    good = fake.blobs[path.rsplit("/", 1)[1]]
+    fake.hooks[path] = DROPPED_BLOBS[case](fake.blobs[path.rsplit("/", 1)[1]])
+    message = refused(fake, tmp_path, dest_name=dest_name, code=1)
+    assert f"the connection to {fake.host} closed" in message, message
+    assert "try again" in message and "manifest" not in message, message
 
-    def reset(handler: BaseHTTPRequestHandler) -> None:
-        handler.send_response(200)
-        handler.send_header("Content-Length", str(len(good)))
-        handler.end_headers()
-        handler.wfile.write(good[: len(good) // 2])
-        handler.wfile.flush()
-        # a zero linger turns the close into a reset (RST), as a crashed proxy sends
-        handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        handler.connection.close()
-        handler.wfile = io.BytesIO()  # the handler's own flush at the end has nowhere to go
-        handler.close_connection = True
 
-    fake.hooks[path] = reset
-    message = refused(fake, tmp_path, dest_name=dest_name)
-    assert "broke off" in message or "ended before" in message, message
+def test_a_dropped_connection_is_one_exception_type_a_retry_can_catch(
+    fake: FakeRegistry, built: Built
+) -> None:
+    """The classification is made once, in the registry layer: what a dropped connection
+    raises is a NetworkFailure saying what happened; bytes that arrived wrong are not one."""
+    path = layer_path(fake, built, "workspace")
+    digest = path.rsplit("/", 1)[1]
+    good = fake.blobs[digest]
+    session = Session(parse_reference(fake.ref()), Options(plain_http=True), environ={})
+    with session:
+        for case, cause in (("closed_mid_blob", "closed"), ("reset_mid_blob", "reset")):
+            fake.hooks[path] = DROPPED_BLOBS[case](good)
+            with pytest.raises(NetworkFailure) as caught:
+                session.download_blob(digest, len(good), io.BytesIO())
+            assert (caught.value.cause, caught.value.host) == (cause, fake.host)
+        fake.hooks[path] = lambda h: send(h, 200, good[:-1] + bytes([good[-1] ^ 1]))
+        with pytest.raises(InvalidInput, match="sha256") as wrong:
+            session.download_blob(digest, len(good), io.BytesIO())
+        assert not isinstance(wrong.value, NetworkFailure)
 
 
 def test_a_blob_that_stalls_mid_body_is_refused_after_the_timeout(
@@ -246,14 +274,16 @@ def test_a_blob_that_stalls_mid_body_is_refused_after_the_timeout(
     fake.hooks[path] = stall
     session = Session(parse_reference(fake.ref()), Options(plain_http=True), environ={})
     try:
-        with session, pytest.raises(Refused, match=r"broke off \(no answer in 0.5 s\)"):
+        with session, pytest.raises(NetworkFailure, match=r"sent nothing for 0.5 s") as caught:
             session.download_blob(path.rsplit("/", 1)[1], len(good), io.BytesIO())
+        assert caught.value.cause == "timed out"
     finally:
         stalled.set()
 
 
-def push_refused(fake: FakeRegistry, tmp_path: Path) -> str:
-    """Push a bundle to a new tag of ``fake``; assert the refusal's shape; the message."""
+def push_refused(fake: FakeRegistry, tmp_path: Path, code: int | None = None) -> str:
+    """Push a bundle to a new tag of ``fake``; assert the refusal's shape (exit ``code`` when
+    given, else 1 or 3); the message."""
     install = bf.write_install(tmp_path / "install")
     bundle = bf.export_bundle(install, tmp_path / "bundle")
     done = run_cli(
@@ -262,7 +292,8 @@ def push_refused(fake: FakeRegistry, tmp_path: Path) -> str:
         timeout=60,
     )
     text = done.stdout + done.stderr
-    assert done.returncode in (1, 3) and one_error(done.stderr), text
+    assert done.returncode in ((1, 3) if code is None else (code,)), text
+    assert one_error(done.stderr), text
     assert "Traceback" not in text and PASSWORD not in text
     return done.stderr
 
@@ -278,6 +309,28 @@ def test_a_push_answered_with_a_garbled_body_fails_in_one_line(
     )
     # the upload goes on to the PUT, which this registry answers 404
     assert "uploading a blob failed (HTTP 404" in push_refused(fake, tmp_path)
+
+
+def test_a_connection_dropped_mid_upload_is_a_network_failure(
+    fake: FakeRegistry, tmp_path: Path
+) -> None:
+    """The registry takes a little of a blob's body, then the connection is reset: exit 1,
+    naming the connection and to try again, as for a pull."""
+    fake.hooks[f"/v2/{REPO}/blobs/uploads/"] = lambda h: send(
+        h, 202, b"", {"Location": f"/v2/{REPO}/blobs/uploads/x"}
+    )
+
+    def take_some_then_reset(handler: BaseHTTPRequestHandler) -> None:
+        handler.rfile.read(100)
+        handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        handler.connection.close()
+        handler.wfile = io.BytesIO()
+        handler.close_connection = True
+
+    fake.hooks[f"/v2/{REPO}/blobs/uploads/x"] = take_some_then_reset
+    message = push_refused(fake, tmp_path, code=1)
+    assert f"the connection to {fake.host} closed" in message, message
+    assert "try again" in message, message
 
 
 # Addresses a registry may send that are no web address to reach (found by a fuzzer: urllib's
@@ -720,7 +773,8 @@ def folders_then_files_reversed(members: list[tarfile.TarInfo]) -> list[tarfile.
 
 
 def dirty_padding(layer: bytes) -> bytes:
-    """The layer with the padding after each file's data set to 0xff (readers skip it)."""
+    """The layer with the padding after each file's data set to 0xff (no tar program writes
+    it; a reader that skipped it would take two different layers for one)."""
     raw = bytearray(layer)
     with tarfile.open(fileobj=io.BytesIO(layer)) as archive:
         for member in archive.getmembers():
@@ -734,8 +788,19 @@ LAYER_FORMS: dict[str, Callable[[bytes], bytes]] = {
     "bundlers_own": lambda layer: layer,
     "written_by_another_tar": lambda layer: rewritten(layer, list),
     "in_another_order": lambda layer: rewritten(layer, folders_then_files_reversed),
-    "with_padding_that_is_not_zero": dirty_padding,
 }
+
+
+def test_a_layer_padded_with_bytes_that_are_not_zeros_is_refused(
+    fake: FakeRegistry, built: Built, tmp_path: Path, dest_name: str
+) -> None:
+    layers = [
+        (title, dirty_padding(data) if title == "workspace" else data)
+        for title, data in built.layers
+    ]
+    serve(fake, rebuilt(built, layers))
+    message = refused(fake, tmp_path, dest_name=dest_name, code=3)
+    assert "padded with bytes that are not zeros" in message, message
 
 
 def pull_into_folder_and_archive(server: FakeRegistry, tmp_path: Path) -> None:

@@ -173,45 +173,42 @@ def test_verify_and_inspect_read_a_reference(
     assert list(private.iterdir()) == []
 
 
-def test_inspect_of_a_reference_leaves_the_workspace_in_the_registry(
-    registry: Registry, bundle: Path
+def with_identity(bundle: Path) -> Path:
+    """``bundle`` with an identity file for its agent (``identity.aieos_path``), resealed."""
+    (bundle / "workspace" / "identity").mkdir()
+    (bundle / "workspace" / "identity" / "aieos.json").write_text('{"name": "researcher"}\n')
+    bf.edit_config(
+        bundle,
+        lambda d: d["agents"][bf.ROOT_AGENT].update(
+            identity={"format": "aieos", "aieos_path": "identity/aieos.json"}
+        ),
+    )
+    return bundle
+
+
+def test_inspect_of_a_reference_judges_the_files_a_pulled_folder_verify_judges(
+    registry: Registry, bundle: Path, tmp_path: Path
 ) -> None:
-    """inspect REF fetches the config, the metadata and the skills layers only, and shows the
-    same recomputed closure, secrets and risk flags as inspecting the folder; the workspace
-    layer (the bulk of an agent) is never downloaded, and the report says it was not read."""
+    """An agent with an identity file under workspace/: the bundle verifies, pulled or not,
+    and inspect of its reference says the same as inspect of the folder (it refused, "names
+    no file under workspace/", having never looked at the workspace). ``--json`` names the
+    reference as the bundle, not the private copy it read, which is gone."""
+    with_identity(bundle)
+    assert run_cli(["bundle", "verify", str(bundle)]).returncode == 0
     ref = registry.ref("agents/researcher:1")
     pushed = push(bundle, ref)
-    manifest = json.loads(run_cli(["bundle", "inspect", str(bundle), "--json"]).stdout)
-    workspace_layer = _layer_digest(
-        registry, "agents/researcher", str(pushed["digest"]), "workspace"
-    )
-    mark = registry.mark()
+    pinned = f"{registry.ref('agents/researcher')}@{pushed['digest']}"
+    pulled = run_cli(["bundle", "pull", ref, str(tmp_path / "pulled"), "--plain-http"])
+    assert pulled.returncode == 0, pulled.stderr
+    folder = json.loads(run_cli(["bundle", "inspect", str(bundle), "--json"]).stdout)
     inspected = run_cli(["bundle", "inspect", ref, "--plain-http", "--json"])
     assert inspected.returncode == 0, inspected.stderr
     remote = json.loads(inspected.stdout)
-    fetched = [p for m, p, _s in registry.requests()[mark:] if m == "GET" and "/blobs/" in p]
-    assert fetched and not any(workspace_layer in p for p in fetched)
     for key in ("root_agent", "entries", "required_secrets", "risk_flags", "dropped", "errors"):
-        assert remote[key] == manifest[key], key
-    assert remote["not_read"] == ["workspace/"] and manifest["not_read"] == []
-    plain = run_cli(["bundle", "inspect", ref, "--plain-http"])
-    assert "workspace/, which pull and import check" in plain.stdout
-
-
-def _layer_digest(registry: Registry, repo: str, digest: str, title: str) -> str:
-    import urllib.request
-
-    request = urllib.request.Request(
-        f"http://{registry.host}/v2/{repo}/manifests/{digest}",
-        headers={"Accept": "application/vnd.oci.image.manifest.v1+json"},
-    )
-    with urllib.request.urlopen(request) as answer:  # noqa: S310 - the test's own loopback
-        layers = json.loads(answer.read())["layers"]
-    return next(
-        str(x["digest"])
-        for x in layers
-        if x["annotations"]["org.opencontainers.image.title"] == title
-    )
+        assert remote[key] == folder[key], key
+    assert (remote["files"], remote["bytes"]) == (folder["files"], folder["bytes"])
+    assert remote["not_read"] == [] and remote["errors"] == []
+    assert remote["bundle"] == remote["reference"] == pinned
 
 
 def test_pull_into_an_existing_bundle_needs_force(
