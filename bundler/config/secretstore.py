@@ -33,6 +33,7 @@ import contextlib
 import errno
 import os
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,12 +42,14 @@ from bundler.errors import InvalidInput, Refused
 from bundler.fs import durable
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.rules.names import escape_display
+from bundler.rules.secrets import SECRET_MIN_LENGTH, SweepTarget, iter_leaves
 
 __all__ = [
     "KEY_BYTES",
     "KEY_NAME",
     "KeyFile",
     "NotDecrypted",
+    "OpenedConfig",
     "SecretKey",
     "create_key",
     "decrypt",
@@ -55,9 +58,11 @@ __all__ = [
     "is_reference",
     "key_spellings",
     "load_key",
+    "open_stored",
     "key_problem",
     "parse_key_text",
     "publish_key",
+    "read_key_at",
     "read_key_file",
     "try_decrypt",
 ]
@@ -403,3 +408,92 @@ def _write_temp_key(
     finally:
         os.close(fd)
     durable.fsync_dir(install_fd)
+
+
+# --- what the sweep looks for ------------------------------------------------------------------
+
+KEY_TARGET_PATH = KEY_NAME
+"""The name a hit on the key itself reports in place of a config path."""
+
+NO_KEY = "no key"
+KEY_UNREADABLE = "key unreadable"
+WRONG_KEY = "does not decrypt under the key"
+REFERENCE_REASON = "op:// reference"
+
+
+@dataclass
+class OpenedConfig:
+    """The config's views with every stored value that opens replaced by its plain text (in
+    memory only), what else to sweep for, and what could not be opened, counted by reason."""
+
+    views: list[Any]
+    targets: list[SweepTarget] = field(default_factory=list, repr=False)
+    unswept: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def unswept_total(self) -> int:
+        """How many stored secrets hide a plain text the sweep cannot look for."""
+        return sum(self.unswept.values())
+
+
+def open_stored(views: Sequence[Any], found: KeyFile) -> OpenedConfig:
+    """Every ``enc2:``/``enc:`` string anywhere in ``views`` opened under ``found``'s key.
+
+    The answer's ``views`` are copies with each value that opened replaced by its plain text, so
+    the sweep's own rules (:func:`bundler.rules.secrets.sweep_targets`: floors, bearer tokens)
+    apply to it; ``targets`` adds each opened value of at least the secret floor at its path
+    (ciphertext outside a secret field too) and the key in each spelling a copy of
+    ``.secret_key`` would leak it (its raw bytes among them). ``unswept`` counts the distinct
+    values that stay hidden: with no key, an unreadable key, under another key, and
+    ``op://`` references (never resolved).
+    """
+    key = found.key
+    opened: dict[str, str | None] = {}
+    unswept: dict[str, set[str]] = {}
+
+    def visit(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: visit(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [visit(v) for v in value]
+        if isinstance(value, str):
+            if is_encrypted(value):
+                if value not in opened:
+                    opened[value] = try_decrypt(value, key)
+                plain = opened[value]
+                if plain is not None:
+                    return plain
+                reason = {"present": WRONG_KEY, "unreadable": KEY_UNREADABLE}.get(
+                    found.state, NO_KEY
+                )
+                unswept.setdefault(reason, set()).add(value)
+            elif is_reference(value):
+                unswept.setdefault(REFERENCE_REASON, set()).add(value)
+        return value
+
+    result = OpenedConfig([visit(view) for view in views])
+    for view in views:
+        for leaf in iter_leaves(view):
+            plain = opened.get(leaf.value) if isinstance(leaf.value, str) else None
+            if plain is not None and len(plain) >= SECRET_MIN_LENGTH:
+                result.targets.append(SweepTarget(leaf.path, plain))
+    if key is not None:
+        spellings = [*key_spellings(key), key.raw.decode("utf-8", "surrogateescape")]
+        result.targets += [SweepTarget(KEY_TARGET_PATH, spelling) for spelling in spellings]
+    result.unswept = {reason: len(values) for reason, values in sorted(unswept.items())}
+    return result
+
+
+def read_key_at(install_root: Path) -> KeyFile:
+    """:func:`read_key_file` for a caller holding no descriptor (a missing install: missing)."""
+    where = escape_display(str(install_root / KEY_NAME))
+    try:
+        fd = os.open(install_root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return KeyFile("missing", where)
+    except OSError as err:
+        return KeyFile("unreadable", where, problem=f"cannot be read ({err.strerror})")
+    try:
+        return read_key_file(fd, install_root)
+    finally:
+        os.close(fd)
