@@ -33,7 +33,7 @@ import contextlib
 import errno
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,9 @@ from typing import Any
 from bundler.errors import InvalidInput, Refused
 from bundler.fs import durable
 from bundler.fs.smallfile import NotSmallFile, read_small_file
+from bundler.rules import schema
 from bundler.rules.names import escape_display
+from bundler.rules.paths import format_path
 from bundler.rules.secrets import SECRET_MIN_LENGTH, SweepTarget, iter_leaves
 
 __all__ = [
@@ -51,19 +53,27 @@ __all__ = [
     "NotDecrypted",
     "OpenedConfig",
     "SecretKey",
+    "SecretWriter",
+    "secret_strings",
     "create_key",
     "decrypt",
     "encrypt",
+    "encrypt_policy",
     "is_encrypted",
     "is_reference",
     "key_spellings",
     "load_key",
+    "needs_key",
     "open_stored",
     "key_problem",
     "parse_key_text",
     "publish_key",
     "read_key_at",
     "read_key_file",
+    "replace_sealed",
+    "reveal",
+    "store_tree",
+    "store_value",
     "try_decrypt",
 ]
 
@@ -497,3 +507,231 @@ def read_key_at(install_root: Path) -> KeyFile:
         return read_key_file(fd, install_root)
     finally:
         os.close(fd)
+
+
+# --- what a writer stores ----------------------------------------------------------------------
+
+POLICY_VARIABLE = "ZEROCLAW_secrets__encrypt"
+
+
+def encrypt_policy(file_data: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[bool, str]:
+    """Whether secrets are stored encrypted: the file's ``[secrets] encrypt``, default true (as
+    ZeroClaw's ``SecretsConfig``), and a warning when :data:`POLICY_VARIABLE` says otherwise
+    (the file is what a writer follows: the override is the running agent's, not the file's).
+
+    ``InvalidInput`` when the file's value is not a boolean (ZeroClaw would not start).
+    """
+    table = file_data.get("secrets")
+    policy: Any = table.get("encrypt", True) if isinstance(table, Mapping) else True
+    if not isinstance(policy, bool):
+        raise InvalidInput(
+            "secrets.encrypt must be true or false in config.toml", path="secrets.encrypt"
+        )
+    raw = environ.get(POLICY_VARIABLE)
+    overridden = {"true": True, "false": False}.get(raw.strip().lower()) if raw else None
+    warning = ""
+    if overridden is not None and overridden != policy:
+        stored = "encrypted" if policy else "in plain text"
+        warning = (
+            f"{POLICY_VARIABLE} says secrets.encrypt = {str(overridden).lower()}, but "
+            f"config.toml says {str(policy).lower()}: secrets are written {stored}, as the "
+            "file says"
+        )
+    return policy, warning
+
+
+def needs_key(values: Iterable[str], policy: bool) -> bool:
+    """Whether storing ``values`` needs the install's key: to seal one (policy on, a value that
+    is neither empty, nor a reference, nor already stored-encrypted) or to check one given
+    stored-encrypted."""
+    return any(
+        is_encrypted(value) or (policy and value and not is_reference(value)) for value in values
+    )
+
+
+def store_value(value: str, key: SecretKey | None, *, policy: bool, path: str, where: str) -> str:
+    """What a writer stores for the secret ``value`` at the config path ``path``, as ZeroClaw's
+    save does: under the policy, a plain value sealed as ``enc2:`` (never an empty one, never an
+    ``op://`` reference); a value given already ``enc2:`` kept as it is, and one given as the
+    legacy ``enc:`` rewritten as ``enc2:`` (plain with the policy off), each only when it opens
+    under ``key``: a value the install cannot open would stop ZeroClaw from starting.
+
+    ``InvalidInput`` naming ``path`` and the key file ``where`` when a given stored-encrypted
+    value does not open (or there is no key to open it).
+    """
+    if not value or is_reference(value):
+        return value
+    if is_encrypted(value):
+        if key is None:
+            raise InvalidInput(
+                f"{path}: the value given is stored-encrypted, and there is no {where} to "
+                "decrypt it; give the plain value",
+                path=path,
+            )
+        try:
+            plain = decrypt(value, key)
+        except NotDecrypted as err:
+            reason = err.reason
+        else:
+            if value.startswith(ENC2):
+                return value
+            return encrypt(plain, key) if policy else plain
+        raise InvalidInput(
+            f"{path}: the value given is stored-encrypted but does not decrypt under {where} "
+            f"({reason}); give the plain value, or one encrypted under this install's key",
+            path=path,
+        )
+    if not policy:
+        return value
+    if key is None:
+        raise ValueError("sealing needs the install's key")
+    return encrypt(value, key)
+
+
+def store_tree(
+    value: Any, segments: Sequence[str], seal: Callable[[str, str], str], *, secret: bool = False
+) -> Any:
+    """``value`` (to be written at ``segments``) with ``seal(text, path)`` applied to every
+    string ZeroClaw encrypts in it: a secret field's string, each string item of a secret list,
+    each string value of a secret map, found by the schema's ``x-secret`` (pure)."""
+    node = schema.resolve(list(segments))[1]
+    return _store(value, list(segments), node, seal, secret or bool(node and node.get("x-secret")))
+
+
+def secret_strings(value: Any, segments: Sequence[str]) -> list[str]:
+    """The strings of ``value`` (to be written at ``segments``) that :func:`store_tree` would
+    give to its ``seal``."""
+    found: list[str] = []
+
+    def collect(text: str, _path: str) -> str:
+        found.append(text)
+        return text
+
+    store_tree(value, segments, collect)
+    return found
+
+
+def _store(
+    value: Any, segments: list[str], node: Any, seal: Callable[[str, str], str], secret: bool
+) -> Any:
+    if isinstance(value, str):
+        return seal(value, format_path(segments)) if secret else value
+    if isinstance(value, list):
+        if secret:
+            return [_store(v, [*segments, str(i)], None, seal, True) for i, v in enumerate(value)]
+        items = node.get("items") if isinstance(node, dict) else None
+        keyed = isinstance(node, dict) and node.get("x-keyed-by")
+        out = []
+        for i, item in enumerate(value):
+            name = item.get("name") if keyed and isinstance(item, dict) else None
+            step = name if isinstance(name, str) else str(i)
+            sub = items if isinstance(items, dict) else None
+            out.append(
+                _store(item, [*segments, step], sub, seal, bool(sub and sub.get("x-secret")))
+            )
+        return out
+    if isinstance(value, dict):
+        out_map: dict[str, Any] = {}
+        for key, sub in value.items():
+            child = None if secret else schema.child(node, str(key))
+            inner = secret or bool(child and child.get("x-secret"))
+            out_map[key] = _store(sub, [*segments, str(key)], child, seal, inner)
+        return out_map
+    return value
+
+
+class SecretWriter:
+    """What one write of the config stores for each secret value it is given (:meth:`store`),
+    under the install's policy and key.
+
+    With the policy on and no key yet, values are sealed under a new key held in memory
+    (``pending``); :meth:`publish` puts it on disk, before the staged config that needs it
+    exists. If another process published a key first, its key is the install's and every value
+    sealed under the pending one is sealed again under it (the replacements are returned).
+    """
+
+    def __init__(
+        self,
+        install_fd: int,
+        install_root: Path,
+        file_data: Mapping[str, Any],
+        environ: Mapping[str, str],
+        *,
+        owner: tuple[int, int] | None = None,
+    ) -> None:
+        self.install_fd = install_fd
+        self.install_root = install_root
+        self.policy, warning = encrypt_policy(file_data, environ)
+        self.warnings = [warning] if warning else []
+        self.found = read_key_file(install_fd, install_root)
+        self.owner = owner
+        self.pending: SecretKey | None = None
+        self._sealed: dict[str, str] = {}
+        self._warned_mode = False
+
+    @property
+    def key(self) -> SecretKey | None:
+        """The key values are sealed under: the install's, else the pending one."""
+        return self.found.key or self.pending
+
+    def store(self, value: str, path: str) -> str:
+        """:func:`store_value` of ``value`` at ``path`` under this install's policy and key."""
+        if not needs_key([value], self.policy):
+            return value
+        if self.found.state == "unreadable":
+            raise InvalidInput(key_problem(self.found), path=self.found.where)
+        if self.found.too_open and not self._warned_mode:
+            self._warned_mode = True
+            self.warnings.append(self.found.mode_warning())
+        if self.key is None and not is_encrypted(value):
+            self.pending = SecretKey(os.urandom(KEY_BYTES))
+        stored = store_value(value, self.key, policy=self.policy, path=path, where=self.found.where)
+        if self.pending is not None and stored != value:
+            self._sealed[stored] = value
+        return stored
+
+    def publish(self) -> tuple[bool, dict[str, str]]:
+        """Put the pending key on disk (:func:`publish_key`): ``(whether this made the key, the
+        values to replace when another process's key is used instead)``. Nothing to do without a
+        pending key."""
+        if self.pending is None:
+            return False, {}
+        key, made = publish_key(self.install_fd, self.install_root, self.pending, owner=self.owner)
+        self.found = KeyFile("present", self.found.where, key, 0o600)
+        self.pending = None
+        if made:
+            return True, {}
+        return False, {sealed: encrypt(plain, key) for sealed, plain in self._sealed.items()}
+
+
+def replace_sealed(text: str, replacements: Mapping[str, str]) -> str:
+    """``text`` with each sealed value of ``replacements`` swapped for its new sealing. An
+    ``enc2:`` value is hex after its prefix, written as it is in any TOML string, and its random
+    nonce makes it unique in the file."""
+    for old, new in replacements.items():
+        text = text.replace(old, new)
+    return text
+
+
+def reveal(value: Any, found: KeyFile, path: str) -> Any:
+    """``value`` (read at the config path ``path``) with every ``enc2:``/``enc:`` string in it
+    opened under ``found``'s key, for ``config get --reveal``. ``InvalidInput`` naming ``path``
+    (never a value) when one does not open; an ``op://`` reference stays as written."""
+    if isinstance(value, dict):
+        return {key: reveal(sub, found, path) for key, sub in value.items()}
+    if isinstance(value, list):
+        return [reveal(sub, found, path) for sub in value]
+    if not is_encrypted(value):
+        return value
+    if found.state == "unreadable":
+        raise InvalidInput(key_problem(found), path=found.where)
+    if found.key is None:
+        raise InvalidInput(
+            f"{path} is stored encrypted and there is no {found.where} to decrypt it",
+            path=path,
+        )
+    try:
+        return decrypt(value, found.key)
+    except NotDecrypted as err:
+        reason = err.reason
+    raise InvalidInput(f"{path} does not decrypt under {found.where}: {reason}", path=path)
