@@ -96,6 +96,9 @@ class Journal:
     restore_empty: list[dict[str, Any]] = field(default_factory=list)
     remove_parents: list[str] = field(default_factory=list)
     audit: list[dict[str, Any]] = field(default_factory=list)
+    key_created: bool = False
+    """Whether this import created ``.secret_key`` (no key material, no digest of it): a
+    rollback keeps that key, and says so."""
 
     def dumps(self) -> bytes:
         """The journal as TOML bytes."""
@@ -184,6 +187,8 @@ def _journal_problem(data: Any, token: str) -> str | None:
     for key in ("emptied", "restore_empty"):
         if not is_emptied_list(data.get(key, [])):
             return f"{key} is not a list of {{path, mode}} inside the install"
+    if not isinstance(data.get("key_created", False), bool):
+        return "key_created is not true or false"
     audit = data.get("audit", [])
     if not isinstance(audit, list) or not all(
         isinstance(line, dict)
@@ -321,7 +326,15 @@ def _roll_back(
     if not dry_run:
         safefs.rmtree_at(install_fd, staging_name(journal.token))
         durable.fsync_dir(install_fd)
+    if journal.key_created:
+        actions.append(KEY_KEPT)
     return actions
+
+
+KEY_KEPT = (
+    "kept .secret_key: the import created it, and ZeroClaw may already use it (it opens the "
+    "install's stored secrets)"
+)
 
 
 def complete_transaction(
