@@ -20,6 +20,7 @@ __all__ = [
     "copy_example",
     "encrypt_install",
     "make_install",
+    "opened_config",
     "one_error",
     "run_cli",
     "stored_secrets",
@@ -114,3 +115,29 @@ def encrypt_install(root: Path, key: bytes | None = None) -> dict[str, str]:
     config.write_text(text, encoding="utf-8")
     os.chmod(config, 0o600)
     return plain
+
+
+def opened_config(root: Path) -> dict[str, object]:
+    """``<root>/config.toml`` parsed, with every ``enc2:``/``enc:`` value opened under the
+    install's ``.secret_key`` (as ZeroClaw reads it at start-up): what a test compares when it
+    asks what value an import or ``config set`` stored, whatever the policy."""
+    from bundler.config.secretstore import KEY_NAME, SecretKey, decrypt, is_encrypted
+    from bundler.rules.tomlcompat import loads
+
+    data = loads((root / "config.toml").read_text(encoding="utf-8"))
+    key_path = root / KEY_NAME
+    key = SecretKey(bytes.fromhex(key_path.read_text().strip())) if key_path.exists() else None
+
+    def opened(value: object) -> object:
+        if isinstance(value, dict):
+            return {k: opened(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [opened(v) for v in value]
+        if is_encrypted(value) and key is not None:
+            assert isinstance(value, str)
+            return decrypt(value, key)
+        return value
+
+    result = opened(data)
+    assert isinstance(result, dict)
+    return result

@@ -55,6 +55,7 @@ __all__ = [
     "SecretKey",
     "SecretWriter",
     "secret_strings",
+    "census",
     "create_key",
     "decrypt",
     "encrypt",
@@ -65,6 +66,7 @@ __all__ = [
     "load_key",
     "needs_key",
     "open_stored",
+    "key_leftovers",
     "key_problem",
     "parse_key_text",
     "publish_key",
@@ -735,3 +737,28 @@ def reveal(value: Any, found: KeyFile, path: str) -> Any:
     except NotDecrypted as err:
         reason = err.reason
     raise InvalidInput(f"{path} does not decrypt under {found.where}: {reason}", path=path)
+
+
+def census(data: Any, found: KeyFile) -> tuple[int, int]:
+    """How many stored-encrypted strings of ``data`` open under ``found``'s key, and how many do
+    not (none opens without a key): ``doctor``'s count, which never says which."""
+    opened = closed = 0
+    pending: list[Any] = [data]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict):
+            pending += value.values()
+        elif isinstance(value, list):
+            pending += value
+        elif is_encrypted(value):
+            if try_decrypt(value, found.key) is None:
+                closed += 1
+            else:
+                opened += 1
+    return opened, closed
+
+
+def key_leftovers(install_fd: int) -> list[str]:
+    """The temporary key files (``.secret_key.tmp-<token>``) a crash left before the key was
+    published; never the install's key (``recover --install`` removes them)."""
+    return sorted(name for name in os.listdir(install_fd) if name.startswith(KEY_TEMP_PREFIX))

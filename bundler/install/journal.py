@@ -38,6 +38,7 @@ from typing import Any
 import tomli_w
 
 from bundler.config.file import ConfigFile, read_config_file
+from bundler.config.secretstore import key_leftovers
 from bundler.config.write import append_audit, commit_config, config_lock, stage_config
 from bundler.errors import Refused
 from bundler.fs import durable, safefs, scratch
@@ -554,10 +555,22 @@ def recover_install(install_root: Path, dry_run: bool = False) -> list[str]:
         if not dry_run:
             scratch.clear_dead_scratch(install_fd, UNPACK_PREFIX)
         names = sorted(name for name in os.listdir(install_fd) if name.startswith(STAGING_PREFIX))
+        temporaries = key_leftovers(install_fd)
+        if temporaries:
+            # a key being published belongs to a writer holding the config lock
+            stack.enter_context(config_lock(install_root))
+            for name in key_leftovers(install_fd):
+                detail = f"{escape_display(name)} (a key a crash left before it was published)"
+                actions.append(step("remove", name, detail, dry_run=dry_run))
+                if not dry_run:
+                    os.unlink(name, dir_fd=install_fd)
+            if not dry_run:
+                durable.fsync_dir(install_fd)
         if not names:
             root = str(install_root)
             return [a.under(root) if isinstance(a, Action) else a for a in actions]
-        stack.enter_context(config_lock(install_root))
+        if not temporaries:
+            stack.enter_context(config_lock(install_root))
         config = read_config_file(install_fd, install_root, stack, missing_ok=True)
         for name in names:
             token = name[len(STAGING_PREFIX) :]
