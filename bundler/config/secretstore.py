@@ -66,6 +66,7 @@ __all__ = [
     "load_key",
     "needs_key",
     "open_stored",
+    "key_error",
     "key_leftovers",
     "key_problem",
     "parse_key_text",
@@ -145,6 +146,9 @@ class KeyFile:
     key: SecretKey | None = field(default=None, repr=False)
     mode: int = 0
     problem: str = ""
+    failed_io: bool = False
+    """The file could not be read (the system said why): an environment failure, not bad
+    content."""
 
     @property
     def too_open(self) -> bool:
@@ -224,7 +228,9 @@ def read_key_file(install_fd: int, install_root: Path) -> KeyFile:
     except OSError as err:
         if err.errno == errno.ELOOP:
             return KeyFile("unreadable", where, problem="is a symbolic link")
-        return KeyFile("unreadable", where, problem=f"cannot be read ({err.strerror})")
+        return KeyFile(
+            "unreadable", where, problem=f"cannot be read ({err.strerror})", failed_io=True
+        )
     parsed = parse_key_text(raw)
     del raw
     if isinstance(parsed, str):
@@ -238,16 +244,26 @@ def load_key(install_fd: int, install_root: Path) -> SecretKey | None:
     ZeroClaw would not start either, and every value stored under it stays sealed."""
     found = read_key_file(install_fd, install_root)
     if found.state == "unreadable":
-        raise InvalidInput(key_problem(found), path=found.where)
+        raise key_error(found)
     return found.key
 
 
 def key_problem(found: KeyFile) -> str:
     """The one line that says why ``found`` holds no usable key, and what to do."""
+    if found.failed_io:
+        return f"{found.where} {found.problem}; nothing was changed"
     return (
         f"{found.where} {found.problem}: ZeroClaw reads it as 64 hex digits (32 bytes); "
         "restore the install's own key file"
     )
+
+
+def key_error(found: KeyFile) -> InvalidInput | Refused:
+    """The error for an unreadable key: ``Refused`` (exit 1) when the system failed the read,
+    ``InvalidInput`` (exit 3) when the file is not a key ZeroClaw would read."""
+    if found.failed_io:
+        return Refused(key_problem(found), path=found.where)
+    return InvalidInput(key_problem(found), path=found.where)
 
 
 def _cipher(key: SecretKey) -> Any:
@@ -681,7 +697,7 @@ class SecretWriter:
         if not needs_key([value], self.policy):
             return value
         if self.found.state == "unreadable":
-            raise InvalidInput(key_problem(self.found), path=self.found.where)
+            raise key_error(self.found)
         if self.found.too_open and not self._warned_mode:
             self._warned_mode = True
             self.warnings.append(self.found.mode_warning())
@@ -726,7 +742,7 @@ def reveal(value: Any, found: KeyFile, path: str) -> Any:
     if not is_encrypted(value):
         return value
     if found.state == "unreadable":
-        raise InvalidInput(key_problem(found), path=found.where)
+        raise key_error(found)
     if found.key is None:
         raise InvalidInput(
             f"{path} is stored encrypted and there is no {found.where} to decrypt it",
