@@ -125,30 +125,6 @@ def test_a_value_given_sealed_that_does_not_open_here_is_refused_naming_the_path
     assert _files(root) == before
 
 
-@pytest.mark.parametrize("kind", ["symlink", "fifo", "empty", "not-hex", "31-bytes", "33-bytes"])
-def test_a_bad_key_file_refuses_the_write_with_one_line_and_changes_nothing(
-    tmp_path: Path, kind: str
-) -> None:
-    root = copy_example(tmp_path)
-    key_path = root / KEY_NAME
-    if kind == "symlink":
-        (tmp_path / "real-key").write_text(os.urandom(32).hex())
-        key_path.symlink_to(tmp_path / "real-key")
-    elif kind == "fifo":
-        os.mkfifo(key_path)
-    else:
-        key_path.write_text(
-            {"empty": "", "not-hex": "g" * 64, "31-bytes": "ab" * 31, "33-bytes": "ab" * 33}[kind]
-        )
-    before = (root / "config.toml").read_bytes()
-    done = run_cli(["--install", str(root), "config", "set", PATH, NEW])
-    assert done.returncode == 3, done.stderr
-    assert one_error(done.stderr) and KEY_NAME in done.stderr
-    assert NEW not in done.stdout + done.stderr
-    assert (root / "config.toml").read_bytes() == before
-    assert os.path.lexists(key_path)
-
-
 def test_get_reveal_decrypts_and_without_it_shows_stars(tmp_path: Path) -> None:
     root = copy_example(tmp_path)
     plain = encrypt_install(root)

@@ -156,27 +156,3 @@ def test_a_value_given_sealed_that_does_not_open_under_the_targets_key_is_refuse
     assert value[5:30] not in out + err
     assert _every_file(root) == before
     assert sorted(os.listdir(root)) == sorted(["config.toml", *([KEY_NAME] * (case != "no-key"))])
-
-
-@pytest.mark.parametrize("kind", ["symlink", "fifo", "empty", "not-hex", "31-bytes", "33-bytes"])
-def test_a_bad_key_file_refuses_the_import_and_changes_nothing(
-    tmp_path: Path, bundle: Path, kind: str
-) -> None:
-    root = _target(tmp_path)
-    key_path = root / KEY_NAME
-    if kind == "symlink":
-        (tmp_path / "real-key").write_text(os.urandom(32).hex())
-        key_path.symlink_to(tmp_path / "real-key")
-    elif kind == "fifo":
-        os.mkfifo(key_path)
-    else:
-        key_path.write_text(
-            {"empty": "", "not-hex": "g" * 64, "31-bytes": "ab" * 31, "33-bytes": "ab" * 33}[kind]
-        )
-    before = (root / "config.toml").read_bytes()
-    code, out, err = _import(root, bundle, "--secret", f"{PATH}={GIVEN}")
-    assert code == 3, err
-    assert one_error(err) and KEY_NAME in err
-    assert GIVEN not in out + err
-    assert (root / "config.toml").read_bytes() == before
-    assert sorted(os.listdir(root)) == [KEY_NAME, "config.toml"]
