@@ -147,3 +147,28 @@ def test_get_reveal_of_a_value_that_does_not_open_is_one_line_and_no_value(
     done = run_cli(["--install", str(root), "config", "get", PATH, "--reveal"])
     assert done.returncode == 3 and one_error(done.stderr)
     assert PATH in done.stderr and stored[5:] not in done.stdout + done.stderr
+
+
+def test_two_writers_racing_on_a_keyless_install_end_with_one_key_that_opens_both(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+
+    from kit import clean_env, cli_command
+
+    root = copy_example(tmp_path)
+    other = "providers.models.openai.backup.api_key"
+    values = {PATH: NEW, other: "sk-FAKE-racing-writer-9876543210"}
+    env = clean_env({"PYTHONPATH": os.environ.get("PYTHONPATH", "")})
+    runs = [
+        subprocess.Popen([*cli_command(), "--install", str(root), "config", "set", path, value],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for path, value in values.items()
+    ]  # fmt: skip
+    for run in runs:
+        _out, err = run.communicate(timeout=120)
+        assert run.returncode == 0, err
+    stored = stored_secrets((root / "config.toml").read_text())
+    key = _key(root)
+    assert {path: decrypt(stored[path], key) for path in values} == values
+    assert not [n for n in os.listdir(root) if ".tmp-" in n]
