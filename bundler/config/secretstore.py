@@ -679,8 +679,15 @@ class SecretWriter:
     ) -> None:
         self.install_fd = install_fd
         self.install_root = install_root
-        self.policy, warning = encrypt_policy(file_data, environ)
-        self.warnings = [warning] if warning else []
+        self.warnings: list[str] = []
+        self._bad_policy: InvalidInput | None = None
+        try:
+            self.policy, warning = encrypt_policy(file_data, environ)
+        except InvalidInput as err:
+            # only a write that stores a secret depends on the policy: it refuses then
+            self.policy, warning, self._bad_policy = True, "", err
+        if warning:
+            self.warnings.append(warning)
         self.found = read_key_file(install_fd, install_root)
         self.owner = owner
         self.pending: SecretKey | None = None
@@ -694,6 +701,8 @@ class SecretWriter:
 
     def store(self, value: str, path: str) -> str:
         """:func:`store_value` of ``value`` at ``path`` under this install's policy and key."""
+        if self._bad_policy is not None and value:
+            raise self._bad_policy
         if not needs_key([value], self.policy):
             return value
         if self.found.state == "unreadable":

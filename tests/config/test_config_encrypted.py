@@ -172,3 +172,14 @@ def test_two_writers_racing_on_a_keyless_install_end_with_one_key_that_opens_bot
     key = _key(root)
     assert {path: decrypt(stored[path], key) for path in values} == values
     assert not [n for n in os.listdir(root) if ".tmp-" in n]
+
+
+def test_a_policy_that_is_not_a_boolean_refuses_writing_a_secret(tmp_path: Path) -> None:
+    root = copy_example(tmp_path)
+    config = root / "config.toml"
+    config.write_text(config.read_text() + '\n[secrets]\nencrypt = "yes"\n')
+    before = config.read_bytes()
+    done = run_cli(["--install", str(root), "config", "set", PATH, NEW])
+    assert done.returncode == 3 and one_error(done.stderr)
+    assert "secrets.encrypt" in done.stderr and NEW not in done.stderr
+    assert config.read_bytes() == before and not (root / KEY_NAME).exists()
