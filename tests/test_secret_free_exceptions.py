@@ -20,10 +20,11 @@ from typing import Any
 
 import pytest
 from e2e_helpers import leaks_in, write_secrets_file
-from installs import copy_example
+from installs import copy_example, encrypt_install
 from race_helpers import run_as_nobody
 
 from bundler.bundle.export import export_agent
+from bundler.config.secretstore import KEY_NAME, SecretKey, encrypt
 from bundler.errors import BundlerError
 from bundler.install.importer import import_bundle
 
@@ -384,3 +385,80 @@ def test_a_config_that_cannot_be_read_is_reported_by_an_error_with_no_chain(
         assert err.code == 3, err.message
         assert err.__cause__ is None and err.__context__ is None, repr(err.__context__)
         assert _leaks(err) == []
+
+
+# --- the secret store (issue 32) ---------------------------------------------------------------
+
+
+def _sealed_example(tmp: Path) -> tuple[Path, SecretKey]:
+    root = copy_example(tmp)
+    encrypt_install(root)
+    return root, SecretKey(bytes.fromhex((root / KEY_NAME).read_text()))
+
+
+def _key_texts(key: SecretKey) -> list[str]:
+    return [key.raw.hex(), key.raw.hex().upper(), key.raw.decode("latin-1")]
+
+
+@pytest.mark.parametrize("where", ["file-name", "content"])
+def test_an_export_refused_for_a_value_stored_encrypted_holds_neither_it_nor_the_key(
+    tmp_path: Path, where: str
+) -> None:
+    root, key = _sealed_example(tmp_path)
+    if where == "file-name":
+        _plant_file(root, f"notes/{ANTHROPIC_KEY}.txt", b"harmless\n")
+    else:
+        _plant_file(root, "notes/k.txt", f"key {ANTHROPIC_KEY}\n".encode())
+    err = _refusal(lambda: export_agent(root, "researcher", tmp_path / "out", environ={}))
+    assert _leaks(err) == []
+    assert not any(k in text for text in _texts(err) for k in _key_texts(key))
+
+
+def test_a_refused_sealed_value_holds_neither_the_value_nor_the_key(tmp_path: Path) -> None:
+    from bundler.config.store import set_config_value
+
+    root, key = _sealed_example(tmp_path)
+    foreign = encrypt(GIVEN, SecretKey(os.urandom(32)))
+    err = _refusal(lambda: set_config_value(root, KEY_PATH, foreign, via="test", environ={}))
+    assert _leaks(err) == [] and not any(foreign[5:] in text for text in _texts(err))
+    assert not any(k in text for text in _texts(err) for k in _key_texts(key))
+
+
+def test_an_import_refusing_a_given_sealed_value_holds_no_secret(
+    tmp_path: Path, bundle: Path
+) -> None:
+    root, key = _sealed_example(tmp_path)
+    foreign = encrypt(GIVEN, SecretKey(os.urandom(32)))
+    err = _refusal(
+        lambda: import_bundle(
+            root, bundle, as_alias="other", secrets=[f"{KEY_PATH}={foreign}"], accept_risks=True
+        )
+    )
+    assert _leaks(err) == [] and not any(foreign[5:] in text for text in _texts(err))
+    assert not any(k in text for text in _texts(err) for k in _key_texts(key))
+
+
+@pytest.mark.parametrize("content", ["31-bytes", "33-bytes", "not-hex"])
+def test_a_key_file_refused_is_never_quoted(tmp_path: Path, content: str) -> None:
+    from bundler.config.secretstore import load_key
+
+    text = {"31-bytes": "c3" * 31, "33-bytes": "c3" * 33, "not-hex": "c3" * 31 + "zz"}[content]
+    (tmp_path / KEY_NAME).write_text(text)
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        err = _refusal(lambda: load_key(fd, tmp_path))
+    finally:
+        os.close(fd)
+    assert not any("c3c3c3" in t for t in _texts(err)), err.message
+
+
+def test_a_value_that_does_not_open_says_why_and_holds_nothing_of_it() -> None:
+    from bundler.config.secretstore import NotDecrypted, decrypt
+
+    key = SecretKey(os.urandom(32))
+    for value in (encrypt(GIVEN, SecretKey(os.urandom(32))), "enc:" + "ff" * 20):
+        with pytest.raises(NotDecrypted) as caught:
+            decrypt(value, key)
+        texts = list(_texts(caught.value))
+        assert not any(value[4:] in t or key.raw.hex() in t for t in texts)
+        assert caught.value.__context__ is None and caught.value.__cause__ is None

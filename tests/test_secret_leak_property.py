@@ -34,6 +34,7 @@ from hypothesis import strategies as st
 from kit import one_error, run_cli
 from strategies import Install, installs
 
+from bundler.config.secretstore import KEY_NAME, SecretKey, encrypt, store_tree
 from bundler.rules.layout import skill_bundle_dir, workspace_dir
 
 DEFAULT_EXAMPLES = 5
@@ -71,6 +72,9 @@ class Scenario:
     install: Install
     secrets: set[str]
     plants: list[Plant] = field(default_factory=list)
+    encrypted: bool = False
+    """Whether the install is in ZeroClaw's default state: every secret field's value stored
+    as ``enc2:`` under its ``.secret_key`` (the sweep must open them to find the plants)."""
 
 
 def _plain(config: Any, secrets: set[str]) -> Iterator[tuple[Any, Any]]:
@@ -176,7 +180,8 @@ def _build(base: Path, scenario: Scenario) -> tuple[Path, str, list[Path]]:
         if isinstance(agent.get("workspace"), dict) and "path" in agent["workspace"]:
             agent["workspace"]["path"] = str(base / "elsewhere" / alias)
     root.mkdir()
-    (root / "config.toml").write_bytes(tomli_w.dumps(config).encode())
+    stored = _sealed(config, root) if scenario.encrypted else config
+    (root / "config.toml").write_bytes(tomli_w.dumps(stored).encode())
     alias = next(iter(config["agents"]))
     workspace = workspace_dir(config, alias, root)
     workspace.mkdir(parents=True, exist_ok=True)
@@ -194,6 +199,21 @@ def _build(base: Path, scenario: Scenario) -> tuple[Path, str, list[Path]]:
     for index, plant in enumerate(scenario.plants):
         locked += _plant(plant, index, workspace, skills)
     return root, alias, locked
+
+
+def _sealed(config: dict[str, Any], root: Path) -> Any:
+    """``config`` as ZeroClaw stores it by default: every non-empty secret string sealed under
+    a new ``<root>/.secret_key`` (values already ``enc:``/``op://`` left as they are)."""
+    key = SecretKey(os.urandom(32))
+    (root / KEY_NAME).write_text(key.raw.hex())
+    os.chmod(root / KEY_NAME, 0o600)
+
+    def seal(text: str, _path: str) -> str:
+        if not text or text.startswith(("enc:", "enc2:", "op://")):
+            return text
+        return encrypt(text, key)
+
+    return store_tree(config, [], seal)
 
 
 def _export(args: list[str]) -> Any:
@@ -230,7 +250,7 @@ def _check(scenario: Scenario, base: Path) -> None:
     in_workspace = [p for p in scenario.plants if p.kind in WORKSPACE_KINDS]
     if in_workspace:
         assert human.returncode != 0, f"export carried a planted secret: {in_workspace}"
-    event(f"export exit {human.returncode}")
+    event(f"export exit {human.returncode}, secrets {'sealed' if scenario.encrypted else 'plain'}")
     for entry in locked:
         os.chmod(entry, 0o700)
     if human.returncode != 0:
@@ -268,20 +288,24 @@ def _run(scenario: Scenario) -> None:
 _QUIET = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
 
 
+@pytest.mark.parametrize("stored", ["plain", "encrypted"])
 @settings(
     max_examples=DEFAULT_EXAMPLES, deadline=None, phases=NO_SHRINK, suppress_health_check=_QUIET
 )
 @given(scenario=scenarios())
 def test_no_secret_placed_anywhere_leaks_from_export_verify_or_import(
-    scenario: Scenario,
+    scenario: Scenario, stored: str
 ) -> None:
+    scenario.encrypted = stored == "encrypted"
     _run(scenario)
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("stored", ["plain", "encrypted"])
 @settings(max_examples=SLOW_EXAMPLES, deadline=None, phases=NO_SHRINK, suppress_health_check=_QUIET)
 @given(scenario=scenarios())
 def test_no_secret_placed_anywhere_leaks_from_export_verify_or_import_at_scale(
-    scenario: Scenario,
+    scenario: Scenario, stored: str
 ) -> None:
+    scenario.encrypted = stored == "encrypted"
     _run(scenario)

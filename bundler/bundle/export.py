@@ -54,6 +54,7 @@ from bundler.bundle.publish import Admission, Staging, admit, folder_beside, sta
 from bundler.bundle.recover import clear_abandoned_or_warn
 from bundler.bundle.sweep import ExportSweep
 from bundler.bundle.walk import past_entry_limit
+from bundler.config.secretstore import open_stored, read_key_at
 from bundler.config.store import load_config
 from bundler.errors import BundlerError, Refused, UsageError, withholding
 from bundler.fs import durable
@@ -107,6 +108,9 @@ class ExportReport:
     risk_flags: list[RiskFlag] = field(default_factory=list)
     secret_hits: list[Hit] = field(default_factory=list)
     encrypted_not_swept: int = 0
+    encrypted_not_swept_why: dict[str, int] = field(default_factory=dict)
+    """How many of them for each reason: no key, key unreadable, does not decrypt under the
+    key, op:// reference."""
     publish_method: str = ""
     warnings: list[str] = field(default_factory=list)
 
@@ -134,6 +138,7 @@ class ExportReport:
                 for h in self.secret_hits
             ],
             "encrypted_not_swept": self.encrypted_not_swept,
+            "encrypted_not_swept_why": dict(self.encrypted_not_swept_why),
             "publish_method": self.publish_method,
             "warnings": list(self.warnings),
         }
@@ -197,10 +202,12 @@ def export_agent(
         _check_memory_backend(config, alias)
     # built even with --scan-secrets off: a secret in a file *name* must stay out of the report.
     # Its targets are the stored values and the overrides' values: both are this install's.
-    targets, encrypted = sweep_targets(loaded.file_data, config)
+    # Stored-encrypted values are opened in memory (never written) and their plain text swept
+    # for, with the key itself; only what does not open is counted, by reason.
+    opened = open_stored([loaded.file_data, config], read_key_at(install_root))
+    targets = [*sweep_targets(*opened.views)[0], *opened.targets]
     sweep = ExportSweep(Sweeper(targets) if targets else None, scan_secrets)
-    if scan_secrets == "off":
-        encrypted = 0
+    encrypted = {} if scan_secrets == "off" else opened.unswept
     # every error made from here on withholds the secrets where it is made (errors.withholding)
     with withholding(sweep.withhold):
         # before the destination is touched: a wrong pattern file fails at once
@@ -227,7 +234,9 @@ class _Run:
     patterns: tuple[Pattern, ...] = ()
 
 
-def _admit_build_publish(run: _Run, out: Path, *, force: bool, encrypted: int) -> ExportReport:
+def _admit_build_publish(
+    run: _Run, out: Path, *, force: bool, encrypted: dict[str, int]
+) -> ExportReport:
     """Admit the destination, build the bundle in staging, flush it and swap it in (02 §8)."""
     cleared = clear_abandoned_or_warn(out)
     admission = admit(out, force=force, protected=protected_paths(run.config, run.install_root))
@@ -239,9 +248,11 @@ def _admit_build_publish(run: _Run, out: Path, *, force: bool, encrypted: int) -
     return report
 
 
-def _admit_build_pack(run: _Run, out: Path, *, force: bool, encrypted: int) -> ExportReport:
+def _admit_build_pack(
+    run: _Run, out: Path, *, force: bool, encrypted: dict[str, int]
+) -> ExportReport:
     """Admit the archive ``out``, build the bundle in a folder staged beside it, verify it and
-    pack it into the archive's staging file, then publish that (02 §8, issue 16).
+    pack it into the archive's staging file, then publish that (02 §8).
 
     Everything is staged beside the destination, as every publication is: a full disk is the
     destination's, named as such, and a kill leaves only what ``recover FILE.tar`` clears.
@@ -270,13 +281,16 @@ def _admit_build_pack(run: _Run, out: Path, *, force: bool, encrypted: int) -> E
     return report
 
 
-def _started(run: _Run, admission: Admission, encrypted: int, cleared: list[str]) -> ExportReport:
+def _started(
+    run: _Run, admission: Admission, encrypted: dict[str, int], cleared: list[str]
+) -> ExportReport:
     """The report of an export to an admitted destination, noted in the user's record."""
     report = ExportReport(
         bundle=admission.dest_path,
         root_agent=run.plan.alias,
         format_version=MEMORY_FORMAT_VERSION if run.include_memory else FORMAT_VERSION,
-        encrypted_not_swept=encrypted,
+        encrypted_not_swept=sum(encrypted.values()),
+        encrypted_not_swept_why=dict(encrypted),
         # the plan's findings (a non-portable root alias, 01 §3) come first, then the repairs
         warnings=[*run.plan.warnings, *cleared],
     )

@@ -104,7 +104,11 @@ def get(args: argparse.Namespace, out: Output) -> Result:
         raise Refused(f"{path} is not set in {layout.config_file(root)}{close}", path=path)
     is_default = state == "default"
     shown: Any = value
-    if not args.reveal:
+    if args.reveal:
+        from bundler.config.secretstore import read_key_at, reveal
+
+        shown = reveal(value, read_key_at(root), path)
+    else:
         # the file's values and the overridden ones are both the install's secrets
         targets, _encrypted = sweep_targets(loaded.file_data, loaded.data)
         shown = redact(value, segments, secret_values={target.value for target in targets})

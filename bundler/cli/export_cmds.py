@@ -77,9 +77,10 @@ def summary(report: ExportReport) -> list[str]:
             f"    {esc(h.file)}: {esc(h.secret_path)} ({h.encoding})" for h in report.secret_hits
         ]
     if report.encrypted_not_swept:
+        why = "; ".join(f"{n}: {reason}" for reason, n in report.encrypted_not_swept_why.items())
         lines.append(
             f"  {report.encrypted_not_swept} secret(s) stored encrypted could not be swept "
-            "for their plain text"
+            f"for their plain text ({why})"
         )
     lines.append(f"  note: {CARRIED_AS_IS}")
     return lines

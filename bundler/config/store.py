@@ -32,6 +32,7 @@ from tomlkit.items import AoT, Array, InlineTable, Table
 
 from bundler.config import overrides
 from bundler.config.file import (
+    ConfigFile,
     LoadedConfig,
     no_config,
     open_install_root,
@@ -41,6 +42,12 @@ from bundler.config.file import (
 )
 from bundler.config.guards import guarded_changes
 from bundler.config.memorylock import backend_locked
+from bundler.config.secretstore import (
+    SecretWriter,
+    replace_sealed,
+    secret_strings,
+    store_tree,
+)
 from bundler.config.textfix import above_heading, keep_heading, line_endings_like, trailing_comments
 from bundler.config.write import (
     append_audit,
@@ -99,11 +106,20 @@ class ConfigEdit:
 
 
 def set_config_value(
-    install_root: Path, path: str, raw_value: str, *, via: str, install: str | None = None
+    install_root: Path,
+    path: str,
+    raw_value: str,
+    *,
+    via: str,
+    install: str | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> ConfigEdit:
     """``config set``: set ``path`` to ``raw_value`` in ``config.toml``.
 
-    The value is typed by the schema; every other byte of the file is kept. The edited file is
+    The value is typed by the schema; every other byte of the file is kept. Each secret string
+    in it is stored as the file's ``[secrets] encrypt`` says (default: sealed as ``enc2:`` under
+    ``.secret_key``, created first when missing; ``environ`` is only read for the policy's
+    override, which is warned about). The file is then 0600. The edited file is
     validated alone (no overrides) before it is saved; an invalid result raises ``InvalidInput``
     listing the errors and leaves the file byte-identical. Changing a locked memory backend is
     refused; a change of ``unrestricted_filesystem`` is audited. An empty secret is refused
@@ -132,12 +148,30 @@ def set_config_value(
             path=canonical,
         )
     value = parse_value(raw_value, node, canonical, toml_strings=True)
+    stored = [value]
+
+    def store(config: ConfigFile, before: dict[str, Any], install_fd: int) -> SecretWriter | None:
+        # ZeroClaw's save: every secret string sealed under the install's key when the file's
+        # policy says so; a value given sealed must open under this install's key
+        if not secret_strings(value, segments):
+            return None
+        writer = SecretWriter(
+            install_fd,
+            install_root,
+            before,
+            os.environ if environ is None else environ,
+            owner=(config.uid, config.gid) if config.exists else None,
+        )
+        stored[0] = store_tree(value, segments, writer.store)
+        return writer
 
     def edit(document: tomlkit.TOMLDocument) -> TextFix:
-        heading = _set_in_document(document, segments, value, canonical)
+        heading = _set_in_document(document, segments, stored[0], canonical)
         return lambda old, new: above_heading(old, new, heading)
 
-    warnings = _edit_config(install_root, segments, (True, value), edit, via=via, verb="set")
+    warnings = _edit_config(
+        install_root, segments, lambda: (True, stored[0]), edit, via=via, verb="set", store=store
+    )
     return ConfigEdit(canonical, True, warnings)
 
 
@@ -157,7 +191,9 @@ def unset_config_value(install_root: Path, path: str, *, via: str) -> ConfigEdit
         removed, heading = _remove_from_document(document, segments)
         return lambda old, new: keep_heading(old, new, heading)
 
-    warnings = _edit_config(install_root, segments, (False, None), edit, via=via, verb="unset")
+    warnings = _edit_config(
+        install_root, segments, lambda: (False, None), edit, via=via, verb="unset"
+    )
     return ConfigEdit(format_path(segments), removed, warnings)
 
 
@@ -200,15 +236,20 @@ def _remove_item(document: tomlkit.TOMLDocument, segments: list[str]) -> Any:
 def _edit_config(
     install_root: Path,
     segments: list[str],
-    expected: tuple[bool, Any],
+    expected: Callable[[], tuple[bool, Any]],
     edit: Callable[[tomlkit.TOMLDocument], TextFix],
     *,
     via: str,
     verb: str,
+    store: Callable[[ConfigFile, dict[str, Any], int], SecretWriter | None] | None = None,
 ) -> list[str]:
     """Apply ``edit`` to ``config.toml`` under the lock: checked to change only ``segments``
-    (to ``expected``, :func:`~bundler.rules.values.lookup`'s answer), validated, guarded,
-    audited, atomic. Returns the warnings of failures after the commit point."""
+    (to ``expected()``, :func:`~bundler.rules.values.lookup`'s answer), validated, guarded,
+    audited, atomic. Returns the warnings (the secret store's, and failures after the commit).
+
+    ``store`` decides, once the file is read, what the secret values become; a key it needs is
+    published once the edit is known to be valid, before the staged file exists (a crash after
+    it leaves an unused key beside the old config, which is harmless)."""
     canonical = format_path(segments)
     config_path = layout.config_file(install_root)
     if not os.path.lexists(config_path):
@@ -224,11 +265,12 @@ def _edit_config(
         config = read_config_file(install_fd, install_root, stack)
         text = config.text
         before = config.parse()
+        writer = store(config, before, install_fd) if store is not None else None
         document = _parse_document(text, str(config_path))
         fix = edit(document)
         new_text = line_endings_like(text, fix(text, document.as_string()))
         after = parse_config_text(new_text, str(config_path))
-        if not _only_the_path_changed(before, after, segments, expected):
+        if not _only_the_path_changed(before, after, segments, expected()):
             # where tomlkit put the new text is what TOML's reading of it decides; a key
             # appended in the wrong table silently moves others (a table of dotted keys)
             raise Refused(
@@ -254,7 +296,12 @@ def _edit_config(
             )
         if new_text == text:
             return []
-        warnings = write_config(config, new_text)
+        notes: list[str] = []
+        if writer is not None:
+            _created, replacements = writer.publish()
+            new_text = replace_sealed(new_text, replacements)
+            notes = writer.warnings
+        warnings = [*notes, *write_config(config, new_text)]
         # committed: the new file stands, so what fails from here on is a warning (05 §2)
         for change in changes:
             if change.is_unrestricted:

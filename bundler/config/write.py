@@ -46,8 +46,9 @@ from bundler.errors import Refused
 from bundler.fs import durable
 from bundler.fs.durable import fsync_dir, open_dir
 from bundler.fs.interrupts import commit_reached, signals_deferred
-from bundler.rules import hints, layout
+from bundler.rules import hints, layout, tomlcompat
 from bundler.rules.names import escape_display
+from bundler.rules.secrets import holds_secret
 
 __all__ = [
     "AUDIT_RELATIVE_PATH",
@@ -115,9 +116,11 @@ def stage_config(config: ConfigFile, temp_name: str, new_text: str) -> None:
     """Step 3: write ``new_text`` to ``temp_name`` beside the real file ``config`` was read from.
 
     The file is created 0600 (it may hold secrets) and only then given the original's owner
-    and mode, so it is never readable more widely than the file it replaces; then fsynced. The
-    folder entry is not yet durable. On failure the temporary file is removed and the
-    ``OSError`` raised: an import's rollback and ``config set`` word it differently.
+    and mode, so it is never readable more widely than the file it replaces; then fsynced. A
+    text holding a non-empty secret (plain or encrypted) stays 0600 whatever the original's
+    mode, as ZeroClaw's every save leaves it. The folder entry is not yet durable. On failure
+    the temporary file is removed and the ``OSError`` raised: an import's rollback and
+    ``config set`` word it differently.
     """
     fd = os.open(
         temp_name,
@@ -130,13 +133,20 @@ def stage_config(config: ConfigFile, temp_name: str, new_text: str) -> None:
             durable.write_all(fd, new_text.encode("utf-8"))
             if config.exists:
                 _copy_owner(fd, config)
-            os.fchmod(fd, config.mode)
+            os.fchmod(fd, 0o600 if _holds_secret(new_text) else config.mode)
             os.fsync(fd)
         finally:
             os.close(fd)
     except BaseException:
         _unlink_quietly(temp_name, config.dir_fd)
         raise
+
+
+def _holds_secret(text: str) -> bool:
+    try:
+        return holds_secret(tomlcompat.loads(text))
+    except (tomlcompat.TOMLDecodeError, RecursionError):
+        return True  # never written wider than 0600 on a doubt
 
 
 def _copy_owner(fd: int, config: ConfigFile) -> None:

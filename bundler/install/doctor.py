@@ -11,11 +11,19 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bundler.bundle.history import recent_destinations
 from bundler.bundle.leftovers import abandoned_in, leftovers_beside, temporary_leftovers
 from bundler.bundle.publish import rename_exchange_works
 from bundler.config.file import find_install_root
+from bundler.config.secretstore import (
+    census,
+    encrypt_policy,
+    key_leftovers,
+    key_problem,
+    read_key_at,
+)
 from bundler.config.store import load_config
 from bundler.config.write import LOCK_NAME
 from bundler.errors import BundlerError, InvalidInput, Refused
@@ -159,6 +167,7 @@ def _config_findings(install: Path) -> DoctorReport:
         Finding("config", w.path, f"{w.kind} {w.path}: {escape_display(w.message)}")
         for w in warnings
     ]
+    report.add(_store_findings(install, loaded.file_data))
     for path, agent in unfilled_secrets(install, loaded.data):
         detail = (
             f"required secret {escape_display(path)} is empty (left unfilled by the import of "
@@ -169,6 +178,74 @@ def _config_findings(install: Path) -> DoctorReport:
     if not errors:
         detail = f"{escape_display(config_file)} is valid"
         report.notes.append(Finding("config", config_file, detail))
+    return report
+
+
+def _store_findings(install: Path, file_data: dict[str, Any]) -> DoctorReport:
+    """ZeroClaw's secret store: the policy, the key (present, missing, unreadable, too open),
+    how many stored values open under it and how many do not (never which ones: ZeroClaw
+    refuses to start on the first that does not, so that is found before more are added)."""
+    report = DoctorReport()
+    found = read_key_at(install)
+    where = found.where
+    try:
+        policy, _warning = encrypt_policy(file_data, {})
+    except InvalidInput as err:
+        report.problems.append(Finding("secret-store", err.path, err.message))
+        policy = True
+    stored = (
+        "encrypted (secrets.encrypt = true)"
+        if policy
+        else "in plain text (secrets.encrypt = false)"
+    )
+    report.notes.append(Finding("secret-store", where, f"secrets are stored {stored}"))
+    opened, closed = census(file_data, found)
+    if found.state == "unreadable":
+        report.problems.append(Finding("secret-store", where, key_problem(found)))
+    elif found.state == "missing":
+        detail = f"no {where}: " + (
+            f"{closed} stored secret(s) cannot be decrypted, and ZeroClaw will not start; restore "
+            "the install's own key file"
+            if closed
+            else "it is created by the first secret written"
+        )
+        (report.problems if closed else report.notes).append(Finding("secret-store", where, detail))
+    else:
+        if found.too_open:
+            report.warnings.append(Finding("secret-store", where, found.mode_warning()))
+        if closed:
+            report.problems.append(
+                Finding(
+                    "secret-store",
+                    where,
+                    f"{closed} stored secret(s) do not decrypt under {where} ({opened} do): "
+                    "ZeroClaw will not start; restore the key they were encrypted under, or set "
+                    "each again with 'bundler config set'",
+                )
+            )
+        else:
+            report.notes.append(
+                Finding("secret-store", where, f"{opened} stored secret(s) decrypt under {where}")
+            )
+    try:
+        fd = open_dir(install, follow=True)
+    except OSError:
+        return report
+    try:
+        temporaries = key_leftovers(fd)
+    except OSError:
+        temporaries = []
+    finally:
+        os.close(fd)
+    report.warnings += [
+        Finding(
+            "import-leftover",
+            str(install / name),
+            f"a key never published was left as {escape_display(name)}",
+            hints.command("recover", "--install", str(install)),
+        )
+        for name in temporaries
+    ]
     return report
 
 

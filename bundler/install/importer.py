@@ -25,6 +25,7 @@ from bundler.bundle import fragment
 from bundler.bundle.verify import VerifyReport, verify_bundle, verify_deferring_workspace
 from bundler.config.file import ConfigFile, read_config_file
 from bundler.config.guards import UNRESTRICTED
+from bundler.config.secretstore import SecretWriter, replace_sealed
 from bundler.config.write import LOCK_NAME, config_lock
 from bundler.errors import (
     BundlerError,
@@ -216,6 +217,9 @@ class ImportOptions:
     dry_run: bool = False
     prompt: Prompter | None = None
     progress: Progress | None = None
+    environ: Mapping[str, str] | None = None
+    """Where ``ZEROCLAW_secrets__encrypt`` is looked up (a warning when it disagrees with the
+    file's policy); ``os.environ`` when None."""
     source: Path | str | None = None
     """The bundle as the user named it when the folder read is not it (an unpacked archive, or
     as a ``str`` a registry reference pinned to its digest, pulled into a private folder):
@@ -242,6 +246,8 @@ class _Run:
     config: ConfigFile
     required: list[str]
     options: ImportOptions
+    store: SecretWriter
+    """What each secret value given becomes under the install's policy and key."""
 
 
 @io_errors_refused("import")
@@ -309,7 +315,14 @@ def _import(
         config = read_config_file(install_fd, install_root, stack, missing_ok=True)
         if not dry_run:
             warnings += clear_abandoned(install_root, install_fd, config.dir_fd)
-        run = _Run(install_fd, install_root, bundle, report, config, required, chosen)
+        store = SecretWriter(
+            install_fd,
+            install_root,
+            config.parse(),
+            os.environ if chosen.environ is None else chosen.environ,
+            owner=(config.uid, config.gid) if config.exists else None,
+        )
+        run = _Run(install_fd, install_root, bundle, report, config, required, chosen, store)
         result, new_text, staged = _plan(run, given, warnings)
         if dry_run:
             return result
@@ -460,10 +473,13 @@ def _plan_withholding(
             integrity_unproven=run.report.integrity_unproven,
         )
     asked = _ask_for_secrets(plan, given, run.options)
-    if asked is not None:
-        plan = _merge(run, target, asked)
+    values = asked if asked is not None else given
+    # stored as ZeroClaw's save stores them: sealed under the install's key by default
+    stored = {path: run.store.store(value, path) for path, value in values.items()}
+    if asked is not None or stored != values:
+        plan = _merge(run, target, stored)
     result, new_text, staged = _lay_out(run, plan)
-    result.warnings = [withheld(warning) for warning in warnings]
+    result.warnings = [withheld(warning) for warning in [*warnings, *run.store.warnings]]
     _probe(run, result, staged)
     return result, new_text, staged
 
@@ -729,6 +745,12 @@ def _transact(run: _Run, result: ImportReport, new_text: str, staged: list[Stage
         if merge.value_at(result.plan.agent_entry, UNRESTRICTED) is True:
             path = format_path(["agents", result.plan.agent, *UNRESTRICTED])
             journal.audit = [{"path": path, "old": False, "new": True, "via": "agents import"}]
+        # the key the staged config needs is on disk before that file exists; a key made here
+        # stays whatever becomes of the import (ZeroClaw may already use it)
+        journal.key_created, replacements = run.store.publish()
+        if replacements:  # another process's key won: the values are sealed again under it
+            new_text = replace_sealed(new_text, replacements)
+            journal.new_config = xxh(new_text.encode("utf-8"))
         journal.receipt_text = _receipt_text(
             run, result, new_text, journal, staged, trees, listings
         )

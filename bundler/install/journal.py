@@ -49,6 +49,7 @@ from typing import Any
 import tomli_w
 
 from bundler.config.file import ConfigFile, read_config_file
+from bundler.config.secretstore import key_leftovers
 from bundler.config.write import append_audit, commit_config, config_lock, stage_config
 from bundler.errors import Refused
 from bundler.fs import durable, safefs, scratch
@@ -122,6 +123,9 @@ class Journal:
     takes: list[dict[str, Any]] = field(default_factory=list)
     prune: list[str] = field(default_factory=list)
     undone_receipt: str = ""
+    key_created: bool = False
+    """Whether this import created ``.secret_key`` (no key material, no digest of it): a
+    rollback keeps that key, and says so."""
 
     def dumps(self) -> bytes:
         """The journal as TOML bytes."""
@@ -229,6 +233,8 @@ def _journal_problem(data: Any, token: str) -> str | None:
         undone and not (undone.endswith(".toml") and _RECEIPT_STEM.fullmatch(undone[:-5]))
     ):
         return "undone_receipt is not a plain name"
+    if not isinstance(data.get("key_created", False), bool):
+        return "key_created is not true or false"
     audit = data.get("audit", [])
     if not isinstance(audit, list) or not all(
         isinstance(line, dict)
@@ -436,7 +442,15 @@ def _roll_back(
     if not dry_run:
         safefs.rmtree_at(install_fd, staging_name(journal.token))
         durable.fsync_dir(install_fd)
+    if journal.key_created:
+        actions.append(KEY_KEPT)
     return actions
+
+
+KEY_KEPT = (
+    "kept .secret_key: the import created it, and ZeroClaw may already use it (it opens the "
+    "install's stored secrets)"
+)
 
 
 def complete_transaction(
@@ -751,10 +765,22 @@ def recover_install(install_root: Path, dry_run: bool = False) -> list[str]:
         if not dry_run:
             scratch.clear_dead_scratch(install_fd, UNPACK_PREFIX)
         names = sorted(name for name in os.listdir(install_fd) if name.startswith(STAGING_PREFIX))
+        temporaries = key_leftovers(install_fd)
+        if temporaries:
+            # a key being published belongs to a writer holding the config lock
+            stack.enter_context(config_lock(install_root))
+            for name in key_leftovers(install_fd):
+                detail = f"{escape_display(name)} (a key a crash left before it was published)"
+                actions.append(step("remove", name, detail, dry_run=dry_run))
+                if not dry_run:
+                    os.unlink(name, dir_fd=install_fd)
+            if not dry_run:
+                durable.fsync_dir(install_fd)
         if not names:
             root = str(install_root)
             return [a.under(root) if isinstance(a, Action) else a for a in actions]
-        stack.enter_context(config_lock(install_root))
+        if not temporaries:
+            stack.enter_context(config_lock(install_root))
         config = read_config_file(install_fd, install_root, stack, missing_ok=True)
         for name in names:
             token = name[len(STAGING_PREFIX) :]

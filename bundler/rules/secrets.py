@@ -108,6 +108,15 @@ def _is_populated(value: Any) -> bool:
     return value not in ("", None) and value != {} and value != [] and value is not False
 
 
+def holds_secret(config: Node) -> bool:
+    """Whether ``config`` holds a non-empty secret value, plain or stored-encrypted: the file
+    that holds one is written 0600 whatever mode it had."""
+    return any(
+        (leaf.secret or leaf.secret_map_value) and _is_populated(leaf.value)
+        for leaf in iter_leaves(config)
+    )
+
+
 def scrub(fragment: Node) -> list[str]:
     """Replace every non-empty secret value of ``fragment`` by ``""`` in place (02 §5.1).
 

@@ -50,16 +50,17 @@ def encodings_of(value: str) -> list[tuple[str, bytes]]:
       bidi characters escaped (when that differs from raw).
 
     A base64 pattern keeps only the characters fully determined by the value's own bytes at
-    that alignment (the text around it changes the first and last groups).
+    that alignment (the text around it changes the first and last groups). A value that is
+    bytes rather than text (surrogate-escaped: a key's raw bytes) has only its raw and base64
+    forms.
     """
-    raw = value.encode("utf-8")
-    forms: list[tuple[str, bytes]] = [("raw", raw)]
-    for shift in range(3):
-        body = raw[(3 - shift) % 3 :]
-        body = body[: len(body) // 3 * 3]
-        if len(body) >= 3:
-            forms.append(("base64", base64.b64encode(body)))
-            forms.append(("base64", base64.urlsafe_b64encode(body)))
+    try:
+        raw = value.encode("utf-8")
+    except UnicodeEncodeError:
+        # bytes that are no text (a key's raw bytes, surrogate-escaped): as they are and in base64
+        raw = value.encode("utf-8", "surrogateescape")
+        return _unique([("raw", raw), *_base64_forms(raw)])
+    forms: list[tuple[str, bytes]] = [("raw", raw), *_base64_forms(raw)]
     for encoded in (
         urllib.parse.quote(value, safe=""),
         urllib.parse.quote(value),  # "/" left as it is: Python's default, a path's encoding
@@ -75,6 +76,21 @@ def encodings_of(value: str) -> list[tuple[str, bytes]]:
     # is escaped for display before it is withheld (the walker lists it so), and withholding
     # by the raw value alone would let it through in that spelling
     forms.append(("display-escaped", escape_display(value).encode("utf-8")))
+    return _unique(forms)
+
+
+def _base64_forms(raw: bytes) -> list[tuple[str, bytes]]:
+    forms: list[tuple[str, bytes]] = []
+    for shift in range(3):
+        body = raw[(3 - shift) % 3 :]
+        body = body[: len(body) // 3 * 3]
+        if len(body) >= 3:
+            forms.append(("base64", base64.b64encode(body)))
+            forms.append(("base64", base64.urlsafe_b64encode(body)))
+    return forms
+
+
+def _unique(forms: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
     unique: list[tuple[str, bytes]] = []
     seen: set[bytes] = set()
     for name, pattern in forms:

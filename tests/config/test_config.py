@@ -445,7 +445,10 @@ def test_other_changes_are_not_audited(install: Path) -> None:
 # --- the write protocol --------------------------------------------------------------------------
 
 
-def test_write_keeps_mode_and_replaces_atomically(install: Path) -> None:
+def test_write_keeps_mode_without_a_secret_and_replaces_atomically(tmp_path: Path) -> None:
+    install = make_install(
+        tmp_path, MINIMAL_CONFIG.replace('"sk-FAKE-minimal-0123456789abcdef"', '""')
+    )
     path = install / "config.toml"
     path.chmod(0o640)
     inode = path.stat().st_ino
@@ -453,6 +456,14 @@ def test_write_keeps_mode_and_replaces_atomically(install: Path) -> None:
     assert stat.S_IMODE(path.stat().st_mode) == 0o640
     assert path.stat().st_ino != inode  # a new file renamed over the old one
     assert sorted(p.name for p in install.iterdir()) == [".config.lock", "config.toml"]
+
+
+def test_write_of_a_file_holding_a_secret_leaves_it_0600(install: Path) -> None:
+    """ZeroClaw leaves config.toml 0600 on every save; a file holding a key is never left wider."""
+    path = install / "config.toml"
+    path.chmod(0o640)
+    cfg.set_config_value(install, "agents.researcher.enabled", "false", via="test")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
 def test_write_through_symlinked_config_replaces_the_target(tmp_path: Path) -> None:
@@ -483,7 +494,8 @@ def test_staged_config_is_invisible_until_committed(install: Path) -> None:
         text, identity = read_config_snapshot(install)
         (install / "config.toml").chmod(0o604)
         staged = stage_config_text(install, text + "# new\n")
-        assert stat.S_IMODE((install / staged.temp_name).stat().st_mode) == 0o604
+        # it holds a key: 0600 from birth, whatever the original's mode
+        assert stat.S_IMODE((install / staged.temp_name).stat().st_mode) == 0o600
         assert read_config_snapshot(install)[0] == text
         commit_staged_config(install, staged, identity)
     assert read_config_snapshot(install)[0].endswith("# new\n")

@@ -37,7 +37,11 @@ R1_SYSCALLS = SWAP_SYSCALLS
 R2_SYSCALLS = FAULT_SYSCALLS
 FAST_SAMPLE = 6
 SECRET = "sk-ant-CRASHTEST-zqxjzqxjzqxjzqxjzq"
-USER_CONFIG = '# mine\n[risk_profiles.strict]\nlevel = "readonly"   # kept\n'
+# secrets in plain text: the reference import's bytes are then the same on every run (an import
+# that seals them and creates the key is test_crash_import_key's)
+USER_CONFIG = (
+    '# mine\n[risk_profiles.strict]\nlevel = "readonly"   # kept\n\n[secrets]\nencrypt = false\n'
+)
 REPO = Path(__file__).resolve().parents[2]
 
 State = dict[str, bytes | None]

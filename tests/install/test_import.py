@@ -12,13 +12,12 @@ from typing import Any
 
 import bundlefactory as bf
 import pytest
-from installs import run_cli
+from installs import opened_config, run_cli
 from kit import Terminal, clean_env, cli_command, one_error
 
 from bundler.config.file import MAX_CONFIG_BYTES
 from bundler.errors import UsageError
 from bundler.install.bind_secrets import endpoint_of, split_assignment
-from bundler.rules import tomlcompat
 from bundler.rules.units import human_size
 
 ANTHROPIC_KEY = "sk-ant-IMPORTED-key-zqxjvwqzqxjvwq"
@@ -59,7 +58,8 @@ def changed_bundle(tmp_path: Path, change: Any, name: str = "changed") -> Path:
 
 
 def config_of(install: Path) -> dict[str, Any]:
-    return tomlcompat.loads((install / "config.toml").read_text(encoding="utf-8"))
+    """The config as ZeroClaw reads it: stored secrets opened under the install's key."""
+    return opened_config(install)
 
 
 # --------------------------------------------------------------------------- the happy path
@@ -130,7 +130,8 @@ def test_existing_config_bytes_kept_and_new_entries_appended(bundle: Path, tmp_p
     after = (install / "config.toml").read_text(encoding="utf-8")
     assert after.startswith(original)
     assert "[agents.researcher]" in after[len(original) :]
-    assert stat.S_IMODE((install / "config.toml").stat().st_mode) == 0o640
+    # it holds a key: 0600, as ZeroClaw leaves it on every save, whatever it was
+    assert stat.S_IMODE((install / "config.toml").stat().st_mode) == 0o600
 
 
 def test_dry_run_prints_plan_changes_nothing_lists_missing_mcp_command(
