@@ -241,7 +241,7 @@ def _admit_build_publish(run: _Run, out: Path, *, force: bool, encrypted: int) -
 
 def _admit_build_pack(run: _Run, out: Path, *, force: bool, encrypted: int) -> ExportReport:
     """Admit the archive ``out``, build the bundle in a folder staged beside it, verify it and
-    pack it into the archive's staging file, then publish that (02 §8, issue 16).
+    pack it into the archive's staging file, then publish that (02 §8).
 
     Everything is staged beside the destination, as every publication is: a full disk is the
     destination's, named as such, and a kill leaves only what ``recover FILE.tar`` clears.
