@@ -42,8 +42,9 @@ def shared_tmp() -> Iterator[Path]:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop privileges to uid 65534")
+@pytest.mark.parametrize("name", ["bundle", "bundle.tar"])
 def test_an_install_the_exporter_cannot_write_is_exported_and_left_exactly_as_it_was(
-    shared_tmp: Path,
+    shared_tmp: Path, name: str
 ) -> None:
     install = make_install(shared_tmp / "install")
     for folder, _dirs, files in os.walk(shared_tmp):
@@ -56,7 +57,7 @@ def test_an_install_the_exporter_cannot_write_is_exported_and_left_exactly_as_it
         folder.mkdir()
         os.chown(folder, NOBODY, NOBODY)
     before = _full_listing(install)
-    out = outdir / "bundle"
+    out = outdir / name
     done = run(
         [*cli_command(as_nobody=True), *export_cmd(install, out)[3:]],
         env={**os.environ, "XDG_STATE_HOME": str(state)},
@@ -64,7 +65,8 @@ def test_an_install_the_exporter_cannot_write_is_exported_and_left_exactly_as_it
     )
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""  # not even a warning about a state folder
-    assert (out / "zeroclaw-agent.toml").is_file()
+    assert os.listdir(outdir) == [name]
+    assert run_cli(["bundle", "verify", str(out)]).returncode == 0
     assert _full_listing(install) == before
     # the record is the exporting user's, in their state folder, private to them
     record = state / "bundler" / RECORD_NAME
