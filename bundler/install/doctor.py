@@ -9,8 +9,9 @@ writing or removes anything. The CLI (:mod:`bundler.cli.doctor_cmds`) only words
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bundler.bundle.history import recent_destinations
 from bundler.bundle.leftovers import abandoned_in, leftovers_beside, temporary_leftovers
@@ -50,6 +51,14 @@ class DoctorReport:
     problems: list[Finding] = field(default_factory=list)
     warnings: list[Finding] = field(default_factory=list)
     notes: list[Finding] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``doctor --json`` payload (without ``ok``)."""
+        return {
+            "problems": [asdict(f) for f in self.problems],
+            "warnings": [asdict(f) for f in self.warnings],
+            "notes": [asdict(f) for f in self.notes],
+        }
 
     def add(self, other: DoctorReport) -> None:
         """Append another check's findings."""
