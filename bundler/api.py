@@ -149,7 +149,7 @@ LEFT_BY_INSPECT = frozenset({"workspace", "memory"})
 # --- options ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RegistryOptions:
     """How to reach an OCI registry: over plain HTTP (credentials then go to loopback hosts
     only), and which CA file's certificates to trust besides the system's."""
@@ -174,7 +174,7 @@ class BundleKind(enum.Enum):
     REFERENCE = "reference"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ExportOptions:
     """``agents export``'s options: replace an existing bundle (``force``), carry the memory
     store (a format 2 bundle), what a known secret found in a carried file does, and the
@@ -187,7 +187,7 @@ class ExportOptions:
     exclude_from: tuple[Path, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ImportOptions:
     """``agents import``'s options: the alias to import as, local references to bind entries
     to (entry path → local reference), secrets as ``PATH=VALUE``, a secrets file, consent to
@@ -203,7 +203,7 @@ class ImportOptions:
     registry: RegistryOptions = RegistryOptions()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class UndoOptions:
     """``agents import --undo``'s options: say what would go (``dry_run``), or remove an
     entry edited since the import too (``force``)."""
@@ -212,7 +212,7 @@ class UndoOptions:
     force: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PushOptions:
     """``bundle push``'s options: move a tag that names another artifact (``force``)."""
 
@@ -220,7 +220,7 @@ class PushOptions:
     registry: RegistryOptions = RegistryOptions()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PullOptions:
     """``bundle pull``'s options: replace an existing bundle or archive (``force``)."""
 
@@ -228,21 +228,21 @@ class PullOptions:
     registry: RegistryOptions = RegistryOptions()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PackOptions:
     """``bundle pack``'s options: replace an existing archive (``force``)."""
 
     force: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class UnpackOptions:
     """``bundle unpack``'s options: replace an existing bundle folder (``force``)."""
 
     force: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BackupOptions:
     """``home backup``'s options: the zip to create (default: a new one in the home's
     ``backups/``)."""
@@ -250,7 +250,7 @@ class BackupOptions:
     to: Path | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RestoreOptions:
     """``home restore``'s options: the home to restore into (default: the project's), and
     whether to restore over a database that looks in use (``force``)."""
@@ -267,14 +267,14 @@ class RecoverWhat(enum.Enum):
     HOME = "home"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RecoverOptions:
     """``recover``'s options: say what would be done, changing nothing (``dry_run``)."""
 
     dry_run: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DoctorOptions:
     """``doctor``'s options: the install (default: where ``bundler`` finds one), and an export
     destination and a project (its data home) to check as well."""
