@@ -136,6 +136,27 @@ class Interrupted(BaseException):
         return self.message
 
 
+def error_kind(error: type[BaseException] | BaseException) -> str:
+    """The stable name of an error's kind, for a program reading ``--json``: the class's name
+    in snake case (``InvalidInput`` → ``invalid_input``). A class is renamed only as the API's
+    names are (CHANGELOG.md), so a caller may branch on it."""
+    name = (error if isinstance(error, type) else type(error)).__name__
+    return "".join(
+        f"_{ch.lower()}" if ch.isupper() and at else ch.lower() for at, ch in enumerate(name)
+    )
+
+
+_BY_CODE: dict[int, type[BaseException]] = {
+    cls.code: cls for cls in (Refused, UsageError, InvalidInput, Interrupted)
+}
+
+
+def kind_of_code(code: int) -> str:
+    """The kind of a failure a command reports as a result, not as an exception (a ``verify``
+    that found faults, a ``doctor`` that found problems): that of the error its exit code is."""
+    return error_kind(_BY_CODE.get(code, Refused))
+
+
 Scrub = Callable[[str], str]
 _SCRUBBERS: ContextVar[tuple[Scrub, ...]] = ContextVar("bundler_scrubbers", default=())
 
