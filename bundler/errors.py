@@ -119,9 +119,9 @@ class Interrupted(BaseException):
 
     Not a :class:`BundlerError`, nor an ``Exception``, as ``KeyboardInterrupt`` is not: code that
     handles a user's error and carries on (a verify that records an unreadable file and goes
-    on with the next) must never take an interrupt for one. It was: Ctrl-C during ``bundle
-    verify`` was reported as the bundle's fault, exit 3. It has what the command line prints
-    of an error (``code``, ``message``, ``path``).
+    on with the next) must never take an interrupt for one, or Ctrl-C during ``bundle verify``
+    would be reported as the bundle's fault, exit 3. It has what the command line prints of an
+    error (``code``, ``message``, ``path``).
     """
 
     code = EXIT_INTERRUPTED

@@ -1,4 +1,4 @@
-"""No exception object holds a secret value (01 §6; issue 12): every refusal of export and
+"""No exception object holds a secret value (01 §6): every refusal of export and
 import that can meet a known secret is provoked through the library, and the raised error is
 searched whole: ``str``, ``args``, ``repr``, ``.message``, ``.path``, and every exception along
 its ``__cause__`` and ``__context__`` chains (an ``OSError``'s ``filename`` included), for the

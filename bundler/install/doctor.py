@@ -229,7 +229,7 @@ def home_findings(project: Path) -> list[Finding]:
 
 
 def sweep_engine_finding() -> Finding:
-    """Which engine the secret sweep of an export runs on here (issue 15): said once, here,
+    """Which engine the secret sweep of an export runs on here: said once, here,
     rather than on every export, since the pure-Python fallback is only slower."""
     if sweep_engine() == "hyperscan":
         detail = f"secret sweep engine: Hyperscan {sweep_hyperscan.version()}".rstrip()

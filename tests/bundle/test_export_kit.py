@@ -144,7 +144,7 @@ def bundler(*args: str, env: Mapping[str, str] | None = None) -> subprocess.Comp
     return run([*cli_command(), *args], env)
 
 
-# the one thing export writes in an install (issue 14 item 2): its record of destinations
+# the one thing export writes in an install: its record of destinations
 EXPORT_RECORD = ("data", "data/state", "data/state/export-destinations.json")
 
 

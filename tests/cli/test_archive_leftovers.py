@@ -1,4 +1,4 @@
-"""What reading an archive leaves when it is interrupted (issue 16; docs/architecture.md lists
+"""What reading an archive leaves when it is interrupted (docs/architecture.md lists
 both names): ``bundler-archive-<token>/`` in the temporary folder (``bundle verify|inspect``,
 and ``agents export --out FILE.tar``, which builds its bundle there) and
 ``.bundler-unpack-<token>/`` in an install (``agents import FILE.tar``).

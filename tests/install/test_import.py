@@ -543,7 +543,7 @@ def test_terminal_prompts_for_secrets_without_echo_and_for_consent(
 ) -> None:
     token = "ghp_TYPEDatTHEprompt-zqxjzqxjzqxj"
     with Terminal(["--install", str(empty_install), "agents", "import", str(bundle)]) as tty:
-        # consent first (issue 14 item 3): a refusal must not throw away typed secrets
+        # consent first: a refusal must not throw away typed secrets
         tty.answer(b"Import it? [y/N]", b"yes\n")
         tty.answer(
             b"GITHUB_TOKEN (sent to local process: npx -y @modelcontextprotocol/server-github",
