@@ -15,7 +15,7 @@ import pytest
 from installs import run_cli
 from kit import Terminal, clean_env, cli_command, one_error
 
-from bundler.config.file import MAX_CONFIG_BYTES
+from bundler.config.file import MAX_CONFIG_TOML_BYTES
 from bundler.errors import UsageError
 from bundler.install.bind_secrets import endpoint_of, split_assignment
 from bundler.rules import tomlcompat
@@ -349,11 +349,11 @@ def test_target_config_over_the_one_size_limit_is_refused_unread(
 ) -> None:
     install = tmp_path / "install"
     install.mkdir()
-    (install / "config.toml").write_text("# " + "x" * MAX_CONFIG_BYTES + "\n")
+    (install / "config.toml").write_text("# " + "x" * MAX_CONFIG_TOML_BYTES + "\n")
     before = snapshot(install)
     result = run_import(install, str(bundle), "--accept-risks")
     assert result.returncode == 1, result.stderr
-    assert f"larger than {human_size(MAX_CONFIG_BYTES)}" in result.stderr
+    assert f"larger than {human_size(MAX_CONFIG_TOML_BYTES)}" in result.stderr
     assert snapshot(install) == before
 
 
