@@ -381,11 +381,13 @@ def _opened(
         yield opened
 
 
-def _named(bundle: OpenBundle) -> Path:
-    """The path a report of a local bundle names: the archive itself, not its scratch copy."""
+def _name(report: VerifyReport, bundle: OpenBundle) -> None:
+    """Make ``report`` name the bundle as given, not its scratch copy: an archive by its
+    absolute path, a registry artifact by its reference pinned to the digest read."""
     if bundle.kind is BundleKind.ARCHIVE:
-        return Path(os.path.abspath(bundle.source))
-    return Path(bundle.shown)
+        report.path = Path(os.path.abspath(bundle.source))
+    elif bundle.kind is BundleKind.REFERENCE:
+        report.reference = bundle.reference
 
 
 # --- the operations --------------------------------------------------------------------------
@@ -442,7 +444,7 @@ def verify(
 
     with _opened(bundle, registry, progress) as opened:
         report = verify_bundle(opened.folder, progress=progress)
-        report.path = _named(opened)
+        _name(report, opened)
         return report
 
 
@@ -460,7 +462,7 @@ def inspect(
     with _opened(bundle, registry, progress, leave) as opened:
         not_here = tuple(sorted(leave)) if opened.kind is BundleKind.REFERENCE else ()
         report = inspect_bundle(opened.folder, progress=progress, not_here=not_here)
-        report.verify.path = _named(opened)
+        _name(report.verify, opened)
         return report
 
 
@@ -492,7 +494,7 @@ def _import(
     with _opened(bundle, options.registry, progress) as opened:
         source: Path | str | None = opened.reference
         if opened.kind is BundleKind.ARCHIVE:
-            source = _named(opened)
+            source = Path(os.path.abspath(opened.source))
         return importer.import_bundle(install, opened.folder, replace(chosen, source=source))
 
 

@@ -95,6 +95,11 @@ def test_verify_of_each_form_is_the_cli_s_verify(
         assert report.as_json() | {"ok": True} == _cli_json("bundle", "verify", given)
     report = bundler.verify(registry.ref("agents/a:1"), registry=PLAIN)
     assert report.ok and report.as_json()["root_agent"] == bf.ROOT_AGENT
+    cli = _cli_json("bundle", "verify", registry.ref("agents/a:1"), "--plain-http")
+    # a registry artifact is named by its reference pinned to the digest read, never its copy
+    assert report.as_json()["bundle"] == report.as_json()["reference"] == cli["reference"]
+    described = bundler.inspect(registry.ref("agents/a:1"), registry=PLAIN)
+    assert described.as_json()["bundle"] == cli["reference"]
 
 
 def test_verify_lists_a_tampered_bundle_s_faults_instead_of_raising(
@@ -232,3 +237,10 @@ def test_every_report_says_itself_as_json() -> None:
     assert len(reports) == 12
     for name in reports:
         assert callable(getattr(getattr(api, name), "as_json", None)), name
+
+
+def test_the_api_tells_a_reference_as_the_registry_client_does() -> None:
+    """The API spells the scheme itself, so that telling a folder apart loads no registry code."""
+    from bundler.registry.reference import SCHEME
+
+    assert api.REFERENCE_SCHEME == SCHEME
