@@ -119,9 +119,9 @@ class Interrupted(BaseException):
 
     Not a :class:`BundlerError`, nor an ``Exception``, as ``KeyboardInterrupt`` is not: code that
     handles a user's error and carries on (a verify that records an unreadable file and goes
-    on with the next) must never take an interrupt for one. It was: Ctrl-C during ``bundle
-    verify`` was reported as the bundle's fault, exit 3. It has what the command line prints
-    of an error (``code``, ``message``, ``path``).
+    on with the next) must never take an interrupt for one, or Ctrl-C during ``bundle verify``
+    would be reported as the bundle's fault, exit 3. It has what the command line prints of an
+    error (``code``, ``message``, ``path``).
     """
 
     code = EXIT_INTERRUPTED
@@ -134,6 +134,27 @@ class Interrupted(BaseException):
 
     def __str__(self) -> str:
         return self.message
+
+
+def error_kind(error: type[BaseException] | BaseException) -> str:
+    """The stable name of an error's kind, for a program reading ``--json``: the class's name
+    in snake case (``InvalidInput`` → ``invalid_input``). A class is renamed only as the API's
+    names are (CHANGELOG.md), so a caller may branch on it."""
+    name = (error if isinstance(error, type) else type(error)).__name__
+    return "".join(
+        f"_{ch.lower()}" if ch.isupper() and at else ch.lower() for at, ch in enumerate(name)
+    )
+
+
+_BY_CODE: dict[int, type[BaseException]] = {
+    cls.code: cls for cls in (Refused, UsageError, InvalidInput, Interrupted)
+}
+
+
+def kind_of_code(code: int) -> str:
+    """The kind of a failure a command reports as a result, not as an exception (a ``verify``
+    that found faults, a ``doctor`` that found problems): that of the error its exit code is."""
+    return error_kind(_BY_CODE.get(code, Refused))
 
 
 Scrub = Callable[[str], str]

@@ -128,7 +128,7 @@ def _private_state_folder(
 
 @pytest.fixture(params=["hyperscan", "python"])
 def each_sweep_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Run the test once per secret-sweep engine (issue 15): ``BUNDLER_SWEEP_ENGINE`` is set in
+    """Run the test once per secret-sweep engine: ``BUNDLER_SWEEP_ENGINE`` is set in
     this process and so in every CLI it starts. Hyperscan's run is skipped where no wheel is."""
     from bundler.rules import sweep_hyperscan
 

@@ -1,4 +1,4 @@
-"""Hostile bundle archives (issue 16): a sound bundle's tar with one thing wrong in each.
+"""Hostile bundle archives: a sound bundle's tar with one thing wrong in each.
 
 Every case starts from the members of a real, exported bundle, written by hand-made ustar
 headers (so a header can say anything, which :mod:`tarfile` would refuse to write), and changes

@@ -703,7 +703,7 @@ def identity_path_names_no_file(bundle: Path) -> str:
 
 # --------------------------------------------------------------------------- skill directories
 # A skill bundle's `directory` becomes a folder of the importing install: anything but one fresh
-# portable folder under shared/skills/ is refused (issue 11 item 5).
+# portable folder under shared/skills/ is refused.
 
 
 def _skill_directory(directory: str) -> Case:

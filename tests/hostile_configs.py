@@ -493,7 +493,7 @@ _CASES: list[tuple[str, Mutation, str, str]] = [
         "agents.writer",
         "invalid_value",
     ),
-    # wrongly typed containers: every reader of a target config must refuse them (issue 11)
+    # wrongly typed containers: every reader of a target config must refuse them
     ("mcp_not_a_table", lambda c: c.update(mcp=[]), "mcp", "invalid_value"),
     (
         "skill_bundles_not_a_table",

@@ -1,4 +1,4 @@
-"""Hostile inputs to ZeroClaw's secret store (issue 32): key files ZeroClaw would not read, and
+"""Hostile inputs to ZeroClaw's secret store: key files ZeroClaw would not read, and
 stored-encrypted values that do not open under the install's key.
 
 Each key case writes ``<install>/.secret_key`` as it must never be accepted; each value case

@@ -96,9 +96,9 @@ def run_cli(
 
 def one_error(stderr: str) -> bool:
     """True when ``stderr`` is one ``error:`` line, optionally followed by the command that
-    repairs the failure, alone and indented on the next line (05 §3, issue 14 item 1). Warnings
+    repairs the failure, alone and indented on the next line (05 §3). Warnings
     said before the command started (``--secret`` is visible to others) may precede it. A
-    refusal that lists what it found (every secret hit of an export, issue 14 item 9) says so
+    refusal that lists what it found (every secret hit of an export) says so
     on its one line, "(listed below)", and the list follows, one indented item a line."""
     lines = stderr.strip("\n").splitlines()
     while lines and lines[0].startswith("warning: "):

@@ -1,10 +1,11 @@
 """The package's layering holds: imports point down, never up, never across siblings, no cycles.
 
-The layers, top to bottom (docs/architecture.md): ``cli`` → ``install`` | ``registry`` →
-``bundle`` → ``config`` | ``home`` → ``fs`` → ``rules`` → ``errors``. ``config`` and ``home`` sit
-side by side and share nothing; a rule both need belongs in ``rules``; so do ``install`` and
-``registry`` (``agents import oci://…`` is composed in ``cli``). Every import counts, the ones
-inside functions too: a lazy import that runs up a layer is still a dependency that runs up.
+The layers, top to bottom (docs/architecture.md): ``cli`` → ``api`` → ``install`` |
+``registry`` → ``bundle`` → ``config`` | ``home`` → ``fs`` → ``rules`` → ``errors``. ``config``
+and ``home`` sit side by side and share nothing; a rule both need belongs in ``rules``; so do
+``install`` and ``registry`` (``agents import oci://…`` is composed in ``api``, the public API
+the CLI calls). Every import counts, the ones inside functions too: a lazy import that runs up
+a layer is still a dependency that runs up.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ LAYERS = {
     "bundle": 4,
     "install": 5,
     "registry": 5,
-    "cli": 6,
+    "api": 6,
+    "cli": 7,
 }
 # the package root (version) and the ``python -m bundler`` entry point sit outside the layers
 OUTSIDE = {"bundler", "bundler.__main__"}

@@ -1,4 +1,4 @@
-"""No exception object holds a secret value (01 §6; issue 12): every refusal of export and
+"""No exception object holds a secret value (01 §6): every refusal of export and
 import that can meet a known secret is provoked through the library, and the raised error is
 searched whole: ``str``, ``args``, ``repr``, ``.message``, ``.path``, and every exception along
 its ``__cause__`` and ``__context__`` chains (an ``OSError``'s ``filename`` included), for the
@@ -387,7 +387,7 @@ def test_a_config_that_cannot_be_read_is_reported_by_an_error_with_no_chain(
         assert _leaks(err) == []
 
 
-# --- the secret store (issue 32) ---------------------------------------------------------------
+# --- the secret store -----------------------------------------------------------------------------
 
 
 def _sealed_example(tmp: Path) -> tuple[Path, SecretKey]:

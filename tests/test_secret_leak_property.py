@@ -1,4 +1,4 @@
-"""Issue 11's property (06 §3 S4) through the real CLI: wherever a secret is put, none leaks.
+"""The no-leak property (06 §3 S4) through the real CLI: wherever a secret is put, none leaks.
 
 Random installs (``tests/strategies.py``: secrets are 16+ characters of an alphabet used nowhere
 else), one secret sometimes turned into a value holding a space (``Bearer <secret>``, as an

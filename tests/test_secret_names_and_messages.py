@@ -1,4 +1,5 @@
-"""Issue 11 items 1-3 through the real CLI (02 §5.3, 01 §6, 05 §3, 06 §3 S4).
+"""No secret value in a carried name or a message, through the real CLI (02 §5.3, 01 §6, 05 §3,
+06 §3 S4).
 
 * every carried path component (folders, empty ones too, skill folders) is swept for the
   install's secret values, raw and encoded, not only file names;
@@ -27,7 +28,7 @@ from kit import run_cli
 
 from bundler.rules.names import escape_display
 
-# every test here runs once per sweep engine (issue 15)
+# every test here runs once per sweep engine
 pytestmark = pytest.mark.usefixtures("each_sweep_engine")
 
 ANTHROPIC_KEY = "sk-FAKE-anthropic-0000000000000000"  # examples/install, researcher's provider

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The secret sweep's throughput alone, per engine, beside ``cat``'s on the same files (issue 15).
+"""The secret sweep's throughput alone, per engine, beside ``cat``'s on the same files.
 
     python tools/bench.py sweep [--root /tmp/bundler-bench] [--rounds 3] [--secrets 100]
                                 [--files 5000] [--big-files 5] [--big-size 8388608]

@@ -1,4 +1,4 @@
-"""Whether a BUNDLE argument is read as an archive or as a bundle folder (issue 16).
+"""Whether a BUNDLE argument is read as an archive or as a bundle folder.
 
 Apart from :mod:`bundler.bundle.archive` so that the commands taking either (``bundle verify``,
 ``inspect``, ``secrets-template``, ``agents import``) ask it without loading the archive

@@ -1,4 +1,4 @@
-"""Reading a bundle archive: hostile input, unpacked into an empty staging folder (issue 16).
+"""Reading a bundle archive: hostile input, unpacked into an empty staging folder.
 
 An archive may come from anyone. Only what :mod:`bundler.bundle.archive_write` could have
 written, give or take what other tar programs add harmlessly, is admitted: regular files and

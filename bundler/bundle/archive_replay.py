@@ -1,4 +1,4 @@
-"""Unpacking a listed archive from a file (issue 16): what the listing admitted, made by workers.
+"""Unpacking a listed archive from a file: what the listing admitted, made by workers.
 
 :func:`bundler.bundle.archive_read.list_tar` has judged the archive by every rule of the
 hostile-archive reader and recorded where each member's data lies. Here the members it admitted

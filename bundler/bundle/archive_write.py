@@ -1,4 +1,4 @@
-"""Writing a bundle folder as one deterministic tar file (issue 16, bundle-format-1 "archive form").
+"""Writing a bundle folder as one deterministic tar file (bundle-format-1 "archive form").
 
 The same bundle always gives the same bytes, whoever owns it and whenever it was touched: the
 members come in one fixed order (:func:`bundle_members`), every header carries uid/gid 0, empty

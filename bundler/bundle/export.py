@@ -77,13 +77,14 @@ from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
 from bundler.rules.progress import Progress, phase
 from bundler.rules.risk import RiskFlag
-from bundler.rules.secrets import sweep_targets
+from bundler.rules.secrets import ScanSecrets, sweep_targets
 from bundler.rules.sweeper import Hit, Sweeper
 
 FORMAT_VERSION = 1
 MEMORY_FORMAT_VERSION = 2
 MEMORY_STORE_SOURCE = "workspace/memory/brain.db"
-SCAN_MODES = ("refuse", "warn", "off")
+
+SCAN_MODES = tuple(mode.value for mode in ScanSecrets)
 _MKDIR_MODE = 0o700
 
 CARRIED_AS_IS = (

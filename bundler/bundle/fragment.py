@@ -5,7 +5,7 @@ reaches (02 §2), scrubbed (02 §5) and sanitised (02 §3); anything else in the
 there by someone else and could, once imported, grant more than the manifest admits. Every
 function here reports *all* it finds as :class:`Problem` values instead of stopping at the first.
 
-Raw-text limits (:data:`bundler.config.file.MAX_CONFIG_BYTES`, :func:`nesting_depth`) are
+Raw-text limits (:data:`bundler.config.file.MAX_CONFIG_TOML_BYTES`, :func:`nesting_depth`) are
 checked before parsing so a hostile file cannot exhaust the parser.
 """
 

@@ -111,7 +111,7 @@ class InspectReport:
     def as_json(self) -> dict[str, Any]:
         """The ``bundle inspect --json`` payload."""
         return {
-            "bundle": str(self.path),
+            "bundle": self.verify.reference or str(self.path),
             "root_agent": self.root_agent,
             "format_version": self.format_version,
             "provenance": self.provenance,

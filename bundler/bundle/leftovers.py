@@ -187,7 +187,7 @@ def temporary_leftovers() -> list[tuple[str, str, str]]:
     """(its path, what it is, the command that removes it) per dead scratch folder of this
     user in the temporary folder (what a killed archive export, pull or archive read left: an
     export's holds an unswept copy of the workspace); a living run's is none. Changes nothing."""
-    # here, not at the top: a folder's verify starts without tempfile (issue 15)
+    # here, not at the top: a folder's verify starts without tempfile (06 §1 start-up)
     from bundler.fs.scratch import dead_temporary_scratch
 
     return [(path, *explain_scratch(path, makers)) for path, makers in dead_temporary_scratch()]

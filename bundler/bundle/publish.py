@@ -79,7 +79,7 @@ class DestKind(str, Enum):
     EMPTY = "empty"
     BUNDLE = "bundle"
     ARCHIVE = "archive"
-    """A bundle archive file (issue 16): replaced like a bundle, with ``--force``."""
+    """A bundle archive file: replaced like a bundle, with ``--force``."""
 
 
 ArchiveCheck = Callable[[int], bool]
@@ -198,7 +198,7 @@ def admit(
 
     ``protected`` lists the install root and every agent's workspace and skill folders; the
     destination may neither equal, contain nor lie inside any of them (compared by real path).
-    With ``archive_check`` the destination is a file (issue 16): vacant, or an existing regular
+    With ``archive_check`` the destination is a file (an archive): vacant, or an existing regular
     file that ``archive_check`` accepts, replaced only with ``force``. ``label`` starts the
     messages (the option that named the destination; ``""`` for a positional argument).
     Raises UsageError for ``.``/``..`` and Refused for everything else that is not admitted,

@@ -52,7 +52,7 @@ class ExportSweep:
 
     @contextmanager
     def beside(self) -> Iterator[None]:
-        """Sweep on a thread of its own while the block copies (issue 15: both cores).
+        """Sweep on a thread of its own while the block copies, so that both use a core.
 
         Inside the block :attr:`observer`, :meth:`file_done`, :meth:`folder` and :meth:`scan`
         only queue their work, in order, for one sweeping thread: the copy of the next files

@@ -79,6 +79,8 @@ class VerifyReport:
     (:func:`bundler.bundle.archive_write.archive_order`). ``workspace_digests_deferred``:
     the contents of ``workspace/`` were not compared with their digests (the caller does).
     ``not_here``: top folders that were not there to be read (see :func:`verify_bundle`).
+    ``reference``: the registry reference pinned to its digest when ``path`` is a private pulled
+    copy; the report names the bundle by it.
     """
 
     path: Path
@@ -98,6 +100,7 @@ class VerifyReport:
     integrity_unproven: bool = False
     workspace_digests_deferred: bool = False
     not_here: tuple[str, ...] = ()
+    reference: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -112,8 +115,10 @@ class VerifyReport:
 
     def as_json(self) -> dict[str, Any]:
         """The ``{"errors", "warnings", ...}`` payload of ``bundle verify --json`` (05 §3)."""
+        named = {"bundle": self.reference, "reference": self.reference} if self.reference else {}
         return {
             "bundle": str(self.path),
+            **named,
             "errors": [{"path": p.path, "message": p.message} for p in self.errors],
             "warnings": [{"path": p.path, "message": p.message} for p in self.warnings],
             "format_version": self.format_version,

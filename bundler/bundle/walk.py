@@ -28,7 +28,7 @@ from bundler.bundle.manifest import (
 from bundler.errors import BundlerError, EnvironmentFailure
 from bundler.fs import safefs
 from bundler.fs.digest import digest_fd
-from bundler.rules.layout import MAX_CONFIG_BYTES
+from bundler.rules.layout import MAX_CONFIG_TOML_BYTES
 from bundler.rules.names import escape_display, is_portable_name, is_portable_skill_alias
 from bundler.rules.progress import Progress
 from bundler.rules.units import human_size
@@ -355,7 +355,7 @@ class BundleWalker:
         return open(target, "wb")  # noqa: SIM115 - closed by the caller after the stream
 
     def _config(self, entry: safefs.Entry) -> None:
-        limit = MAX_CONFIG_BYTES
+        limit = MAX_CONFIG_TOML_BYTES
         kept: list[bytes] = []
         held = 0
 

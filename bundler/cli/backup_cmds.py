@@ -25,13 +25,7 @@ def backup(args: argparse.Namespace, out: Output) -> Result:
         warnings.append(f"not in the backup: {counts} (links and special files are never copied)")
     shown = escape_display(str(report.path))
     return Result(
-        payload={
-            "backup": str(report.path),
-            "entries": report.entries,
-            "bytes": report.bytes,
-            "skipped": skipped.as_json(),
-            "skipped_paths": skipped.paths,
-        },
+        payload=report.as_json(),
         text=[f"backup {shown}: {report.entries} files, {human_size(report.bytes)}"],
         quiet_text=[shown],
         warnings=warnings,
@@ -45,14 +39,7 @@ def verify_backup(args: argparse.Namespace, out: Output) -> Result:
     shown = escape_display(str(report.path))
     agent = escape_display(report.agent) if report.agent else "(no name)"
     return Result(
-        payload={
-            "backup": str(report.path),
-            "format": report.format,
-            "created_at": report.created_at,
-            "agent": report.agent,
-            "entries": report.entries,
-            "bytes": report.bytes,
-        },
+        payload=report.as_json(),
         text=[]
         if out.quiet
         else [
@@ -74,13 +61,7 @@ def restore(args: argparse.Namespace, out: Output) -> Result:
     if report.kept:
         lines.append(f"what was there is kept as {', '.join(report.kept)} until the next restore")
     return Result(
-        payload={
-            "home": str(report.home),
-            "entries": report.entries,
-            "bytes": report.bytes,
-            "kept": report.kept,
-            "created_home": report.created_home,
-        },
+        payload=report.as_json(),
         text=lines,
         quiet_text=[shown],
         warnings=report.warnings,

@@ -1,5 +1,5 @@
 """``bundle verify|inspect DIR|FILE`` (03 §1, §2), ``bundle secrets-template``, and ``bundle
-pack`` / ``bundle unpack`` (issue 16): printing only."""
+pack`` / ``bundle unpack``: printing only."""
 
 from __future__ import annotations
 

@@ -6,7 +6,6 @@ The checks are :mod:`bundler.install.doctor`'s; this handler only words their re
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict
 from pathlib import Path
 
 from bundler.cli.output import Output, Result
@@ -32,11 +31,7 @@ def doctor(args: argparse.Namespace, out: Output) -> Result:
             if finding.fix:
                 text.append(f"  {finding.fix}")
     return Result(
-        payload={
-            "problems": [asdict(f) for f in problems],
-            "warnings": [asdict(f) for f in warnings],
-            "notes": [asdict(f) for f in notes],
-        },
+        payload=report.as_json(),
         text=text,
         code=EXIT_INVALID if problems else 0,
         error_message=f"doctor found {len(problems)} problem(s)" if problems else "",

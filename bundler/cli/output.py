@@ -15,7 +15,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from bundler.errors import EXIT_FAILED, BundlerError, Interrupted, RefusedWithList
+from bundler.errors import (
+    EXIT_FAILED,
+    BundlerError,
+    Interrupted,
+    RefusedWithList,
+    error_kind,
+    kind_of_code,
+)
 from bundler.fs import interrupts
 from bundler.rules import hints
 from bundler.rules.progress import Progress
@@ -114,6 +121,7 @@ class Output:
             document: dict[str, Any] = {"ok": result.code == 0, **result.payload}
             if result.code != 0:
                 document["error"] = {
+                    "kind": kind_of_code(result.code),
                     "code": result.code,
                     "message": result.error_message or "failed",
                     "path": result.error_path,
@@ -182,7 +190,12 @@ class Output:
         envelope's ``warnings``."""
         message = " ".join(str(err.message).splitlines())
         if self.json_mode:
-            error: dict[str, Any] = {"code": err.code, "message": message, "path": err.path}
+            error: dict[str, Any] = {
+                "kind": error_kind(err),
+                "code": err.code,
+                "message": message,
+                "path": err.path,
+            }
             if isinstance(err.message, hints.Hinted):
                 error["fix"] = err.message.fix
             if isinstance(err, RefusedWithList):

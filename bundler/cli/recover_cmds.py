@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bundler.cli.output import Output, Result
 from bundler.errors import UsageError
-from bundler.rules.actions import as_json, lines
+from bundler.rules.actions import RecoveryReport
 
 
 def recover(args: argparse.Namespace, out: Output) -> Result:
@@ -54,7 +54,7 @@ def recover(args: argparse.Namespace, out: Output) -> Result:
         from bundler.home.restore import recover_home
 
         actions = recover_home(Path(args.home), dry_run=args.dry_run)
+    report = RecoveryReport(actions)
     return Result(
-        payload={"actions": [as_json(action) for action in actions]},
-        text=[] if out.quiet else [x for a in actions for x in lines(a)] or ["nothing to do"],
+        payload=report.as_json(), text=[] if out.quiet else report.lines() or ["nothing to do"]
     )

@@ -17,9 +17,9 @@ from bundler.cli.output import Output
 from bundler.errors import UsageError
 
 if TYPE_CHECKING:
+    from bundler.api import RegistryOptions
     from bundler.bundle.archive_listing import ListedMember
     from bundler.bundle.archive_read import Digests
-    from bundler.registry.http import Options
 
 # bundler.registry.reference.SCHEME, spelled out here so that a local BUNDLE loads no registry
 # module (the reference parser compiles its grammar at import); a test checks the two agree
@@ -38,12 +38,14 @@ def add_registry_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def registry_options(args: argparse.Namespace) -> Options:
-    """The registry options given, checked against a local path argument."""
-    from bundler.registry.http import Options
+def registry_options(args: argparse.Namespace) -> RegistryOptions:
+    """The registry options given (``--plain-http``, ``--ca-file``)."""
+    from bundler.api import RegistryOptions
 
-    return Options(
-        plain_http=bool(getattr(args, "plain_http", False)), ca_file=getattr(args, "ca_file", None)
+    ca_file = getattr(args, "ca_file", None)
+    return RegistryOptions(
+        plain_http=bool(getattr(args, "plain_http", False)),
+        ca_file=None if ca_file is None else Path(ca_file),
     )
 
 
@@ -71,25 +73,21 @@ def bundle_folder(
         _no_registry_options(args, "a folder")
         yield Path(given), None
         return
-    from bundler.registry.pull import pulled
-    from bundler.registry.reference import parse_reference
+    from bundler.api import open_bundle
 
-    ref = parse_reference(given)
     with (
         out.progress() as advance,
-        pulled(
-            ref,
-            registry_options(args),
-            progress=advance,
-            list_only=list_only,
-            listed=listed,
-            digests=digests,
-        ) as pulled_copy,
+        open_bundle(
+            given, registry=registry_options(args), progress=advance, list_only=list_only
+        ) as got,
     ):
-        folder, digest, scrub = pulled_copy
         # a registry's bundle is its text: no report of it may repeat what it was sent
-        out.withhold(scrub)
-        yield folder, str(ref.with_digest(digest))
+        out.withhold(got.scrub)
+        if listed is not None:
+            listed.extend(got.listed)
+        if digests is not None and got.digests is not None:
+            digests.update(got.digests)
+        yield got.folder, got.reference
 
 
 def tag_warnings(given: str, pinned: str | None) -> list[str]:

@@ -1,4 +1,4 @@
-"""Prose lines folded to the terminal's width (issue 14 item 14); nothing else is touched.
+"""Prose lines folded to the terminal's width; nothing else is touched.
 
 Only a terminal gets folded lines: a pipe or a file gets each line whole, as scripts and
 ``grep`` expect. A line is folded at spaces only, so no word is ever cut: a path without a space

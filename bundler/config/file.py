@@ -26,14 +26,14 @@ import xxhash
 
 from bundler.errors import InvalidInput, Refused, UsageError
 from bundler.rules import hints, layout, tomlcompat
-from bundler.rules.layout import MAX_CONFIG_BYTES
+from bundler.rules.layout import MAX_CONFIG_TOML_BYTES
 from bundler.rules.names import escape_display
 from bundler.rules.tomlcompat import toml_error_reason
 from bundler.rules.units import human_size
 
 __all__ = [
     "CONFIG_DIR_VARIABLE",
-    "MAX_CONFIG_BYTES",
+    "MAX_CONFIG_TOML_BYTES",
     "ConfigFile",
     "ConfigIdentity",
     "LoadedConfig",
@@ -134,7 +134,7 @@ def read_config_file(
 
     A symlinked ``config.toml`` is read in its target's folder (the operator's link, followed
     once); the file itself is opened without following, non-blocking (a FIFO fails the regular
-    file check instead of hanging), and read only up to :data:`MAX_CONFIG_BYTES`. A missing
+    file check instead of hanging), and read only up to :data:`MAX_CONFIG_TOML_BYTES`. A missing
     file raises ``Refused("no config.toml in <install>")`` unless ``missing_ok``; the answer
     is then empty text with no identity, and a new file would be created 0600 by this user.
     Without ``for_writing`` a symlinked file's folder is opened ``O_PATH`` (searching it is
@@ -200,13 +200,14 @@ def _first_bad_byte(raw: bytes) -> int:
 
 
 def _read_limited(fd: int, where: str) -> bytes:
-    """Every byte of ``fd``; refused past :data:`MAX_CONFIG_BYTES`, even if it grows meanwhile."""
+    """Every byte of ``fd``; refused past :data:`MAX_CONFIG_TOML_BYTES`, even if it grows
+    meanwhile."""
     chunks: list[bytes] = []
     held = 0
     while chunk := os.read(fd, 1 << 20):
         held += len(chunk)
-        if held > MAX_CONFIG_BYTES:
-            raise Refused(f"{where} is larger than {human_size(MAX_CONFIG_BYTES)}", path=where)
+        if held > MAX_CONFIG_TOML_BYTES:
+            raise Refused(f"{where} is larger than {human_size(MAX_CONFIG_TOML_BYTES)}", path=where)
         chunks.append(chunk)
     return b"".join(chunks)
 

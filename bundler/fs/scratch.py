@@ -1,4 +1,4 @@
-"""Private scratch folders that say whether their owner is alive (issue 16).
+"""Private scratch folders that say whether their owner is alive.
 
 A scratch folder is ``<prefix><token>/`` (mode 0700) in a parent folder, with an exclusive
 ``flock`` held on the folder itself for as long as it is in use. It is removed when the block

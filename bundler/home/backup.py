@@ -97,6 +97,16 @@ class BackupReport:
     database_read_as: str
     warnings: list[str] = field(default_factory=list)
 
+    def as_json(self) -> dict[str, Any]:
+        """The ``home backup --json`` payload (without ``ok``)."""
+        return {
+            "backup": str(self.path),
+            "entries": self.entries,
+            "bytes": self.bytes,
+            "skipped": self.skipped.as_json(),
+            "skipped_paths": self.skipped.paths,
+        }
+
 
 @dataclass(frozen=True)
 class VerifyReport:
@@ -108,6 +118,17 @@ class VerifyReport:
     agent: str | None
     entries: int
     bytes: int
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``home verify-backup --json`` payload (without ``ok``)."""
+        return {
+            "backup": str(self.path),
+            "format": self.format,
+            "created_at": self.created_at,
+            "agent": self.agent,
+            "entries": self.entries,
+            "bytes": self.bytes,
+        }
 
 
 def default_backup_name(now: datetime, attempt: int = 1) -> str:

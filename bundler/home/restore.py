@@ -100,6 +100,16 @@ class RestoreReport:
     created_home: bool = False
     warnings: list[str] = field(default_factory=list)
 
+    def as_json(self) -> dict[str, Any]:
+        """The ``home restore --json`` payload (without ``ok``)."""
+        return {
+            "home": str(self.home),
+            "entries": self.entries,
+            "bytes": self.bytes,
+            "kept": self.kept,
+            "created_home": self.created_home,
+        }
+
 
 # --- names of the swap -----------------------------------------------------------------------
 

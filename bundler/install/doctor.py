@@ -9,7 +9,7 @@ writing or removes anything. The CLI (:mod:`bundler.cli.doctor_cmds`) only words
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,14 @@ class DoctorReport:
     problems: list[Finding] = field(default_factory=list)
     warnings: list[Finding] = field(default_factory=list)
     notes: list[Finding] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``doctor --json`` payload (without ``ok``)."""
+        return {
+            "problems": [asdict(f) for f in self.problems],
+            "warnings": [asdict(f) for f in self.warnings],
+            "notes": [asdict(f) for f in self.notes],
+        }
 
     def add(self, other: DoctorReport) -> None:
         """Append another check's findings, each thing found once: two checks may come upon
@@ -303,7 +311,7 @@ def home_findings(project: Path) -> list[Finding]:
 
 
 def sweep_engine_finding() -> Finding:
-    """Which engine the secret sweep of an export runs on here (issue 15): said once, here,
+    """Which engine the secret sweep of an export runs on here: said once, here,
     rather than on every export, since the pure-Python fallback is only slower."""
     if sweep_engine() == "hyperscan":
         detail = f"secret sweep engine: Hyperscan {sweep_hyperscan.version()}".rstrip()

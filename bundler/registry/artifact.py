@@ -33,7 +33,8 @@ FORMAT_VERSION = "dev.zeroclaw.agent.format-version"
 METADATA = "metadata"
 
 MAX_LAYERS = 16
-MAX_CONFIG_BYTES = MAX_MANIFEST_BYTES
+MAX_ARTIFACT_CONFIG_BYTES = MAX_MANIFEST_BYTES
+"""The artifact's config blob, read whole like the image manifest that points at it."""
 MAX_BLOB_BYTES = 1 << 40
 _PART = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 
@@ -136,7 +137,7 @@ def parse_manifest(data: bytes, media_type: str) -> Artifact:
         raise _refuse("its mediaType is not an OCI image manifest")
     if doc.get("artifactType") != ARTIFACT_TYPE:
         raise _refuse(f"its artifactType is not {ARTIFACT_TYPE}")
-    config = _descriptor(doc.get("config"), "the config", CONFIG_TYPE, MAX_CONFIG_BYTES)
+    config = _descriptor(doc.get("config"), "the config", CONFIG_TYPE, MAX_ARTIFACT_CONFIG_BYTES)
     layers_raw = doc.get("layers")
     if not isinstance(layers_raw, list) or not 0 < len(layers_raw) <= MAX_LAYERS:
         raise _refuse(f"it does not list from 1 to {MAX_LAYERS} layers")

@@ -22,7 +22,8 @@ from bundler.errors import Refused
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.rules.names import escape_display, is_text
 
-MAX_CONFIG_BYTES = 1 << 20
+MAX_DOCKER_CONFIG_BYTES = 1 << 20
+"""Docker's ``config.json`` (credentials, helpers): a real one is a few KiB."""
 HELPER_TIMEOUT = 30.0
 WITHHELD = "[withheld]"
 
@@ -231,7 +232,7 @@ def _is_text(creds: Credentials) -> bool:
 def _read_config(path: Path) -> dict[str, object] | None:
     shown = escape_display(str(path))
     try:
-        data = read_small_file(path, MAX_CONFIG_BYTES)
+        data = read_small_file(path, MAX_DOCKER_CONFIG_BYTES)
     except FileNotFoundError:
         return None
     except NotSmallFile as why:

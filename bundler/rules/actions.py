@@ -8,6 +8,7 @@ what a dry run plans, and, for ``--json``, the object ``{"action", "path", "done
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -99,3 +100,19 @@ def as_json(action: str) -> dict[str, Any]:
 
 
 __all__ = ["Action", "as_json", "left_alone", "lines", "step"]
+
+
+@dataclass
+class RecoveryReport:
+    """What one ``recover`` run did, or under ``--dry-run`` would do: its action lines in order
+    (an :class:`Action` each, or a plain note)."""
+
+    actions: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        """The printed lines, a command to paste on a line of its own."""
+        return [line for action in self.actions for line in lines(action)]
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``recover --json`` payload (without ``ok``): ``{"actions": [...]}``."""
+        return {"actions": [as_json(action) for action in self.actions]}

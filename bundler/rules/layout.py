@@ -30,8 +30,8 @@ MANIFEST_NAME = "zeroclaw-agent.toml"
 """A bundle's manifest: what marks a folder as a bundle rather than an install."""
 # a config this large is not a config; refusing it keeps a hostile file from exhausting memory.
 # One limit for every config.toml bundler reads, an install's or a bundle's: 03 §1 gives 16 MiB
-# for a bundle's, and an install's is held to the same (it was 64 MiB, a second number).
-MAX_CONFIG_BYTES = 16 * 1024 * 1024
+# for a bundle's, and an install's is held to the same, so that one number is ever explained.
+MAX_CONFIG_TOML_BYTES = 16 * 1024 * 1024
 
 
 def config_file(install_root: Path) -> Path:

@@ -1,4 +1,4 @@
-"""How a long operation says how far it is, without knowing who listens (05 §3, issue 14 item 6).
+"""How a long operation says how far it is, without knowing who listens (05 §3).
 
 The library layers (``fs``, ``home``, ``bundle``, ``install`` and, later, transfers) take a
 ``progress: Progress | None`` argument and report through it; ``None`` means nobody listens,

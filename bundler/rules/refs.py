@@ -400,7 +400,8 @@ def reach(
 
     ``fallback_depth`` None follows fallback edges at any depth (``too_deep`` stays empty): a
     bundle ZeroClaw wrote keeps every edge that resolved on its install, past the runtime's
-    limit and round cycles, and verify accepts that (issue 13); the export cuts at the limit.
+    limit and round cycles, and verify accepts that (ZeroClaw's bundles must verify); the
+    export cuts at the limit.
     """
     out = Reach()
     queue: list[tuple[str, str, Mapping[str, Any]]] = [("agents", root, agent)]

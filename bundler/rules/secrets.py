@@ -10,6 +10,7 @@ Nothing here ever puts a secret value into a message or a ``repr``.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,15 @@ WITHHELD = "<name withheld: it holds a secret>"
 SECRET_MIN_LENGTH = 8
 SECRET_MAP_VALUE_MIN_LENGTH = 16
 Node = dict[str, Any]
+
+
+class ScanSecrets(str, enum.Enum):
+    """What a known secret found in a carried file does to an export (``--scan-secrets``):
+    ``refuse`` fails it, ``warn`` lists the hit in the report, ``off`` does not sweep."""
+
+    REFUSE = "refuse"
+    WARN = "warn"
+    OFF = "off"
 
 
 @dataclass(frozen=True)

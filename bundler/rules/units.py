@@ -1,4 +1,4 @@
-"""How a size is shown to a person: one style, written once (issue 14 item 14).
+"""How a size is shown to a person: one style, written once.
 
 Human output gives sizes in IEC units with one decimal (``1.5 MiB``) so that every line of every
 command reads alike; ``--json`` keeps exact byte counts, which is what a script compares.

@@ -1,4 +1,4 @@
-"""The archive reader (issue 16): hostile input, refused before anything of it is written.
+"""The archive reader: hostile input, refused before anything of it is written.
 
 The corpus is ``tests/hostile_archives.py``; the CLI side (one error line, exit 3, nothing
 left behind) is in ``tests/cli/test_archive_cli.py``.

@@ -1,4 +1,4 @@
-"""Unpacking a listed archive by its members (issue 16: a pull into a folder), on workers.
+"""Unpacking a listed archive by its members (a pull into a folder), on workers.
 
 The replay makes what :func:`read_tar` makes of the same archive, by the same rules, whatever
 the number of threads; a failure is that of the earliest member, and no worker outlives the

@@ -1,4 +1,4 @@
-"""The archive writer (issue 16, bundle-format-1 "archive form"): one bundle, one byte sequence.
+"""The archive writer (bundle-format-1 "archive form"): one bundle, one byte sequence.
 
 Bundles are made by the real exporter; GNU tar, a program bundler does not control, reads the
 result.

@@ -1,4 +1,4 @@
-"""Crashes and I/O faults against the real ``bundle pack`` and ``bundle unpack`` (issue 16; the
+"""Crashes and I/O faults against the real ``bundle pack`` and ``bundle unpack`` (the
 06 §2 R1/R2 bars export meets, for the archive form).
 
 Black-box, as ``test_crash_export.py``: strace kills the CLI (SIGKILL) or fails one call (EIO,

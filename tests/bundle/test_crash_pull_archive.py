@@ -1,5 +1,5 @@
 """Crashes and I/O faults against the real ``bundle pull REF FILE.tar`` and ``bundle pull REF
-DIR`` (issue 16; the 06 §2 R1/R2 bars, for a pull whose layers are streamed straight into the
+DIR`` (the 06 §2 R1/R2 bars, for a pull whose layers are streamed straight into the
 archive's staging file, and for one flushing the staged folder while it verifies it).
 
 strace kills the CLI (SIGKILL) or fails one call (EIO, ENOSPC) at a chosen index. After

@@ -1,6 +1,6 @@
 """An export from an install in ZeroClaw's default state (every secret ``enc2:`` under its
 ``.secret_key``) sweeps for the plain text of every stored value and for the key itself
-(02 §5.3; issue 32): only what does not open is counted as not swept, with the reason."""
+(02 §5.3): only what does not open is counted as not swept, with the reason."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``agents export --exclude/--exclude-from`` and ``.bundlerignore`` (issue 14 item 9), and the
+"""``agents export --exclude/--exclude-from`` and ``.bundlerignore``, and the
 refuse-mode sweep that reports every hit of the run before it refuses. All through the real CLI.
 """
 

@@ -1,4 +1,4 @@
-"""Skill-bundle aliases follow ZeroClaw on export (issue 13, spec bundle-format-1 "Portable names").
+"""Skill-bundle aliases follow ZeroClaw on export (spec bundle-format-1 "Portable names").
 
 The source install is the one ZeroClaw's golden bundle g was exported from
 (``../shared/interop/zeroclaw/bundles/g-skill-aliases/source-config.toml``).

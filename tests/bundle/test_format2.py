@@ -197,7 +197,7 @@ if __name__ == "__main__":
     regenerate_expected()
 
 
-# --- the snapshot is in rollback-journal mode (issue 11 item 8) ---------------------------------
+# --- the snapshot is in rollback-journal mode ---------------------------------------------------
 
 
 def header_versions(database: Path) -> bytes:

@@ -361,7 +361,7 @@ def test_recover_dry_run_changes_nothing_and_is_idempotent(tmp_path: Path) -> No
     assert _snapshot(tmp_path) == before
     assert all(line.startswith("would ") for line in planned)
     done = recover_destination(tmp_path / "out")
-    # the same steps, said in the past tense once done (issue 14 item 11)
+    # the same steps, said in the past tense once done
     steps = [(a.action, a.path, a.done) for a in planned]  # type: ignore[attr-defined]
     assert steps == [(a.action, a.path, False) for a in done]  # type: ignore[attr-defined]
     assert all(a.done and not a.startswith("would ") for a in done)  # type: ignore[attr-defined]

@@ -1,4 +1,4 @@
-"""Issue 15: the secret sweep runs on Hyperscan where it imports and falls back to the pure-Python
+"""The secret sweep runs on Hyperscan where it imports and falls back to the pure-Python
 engine elsewhere, finding the same hits; ``bundler doctor`` says once which engine runs; the
 export sweeps on a thread of its own beside the copy, reporting exactly what it reported before.
 
@@ -77,7 +77,7 @@ def test_export_without_hyperscan_still_refuses_the_key_straddling_two_chunks(
         assert API_KEY not in done.stderr + done.stdout
 
 
-# --- the sweep beside the copy (issue 15: both cores) ------------------------------------------
+# --- the sweep beside the copy (both cores) ----------------------------------------------------
 
 
 def _feed(sweep: ExportSweep, files: list[tuple[str, bytes]]) -> None:

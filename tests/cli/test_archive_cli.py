@@ -1,4 +1,4 @@
-"""The archive form through the real CLI (issue 16): pack, unpack, export --out FILE.tar, and
+"""The archive form through the real CLI: pack, unpack, export --out FILE.tar, and
 verify / inspect / import of an archive; the hostile corpus refused with one line, exit 3,
 nothing left behind (beside the destination, in the temporary folder, in the install).
 """

@@ -1,6 +1,6 @@
-"""What reading an archive leaves when it is interrupted (issue 16; docs/architecture.md lists
-both names): ``bundler-archive-<token>/`` in the temporary folder (``bundle verify|inspect``)
-and ``.bundler-unpack-<token>/`` in an install (``agents import FILE.tar``); and that
+"""What reading an archive leaves when it is interrupted (docs/architecture.md lists both
+names): ``bundler-archive-<token>/`` in the temporary folder (``bundle verify|inspect``) and
+``.bundler-unpack-<token>/`` in an install (``agents import FILE.tar``); and that
 ``agents export --out FILE.tar`` leaves nothing there, only what ``recover FILE.tar`` clears.
 
 A signal the CLI handles (SIGTERM here) removes them; a kill leaves them, and then ``doctor``

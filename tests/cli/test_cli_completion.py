@@ -1,4 +1,4 @@
-"""Shell completion and the man page (issue 14 item 15): both generated from the parser, each
+"""Shell completion and the man page: both generated from the parser, each
 printed by one command. The bash script is run in a real bash and asked to complete; zsh and
 fish scripts are syntax-checked where those shells exist; the man page is rendered by man/groff.
 """

@@ -1,4 +1,4 @@
-"""``config set`` values and ``config get`` of an empty secret (issue 14 item 13), through the
+"""``config set`` values and ``config get`` of an empty secret, through the
 real CLI: one typed rule, documented in the help with examples; a string bare or as a TOML
 string; booleans and arrays in TOML form, with the expected form in the error."""
 

@@ -1,4 +1,4 @@
-"""Help and typos (issue 14 item 12), through the real CLI: every positional is explained, every
+"""Help and typos, through the real CLI: every positional is explained, every
 command has examples, global options are shown once, options are never abbreviated, usage errors
 point to the command's own help, and a near-miss name gets a "did you mean"."""
 

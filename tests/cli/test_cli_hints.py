@@ -1,4 +1,4 @@
-"""Paste-this hints (issue 14 item 1): every ``bundler …`` command the CLI prints stands on a line
+"""Paste-this hints: every ``bundler …`` command the CLI prints stands on a line
 of its own, is shell-quoted, and runs against the install the printing command used: the
 ``--install DIR`` given on the command line is repeated, an install found through
 ``$ZEROCLAW_CONFIG_DIR`` or the default is not. Each hint is pasted back into a real process."""
@@ -181,7 +181,7 @@ def test_recover_scan_hints_are_quoted_lines_of_their_own(
     done = cli(["recover", "--scan", str(parent)], env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     lines = command_lines(done.stdout)
-    # the staging folder and its record are two lines today (issue 14 item 2 joins them)
+    # the staging folder and its record are named as one run: one command clears both
     assert set(lines) == {shlex.join(["bundler", "recover", str(parent / "the bundle")])}
     fixed = paste(lines[0], env=env, cwd=tmp_path)
     assert fixed.returncode == 0, fixed.stderr

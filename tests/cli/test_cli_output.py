@@ -1,4 +1,4 @@
-"""Output that reads well (issue 14 item 14): no spec section numbers or system-call names in
+"""Output that reads well: no spec section numbers or system-call names in
 human output (``--json`` keeps its machine fields), one size style (IEC units for people, exact
 bytes in JSON), prose folded to a terminal's width with commands and paths never cut, and every
 error about a file naming that file."""

@@ -1,6 +1,6 @@
 """Every command given a path that is missing, not a folder, or unreadable answers with one
-``error:`` line (or its findings) and an exit code of 05 §2, never a traceback (issue 14
-item 5: ``bundler doctor --path /tmp/nope`` crashed with FileNotFoundError)."""
+``error:`` line (or its findings) and an exit code of 05 §2, never a traceback
+(``bundler doctor --path /tmp/nope`` must not end in FileNotFoundError)."""
 
 from __future__ import annotations
 

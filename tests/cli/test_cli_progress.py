@@ -1,4 +1,4 @@
-"""Progress on a terminal (issue 14 item 6, 05 §3): every long command draws files and bytes done
+"""Progress on a terminal (05 §3): every long command draws files and bytes done
 of the total, a rate and an ETA on stderr when stderr is a terminal; nothing of it appears with a
 pipe, ``--no-progress``, ``--quiet`` or ``--json``; stdout is the same with and without it.
 

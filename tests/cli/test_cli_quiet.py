@@ -1,4 +1,4 @@
-"""``--quiet`` (issue 14 item 10, 05 §1): errors, and the one result line a script wants (the
+"""``--quiet`` (05 §1): errors, and the one result line a script wants (the
 bundle, the receipt, the backup, the restored home); ``doctor`` prints its problems only and
 ``config validate`` its errors only."""
 

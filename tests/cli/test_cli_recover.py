@@ -1,4 +1,4 @@
-"""``recover`` and ``doctor`` speak plainly (issue 14 item 11): past tense for what was done,
+"""``recover`` and ``doctor`` speak plainly: past tense for what was done,
 "would" under ``--dry-run``; ``--json`` actions are ``{"action", "path", "done"}`` objects and
 doctor's findings ``{"kind", "path", "detail", "fix"}``; a warning is labelled a warning."""
 

@@ -1,4 +1,4 @@
-"""The secrets workflow (issue 14 item 8): ``bundle secrets-template`` writes the skeleton that
+"""The secrets workflow: ``bundle secrets-template`` writes the skeleton that
 ``agents import --secrets-file`` reads, and ``config validate`` names the required secrets an
 import left empty. Everything runs through the real CLI."""
 

@@ -1,4 +1,4 @@
-"""The small ones of issue 14 item 16: no ``.config.lock`` left in a folder that is not an
+"""Small promises kept: no ``.config.lock`` left in a folder that is not an
 install; ``home skills save`` over an agent skill needs ``--force``; ``home backup --to DIR``
 writes a timestamped zip inside an existing folder."""
 

@@ -1,4 +1,4 @@
-"""Config paths as ZeroClaw writes and reads them (issue 13), through the real CLI.
+"""Config paths as ZeroClaw writes and reads them, through the real CLI.
 
 * A secret map key holding a dot is written raw (``extra_headers.X-Org.Id``): ZeroClaw's
   ``config set`` has no quoting and takes the rest of the path as the key. bundler reads it the

@@ -1,4 +1,4 @@
-"""Issue 14 item 2: crash leftovers are found, named once, cleared or recoverable.
+"""Crash leftovers are found, named once, cleared or recoverable.
 
 Each test starts the real CLI as a subprocess on an input big enough to take a while, waits
 until its staging folder exists, then kills it with SIGKILL, SIGTERM or SIGHUP. SIGTERM and

@@ -1,4 +1,4 @@
-"""``doctor`` reports ZeroClaw's secret store (issue 32): the policy, the key (present, missing,
+"""``doctor`` reports ZeroClaw's secret store: the policy, the key (present, missing,
 unreadable, too open), how many stored values decrypt and how many do not, never which; and
 ``recover --install`` removes a key a crash left unpublished."""
 

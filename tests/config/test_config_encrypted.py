@@ -1,4 +1,4 @@
-"""``config set`` and ``config get`` on ZeroClaw's secret store (issue 32): a secret is written
+"""``config set`` and ``config get`` on ZeroClaw's secret store: a secret is written
 as the file's ``[secrets] encrypt`` says (default: ``enc2:`` under ``.secret_key``, created 0600
 when missing), ``config.toml`` is then 0600, and ``--reveal`` decrypts."""
 

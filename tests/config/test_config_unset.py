@@ -1,4 +1,4 @@
-"""Issue 14 item 7: ``bundler config unset PATH`` through the real CLI."""
+"""``bundler config unset PATH`` through the real CLI: a value set by mistake can be taken back."""
 
 from __future__ import annotations
 

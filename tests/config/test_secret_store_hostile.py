@@ -1,6 +1,6 @@
 """The secret store's hostile inputs (``tests/hostile_secret_store.py``) met by every command that
 reads the key or opens a value: one ``error:`` line, exit 3, the key file or the config path
-named, nothing changed, no value printed (issue 32)."""
+named, nothing changed, no value printed."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """ZeroClaw's secret store (``bundler.config.secretstore``): the key file read exactly as ZeroClaw
 reads it, ``enc2:`` and ``enc:`` values opened and sealed as ZeroClaw does, and the key created
-as ZeroClaw's master creates it (issue 32)."""
+as ZeroClaw's master creates it."""
 
 from __future__ import annotations
 

@@ -234,7 +234,7 @@ def test_hot_rollback_journal_is_rolled_back_in_a_private_copy_only(tmp_path: Pa
     conn.close()
 
 
-# --- the lock probe asks the kernel with the platform's struct flock (issue 11 item 10) ---------
+# --- the lock probe asks the kernel with the platform's struct flock ----------------------------
 
 LOCK_HOLDER = """
 import fcntl, os, sys

@@ -395,7 +395,7 @@ def test_file_time_outside_the_carried_range_is_backed_up_without_mtime_and_rest
 
 
 def test_database_of_a_wal_home_is_backed_up_in_rollback_journal_mode(tmp_path: Path) -> None:
-    """Like a format 2 memory snapshot (issue 11 item 8), the zip's chat.db opens read-only
+    """Like a format 2 memory snapshot, the zip's chat.db opens read-only
     anywhere: no -wal/-shm is needed beside it."""
     project, home = make_project(tmp_path)
     conn = sqlite3.connect(str(home / "chat.db"), isolation_level=None)

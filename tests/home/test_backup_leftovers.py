@@ -1,4 +1,4 @@
-"""Issue 14 item 2 for backups: what an interrupted backup left is named, once per run, by
+"""Crash leftovers of backups: what an interrupted backup left is named, once per run, by
 the next backup and by doctor, with the command that clears it. Through the real CLI."""
 
 from __future__ import annotations

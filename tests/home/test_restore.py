@@ -192,7 +192,7 @@ def test_hostile_zip_is_refused_before_anything_changes(tmp_path: Path, case: st
 def test_number_out_of_range_fails_verify_and_restore_with_exit_3(
     tmp_path: Path, case: str
 ) -> None:
-    """Issue 11 item 6: an out-of-range number verified, then crashed restore (OverflowError).
+    """An out-of-range number verified, then crashed restore (OverflowError).
 
     Every number of backup.json and of the zip's records is checked before it is used.
     """
@@ -474,7 +474,7 @@ def test_zip64_records_and_headers_of_a_sound_backup_pass_the_numeric_checks(
     ["step = true", "step = 1.0", "step = -2", "format = 2", "format = true", "format = 1.0"],
 )
 def test_journal_numbers_out_of_range_or_of_another_type_are_refused(field: str) -> None:
-    """The restore journal's numbers are checked like backup.json's (issue 11 item 6)."""
+    """The restore journal's numbers are checked like backup.json's."""
     journal = Journal("T", "swapping", 1, plan_moves("T", {"chat.db", "files"}))
     key = field.split(" = ")[0]
     lines = [

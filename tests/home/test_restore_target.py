@@ -1,4 +1,4 @@
-"""Issue 14 item 4: ``home restore --home DIR`` only restores into a data home.
+"""``home restore --home DIR`` only restores into a data home, never over another folder.
 
 A non-empty folder that has none of a data home's layout (``chat.db``, ``files/`` with
 ``skills/``, the first-start ``README.md``) is refused unless ``--force``; at most one

@@ -1,5 +1,5 @@
 """Crashes and I/O faults against an ``agents import`` that creates the install's ``.secret_key``
-and seals the given secret under it (issue 32; 03 §3.2, §6).
+and seals the given secret under it (03 §3.2, §6).
 
 The key and the sealed value are random, so the import's result is not compared byte for byte
 with a reference run. After ``bundler recover --install``: ``config.toml`` is the old file or

@@ -15,7 +15,7 @@ import pytest
 from installs import opened_config, run_cli
 from kit import Terminal, clean_env, cli_command, one_error
 
-from bundler.config.file import MAX_CONFIG_BYTES
+from bundler.config.file import MAX_CONFIG_TOML_BYTES
 from bundler.errors import UsageError
 from bundler.install.bind_secrets import endpoint_of, split_assignment
 from bundler.rules.units import human_size
@@ -351,11 +351,11 @@ def test_target_config_over_the_one_size_limit_is_refused_unread(
 ) -> None:
     install = tmp_path / "install"
     install.mkdir()
-    (install / "config.toml").write_text("# " + "x" * MAX_CONFIG_BYTES + "\n")
+    (install / "config.toml").write_text("# " + "x" * MAX_CONFIG_TOML_BYTES + "\n")
     before = snapshot(install)
     result = run_import(install, str(bundle), "--accept-risks")
     assert result.returncode == 1, result.stderr
-    assert f"larger than {human_size(MAX_CONFIG_BYTES)}" in result.stderr
+    assert f"larger than {human_size(MAX_CONFIG_TOML_BYTES)}" in result.stderr
     assert snapshot(install) == before
 
 
@@ -545,7 +545,7 @@ def test_terminal_prompts_for_secrets_without_echo_and_for_consent(
 ) -> None:
     token = "ghp_TYPEDatTHEprompt-zqxjzqxjzqxj"
     with Terminal(["--install", str(empty_install), "agents", "import", str(bundle)]) as tty:
-        # consent first (issue 14 item 3): a refusal must not throw away typed secrets
+        # consent first: a refusal must not throw away typed secrets
         tty.answer(b"Import it? [y/N]", b"yes\n")
         tty.answer(
             b"GITHUB_TOKEN (sent to local process: npx -y @modelcontextprotocol/server-github",

@@ -1,5 +1,5 @@
-"""``agents import`` writes the secrets it is given as the target's ``[secrets] encrypt`` says
-(issue 32): by default sealed as ``enc2:`` under the install's ``.secret_key`` (created 0600
+"""``agents import`` writes the secrets it is given as the target's ``[secrets] encrypt`` says:
+by default sealed as ``enc2:`` under the install's ``.secret_key`` (created 0600
 before the staged config exists when missing), the plain value in no file of the install,
 ``config.toml`` 0600; plain text with ``encrypt = false``. A value given already sealed must
 open under the target's key."""

@@ -1,4 +1,4 @@
-"""Import against hostile skill directories and hostile targets, through the real CLI (issue 11).
+"""Import against hostile skill directories and hostile targets, through the real CLI.
 
 * A skill bundle's folder is one fresh portable folder under ``shared/skills/`` (03 §1, §3.1.4):
   verify refuses any other ``directory``, and import refuses a folder another entry of the

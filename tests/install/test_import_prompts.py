@@ -1,4 +1,4 @@
-"""Interactive ``agents import`` on a real terminal (issue 14 item 3, 03 §3.1): the warning about
+"""Interactive ``agents import`` on a real terminal (03 §3.1): the warning about
 ``--secret`` first, then what the bundle grants and the question (``y``/``yes`` in any case),
 then the secrets, typed without echo; a refusal asks for no secret and changes nothing."""
 

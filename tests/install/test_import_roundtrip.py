@@ -1,4 +1,4 @@
-"""Round trip (issue 5): export every agent of ``examples/install``, import each into an empty
+"""Round trip: export every agent of ``examples/install``, import each into an empty
 install with ``--accept-risks`` and every secret given, export again: ``config.toml`` and
 ``checksums.xxh3`` are byte-identical, and no given secret value appears in any output, receipt
 or bundle."""

@@ -63,7 +63,7 @@ def test_undo_of_import_into_empty_install_removes_config(tmp_path: Path) -> Non
     result = bundler(install, "agents", "import", "--undo", str(receipt))
     assert result.returncode == 0, result.stderr
     assert not (install / "config.toml").exists()
-    # no longer an install: not even the config lock is left (issue 14 item 16)
+    # no longer an install: not even the config lock is left
     assert folders(install) == set()
 
 

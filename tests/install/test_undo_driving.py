@@ -1,4 +1,4 @@
-"""Issue 14 item 7: undo that people can drive, through the real CLI.
+"""Undo that people can drive, through the real CLI.
 
 ``agents import --undo last``, ``agents imports`` (receipts newest first with alias, bundle,
 date and state), ``--dry-run`` for an undo, and one clear "already undone".

@@ -1,4 +1,4 @@
-"""Every model family and every key of ZeroClaw's schema travels (issue 13, done-when 2).
+"""Every model family and every key of ZeroClaw's schema travels.
 
 The install is generated from ``manifests/config.schema.json`` itself: one agent whose model
 provider falls back to one entry of each of the other 74 families (every edge at depth 1, so
@@ -196,7 +196,7 @@ def test_every_family_and_key_exports_scrubbed_and_round_trips(index: int, tmp_p
         described = set(node_at("providers", "models", family, ALIAS)["properties"])
         if family != ROOT_FAMILY:
             # its fallback is empty, and ZeroClaw's serializer skips an empty fallback
-            # (skip_serializing_if = "Vec::is_empty"): so does the export (issue 13)
+            # (skip_serializing_if = "Vec::is_empty"): so does the export
             described.discard("fallback")
         assert set(entries[ALIAS]) == described, family
 

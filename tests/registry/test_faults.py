@@ -1,4 +1,4 @@
-"""The registry killed (SIGKILL) and restarted in the middle of a push and of a pull (issue 16):
+"""The registry killed (SIGKILL) and restarted in the middle of a push and of a pull:
 the tag names the previous complete artifact or the new one, never a partial one; a pull
 publishes nothing partial; a rerun completes."""
 

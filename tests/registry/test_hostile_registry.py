@@ -1,4 +1,4 @@
-"""Hostile registries (issue 16, "Done when"): every answer a registry can get wrong is refused
+"""Hostile registries: every answer a registry can get wrong is refused
 with one line, leaves nothing behind, shows no traceback and no credential."""
 
 from __future__ import annotations

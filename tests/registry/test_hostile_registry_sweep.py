@@ -1,5 +1,5 @@
-"""A seeded sweep of randomly broken registry answers (issue 16, "Done when": hostile
-registries): whatever a registry answers, a pull or an inspect ends in success or one line,
+"""A seeded sweep of randomly broken registry answers from hostile
+registries: whatever a registry answers, a pull or an inspect ends in success or one line,
 never a traceback, never a credential, and a failed pull leaves nothing beside its destination.
 
 The named cases are in ``test_hostile_registry``; this sweep found the ones a list had missed

@@ -1,4 +1,4 @@
-"""Push and pull against a real distribution registry (issue 16, "Done when": round trips and
+"""Push and pull against a real distribution registry (round trips and
 uploads counted from the registry's own access log)."""
 
 from __future__ import annotations

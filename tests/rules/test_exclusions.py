@@ -1,4 +1,4 @@
-"""The exclusion rule means what git means (issue 14 item 9): each pattern set is checked
+"""The exclusion rule means what git means: each pattern set is checked
 against the real ``git check-ignore`` on the same tree, path by path, with the walk's rule that
 nothing below an excluded folder is looked at (git's own rule for re-including)."""
 

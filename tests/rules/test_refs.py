@@ -327,7 +327,7 @@ def test_a_root_reached_otherwise_is_at_depth_zero_whatever_the_order() -> None:
 
 
 def test_without_a_depth_limit_fallbacks_are_reached_at_any_depth_and_round_cycles() -> None:
-    """What verify walks for a ZeroClaw-written bundle (issue 13): every edge that resolves."""
+    """What verify walks for a ZeroClaw-written bundle: every edge that resolves."""
     config = _chain(5)
     config["providers"]["models"]["groq"]["p5"] = {"fallback": ["groq.p0", "groq.gone"]}
     found = refs.reach(config, "a", config["agents"]["a"], fallback_depth=None)

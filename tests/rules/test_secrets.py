@@ -27,7 +27,7 @@ from bundler.rules.secrets import (
 )
 from bundler.rules.sweeper import ENGINE_VARIABLE, Hit, Sweeper, encodings_of, sweep_engine
 
-# every test here runs once per sweep engine (issue 15)
+# every test here runs once per sweep engine
 pytestmark = pytest.mark.usefixtures("each_sweep_engine")
 
 SECRET = "Zq8#Xv!2Lp@9Wm$4"  # 16 characters with URL- and JSON-significant ones
@@ -496,7 +496,7 @@ def test_long_secrets_sampled_with_a_stride_are_found_at_every_offset() -> None:
 
 
 def test_ciphertext_prefixes_are_listed_once() -> None:
-    """Issue 12: export's check (02 §5.2) and verify's (03 §1) read one list, not two copies."""
+    """Export's check (02 §5.2) and verify's (03 §1) read one list, not two copies."""
     from pathlib import Path
 
     import bundler
@@ -522,7 +522,7 @@ def test_ciphertext_prefixes_are_listed_once() -> None:
     ids=["space", "slash", "base64", "url-twice", "json"],
 )
 def test_withhold_removes_a_secret_by_exact_value_in_every_encoding(shown: str) -> None:
-    """Issue 11 item 2: by value over the whole text, not word by word."""
+    """By value over the whole text, not word by word."""
     secret = "Bearer " + SECRET
     sweeper = Sweeper([SweepTarget("mcp.servers.s.headers.Authorization", secret)])
     withheld = sweeper.withhold(shown)
@@ -532,7 +532,7 @@ def test_withhold_removes_a_secret_by_exact_value_in_every_encoding(shown: str) 
 
 
 def test_sweep_targets_of_the_file_and_the_overrides_are_both_kept() -> None:
-    """Issue 11 item 3: an override replacing a key leaves the stored key a target."""
+    """An override replacing a key leaves the stored key a target."""
     stored = {"providers": {"models": {"openai": {"m": {"api_key": API, "model": "x"}}}}}
     overridden = {"providers": {"models": {"openai": {"m": {"api_key": "", "model": "x"}}}}}
     targets, _ = sweep_targets(stored, overridden)
@@ -542,7 +542,7 @@ def test_sweep_targets_of_the_file_and_the_overrides_are_both_kept() -> None:
     assert sorted(t.value for t in targets) == sorted([API, SECRET])
 
 
-# --- the engines (issue 15) -------------------------------------------------------------------
+# --- the engines ------------------------------------------------------------------------------
 
 
 def test_the_sweep_runs_on_the_engine_the_variable_names(each_sweep_engine: str) -> None:

@@ -1,7 +1,7 @@
 """A TOML integer too long for Python's int() is a parse error, not a traceback (06 §3 S3).
 
-Found while range-checking backup.json (issue 11 item 6): tomllib lets int()'s ValueError for
-a 5000-digit integer escape, and every reader of a bundle or install crashed on it.
+tomllib lets int()'s ValueError for a 5000-digit integer escape, which would crash every
+reader of a bundle, a backup or an install.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One size style (issue 14 item 14): IEC units with one decimal for people, written once."""
+"""One size style: IEC units with one decimal for people, written once."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The config schema is ZeroClaw's: generated from its pinned Rust source (issue 13, 01 §3).
+"""The config schema is ZeroClaw's: generated from its pinned Rust source (01 §3).
 
 ``manifests/config.schema.json`` is the output of ``tools/zeroclaw_schema.py`` run on
 ``../shared/interop/zeroclaw/upstream`` with ``manifests/config.schema.overlay.json``; these tests

@@ -1,0 +1,93 @@
+"""The public names are pinned: one changes only on purpose, with a deprecation warning for one
+minor release while the version is 0.x (CHANGELOG.md), and this list changes with it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from kit import clean_env
+
+import bundler
+from bundler import api
+
+EXPORTED = [
+    "__version__",
+    "ArchiveReport",
+    "BackupOptions",
+    "BackupReport",
+    "BundleKind",
+    "BundlerError",
+    "DoctorOptions",
+    "DoctorReport",
+    "EnvironmentFailure",
+    "ExportOptions",
+    "ExportReport",
+    "ImportOptions",
+    "ImportReport",
+    "InspectReport",
+    "Interrupted",
+    "InvalidInput",
+    "OpenBundle",
+    "PackOptions",
+    "Progress",
+    "Prompter",
+    "PullOptions",
+    "PullReport",
+    "PushOptions",
+    "PushReport",
+    "RecoverOptions",
+    "RecoverWhat",
+    "RecoveryReport",
+    "Refused",
+    "RegistryOptions",
+    "RestoreOptions",
+    "RestoreReport",
+    "ScanSecrets",
+    "UndoOptions",
+    "UndoReport",
+    "UnpackOptions",
+    "UsageError",
+    "VerifyReport",
+    "backup",
+    "doctor",
+    "export_agent",
+    "import_bundle",
+    "inspect",
+    "open_bundle",
+    "pack",
+    "plan_import",
+    "pull",
+    "push",
+    "recover",
+    "restore",
+    "undo_import",
+    "unpack",
+    "verify",
+]
+
+
+def test_the_package_exports_exactly_the_pinned_names() -> None:
+    assert bundler.__all__ == EXPORTED
+    assert api.__all__ == EXPORTED[1:]
+
+
+def test_every_exported_name_is_the_api_s_own() -> None:
+    for name in EXPORTED[1:]:
+        assert getattr(bundler, name) is getattr(api, name), name
+    assert not hasattr(bundler, "no_such_name")
+
+
+def test_importing_the_package_loads_none_of_the_library() -> None:
+    """``bundler --help`` imports the package: the API (and all below it) waits for first use."""
+    code = (
+        "import sys, bundler; "
+        "print(sorted(m for m in sys.modules if m.startswith('bundler.'))); "
+        "bundler.open_bundle; "
+        "print('bundler.api' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=clean_env(), timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["[]", "True"]
