@@ -803,24 +803,37 @@ def undo_import(install_root: Path, receipt: Path, *, dry_run: bool = False) -> 
             )
         result.removed_files = len(journal.takes)
         result.gone_folders = [str(install_root / p.path) for p in plans if not p.present]
-        result.removed_folders = [
-            str(install_root / p.path)
-            for p in plans
-            if p.present and lstat_rel(install_fd, p.path) is None
-        ]
-        left, standing = kept_in(install_fd, [p.path for p in plans if p.present])
-        recorded = {
-            f"{folder['path']}/{f[0]}" for folder in folders for f in folder.get("files", [])
-        }
-        why = {path: reason for plan in plans for path, reason in plan.kept.items()}
-        kept = {
-            path: why.get(
-                path, "changed since the import" if path in recorded else "new since the import"
-            )
-            for path in left
-        }
-        _report_kept(result, install_root, kept, standing)
+        try:
+            _report_after(result, install_root, install_fd, plans, folders)
+        except (OSError, BundlerError) as err:
+            # the undo stands: only the account of what it kept could not be read back
+            result.warnings.append(f"undone, but what was kept could not be listed ({err})")
     return result
+
+
+def _report_after(
+    result: UndoReport,
+    install_root: Path,
+    install_fd: int,
+    plans: Sequence[_FolderPlan],
+    folders: Sequence[Mapping[str, Any]],
+) -> None:
+    """Fill in the folders an undo removed and the files it kept, as the disk now has them."""
+    result.removed_folders = [
+        str(install_root / p.path)
+        for p in plans
+        if p.present and lstat_rel(install_fd, p.path) is None
+    ]
+    left, standing = kept_in(install_fd, [p.path for p in plans if p.present])
+    recorded = {f"{folder['path']}/{f[0]}" for folder in folders for f in folder.get("files", [])}
+    why = {path: reason for plan in plans for path, reason in plan.kept.items()}
+    kept = {
+        path: why.get(
+            path, "changed since the import" if path in recorded else "new since the import"
+        )
+        for path in left
+    }
+    _report_kept(result, install_root, kept, standing)
 
 
 def _report_kept(

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import bundlefactory as bf
 import pytest
+import tomli_w
 from faultinject import ptrace_unavailable
 from installs import run_cli
 from kit import clean_env, cli_command, one_error, tree_snapshot
@@ -326,3 +327,25 @@ def test_a_kept_file_with_a_hostile_name_is_listed_escaped_on_one_line(tmp_path:
     assert "\x1b" not in done.stdout and "\x07" not in done.stdout
     assert not any(line.startswith("error:") for line in done.stdout.splitlines())
     assert (install / WORKSPACE / hostile).read_text() == "written by the agent\n"
+
+
+@pytest.mark.parametrize("worked", [False, True], ids=["untouched", "agent_worked"])
+def test_a_receipt_without_file_digests_removes_a_folder_only_when_all_of_it_is_unchanged(
+    tmp_path: Path, worked: bool
+) -> None:
+    """A receipt an earlier version wrote has each folder's tree digest only: which file
+    changed cannot be told, so a folder changed at all is kept whole."""
+    install, receipt, _ = imported(tmp_path)
+    data = tomlcompat.loads(receipt.read_text(encoding="utf-8"))
+    for folder in data["folders"]:
+        del folder["files"]
+    receipt.write_text(tomli_w.dumps(data), encoding="utf-8")
+    workspace = install / WORKSPACE
+    if worked:
+        (workspace / "new.txt").write_text("the agent worked\n")
+    done = undo(install, receipt)
+    assert not (install / SKILLS).exists()
+    assert (workspace / "README.md").exists() is worked
+    kept = {item["path"] for item in done["kept"]}  # type: ignore[attr-defined]
+    assert len(kept) == (len(bf.WORKSPACE_FILES) + 1 if worked else 0)
+    assert (install / "config.toml").read_text(encoding="utf-8") == USER_CONFIG
