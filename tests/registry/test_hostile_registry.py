@@ -31,7 +31,9 @@ from hostile_registry import (
 )
 from installs import copy_example
 from kit import one_error, run_cli, tree_snapshot
+from xxhash import xxh3_128_hexdigest
 
+from bundler.bundle.manifest import CHECKSUMS_NAME, parse_checksums, render_checksums
 from bundler.errors import InvalidInput
 from bundler.fs.durable import open_dir
 from bundler.registry import artifact as art
@@ -684,14 +686,20 @@ def test_a_layer_is_refused_before_publishing_when_it(
 
 
 def with_member(layer: bytes, name: str, data: bytes) -> bytes:
-    """The layer with one more regular file appended."""
+    """The layer with one more regular file appended, listed in the layer's checksums.xxh3
+    (when it holds one, as the metadata layer does), so that only its name is at fault."""
     out = io.BytesIO()
     with (
         tarfile.open(fileobj=io.BytesIO(layer)) as source,
         tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as archive,
     ):
         for member in source.getmembers():
-            archive.addfile(member, source.extractfile(member))
+            content = source.extractfile(member)
+            if member.name == CHECKSUMS_NAME and content is not None:
+                listed = [*parse_checksums(content.read()), (xxh3_128_hexdigest(data), name)]
+                raw = render_checksums(listed)
+                member.size, content = len(raw), io.BytesIO(raw)
+            archive.addfile(member, content)
         info = tarfile.TarInfo(name)
         info.size = len(data)
         archive.addfile(info, io.BytesIO(data))
