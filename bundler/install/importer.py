@@ -139,6 +139,39 @@ def _missing_commands(plan: merge.MergePlan) -> list[str]:
     return missing
 
 
+# keys naming a file or folder of the host that ZeroClaw needs before it can build the entry:
+# key -> (what it must be, what ZeroClaw then does)
+_HOST_PATHS = {
+    "tls_ca_cert_path": (stat.S_ISREG, "a file", "cannot make TLS connections with it"),
+    "working_directory": (stat.S_ISDIR, "a folder", "will not build this provider"),
+}
+
+
+def _missing_host_paths(plan: merge.MergePlan) -> list[str]:
+    """Warnings for the imported entries' host paths that do not exist here (02 §6: host_path).
+
+    A provider's or MCP server's ``tls_ca_cert_path`` and a CLI provider's
+    ``working_directory`` (``grok_cli``) name the exporting host's files; the entry travels, and
+    ZeroClaw will not use it on this host until the path exists here.
+    """
+    found = []
+    for new in plan.new_entries:
+        for key, (is_kind, what, effect) in _HOST_PATHS.items():
+            value = new.value.get(key)
+            if not isinstance(value, str) or not value:
+                continue
+            try:
+                mode: int | None = os.stat(value).st_mode
+            except (OSError, ValueError):
+                mode = None
+            if mode is None or not is_kind(mode):
+                found.append(
+                    f"{format_path([*new.segments, key])}: {escape_display(value)} is not "
+                    f"{what} on this host; ZeroClaw {effect} until it is"
+                )
+    return found
+
+
 UNPROVEN_INTEGRITY = (
     "its files are not covered by checksums (no checksums.xxh3), so nothing proves they are "
     "the ones the exporter wrote"
@@ -571,6 +604,7 @@ def _probe(run: _Run, result: ImportReport, staged: list[Staged]) -> None:
                 path=str(install_root / item.target),
             )
     result.missing_commands = _missing_commands(result.plan)
+    result.warnings += [withheld(warning) for warning in _missing_host_paths(result.plan)]
     checksums_digest = run.report.checksums_digest
     bundle_fd = os.open(run.bundle, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:

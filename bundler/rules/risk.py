@@ -256,6 +256,29 @@ def _provider_flags(
     cert = provider.get("tls_ca_cert_path")
     if isinstance(cert, str) and cert:
         out.append(_host_path(path("tls_ca_cert_path"), cert))
+    # a CLI family's subprocess (grok_cli): where it runs, what it inherits, how it is started
+    folder = provider.get("working_directory")
+    if isinstance(folder, str) and folder:
+        out.append(_host_path(path("working_directory"), folder))
+    if _nonempty(provider.get("env_passthrough")):
+        out.append(
+            RiskFlag(
+                ENV_PASSTHROUGH,
+                path("env_passthrough"),
+                "environment variables passed to the provider's subprocess: "
+                + _listing(provider.get("env_passthrough")),
+            )
+        )
+    if _nonempty(provider.get("extra_args")):
+        out.append(
+            RiskFlag(
+                SANDBOX_DISABLED,
+                path("extra_args"),
+                "flags given to the provider's subprocess, which can relax ZeroClaw's sandbox "
+                "defaults (--sandbox, --permission-mode): "
+                + " ".join(_strings(provider.get("extra_args"))),
+            )
+        )
     if provider.get("requires_openai_auth") is True:
         out.append(
             RiskFlag(
