@@ -1,10 +1,12 @@
-"""Risk flags (02 §6), pure: what a bundle's fragment lets an agent do on the receiving host.
+"""Risk flags (02 §6), pure: bundler's rule set, what a fragment lets an agent do on a host.
 
 One function, :func:`compute_risk_flags`, serves export (flags written to the manifest) and
 verify/import (flags recomputed from an untrusted bundle's ``config.toml``), so the two can only
-disagree when the bundle was altered. It reads only the fragment and the list of skill bundles
-whose content is present, and never assumes the fragment is well formed: a value of the wrong
-type is treated as if it granted nothing here, and the fragment checks reject it elsewhere.
+disagree when the bundle was altered. ZeroClaw's own exporter follows a narrower rule set,
+:mod:`bundler.rules.risk_zeroclaw`; a bundle it wrote is held to that one (02 §6.2). It reads
+only the fragment and the list of skill bundles whose content is present, and never assumes the
+fragment is well formed: a value of the wrong type is treated as if it granted nothing here, and
+the fragment checks reject it elsewhere.
 """
 
 from __future__ import annotations
@@ -51,24 +53,6 @@ KINDS = (
     EXTERNAL_AUTH,
     CARRIED_SKILLS,
     CARRIED_MEMORY,
-)
-
-# The kinds ZeroClaw's own exporter writes (``RiskKind::as_wire`` in its agent_bundle.rs). A
-# manifest written by ZeroClaw cannot name bundler's other kinds, so their absence from it is no
-# omission; a flag of one of these kinds that it leaves out still is.
-ZEROCLAW_KINDS = frozenset(
-    {
-        FULL_AUTONOMY,
-        FILESYSTEM_ESCAPE,
-        SANDBOX_DISABLED,
-        APPROVAL_BYPASS,
-        ENV_PASSTHROUGH,
-        EXTRA_FILESYSTEM_ROOTS,
-        DELEGATION_ENABLED,
-        PROCESS_SPAWN,
-        UNTRUSTED_STARTUP_CONTEXT,
-        CARRIED_SKILLS,
-    }
 )
 
 _URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
