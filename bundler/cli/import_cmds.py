@@ -137,6 +137,8 @@ def summary(report: importer.ImportReport, *, install: str | None = None) -> lis
         lines.append(
             f"  risk {escape_display(flag['kind'])} {escape_display(flag['path'])}: {detail}{also}"
         )
+    for change in report.approval_changes:
+        lines.append(f"  approves less: {change}")
     for command in report.missing_commands:
         lines.append(f"  not on PATH: {command}")
     lines.extend(f"  note: {note}" for note in report.notes)

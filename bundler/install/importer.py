@@ -76,7 +76,7 @@ from bundler.rules import hints, layout
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
 from bundler.rules.progress import Progress, phase
-from bundler.rules.risk import compute_risk_flags
+from bundler.rules.risk import DEFAULT_PROFILE, compute_risk_flags, effective_auto_approve
 from bundler.rules.risk_zeroclaw import zeroclaw_risk_flags
 from bundler.rules.schemacheck import schema_findings
 from bundler.rules.secrets import sweep_targets, value_targets
@@ -100,6 +100,7 @@ class ImportReport:
     dry_run: bool
     workspace_target: str
     also_found: list[dict[str, str]] = field(default_factory=list)
+    approval_changes: list[str] = field(default_factory=list)
     skill_targets: dict[str, str] = field(default_factory=dict)
     skills_differ: list[str] = field(default_factory=list)
     missing_commands: list[str] = field(default_factory=list)
@@ -120,6 +121,7 @@ class ImportReport:
             "risk_flags": self.risk_flags,
             # of risk_flags, those the bundle's exporter's own rules do not raise (02 §6.2)
             "also_found_by_bundler": self.also_found,
+            "approval_changes": self.approval_changes,
             "receipt": self.receipt,
             "dry_run": self.dry_run,
             "workspace": self.workspace_target,
@@ -487,6 +489,30 @@ def effective_risk_flags(
     return [{**flag.as_dict(), "detail": withheld(flag.detail)} for flag in flags]
 
 
+def approval_changes(plan: merge.MergePlan) -> list[str]:
+    """What a namespaced ``default`` risk profile stops approving (02 §6.1, 03 §3.1).
+
+    ZeroClaw merges its default auto-approved tools into the profile named ``default`` only
+    (``ensure_default_auto_approve``), so renaming the bundle's ``default`` profile narrows what
+    it approves without asking: the plan names the tools that will be asked about.
+    """
+    out = []
+    source = merge.entry_path("risk_profiles", DEFAULT_PROFILE)
+    final = plan.renamed.get(source)
+    for new in plan.new_entries:
+        if final is None or new.kind != "risk_profiles" or new.path != final:
+            continue
+        after = effective_auto_approve(new.name, new.value)
+        lost = [n for n in effective_auto_approve(DEFAULT_PROFILE, new.value) if n not in after]
+        if lost:
+            out.append(
+                f"{source} is imported as {final}: ZeroClaw merges its default auto-approved "
+                f"tools only into a profile named {DEFAULT_PROFILE}, so {final} will ask before "
+                f"using: {escape_display(', '.join(lost))}"
+            )
+    return out
+
+
 def also_found_by_bundler(
     report: VerifyReport,
     plan: merge.MergePlan,
@@ -616,6 +642,7 @@ def _lay_out(run: _Run, plan: merge.MergePlan) -> tuple[ImportReport, str, list[
         str(install_root / workspace),
     )
     result.also_found = also_found_by_bundler(run.report, plan, carried, flags)
+    result.approval_changes = approval_changes(plan)
     for placement in plan.skills:
         if placement.action in ("added", "renamed") and placement.source_alias in carried:
             folder = relative_to_install(

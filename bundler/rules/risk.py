@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bundler.rules import schema
 from bundler.rules.credentials import mask_credentials
 from bundler.rules.paths import format_path
 
@@ -97,6 +98,40 @@ def _host_path(path: str, value: str) -> RiskFlag:
     return RiskFlag(HOST_PATH, path, f"names a file of the exporting host: {value}")
 
 
+def default_auto_approve() -> list[str]:
+    """ZeroClaw's ``default_auto_approve()``: the tools every profile approves unless it says
+    otherwise, read from the generated schema's default (never kept by hand)."""
+    node = schema.resolve(["risk_profiles", "*", "auto_approve"])[1]
+    return [str(name) for name in schema.default_of(node) or []]
+
+
+# the one profile ZeroClaw merges the defaults back into at load (ensure_default_auto_approve)
+DEFAULT_PROFILE = "default"
+
+
+def effective_auto_approve(alias: str, profile: Mapping[str, Any]) -> list[str]:
+    """The tools profile ``alias`` approves without asking, as ZeroClaw computes them.
+
+    An absent ``auto_approve`` is ``default_auto_approve()``; the profile named ``default`` gets
+    the defaults merged into its list at load (``ensure_default_auto_approve``); ``always_ask``
+    takes precedence over both. In the order ZeroClaw holds them.
+    """
+    defaults = default_auto_approve()
+    listed = profile.get("auto_approve", defaults)
+    names = _strings(listed) if isinstance(listed, list) else []
+    if alias == DEFAULT_PROFILE:
+        names += [name for name in defaults if name not in names]
+    asked = set(_strings(profile.get("always_ask")))
+    return [name for name in dict.fromkeys(names) if name not in asked]
+
+
+def auto_approve_beyond_defaults(alias: str, profile: Mapping[str, Any]) -> list[str]:
+    """The effective auto-approved tools outside ``default_auto_approve()``: what a profile
+    approves that a default install would ask about (the ``approval_bypass`` it grants)."""
+    defaults = set(default_auto_approve())
+    return [name for name in effective_auto_approve(alias, profile) if name not in defaults]
+
+
 def _risk_profile_flags(alias: str, profile: Mapping[str, Any], out: list[RiskFlag]) -> None:
     def add(kind: str, key: str, detail: str) -> None:
         out.append(RiskFlag(kind, format_path(["risk_profiles", alias, *key.split("/")]), detail))
@@ -137,11 +172,12 @@ def _risk_profile_flags(alias: str, profile: Mapping[str, Any], out: list[RiskFl
             "require_approval_for_medium_risk",
             "medium-risk commands run without approval",
         )
-    if _nonempty(profile.get("auto_approve")):
+    beyond = auto_approve_beyond_defaults(alias, profile)
+    if beyond:
         add(
             APPROVAL_BYPASS,
             "auto_approve",
-            f"approved without asking: {_listing(profile.get('auto_approve'))}",
+            "approved without asking, beyond ZeroClaw's default tools: " + ", ".join(beyond),
         )
     if _nonempty(profile.get("allowed_commands")):
         add(

@@ -130,3 +130,12 @@ def test_the_extra_findings_go_to_consent_at_import_never_refused_as_lies(
         ("host_path", where),
     }
     assert ("process_spawn", where) in {(f["kind"], f["path"]) for f in payload["risk_flags"]}
+
+
+def test_a_narrowed_auto_approve_grants_nothing_under_either_rule_set(tmp_path: Path) -> None:
+    """Three of ZeroClaw's twelve default tools approve less than a default profile: no
+    approval_bypass, neither ZeroClaw's nor bundler's (02 §6.1)."""
+    report = verify_bundle(fixture_copy("narrowed-auto-approve", tmp_path))
+    assert report.ok, report.errors
+    assert report.also_found == []
+    assert "approval_bypass" not in {f["kind"] for f in report.risk_flags}
