@@ -2,6 +2,8 @@
 
     python tools/zeroclaw_schema.py [UPSTREAM] [--check]
 
+Also writes ``tests/fixtures/zeroclaw/config-facts.json`` (:func:`facts`).
+
 ``UPSTREAM`` is the copy of ZeroClaw's config crate the schema follows (default
 ``../shared/interop/zeroclaw/upstream-master``, relative to the repository root: master, which
 released builds write installs with; the pull request's copy ``upstream`` is the reference for
@@ -889,6 +891,43 @@ def apply_overlay(tree: Node, overlay: Node) -> None:
                     target[key] = value
 
 
+FACTS_PATH = REPO / "tests" / "fixtures" / "zeroclaw" / "config-facts.json"
+_SLOT_MACROS = {
+    "models": "for_each_model_provider_slot",
+    "tts": "for_each_tts_provider_slot",
+    "transcription": "for_each_transcription_provider_slot",
+}
+
+
+def facts(upstream: Path) -> str:
+    """The few facts of ZeroClaw's config crate the tests check bundler against, as data.
+
+    The family lists of each provider category (its slot macro, in order), the
+    ``default_auto_approve()`` tools and the number of ``#[secret]`` fields the crate declares,
+    with the revision they come from: written to ``tests/fixtures/zeroclaw/config-facts.json``,
+    so a clone without ZeroClaw's source still checks the schema against them.
+    """
+    source = Source(upstream)
+    gen = Generator(source)
+    families: dict[str, list[str]] = {}
+    for category, macro in _SLOT_MACROS.items():
+        for text in source.texts:
+            m = re.search(rf"macro_rules! {macro}\s*\{{", text)
+            if m:
+                body = text[m.end() : matching(text, m.end() - 1)]
+                families[category] = re.findall(r'\(\w+,\s*"(\w+)"', body)
+        if category not in families:
+            raise SourceError(f"{macro}! not found")
+    secrets = sum(is_secret_field(f) for s in source.structs.values() for f in s.fields)
+    data = {
+        "revision": revision(upstream),
+        "families": families,
+        "default_auto_approve": gen.evaluate("default_auto_approve()", "Vec<String>"),
+        "secret_fields": secrets,
+    }
+    return json.dumps(data, indent=2) + "\n"
+
+
 def generate(upstream: Path, overlay_path: Path = OVERLAY_PATH) -> str:
     """The text of ``manifests/config.schema.json`` for the pinned source at ``upstream``."""
     tree = generate_tree(upstream)
@@ -905,16 +944,18 @@ def main(argv: list[str] | None = None) -> int:
     if not upstream.is_absolute():
         upstream = REPO / upstream
     try:
-        text = generate(upstream)
+        outputs = {SCHEMA_PATH: generate(upstream), FACTS_PATH: facts(upstream)}
     except (SourceError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if args.check:
-        if SCHEMA_PATH.read_text(encoding="utf-8") != text:
-            print(f"{SCHEMA_PATH} is out of date: run tools/zeroclaw_schema.py", file=sys.stderr)
-            return 1
+        for path, text in outputs.items():
+            if not path.is_file() or path.read_text(encoding="utf-8") != text:
+                print(f"{path} is out of date: run tools/zeroclaw_schema.py", file=sys.stderr)
+                return 1
         return 0
-    SCHEMA_PATH.write_text(text, encoding="utf-8")
+    for path, text in outputs.items():
+        path.write_text(text, encoding="utf-8")
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -321,7 +322,10 @@ DEFAULTS = schema.default_of(schema.resolve(["risk_profiles", "*", "auto_approve
 
 
 def test_default_auto_approve_is_zeroclaws_twelve_from_the_generated_schema() -> None:
-    assert default_auto_approve() == DEFAULTS
+    facts = Path(__file__).resolve().parents[1] / "fixtures" / "zeroclaw" / "config-facts.json"
+    assert (
+        default_auto_approve() == DEFAULTS == json.loads(facts.read_text())["default_auto_approve"]
+    )
     assert len(DEFAULTS) == 12 and {"file_read", "browser_open", "tool_search"} <= set(DEFAULTS)
 
 

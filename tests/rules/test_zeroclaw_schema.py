@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -43,12 +42,9 @@ def generator() -> ModuleType:
     return module
 
 
-def families_in_rust(macro: str) -> list[str]:
-    """The family names of a slot macro, read straight from providers.rs."""
-    text = (UPSTREAM / "crates/zeroclaw-config/src/providers.rs").read_text(encoding="utf-8")
-    start = text.index(f"macro_rules! {macro}")
-    body = text[start : text.index("\n}\n", start)]
-    return re.findall(r'\(\w+,\s*"(\w+)"', body)
+FACTS_PATH = REPO / "tests" / "fixtures" / "zeroclaw" / "config-facts.json"
+# ZeroClaw's family lists and defaults as data the generator extracted from the same source
+FACTS = json.loads(FACTS_PATH.read_text(encoding="utf-8"))
 
 
 @needs_upstream
@@ -71,25 +67,23 @@ def test_generator_cli_check_mode_agrees() -> None:
 
 
 @needs_upstream
+def test_the_facts_the_tests_read_are_what_the_generator_extracts() -> None:
+    assert generator().facts(UPSTREAM) == FACTS_PATH.read_text(encoding="utf-8")
+
+
 def test_every_family_of_every_category_is_zeroclaws() -> None:
     providers = schema.config_schema()["properties"]["providers"]["properties"]
     models = providers["models"]
-    assert list(models["properties"]) == families_in_rust("for_each_model_provider_slot")
+    assert list(models["properties"]) == FACTS["families"]["models"]
     assert len(models["properties"]) == 76
     assert "grok_cli" in models["properties"]
     assert models["propertyNames"]["enum"] == list(models["properties"])
     assert "openai_codex" not in models["properties"]
     assert {"qwen", "moonshot", "glm"} <= set(models["properties"])
-    tts = ["openai", "elevenlabs", "google", "edge", "piper"]
-    assert list(providers["tts"]["properties"]) == tts
-    assert list(providers["transcription"]["properties"]) == [
-        "groq",
-        "openai",
-        "deepgram",
-        "assemblyai",
-        "google",
-        "local_whisper",
-    ]
+    for category in ("tts", "transcription"):
+        assert list(providers[category]["properties"]) == FACTS["families"][category]
+    assert FACTS["families"]["tts"] == ["openai", "elevenlabs", "google", "edge", "piper"]
+    assert schema.config_schema()["x-zeroclaw-revision"] == FACTS["revision"]
 
 
 def test_secret_marks_come_from_hash_secret_on_every_family() -> None:
@@ -233,7 +227,7 @@ def test_each_hash_secret_field_of_the_crate_is_marked_somewhere() -> None:
         for f in s.fields
         if module.is_secret_field(f)
     }
-    assert len(declared) == 94
+    assert len(declared) == FACTS["secret_fields"] == 94
     marked = {p[-1] for p in _secret_paths(schema.config_schema())}
     wire = {field for _struct, field in declared}
     assert wire <= marked, sorted(wire - marked)
