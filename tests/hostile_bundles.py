@@ -828,7 +828,7 @@ def foreign_exporter_omits_a_bundler_kind(bundle: Path) -> str:
 
 @case
 def zeroclaw_manifest_claiming_bundler_kind_at_wrong_path(bundle: Path) -> str:
-    """Naming one of bundler's kinds claims to know it: its real flag may not be left out."""
+    """A flag listed where neither rule set raises it is a lie, whoever wrote the manifest."""
     _zeroclaw_style(bundle)
 
     def change(manifest: dict[str, Any]) -> None:
@@ -837,7 +837,7 @@ def zeroclaw_manifest_claiming_bundler_kind_at_wrong_path(bundle: Path) -> str:
                 flag["path"] = "risk_profiles.guarded.level"
 
     bf.edit_manifest(bundle, change)
-    return "omits command_allowlist"
+    return "lists command_allowlist at risk_profiles.guarded.level"
 
 
 def _exported_at(value: str) -> Case:

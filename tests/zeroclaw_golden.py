@@ -13,7 +13,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-GOLDEN = REPO.parent / "shared" / "interop" / "zeroclaw" / "bundles"
+KIT = REPO.parent / "shared" / "interop" / "zeroclaw"
+GOLDEN = KIT / "bundles"
+# ZeroClaw's config crate on master (what released builds write) and the pull request's copy
+# (the exporter, agent_bundle.rs: the reference for the bundle format)
+UPSTREAM_MASTER = KIT / "upstream-master"
+UPSTREAM_PR = KIT / "upstream"
 NAMES = ("a-minimal", "b-skills", "c-fallbacks", "d-mcp-missing-server", "g-skill-aliases")
 NOT_IN_BUNDLE = ("NOTES.md", "source-config.toml")
 

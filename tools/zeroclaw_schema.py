@@ -2,10 +2,16 @@
 
     python tools/zeroclaw_schema.py [UPSTREAM] [--check]
 
-``UPSTREAM`` is the pinned copy of ZeroClaw (default ``../shared/interop/zeroclaw/upstream``,
-relative to the repository root). The schema covers every table an agent closure touches
-(01 §3): agents, risk and runtime profiles, the three bundle maps, ``[mcp]``, every provider
-category and family, and the shapes of ``channels`` and ``cron``. Each field gets its JSON
+Also writes ``tests/fixtures/zeroclaw/config-facts.json`` (:func:`facts`).
+
+``UPSTREAM`` is the copy of ZeroClaw's config crate the schema follows (default
+``../shared/interop/zeroclaw/upstream-master``, relative to the repository root: master, which
+released builds write installs with; the pull request's copy ``upstream`` is the reference for
+the bundle format only, and every key it has, master has too). The schema covers every table an
+agent closure touches (01 §3): agents, risk and runtime profiles, the three bundle maps,
+``[mcp]``, every provider category and family, and the shapes of ``channels`` and ``cron``. Of
+every other table it describes only the way down to each ``#[secret]`` field, so that a secret
+anywhere in ``config.toml`` is known to be one. Each field gets its JSON
 type, its default, ``x-secret`` (``#[secret]``), ``x-ref`` (ZeroClaw's reference newtypes),
 ``x-keyed-by`` (``#[natural_key]``), its serde aliases (``x-aliases``) and, where ZeroClaw
 omits it when writing, ``x-skip-serializing-if``. What the Rust source cannot say (URL and
@@ -30,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_UPSTREAM = Path("../shared/interop/zeroclaw/upstream")
+DEFAULT_UPSTREAM = Path("../shared/interop/zeroclaw/upstream-master")
 SCHEMA_PATH = REPO / "manifests" / "config.schema.json"
 OVERLAY_PATH = REPO / "manifests" / "config.schema.overlay.json"
 CRATE_SRC = Path("crates/zeroclaw-config/src")
@@ -391,6 +397,11 @@ class Source:
         return Enum(name, variants, serde)
 
 
+def is_secret_field(f: Field) -> bool:
+    """True for a field marked ``#[secret]`` or ``#[secret(category = ...)]``."""
+    return any(re.fullmatch(r"secret\b(\(.*\))?", attr, re.S) for attr in f.attrs)
+
+
 # --- types to schema nodes ----------------------------------------------------------------------
 
 
@@ -530,8 +541,7 @@ class Generator:
                 continue
             wire = f.serde.rename or wire_case(f.name, struct.serde.rename_all)
             node = self.node(f.type)
-            # ``#[secret]`` or ``#[secret(category = ...)]``
-            if any(re.fullmatch(r"secret\b(\(.*\))?", attr, re.S) for attr in f.attrs):
+            if is_secret_field(f):
                 node["x-secret"] = True
             keyed_by = attr_value(f.attrs, "natural_key")
             if keyed_by:
@@ -548,6 +558,72 @@ class Generator:
                 # accepted on input, never written: carried entries use the field's own name
                 node["x-aliases"] = list(f.serde.aliases)
             properties[wire] = node
+
+    # secret marks of the tables the closure never carries
+
+    def secret_skeleton(self, type_text: str, stack: tuple[str, ...] = ()) -> Node | None:
+        """The schema of a Rust type reduced to the way down to its ``#[secret]`` fields.
+
+        None when the type holds no secret. Only containers and secret leaves are described
+        (no ``required``, no defaults, no other field): the tables outside an agent's closure
+        stay as free as before, while every secret in them is known to be one wherever bundler
+        meets a config path (``config set``, the sweep, the secret store).
+        """
+        name, args = parse_type(type_text)
+        if name in ("Option", "Box", "Arc"):
+            return self.secret_skeleton(args[0], stack)
+        if name in ("Vec", "HashSet", "BTreeSet"):
+            items = self.secret_skeleton(args[0], stack)
+            return None if items is None else {"type": "array", "items": items}
+        if name in _MAPS:
+            values = self.secret_skeleton(args[1], stack)
+            return None if values is None else {"type": "object", "additionalProperties": values}
+        if name in self.source.enums:
+            enum = self.source.enums[name]
+            for v in enum.variants:
+                payload = (v.payload or "").strip()
+                inner = payload[1:-1] if payload.startswith("(") else None
+                if inner and self.secret_skeleton(inner, stack) is not None:
+                    raise SourceError(f"enum {name} carries a secret in a form this reader lacks")
+                if payload.startswith("{") and any(
+                    is_secret_field(f) or self.secret_skeleton(f.type, stack) is not None
+                    for f in Source._fields(payload[1:-1])
+                ):
+                    raise SourceError(f"enum {name} carries a secret in a form this reader lacks")
+            return None
+        if name not in self.source.structs or name in stack:
+            return None  # a scalar or a foreign type: no ``#[secret]`` below it
+        struct = self.source.structs[name]
+        if struct.tuple_type is not None:
+            return self.secret_skeleton(struct.tuple_type, (*stack, name))
+        properties = self._secret_fields_into(struct, (*stack, name))
+        return {"type": "object", "properties": properties} if properties else None
+
+    def _secret_fields_into(self, struct: Struct, stack: tuple[str, ...]) -> dict[str, Node]:
+        properties: dict[str, Node] = {}
+        for f in struct.fields:
+            if "skip" in f.serde.flags or "skip_deserializing" in f.serde.flags:
+                continue
+            if "flatten" in f.serde.flags:
+                inner = self.source.structs[parse_type(f.type)[0]]
+                properties.update(self._secret_fields_into(inner, stack))
+                continue
+            wire = f.serde.rename or wire_case(f.name, struct.serde.rename_all)
+            if is_secret_field(f):
+                node = self.node(f.type)
+                node["x-secret"] = True
+            else:
+                found = self.secret_skeleton(f.type, stack)
+                if found is None:
+                    continue
+                node = found
+                keyed_by = attr_value(f.attrs, "natural_key")
+                if keyed_by:
+                    node["x-keyed-by"] = keyed_by
+            if f.serde.aliases:
+                node["x-aliases"] = list(f.serde.aliases)
+            properties[wire] = node
+        return properties
 
     # defaults
 
@@ -716,6 +792,14 @@ def _variant_idents(source: Source, enum: Enum) -> list[str]:
 # --- the whole schema ---------------------------------------------------------------------------
 
 
+def revision(upstream: Path) -> str | None:
+    """``master 15d28660ff (2026-08-22)``: the revision the copy's README names, or None."""
+    readme = upstream / "README.md"
+    text = readme.read_text(encoding="utf-8") if readme.is_file() else ""
+    m = re.search(r"(master) at commit `([0-9a-f]{10})[0-9a-f]*` \((\d{4}-\d\d-\d\d)\)", text)
+    return f"{m.group(1)} {m.group(2)} ({m.group(3)})" if m else None
+
+
 def generate_tree(upstream: Path) -> Node:
     """The config schema derived from the Rust source alone (before the overlay)."""
     source = Source(upstream)
@@ -733,13 +817,30 @@ def generate_tree(upstream: Path) -> Node:
         if f.serde.aliases:
             node["x-aliases"] = list(f.serde.aliases)
         properties[name] = node
-    return {
+    # every other table: only where its secrets are (``#[secret]`` holds in all of ZeroClaw)
+    for f in config.fields:
+        if f.name in ROOT_FIELDS and ROOT_FIELDS[f.name]:
+            continue
+        if "skip" in f.serde.flags or "skip_deserializing" in f.serde.flags:
+            continue
+        if is_secret_field(f):
+            raise SourceError(f"Config.{f.name} is a secret at the root, which bundler lacks")
+        found = gen.secret_skeleton(f.type)
+        if found is None:
+            continue
+        wire = f.serde.rename or wire_case(f.name, config.serde.rename_all)
+        if wire in properties:
+            properties[wire].update(found)  # the shape-only tables keep their free shape
+        else:
+            properties[wire] = found
+    tree: Node = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://bundler.invalid/schemas/config.schema.json",
         "title": "zeroclaw install config.toml",
         "description": (
-            "GENERATED by tools/zeroclaw_schema.py from ZeroClaw's pinned config source "
-            "(../shared/interop/zeroclaw/upstream) and manifests/config.schema.overlay.json; "
+            "GENERATED by tools/zeroclaw_schema.py from ZeroClaw's config source on master "
+            "(../shared/interop/zeroclaw/upstream-master) and "
+            "manifests/config.schema.overlay.json; "
             "do not edit. Types, defaults, secret marks (x-secret) and references (x-ref) of "
             "config.toml (spec 01 \u00a73). Unknown keys are allowed: they are the user's and "
             "kept by edits; export never carries them."
@@ -747,6 +848,11 @@ def generate_tree(upstream: Path) -> Node:
         "type": "object",
         "properties": properties,
     }
+    found = revision(upstream)
+    if found is not None:
+        # the revision a key the schema lacks is newer than (named in an export's dropped row)
+        tree["x-zeroclaw-revision"] = found
+    return tree
 
 
 def _children(node: Node, segment: str) -> Iterator[Node]:
@@ -785,6 +891,43 @@ def apply_overlay(tree: Node, overlay: Node) -> None:
                     target[key] = value
 
 
+FACTS_PATH = REPO / "tests" / "fixtures" / "zeroclaw" / "config-facts.json"
+_SLOT_MACROS = {
+    "models": "for_each_model_provider_slot",
+    "tts": "for_each_tts_provider_slot",
+    "transcription": "for_each_transcription_provider_slot",
+}
+
+
+def facts(upstream: Path) -> str:
+    """The few facts of ZeroClaw's config crate the tests check bundler against, as data.
+
+    The family lists of each provider category (its slot macro, in order), the
+    ``default_auto_approve()`` tools and the number of ``#[secret]`` fields the crate declares,
+    with the revision they come from: written to ``tests/fixtures/zeroclaw/config-facts.json``,
+    so a clone without ZeroClaw's source still checks the schema against them.
+    """
+    source = Source(upstream)
+    gen = Generator(source)
+    families: dict[str, list[str]] = {}
+    for category, macro in _SLOT_MACROS.items():
+        for text in source.texts:
+            m = re.search(rf"macro_rules! {macro}\s*\{{", text)
+            if m:
+                body = text[m.end() : matching(text, m.end() - 1)]
+                families[category] = re.findall(r'\(\w+,\s*"(\w+)"', body)
+        if category not in families:
+            raise SourceError(f"{macro}! not found")
+    secrets = sum(is_secret_field(f) for s in source.structs.values() for f in s.fields)
+    data = {
+        "revision": revision(upstream),
+        "families": families,
+        "default_auto_approve": gen.evaluate("default_auto_approve()", "Vec<String>"),
+        "secret_fields": secrets,
+    }
+    return json.dumps(data, indent=2) + "\n"
+
+
 def generate(upstream: Path, overlay_path: Path = OVERLAY_PATH) -> str:
     """The text of ``manifests/config.schema.json`` for the pinned source at ``upstream``."""
     tree = generate_tree(upstream)
@@ -801,16 +944,18 @@ def main(argv: list[str] | None = None) -> int:
     if not upstream.is_absolute():
         upstream = REPO / upstream
     try:
-        text = generate(upstream)
+        outputs = {SCHEMA_PATH: generate(upstream), FACTS_PATH: facts(upstream)}
     except (SourceError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if args.check:
-        if SCHEMA_PATH.read_text(encoding="utf-8") != text:
-            print(f"{SCHEMA_PATH} is out of date: run tools/zeroclaw_schema.py", file=sys.stderr)
-            return 1
+        for path, text in outputs.items():
+            if not path.is_file() or path.read_text(encoding="utf-8") != text:
+                print(f"{path} is out of date: run tools/zeroclaw_schema.py", file=sys.stderr)
+                return 1
         return 0
-    SCHEMA_PATH.write_text(text, encoding="utf-8")
+    for path, text in outputs.items():
+        path.write_text(text, encoding="utf-8")
     return 0
 
 

@@ -41,7 +41,6 @@ DEFAULT_CLOSED = "default_closed"
 PRIVATE_DATA = "private_data"
 NOT_YET_PORTABLE = "not_yet_portable"
 SOURCE_MISSING = "source_missing"
-_UNKNOWN_KEY_DETAIL = "the schema does not describe this key, so it cannot be checked for secrets"
 _DUPLICATE_ALIAS_DETAIL = (
     "another spelling of a field that is also set: the field's own value travels"
 )
@@ -247,7 +246,7 @@ class _Drops:
                     self.drop(
                         (*segments, key),
                         NOT_YET_PORTABLE,
-                        _UNKNOWN_KEY_DETAIL if field is None else _DUPLICATE_ALIAS_DETAIL,
+                        _unknown_key_detail() if field is None else _DUPLICATE_ALIAS_DETAIL,
                     )
             elif (
                 isinstance(entry[key], dict)
@@ -263,6 +262,17 @@ class _Drops:
         for name, reason, why in fields:
             if is_populated(entry.pop(name, None)):
                 self.drop((*base, name), reason, why)
+
+
+def _unknown_key_detail() -> str:
+    """Why a key the schema lacks stays behind, naming the ZeroClaw revision the schema follows:
+    a key ZeroClaw added after it is unknown until the schema is regenerated from a newer one."""
+    revision = schema.config_schema().get("x-zeroclaw-revision")
+    since = f" (ZeroClaw {revision})" if isinstance(revision, str) else ""
+    return (
+        f"the config schema{since} does not describe this key, so it cannot be checked for "
+        "secrets: a ZeroClaw revision after that one added it, or it is misspelt"
+    )
 
 
 def _node(*segments: str) -> Node | None:

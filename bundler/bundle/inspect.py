@@ -37,6 +37,7 @@ _COLUMNS = {
     "closure": ("kind", "entry"),
     "required secrets": ("config path", "will be sent to"),
     "risk flags (recomputed)": ("kind", "granted by", "detail"),
+    "also found by bundler": ("kind", "granted by", "detail"),
     "dropped": ("path", "reason", "detail"),
 }
 
@@ -58,6 +59,7 @@ class InspectReport:
     entries: dict[str, list[str]] = field(default_factory=dict)
     secrets: list[tuple[str, str]] = field(default_factory=list)
     risk_flags: list[dict[str, str]] = field(default_factory=list)
+    also_found: list[dict[str, str]] = field(default_factory=list)
     dropped: list[dict[str, str]] = field(default_factory=list)
 
     @property
@@ -96,10 +98,13 @@ class InspectReport:
         dropped: list[tuple[str, ...]] = [
             (d["path"], d["reason"], d["detail"]) for d in self.dropped
         ]
+        also: list[tuple[str, ...]] = [(f["kind"], f["path"], f["detail"]) for f in self.also_found]
         return [
             ("closure", closure),
             ("required secrets", [tuple(row) for row in self.secrets]),
             ("risk flags (recomputed)", flags),
+            # beyond the rules of the exporter that wrote the bundle (02 §6.2)
+            *([("also found by bundler", also)] if also else []),
             ("dropped", dropped),
         ]
 
@@ -121,6 +126,7 @@ class InspectReport:
             "entries": self.entries,
             "required_secrets": [{"path": p, "endpoint": e} for p, e in self.secrets],
             "risk_flags": self.risk_flags,
+            "also_found_by_bundler": self.also_found,
             "dropped": self.dropped,
             "errors": [{"path": p.path, "message": p.message} for p in self.verify.errors],
             "warnings": [{"path": p.path, "message": p.message} for p in self.verify.warnings],
@@ -214,6 +220,10 @@ def inspect_bundle(
     report.risk_flags = [
         {key: _escaped(flag.get(key, "")) for key in ("kind", "path", "detail")}
         for flag in checked.risk_flags
+    ]
+    report.also_found = [
+        {key: _escaped(flag.get(key, "")) for key in ("kind", "path", "detail")}
+        for flag in checked.also_found
     ]
     report.dropped = [
         {key: row.get(key, "") for key in ("path", "reason", "detail")}

@@ -69,7 +69,9 @@ class VerifyReport:
     """The outcome of :func:`verify_bundle`.
 
     ``errors`` and ``warnings`` hold every finding. ``risk_flags`` and ``skill_bundles`` are
-    recomputed from the bundle (``None``/empty when the fragment could not be read); ``files``
+    recomputed from the bundle (``None``/empty when the fragment could not be read):
+    ``risk_flags`` under both rule sets, ``also_found`` those of bundler's rules that the rules
+    of the exporter which wrote the bundle do not raise and its manifest does not list; ``files``
     and ``bytes`` count the regular files found under ``config.toml``, ``workspace/``,
     ``skills/`` and ``memory/``, and ``sizes`` the size of each by its bundle path;
     ``checksums_digest`` is the XXH3-128 of ``checksums.xxh3`` and ``checksums`` the digests it
@@ -89,6 +91,7 @@ class VerifyReport:
     manifest: dict[str, Any] | None = None
     fragment: dict[str, Any] | None = None
     risk_flags: list[dict[str, str]] = field(default_factory=list)
+    also_found: list[dict[str, str]] = field(default_factory=list)
     skill_bundles: list[str] = field(default_factory=list)
     files: int = 0
     bytes: int = 0
@@ -126,6 +129,7 @@ class VerifyReport:
             "files": self.files,
             "bytes": self.bytes,
             "checksums_xxh3_128": self.checksums_digest,
+            "also_found_by_bundler": self.also_found,
         }
 
 
@@ -333,43 +337,34 @@ def _flag_key(flag: Mapping[str, Any], *, raw: bool) -> tuple[str, str]:
     return (_raw_joined(path) if raw else path), str(flag.get("kind", ""))
 
 
-def _known_kinds(
-    manifest: Mapping[str, Any], claimed: Sequence[Mapping[str, Any]]
-) -> frozenset[str]:
-    """The kinds the manifest's exporter knows: only those can be omitted from it."""
-    from bundler.rules.risk import KINDS, ZEROCLAW_KINDS
-
-    if not zeroclaw_written(manifest):
-        return frozenset(KINDS)
-    # a manifest naming one of bundler's kinds claims to know it, whoever wrote it
-    return ZEROCLAW_KINDS | {str(f.get("kind", "")) for f in claimed}
-
-
 def _compare_flags(
     report: VerifyReport,
     manifest: Mapping[str, Any],
-    actual: list[dict[str, str]],
+    bundler_flags: list[dict[str, str]],
+    writer_flags: list[dict[str, str]],
 ) -> None:
-    """The manifest's ``risk_flags`` against the recomputed ones, by (kind, path) only.
+    """The manifest's ``risk_flags`` against the writer's rule set, by (kind, path) only (02 §6.2).
 
-    ``detail`` is wording for people (ZeroClaw's differs from bundler's) and is never compared:
-    what the user sees and consents to is the recomputed flag. A recomputed flag of a kind the
-    exporter knows but the manifest leaves out is a lying manifest; one of a kind it cannot
-    know is not. Paths of a ZeroClaw-written manifest are compared as ZeroClaw joins them.
+    ``writer_flags`` are the flags the exporter that wrote the bundle raises under its own rules
+    (bundler's, or ZeroClaw's for a manifest ZeroClaw wrote); one it leaves out is a lying
+    manifest. A listed flag neither rule set raises is one too. What bundler's rules find beyond
+    the writer's is no lie: it is kept in ``report.also_found`` and a warning, and import puts it
+    to the operator with the rest. ``detail`` is wording for people and is never compared. Paths
+    of a ZeroClaw-written manifest are compared as ZeroClaw joins them.
     """
     claimed = manifest.get("risk_flags", [])
     claimed_flags = [f for f in claimed if isinstance(f, dict)] if isinstance(claimed, list) else []
     raw = zeroclaw_written(manifest)
-    known = _known_kinds(manifest, claimed_flags)
     claimed_by_key = {_flag_key(f, raw=raw): f for f in claimed_flags}
-    actual_by_key = {_flag_key(f, raw=raw): f for f in actual}
+    writer_by_key = {_flag_key(f, raw=raw): f for f in writer_flags}
+    bundler_by_key = {_flag_key(f, raw=raw): f for f in bundler_flags}
     where = f"{MANIFEST_NAME}: risk_flags"
-    for key in actual_by_key:
-        shown = f"{escape_display(key[1])} at {escape_display(key[0])}"
-        if key not in claimed_by_key and key[1] in known:
+    for key in writer_by_key:
+        if key not in claimed_by_key:
+            shown = f"{escape_display(key[1])} at {escape_display(key[0])}"
             report.errors.append(Problem(where, f"omits {shown}, which config.toml grants"))
     for key in claimed_by_key:
-        if key not in actual_by_key:
+        if key not in writer_by_key and key not in bundler_by_key:
             report.errors.append(
                 Problem(
                     where,
@@ -377,6 +372,20 @@ def _compare_flags(
                     "which config.toml does not grant",
                 )
             )
+    report.also_found = [
+        flag
+        for key, flag in bundler_by_key.items()
+        if key not in writer_by_key and key not in claimed_by_key
+    ]
+    report.warnings += [
+        Problem(
+            where,
+            f"also found by bundler: {escape_display(flag['kind'])} at "
+            f"{escape_display(flag['path'])} ({escape_display(flag['detail'])}); the exporter's "
+            "rules do not raise it, import asks for consent to it with the rest",
+        )
+        for flag in report.also_found
+    ]
 
 
 def _recompute(
@@ -384,6 +393,7 @@ def _recompute(
 ) -> None:
     """Skill bundles, risk flags and required secrets from the fragment and the tree (03 §1)."""
     from bundler.rules.risk import compute_risk_flags
+    from bundler.rules.risk_zeroclaw import zeroclaw_risk_flags
     from bundler.rules.validate import validate
 
     root = str(manifest.get("root_agent", ""))
@@ -435,13 +445,21 @@ def _recompute(
         )
     try:
         flags = compute_risk_flags(fragment, report.skill_bundles, version, root)
-        report.risk_flags = [flag.as_dict() for flag in flags]
+        bundler_flags = [flag.as_dict() for flag in flags]
+        writer_flags = bundler_flags
+        if zeroclaw_written(manifest):
+            writer_flags = [
+                flag.as_dict() for flag in zeroclaw_risk_flags(fragment, report.skill_bundles, root)
+            ]
     except (TypeError, ValueError, AttributeError, KeyError) as exc:
         report.errors.append(
             Problem(CONFIG_NAME, f"risk flags cannot be computed ({type(exc).__name__})")
         )
     else:
-        _compare_flags(report, manifest, report.risk_flags)
+        # what the operator sees and consents to: both rule sets' findings, one per path and kind
+        union = {(f["path"], f["kind"]): f for f in [*writer_flags, *bundler_flags]}
+        report.risk_flags = [union[key] for key in sorted(union)]
+        _compare_flags(report, manifest, bundler_flags, writer_flags)
     secrets = manifest.get("required_secrets", [])
     if isinstance(secrets, list):
         report.errors += [

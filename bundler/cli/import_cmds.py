@@ -146,11 +146,15 @@ def summary(report: importer.ImportReport, *, install: str | None = None) -> lis
             f"  reused {escape_display(path)}: the bundle's skill files differ from the local "
             "folder's"
         )
+    extra = {(f["path"], f["kind"]) for f in report.also_found}
     for flag in report.risk_flags:
         detail = escape_display(flag.get("detail", ""))
+        also = " (also found by bundler)" if (flag["path"], flag["kind"]) in extra else ""
         lines.append(
-            f"  risk {escape_display(flag['kind'])} {escape_display(flag['path'])}: {detail}"
+            f"  risk {escape_display(flag['kind'])} {escape_display(flag['path'])}: {detail}{also}"
         )
+    for change in report.approval_changes:
+        lines.append(f"  approves less: {change}")
     for command in report.missing_commands:
         lines.append(f"  not on PATH: {command}")
     lines.extend(f"  note: {note}" for note in report.notes)

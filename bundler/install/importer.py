@@ -22,7 +22,12 @@ from typing import Any
 import tomli_w
 
 from bundler.bundle import fragment
-from bundler.bundle.verify import VerifyReport, verify_bundle, verify_deferring_workspace
+from bundler.bundle.verify import (
+    VerifyReport,
+    verify_bundle,
+    verify_deferring_workspace,
+    zeroclaw_written,
+)
 from bundler.config.file import ConfigFile, read_config_file
 from bundler.config.guards import UNRESTRICTED
 from bundler.config.secretstore import SecretWriter, replace_sealed
@@ -72,7 +77,8 @@ from bundler.rules import hints, layout
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
 from bundler.rules.progress import Progress, phase
-from bundler.rules.risk import compute_risk_flags
+from bundler.rules.risk import DEFAULT_PROFILE, compute_risk_flags, effective_auto_approve
+from bundler.rules.risk_zeroclaw import zeroclaw_risk_flags
 from bundler.rules.schemacheck import schema_findings
 from bundler.rules.secrets import sweep_targets, value_targets
 from bundler.rules.skillfolder import (
@@ -94,6 +100,8 @@ class ImportReport:
     risk_flags: list[dict[str, str]]
     dry_run: bool
     workspace_target: str
+    also_found: list[dict[str, str]] = field(default_factory=list)
+    approval_changes: list[str] = field(default_factory=list)
     skill_targets: dict[str, str] = field(default_factory=dict)
     skills_differ: list[str] = field(default_factory=list)
     missing_commands: list[str] = field(default_factory=list)
@@ -112,6 +120,9 @@ class ImportReport:
         return {
             **self.plan.summary(),
             "risk_flags": self.risk_flags,
+            # of risk_flags, those the bundle's exporter's own rules do not raise (02 §6.2)
+            "also_found_by_bundler": self.also_found,
+            "approval_changes": self.approval_changes,
             "receipt": self.receipt,
             "dry_run": self.dry_run,
             "workspace": self.workspace_target,
@@ -140,6 +151,39 @@ def _missing_commands(plan: merge.MergePlan) -> list[str]:
     return missing
 
 
+# keys naming a file or folder of the host that ZeroClaw needs before it can build the entry:
+# key -> (what it must be, what ZeroClaw then does)
+_HOST_PATHS = {
+    "tls_ca_cert_path": (stat.S_ISREG, "a file", "cannot make TLS connections with it"),
+    "working_directory": (stat.S_ISDIR, "a folder", "will not build this provider"),
+}
+
+
+def _missing_host_paths(plan: merge.MergePlan) -> list[str]:
+    """Warnings for the imported entries' host paths that do not exist here (02 §6: host_path).
+
+    A provider's or MCP server's ``tls_ca_cert_path`` and a CLI provider's
+    ``working_directory`` (``grok_cli``) name the exporting host's files; the entry travels, and
+    ZeroClaw will not use it on this host until the path exists here.
+    """
+    found = []
+    for new in plan.new_entries:
+        for key, (is_kind, what, effect) in _HOST_PATHS.items():
+            value = new.value.get(key)
+            if not isinstance(value, str) or not value:
+                continue
+            try:
+                mode: int | None = os.stat(value).st_mode
+            except (OSError, ValueError):
+                mode = None
+            if mode is None or not is_kind(mode):
+                found.append(
+                    f"{format_path([*new.segments, key])}: {escape_display(value)} is not "
+                    f"{what} on this host; ZeroClaw {effect} until it is"
+                )
+    return found
+
+
 UNPROVEN_INTEGRITY = (
     "its files are not covered by checksums (no checksums.xxh3), so nothing proves they are "
     "the ones the exporter wrote"
@@ -153,13 +197,19 @@ def _consent(
     bundle: str,
     *,
     integrity_unproven: bool = False,
+    also_found: Sequence[Mapping[str, str]] = (),
 ) -> None:
-    """Ask for consent to the recomputed flags and to unproven integrity, like one risk list."""
+    """Ask for consent to the recomputed flags and to unproven integrity, like one risk list.
+
+    ``also_found`` (of ``flags``) are marked: the exporter's own rules did not raise them.
+    """
     if (not flags and not integrity_unproven) or accept_risks:
         return
+    extra = {(f["path"], f["kind"]) for f in also_found}
     lines = [
         f"{escape_display(f['kind'])} {escape_display(f['path'])}: "
         f"{escape_display(f.get('detail', ''))}"
+        + (" (also found by bundler)" if (f["path"], f["kind"]) in extra else "")
         for f in flags
     ]
     if integrity_unproven:
@@ -405,18 +455,8 @@ def _check_skill_folders(
             )
 
 
-def effective_risk_flags(
-    plan: merge.MergePlan, carried_skill_bundles: Sequence[str], format_version: int
-) -> list[dict[str, str]]:
-    """The risk flags of the imported agent as the merged config grants them (03 §3.1.7).
-
-    Computed by :func:`bundler.rules.risk.compute_risk_flags` over what the agent reaches in the
-    merged config, so a bound local entry counts instead of the bundle's entry it replaces,
-    and flags carry the final (namespaced) paths. ``carried_skill_bundles`` are the bundle's
-    skill bundles with content; only those whose content lands (added or namespaced) count.
-    Each detail is shown and recorded with the secrets of the active withholding scopes
-    withheld (a bound local entry's detail is the install's own text).
-    """
+def _effective_fragment(plan: merge.MergePlan) -> dict[str, Any]:
+    """What the imported agent reaches in the merged config, as a fragment."""
     effective: dict[str, Any] = {}
     for key in sorted(fragment.reached_entries(plan.merged, plan.agent)):
         if key[:2] == ("mcp", "servers"):
@@ -433,13 +473,79 @@ def effective_risk_flags(
             for part in key[:-1]:
                 node = node.setdefault(part, {})
             node[key[-1]] = value
-    landing = [
+    return effective
+
+
+def _landing(plan: merge.MergePlan, carried_skill_bundles: Sequence[str]) -> list[str]:
+    """The bundle's skill bundles with content whose content lands (added or namespaced)."""
+    return [
         p.target_alias
         for p in plan.skills
         if p.action in ("added", "renamed") and p.source_alias in carried_skill_bundles
     ]
-    flags = compute_risk_flags(effective, landing, format_version, plan.agent)
+
+
+def effective_risk_flags(
+    plan: merge.MergePlan, carried_skill_bundles: Sequence[str], format_version: int
+) -> list[dict[str, str]]:
+    """The risk flags of the imported agent as the merged config grants them (03 §3.1.7).
+
+    Computed by :func:`bundler.rules.risk.compute_risk_flags` over what the agent reaches in the
+    merged config, so a bound local entry counts instead of the bundle's entry it replaces,
+    and flags carry the final (namespaced) paths. ``carried_skill_bundles`` are the bundle's
+    skill bundles with content; only those whose content lands (added or namespaced) count.
+    Each detail is shown and recorded with the secrets of the active withholding scopes
+    withheld (a bound local entry's detail is the install's own text).
+    """
+    landing = _landing(plan, carried_skill_bundles)
+    flags = compute_risk_flags(_effective_fragment(plan), landing, format_version, plan.agent)
     return [{**flag.as_dict(), "detail": withheld(flag.detail)} for flag in flags]
+
+
+def approval_changes(plan: merge.MergePlan) -> list[str]:
+    """What a namespaced ``default`` risk profile stops approving (02 §6.1, 03 §3.1).
+
+    ZeroClaw merges its default auto-approved tools into the profile named ``default`` only
+    (``ensure_default_auto_approve``), so renaming the bundle's ``default`` profile narrows what
+    it approves without asking: the plan names the tools that will be asked about.
+    """
+    out = []
+    source = merge.entry_path("risk_profiles", DEFAULT_PROFILE)
+    final = plan.renamed.get(source)
+    for new in plan.new_entries:
+        if final is None or new.kind != "risk_profiles" or new.path != final:
+            continue
+        after = effective_auto_approve(new.name, new.value)
+        lost = [n for n in effective_auto_approve(DEFAULT_PROFILE, new.value) if n not in after]
+        if lost:
+            out.append(
+                f"{source} is imported as {final}: ZeroClaw merges its default auto-approved "
+                f"tools only into a profile named {DEFAULT_PROFILE}, so {final} will ask before "
+                f"using: {escape_display(', '.join(lost))}"
+            )
+    return out
+
+
+def also_found_by_bundler(
+    report: VerifyReport,
+    plan: merge.MergePlan,
+    carried_skill_bundles: Sequence[str],
+    flags: Sequence[Mapping[str, str]],
+) -> list[dict[str, str]]:
+    """Of ``flags``, those the rules of the exporter that wrote the bundle do not raise (02 §6.2).
+
+    For a bundle ZeroClaw wrote, bundler's findings beyond ZeroClaw's ``collect_risk_flags``
+    (computed over the same merged closure, so paths are the final ones); for bundler's own
+    bundles, none. They are consented to like the rest, and listed apart in the report.
+    """
+    if not zeroclaw_written(report.manifest or {}):
+        return []
+    landing = _landing(plan, carried_skill_bundles)
+    raised = {
+        (flag.path, flag.kind)
+        for flag in zeroclaw_risk_flags(_effective_fragment(plan), landing, plan.agent)
+    }
+    return [dict(flag) for flag in flags if (flag["path"], flag["kind"]) not in raised]
 
 
 def _plan(
@@ -462,15 +568,15 @@ def _plan_withholding(
         # once the options are known to be sound, and before any secret is asked for: a
         # refusal must not throw away what the user typed. The flags are those the merged
         # config grants (a bound local entry counts instead of the bundle's).
-        flags = effective_risk_flags(
-            plan, list(run.report.skill_bundles), run.report.format_version or 1
-        )
+        carried = list(run.report.skill_bundles)
+        flags = effective_risk_flags(plan, carried, run.report.format_version or 1)
         _consent(
             flags,
             run.options.accept_risks,
             run.options.prompt,
             run.options.argument(run.bundle),
             integrity_unproven=run.report.integrity_unproven,
+            also_found=also_found_by_bundler(run.report, plan, carried, flags),
         )
     asked = _ask_for_secrets(plan, given, run.options)
     values = asked if asked is not None else given
@@ -552,6 +658,8 @@ def _lay_out(run: _Run, plan: merge.MergePlan) -> tuple[ImportReport, str, list[
         run.options.dry_run,
         str(install_root / workspace),
     )
+    result.also_found = also_found_by_bundler(run.report, plan, carried, flags)
+    result.approval_changes = approval_changes(plan)
     for placement in plan.skills:
         if placement.action in ("added", "renamed") and placement.source_alias in carried:
             folder = relative_to_install(
@@ -588,6 +696,7 @@ def _probe(run: _Run, result: ImportReport, staged: list[Staged]) -> None:
                 path=str(install_root / item.target),
             )
     result.missing_commands = _missing_commands(result.plan)
+    result.warnings += [withheld(warning) for warning in _missing_host_paths(result.plan)]
     checksums_digest = run.report.checksums_digest
     bundle_fd = os.open(run.bundle, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:

@@ -1,10 +1,12 @@
-"""Risk flags (02 §6), pure: what a bundle's fragment lets an agent do on the receiving host.
+"""Risk flags (02 §6), pure: bundler's rule set, what a fragment lets an agent do on a host.
 
 One function, :func:`compute_risk_flags`, serves export (flags written to the manifest) and
 verify/import (flags recomputed from an untrusted bundle's ``config.toml``), so the two can only
-disagree when the bundle was altered. It reads only the fragment and the list of skill bundles
-whose content is present, and never assumes the fragment is well formed: a value of the wrong
-type is treated as if it granted nothing here, and the fragment checks reject it elsewhere.
+disagree when the bundle was altered. ZeroClaw's own exporter follows a narrower rule set,
+:mod:`bundler.rules.risk_zeroclaw`; a bundle it wrote is held to that one (02 §6.2). It reads
+only the fragment and the list of skill bundles whose content is present, and never assumes the
+fragment is well formed: a value of the wrong type is treated as if it granted nothing here, and
+the fragment checks reject it elsewhere.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bundler.rules import schema
 from bundler.rules.credentials import mask_credentials
 from bundler.rules.paths import format_path
 
@@ -51,24 +54,6 @@ KINDS = (
     EXTERNAL_AUTH,
     CARRIED_SKILLS,
     CARRIED_MEMORY,
-)
-
-# The kinds ZeroClaw's own exporter writes (``RiskKind::as_wire`` in its agent_bundle.rs). A
-# manifest written by ZeroClaw cannot name bundler's other kinds, so their absence from it is no
-# omission; a flag of one of these kinds that it leaves out still is.
-ZEROCLAW_KINDS = frozenset(
-    {
-        FULL_AUTONOMY,
-        FILESYSTEM_ESCAPE,
-        SANDBOX_DISABLED,
-        APPROVAL_BYPASS,
-        ENV_PASSTHROUGH,
-        EXTRA_FILESYSTEM_ROOTS,
-        DELEGATION_ENABLED,
-        PROCESS_SPAWN,
-        UNTRUSTED_STARTUP_CONTEXT,
-        CARRIED_SKILLS,
-    }
 )
 
 _URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -113,6 +98,40 @@ def _host_path(path: str, value: str) -> RiskFlag:
     return RiskFlag(HOST_PATH, path, f"names a file of the exporting host: {value}")
 
 
+def default_auto_approve() -> list[str]:
+    """ZeroClaw's ``default_auto_approve()``: the tools every profile approves unless it says
+    otherwise, read from the generated schema's default (never kept by hand)."""
+    node = schema.resolve(["risk_profiles", "*", "auto_approve"])[1]
+    return [str(name) for name in schema.default_of(node) or []]
+
+
+# the one profile ZeroClaw merges the defaults back into at load (ensure_default_auto_approve)
+DEFAULT_PROFILE = "default"
+
+
+def effective_auto_approve(alias: str, profile: Mapping[str, Any]) -> list[str]:
+    """The tools profile ``alias`` approves without asking, as ZeroClaw computes them.
+
+    An absent ``auto_approve`` is ``default_auto_approve()``; the profile named ``default`` gets
+    the defaults merged into its list at load (``ensure_default_auto_approve``); ``always_ask``
+    takes precedence over both. In the order ZeroClaw holds them.
+    """
+    defaults = default_auto_approve()
+    listed = profile.get("auto_approve", defaults)
+    names = _strings(listed) if isinstance(listed, list) else []
+    if alias == DEFAULT_PROFILE:
+        names += [name for name in defaults if name not in names]
+    asked = set(_strings(profile.get("always_ask")))
+    return [name for name in dict.fromkeys(names) if name not in asked]
+
+
+def auto_approve_beyond_defaults(alias: str, profile: Mapping[str, Any]) -> list[str]:
+    """The effective auto-approved tools outside ``default_auto_approve()``: what a profile
+    approves that a default install would ask about (the ``approval_bypass`` it grants)."""
+    defaults = set(default_auto_approve())
+    return [name for name in effective_auto_approve(alias, profile) if name not in defaults]
+
+
 def _risk_profile_flags(alias: str, profile: Mapping[str, Any], out: list[RiskFlag]) -> None:
     def add(kind: str, key: str, detail: str) -> None:
         out.append(RiskFlag(kind, format_path(["risk_profiles", alias, *key.split("/")]), detail))
@@ -153,11 +172,12 @@ def _risk_profile_flags(alias: str, profile: Mapping[str, Any], out: list[RiskFl
             "require_approval_for_medium_risk",
             "medium-risk commands run without approval",
         )
-    if _nonempty(profile.get("auto_approve")):
+    beyond = auto_approve_beyond_defaults(alias, profile)
+    if beyond:
         add(
             APPROVAL_BYPASS,
             "auto_approve",
-            f"approved without asking: {_listing(profile.get('auto_approve'))}",
+            "approved without asking, beyond ZeroClaw's default tools: " + ", ".join(beyond),
         )
     if _nonempty(profile.get("allowed_commands")):
         add(
@@ -256,6 +276,29 @@ def _provider_flags(
     cert = provider.get("tls_ca_cert_path")
     if isinstance(cert, str) and cert:
         out.append(_host_path(path("tls_ca_cert_path"), cert))
+    # a CLI family's subprocess (grok_cli): where it runs, what it inherits, how it is started
+    folder = provider.get("working_directory")
+    if isinstance(folder, str) and folder:
+        out.append(_host_path(path("working_directory"), folder))
+    if _nonempty(provider.get("env_passthrough")):
+        out.append(
+            RiskFlag(
+                ENV_PASSTHROUGH,
+                path("env_passthrough"),
+                "environment variables passed to the provider's subprocess: "
+                + _listing(provider.get("env_passthrough")),
+            )
+        )
+    if _nonempty(provider.get("extra_args")):
+        out.append(
+            RiskFlag(
+                SANDBOX_DISABLED,
+                path("extra_args"),
+                "flags given to the provider's subprocess, which can relax ZeroClaw's sandbox "
+                "defaults (--sandbox, --permission-mode): "
+                + " ".join(_strings(provider.get("extra_args"))),
+            )
+        )
     if provider.get("requires_openai_auth") is True:
         out.append(
             RiskFlag(

@@ -12,6 +12,7 @@ from bundler.bundle.closure import ExportPlan, finish_plan, plan_closure, prove_
 from bundler.bundle.fragment import check_form
 from bundler.bundle.manifest import Dropped, render_config
 from bundler.errors import InvalidInput, Refused
+from bundler.rules import schema
 from bundler.rules.paths import parse_path
 from bundler.rules.tomlcompat import loads
 
@@ -357,6 +358,8 @@ def test_unknown_schema_keys_removed_and_reported_not_yet_portable() -> None:
         "mcp.servers.github.cwd",
     ):
         assert got[path].reason == "not_yet_portable"
+        # a key ZeroClaw added after the schema's revision: the row names that revision
+        assert "ZeroClaw master 15d28660ff (2026-08-22)" in got[path].detail, got[path].detail
     assert "agents.researcher.empty_unknown" not in got
     text = rendered(p)
     assert (
@@ -972,3 +975,17 @@ def test_serde_alias_beside_its_field_is_dropped_not_merged() -> None:
     assert p.fragment["risk_profiles"]["guarded"]["allowed_roots"] == ["/a"]
     assert "allowed_path" not in p.fragment["risk_profiles"]["guarded"]
     assert rows(p)["risk_profiles.guarded.allowed_path"].reason == "not_yet_portable"
+
+
+def test_secrets_of_tables_outside_the_closure_are_never_required_secrets() -> None:
+    """Every #[secret] of ZeroClaw is marked, channels and gateway too; only the closure's
+    tables travel, so only their secrets are a bundle's required_secrets."""
+    config = _mcp_config()
+    config["channels"] = {"telegram": {"main": {"bot_token": "123456:telegram-token-value"}}}
+    config["gateway"] = {"paired_tokens": ["paired-token-0123456789"]}
+    config["memory"] = {"embedding_api_key": "emb-key-0123456789abcdef"}
+    assert schema.is_secret(["channels", "telegram", "main", "bot_token"])
+    p = plan(config)
+    assert not [s for s in p.required_secrets if s.startswith(("channels", "gateway", "memory"))]
+    assert p.required_secrets == plan(_mcp_config()).required_secrets
+    assert "telegram-token-value" not in rendered(p)

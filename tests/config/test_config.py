@@ -244,7 +244,8 @@ def test_redact_masks_nested_secrets_only() -> None:
 
 def test_redact_masks_values_the_schema_does_not_describe_under_secret_looking_keys() -> None:
     """The sweep's rule for opaque tables and unknown keys (02 §5.3), where output is made: a
-    channel's token, a key the schema does not know; other unknown values stay shown."""
+    channel's key the schema does not know (``signingSecret``); other unknown values stay
+    shown. A channel's ``bot_token`` is marked ``#[secret]`` by the schema itself."""
     channel = {"bot_token": "xoxb-1", "signingSecret": "s", "workspace": "team", "tokens": ["a"]}
     assert redact({"slack": {"team": channel}}, ["channels"]) == {
         "slack": {
@@ -261,6 +262,8 @@ def test_redact_masks_values_the_schema_does_not_describe_under_secret_looking_k
         "api_key": "***",
         "access": {"w": "read"},
     }
+    # a #[secret] field no key rule would catch: the schema marks it
+    assert redact("enc-key-1", ["channels", "lark", "team", "encrypt_key"]) == "***"
     # a schema field is judged by the schema alone, whatever its name looks like
     assert redact(8192, ["providers", "models", "anthropic", "m", "max_tokens"]) == 8192
 

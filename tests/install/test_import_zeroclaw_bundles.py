@@ -1,10 +1,13 @@
 """ZeroClaw-written bundles import (03 §1.1, §3): into an empty install and into the example.
 
 Through the real CLI in a real process. The merged config is checked by ``config validate``.
+The hand-written bundles of ``tests/fixtures/zeroclaw/`` run from any clone; the kit's golden
+ones where ``../shared`` is present.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -28,6 +31,34 @@ def import_into(install: Path, bundle: Path, *extra: str) -> str:
 
 def config_of(install: Path) -> dict:  # type: ignore[type-arg]
     return tomlcompat.loads((install / "config.toml").read_text(encoding="utf-8"))
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "zeroclaw"
+FIXTURE_NAMES = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir())
+
+
+def fixture_copy(name: str, tmp_path: Path) -> Path:
+    target = tmp_path / name
+    shutil.copytree(FIXTURES / name, target)
+    return target
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_fixture_bundle_imports_into_an_empty_install_and_validates(
+    name: str, tmp_path: Path
+) -> None:
+    install = tmp_path / "install"
+    import_into(install, fixture_copy(name, tmp_path), "--accept-risks")
+    validate_ok(install)
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_fixture_bundle_imports_beside_existing_agents_and_validates(
+    name: str, tmp_path: Path
+) -> None:
+    install = copy_example(tmp_path)
+    import_into(install, fixture_copy(name, tmp_path), "--accept-risks", "--as", "imported")
+    validate_ok(install)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,14 @@ import pytest
 
 from bundler.bundle.closure import finish_plan, plan_closure
 from bundler.bundle.manifest import render_config
-from bundler.rules.risk import KINDS, RiskFlag, compute_risk_flags
+from bundler.rules import schema
+from bundler.rules.risk import (
+    KINDS,
+    RiskFlag,
+    compute_risk_flags,
+    default_auto_approve,
+    effective_auto_approve,
+)
 from bundler.rules.tomlcompat import loads
 
 
@@ -80,7 +88,7 @@ def test_default_sandbox_settings_raise_nothing() -> None:
             {"require_approval_for_medium_risk": False},
             "risk_profiles.p.require_approval_for_medium_risk",
         ),
-        ({"auto_approve": ["shell"]}, "risk_profiles.p.auto_approve"),
+        ({"auto_approve": ["shell"]}, "risk_profiles.p.auto_approve"),  # not a default tool
     ],
 )
 def test_approval_bypass(values: dict[str, Any], path: str) -> None:
@@ -306,3 +314,54 @@ def test_export_flags_equal_flags_recomputed_from_the_rendered_fragment() -> Non
         "untrusted_startup_context",
         "carried_skills",
     }
+
+
+# --- auto_approve by its meaning (02 §6.1) -----------------------------------------------------
+
+DEFAULTS = schema.default_of(schema.resolve(["risk_profiles", "*", "auto_approve"])[1])
+
+
+def test_default_auto_approve_is_zeroclaws_twelve_from_the_generated_schema() -> None:
+    facts = Path(__file__).resolve().parents[1] / "fixtures" / "zeroclaw" / "config-facts.json"
+    assert (
+        default_auto_approve() == DEFAULTS == json.loads(facts.read_text())["default_auto_approve"]
+    )
+    assert len(DEFAULTS) == 12 and {"file_read", "browser_open", "tool_search"} <= set(DEFAULTS)
+
+
+@pytest.mark.parametrize(
+    "listed",
+    [
+        ["file_read", "memory_recall", "calculator"],  # narrowed: fewer than the defaults
+        [],  # none at all
+        DEFAULTS,  # the defaults written out
+    ],
+)
+def test_auto_approve_within_the_defaults_grants_no_approval_bypass(listed: list[str]) -> None:
+    assert flags(profile(auto_approve=listed)) == []
+
+
+def test_an_absent_auto_approve_is_the_defaults_and_grants_nothing() -> None:
+    assert effective_auto_approve("p", {}) == DEFAULTS
+    assert flags(profile(level="supervised")) == []
+
+
+def test_only_names_outside_the_defaults_are_a_bypass_and_the_detail_names_them() -> None:
+    (flag,) = flags(profile(auto_approve=["file_read", "shell", "file_write"]))
+    assert (flag.kind, flag.path) == ("approval_bypass", "risk_profiles.p.auto_approve")
+    assert flag.detail.endswith(": shell, file_write")
+    assert "file_read" not in flag.detail
+
+
+def test_the_default_profile_gets_the_defaults_merged_into_its_list() -> None:
+    """ensure_default_auto_approve: only a profile named ``default``."""
+    assert effective_auto_approve("default", {"auto_approve": ["shell"]}) == ["shell", *DEFAULTS]
+    assert effective_auto_approve("other", {"auto_approve": ["shell"]}) == ["shell"]
+
+
+def test_always_ask_takes_precedence_over_both() -> None:
+    assert "weather" not in effective_auto_approve("default", {"always_ask": ["weather"]})
+    assert (
+        flags(fragment(risk_profiles={"p": {"auto_approve": ["shell"], "always_ask": ["shell"]}}))
+        == []
+    )

@@ -75,6 +75,7 @@ def test_scrub_empties_every_secret_and_returns_sorted_paths() -> None:
     paths = scrub(fragment)
     assert paths == sorted(
         [
+            "channels.telegram.main.bot_token",
             "mcp.servers.gh.env.GITHUB_TOKEN",
             "providers.models.openai.enc.api_key",
             "providers.models.openai.main.api_key",
@@ -87,8 +88,12 @@ def test_scrub_empties_every_secret_and_returns_sorted_paths() -> None:
     main = fragment["providers"]["models"]["openai"]["main"]
     assert main["api_key"] == "" and main["extra_headers"] == {"X-Org.Id": "", "Short": ""}
     assert fragment["mcp"]["servers"][0]["env"] == {"GITHUB_TOKEN": ""}
+    # every #[secret] field is marked, in every table: a channel's token too (a fragment never
+    # holds channels, but nothing marked secret could leave through one that did)
+    assert fragment["channels"]["telegram"]["main"]["bot_token"] == ""
+    assert fragment["channels"]["telegram"]["main"]["chat"] == "not-a-secret-value"
     # scrubbing covers schema-marked fields only: opaque tables are not its business
-    assert fragment["channels"]["telegram"]["main"]["bot_token"] == "123456:telegram-token"
+    assert fragment["cron"]["job"]["ApiKey"] == "cron-api-key-0000"
 
 
 def test_scrub_of_empty_secrets_requires_nothing() -> None:
