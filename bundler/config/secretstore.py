@@ -51,7 +51,12 @@ from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.rules import schema
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
-from bundler.rules.secrets import SECRET_MIN_LENGTH, SweepTarget, iter_leaves
+from bundler.rules.secrets import (
+    CIPHERTEXT_PREFIXES,
+    SECRET_MIN_LENGTH,
+    SweepTarget,
+    iter_leaves,
+)
 
 __all__ = [
     "KEY_BYTES",
@@ -91,8 +96,7 @@ KEY_NAME = ".secret_key"
 KEY_BYTES = 32
 NONCE_BYTES = 12
 TAG_BYTES = 16
-ENC2 = "enc2:"
-ENC = "enc:"
+ENC, ENC2 = CIPHERTEXT_PREFIXES
 REFERENCE = "op://"
 KEY_FILE_LIMIT = 64 * 1024
 """More than any key ZeroClaw writes (64 digits) with room for white space around it."""
