@@ -10,6 +10,7 @@ import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 # the CLI runner and the one-error-line check live in the shared kit; re-exported for callers
 from kit import one_error, run_cli
@@ -117,7 +118,7 @@ def encrypt_install(root: Path, key: bytes | None = None) -> dict[str, str]:
     return plain
 
 
-def opened_config(root: Path) -> dict[str, object]:
+def opened_config(root: Path) -> dict[str, Any]:
     """``<root>/config.toml`` parsed, with every ``enc2:``/``enc:`` value opened under the
     install's ``.secret_key`` (as ZeroClaw reads it at start-up): what a test compares when it
     asks what value an import or ``config set`` stored, whatever the policy."""

@@ -37,6 +37,7 @@ from e2e_helpers import (
 )
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
+from installs import opened_config
 from kit import one_error
 from strategies import Install, installs
 
@@ -277,8 +278,11 @@ def _round_trip(
     assert (again / "config.toml").read_bytes() == (bundle / "config.toml").read_bytes()
     assert (again / "checksums.xxh3").read_bytes() == (bundle / "checksums.xxh3").read_bytes()
     # the given values live only in the target's config.toml: not in receipts, journals, logs
+    # stored sealed under the target's key (ZeroClaw's default), each opening to the value given
     installed = (target / "config.toml").read_text(encoding="utf-8")
-    assert all(value in installed for value in given.values())
+    assert not [value for value in given.values() if value in installed]
+    opened = json.dumps(opened_config(target))
+    assert all(json.dumps(value) in opened for value in given.values())
     others = [
         leak for leak in tree_leaks(target, given.values()) if not leak.startswith("config.toml:")
     ]

@@ -37,7 +37,7 @@ from faultinject import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from installs import copy_example
+from installs import copy_example, opened_config
 from kit import clean_env, cli_command
 from race_helpers import run_as_nobody
 from strategies import installs
@@ -338,8 +338,10 @@ def test_import_secret_with_a_good_path_lands_only_in_config_toml(
     assert human.returncode == 0, human.stderr
     _no_leak(human, [LEAK])
     assert "visible" in human.stderr  # command lines are visible to others (03 §3.1.6)
-    imported = tomlcompat.loads((target / "config.toml").read_text(encoding="utf-8"))
+    # stored sealed under the install's key (ZeroClaw's default): the plain value is in no file
+    imported = opened_config(target)
     assert imported["providers"]["models"]["anthropic"]["main"]["api_key"] == LEAK
+    assert LEAK not in (target / "config.toml").read_text(encoding="utf-8")
     assert _state_leaks(target, [LEAK]) == []
     assert not [p for p in target.iterdir() if p.name.startswith(".bundler-import-")]
 
@@ -891,8 +893,9 @@ def test_config_set_of_a_secret_prints_only_its_path(tmp_path: Path, via: str) -
             result = bundler_cli([*args, *json_flag], input_text=value + "\n")
         assert result.returncode == 0, result.stderr
         _no_leak(result, [LEAK, PLAIN])
-        written = tomlcompat.loads((root / "config.toml").read_text(encoding="utf-8"))
+        written = opened_config(root)
         assert written["providers"]["models"]["anthropic"]["main"]["api_key"] == value
+        assert value not in (root / "config.toml").read_text(encoding="utf-8")
     assert _state_leaks(root, [LEAK, PLAIN]) == []
 
 

@@ -20,6 +20,13 @@ A key that is missing is created as ZeroClaw creates it (:func:`create_key`): a 
 when another process published one first, that key is used), the folder fsynced, the temporary
 removed.
 
+The API, by use: reading the key (:func:`load_key`, :func:`read_key_file`, :func:`read_key_at`),
+values (:func:`is_encrypted`, :func:`is_reference`, :func:`decrypt`, :func:`try_decrypt`,
+:func:`encrypt`), creating the key (:func:`create_key`, :func:`publish_key`), writing under the
+policy (:func:`encrypt_policy`, :func:`store_value`, :func:`store_tree`, :class:`SecretWriter`),
+the export's sweep (:func:`open_stored`) and ``doctor``/``config get`` (:func:`census`,
+:func:`reveal`).
+
 Neither the key nor a decrypted value ever reaches a message, an exception, a ``repr`` or a
 file other than ``.secret_key`` itself: errors say which check failed, never what was read.
 ``cryptography`` is imported inside the functions that need it, so a command that never meets
@@ -44,7 +51,12 @@ from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.rules import schema
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
-from bundler.rules.secrets import SECRET_MIN_LENGTH, SweepTarget, iter_leaves
+from bundler.rules.secrets import (
+    CIPHERTEXT_PREFIXES,
+    SECRET_MIN_LENGTH,
+    SweepTarget,
+    iter_leaves,
+)
 
 __all__ = [
     "KEY_BYTES",
@@ -54,7 +66,6 @@ __all__ = [
     "OpenedConfig",
     "SecretKey",
     "SecretWriter",
-    "secret_strings",
     "census",
     "create_key",
     "decrypt",
@@ -62,19 +73,20 @@ __all__ = [
     "encrypt_policy",
     "is_encrypted",
     "is_reference",
+    "key_error",
+    "key_leftovers",
+    "key_problem",
     "key_spellings",
     "load_key",
     "needs_key",
     "open_stored",
-    "key_error",
-    "key_leftovers",
-    "key_problem",
     "parse_key_text",
     "publish_key",
     "read_key_at",
     "read_key_file",
     "replace_sealed",
     "reveal",
+    "secret_strings",
     "store_tree",
     "store_value",
     "try_decrypt",
@@ -84,8 +96,7 @@ KEY_NAME = ".secret_key"
 KEY_BYTES = 32
 NONCE_BYTES = 12
 TAG_BYTES = 16
-ENC2 = "enc2:"
-ENC = "enc:"
+ENC, ENC2 = CIPHERTEXT_PREFIXES
 REFERENCE = "op://"
 KEY_FILE_LIMIT = 64 * 1024
 """More than any key ZeroClaw writes (64 digits) with room for white space around it."""
@@ -100,8 +111,8 @@ _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 
 
 class SecretKey:
-    """The install's 32-byte key. Its ``repr`` and ``str`` withhold it; only this module's
-    functions read :attr:`raw`."""
+    """The install's 32-byte key. Its ``repr`` and ``str`` withhold it; :attr:`raw` is read by
+    the cipher and by the sweep that looks for the key itself."""
 
     __slots__ = ("_raw",)
 
@@ -121,7 +132,9 @@ class SecretKey:
     __str__ = __repr__
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, SecretKey) and other._raw == self._raw
+        import hmac  # in constant time; imported here, as hashlib is costly at start-up
+
+        return isinstance(other, SecretKey) and hmac.compare_digest(other._raw, self._raw)
 
     def __hash__(self) -> int:
         return hash(self._raw)

@@ -864,7 +864,7 @@ def test_non_portable_agent_alias_is_reported_as_warning() -> None:
 
 
 def test_raw_required_secret_path_is_accepted_by_config_set(tmp_path: Path) -> None:
-    from installs import MINIMAL_CONFIG, make_install, run_cli
+    from installs import MINIMAL_CONFIG, make_install, opened_config, run_cli
 
     text = (
         MINIMAL_CONFIG
@@ -878,9 +878,10 @@ def test_raw_required_secret_path_is_accepted_by_config_set(tmp_path: Path) -> N
     assert path in p.required_secrets
     done = run_cli(["--install", str(root), "config", "set", path, "new-org-value"])
     assert done.returncode == 0, done.stderr
-    assert loads((root / "config.toml").read_text())["providers"]["models"]["anthropic"]["main"][
-        "extra_headers"
-    ] == {"X-Org.Id": "new-org-value"}
+    opened = opened_config(root)  # stored sealed: opened as ZeroClaw reads it
+    assert opened["providers"]["models"]["anthropic"]["main"]["extra_headers"] == {
+        "X-Org.Id": "new-org-value"
+    }
 
 
 def test_server_entries_that_are_not_tables_grant_nothing_and_do_not_hide_others() -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import bundlefactory as bf
 import pytest
 from faultinject import ptrace_unavailable, run_with_fault, trace_calls
-from installs import one_error, run_cli
+from installs import one_error, opened_config, run_cli
 from kit import clean_env, cli_command
 
 from bundler.rules import tomlcompat
@@ -68,7 +68,7 @@ def test_secrets_template_round_trips_through_import_secrets_file(tmp_path: Path
         ]
     )
     assert imported.returncode == 0, imported.stderr
-    config = tomlcompat.loads((install / "config.toml").read_text(encoding="utf-8"))
+    config = opened_config(install)  # the values as ZeroClaw reads them (stored sealed)
     assert config["providers"]["models"]["anthropic"]["main"]["api_key"] == values[NEEDED[1]]
     assert config["providers"]["models"]["openai"]["backup"]["api_key"] == values[NEEDED[2]]
     assert config["mcp"]["servers"][0]["env"]["GITHUB_TOKEN"] == values[NEEDED[0]]

@@ -14,7 +14,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from installs import make_install, run_cli
+from installs import make_install, opened_config, run_cli
 
 from bundler.rules import tomlcompat
 
@@ -55,7 +55,7 @@ def export(install: Path, out: Path) -> Path:
 
 
 def headers_of(install: Path) -> object:
-    config = tomlcompat.loads((install / "config.toml").read_text(encoding="utf-8"))
+    config = opened_config(install)  # the values as ZeroClaw reads them (stored sealed)
     return config["providers"]["models"]["anthropic"]["main"].get("extra_headers")
 
 

@@ -12,9 +12,8 @@ from pathlib import Path
 import bundlefactory as bf
 import pexpect  # the test extra installs it
 import pytest
+from installs import opened_config
 from kit import clean_env, cli_command
-
-from bundler.rules import tomlcompat
 
 TYPED = "sk-TYPED-at-the-terminal-0123456789"
 GIVEN = "sk-ant-GIVEN-on-the-command-line-987"
@@ -70,7 +69,7 @@ def test_consent_comes_first_y_is_accepted_secrets_are_not_echoed(tmp_path: Path
     assert child.exitstatus == 0, seen.getvalue()
     transcript = seen.getvalue()
     assert TYPED not in transcript and GIVEN not in transcript
-    config = tomlcompat.loads((install / "config.toml").read_text(encoding="utf-8"))
+    config = opened_config(install)  # stored sealed: opened as ZeroClaw reads it
     assert config["providers"]["models"]["openai"]["backup"]["api_key"] == TYPED
     assert config["providers"]["models"]["anthropic"]["main"]["api_key"] == GIVEN
     # the warning came once, before the question; the undo hint survives a 40-column terminal

@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from installs import copy_example
+from installs import copy_example, opened_config
 from kit import run_cli
 
 from bundler.rules import tomlcompat
@@ -79,5 +79,8 @@ def test_export_import_export_gives_identical_config_and_checksums(
     seen += [p.read_text(errors="replace") for p in second.rglob("*") if p.is_file()]
     blob = "\n".join(seen)
     assert not [path for path, value in secrets.items() if value in blob]
+    # stored as ZeroClaw stores them by default: sealed, each opening to the value given
     installed = (target / "config.toml").read_text(encoding="utf-8")
-    assert all(value in installed for value in secrets.values())
+    assert not [path for path, value in secrets.items() if value in installed]
+    opened = json.dumps(opened_config(target))
+    assert all(json.dumps(value) in opened for value in secrets.values())

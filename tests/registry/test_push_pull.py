@@ -11,6 +11,7 @@ from pathlib import Path
 
 import bundlefactory as bf
 import pytest
+from installs import opened_config
 from kit import clean_env, cli_command, one_error, run_cli, tree_snapshot
 from registry_server import Registry
 
@@ -83,9 +84,8 @@ def test_export_push_import_ref_equals_importing_the_folder(
          "--plain-http"]
     )  # fmt: skip
     assert by_ref.returncode == 0, by_ref.stderr
-    assert (tmp_path / "a" / "config.toml").read_bytes() == (
-        tmp_path / "b" / "config.toml"
-    ).read_bytes()
+    # each sealed under its own key with a fresh nonce: equal once opened as ZeroClaw reads them
+    assert opened_config(tmp_path / "a") == opened_config(tmp_path / "b")
     workspace = Path("agents") / bf.ROOT_AGENT / "workspace"
     assert tree_snapshot(tmp_path / "a" / workspace) == tree_snapshot(tmp_path / "b" / workspace)
     # the receipt names the artifact by digest, not the private folder it was read from
