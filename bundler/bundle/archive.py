@@ -223,7 +223,7 @@ def pack_bundle(
     ``progress`` sees the verification, then a ``packing`` phase. ``known_digests`` is
     :func:`verify_bundle`'s, for a folder bundler has just unpacked into private scratch.
     """
-    report = verify_bundle(bundle, progress=progress, known_digests=known_digests)
+    report = verify_bundle(bundle, progress=progress, known_digests=known_digests, per_file=True)
     if not report.ok:
         raise unsound(report, str(bundle))
     source_fd = open_dir(bundle, follow=True)
@@ -236,7 +236,7 @@ def pack_bundle(
 
         def build(staging: Staging) -> None:
             names.extend(archive_order(report.entries))  # what was verified: no second walk
-            total = sum(report.sizes.values())
+            total = report.bytes
             with phase(progress, "packing", len(names), total):
                 if total < WORTHWHILE:
                     with os.fdopen(os.dup(staging.fd), "wb", buffering=1 << 20) as stream:

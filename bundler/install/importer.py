@@ -642,9 +642,9 @@ def _receipt_text(
 
 def _staged_totals(report: VerifyReport, staged: Sequence[Staged]) -> tuple[int, int]:
     """The files and bytes the staged folders copy, from what verification found."""
-    prefixes = tuple(f"{source}/" for item in staged for source, _ in item.sources)
-    sizes = [size for rel, size in report.sizes.items() if rel.startswith(prefixes)]
-    return len(sizes), sum(sizes)
+    sources = {source for item in staged for source, _ in item.sources}
+    totals = [report.totals.get(source, [0, 0]) for source in sources]
+    return sum(files for files, _ in totals), sum(size for _, size in totals)
 
 
 def _transact(run: _Run, result: ImportReport, new_text: str, staged: list[Staged]) -> None:
