@@ -61,10 +61,9 @@ from bundler.install.journal import (
     complete_transaction,
 )
 from bundler.install.stage import (
+    ListedChecksums,
     Staged,
     differing_skills,
-    listed_under,
-    read_checksums,
     stage_folder,
 )
 from bundler.rules import hints, layout
@@ -524,7 +523,9 @@ def _lay_out(run: _Run, plan: merge.MergePlan) -> tuple[ImportReport, str, list[
     )
     sources = [("workspace", "")]
     if (run.report.format_version or 1) == 2:
-        sources.append(("memory", "memory"))
+        # staging holds the files of every source but the last (stage_folder): the workspace,
+        # which may have a million, goes last
+        sources.insert(0, ("memory", "memory"))
     staged = [Staged("workspace", sources, workspace)]
     carried = list(run.report.skill_bundles)
     flags = effective_risk_flags(plan, carried, run.report.format_version or 1)
@@ -574,15 +575,19 @@ def _probe(run: _Run, result: ImportReport, staged: list[Staged]) -> None:
     checksums_digest = run.report.checksums_digest
     bundle_fd = os.open(run.bundle, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        listed = read_checksums(bundle_fd, checksums_digest) if checksums_digest else None
-        result.skills_differ = differing_skills(
-            bundle_fd,
-            run.install_fd,
-            install_root,
-            result.plan,
-            listed,
-            list(run.report.skill_bundles),
-        )
+        listed = ListedChecksums(bundle_fd, checksums_digest) if checksums_digest else None
+        try:
+            result.skills_differ = differing_skills(
+                bundle_fd,
+                run.install_fd,
+                install_root,
+                result.plan,
+                listed,
+                list(run.report.skill_bundles),
+            )
+        finally:
+            if listed is not None:
+                listed.close()
     finally:
         os.close(bundle_fd)
 
@@ -672,27 +677,20 @@ def _transact(run: _Run, result: ImportReport, new_text: str, staged: list[Stage
         bundle_fd = os.open(bundle, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
             listed = (
-                read_checksums(bundle_fd, report.checksums_digest)
+                ListedChecksums(bundle_fd, report.checksums_digest)
                 if report.checksums_digest
                 else None
             )
-            copied: set[str] = set()
-            progress = run.options.progress
-            with phase(progress, "copying", *_staged_totals(report, staged)):
-                trees = {
-                    item.label: stage_folder(bundle_fd, staging_fd, item, listed, copied, progress)
-                    for item in staged
-                }
-            expected = listed_under(
-                listed, [f"{source}/" for item in staged for source, _ in item.sources]
-            )
-            if listed is not None and copied != expected:
-                missing = sorted(expected - copied)[0]
-                raise InvalidInput(
-                    f"{escape_display(missing)}: vanished from the bundle after verification; "
-                    "verify it again",
-                    path=missing,
-                )
+            try:
+                progress = run.options.progress
+                with phase(progress, "copying", *_staged_totals(report, staged)):
+                    trees = {
+                        item.label: stage_folder(bundle_fd, staging_fd, item, listed, progress)
+                        for item in staged
+                    }
+            finally:
+                if listed is not None:
+                    listed.close()
         finally:
             os.close(bundle_fd)
         copytree.make_durable(staging_fd)
