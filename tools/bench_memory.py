@@ -3,7 +3,7 @@
 import and pull, on a tree of tiny files at two sizes.
 
     python tools/bench.py memory [--root /tmp/bundler-bench] [--files 20000,200000]
-                                 [--no-pull] [--tracemalloc]
+                                 [--no-pull] [--work DIR] [--tracemalloc]
 
 For each size, agent ``a00``'s workspace is ``N`` files of 0-64 bytes in 200 folders
 (:func:`reftree.make_reference_tree`, seeded), made once and cached under ``--root``; the
@@ -68,11 +68,10 @@ def _peak(argv: list[str]) -> float:
         return int(sink.read()) / 1024
 
 
-def _peaks(root: Path, files: int, pull: bool) -> dict[str, float]:
-    """Peak RSS in MB of each command on the ``files``-file tree."""
+def _peaks(root: Path, work: Path, files: int, pull: bool) -> dict[str, float]:
+    """Peak RSS in MB of each command on the ``files``-file tree; outputs go under ``work``."""
     install = _install(root, files)
     bundle = _bundle(root, install)
-    work = root / "memory-work"
     work.mkdir(exist_ok=True)
     out, target = work / "bundle", work / "target"
     peaks: dict[str, float] = {}
@@ -85,16 +84,16 @@ def _peaks(root: Path, files: int, pull: bool) -> dict[str, float]:
     peaks["import"] = _peak(_import(bundle, target))
     _fresh(target)
     if pull:
-        peaks["pull"] = _pull_peak(root, bundle, work)
+        peaks["pull"] = _pull_peak(bundle, work)
     return peaks
 
 
-def _pull_peak(root: Path, bundle: Path, work: Path) -> float:
+def _pull_peak(bundle: Path, work: Path) -> float:
     """Push ``bundle`` to a local registry (unmeasured), then the peak of pulling it back."""
     from bench_registry import _registry  # a local CNCF registry for the run's length
 
     pulled = work / "pulled"
-    registry = _registry(root)
+    registry = _registry(work)
     try:
         reference = f"oci://{registry.host}/bench/memory:1"  # type: ignore[attr-defined]
         _run(_cli("bundle", "push", str(bundle), reference, "--plain-http"))
@@ -142,6 +141,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--root", type=Path, default=Path("/tmp/bundler-bench"))
     parser.add_argument("--files", default="20000,200000", help="tree sizes, comma-separated")
     parser.add_argument("--no-pull", action="store_true", help="skip push and pull")
+    parser.add_argument("--work", type=Path, help="outputs (default ROOT/memory-work)")
     parser.add_argument("--tracemalloc", action="store_true")
     args = parser.parse_args(argv)
     args.root.mkdir(parents=True, exist_ok=True)
@@ -149,7 +149,8 @@ def main(argv: list[str]) -> int:
     ok = True
     table: dict[int, dict[str, float]] = {}
     for files in sizes:
-        table[files] = peaks = _peaks(args.root, files, not args.no_pull)
+        work = args.work or args.root / "memory-work"
+        table[files] = peaks = _peaks(args.root, work, files, not args.no_pull)
         shown = "  ".join(f"{name} {mb:.1f} MB" for name, mb in peaks.items())
         good = all(mb <= BAR_MEMORY_MB for mb in peaks.values())
         ok = ok and good
