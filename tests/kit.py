@@ -61,6 +61,41 @@ def cli_command(*, as_nobody: bool = False) -> list[str]:
     return [sys.executable, "-m", "bundler"]
 
 
+# The CLI, reporting its peak resident memory (VmHWM, in KiB) into the file its first argument
+# names: the kernel counts it for the process's own address space, from its exec on. A child's
+# ru_maxrss would not do: it starts at the parent's resident size when it was forked, which for
+# pytest is more than the CLI ever uses.
+PEAK_RSS = """
+import atexit, runpy, sys
+out = sys.argv.pop(1)
+def peak():
+    with open("/proc/self/status") as status:
+        kib = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
+    with open(out, "w") as sink:
+        sink.write(kib)
+atexit.register(peak)
+sys.argv[0] = "bundler"
+runpy.run_module("bundler", run_name="__main__", alter_sys=True)
+"""
+
+
+def run_cli_peak(
+    args: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: float = 600
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    """:func:`run_cli` (without its options), and the command's peak resident memory in MiB."""
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("r") as sink:
+        proc = subprocess.run(
+            [sys.executable, "-c", PEAK_RSS, sink.name, *args],
+            capture_output=True,
+            text=True,
+            env=clean_env(env),
+            timeout=timeout,
+        )
+        return proc, int(sink.read() or 0) / 1024
+
+
 def run_cli(
     args: Sequence[str],
     *,

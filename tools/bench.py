@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The 06 §1 benchmarks, each a ratio against the named standard tool measured in the same run.
 
-    python tools/bench.py planner|copy|export|import|verify|backup|sweep|push|pull|all [options]
+    python tools/bench.py NAME [options]
+
+    NAME: planner|copy|export|import|verify|memory|backup|sweep|push|pull|all
 
 Each figure lives in its own module (tools/bench_<name>.py, ``main(argv) -> int``) so that one
 benchmark can be run and profiled alone; this file only dispatches.
@@ -21,6 +23,7 @@ BENCHES = {
     "import": ("bench_import", "P2 agents import vs cp -a && sync -f"),
     "verify": ("bench_verify", "P3 bundle verify vs find -exec cat"),
     "backup": ("bench_backup", "P6 home backup vs sqlite3 VACUUM INTO + zip -r"),
+    "memory": ("bench_memory", "P4 peak memory of export, verify, import and pull, tiny files"),
     "startup": ("bench_startup", "start-up of --help and of bundle verify on a tiny bundle"),
     "sweep": ("bench_sweep", "secret sweep alone, MB/s per engine and content, beside cat's"),
     "push": ("bench_registry:main_push", "bundle push vs curl POST+PUT to a local registry"),

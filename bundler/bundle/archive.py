@@ -219,7 +219,7 @@ def pack_bundle(
     ``progress`` sees the verification, then a ``packing`` phase. ``known_digests`` is
     :func:`verify_bundle`'s, for a folder bundler has just unpacked into private scratch.
     """
-    report = verify_bundle(bundle, progress=progress, known_digests=known_digests)
+    report = verify_bundle(bundle, progress=progress, known_digests=known_digests, per_file=True)
     if not report.ok:
         raise unsound(report, str(bundle))
     source_fd = open_dir(bundle, follow=True)
@@ -276,7 +276,7 @@ def pack_staged(bundle: Staging, archive: Staging, progress: Progress | None = N
     """
     shown = archive.admission.dest_path
     folder = Path(bundle.admission.parent_path) / bundle.name
-    report = verify_bundle(folder, progress=progress)
+    report = verify_bundle(folder, progress=progress, per_file=True)
     if not report.ok:
         raise unsound(report, shown)
     return len(_write_archive(bundle.fd, report, archive.fd, progress))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -431,17 +431,74 @@ def parse_checksums(data: bytes) -> list[tuple[str, str]]:
 
 
 def checksums_by_path(data: bytes) -> dict[str, str]:
-    """:func:`parse_checksums` as ``{path: digest}`` in the file's order: the one parser.
+    """:func:`parse_checksums` as ``{path: digest}`` in the file's order."""
+    return {path: digest for _key, path, digest in iter_checksums((data,))}
 
-    A well-formed file is checked by the regex engine over the whole text (a 1,000,000-line
-    file must not dominate verify, 06 P3); anything that fast check does not accept is parsed
-    line by line, which either accepts it as well or names the line at fault.
+
+ChecksumLine = tuple[str, str, str]
+"""One line of ``checksums.xxh3``: (:func:`checksum_sort_text` of its path, path, digest)."""
+
+
+def iter_checksums(chunks: Iterable[bytes]) -> Iterator[ChecksumLine]:
+    """The lines of ``checksums.xxh3`` from its bytes in pieces of any size: the one parser.
+
+    Every rule is checked (lower-case digests, safe paths, canonical order, no path twice), and
+    only one block of whole lines is held at a time, so a 1,000,000-line file costs no more
+    memory than a short one (06 P4). Raises :class:`InvalidInput` after the lines before the
+    fault were yielded, naming what a reader of the whole file would name first: a file that
+    is not UTF-8 anywhere, then one whose last line has no newline, then the first line at
+    fault. A path repeated later than on the next line is out of order there.
+
+    A well-formed block is checked by the regex engine over its whole text (a 1,000,000-line
+    file must not dominate verify, 06 P3); one that fast check does not accept is parsed line
+    by line, which either accepts it as well or names the line at fault.
     """
-    fast = _checksums_fast(data)
-    return fast if fast is not None else _checksums_by_line(data)
+    pending = bytearray()  # the bytes after the last newline read so far
+    previous = ""  # the sort text of the last path yielded ("" sorts below every path)
+    number = 0  # lines read so far
+    fault: InvalidInput | None = None
+    utf8 = True
+    for chunk in chunks:
+        cut = chunk.rfind(b"\n") + 1
+        if not cut:
+            pending += chunk
+            continue
+        block = bytes(pending) + chunk[:cut] if pending else chunk[:cut]
+        pending[:] = chunk[cut:]
+        if not utf8:
+            continue
+        try:
+            text = block.decode("utf-8")
+        except UnicodeDecodeError:
+            utf8 = False
+            continue
+        if fault is not None:
+            continue  # only the file-wide rules are left to check
+        lines = _block_fast(text, previous)
+        if lines is None:
+            try:
+                lines = _block_by_line(text, previous, number)
+            except InvalidInput as exc:
+                fault = exc
+                continue
+        if lines:
+            number += len(lines)
+            previous = lines[-1][0]
+            yield from lines
+    if pending and utf8:
+        try:
+            bytes(pending).decode("utf-8")
+        except UnicodeDecodeError:
+            utf8 = False
+    if not utf8:
+        raise InvalidInput(f"{CHECKSUMS_NAME}: is not UTF-8", path=CHECKSUMS_NAME)
+    if pending:
+        raise InvalidInput(f"{CHECKSUMS_NAME}: the last line has no newline", path=CHECKSUMS_NAME)
+    if fault is not None:
+        raise fault
 
 
-# Strictly narrower than what _checksums_by_line accepts: every digest, path and separator well
+# Strictly narrower than what _block_by_line accepts: every digest, path and separator well
 # formed, no control character anywhere, no empty, "." or ".." component.
 _CHECKSUM_COMPONENT = r"(?!\.\.?[/\n])[^\x00-\x1f\x7f-\x9f/]+"
 _CHECKSUMS_TEXT = re.compile(
@@ -449,33 +506,26 @@ _CHECKSUMS_TEXT = re.compile(
 )
 
 
-def _checksums_fast(raw: bytes) -> dict[str, str] | None:
-    """The common case of a well-formed file; None sends it to :func:`_checksums_by_line`."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
+def _block_fast(text: str, previous: str) -> list[ChecksumLine] | None:
+    """The common case of whole well-formed lines following ``previous`` (a sort text); None
+    sends them to :func:`_block_by_line`."""
     if _CHECKSUMS_TEXT.fullmatch(text) is None:
         return None
     lines = text.split("\n")[:-1]
     # checksum_sort_text of every path (no control character got this far), made at once
     keys = [line[34:] for line in checksum_sort_text(text).split("\n")[:-1]]
+    if keys and not previous < keys[0]:
+        return None
     if keys != sorted(keys) or len(set(keys)) != len(keys):
         return None  # out of order or repeated
-    return {line[34:]: line[:32] for line in lines}
+    return [(key, line[34:], line[:32]) for key, line in zip(keys, lines, strict=True)]
 
 
-def _checksums_by_line(data: bytes) -> dict[str, str]:
-    """Every rule checked line by line; raises :class:`InvalidInput` naming the line at fault."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InvalidInput(f"{CHECKSUMS_NAME}: is not UTF-8", path=CHECKSUMS_NAME) from None
-    if text and not text.endswith("\n"):
-        raise InvalidInput(f"{CHECKSUMS_NAME}: the last line has no newline", path=CHECKSUMS_NAME)
-    out: dict[str, str] = {}
-    previous: tuple[bytes, ...] | None = None
-    for number, line in enumerate(text.split("\n")[:-1] if text else [], start=1):
+def _block_by_line(text: str, previous: str, before: int) -> list[ChecksumLine]:
+    """Whole lines (``before`` lines precede them) checked one by one, each after ``previous``;
+    raises :class:`InvalidInput` naming the line at fault."""
+    out: list[ChecksumLine] = []
+    for number, line in enumerate(text.split("\n")[:-1], start=before + 1):
         where = f"{CHECKSUMS_NAME}:{number}"
         match = _CHECKSUM_LINE.fullmatch(line)
         if match is None:
@@ -487,14 +537,35 @@ def _checksums_by_line(data: bytes) -> dict[str, str]:
             raise InvalidInput(
                 f"{where}: {escape_display(path)} is not a normalised relative path", path=where
             )
-        if path in out:
+        # a safe path holds no control character: its sort text orders it (02 §9.2)
+        key = checksum_sort_text(path)
+        if key == previous:
             raise InvalidInput(f"{where}: {escape_display(path)} is listed twice", path=where)
-        key = checksum_sort_key(path)
-        if previous is not None and key < previous:
+        if key < previous:
             raise InvalidInput(f"{where}: {escape_display(path)} is out of order", path=where)
         previous = key
-        out[path] = digest
+        out.append((key, path, digest))
     return out
+
+
+def _checksums_fast(raw: bytes) -> dict[str, str] | None:
+    """:func:`_block_fast` of a whole file as ``{path: digest}``; None where it declines."""
+    try:
+        lines = _block_fast(raw.decode("utf-8"), "")
+    except UnicodeDecodeError:
+        return None
+    return None if lines is None else {path: digest for _key, path, digest in lines}
+
+
+def _checksums_by_line(data: bytes) -> dict[str, str]:
+    """:func:`_block_by_line` of a whole file as ``{path: digest}``, with the file-wide rules."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{CHECKSUMS_NAME}: is not UTF-8", path=CHECKSUMS_NAME) from None
+    if text and not text.endswith("\n"):
+        raise InvalidInput(f"{CHECKSUMS_NAME}: the last line has no newline", path=CHECKSUMS_NAME)
+    return {path: digest for _key, path, digest in _block_by_line(text, "", 0)}
 
 
 def _is_bundle_path(path: str) -> bool:

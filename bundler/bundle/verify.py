@@ -32,7 +32,10 @@ from bundler.bundle.manifest import (
     KNOWN_FORMATS,
     MANIFEST_NAME,
     MEMORY_STORE,
+    ChecksumLine,
+    checksum_sort_text,
     checksums_by_path,
+    iter_checksums,
     parse_manifest,
 )
 from bundler.bundle.walk import DEFERRED, BundleTree, BundleWalker
@@ -95,12 +98,14 @@ class VerifyReport:
     skill_bundles: list[str] = field(default_factory=list)
     files: int = 0
     bytes: int = 0
+    totals: dict[str, list[int]] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)
     checksums_digest: str = ""
     checksums: dict[str, str] = field(default_factory=dict)
     manifest_digest: str = ""
     entries: list[tuple[str, bool]] = field(default_factory=list)
     integrity_unproven: bool = False
+    per_file: bool = False
     workspace_digests_deferred: bool = False
     not_here: tuple[str, ...] = ()
     reference: str | None = None
@@ -157,8 +162,13 @@ def _open_root(path: Path) -> int:
         raise Refused(f"cannot read {shown} ({reason})", path=str(path)) from None
 
 
-def _read_root_file(root_fd: int, name: str, limit: int) -> tuple[bytes | None, Problem | None]:
-    """Read a small regular file at the bundle root: (bytes, None), (None, None) if absent."""
+class _TooLarge(Exception):
+    """A root file grew past its limit while it was read."""
+
+
+def _open_root_file(root_fd: int, name: str, limit: int) -> tuple[int | None, Problem | None]:
+    """Open a regular file at the bundle root for reading: (fd, None), (None, None) if absent,
+    (None, problem) when it is no file a bundle may hold there or is larger than ``limit``."""
     try:
         fd = os.open(name, _FILE_FLAGS, dir_fd=root_fd)
     except FileNotFoundError:
@@ -170,19 +180,39 @@ def _read_root_file(root_fd: int, name: str, limit: int) -> tuple[bytes | None, 
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            return None, Problem(name, "not a regular file")
-        if st.st_nlink > 1:
-            return None, Problem(name, "a hard link (a bundle holds none)")
-        if st.st_size > limit:
-            return None, Problem(name, f"larger than {human_size(limit)}")
-        chunks: list[bytes] = []
-        total = 0
-        while chunk := os.read(fd, 1 << 20):
-            total += len(chunk)
-            if total > limit:
-                return None, Problem(name, f"larger than {human_size(limit)}")
-            chunks.append(chunk)
-        return b"".join(chunks), None
+            problem = Problem(name, "not a regular file")
+        elif st.st_nlink > 1:
+            problem = Problem(name, "a hard link (a bundle holds none)")
+        elif st.st_size > limit:
+            problem = Problem(name, f"larger than {human_size(limit)}")
+        else:
+            return fd, None
+    except OSError as exc:
+        problem = _cannot_read(name, exc)
+    os.close(fd)
+    return None, problem
+
+
+def _chunks(fd: int, limit: int, size: int = 1 << 20) -> Iterator[bytes]:
+    """The file's bytes from its start in pieces of ``size``; raises :class:`_TooLarge` past
+    ``limit`` and :class:`OSError` as the reads do."""
+    offset = 0
+    while chunk := os.pread(fd, size, offset):
+        offset += len(chunk)
+        if offset > limit:
+            raise _TooLarge
+        yield chunk
+
+
+def _read_root_file(root_fd: int, name: str, limit: int) -> tuple[bytes | None, Problem | None]:
+    """Read a small regular file at the bundle root: (bytes, None), (None, None) if absent."""
+    fd, problem = _open_root_file(root_fd, name, limit)
+    if fd is None:
+        return None, problem
+    try:
+        return b"".join(_chunks(fd, limit)), None
+    except _TooLarge:
+        return None, Problem(name, f"larger than {human_size(limit)}")
     except OSError as exc:
         return None, _cannot_read(name, exc)
     finally:
@@ -266,31 +296,127 @@ def _read_checksums(raw: bytes) -> tuple[dict[str, str] | None, Problem | None]:
     try:
         return checksums_by_path(raw), None
     except InvalidInput as exc:
-        where = exc.path or CHECKSUMS_NAME  # "checksums.xxh3:<line>"
-        return None, Problem(where, exc.message.removeprefix(f"{where}: "))
+        return None, _checksums_problem(exc)
+
+
+def _checksums_problem(exc: InvalidInput) -> Problem:
+    where = exc.path or CHECKSUMS_NAME  # "checksums.xxh3:<line>"
+    return Problem(where, exc.message.removeprefix(f"{where}: "))
 
 
 def _not_matching(rel: str) -> Problem:
     return Problem(escape_display(rel), f"content does not match its digest in {CHECKSUMS_NAME}")
 
 
-def _compare_checksums(report: VerifyReport, tree: BundleTree, listed: dict[str, str]) -> None:
-    for rel, (_size, digest) in tree.digests.items():
-        expected = listed.get(rel)
-        if expected is None:
-            report.errors.append(Problem(escape_display(rel), f"not listed in {CHECKSUMS_NAME}"))
-        elif expected != digest and digest != DEFERRED:
-            report.errors.append(_not_matching(rel))
-    if not tree.stopped:
-        elsewhere = tuple(f"{top}/" for top in report.not_here)
-        for rel in listed:
-            if rel not in tree.digests and not (elsewhere and rel.startswith(elsewhere)):
-                report.errors.append(
-                    Problem(
-                        escape_display(rel),
-                        f"listed in {CHECKSUMS_NAME} but not a regular file of the bundle",
-                    )
+class _Checksums:
+    """``checksums.xxh3``, read twice through one descriptor and never held whole (06 P4).
+
+    :meth:`check` reads it before the walk: its XXH3-128 and every rule of its lines
+    (:func:`bundler.bundle.manifest.iter_checksums`). :meth:`found` then takes each regular
+    file the walk finds, in walk order, which is the file's order (02 §9.2), and reads the
+    lines again beside it, as a merge of two sorted lists: a line before the file is listed but
+    not found, the file's own line is compared, none is a file not listed. :meth:`finish`
+    reads what is left and checks that the second reading was the file the first one checked.
+    The findings are those of comparing two whole tables, in the same order: every file not
+    listed or not matching, in walk order, then every listed path not found, in the file's.
+    """
+
+    def __init__(self, fd: int, elsewhere: tuple[str, ...]) -> None:
+        self.fd = fd
+        self.elsewhere = elsewhere  # listed paths here are looked for elsewhere, not reported
+        self.digest = ""
+        self.compared: list[Problem] = []  # not listed, or not matching
+        self.missing: list[Problem] = []  # listed, not found
+        self.problem: Problem | None = None  # the second reading differs from the first
+        self._hasher = xxhash.xxh3_128()
+        self._lines: Iterator[ChecksumLine] = iter(())
+        self._next: ChecksumLine | None = None
+
+    def _hashed(self) -> Iterator[bytes]:
+        # 64 KiB (about 800 lines) at a time: the regex engine's state over a block of lines
+        # grows with it (a 1 MiB block cost 28 MB of peak memory, 64 KiB 1.5 MB), and is faster
+        for chunk in _chunks(self.fd, MAX_CHECKSUMS_BYTES, 1 << 16):
+            self._hasher.update(chunk)
+            yield chunk
+
+    def check(self, keep: dict[str, str] | None, tops: set[str] | None) -> Problem | None:
+        """Read the whole file: its digest (``self.digest``), and the first fault of its lines
+        or of reading it. ``keep`` receives every line as {path: digest}, ``tops`` every top
+        folder a path is listed under."""
+        try:
+            for _key, path, digest in iter_checksums(self._hashed()):
+                if keep is not None:
+                    keep[path] = digest
+                if tops is not None:
+                    tops.add(path.partition("/")[0])
+        except InvalidInput as exc:
+            problem: Problem | None = _checksums_problem(exc)
+        except _TooLarge:
+            return Problem(CHECKSUMS_NAME, f"larger than {human_size(MAX_CHECKSUMS_BYTES)}")
+        except OSError as exc:
+            return _cannot_read(CHECKSUMS_NAME, exc)
+        else:
+            problem = None
+        self.digest = self._hasher.hexdigest()
+        if problem is None:
+            self._hasher = xxhash.xxh3_128()
+            self._lines = iter_checksums(self._hashed())
+            self._advance()
+        return problem
+
+    def _advance(self) -> None:
+        if self.problem is not None:
+            self._next = None
+            return
+        try:
+            self._next = next(self._lines, None)
+        except (InvalidInput, _TooLarge):
+            self._changed()
+        except OSError as exc:
+            self.problem = _cannot_read(CHECKSUMS_NAME, exc)
+            self._next = None
+
+    def _changed(self) -> None:
+        self.problem = Problem(CHECKSUMS_NAME, "changed while it was verified: verify again")
+        self._next = None
+
+    def _listed_not_found(self, path: str) -> None:
+        if not (self.elsewhere and path.startswith(self.elsewhere)):
+            self.missing.append(
+                Problem(
+                    escape_display(path),
+                    f"listed in {CHECKSUMS_NAME} but not a regular file of the bundle",
                 )
+            )
+
+    def found(self, rel: str, digest: str) -> None:
+        """One regular file the walk found, with its digest (:data:`DEFERRED` when unread)."""
+        # a walked path holds no control character and no lone surrogate
+        key = checksum_sort_text(rel)
+        while self._next is not None and self._next[0] < key:
+            self._listed_not_found(self._next[1])
+            self._advance()
+        if self._next is not None and self._next[0] == key:
+            expected = self._next[2]
+            self._advance()
+            if expected != digest and digest != DEFERRED:
+                self.compared.append(_not_matching(rel))
+        else:
+            self.compared.append(Problem(escape_display(rel), f"not listed in {CHECKSUMS_NAME}"))
+
+    def finish(self, report: VerifyReport, *, walked_all: bool) -> None:
+        """Add the findings to ``report``; listed paths not found only when the walk saw the
+        whole bundle (one stopped early found only part of it)."""
+        while self._next is not None:
+            self._listed_not_found(self._next[1])
+            self._advance()
+        if self.problem is None and self._hasher.hexdigest() != self.digest:
+            self._changed()
+        report.errors += self.compared
+        if walked_all:
+            report.errors += self.missing
+        if self.problem is not None:
+            report.errors.append(self.problem)
 
 
 def _compare_contents(report: VerifyReport, manifest: Mapping[str, Any]) -> None:
@@ -475,7 +601,7 @@ def _recompute(
                 Problem(path, f"{finding.kind}: {escape_display(finding.message)}")
             )
     identity = fragment_rules.lookup(fragment, ["agents", root, "identity", "aieos_path"])[1]
-    carried = f"workspace/{identity}" in tree.digests
+    carried = f"workspace/{identity}" in tree.found
     if isinstance(identity, str) and identity and not tree.stopped and not carried:
         report.errors.append(
             Problem(
@@ -503,7 +629,7 @@ def _show_list(value: Any) -> str:
 def _check_store(report: VerifyReport, tree: BundleTree) -> None:
     from bundler.fs.snapshot import ROLLBACK_VERSIONS, integrity_ok, journal_versions
 
-    if MEMORY_STORE not in tree.digests or tree.memory_copy is None:
+    if MEMORY_STORE not in tree.found or tree.memory_copy is None:
         report.errors.append(Problem(MEMORY_STORE, "a format 2 bundle must carry its memory store"))
         return
     versions = journal_versions(tree.memory_copy)
@@ -567,6 +693,7 @@ def verify_bundle(
     not_here: tuple[str, ...] = (),
     known_digests: Mapping[str, tuple[int, str]] | None = None,
     listed: Sequence[ListedMember] = (),
+    per_file: bool = False,
 ) -> VerifyReport:
     """Check the bundle folder ``path`` completely (03 §1), changing nothing.
 
@@ -597,14 +724,18 @@ def verify_bundle(
     ``listed`` are members of top folders that are not in ``path`` but held in an archive
     bundler has just read (:func:`bundler.bundle.archive_read.list_tar`), each file's digest in
     ``known_digests``: they are judged as if the folder held them, by the same walk.
+
+    ``per_file`` keeps what the report says of each file (``sizes``, ``checksums``,
+    ``entries``) for a caller that goes on to read the bundle by them (pack, push); without
+    it verification holds nothing per file, and its memory does not grow with the bundle.
     """
-    report = VerifyReport(path=Path(os.path.abspath(path)))
+    report = VerifyReport(path=Path(os.path.abspath(path)), per_file=per_file)
     report.workspace_digests_deferred = defer_workspace_digests
     report.not_here = tuple(sorted(not_here))
     root_fd = _open_root(path)
     try:
         with _private_dir() as private:
-            _verify_open(root_fd, report, private, progress, known_digests, listed)
+            _verify_open(root_fd, report, private, progress, known_digests, listed, per_file)
     except EnvironmentFailure as exc:
         # the entry is named within the bundle: name the bundle as well
         shown = escape_display(str(path))
@@ -616,7 +747,9 @@ def verify_bundle(
     return report
 
 
-def verify_deferring_workspace(path: Path, *, progress: Progress | None = None) -> VerifyReport:
+def verify_deferring_workspace(
+    path: Path, *, progress: Progress | None = None, per_file: bool = False
+) -> VerifyReport:
     """:func:`verify_bundle` for a caller that reads every workspace file itself and judges
     those bytes (import's staging copies them, push archives them; :func:`confirm_read`):
     every other rule is checked here, and the workspace is read once, by the caller.
@@ -624,9 +757,9 @@ def verify_deferring_workspace(path: Path, *, progress: Progress | None = None) 
     A bundle found unsound is verified once more in full, so that the refusal names everything
     at fault, workspace files whose contents explain the rest included.
     """
-    report = verify_bundle(path, progress=progress, defer_workspace_digests=True)
+    report = verify_bundle(path, progress=progress, defer_workspace_digests=True, per_file=per_file)
     if not report.ok:
-        report = verify_bundle(path, progress=progress)
+        report = verify_bundle(path, progress=progress, per_file=per_file)
     return report
 
 
@@ -635,11 +768,14 @@ def confirm_read(report: VerifyReport, read: Mapping[str, str]) -> None:
     ``report.errors``; ``read`` holds the XXH3-128 of each file as the caller read it, by
     bundle path. This is the check :func:`verify_deferring_workspace` leaves to its caller for
     the workspace, whose contents it did not read: each file against ``checksums.xxh3``.
+    ``report`` must have been made with ``per_file``.
 
     A workspace file verification found and the caller did not read, or read and verification
     never found, is an error, and so is any other file read whose digest is not the one
     verified: the folder changed in between, and the bytes read are not the verified bundle.
     """
+    if not report.per_file:
+        raise ValueError("confirm_read needs a report made with per_file")
     found = {rel for rel in report.sizes if rel.startswith("workspace/")}
     if report.workspace_digests_deferred:
         for rel in sorted(found ^ {rel for rel in read if rel.startswith("workspace/")}):
@@ -680,16 +816,45 @@ def _verify_open(
     progress: Progress | None,
     known_digests: Mapping[str, tuple[int, str]] | None = None,
     listed_members: Sequence[ListedMember] = (),
+    per_file: bool = False,
+) -> None:
+    checksums_fd, checksums_problem = _open_root_file(root_fd, CHECKSUMS_NAME, MAX_CHECKSUMS_BYTES)
+    try:
+        _verify_checksummed(
+            root_fd,
+            report,
+            private,
+            progress,
+            known_digests,
+            listed_members,
+            per_file,
+            checksums_fd,
+            checksums_problem,
+        )
+    finally:
+        if checksums_fd is not None:
+            os.close(checksums_fd)
+
+
+def _verify_checksummed(
+    root_fd: int,
+    report: VerifyReport,
+    private: Callable[[], Path],
+    progress: Progress | None,
+    known_digests: Mapping[str, tuple[int, str]] | None,
+    listed_members: Sequence[ListedMember],
+    per_file: bool,
+    checksums_fd: int | None,
+    checksums_problem: Problem | None,
 ) -> None:
     raw_manifest, problem = _read_root_file(root_fd, MANIFEST_NAME, MAX_MANIFEST_BYTES)
-    raw_checksums, checksums_problem = _read_root_file(root_fd, CHECKSUMS_NAME, MAX_CHECKSUMS_BYTES)
     manifest: dict[str, Any] | None = None
     if problem is not None:
         report.errors.append(problem)
     elif raw_manifest is None:
         report.errors.append(Problem(MANIFEST_NAME, "missing: not a bundle"))
     else:
-        legacy = raw_checksums is None and checksums_problem is None
+        legacy = checksums_fd is None and checksums_problem is None
         report.manifest_digest = xxhash.xxh3_128(raw_manifest).hexdigest()
         manifest, problems = _read_manifest(raw_manifest, legacy=legacy)
         report.errors += problems
@@ -700,31 +865,37 @@ def _verify_open(
             return  # a newer format: its rules are unknown, nothing more can be judged
     version = report.format_version or 1
 
-    listed: dict[str, str] | None = None
+    checksums: _Checksums | None = None
     if checksums_problem is not None:
         report.errors.append(checksums_problem)
-    elif raw_checksums is None:
+    elif checksums_fd is None:
         _no_checksums(report, manifest or {}, version)
     else:
-        report.checksums_digest = xxhash.xxh3_128(raw_checksums).hexdigest()
-        contents = (manifest or {}).get("contents")
-        claimed = contents.get("checksums_xxh3_128") if isinstance(contents, dict) else None
-        if claimed != report.checksums_digest:
-            report.errors.append(
-                Problem(
-                    CHECKSUMS_NAME,
-                    "its digest does not match the manifest's contents.checksums_xxh3_128",
+        read = _Checksums(checksums_fd, tuple(f"{top}/" for top in report.not_here))
+        tops: set[str] | None = set() if report.not_here else None
+        problem = read.check(report.checksums if per_file else None, tops)
+        if not read.digest:
+            report.errors.append(problem or Problem(CHECKSUMS_NAME, "cannot be read"))
+        else:
+            report.checksums_digest = read.digest
+            contents = (manifest or {}).get("contents")
+            claimed = contents.get("checksums_xxh3_128") if isinstance(contents, dict) else None
+            if claimed != report.checksums_digest:
+                report.errors.append(
+                    Problem(
+                        CHECKSUMS_NAME,
+                        "its digest does not match the manifest's contents.checksums_xxh3_128",
+                    )
                 )
-            )
-        listed, problem = _read_checksums(raw_checksums)
-        if problem is not None:
-            report.errors.append(problem)
-        report.checksums = listed or {}
-        if listed is not None and report.not_here:
-            # only a part that holds files was left anywhere
-            report.not_here = tuple(
-                top for top in report.not_here if any(rel.startswith(f"{top}/") for rel in listed)
-            )
+            if problem is not None:
+                report.errors.append(problem)
+                report.checksums.clear()
+            else:
+                checksums = read
+                if tops is not None:
+                    # only a part that holds files was left anywhere
+                    report.not_here = tuple(top for top in report.not_here if top in tops)
+                    read.elsewhere = tuple(f"{top}/" for top in report.not_here)
 
     if progress is not None:
         # the manifest's claims, checked below: a lie only makes the bar wrong
@@ -734,6 +905,13 @@ def _verify_open(
             "verifying", known_total(claims.get("files")), known_total(claims.get("bytes"))
         )
     defer = "workspace/" if report.workspace_digests_deferred else ""
+    config: list[tuple[dict[str, Any] | None, Problem | None]] = []
+
+    def on_config(raw: bytes) -> list[str]:
+        """Parse the fragment once, as it is read; the identity file it names is watched."""
+        config.append(_parse_toml(CONFIG_NAME, raw))
+        return _identity_paths(config[-1][0], manifest)
+
     tree = BundleWalker(
         root_fd,
         version,
@@ -744,19 +922,24 @@ def _verify_open(
         known_digests,
         defer,
         listed_members,
+        keep_files=per_file,
+        on_file=checksums.found if checksums is not None else None,
+        on_config=on_config,
     ).run()
-    report.sizes = {rel: size for rel, (size, _digest) in tree.digests.items()}
-    report.entries = tree.entries
-    report.files = len(tree.digests)
-    report.bytes = sum(size for size, _ in tree.digests.values())
-    if listed is not None:
-        _compare_checksums(report, tree, listed)
-    if _CARRIED_IGNORE in tree.digests and "workspace" not in report.not_here:
+    if per_file:
+        report.sizes = {rel: size for rel, (size, _digest) in tree.digests.items()}
+        report.entries = tree.entries
+    report.files = tree.files
+    report.bytes = tree.bytes
+    report.totals = tree.totals
+    if checksums is not None:
+        checksums.finish(report, walked_all=not tree.stopped)
+    if "workspace" not in report.not_here and _carries_ignore(root_fd):
         report.warnings += _carried_ignore_warnings(root_fd)
     if manifest is not None:
         _compare_contents(report, manifest)
 
-    fragment = _read_fragment(report, tree)
+    fragment = _read_fragment(report, tree, config[0] if config else None)
     if (
         fragment is not None
         and manifest is not None
@@ -776,6 +959,23 @@ def _verify_open(
 
 
 _CARRIED_IGNORE = "workspace/.bundlerignore"
+
+
+def _carries_ignore(root_fd: int) -> bool:
+    """Whether the bundle carries a regular ``workspace/.bundlerignore`` (looked at without
+    following a link and without loading the pattern code)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        workspace_fd = os.open("workspace", flags, dir_fd=root_fd)
+    except OSError:
+        return False
+    try:
+        name = _CARRIED_IGNORE.rsplit("/", 1)[1]
+        return stat.S_ISREG(os.stat(name, dir_fd=workspace_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+    finally:
+        os.close(workspace_fd)
 
 
 def _carried_ignore_warnings(root_fd: int) -> list[Problem]:
@@ -927,17 +1127,34 @@ def _no_checksums(report: VerifyReport, manifest: Mapping[str, Any], version: in
         report.warnings.append(Problem(CHECKSUMS_NAME, INTEGRITY_UNPROVEN))
 
 
-def _read_fragment(report: VerifyReport, tree: BundleTree) -> dict[str, Any] | None:
-    if tree.config is None:
-        if CONFIG_NAME not in tree.digests and not any(
-            p.path == CONFIG_NAME for p in report.errors
-        ):
+def _read_fragment(
+    report: VerifyReport,
+    tree: BundleTree,
+    parsed: tuple[dict[str, Any] | None, Problem | None] | None,
+) -> dict[str, Any] | None:
+    """The fragment the walk read and parsed (``parsed``), its problem added to the report."""
+    if tree.config is None or parsed is None:
+        if CONFIG_NAME not in tree.found and not any(p.path == CONFIG_NAME for p in report.errors):
             report.errors.append(Problem(CONFIG_NAME, "missing"))
         return None
-    fragment, problem = _parse_toml(CONFIG_NAME, tree.config)
+    fragment, problem = parsed
     if problem is not None:
         report.errors.append(problem)
     return fragment
+
+
+def _identity_paths(
+    fragment: dict[str, Any] | None, manifest: Mapping[str, Any] | None
+) -> list[str]:
+    """The workspace file the root agent's ``identity.aieos_path`` names, as a bundle path."""
+    root = (manifest or {}).get("root_agent")
+    if fragment is None or not isinstance(root, str):
+        return []
+    try:
+        identity = fragment_rules.lookup(fragment, ["agents", root, "identity", "aieos_path"])[1]
+    except (TypeError, ValueError, AttributeError, KeyError):
+        return []  # a malformed fragment: check_form names what is wrong with it
+    return [f"workspace/{identity}"] if isinstance(identity, str) and identity else []
 
 
 def _unique(problems: Sequence[Problem]) -> list[Problem]:

@@ -111,9 +111,16 @@ def public_value(value: Any, segments: Sequence[str]) -> Any:
 def tree_digest(files: Iterable[tuple[str, int, str]]) -> str:
     """Digest of a folder's regular files: ``(path inside it, size, XXH3-128)`` in walk order."""
     hasher = xxhash.xxh3_128()
-    for rel, size, digest in files:
-        hasher.update(f"{rel}\0{size}\0{digest}\n".encode("utf-8", "surrogateescape"))
+    for file in files:
+        tree_line(hasher, file)
     return hasher.hexdigest()
+
+
+def tree_line(hasher: xxhash.xxh3_128, file: tuple[str, int, str]) -> None:
+    """Add one file, ``(path inside the folder, size, XXH3-128)``, to a :func:`tree_digest`
+    being made a file at a time, in walk order."""
+    rel, size, digest = file
+    hasher.update(f"{rel}\0{size}\0{digest}\n".encode("utf-8", "surrogateescape"))
 
 
 def relative_to_install(path: Path, root: Path) -> str:

@@ -67,10 +67,9 @@ from bundler.install.journal import (
     complete_transaction,
 )
 from bundler.install.stage import (
+    ListedChecksums,
     Staged,
     differing_skills,
-    listed_under,
-    read_checksums,
     stage_folder,
 )
 from bundler.rules import hints, layout
@@ -647,7 +646,9 @@ def _lay_out(run: _Run, plan: merge.MergePlan) -> tuple[ImportReport, str, list[
     )
     sources = [("workspace", "")]
     if (run.report.format_version or 1) == 2:
-        sources.append(("memory", "memory"))
+        # staging holds the files of every source but the last (stage_folder): the workspace,
+        # which may have a million, goes last
+        sources.insert(0, ("memory", "memory"))
     staged = [Staged("workspace", sources, workspace)]
     carried = list(run.report.skill_bundles)
     flags = effective_risk_flags(plan, carried, run.report.format_version or 1)
@@ -700,15 +701,19 @@ def _probe(run: _Run, result: ImportReport, staged: list[Staged]) -> None:
     checksums_digest = run.report.checksums_digest
     bundle_fd = os.open(run.bundle, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        listed = read_checksums(bundle_fd, checksums_digest) if checksums_digest else None
-        result.skills_differ = differing_skills(
-            bundle_fd,
-            run.install_fd,
-            install_root,
-            result.plan,
-            listed,
-            list(run.report.skill_bundles),
-        )
+        listed = ListedChecksums(bundle_fd, checksums_digest) if checksums_digest else None
+        try:
+            result.skills_differ = differing_skills(
+                bundle_fd,
+                run.install_fd,
+                install_root,
+                result.plan,
+                listed,
+                list(run.report.skill_bundles),
+            )
+        finally:
+            if listed is not None:
+                listed.close()
     finally:
         os.close(bundle_fd)
 
@@ -779,9 +784,9 @@ def _receipt_text(
 
 def _staged_totals(report: VerifyReport, staged: Sequence[Staged]) -> tuple[int, int]:
     """The files and bytes the staged folders copy, from what verification found."""
-    prefixes = tuple(f"{source}/" for item in staged for source, _ in item.sources)
-    sizes = [size for rel, size in report.sizes.items() if rel.startswith(prefixes)]
-    return len(sizes), sum(sizes)
+    sources = {source for item in staged for source, _ in item.sources}
+    totals = [report.totals.get(source, [0, 0]) for source in sources]
+    return sum(files for files, _ in totals), sum(size for _, size in totals)
 
 
 def _transact(run: _Run, result: ImportReport, new_text: str, staged: list[Staged]) -> None:
@@ -809,30 +814,23 @@ def _transact(run: _Run, result: ImportReport, new_text: str, staged: list[Stage
         bundle_fd = os.open(bundle, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
             listed = (
-                read_checksums(bundle_fd, report.checksums_digest)
+                ListedChecksums(bundle_fd, report.checksums_digest)
                 if report.checksums_digest
                 else None
             )
-            copied: set[str] = set()
-            progress = run.options.progress
             listings: dict[str, list[tuple[str, int, str]]] = {item.label: [] for item in staged}
-            with phase(progress, "copying", *_staged_totals(report, staged)):
-                trees = {
-                    item.label: stage_folder(
-                        bundle_fd, staging_fd, item, listed, copied, progress, listings[item.label]
-                    )
-                    for item in staged
-                }
-            expected = listed_under(
-                listed, [f"{source}/" for item in staged for source, _ in item.sources]
-            )
-            if listed is not None and copied != expected:
-                missing = sorted(expected - copied)[0]
-                raise InvalidInput(
-                    f"{escape_display(missing)}: vanished from the bundle after verification; "
-                    "verify it again",
-                    path=missing,
-                )
+            try:
+                progress = run.options.progress
+                with phase(progress, "copying", *_staged_totals(report, staged)):
+                    trees = {
+                        item.label: stage_folder(
+                            bundle_fd, staging_fd, item, listed, progress, listings[item.label]
+                        )
+                        for item in staged
+                    }
+            finally:
+                if listed is not None:
+                    listed.close()
         finally:
             os.close(bundle_fd)
         copytree.make_durable(staging_fd)

@@ -181,7 +181,7 @@ def _verify(source: Path, named: str, root_fd: int, progress: Progress | None) -
     """Every rule of ``bundle verify`` but the workspace's contents, before anything is sent:
     a registry is no place for a bundle that pull would refuse. The workspace is judged as it
     is archived (:func:`_confirm`), so it is read once."""
-    report = verify_deferring_workspace(source, progress=progress)
+    report = verify_deferring_workspace(source, progress=progress, per_file=True)
     if not report.ok:
         raise unsound(report, named)
     if not safefs.same_object(os.fstat(root_fd), os.stat(source, follow_symlinks=False)):

@@ -236,7 +236,7 @@ def test_the_entries_verify_walked_are_the_members_pack_and_push_archive(exporte
     from bundler.bundle.archive_write import archive_order
     from bundler.bundle.verify import verify_bundle
 
-    report = verify_bundle(exported)
+    report = verify_bundle(exported, per_file=True)
     assert report.ok
     assert archive_order(report.entries) == members_of(exported)
 

@@ -47,7 +47,7 @@ def confirmed(report: VerifyReport, read: dict[str, str]) -> list[str]:
 
 
 def test_a_sound_bundle_read_as_verified_is_confirmed(bundle: Path) -> None:
-    report = verify_deferring_workspace(bundle)
+    report = verify_deferring_workspace(bundle, per_file=True)
     assert report.ok and report.workspace_digests_deferred
     assert confirmed(report, read_as_archived(bundle)) == []
 
@@ -58,7 +58,7 @@ def test_deferring_leaves_the_workspace_contents_to_the_reader(bundle: Path) -> 
     data = bytearray((bundle / victim).read_bytes())
     data[0] ^= 0x01
     (bundle / victim).write_bytes(bytes(data))
-    report = verify_deferring_workspace(bundle)
+    report = verify_deferring_workspace(bundle, per_file=True)
     assert report.ok
     full = verify_bundle(bundle)
     assert confirmed(report, read_as_archived(bundle)) == [str(p) for p in full.errors]
@@ -73,7 +73,7 @@ def test_a_bundle_unsound_elsewhere_is_verified_in_full_for_its_refusal(bundle: 
     data = bytearray((bundle / victim).read_bytes())
     data[-1] ^= 0x01
     (bundle / victim).write_bytes(bytes(data))
-    report = verify_deferring_workspace(bundle)
+    report = verify_deferring_workspace(bundle, per_file=True)
     assert not report.workspace_digests_deferred
     assert report.errors == verify_bundle(bundle).errors
     assert any(victim in str(p) for p in report.errors)
@@ -83,7 +83,7 @@ def test_a_bundle_unsound_elsewhere_is_verified_in_full_for_its_refusal(bundle: 
 def test_a_workspace_that_changed_between_verify_and_read_is_refused(
     bundle: Path, change: str
 ) -> None:
-    report = verify_deferring_workspace(bundle)
+    report = verify_deferring_workspace(bundle, per_file=True)
     read = read_as_archived(bundle)
     victim = workspace_file(bundle)
     if change == "not read":
@@ -102,7 +102,7 @@ def test_a_file_verified_in_full_then_read_with_other_bytes_is_refused(
 ) -> None:
     """Outside the workspace verify read the files itself; bytes read later that differ mean
     the folder changed in between, whatever the checksums say."""
-    report = verify_deferring_workspace(bundle)
+    report = verify_deferring_workspace(bundle, per_file=True)
     read = read_as_archived(bundle)
     read[name] = xxhash.xxh3_128(b"other bytes").hexdigest()
     assert confirmed(report, read) == [
@@ -113,7 +113,7 @@ def test_a_file_verified_in_full_then_read_with_other_bytes_is_refused(
 def test_a_full_verify_compares_every_file_read_and_no_set(bundle: Path) -> None:
     """After a verify that read the workspace itself only digests are compared: a caller may
     read a part of the bundle (pull's listing, one layer)."""
-    report = verify_bundle(bundle)
+    report = verify_bundle(bundle, per_file=True)
     read = {name: d for name, d in read_as_archived(bundle).items() if name == CONFIG_NAME}
     assert confirmed(report, read) == []
     read[CONFIG_NAME] = "0" * 32

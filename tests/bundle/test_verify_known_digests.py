@@ -48,6 +48,7 @@ def facts(report: VerifyReport) -> tuple[object, ...]:
         report.files,
         report.bytes,
         report.sizes,
+        report.totals,
         report.checksums_digest,
         report.risk_flags,
         report.skill_bundles,
@@ -56,8 +57,8 @@ def facts(report: VerifyReport) -> tuple[object, ...]:
 
 def test_known_digests_give_the_report_that_reading_gives(exported: Path, tmp_path: Path) -> None:
     digests = unpack(bf.pack_bytes(exported), tmp_path / "out")
-    read = verify_bundle(tmp_path / "out")
-    known = verify_bundle(tmp_path / "out", known_digests=digests)
+    read = verify_bundle(tmp_path / "out", per_file=True)
+    known = verify_bundle(tmp_path / "out", known_digests=digests, per_file=True)
     assert read.ok and known.ok
     assert facts(known) == facts(read)
 
