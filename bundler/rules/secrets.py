@@ -94,6 +94,10 @@ def _walk(
     if isinstance(value, list):
         keyed = bool(node and node.get("x-keyed-by"))
         item_node = node.get("items") if node and isinstance(node.get("items"), dict) else None
+        # a secret list (ZeroClaw's #[secret] Vec<String>) holds a secret in every item
+        secret_items = bool(node and node.get("x-secret")) or bool(
+            item_node and item_node.get("x-secret")
+        )
         for i, item in enumerate(value):
             if keyed and isinstance(item, dict) and isinstance(item.get("name"), str):
                 yield from _walk(
@@ -108,7 +112,7 @@ def _walk(
                     in_secret_map=False,
                 )
             else:
-                yield Leaf(segments, i, item, False, False, known and item_node is not None)
+                yield Leaf(segments, i, item, secret_items, False, known and item_node is not None)
         return
     secret = bool(node and node.get("x-secret"))
     yield Leaf(segments, None, value, secret, in_secret_map, known)

@@ -145,6 +145,21 @@ def test_sweep_targets_thresholds_opaque_keys_and_encrypted_count() -> None:
     assert encrypted == 1
 
 
+def test_every_item_of_a_secret_list_is_a_secret_to_sweep_for() -> None:
+    # ZeroClaw encrypts a #[secret] Vec<String> item by item: each item is a secret of its own
+    config = {
+        "reliability": {"api_keys": ["sk-first-fallback-key-0001", "sk-second-fallback-key-02"]},
+        "gateway": {"paired_tokens": ["paired-token-abcdefgh-1"]},
+    }
+    targets, _ = sweep_targets(config)
+    values = {target.value for target in targets}
+    assert {
+        "sk-first-fallback-key-0001",
+        "sk-second-fallback-key-02",
+        "paired-token-abcdefgh-1",
+    } <= values
+
+
 @pytest.mark.parametrize(
     ("text", "found"),
     [
