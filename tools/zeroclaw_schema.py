@@ -66,6 +66,9 @@ ROOT_FIELDS: dict[str, bool] = {
     "mcp": True,
     "channels": False,
     "cron": False,
+    # the secret store's policy ([secrets] encrypt): read by every writer of a secret, and
+    # overridable as ZEROCLAW_secrets__encrypt
+    "secrets": True,
 }
 
 # defaults that depend on the target platform (``#[cfg(target_os)]`` variants of their fn):

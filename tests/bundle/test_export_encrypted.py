@@ -138,3 +138,19 @@ def test_a_legacy_enc_value_is_opened_and_swept_too(tmp_path: Path) -> None:
     (root / NOTE).write_text(f"pasted {value}\n")
     code, out, _payload = _export(root, tmp_path / "out")
     assert code == 1 and KEY_PATH in out
+
+
+def test_the_policy_override_zeroclaw_honours_does_not_stop_an_export(
+    install: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    # ZeroClaw reads ZEROCLAW_secrets__encrypt like any override: an install run with it set
+    # must still export, its stored values still swept for
+    root, plain = install
+    (root / NOTE).write_text("pasted: " + plain[KEY_PATH] + "\n")
+    done = run_cli(
+        ["--install", str(root), "agents", "export", "researcher", "--out", str(tmp_path / "o")],
+        env={"ZEROCLAW_secrets__encrypt": "false"},
+    )
+    assert done.returncode == 1, done.stderr
+    assert "not a config field" not in done.stderr
+    assert "workspace/notes/pasted.txt" in done.stderr and KEY_PATH in done.stderr

@@ -82,10 +82,13 @@ def test_an_existing_key_is_used_and_kept(tmp_path: Path) -> None:
 
 
 def test_an_empty_value_is_never_sealed_and_needs_no_key(tmp_path: Path) -> None:
+    # an empty secret is refused (clearing one is 'config unset'), before any key is made
     root = copy_example(tmp_path)
+    before = (root / "config.toml").read_bytes()
     code, out = _set(root, "")
-    assert code == 0, out
-    assert stored_secrets((root / "config.toml").read_text()).get(PATH) is None
+    assert code == 2, out
+    assert "config unset" in out
+    assert (root / "config.toml").read_bytes() == before
     assert not (root / KEY_NAME).exists()
 
 
