@@ -35,6 +35,7 @@ from bundler.bundle.manifest import (
     checksums_by_path,
     parse_manifest,
 )
+from bundler.bundle.sealed import MAX_SEALED_BYTES, SEALED_NAME, check_sealed
 from bundler.bundle.walk import DEFERRED, BundleTree, BundleWalker
 from bundler.errors import (
     BundlerError,
@@ -737,6 +738,7 @@ def _verify_open(
         report.warnings += _carried_ignore_warnings(root_fd)
     if manifest is not None:
         _compare_contents(report, manifest)
+    _check_sealed(root_fd, report, manifest, tree)
 
     fragment = _read_fragment(report, tree)
     if (
@@ -758,6 +760,19 @@ def _verify_open(
 
 
 _CARRIED_IGNORE = "workspace/.bundlerignore"
+
+
+def _check_sealed(
+    root_fd: int, report: VerifyReport, manifest: dict[str, Any] | None, tree: BundleTree
+) -> None:
+    """``secrets.age`` against the manifest's ``[sealed]`` table (02 §8.6): the file's sha256
+    and its age header's syntax; without an identity nothing more can be judged."""
+    raw: bytes | None = None
+    if tree.sealed:
+        raw, problem = _read_root_file(root_fd, SEALED_NAME, MAX_SEALED_BYTES)
+        if problem is not None:
+            report.errors.append(problem)
+    report.errors += check_sealed(manifest, raw, tree.sealed)
 
 
 def _carried_ignore_warnings(root_fd: int) -> list[Problem]:
