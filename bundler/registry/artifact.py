@@ -7,7 +7,8 @@ of its members: ``metadata`` holds the files at the bundle's root, and every fol
 ``secrets.age`` is a layer of its own too, ``sealed``, with a media type of its own: a registry
 (or a policy on it) can tell an artifact that carries encrypted secrets from one that does not.
 An unchanged part therefore has an unchanged digest and is never uploaded twice. The config
-blob is the bundle's ``zeroclaw-agent.toml``, so ``bundle inspect REF`` needs the manifest and one small blob.
+blob is the bundle's ``zeroclaw-agent.toml``, so ``bundle inspect REF`` needs the manifest and
+one small blob.
 """
 
 from __future__ import annotations
