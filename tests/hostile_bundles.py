@@ -917,7 +917,7 @@ def skill_alias_dotdot_without_content(bundle: Path) -> str:
 
 
 # --------------------------------------------------------------------------- sealed secrets.age
-# Faults verify finds without an identity (02 §8.6). Those only an identity finds (a payload
+# Faults verify finds without an identity (02 §12). Those only an identity finds (a payload
 # bound to another bundle, a path the manifest does not list, a wrong identity, a payload cut
 # short) are in tests/bundle/test_sealed_handoff.py, which holds the identity.
 

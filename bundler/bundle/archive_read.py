@@ -183,7 +183,7 @@ class ChecksumGate:
         if name == MANIFEST_NAME:
             return None
         if name == SEALED_NAME:
-            # bound by the manifest's [sealed] sha256, not by the checksums (02 §8.6)
+            # bound by the manifest's [sealed] sha256, not by the checksums (02 §12)
             if size > MAX_SEALED_BYTES:
                 return f"declares {size} bytes, more than a sealed file holds ({MAX_SEALED_BYTES})"
             return None

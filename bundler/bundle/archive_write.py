@@ -82,7 +82,7 @@ def archive_order(entries: Iterable[tuple[str, bool]]) -> list[str]:
     """The names of ``entries`` ((name, is a folder), in checksum order) in archive order: the
     checksum order with one change, the files at the root first, so a reader streaming the
     archive meets ``zeroclaw-agent.toml`` before any workspace file; a sealed ``secrets.age``
-    comes last of them, after the manifest that names its sha256 (02 §8.6)."""
+    comes last of them, after the manifest that names its sha256 (02 §12)."""
     root_files: list[str] = []
     sealed: list[str] = []
     rest: list[str] = []

@@ -199,7 +199,7 @@ def export_agent(
     beside it; ``progress`` then sees the folder's verification and the packing too.
     ``seal_to`` (``--seal-to``: public keys, or ``@FILE`` of them, :mod:`bundler.fs.age`) seals
     the values of the bundle's ``required_secrets`` to those receivers as ``secrets.age``
-    (:mod:`bundler.bundle.sealed`, 02 §8.6); the config still carries empty strings.
+    (:mod:`bundler.bundle.sealed`, 02 §12); the config still carries empty strings.
 
     Raises :class:`bundler.errors.BundlerError` subclasses (nothing is published then);
     problems after the bundle is published are returned in ``warnings``.
@@ -469,7 +469,7 @@ def _build_in(
 
 def _seal_into(root: int, manifest: Manifest, sealing: _Seal, report: ExportReport) -> None:
     """Write ``secrets.age`` into staging and name it in ``manifest``'s ``[sealed]`` table
-    (02 §8.6): after ``checksums.xxh3``, whose digest the sealed plain text names, and before
+    (02 §12): after ``checksums.xxh3``, whose digest the sealed plain text names, and before
     the manifest, which names the file's sha256. It is ciphertext, never swept: the values it
     holds are this install's own, which the sweep looks for in every other file."""
     from bundler.bundle.sealed import seal

@@ -1,4 +1,4 @@
-"""A bundle's sealed secrets: ``secrets.age`` and the manifest's ``[sealed]`` table (02 §8.6).
+"""A bundle's sealed secrets: ``secrets.age`` and the manifest's ``[sealed]`` table (02 §12).
 
 A bundle carries no secret value (its ``config.toml`` holds empty strings). The one exception,
 asked for with ``--seal-to``, is ``secrets.age`` at the bundle root: the values of the bundle's

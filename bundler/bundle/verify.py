@@ -765,7 +765,7 @@ _CARRIED_IGNORE = "workspace/.bundlerignore"
 def _check_sealed(
     root_fd: int, report: VerifyReport, manifest: dict[str, Any] | None, tree: BundleTree
 ) -> None:
-    """``secrets.age`` against the manifest's ``[sealed]`` table (02 §8.6): the file's sha256
+    """``secrets.age`` against the manifest's ``[sealed]`` table (02 §12): the file's sha256
     and its age header's syntax; without an identity nothing more can be judged."""
     raw: bytes | None = None
     if tree.sealed:

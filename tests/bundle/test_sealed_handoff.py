@@ -1,4 +1,4 @@
-"""The sealed handoff (02 §8.6, 03 §3.1): ``agents export --seal-to`` writes the required
+"""The sealed handoff (02 §12, 03 §3.1): ``agents export --seal-to`` writes the required
 secrets as an age file only the receiver opens, bound to its bundle; ``agents import
 --age-identity`` fills them. Real installs in ZeroClaw's default state (``enc2:`` under
 ``.secret_key``), the real CLI, and the real ``age``, ``age-keygen`` and ``ssh-keygen``."""
