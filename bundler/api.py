@@ -180,14 +180,17 @@ class BundleKind(enum.Enum):
 @dataclass(frozen=True, kw_only=True)
 class ExportOptions:
     """``agents export``'s options: replace an existing bundle (``force``), carry the memory
-    store (a format 2 bundle), what a known secret found in a carried file does, and the
-    gitignore patterns (given, and read from files) that keep workspace paths behind."""
+    store (a format 2 bundle), what a known secret found in a carried file does, the
+    gitignore patterns (given, and read from files) that keep workspace paths behind, and the
+    receivers to seal the required secrets to (``seal_to``: age or SSH public keys, or
+    ``@FILE`` of them; the bundle then holds ``secrets.age``, 02 §12)."""
 
     force: bool = False
     include_memory: bool = False
     scan_secrets: ScanSecrets = ScanSecrets.REFUSE
     exclude: tuple[str, ...] = ()
     exclude_from: tuple[Path, ...] = ()
+    seal_to: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -195,12 +198,15 @@ class ImportOptions:
     """``agents import``'s options: the alias to import as, local references to bind entries
     to (entry path → local reference), secrets as ``PATH=VALUE``, a secrets file, consent to
     the bundle's risk flags, and who answers questions (``None``: nobody; a missing secret
-    stays unfilled and unconsented risks refuse the import)."""
+    stays unfilled and unconsented risks refuse the import). ``age_identities`` (age identity
+    files or unprotected SSH private keys) open a sealed bundle's ``secrets.age``, whose
+    values fill the required secrets not given otherwise (03 §3.1)."""
 
     as_alias: str | None = None
     binds: Mapping[str, str] = field(default_factory=dict)
     secrets: tuple[str, ...] = ()
     secrets_file: Path | None = None
+    age_identities: tuple[Path, ...] = ()
     accept_risks: bool = False
     prompt: Prompter | None = None
     registry: RegistryOptions = RegistryOptions()
@@ -428,6 +434,7 @@ def export_agent(
         scan_secrets=options.scan_secrets.value,
         exclude=options.exclude,
         exclude_from=options.exclude_from,
+        seal_to=options.seal_to,
         progress=progress,
         archive=os.fspath(out).endswith(ARCHIVE_SUFFIXES),
     )
@@ -484,6 +491,7 @@ def _import(
         binds=dict(options.binds),
         secrets=options.secrets,
         secrets_file=options.secrets_file,
+        age_identities=options.age_identities,
         accept_risks=options.accept_risks,
         dry_run=dry_run,
         prompt=options.prompt,

@@ -121,7 +121,8 @@ def _write_store(path: Path) -> None:
 
 
 def canonical_files(bundle: Path) -> list[str]:
-    """Regular files of a bundle in checksum order (02 §9.2), manifest and checksums excluded.
+    """Regular files of a bundle in checksum order (02 §9.2), manifest, checksums and a sealed
+    secrets.age excluded (none is listed in the checksums).
 
     Depth first, each folder's names sorted by their bytes; links and special files are not
     regular files and are left out (a hostile bundle may hold them).
@@ -131,7 +132,7 @@ def canonical_files(bundle: Path) -> list[str]:
     def visit(folder: Path, prefix: str) -> None:
         for name in sorted(os.listdir(folder), key=os.fsencode):
             rel = prefix + name
-            if not prefix and name in (MANIFEST, CHECKSUMS):
+            if not prefix and name in (MANIFEST, CHECKSUMS, "secrets.age"):
                 continue
             st = os.lstat(folder / name)
             if stat.S_ISDIR(st.st_mode):

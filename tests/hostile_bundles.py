@@ -914,3 +914,97 @@ def skill_alias_dotdot_without_content(bundle: Path) -> str:
 
     bf.edit_config(bundle, config)
     return 'skill_bundles.".."'
+
+
+# --------------------------------------------------------------------------- sealed secrets.age
+# Faults verify finds without an identity (02 §12). Those only an identity finds (a payload
+# bound to another bundle, a path the manifest does not list, a wrong identity, a payload cut
+# short) are in tests/bundle/test_sealed_handoff.py, which holds the identity.
+
+
+def seal_bundle(bundle: Path, values: dict[str, str] | None = None) -> Any:
+    """Seal ``values`` (default: a value for each required secret) into ``bundle`` as bundler
+    does, to a fresh age key; returns its identity (a ``pyrage.x25519.Identity``)."""
+    import pyrage
+
+    from bundler.bundle.sealed import seal
+    from bundler.fs.age import Recipient
+
+    identity = pyrage.x25519.Identity.generate()
+    manifest = bf.read_manifest(bundle)
+    if values is None:
+        values = {path: f"sealed-value-{i}" for i, path in enumerate(manifest["required_secrets"])}
+    sealing = seal(manifest, values, [Recipient("x25519", str(identity.to_public()))])
+    (bundle / "secrets.age").write_bytes(sealing.data)
+    bf.edit_manifest(bundle, lambda m: m.update(sealed=sealing.table))
+    return identity
+
+
+def _rewrite_sealed(bundle: Path, data: bytes) -> None:
+    """Put ``data`` in place of ``secrets.age`` with the manifest's sha256 rewritten to match."""
+    import hashlib
+
+    (bundle / "secrets.age").write_bytes(data)
+    digest = hashlib.sha256(data).hexdigest()
+    bf.edit_manifest(bundle, lambda m: m["sealed"].update(sha256=digest))
+
+
+@case
+def sealed_sha256_disagrees(bundle: Path) -> str:
+    seal_bundle(bundle)
+    data = bytearray((bundle / "secrets.age").read_bytes())
+    data[-1] ^= 1
+    (bundle / "secrets.age").write_bytes(bytes(data))
+    return "secrets.age"
+
+
+@case
+def sealed_bad_header(bundle: Path) -> str:
+    seal_bundle(bundle)
+    data = (bundle / "secrets.age").read_bytes()
+    _rewrite_sealed(bundle, data.replace(b"age-encryption.org/v1", b"age-encryption.org/v2", 1))
+    return "secrets.age"
+
+
+@case
+def sealed_truncated_in_its_header(bundle: Path) -> str:
+    seal_bundle(bundle)
+    data = (bundle / "secrets.age").read_bytes()
+    _rewrite_sealed(bundle, data[: data.index(b"\n---")])
+    return "secrets.age"
+
+
+@case
+def sealed_file_without_its_table(bundle: Path) -> str:
+    seal_bundle(bundle)
+    bf.edit_manifest(bundle, lambda m: m.pop("sealed"))
+    return "secrets.age"
+
+
+@case
+def sealed_table_without_its_file(bundle: Path) -> str:
+    seal_bundle(bundle)
+    (bundle / "secrets.age").unlink()
+    return "secrets.age"
+
+
+@case
+def sealed_table_names_a_path_not_required(bundle: Path) -> str:
+    seal_bundle(bundle)
+    bf.edit_manifest(bundle, lambda m: m["sealed"].update(paths=["gateway.paired_tokens"]))
+    return "sealed"
+
+
+@case
+def sealed_counts_other_recipients(bundle: Path) -> str:
+    seal_bundle(bundle)
+    bf.edit_manifest(bundle, lambda m: m["sealed"].update(recipients=2))
+    return "secrets.age"
+
+
+@case
+def sealed_file_is_a_folder(bundle: Path) -> str:
+    seal_bundle(bundle)
+    (bundle / "secrets.age").unlink()
+    (bundle / "secrets.age").mkdir()
+    return "secrets.age"

@@ -462,3 +462,104 @@ def test_a_value_that_does_not_open_says_why_and_holds_nothing_of_it() -> None:
         texts = list(_texts(caught.value))
         assert not any(value[4:] in t or key.raw.hex() in t for t in texts)
         assert caught.value.__context__ is None and caught.value.__cause__ is None
+
+
+# --- the sealed handoff: secrets.age ------------------------------------------------------------
+
+
+def _receiver() -> tuple[Any, str]:
+    import pyrage
+
+    identity = pyrage.x25519.Identity.generate()
+    return identity, str(identity.to_public())
+
+
+def _sealed_bundle(tmp_path: Path) -> tuple[Path, Path, Any]:
+    """An export of the encrypted example sealed to a fresh receiver: (bundle, identity file,
+    the identity)."""
+    root, _key = _sealed_example(tmp_path)
+    identity, public = _receiver()
+    out = tmp_path / "sealed-bundle"
+    export_agent(root, "researcher", out, environ={}, seal_to=[public])
+    file = tmp_path / "receiver.age"
+    file.write_text(f"{identity}\n")
+    return out, file, identity
+
+
+def _forge_payload(bundle: Path, identity: Any, change: Callable[[dict[str, Any]], None]) -> None:
+    import hashlib
+
+    import pyrage
+
+    payload = json.loads(pyrage.decrypt((bundle / "secrets.age").read_bytes(), [identity]))
+    change(payload)
+    data = pyrage.encrypt(json.dumps(payload).encode(), [identity.to_public()])
+    manifest = (bundle / "zeroclaw-agent.toml").read_text()
+    old = hashlib.sha256((bundle / "secrets.age").read_bytes()).hexdigest()
+    (bundle / "secrets.age").write_bytes(data)
+    new = hashlib.sha256(data).hexdigest()
+    (bundle / "zeroclaw-agent.toml").write_text(manifest.replace(old, new))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(lambda p: p["secrets"].update({"gateway.paired_tokens": ANTHROPIC_KEY}),
+                     id="path-not-listed"),
+        pytest.param(lambda p: p["secrets"].update({KEY_PATH: ANTHROPIC_KEY + "\x00"}),
+                     id="not-text"),
+        pytest.param(lambda p: p.update(nonce="0" * 32), id="bound-elsewhere"),
+    ],
+)  # fmt: skip
+def test_a_sealed_payload_refused_on_import_holds_none_of_its_values(
+    tmp_path: Path, change: Callable[[dict[str, Any]], None]
+) -> None:
+    bundle, identity_file, identity = _sealed_bundle(tmp_path)
+    _forge_payload(bundle, identity, change)
+    target = tmp_path / "target"
+    err = _refusal(
+        lambda: import_bundle(target, bundle, age_identities=[identity_file], accept_risks=True)
+    )
+    assert "secrets.age" in err.message
+    assert _leaks(err) == []
+    assert str(identity) not in " ".join(_texts(err))
+
+
+def test_an_import_refused_after_the_seal_opened_holds_no_sealed_value(tmp_path: Path) -> None:
+    bundle, identity_file, _identity = _sealed_bundle(tmp_path)
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "config.toml").write_text(
+        "[secrets]\nencrypt = 7\n"
+    )  # refused once a value is stored
+    err = _refusal(
+        lambda: import_bundle(target, bundle, age_identities=[identity_file], accept_risks=True)
+    )
+    assert _leaks(err) == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "AGE-SECRET-KEY-1" + "Q" * 58,
+        "-----BEGIN OPENSSH PRIVATE KEY----- b3BlbnNzaC1rZXktdjEAAAAA",
+        "age1" + ANTHROPIC_KEY,
+    ],
+)
+def test_a_malformed_recipient_is_never_quoted(tmp_path: Path, line: str) -> None:
+    from bundler.fs.age import parse_recipients
+
+    listed = tmp_path / "receivers.txt"
+    listed.write_text(f"{line}\n")
+    for given in (line, f"@{listed}"):
+        err = _refusal(lambda given=given: parse_recipients([given], "--seal-to"))  # type: ignore[misc]
+        assert not any(line in text or line[4:20] in text for text in _texts(err)), err.message
+
+
+def test_an_identity_file_that_is_no_identity_is_never_quoted(tmp_path: Path) -> None:
+    from bundler.fs.age import load_identities
+
+    bad = tmp_path / "id"
+    bad.write_text(f"AGE-SECRET-KEY-1{ANTHROPIC_KEY}\n")
+    err = _refusal(lambda: load_identities([bad], "--age-identity"))
+    assert _leaks(err) == [] and "--age-identity" in err.message

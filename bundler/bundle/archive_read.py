@@ -51,6 +51,7 @@ import xxhash
 from bundler.bundle.archive_listing import ListedMember
 from bundler.bundle.archive_write import FILE_MODE_BITS, archive_form, header_checksum
 from bundler.bundle.manifest import CHECKSUMS_NAME, MANIFEST_NAME, checksums_by_path
+from bundler.bundle.sealed import MAX_SEALED_BYTES, SEALED_NAME
 from bundler.bundle.verify import MAX_CHECKSUMS_BYTES
 from bundler.errors import InvalidInput
 from bundler.fs.durable import write_all
@@ -180,6 +181,11 @@ class ChecksumGate:
                 return f"declares {size} bytes, more than a bundle's holds ({MAX_CHECKSUMS_BYTES})"
             return None
         if name == MANIFEST_NAME:
+            return None
+        if name == SEALED_NAME:
+            # bound by the manifest's [sealed] sha256, not by the checksums (02 §12)
+            if size > MAX_SEALED_BYTES:
+                return f"declares {size} bytes, more than a sealed file holds ({MAX_SEALED_BYTES})"
             return None
         if self.listed is None:
             self.before.append(name)

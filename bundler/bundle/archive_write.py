@@ -23,6 +23,7 @@ from zlib import adler32
 
 import xxhash
 
+from bundler.bundle.sealed import SEALED_NAME
 from bundler.errors import InvalidInput
 from bundler.fs import safefs
 from bundler.fs.durable import write_all
@@ -80,12 +81,17 @@ def bundle_entries(root_fd: int) -> list[tuple[str, bool]]:
 def archive_order(entries: Iterable[tuple[str, bool]]) -> list[str]:
     """The names of ``entries`` ((name, is a folder), in checksum order) in archive order: the
     checksum order with one change, the files at the root first, so a reader streaming the
-    archive meets ``zeroclaw-agent.toml`` before any workspace file."""
+    archive meets ``zeroclaw-agent.toml`` before any workspace file; a sealed ``secrets.age``
+    comes last of them, after the manifest that names its sha256 (02 §12)."""
     root_files: list[str] = []
+    sealed: list[str] = []
     rest: list[str] = []
     for name, is_dir in entries:
-        (root_files if not is_dir and "/" not in name else rest).append(name)
-    return root_files + rest
+        if name == SEALED_NAME and not is_dir:
+            sealed.append(name)
+        else:
+            (root_files if not is_dir and "/" not in name else rest).append(name)
+    return root_files + sealed + rest
 
 
 def _header(name: str, st: os.stat_result) -> tarfile.TarInfo:

@@ -52,12 +52,13 @@ from bundler.bundle.manifest import (
 )
 from bundler.bundle.publish import Admission, Staging, admit, folder_beside, stage_build_publish
 from bundler.bundle.recover import clear_abandoned_or_warn
+from bundler.bundle.sealed import SEALED_NAME, SEALED_TABLE
 from bundler.bundle.sweep import ExportSweep
 from bundler.bundle.walk import past_entry_limit
 from bundler.config.secretstore import open_stored, read_key_at
 from bundler.config.store import load_config
 from bundler.errors import BundlerError, Refused, UsageError, withholding
-from bundler.fs import durable
+from bundler.fs import age, durable
 from bundler.fs.copytree import CopiedFile, copy_tree, digest_fd
 from bundler.fs.safefs import (
     SkipCounts,
@@ -114,6 +115,9 @@ class ExportReport:
     key, op:// reference."""
     publish_method: str = ""
     warnings: list[str] = field(default_factory=list)
+    sealed_recipients: int = 0
+    """How many recipients ``secrets.age`` is sealed to (0: no seal was asked for)."""
+    sealed_paths: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         """The payload of ``agents export --json`` (without ``ok``)."""
@@ -141,6 +145,9 @@ class ExportReport:
             "encrypted_not_swept": self.encrypted_not_swept,
             "encrypted_not_swept_why": dict(self.encrypted_not_swept_why),
             "publish_method": self.publish_method,
+            "sealed": {"recipients": self.sealed_recipients, "paths": list(self.sealed_paths)}
+            if self.sealed_recipients
+            else None,
             "warnings": list(self.warnings),
         }
 
@@ -175,6 +182,7 @@ def export_agent(
     environ: Mapping[str, str] | None = None,
     progress: Progress | None = None,
     archive: bool = False,
+    seal_to: Sequence[str] = (),
 ) -> ExportReport:
     """Export agent ``alias`` of the install at ``install_root`` to the bundle folder ``out``.
 
@@ -189,6 +197,9 @@ def export_agent(
     before the copy (only when ``progress`` is given). With ``archive``, ``out`` is a bundle
     archive (a tar file, :mod:`bundler.bundle.archive`), built from a bundle folder staged
     beside it; ``progress`` then sees the folder's verification and the packing too.
+    ``seal_to`` (``--seal-to``: public keys, or ``@FILE`` of them, :mod:`bundler.fs.age`) seals
+    the values of the bundle's ``required_secrets`` to those receivers as ``secrets.age``
+    (:mod:`bundler.bundle.sealed`, 02 §12); the config still carries empty strings.
 
     Raises :class:`bundler.errors.BundlerError` subclasses (nothing is published then);
     problems after the bundle is published are returned in ``warnings``.
@@ -196,6 +207,8 @@ def export_agent(
     if scan_secrets not in SCAN_MODES:
         raise UsageError(f"--scan-secrets must be one of {', '.join(SCAN_MODES)}")
     env = os.environ if environ is None else environ
+    # a malformed recipient is refused before the install or the destination is read
+    recipients = tuple(age.parse_recipients(seal_to, "--seal-to")) if seal_to else ()
     loaded = load_config(install_root, environ=env)
     config = loaded.data
     plan = plan_closure(config, alias, install_root)
@@ -205,7 +218,8 @@ def export_agent(
     # Its targets are the stored values and the overrides' values: both are this install's.
     # Stored-encrypted values are opened in memory (never written) and their plain text swept
     # for, with the key itself; only what does not open is counted, by reason.
-    opened = open_stored([loaded.file_data, config], read_key_at(install_root))
+    found_key = read_key_at(install_root)
+    opened = open_stored([loaded.file_data, config], found_key)
     targets = [*sweep_targets(*opened.views)[0], *opened.targets]
     sweep = ExportSweep(Sweeper(targets) if targets else None, scan_secrets)
     encrypted = {} if scan_secrets == "off" else opened.unswept
@@ -213,12 +227,29 @@ def export_agent(
     with withholding(sweep.withhold):
         # before the destination is touched: a wrong pattern file fails at once
         patterns = tuple(command_line_patterns(exclude, exclude_from))
-        run = _Run(install_root, plan, config, sweep, env, progress, include_memory, patterns)
+        sealing = None
+        if recipients:
+            from bundler.bundle.sealed import sealed_values
+
+            # a stored value that does not open refuses here, before the destination is touched
+            values = sealed_values(loaded.file_data, plan.required_secrets, found_key)
+            sealing = _Seal(recipients, values)
+        run = _Run(
+            install_root, plan, config, sweep, env, progress, include_memory, patterns, sealing
+        )
         publish = _admit_build_pack if archive else _admit_build_publish
         report = publish(run, out, force=force, encrypted=encrypted)
     report.secret_hits = sweep.hits
     _redact_report(report, sweep)
     return report
+
+
+@dataclass(frozen=True)
+class _Seal:
+    """What ``--seal-to`` seals: to whom, and the values (in memory only)."""
+
+    recipients: tuple[age.Recipient, ...]
+    values: Mapping[str, str] = field(repr=False)
 
 
 @dataclass(frozen=True)
@@ -233,6 +264,7 @@ class _Run:
     progress: Progress | None
     include_memory: bool
     patterns: tuple[Pattern, ...] = ()
+    sealing: _Seal | None = None
 
 
 def _admit_build_publish(
@@ -344,7 +376,14 @@ def _build(staging: Staging, run: _Run, report: ExportReport) -> None:
         run.sweep.beside(),
     ):
         copy = _Copy(
-            staging.fd, run.install_root, run.sweep, report, extra, run.progress, checksums
+            staging.fd,
+            run.install_root,
+            run.sweep,
+            report,
+            extra,
+            run.progress,
+            checksums,
+            sealed=run.sealing is not None,
         )
         try:
             _build_in(staging, run, copy, report, extra, checksums)
@@ -415,6 +454,8 @@ def _build_in(
         if version == MEMORY_FORMAT_VERSION
         else None,
     )
+    if run.sealing is not None:
+        _seal_into(root, manifest, run.sealing, report)
     manifest_bytes = render_manifest(manifest)
     sweep.scan(MANIFEST_NAME, manifest_bytes)
     # every carried byte and name was swept: under refuse, one error lists all the hits
@@ -424,6 +465,20 @@ def _build_in(
     report.required_secrets = list(plan.required_secrets)
     report.dropped = list(dropped)
     report.risk_flags = list(risk_flags)
+
+
+def _seal_into(root: int, manifest: Manifest, sealing: _Seal, report: ExportReport) -> None:
+    """Write ``secrets.age`` into staging and name it in ``manifest``'s ``[sealed]`` table
+    (02 §12): after ``checksums.xxh3``, whose digest the sealed plain text names, and before
+    the manifest, which names the file's sha256. It is ciphertext, never swept: the values it
+    holds are this install's own, which the sweep looks for in every other file."""
+    from bundler.bundle.sealed import seal
+
+    sealed = seal(manifest.as_dict(), sealing.values, sealing.recipients)
+    _write_new(root, SEALED_NAME, sealed.data)
+    manifest.extra[SEALED_TABLE] = sealed.table
+    report.sealed_recipients = len(sealing.recipients)
+    report.sealed_paths = list(sealed.table["paths"])
 
 
 class _Copy:
@@ -438,6 +493,7 @@ class _Copy:
         dropped: list[Dropped],
         progress: Progress | None,
         checksums: ChecksumSpool,
+        sealed: bool = False,
     ) -> None:
         self.root = root
         self.install_root = install_root
@@ -448,7 +504,7 @@ class _Copy:
         self.checksums = checksums
         # the root files written after the copy (config.toml, checksums.xxh3, the manifest)
         # are part of the bundle from the start: a limit they would pass stops the copy
-        self.entries = len(_ROOT_FILES)
+        self.entries = len(_ROOT_FILES) + (1 if sealed else 0)
 
     def made(self, relpath: str) -> None:
         """Count one entry made in the bundle, ``relpath``; refuse as soon as the bundle would

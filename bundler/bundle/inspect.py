@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from bundler.bundle import fragment as fragment_rules
 from bundler.bundle.fragment import Problem
 from bundler.bundle.manifest import MANIFEST_NAME
+from bundler.bundle.sealed import sealed_summary
 from bundler.bundle.verify import VerifyReport, verify_bundle
 from bundler.errors import InvalidInput
 from bundler.rules.names import escape_display
@@ -61,6 +62,9 @@ class InspectReport:
     risk_flags: list[dict[str, str]] = field(default_factory=list)
     also_found: list[dict[str, str]] = field(default_factory=list)
     dropped: list[dict[str, str]] = field(default_factory=list)
+    sealed_recipients: int = 0
+    """How many recipients ``secrets.age`` is sealed to (0: nothing sealed)."""
+    sealed_paths: list[str] = field(default_factory=list)
 
     @property
     def path(self) -> Path:
@@ -85,6 +89,11 @@ class InspectReport:
             ("files", files),
             ("size", size),
             ("verified", verified),
+            *(
+                [("sealed", f"secrets sealed to {self.sealed_recipients} recipient(s)")]
+                if self.sealed_recipients
+                else []
+            ),
         ]
 
     def sections(self) -> list[tuple[str, list[tuple[str, ...]]]]:
@@ -99,9 +108,13 @@ class InspectReport:
             (d["path"], d["reason"], d["detail"]) for d in self.dropped
         ]
         also: list[tuple[str, ...]] = [(f["kind"], f["path"], f["detail"]) for f in self.also_found]
+        sealed = set(self.sealed_paths)
         return [
             ("closure", closure),
-            ("required secrets", [tuple(row) for row in self.secrets]),
+            (
+                "required secrets",
+                [(path, f"{to} (sealed)" if path in sealed else to) for path, to in self.secrets],
+            ),
             ("risk flags (recomputed)", flags),
             # beyond the rules of the exporter that wrote the bundle (02 §6.2)
             *([("also found by bundler", also)] if also else []),
@@ -125,6 +138,9 @@ class InspectReport:
             "not_read": [f"{top}/" for top in self.verify.not_here],
             "entries": self.entries,
             "required_secrets": [{"path": p, "endpoint": e} for p, e in self.secrets],
+            "sealed": {"recipients": self.sealed_recipients, "paths": self.sealed_paths}
+            if self.sealed_recipients
+            else None,
             "risk_flags": self.risk_flags,
             "also_found_by_bundler": self.also_found,
             "dropped": self.dropped,
@@ -217,6 +233,10 @@ def inspect_bundle(
     fragment = checked.fragment or {}
     report.entries = _closure_entries(fragment)
     report.secrets = _secret_rows(fragment, manifest.get("required_secrets", []))
+    sealed = sealed_summary(manifest)
+    if sealed is not None:
+        report.sealed_recipients = sealed[0]
+        report.sealed_paths = [_escaped(p) for p in sealed[1]]
     report.risk_flags = [
         {key: _escaped(flag.get(key, "")) for key in ("kind", "path", "detail")}
         for flag in checked.risk_flags

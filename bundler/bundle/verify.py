@@ -38,6 +38,7 @@ from bundler.bundle.manifest import (
     iter_checksums,
     parse_manifest,
 )
+from bundler.bundle.sealed import MAX_SEALED_BYTES, SEALED_NAME, check_sealed
 from bundler.bundle.walk import DEFERRED, BundleTree, BundleWalker
 from bundler.errors import (
     BundlerError,
@@ -938,6 +939,7 @@ def _verify_checksummed(
         report.warnings += _carried_ignore_warnings(root_fd)
     if manifest is not None:
         _compare_contents(report, manifest)
+    _check_sealed(root_fd, report, manifest, tree)
 
     fragment = _read_fragment(report, tree, config[0] if config else None)
     if (
@@ -976,6 +978,19 @@ def _carries_ignore(root_fd: int) -> bool:
         return False
     finally:
         os.close(workspace_fd)
+
+
+def _check_sealed(
+    root_fd: int, report: VerifyReport, manifest: dict[str, Any] | None, tree: BundleTree
+) -> None:
+    """``secrets.age`` against the manifest's ``[sealed]`` table (02 §12): the file's sha256
+    and its age header's syntax; without an identity nothing more can be judged."""
+    raw: bytes | None = None
+    if tree.sealed:
+        raw, problem = _read_root_file(root_fd, SEALED_NAME, MAX_SEALED_BYTES)
+        if problem is not None:
+            report.errors.append(problem)
+    report.errors += check_sealed(manifest, raw, tree.sealed)
 
 
 def _carried_ignore_warnings(root_fd: int) -> list[Problem]:

@@ -25,6 +25,7 @@ from bundler.bundle.manifest import (
     MEMORY_STORE,
     checksum_sort_text,
 )
+from bundler.bundle.sealed import SEALED_NAME
 from bundler.errors import BundlerError, EnvironmentFailure
 from bundler.fs import safefs
 from bundler.fs.digest import digest_fd
@@ -48,7 +49,8 @@ _READ_ALWAYS = frozenset({CONFIG_NAME, MEMORY_STORE})
 MAX_NAMED_EXTRAS = 5
 _NOT_IN_BUNDLE = (
     "not part of a bundle (a bundle folder holds only zeroclaw-agent.toml, config.toml, "
-    "checksums.xxh3, {folders}); copy just those to a new folder, or remove the rest"
+    "checksums.xxh3, a sealed secrets.age, {folders}); copy just those to a new folder, or "
+    "remove the rest"
 )
 _EXTRA = "not part of a bundle"  # the reason _misplaced gives; gathered, not reported alone
 _SKIP_MESSAGES = {
@@ -93,6 +95,7 @@ class BundleTree:
     bytes: int = 0
     totals: dict[str, list[int]] = field(default_factory=dict)
     found: set[str] = field(default_factory=set)
+    sealed: bool = False  # a regular secrets.age at the root
 
 
 def section_of(rel: str) -> str:
@@ -193,7 +196,7 @@ class BundleWalker:
     def _misplaced(self, parts: list[str], is_dir: bool) -> str | None:
         top = parts[0]
         if len(parts) == 1:
-            if top in (MANIFEST_NAME, CONFIG_NAME, CHECKSUMS_NAME):
+            if top in (MANIFEST_NAME, CONFIG_NAME, CHECKSUMS_NAME, SEALED_NAME):
                 return None if not is_dir else "must be a regular file"
             if top in ("workspace", "skills") or (top == "memory" and self.format_version == 2):
                 return None if is_dir else "must be a folder"
@@ -339,7 +342,10 @@ class BundleWalker:
 
     def _file(self, entry: safefs.Entry) -> None:
         rel = entry.rel
-        if rel in (MANIFEST_NAME, CHECKSUMS_NAME):
+        if rel in (MANIFEST_NAME, CHECKSUMS_NAME, SEALED_NAME):
+            # read and judged on their own (the sealed file against the manifest's sha256)
+            if rel == SEALED_NAME:
+                self.tree.sealed = True
             return
         parts = rel.split("/")
         if len(parts) == 4 and parts[0] == "skills" and parts[3] == "SKILL.md":

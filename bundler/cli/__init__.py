@@ -77,11 +77,13 @@ EXAMPLES: dict[tuple[str, ...], list[list[str]]] = {
         ["researcher", "--out", "./researcher.bundle", "--force", "--include-memory"],
         ["researcher", "--out", "./researcher.bundle", "--exclude", "*.log", "--exclude", "cache/"],
         ["researcher", "--out", "./researcher.bundle", "--exclude-from", "private-patterns.txt"],
+        ["researcher", "--out", "./researcher.bundle", "--seal-to", "@receiver.pub"],
     ],
     ("agents", "import"): [
         ["./researcher.bundle", "--dry-run"],
         ["./researcher.tar"],
         ["./researcher.bundle", "--as", "researcher2", "--secrets-file", "secrets.toml"],
+        ["./researcher.bundle", "--age-identity", "~/.ssh/id_ed25519"],
         ["oci://registry.example/agents/researcher@sha256:<digest>", "--accept-risks"],
         ["--undo", "last", "--dry-run"],
     ],
@@ -290,6 +292,14 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
             metavar="FILE",
             help="read more such patterns from FILE, one a line, '#' comments (repeatable)",
         )
+        export.add_argument(
+            "--seal-to",
+            action="append",
+            default=[],
+            metavar="RECIPIENT",
+            help="seal the required secrets to RECIPIENT as secrets.age: an age public key "
+            "(age1…), an ssh-ed25519 or ssh-rsa public key, or @FILE of them (repeatable)",
+        )
         imp = command(agents, "import", "import a bundle into this install, transactionally")
         imp.add_argument(
             "bundle",
@@ -325,6 +335,14 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
             "--secrets-file",
             metavar="FILE",
             help="TOML table of required secret paths to values (mode 0600)",
+        )
+        imp.add_argument(
+            "--age-identity",
+            action="append",
+            default=[],
+            metavar="FILE",
+            help="open the bundle's sealed secrets.age with FILE: an age identity file or an "
+            "SSH private key (repeatable)",
         )
         imp.add_argument(
             "--accept-risks",

@@ -26,6 +26,7 @@ def export(args: argparse.Namespace, out: Output) -> Result:
             "scan_secrets": args.scan_secrets,
             "exclude": args.exclude,
             "exclude_from": [Path(name) for name in args.exclude_from],
+            "seal_to": args.seal_to,
             "progress": progress,
         }
         archive = args.out.endswith(ARCHIVE_SUFFIXES)
@@ -64,6 +65,11 @@ def summary(report: ExportReport) -> list[str]:
     if report.risk_flags:
         lines.append("  risk flags (what the receiver is asked to trust):")
         lines += [f"    {esc(f.kind)}  {esc(f.path)}: {esc(f.detail)}" for f in report.risk_flags]
+    if report.sealed_recipients:
+        lines.append(
+            f"  secrets sealed to {report.sealed_recipients} recipient(s) in secrets.age: "
+            + ", ".join(esc(path) for path in report.sealed_paths)
+        )
     if report.required_secrets:
         # run by the receiver in their own install: the exporter's --install is not repeated
         lines.append("  credentials scrubbed; the receiver completes each, in their install, with:")

@@ -16,7 +16,12 @@ from bundler.cli.registry_args import bundle_folder, tag_warnings
 from bundler.config.file import find_install_root
 from bundler.errors import UsageError
 from bundler.install import importer
-from bundler.install.bind_secrets import SECRET_ARGUMENT_WARNING, default_prompter, split_assignment
+from bundler.install.bind_secrets import (
+    SECRET_ARGUMENT_WARNING,
+    default_prompter,
+    passphrase_prompter,
+    split_assignment,
+)
 from bundler.install.undo import undo_import
 from bundler.rules import hints
 from bundler.rules.names import escape_display
@@ -43,6 +48,8 @@ def import_bundle(args: argparse.Namespace, out: Output) -> Result:
             binds=binds,
             secrets=list(args.secret),
             secrets_file=Path(args.secrets_file) if args.secrets_file else None,
+            age_identities=[Path(name) for name in args.age_identity],
+            age_passphrase=passphrase_prompter(),
             accept_risks=args.accept_risks,
             dry_run=args.dry_run,
             prompt=prompter,

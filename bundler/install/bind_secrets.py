@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import getpass
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -231,6 +231,24 @@ def ask_secret(prompt: str, path: str, hint: str) -> str:
         ) from None
     except UnicodeDecodeError:
         raise not_text(escape_display(path), "the value typed") from None
+
+
+def passphrase_prompter() -> Callable[[str], str] | None:
+    """Asks, without echo on the terminal, for the passphrase of the key file it is given;
+    None when stdin is not a terminal (a protected key is then refused, never read blind)."""
+    import sys
+
+    if not sys.stdin.isatty():
+        return None
+
+    def ask(shown: str) -> str:
+        return ask_secret(
+            f"passphrase for {shown} (not echoed): ",
+            shown,
+            "run the import again on a terminal, or give an age identity",
+        )
+
+    return ask
 
 
 def default_prompter() -> Prompter | None:

@@ -22,6 +22,7 @@ from typing import Any
 import tomli_w
 
 from bundler.bundle import fragment
+from bundler.bundle.sealed import MAX_SEALED_BYTES, SEALED_NAME, open_sealed, sealed_summary
 from bundler.bundle.verify import (
     VerifyReport,
     verify_bundle,
@@ -36,10 +37,13 @@ from bundler.errors import (
     BundlerError,
     InvalidInput,
     Refused,
+    UsageError,
     withheld,
     withholding,
 )
-from bundler.fs import copytree, durable
+from bundler.fs import age, copytree, durable
+from bundler.fs.age import AskPassphrase
+from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.install import merge
 from bundler.install.bind_secrets import (
     Prompter,
@@ -108,6 +112,8 @@ class ImportReport:
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     receipt: str = ""
+    sealed_filled: list[str] = field(default_factory=list)
+    """The bundle paths whose secret came from its sealed ``secrets.age``."""
 
     @property
     def agent(self) -> str:
@@ -129,6 +135,7 @@ class ImportReport:
             "skills_differ": self.skills_differ,
             "reused_with_secrets": self.plan.reused_with_secrets,
             "secrets_filled": self.plan.secrets_filled,
+            "secrets_from_seal": list(self.sealed_filled),
             "secret_endpoints": self.endpoints,
             "mcp_commands_missing": self.missing_commands,
             "notes": self.notes,
@@ -269,6 +276,12 @@ class ImportOptions:
     environ: Mapping[str, str] | None = None
     """Where ``ZEROCLAW_secrets__encrypt`` is looked up (a warning when it disagrees with the
     file's policy); ``os.environ`` when None."""
+    age_identities: Sequence[Path] = ()
+    """Identity files (age, or SSH private keys) that open the bundle's sealed ``secrets.age``:
+    its values fill the required secrets not given with ``secrets``/``secrets_file``."""
+    age_passphrase: AskPassphrase | None = None
+    """Asks, without echo, for the passphrase of a protected SSH key among ``age_identities``;
+    None: such a key is refused (there is no terminal to ask on)."""
     source: Path | str | None = None
     """The bundle as the user named it when the folder read is not it (an unpacked archive, or
     as a ``str`` a registry reference pinned to its digest, pulled into a private folder):
@@ -297,6 +310,8 @@ class _Run:
     options: ImportOptions
     store: SecretWriter
     """What each secret value given becomes under the install's policy and key."""
+    sealed: frozenset[str] = frozenset()
+    """The bundle paths whose value came from ``secrets.age``."""
 
 
 @io_errors_refused("import")
@@ -347,6 +362,60 @@ def _import(
             f"bundle {where} failed verification: {shown}{more}", path=report.errors[0].path
         )
     manifest = report.manifest or {}
+    sealed = _unseal(bundle, report, chosen)
+    # given values win; a sealed value fills only what was not given (as if given itself)
+    filled = {path: value for path, value in sealed.items() if path not in given}
+    with withholding(withholder(value_targets(sealed))):
+        result = _import_verified(
+            install_root, bundle, chosen, {**filled, **given}, warnings, report, frozenset(filled)
+        )
+        result.sealed_filled = sorted(filled)
+        summary = sealed_summary(manifest)
+        if summary is not None and not chosen.age_identities:
+            result.notes.append(
+                f"the bundle holds secrets sealed to {summary[0]} recipient(s) in secrets.age "
+                f"({len(summary[1])} path(s)); to fill them, import with --age-identity FILE"
+            )
+        return result
+
+
+def _unseal(bundle: Path, report: VerifyReport, chosen: ImportOptions) -> dict[str, str]:
+    """The values of the verified bundle's ``secrets.age`` opened with ``chosen``'s identities
+    (:func:`bundler.bundle.sealed.open_sealed`); empty without identities. ``UsageError`` when
+    identities are given for a bundle that seals nothing."""
+    if not chosen.age_identities:
+        return {}
+    identities = age.load_identities(
+        list(chosen.age_identities), "--age-identity", chosen.age_passphrase
+    )
+    manifest = report.manifest or {}
+    if sealed_summary(manifest) is None:
+        raise UsageError(
+            f"--age-identity: {escape_display(str(chosen.shown(bundle)))} holds no sealed "
+            "secrets.age; import it without --age-identity",
+            path="--age-identity",
+        )
+    try:
+        data = read_small_file(bundle / SEALED_NAME, MAX_SEALED_BYTES, follow=False)
+    except (OSError, NotSmallFile):
+        raise InvalidInput(
+            f"{SEALED_NAME}: cannot be read again after verification; nothing changed",
+            path=SEALED_NAME,
+        ) from None
+    return open_sealed(data, manifest, report.checksums_digest, identities)
+
+
+def _import_verified(
+    install_root: Path,
+    bundle: Path,
+    chosen: ImportOptions,
+    given: dict[str, str],
+    warnings: list[str],
+    report: VerifyReport,
+    sealed: frozenset[str],
+) -> ImportReport:
+    """The import of the verified bundle, once every secret given is known."""
+    manifest = report.manifest or {}
     required = [p for p in manifest.get("required_secrets", []) if isinstance(p, str)]
     # before the merge plan: a dangling name is removed, never bound to a same-named local entry
     warnings = [*_drop_unresolved(report), *warnings]
@@ -371,7 +440,9 @@ def _import(
             os.environ if chosen.environ is None else chosen.environ,
             owner=(config.uid, config.gid) if config.exists else None,
         )
-        run = _Run(install_fd, install_root, bundle, report, config, required, chosen, store)
+        run = _Run(
+            install_fd, install_root, bundle, report, config, required, chosen, store, sealed
+        )
         result, new_text, staged = _plan(run, given, warnings)
         if dry_run:
             return result
@@ -601,6 +672,7 @@ def _merge(run: _Run, target: dict[str, Any], secrets: Mapping[str, str]) -> mer
         for path in secrets
         if file is not None and path not in from_arguments
     }
+    origins.update({path: SEALED_NAME for path in run.sealed if path in secrets})
     return merge.plan_merge(
         target,
         run.report.fragment or {},

@@ -3,9 +3,12 @@ the image manifest, written and read.
 
 Each part of the bundle is one layer, a deterministic tar (:mod:`bundler.bundle.archive_write`)
 of its members: ``metadata`` holds the files at the bundle's root, and every folder at the root
-(``workspace``, ``skills``, ``memory``) is a layer of its own named after it. An unchanged part
-therefore has an unchanged digest and is never uploaded twice. The config blob is the bundle's
-``zeroclaw-agent.toml``, so ``bundle inspect REF`` needs the manifest and one small blob.
+(``workspace``, ``skills``, ``memory``) is a layer of its own named after it. A sealed bundle's
+``secrets.age`` is a layer of its own too, ``sealed``, with a media type of its own: a registry
+(or a policy on it) can tell an artifact that carries encrypted secrets from one that does not.
+An unchanged part therefore has an unchanged digest and is never uploaded twice. The config
+blob is the bundle's ``zeroclaw-agent.toml``, so ``bundle inspect REF`` needs the manifest and
+one small blob.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bundler.bundle.sealed import SEALED_NAME
 from bundler.bundle.verify import MAX_MANIFEST_BYTES
 from bundler.errors import InvalidInput
 from bundler.registry.http import OCI_MANIFEST
@@ -26,11 +30,13 @@ from bundler.rules.units import human_size
 ARTIFACT_TYPE = "application/vnd.zeroclaw.agent.bundle.v1"
 CONFIG_TYPE = "application/vnd.zeroclaw.agent.manifest.v1+toml"
 LAYER_TYPE = "application/vnd.zeroclaw.agent.bundle.layer.v1.tar"
+SEALED_LAYER_TYPE = "application/vnd.zeroclaw.agent.bundle.sealed.v1.tar"
 TITLE = "org.opencontainers.image.title"
 CREATED = "org.opencontainers.image.created"
 ROOT_AGENT = "dev.zeroclaw.agent.root"
 FORMAT_VERSION = "dev.zeroclaw.agent.format-version"
 METADATA = "metadata"
+SEALED = "sealed"
 
 MAX_LAYERS = 16
 MAX_ARTIFACT_CONFIG_BYTES = MAX_MANIFEST_BYTES
@@ -75,9 +81,14 @@ def split_parts(members: list[str], folders: set[str]) -> dict[str, list[str]]:
     parts: dict[str, list[str]] = {}
     for member in members:
         top = member.split("/", 1)[0]
-        title = top if top in folders else METADATA
+        title = top if top in folders else SEALED if member == SEALED_NAME else METADATA
         parts.setdefault(title, []).append(member)
     return parts
+
+
+def layer_type(title: str) -> str:
+    """The media type of the layer carrying the part ``title``."""
+    return SEALED_LAYER_TYPE if title == SEALED else LAYER_TYPE
 
 
 def render_manifest(artifact: Artifact) -> bytes:
@@ -102,9 +113,16 @@ def _refuse(why: str) -> InvalidInput:
     return InvalidInput(f"the registry's manifest is not a bundle artifact: {why}")
 
 
-def _descriptor(value: Any, what: str, media_type: str, limit: int) -> Descriptor:
+def _descriptor(value: Any, what: str, media_type: str | None, limit: int) -> Descriptor:
     if not isinstance(value, Mapping):
         raise _refuse(f"{what} is not a descriptor")
+    if media_type is None:  # a layer: its type is its part's (checked below by its title)
+        title = (
+            value.get("annotations", {}).get(TITLE)
+            if isinstance(value.get("annotations"), Mapping)
+            else None
+        )
+        media_type = layer_type(title) if isinstance(title, str) else LAYER_TYPE
     if value.get("mediaType") != media_type:
         raise _refuse(f"{what} has media type other than {media_type}")
     digest, size = value.get("digest"), value.get("size")
@@ -142,7 +160,7 @@ def parse_manifest(data: bytes, media_type: str) -> Artifact:
     if not isinstance(layers_raw, list) or not 0 < len(layers_raw) <= MAX_LAYERS:
         raise _refuse(f"it does not list from 1 to {MAX_LAYERS} layers")
     layers = [
-        _descriptor(raw, f"layer {index + 1}", LAYER_TYPE, MAX_BLOB_BYTES)
+        _descriptor(raw, f"layer {index + 1}", None, MAX_BLOB_BYTES)
         for index, raw in enumerate(layers_raw)
     ]
     titles = [layer.title for layer in layers]

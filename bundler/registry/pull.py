@@ -36,6 +36,7 @@ from bundler.bundle.archive_read import ArchiveLimits, Digests, list_tar
 from bundler.bundle.archive_replay import replay_tar
 from bundler.bundle.manifest import MANIFEST_NAME
 from bundler.bundle.publish import Staging, admit, lstat_at, stage_build_publish
+from bundler.bundle.sealed import SEALED_NAME
 from bundler.bundle.verify import verify_bundle
 from bundler.errors import InvalidInput, Refused, withholding
 from bundler.fs.durable import RENAME_NOREPLACE, open_dir, renameat2, write_all
@@ -298,10 +299,15 @@ def unpack_layer(
 
 
 def refuse_outside(session: Session, title: str, top: str, *, is_file: bool) -> None:
-    """A layer holds only its own part: regular files at the root for ``metadata``, for any
-    other the folder it is named after. ``top`` is an entry at the root, ``is_file`` whether it
-    is a regular file."""
-    own = is_file if title == art.METADATA else top == title
+    """A layer holds only its own part: regular files at the root for ``metadata`` (but the
+    sealed ``secrets.age``), that one file for ``sealed``, for any other the folder it is named
+    after. ``top`` is an entry at the root, ``is_file`` whether it is a regular file."""
+    if title == art.METADATA:
+        own = is_file and top != SEALED_NAME
+    elif title == art.SEALED:
+        own = is_file and top == SEALED_NAME
+    else:
+        own = top == title
     if not own:
         raise InvalidInput(
             f"registry {session.shown}: layer {escape_display(title)} holds "

@@ -67,7 +67,7 @@ from bundler.registry.reference import Reference
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress, phase
 
-UNPACKED = frozenset({art.METADATA, "memory"})
+UNPACKED = frozenset({art.METADATA, art.SEALED, "memory"})
 """The parts unpacked for verify, which reads their files for their content."""
 
 WRITEBACK_STEP = 32 << 20
@@ -215,6 +215,7 @@ class _Puller:
         return len(data)
 
 
-def _archive_order(layer: art.Descriptor) -> tuple[bool, bytes]:
-    # the root files first, then each part's folder by the bytes of its name
-    return layer.title != art.METADATA, layer.title.encode()
+def _archive_order(layer: art.Descriptor) -> tuple[bool, bool, bytes]:
+    # the root files first, the sealed file after them, then each part's folder by the bytes
+    # of its name (bundler.bundle.archive_write.archive_order)
+    return layer.title != art.METADATA, layer.title != art.SEALED, layer.title.encode()

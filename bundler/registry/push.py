@@ -241,7 +241,7 @@ def _document(manifest: Manifest, config: art.Descriptor, layers: list[_Layer]) 
     return art.render_manifest(
         art.Artifact(
             config,
-            [art.Descriptor(art.LAYER_TYPE, x.digest, x.size, x.title) for x in layers],
+            [art.Descriptor(art.layer_type(x.title), x.digest, x.size, x.title) for x in layers],
             {
                 # the export time, not the push time: one bundle, one manifest, one digest
                 art.CREATED: manifest.provenance.exported_at,

@@ -390,3 +390,47 @@ def test_push_of_an_unsound_archive_names_the_archive_and_sends_nothing(
     assert done.stderr.startswith(f"error: {archive}: member NOTES.md "), done.stderr
     assert "bundler-archive-" not in done.stderr
     assert registry.requests()[mark:] == []
+
+
+def test_a_sealed_bundle_round_trips_with_its_own_sealed_layer(
+    registry: Registry, bundle: Path, tmp_path: Path
+) -> None:
+    """secrets.age travels as the layer ``sealed`` of its own media type; pull gives the folder
+    and the archive back byte for byte, and an import by reference opens the seal."""
+    import urllib.request
+
+    import hostile_bundles
+
+    sealed = bundle
+    identity = hostile_bundles.seal_bundle(sealed)
+    key_file = tmp_path / "receiver.age"
+    key_file.write_text(f"{identity}\n")
+    pushed = push(sealed, registry.ref("agents/sealed:1"))
+    url = f"http://{registry.host}/v2/agents/sealed/manifests/{pushed['digest']}"
+    request = urllib.request.Request(
+        url, headers={"Accept": "application/vnd.oci.image.manifest.v1+json"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        layers = json.loads(answer.read())["layers"]
+    types = {
+        layer["annotations"]["org.opencontainers.image.title"]: layer["mediaType"]
+        for layer in layers
+    }
+    assert types["sealed"] == "application/vnd.zeroclaw.agent.bundle.sealed.v1.tar"
+    assert types["metadata"] == "application/vnd.zeroclaw.agent.bundle.layer.v1.tar"
+    ref = registry.ref("agents/sealed:1")
+    done = run_cli(["bundle", "pull", ref, str(tmp_path / "out"), "--plain-http"])
+    assert done.returncode == 0, done.stderr
+    assert tree_snapshot(tmp_path / "out") == tree_snapshot(sealed)
+    pulled = tmp_path / "pulled.tar"
+    done = run_cli(["bundle", "pull", ref, str(pulled), "--plain-http"])
+    assert done.returncode == 0, done.stderr
+    assert pulled.read_bytes() == bf.pack_bytes(sealed)
+    target = tmp_path / "target"
+    done = run_cli(
+        ["--install", str(target), "--json", "agents", "import", ref, "--plain-http",
+         "--accept-risks", "--age-identity", str(key_file)]
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["secrets_missing"] == [] and report["secrets_from_seal"]
