@@ -247,9 +247,12 @@ class UnpackOptions:
 @dataclass(frozen=True, kw_only=True)
 class BackupOptions:
     """``home backup``'s options: the zip to create (default: a new one in the home's
-    ``backups/``)."""
+    ``backups/``); the earlier backup whose unchanged entries are copied (``base``, default the
+    newest in the target folder), or none (``full``)."""
 
     to: Path | None = None
+    base: Path | None = None
+    full: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -616,7 +619,9 @@ def backup(
     """Back up the data home of ``project`` to one verified zip (04 §5.1)."""
     from bundler.home.backup import backup_home
 
-    return backup_home(project, to=options.to, progress=progress)
+    return backup_home(
+        project, to=options.to, progress=progress, base=options.base, full=options.full
+    )
 
 
 def restore(

@@ -460,6 +460,17 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
             metavar="FILE",
             help="the zip to create (never replaced), or an existing folder for a timestamped zip",
         )
+        backup.add_argument(
+            "--base",
+            metavar="ZIP",
+            help="copy unchanged entries from this earlier backup (default: the newest backup "
+            "in the target folder)",
+        )
+        backup.add_argument(
+            "--full",
+            action="store_true",
+            help="compress every entry afresh, copying nothing from an earlier backup",
+        )
         command(home, "verify-backup", "check a backup zip, changing nothing").add_argument(
             "file", metavar="FILE", help="the backup zip"
         )

@@ -13,10 +13,15 @@ from bundler.rules.units import human_size
 
 
 def backup(args: argparse.Namespace, out: Output) -> Result:
-    """Back up the data home; ``--json``: ``{"ok", "backup", "entries", "bytes"}``."""
+    """Back up the data home; ``--json``: ``{"ok", "backup", "entries", "bytes", "base",
+    "reused"}``."""
     with out.progress() as progress:
         report = backups.backup_home(
-            Path(args.project), to=Path(args.to) if args.to else None, progress=progress
+            Path(args.project),
+            to=Path(args.to) if args.to else None,
+            progress=progress,
+            base=Path(args.base) if args.base else None,
+            full=args.full,
         )
     skipped = report.skipped
     warnings = list(report.warnings)
@@ -24,9 +29,12 @@ def backup(args: argparse.Namespace, out: Output) -> Result:
         counts = ", ".join(f"{n} {kind}" for kind, n in skipped.as_json().items() if n)
         warnings.append(f"not in the backup: {counts} (links and special files are never copied)")
     shown = escape_display(str(report.path))
+    reused = ""
+    if report.base is not None:
+        reused = f" ({report.reused} copied unchanged from {escape_display(report.base.name)})"
     return Result(
         payload=report.as_json(),
-        text=[f"backup {shown}: {report.entries} files, {human_size(report.bytes)}"],
+        text=[f"backup {shown}: {report.entries} files, {human_size(report.bytes)}{reused}"],
         quiet_text=[shown],
         warnings=warnings,
     )

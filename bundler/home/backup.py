@@ -50,6 +50,15 @@ from bundler.fs.snapshot import (
 )
 from bundler.fs.tally import tally
 from bundler.home.homes import HomeResolution, home_busy, lock_home, open_home_dir, resolve_home
+from bundler.home.reuse import (
+    ZIP64_FROM,
+    Base,
+    BaseUnusable,
+    copy_raw,
+    newest_backup,
+    open_base,
+    source_matches,
+)
 from bundler.home.zipcheck import (
     DATABASE,
     FORMAT,
@@ -77,7 +86,6 @@ TEMP_PREFIX = ".backup-"
 _SAMPLE = 4 << 10
 # Below this sample ratio deflate gains too little to pay for itself (random or compressed data)
 _INCOMPRESSIBLE = 1.02
-_ZIP64_FROM = 1 << 30
 _MIN_DATE = (1980, 1, 1, 0, 0, 0)
 _MAX_DATE = (2107, 12, 31, 23, 59, 58)
 
@@ -96,6 +104,8 @@ class BackupReport:
     skipped: SkipCounts
     database_read_as: str
     warnings: list[str] = field(default_factory=list)
+    base: Path | None = None
+    reused: int = 0
 
     def as_json(self) -> dict[str, Any]:
         """The ``home backup --json`` payload (without ``ok``)."""
@@ -103,6 +113,8 @@ class BackupReport:
             "backup": str(self.path),
             "entries": self.entries,
             "bytes": self.bytes,
+            "base": None if self.base is None else str(self.base),
+            "reused": self.reused,
             "skipped": self.skipped.as_json(),
             "skipped_paths": self.skipped.paths,
         }
@@ -261,6 +273,7 @@ class _Plan:
     snapshot: Path
     progress: Progress | None = None
     force_stored: set[str] = field(default_factory=set)
+    base: Base | None = None
 
 
 def _zip_time(mtime_ns: int) -> tuple[int, int, int, int, int, int]:
@@ -291,7 +304,7 @@ def _sample_ratio(fd: int) -> float:
 
 
 def _add_file(
-    archive: zipfile.ZipFile, relpath: str, fd: int, st: os.stat_result, force_stored: set[str]
+    archive: zipfile.ZipFile, relpath: str, fd: int, st: os.stat_result, plan: _Plan
 ) -> dict[str, Any]:
     problem = path_problem(relpath)
     if problem:
@@ -306,12 +319,16 @@ def _add_file(
             path=escape_display(relpath),
         )
     info = _zipinfo(relpath, st, folder=False)
+    reused = _reuse(archive, relpath, fd, st, info, plan.base)
+    if reused is not None:
+        return _listing(relpath, *reused, st)
+    force_stored = plan.force_stored
     ratio = 1.0 if relpath in force_stored else _sample_ratio(fd)
     # a sample that already compresses beyond the margin, or not at all, is stored as it is
     stored = relpath in force_stored or ratio > STORE_ABOVE_RATIO / 2 or ratio < _INCOMPRESSIBLE
     info.compress_type = zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED
     try:
-        with archive.open(info, "w", force_zip64=st.st_size >= _ZIP64_FROM) as sink:
+        with archive.open(info, "w", force_zip64=st.st_size >= ZIP64_FROM) as sink:
 
             def forward(_relpath: str, chunk: memoryview) -> None:
                 sink.write(chunk)
@@ -324,6 +341,32 @@ def _add_file(
         ) from None
     if not stored and size > STORE_ABOVE_RATIO * max(1, info.compress_size):
         raise _StoreInstead(relpath)
+    return _listing(relpath, size, digest, st)
+
+
+def _reuse(
+    archive: zipfile.ZipFile,
+    relpath: str,
+    fd: int,
+    st: os.stat_result,
+    info: zipfile.ZipInfo,
+    base: Base | None,
+) -> tuple[int, str] | None:
+    """Copy the base's entry for an unchanged source (:mod:`bundler.home.reuse`): its (size,
+    digest), or None with ``fd`` back at its start for a fresh entry."""
+    candidate = base.candidate(relpath, st) if base is not None else None
+    if base is None or candidate is None:
+        return None
+    matched = source_matches(fd, relpath, candidate)
+    if matched is None:
+        os.lseek(fd, 0, os.SEEK_SET)
+        return None
+    copy_raw(archive, base, candidate.info, info)
+    return matched
+
+
+def _listing(relpath: str, size: int, digest: str, st: os.stat_result) -> dict[str, Any]:
+    """The ``backup.json`` entry of a file written whole."""
     entry: dict[str, Any] = {"path": relpath, "size": size, "xxh3_128": digest}
     if relpath != DATABASE and 0 <= st.st_mtime_ns <= MAX_MTIME_NS:
         # a time before 1970 or after 2262 is not carried (restore would refuse it): the file
@@ -365,7 +408,7 @@ def _write_entries(
     folders: list[str] = []
     db_fd = os.open(plan.snapshot, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        entries.append(_add_file(archive, DATABASE, db_fd, os.fstat(db_fd), plan.force_stored))
+        entries.append(_add_file(archive, DATABASE, db_fd, os.fstat(db_fd), plan))
     finally:
         os.close(db_fd)
     if progress is not None:
@@ -386,9 +429,7 @@ def _write_entries(
                     folders.append(entry.relpath)
                     archive.writestr(_zipinfo(f"{entry.relpath}/", entry.stat, True), b"")
                 else:
-                    entries.append(
-                        _add_file(archive, entry.relpath, entry.fd, entry.stat, plan.force_stored)
-                    )
+                    entries.append(_add_file(archive, entry.relpath, entry.fd, entry.stat, plan))
                     if progress is not None:
                         progress(1, entries[-1]["size"])
         finally:
@@ -522,14 +563,19 @@ def backup_home(
     to: Path | None = None,
     environ: Mapping[str, str] | None = None,
     progress: Progress | None = None,
+    base: Path | None = None,
+    full: bool = False,
 ) -> BackupReport:
     """Back up the data home of ``project`` to one verified zip (04 §5.1).
 
     ``to``: the zip to create (never replaced; refused inside ``files/`` or ``skills/``);
-    default ``<home>/backups/backup-<UTC stamp>.zip``. Raises :class:`Refused` (exit 1) for a
-    home without a database, an entry restore would refuse, an existing ``to``, and I/O
-    failures; :class:`InvalidInput` for a bad ``Agent.yaml``. ``progress`` sees two phases:
-    ``backing up`` (its totals counted first) and ``checking`` the written zip.
+    default ``<home>/backups/backup-<UTC stamp>.zip``. Unchanged entries are copied from
+    ``base`` (default: the newest backup of the target folder, none for ``--to FILE``; 04
+    §5.1.1) unless ``full``; a base that fails its checks is not used, with a warning. Raises
+    :class:`Refused` (exit 1) for a home without a database, an entry restore would refuse, an
+    existing ``to``, and I/O failures; :class:`InvalidInput` for a bad ``Agent.yaml``.
+    ``progress`` sees two phases: ``backing up`` (its totals counted first) and ``checking``
+    the written zip.
     """
     resolution = resolve_home(project, environ=environ)
     home = resolution.home
@@ -546,7 +592,10 @@ def backup_home(
         folder, requested = _target(resolution, to)
         target_fd = _open_target(folder, create=requested is None)
         try:
-            report = _backup_into(resolution, home_fd, folder, target_fd, requested, progress)
+            base_path = _base_path(folder, requested, base, full)
+            report = _backup_into(
+                resolution, home_fd, folder, target_fd, requested, progress, base_path
+            )
             # a backup cannot tell a dead run's temporaries from a live one's: it names them
             shown = escape_display(str(home))
             report.warnings.extend(
@@ -571,6 +620,19 @@ def backup_home(
         os.close(home_fd)
 
 
+def _base_path(folder: Path, requested: str | None, base: Path | None, full: bool) -> Path | None:
+    """The earlier backup to copy unchanged entries from (04 §5.1.1), or None."""
+    if full:
+        return None
+    if base is None:
+        # a zip named by --to FILE may sit among unrelated files: only a folder of backups
+        return newest_backup(folder) if requested is None else None
+    shown = escape_display(str(base))
+    if not os.path.isfile(base):
+        raise Refused(f"--base {shown} is not an existing backup zip", path=shown)
+    return Path(os.path.abspath(base))
+
+
 def _backup_into(
     resolution: HomeResolution,
     home_fd: int,
@@ -578,12 +640,15 @@ def _backup_into(
     target_fd: int,
     requested: str | None,
     progress: Progress | None,
+    base_path: Path | None,
 ) -> BackupReport:
     token = durable.random_token()
+    warnings: list[str] = []
     with (
         _temp_file(target_fd, token, ".db") as db_name,
         _temp_file(target_fd, token, ".zip") as zip_name,
         _run_locked(target_fd, zip_name),
+        open_base(base_path, warnings) if base_path else contextlib.nullcontext() as base,
     ):
         info = snapshot_database(
             resolution.database, folder / db_name, method="vacuum", check=False
@@ -592,15 +657,36 @@ def _backup_into(
         with ThreadPoolExecutor(max_workers=1) as pool:
             with signals_deferred():  # its worker, started here, keeps them blocked
                 checked = pool.submit(check_snapshot, resolution.database, folder / db_name)
-            plan = _Plan(resolution, home_fd, folder / db_name, progress)
-            entries, total, skipped = _write_until_done(plan, target_fd, zip_name)
+            plan = _Plan(resolution, home_fd, folder / db_name, progress, base=base)
+            entries, total, skipped = _write_until_done(plan, target_fd, zip_name, warnings)
             wait_for(lambda timeout: not futures.wait([checked], timeout).not_done)
             checked.result()
-        # the snapshot passed integrity_check and the digests tie the zip's copy to it
-        with open_zip(folder / zip_name) as archive:
-            check_contents(archive, check_database=False, progress=progress)
+        # the snapshot passed integrity_check and the digests tie the zip's copy to it; the
+        # digests are the sources', so a copied entry is checked against its source too
+        while True:
+            try:
+                with open_zip(folder / zip_name) as archive:
+                    check_contents(archive, check_database=False, progress=progress)
+                break
+            except InvalidInput as exc:
+                if plan.base is None or not plan.base.reused:
+                    raise
+                shown = escape_display(str(plan.base.path))
+                warnings.append(f"{shown} is not used as the base: {exc.message}")
+                plan.base = None
+                entries, total, skipped = _write_until_done(plan, target_fd, zip_name, warnings)
         final = _publish_name(target_fd, zip_name, requested)
-        report = BackupReport(folder / final, entries, total, skipped, info.read_as)
+        used = plan.base
+        report = BackupReport(
+            folder / final,
+            entries,
+            total,
+            skipped,
+            info.read_as,
+            warnings,
+            base=None if used is None else used.path,
+            reused=0 if used is None else used.reused,
+        )
         try:
             durable.fsync_dir(target_fd)
         except OSError as exc:  # after the commit point: a warning, the backup stands
@@ -611,12 +697,17 @@ def _backup_into(
     return report
 
 
-def _write_until_done(plan: _Plan, target_fd: int, zip_name: str) -> tuple[int, int, SkipCounts]:
-    """Write the zip; again with an entry stored when it compressed beyond the margin."""
+def _write_until_done(
+    plan: _Plan, target_fd: int, zip_name: str, warnings: list[str]
+) -> tuple[int, int, SkipCounts]:
+    """Write the zip; again with an entry stored when it compressed beyond the margin, and
+    again without the base when it could not give an entry's bytes."""
     flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
     while True:
         skipped = SkipCounts()
         fd = os.open(zip_name, flags, 0o600, dir_fd=target_fd)
+        if plan.base is not None:
+            plan.base.reused = 0
         try:
             with (
                 os.fdopen(os.dup(fd), "w+b") as raw,
@@ -626,6 +717,12 @@ def _write_until_done(plan: _Plan, target_fd: int, zip_name: str) -> tuple[int, 
             os.fsync(fd)
         except _StoreInstead as again:
             plan.force_stored.add(again.name)
+            continue
+        except BaseUnusable as failed:
+            assert plan.base is not None
+            shown = escape_display(str(plan.base.path))
+            warnings.append(f"{shown} is not used as the base: {failed.reason}")
+            plan.base = None
             continue
         finally:
             os.close(fd)
