@@ -166,7 +166,7 @@ def copy_raw(
         raise BaseUnusable(exc.message) from None
     source.seek(old.header_offset)
     _sig, *_fields, name_len, extra_len = _LOCAL.unpack(source.read(_LOCAL.size))
-    source.seek(old.header_offset + _LOCAL.size + name_len + extra_len)
+    data_at = old.header_offset + _LOCAL.size + name_len + extra_len
     new.compress_type = old.compress_type
     new.CRC = old.CRC
     new.file_size = old.file_size
@@ -176,15 +176,31 @@ def copy_raw(
     sink.seek(archive.start_dir)
     new.header_offset = sink.tell()
     sink.write(new.FileHeader(zip64))
-    _copy_bytes(source, sink, old.compress_size, old.filename)
+    _copy_bytes(source, data_at, sink, old.compress_size, old.filename)
     archive.start_dir = sink.tell()
     archive.filelist.append(new)
     archive.NameToInfo[new.filename] = new
     base.reused += 1
 
 
-def _copy_bytes(source: IO[bytes], sink: IO[bytes], count: int, name: str) -> None:
-    remaining = count
+def _copy_bytes(source: IO[bytes], at: int, sink: IO[bytes], count: int, name: str) -> None:
+    """Copy ``count`` bytes from offset ``at`` of ``source`` to the end of ``sink``: in the
+    kernel where it can (``copy_file_range``, no trip through this process), else read and
+    written."""
+    sink.flush()
+    start = sink.tell()
+    done = 0
+    with contextlib.suppress(OSError):  # another filesystem, an old kernel: copied below
+        while done < count:
+            copied = os.copy_file_range(
+                source.fileno(), sink.fileno(), count - done, at + done, start + done
+            )
+            if not copied:
+                raise BaseUnusable(f"entry {escape_display(name)} ends early")
+            done += copied
+    sink.seek(start + done)
+    source.seek(at + done)
+    remaining = count - done
     while remaining:
         chunk = source.read(min(_CHUNK, remaining))
         if not chunk:
