@@ -248,11 +248,13 @@ class UnpackOptions:
 class BackupOptions:
     """``home backup``'s options: the zip to create (default: a new one in the home's
     ``backups/``); the earlier backup whose unchanged entries are copied (``base``, default the
-    newest in the target folder), or none (``full``)."""
+    newest in the target folder), or none (``full``); the deflate level of new entries
+    (``compression``: ``fast``, ``default``, ``best`` or ``none``)."""
 
     to: Path | None = None
     base: Path | None = None
     full: bool = False
+    compression: str = "default"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -620,7 +622,12 @@ def backup(
     from bundler.home.backup import backup_home
 
     return backup_home(
-        project, to=options.to, progress=progress, base=options.base, full=options.full
+        project,
+        to=options.to,
+        progress=progress,
+        base=options.base,
+        full=options.full,
+        compression=options.compression,
     )
 
 

@@ -467,6 +467,12 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
             "in the target folder)",
         )
         backup.add_argument(
+            "--compression",
+            choices=["fast", "default", "best", "none"],
+            default="default",
+            help="deflate level of new entries: fast (1), default (6), best (9), none (stored)",
+        )
+        backup.add_argument(
             "--full",
             action="store_true",
             help="compress every entry afresh, copying nothing from an earlier backup",

@@ -22,6 +22,7 @@ def backup(args: argparse.Namespace, out: Output) -> Result:
             progress=progress,
             base=Path(args.base) if args.base else None,
             full=args.full,
+            compression=args.compression,
         )
     skipped = report.skipped
     warnings = list(report.warnings)

@@ -25,7 +25,8 @@ import stat
 import time
 import zipfile
 import zlib
-from collections.abc import Iterator, Mapping
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,10 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from bundler import __version__
-from bundler.errors import InvalidInput, Refused
+from bundler.errors import InvalidInput, Refused, UsageError
 from bundler.fs import durable
 from bundler.fs.copytree import digest_fd
-from bundler.fs.interrupts import commit_reached, signals_deferred, wait_for
+from bundler.fs.interrupts import commit_reached, handed_over, signals_deferred, wait_for
 from bundler.fs.safefs import SkipCounts, open_dir_nofollow, rmtree_at, walk
 from bundler.fs.scratch import CHECK_PREFIX, clear_dead_scratch, scratch_folder, temp_root
 from bundler.fs.snapshot import (
@@ -54,10 +55,13 @@ from bundler.home.reuse import (
     ZIP64_FROM,
     Base,
     BaseUnusable,
+    Candidate,
     copy_raw,
+    end_entry,
     newest_backup,
     open_base,
     source_matches,
+    start_entry,
 )
 from bundler.home.zipcheck import (
     DATABASE,
@@ -84,6 +88,18 @@ from bundler.rules.units import human_size
 BACKUPS = "backups"
 TEMP_PREFIX = ".backup-"
 _SAMPLE = 4 << 10
+LEVELS = {"fast": 1, "default": 6, "best": 9, "none": 0}
+"""``--compression``: the deflate level of each name (``none``: every entry stored). Measured on
+chat-like text, level 1 takes a quarter of level 6's time for 39 % more bytes and level 9 three
+times its time for 2 % fewer; with unchanged entries copied from the base (04 §5.1.1) a file is
+compressed once but its bytes are kept by every backup, so the default is 6."""
+DEFAULT_COMPRESSION = "default"
+_PARALLEL_MAX = 16 << 20
+"""Files up to this size are read whole and compressed on a worker thread; larger ones are
+streamed through the main thread."""
+_IN_FLIGHT = 64 << 20
+"""At most this many bytes read but not yet written: what the parallel entries cost in memory."""
+_QUEUED = 256
 # Below this sample ratio deflate gains too little to pay for itself (random or compressed data)
 _INCOMPRESSIBLE = 1.02
 _MIN_DATE = (1980, 1, 1, 0, 0, 0)
@@ -274,6 +290,7 @@ class _Plan:
     progress: Progress | None = None
     force_stored: set[str] = field(default_factory=set)
     base: Base | None = None
+    level: int = LEVELS[DEFAULT_COMPRESSION]
 
 
 def _zip_time(mtime_ns: int) -> tuple[int, int, int, int, int, int]:
@@ -296,16 +313,146 @@ def _zipinfo(name: str, st: os.stat_result | None, folder: bool) -> zipfile.ZipI
     return info
 
 
-def _sample_ratio(fd: int) -> float:
-    data = os.pread(fd, _SAMPLE, 0)
-    if not data:
-        return 1.0
-    return len(data) / max(1, len(zlib.compress(data, 1)))
+def _store(head: bytes) -> bool:
+    """Whether an entry starting with ``head`` is stored: a sample that already compresses
+    beyond the margin, or hardly at all (random or compressed data), is stored as it is."""
+    sample = head[:_SAMPLE]
+    if not sample:
+        return True
+    ratio = len(sample) / max(1, len(zlib.compress(sample, 1)))
+    return ratio > STORE_ABOVE_RATIO / 2 or ratio < _INCOMPRESSIBLE
 
 
-def _add_file(
-    archive: zipfile.ZipFile, relpath: str, fd: int, st: os.stat_result, plan: _Plan
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Packed:
+    """A file's entry, ready to be written: its base entry to copy (``reuse``), or its data as
+    it goes into the zip, by ``method``, with the CRC-32 of the uncompressed bytes."""
+
+    reuse: bool
+    method: int = zipfile.ZIP_STORED
+    crc: int = 0
+    payload: bytes = b""
+
+
+def _pack(data: bytes, digest: str, candidate: Candidate | None, level: int) -> _Packed:
+    """What a worker thread does for one file read whole: the base's entry when it holds the
+    same bytes (04 §5.1.1), else the bytes stored or deflated at ``level``."""
+    crc = zlib.crc32(data)
+    if (
+        candidate is not None
+        and candidate.listed.size == len(data)
+        and candidate.listed.xxh3_128 == digest
+        and crc == candidate.info.CRC
+    ):
+        return _Packed(True)
+    if level and not _store(data[:_SAMPLE]):
+        deflate = zlib.compressobj(level, zlib.DEFLATED, -15)
+        payload = deflate.compress(data) + deflate.flush()
+        if len(data) <= STORE_ABOVE_RATIO * max(1, len(payload)):
+            return _Packed(False, zipfile.ZIP_DEFLATED, crc, payload)
+    return _Packed(False, zipfile.ZIP_STORED, crc, data)
+
+
+Finish = Callable[["_Packed | None"], None]
+
+
+class _InOrder:
+    """Entries written in walk order while their reading is done here and their compression on
+    worker threads (zlib releases the GIL): the zip is the same whatever the thread count."""
+
+    def __init__(
+        self,
+        archive: zipfile.ZipFile,
+        plan: _Plan,
+        pool: ThreadPoolExecutor | None,
+        progress: Progress | None,
+    ) -> None:
+        self.archive = archive
+        self.plan = plan
+        self.pool = pool
+        self.progress = progress
+        self.entries: list[dict[str, Any]] = []
+        self.queue: deque[tuple[futures.Future[_Packed] | None, Finish, int]] = deque()
+        self.in_flight = 0
+
+    def folder(self, info: zipfile.ZipInfo) -> None:
+        """A folder entry, after every entry before it."""
+        self._push(None, lambda _packed: self.archive.writestr(info, b""), 0)
+
+    def file(self, relpath: str, fd: int, st: os.stat_result) -> None:
+        """A file entry, after every entry before it; ``fd`` is read before this returns."""
+        plan = self.plan
+        if self.pool is None or st.st_size > _PARALLEL_MAX or relpath in plan.force_stored:
+            self.drain()
+            self._record(_add_file(self.archive, relpath, fd, st, plan))
+            return
+        _check_entry(relpath, st)
+        info = _zipinfo(relpath, st, folder=False)
+        base = plan.base
+        candidate = base.candidate(relpath, st) if base is not None else None
+        chunks: list[bytes] = []
+
+        def collect(_relpath: str, chunk: memoryview) -> None:
+            chunks.append(bytes(chunk))
+
+        size, digest = digest_fd(fd, relpath=relpath, observer=collect, expected=st.st_size)
+        data = b"".join(chunks)
+        with handed_over():  # a worker started by this submit keeps the signals blocked
+            future = self.pool.submit(_pack, data, digest, candidate, plan.level)
+
+        def finish(packed: _Packed | None) -> None:
+            assert packed is not None
+            if packed.reuse and base is not None and candidate is not None:
+                copy_raw(self.archive, base, candidate.info, info)
+            else:
+                payload = packed.payload
+                sink = start_entry(
+                    self.archive, info, packed.method, packed.crc, size, len(payload)
+                )
+                sink.write(payload)
+                end_entry(self.archive, info)
+            self._record(_listing(relpath, size, digest, st))
+
+        self._push(future, finish, len(data))
+
+    def drain(self) -> None:
+        """Write every queued entry."""
+        while self.queue:
+            self._write_oldest()
+
+    def _push(self, future: futures.Future[_Packed] | None, finish: Finish, nbytes: int) -> None:
+        self.queue.append((future, finish, nbytes))
+        self.in_flight += nbytes
+        while self.queue and (self.in_flight > _IN_FLIGHT or len(self.queue) > _QUEUED):
+            self._write_oldest()
+
+    def _write_oldest(self) -> None:
+        future, finish, nbytes = self.queue.popleft()
+        packed = None
+        if future is not None:
+            done = future
+            wait_for(lambda timeout: not futures.wait([done], timeout).not_done)
+            packed = future.result()
+        finish(packed)
+        self.in_flight -= nbytes
+
+    def _record(self, entry: dict[str, Any]) -> None:
+        self.entries.append(entry)
+        if self.progress is not None:
+            self.progress(1, entry["size"])
+
+
+def _workers() -> int:
+    """Compression threads: one per core this process may use (none on a single core)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return cores if cores > 1 else 0
+
+
+def _check_entry(relpath: str, st: os.stat_result) -> None:
+    """Refuse a file restore would refuse (its name or its size)."""
     problem = path_problem(relpath)
     if problem:
         raise Refused(
@@ -318,15 +465,20 @@ def _add_file(
             "restore would refuse it",
             path=escape_display(relpath),
         )
+
+
+def _add_file(
+    archive: zipfile.ZipFile, relpath: str, fd: int, st: os.stat_result, plan: _Plan
+) -> dict[str, Any]:
+    _check_entry(relpath, st)
     info = _zipinfo(relpath, st, folder=False)
     reused = _reuse(archive, relpath, fd, st, info, plan.base)
     if reused is not None:
         return _listing(relpath, *reused, st)
-    force_stored = plan.force_stored
-    ratio = 1.0 if relpath in force_stored else _sample_ratio(fd)
-    # a sample that already compresses beyond the margin, or not at all, is stored as it is
-    stored = relpath in force_stored or ratio > STORE_ABOVE_RATIO / 2 or ratio < _INCOMPRESSIBLE
+    stored = relpath in plan.force_stored or plan.level == 0 or _store(os.pread(fd, _SAMPLE, 0))
     info.compress_type = zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED
+    # where zipfile reads the level of a ZipInfo it writes (not in its type stubs)
+    setattr(info, "_compresslevel", plan.level)  # noqa: B010
     try:
         with archive.open(info, "w", force_zip64=st.st_size >= ZIP64_FROM) as sink:
 
@@ -401,25 +553,21 @@ def _write_zip(archive: zipfile.ZipFile, plan: _Plan, skipped: SkipCounts) -> tu
         return _write_entries(archive, plan, skipped, plan.progress)
 
 
-def _write_entries(
-    archive: zipfile.ZipFile, plan: _Plan, skipped: SkipCounts, progress: Progress | None
-) -> tuple[int, int]:
-    entries: list[dict[str, Any]] = []
+def _write_trees(writer: _InOrder, plan: _Plan, skipped: SkipCounts) -> list[str]:
+    """Queue the database and every entry of the trees in order; the folders, listed."""
     folders: list[str] = []
     db_fd = os.open(plan.snapshot, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        entries.append(_add_file(archive, DATABASE, db_fd, os.fstat(db_fd), plan))
+        writer.file(DATABASE, db_fd, os.fstat(db_fd))
     finally:
         os.close(db_fd)
-    if progress is not None:
-        progress(1, entries[-1]["size"])
     for tree in TREES:
         root = _open_tree(plan.home_fd, tree, plan.resolution.home)
         if root is None:
             continue
         try:
             folders.append(tree)
-            archive.writestr(_zipinfo(f"{tree}/", os.fstat(root), folder=True), b"")
+            writer.folder(_zipinfo(f"{tree}/", os.fstat(root), folder=True))
             for entry in walk(root, prefix=f"{tree}/", on_skip=skipped.record):
                 if entry.kind == "dir":
                     problem = path_problem(entry.relpath, folder=True)
@@ -427,13 +575,27 @@ def _write_entries(
                         shown = escape_display(entry.relpath)
                         raise Refused(f"{shown} {problem}: restore would refuse it", path=shown)
                     folders.append(entry.relpath)
-                    archive.writestr(_zipinfo(f"{entry.relpath}/", entry.stat, True), b"")
+                    writer.folder(_zipinfo(f"{entry.relpath}/", entry.stat, True))
                 else:
-                    entries.append(_add_file(archive, entry.relpath, entry.fd, entry.stat, plan))
-                    if progress is not None:
-                        progress(1, entries[-1]["size"])
+                    writer.file(entry.relpath, entry.fd, entry.stat)
         finally:
             os.close(root)
+    return folders
+
+
+def _write_entries(
+    archive: zipfile.ZipFile, plan: _Plan, skipped: SkipCounts, progress: Progress | None
+) -> tuple[int, int]:
+    workers = _workers()
+    pool = ThreadPoolExecutor(max_workers=workers) if workers else None
+    try:
+        writer = _InOrder(archive, plan, pool, progress)
+        folders = _write_trees(writer, plan, skipped)
+        writer.drain()
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+    entries = writer.entries
     index = {
         "format": FORMAT,
         "tool": f"bundler {__version__}",
@@ -565,6 +727,7 @@ def backup_home(
     progress: Progress | None = None,
     base: Path | None = None,
     full: bool = False,
+    compression: str = DEFAULT_COMPRESSION,
 ) -> BackupReport:
     """Back up the data home of ``project`` to one verified zip (04 §5.1).
 
@@ -575,8 +738,13 @@ def backup_home(
     :class:`Refused` (exit 1) for a home without a database, an entry restore would refuse, an
     existing ``to``, and I/O failures; :class:`InvalidInput` for a bad ``Agent.yaml``.
     ``progress`` sees two phases: ``backing up`` (its totals counted first) and ``checking``
-    the written zip.
+    the written zip. ``compression`` names the deflate level of entries compressed afresh
+    (:data:`LEVELS`); a copied entry keeps the base's.
     """
+    if compression not in LEVELS:
+        raise UsageError(
+            f"--compression {escape_display(compression)}: choose one of {', '.join(LEVELS)}"
+        )
     resolution = resolve_home(project, environ=environ)
     home = resolution.home
     if not os.path.lexists(resolution.database):
@@ -594,7 +762,14 @@ def backup_home(
         try:
             base_path = _base_path(folder, requested, base, full)
             report = _backup_into(
-                resolution, home_fd, folder, target_fd, requested, progress, base_path
+                resolution,
+                home_fd,
+                folder,
+                target_fd,
+                requested,
+                progress,
+                base_path,
+                LEVELS[compression],
             )
             # a backup cannot tell a dead run's temporaries from a live one's: it names them
             shown = escape_display(str(home))
@@ -641,6 +816,7 @@ def _backup_into(
     requested: str | None,
     progress: Progress | None,
     base_path: Path | None,
+    level: int,
 ) -> BackupReport:
     token = durable.random_token()
     warnings: list[str] = []
@@ -657,7 +833,7 @@ def _backup_into(
         with ThreadPoolExecutor(max_workers=1) as pool:
             with signals_deferred():  # its worker, started here, keeps them blocked
                 checked = pool.submit(check_snapshot, resolution.database, folder / db_name)
-            plan = _Plan(resolution, home_fd, folder / db_name, progress, base=base)
+            plan = _Plan(resolution, home_fd, folder / db_name, progress, base=base, level=level)
             entries, total, skipped = _write_until_done(plan, target_fd, zip_name, warnings)
             wait_for(lambda timeout: not futures.wait([checked], timeout).not_done)
             checked.result()

@@ -157,8 +157,7 @@ def copy_raw(
     its data ends early.
     """
     source = base.archive.fp
-    sink = archive.fp
-    if source is None or sink is None:
+    if source is None:
         raise BaseUnusable("the zip is closed")
     try:
         check_local_header(base.archive, old)
@@ -167,20 +166,41 @@ def copy_raw(
     source.seek(old.header_offset)
     _sig, *_fields, name_len, extra_len = _LOCAL.unpack(source.read(_LOCAL.size))
     data_at = old.header_offset + _LOCAL.size + name_len + extra_len
-    new.compress_type = old.compress_type
-    new.CRC = old.CRC
-    new.file_size = old.file_size
-    new.compress_size = old.compress_size
-    new.flag_bits = 0  # what zipfile writes for a seekable zip: sizes in the local header
-    zip64 = new.file_size >= ZIP64_FROM or new.file_size * 1.05 > zipfile.ZIP64_LIMIT
-    sink.seek(archive.start_dir)
-    new.header_offset = sink.tell()
-    sink.write(new.FileHeader(zip64))
+    sink = start_entry(archive, new, old.compress_type, old.CRC, old.file_size, old.compress_size)
     _copy_bytes(source, data_at, sink, old.compress_size, old.filename)
-    archive.start_dir = sink.tell()
-    archive.filelist.append(new)
-    archive.NameToInfo[new.filename] = new
+    end_entry(archive, new)
     base.reused += 1
+
+
+def start_entry(
+    archive: zipfile.ZipFile, info: zipfile.ZipInfo, method: int, crc: int, size: int, packed: int
+) -> IO[bytes]:
+    """Write the local header of an entry whose data is already compressed (``packed`` bytes
+    of ``method`` for ``size`` bytes with ``crc``), as zipfile writes one into a seekable zip:
+    the caller writes exactly the data to the returned file, then calls :func:`end_entry`."""
+    sink = archive.fp
+    if sink is None:
+        raise ValueError("the zip is closed")
+    info.compress_type = method
+    info.CRC = crc
+    info.file_size = size
+    info.compress_size = packed
+    info.flag_bits = 0  # sizes in the local header, no data descriptor
+    zip64 = size >= ZIP64_FROM or size * 1.05 > zipfile.ZIP64_LIMIT
+    sink.seek(archive.start_dir)
+    info.header_offset = sink.tell()
+    sink.write(info.FileHeader(zip64))
+    return sink
+
+
+def end_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> None:
+    """Record an entry begun with :func:`start_entry` whose data is written."""
+    sink = archive.fp
+    if sink is None:
+        raise ValueError("the zip is closed")
+    archive.start_dir = sink.tell()
+    archive.filelist.append(info)
+    archive.NameToInfo[info.filename] = info
 
 
 def _copy_bytes(source: IO[bytes], at: int, sink: IO[bytes], count: int, name: str) -> None:
