@@ -55,7 +55,6 @@ from bundler.home.reuse import (
     ZIP64_FROM,
     Base,
     BaseUnusable,
-    Candidate,
     copy_raw,
     end_entry,
     newest_backup,
@@ -325,32 +324,24 @@ def _store(head: bytes) -> bool:
 
 @dataclass(frozen=True)
 class _Packed:
-    """A file's entry, ready to be written: its base entry to copy (``reuse``), or its data as
-    it goes into the zip, by ``method``, with the CRC-32 of the uncompressed bytes."""
+    """A file's data as it goes into the zip, by ``method``, with the CRC-32 of the
+    uncompressed bytes."""
 
-    reuse: bool
-    method: int = zipfile.ZIP_STORED
-    crc: int = 0
-    payload: bytes = b""
+    method: int
+    crc: int
+    payload: bytes
 
 
-def _pack(data: bytes, digest: str, candidate: Candidate | None, level: int) -> _Packed:
-    """What a worker thread does for one file read whole: the base's entry when it holds the
-    same bytes (04 §5.1.1), else the bytes stored or deflated at ``level``."""
+def _pack(data: bytes, level: int) -> _Packed:
+    """What a worker thread does for one file read whole: its bytes stored or deflated at
+    ``level`` (0: stored), with their CRC."""
     crc = zlib.crc32(data)
-    if (
-        candidate is not None
-        and candidate.listed.size == len(data)
-        and candidate.listed.xxh3_128 == digest
-        and crc == candidate.info.CRC
-    ):
-        return _Packed(True)
     if level and not _store(data[:_SAMPLE]):
         deflate = zlib.compressobj(level, zlib.DEFLATED, -15)
         payload = deflate.compress(data) + deflate.flush()
         if len(data) <= STORE_ABOVE_RATIO * max(1, len(payload)):
-            return _Packed(False, zipfile.ZIP_DEFLATED, crc, payload)
-    return _Packed(False, zipfile.ZIP_STORED, crc, data)
+            return _Packed(zipfile.ZIP_DEFLATED, crc, payload)
+    return _Packed(zipfile.ZIP_STORED, crc, data)
 
 
 Finish = Callable[["_Packed | None"], None]
@@ -397,14 +388,23 @@ class _InOrder:
 
         size, digest = digest_fd(fd, relpath=relpath, observer=collect, expected=st.st_size)
         data = b"".join(chunks)
-        with handed_over():  # a worker started by this submit keeps the signals blocked
-            future = self.pool.submit(_pack, data, digest, candidate, plan.level)
+        future: futures.Future[_Packed] | None = None
+        # unchanged: the size, XXH3-128 and CRC-32 of the source are those of the base's entry
+        if candidate is not None and not (
+            size == candidate.listed.size
+            and digest == candidate.listed.xxh3_128
+            and zlib.crc32(data) == candidate.info.CRC
+        ):
+            candidate = None
+        if candidate is None:
+            with handed_over():  # a worker started by this submit keeps the signals blocked
+                future = self.pool.submit(_pack, data, plan.level)
 
         def finish(packed: _Packed | None) -> None:
-            assert packed is not None
-            if packed.reuse and base is not None and candidate is not None:
+            if packed is None and base is not None and candidate is not None:
                 copy_raw(self.archive, base, candidate.info, info)
             else:
+                assert packed is not None
                 payload = packed.payload
                 sink = start_entry(
                     self.archive, info, packed.method, packed.crc, size, len(payload)
