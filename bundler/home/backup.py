@@ -34,10 +34,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import xxhash
+
 from bundler import __version__
 from bundler.errors import InvalidInput, Refused, UsageError
 from bundler.fs import durable
 from bundler.fs.copytree import digest_fd
+from bundler.fs.digest import read_into
 from bundler.fs.interrupts import commit_reached, handed_over, signals_deferred, wait_for
 from bundler.fs.safefs import SkipCounts, open_dir_nofollow, rmtree_at, walk
 from bundler.fs.scratch import CHECK_PREFIX, clear_dead_scratch, scratch_folder, temp_root
@@ -99,6 +102,10 @@ streamed through the main thread."""
 _IN_FLIGHT = 64 << 20
 """At most this many bytes read but not yet written: what the parallel entries cost in memory."""
 _QUEUED = 256
+_BLOCK = 1 << 20
+"""A file larger than :data:`_PARALLEL_MAX` is deflated in blocks of this size."""
+_WINDOW = 32 << 10
+_BLOCKS_AHEAD = 8
 # Below this sample ratio deflate gains too little to pay for itself (random or compressed data)
 _INCOMPRESSIBLE = 1.02
 _MIN_DATE = (1980, 1, 1, 0, 0, 0)
@@ -290,6 +297,7 @@ class _Plan:
     force_stored: set[str] = field(default_factory=set)
     base: Base | None = None
     level: int = LEVELS[DEFAULT_COMPRESSION]
+    pool: ThreadPoolExecutor | None = None
 
 
 def _zip_time(mtime_ns: int) -> tuple[int, int, int, int, int, int]:
@@ -476,6 +484,11 @@ def _add_file(
     if reused is not None:
         return _listing(relpath, *reused, st)
     stored = relpath in plan.force_stored or plan.level == 0 or _store(os.pread(fd, _SAMPLE, 0))
+    if not stored:
+        size, digest = _deflate_large(archive, relpath, fd, st, info, plan)
+        if size > STORE_ABOVE_RATIO * max(1, info.compress_size):
+            raise _StoreInstead(relpath)
+        return _listing(relpath, size, digest, st)
     info.compress_type = zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED
     # where zipfile reads the level of a ZipInfo it writes (not in its type stubs)
     setattr(info, "_compresslevel", plan.level)  # noqa: B010
@@ -494,6 +507,84 @@ def _add_file(
     if not stored and size > STORE_ABOVE_RATIO * max(1, info.compress_size):
         raise _StoreInstead(relpath)
     return _listing(relpath, size, digest, st)
+
+
+def _deflate_block(block: bytes, window: bytes, last: bool, level: int) -> bytes:
+    """One block of a large entry deflated alone, primed with the 32 KiB before it (which an
+    inflater has just produced, so a raw stream needs no dictionary marker) and ending on a
+    byte boundary (a sync flush), the last block ending the stream: the blocks, joined, are
+    one deflate stream, and the same one whatever thread made each."""
+    if window:
+        deflate = zlib.compressobj(level, zlib.DEFLATED, -15, zdict=window)
+    else:
+        deflate = zlib.compressobj(level, zlib.DEFLATED, -15)
+    return deflate.compress(block) + deflate.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
+
+
+def _deflate_large(
+    archive: zipfile.ZipFile, relpath: str, fd: int, st: os.stat_result, info: zipfile.ZipInfo,
+    plan: _Plan,
+) -> tuple[int, str]:  # fmt: skip
+    """Deflate a file too large to read whole in :data:`_BLOCK` blocks, on the workers when
+    there are some, writing them in order; (size, digest). The local header is written again
+    once the CRC and sizes are known, as zipfile does for a seekable zip."""
+    zip64 = st.st_size >= ZIP64_FROM
+    sink = start_entry(archive, info, zipfile.ZIP_DEFLATED, 0, 0, 0, zip64=zip64)
+    hasher = xxhash.xxh3_128()
+    crc = size = packed = 0
+    pending: deque[futures.Future[bytes] | bytes] = deque()
+    buffer = bytearray(_BLOCK)
+
+    def read_block() -> bytes:
+        filled = bytearray()
+        while len(filled) < _BLOCK:
+            count = read_into(fd, buffer, relpath)
+            if not count:
+                break
+            filled += buffer[:count]
+        return bytes(filled)
+
+    def write_oldest() -> None:
+        nonlocal packed
+        done = pending.popleft()
+        if not isinstance(done, bytes):
+            job = done
+            wait_for(lambda timeout: not futures.wait([job], timeout).not_done)
+            done = job.result()
+        sink.write(done)
+        packed += len(done)
+
+    window = b""
+    block = read_block()
+    while True:
+        following = read_block() if len(block) == _BLOCK else b""
+        last = not following
+        hasher.update(block)
+        crc = zlib.crc32(block, crc)
+        size += len(block)
+        if plan.pool is None:
+            pending.append(_deflate_block(block, window, last, plan.level))
+        else:
+            with handed_over():
+                pending.append(plan.pool.submit(_deflate_block, block, window, last, plan.level))
+        window = block[-_WINDOW:]
+        while len(pending) > _BLOCKS_AHEAD:
+            write_oldest()
+        if last:
+            break
+        block = following
+    while pending:
+        write_oldest()
+    if not zip64 and max(size, packed) > zipfile.ZIP64_LIMIT:
+        shown = escape_display(relpath)
+        raise Refused(f"{shown} grew past 4 GiB while it was read: try again", path=shown)
+    end = sink.tell()
+    info.CRC, info.file_size, info.compress_size = crc, size, packed
+    sink.seek(info.header_offset)
+    sink.write(info.FileHeader(zip64))
+    sink.seek(end)
+    end_entry(archive, info)
+    return size, hasher.hexdigest()
 
 
 def _reuse(
@@ -588,11 +679,13 @@ def _write_entries(
 ) -> tuple[int, int]:
     workers = _workers()
     pool = ThreadPoolExecutor(max_workers=workers) if workers else None
+    plan.pool = pool
     try:
         writer = _InOrder(archive, plan, pool, progress)
         folders = _write_trees(writer, plan, skipped)
         writer.drain()
     finally:
+        plan.pool = None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
     entries = writer.entries

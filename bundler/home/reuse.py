@@ -173,11 +173,20 @@ def copy_raw(
 
 
 def start_entry(
-    archive: zipfile.ZipFile, info: zipfile.ZipInfo, method: int, crc: int, size: int, packed: int
+    archive: zipfile.ZipFile,
+    info: zipfile.ZipInfo,
+    method: int,
+    crc: int,
+    size: int,
+    packed: int,
+    *,
+    zip64: bool | None = None,
 ) -> IO[bytes]:
     """Write the local header of an entry whose data is already compressed (``packed`` bytes
     of ``method`` for ``size`` bytes with ``crc``), as zipfile writes one into a seekable zip:
-    the caller writes exactly the data to the returned file, then calls :func:`end_entry`."""
+    the caller writes exactly the data to the returned file, then calls :func:`end_entry`.
+    ``zip64`` (default: from ``size``) for a header written again with the same length once
+    the sizes are known."""
     sink = archive.fp
     if sink is None:
         raise ValueError("the zip is closed")
@@ -186,7 +195,8 @@ def start_entry(
     info.file_size = size
     info.compress_size = packed
     info.flag_bits = 0  # sizes in the local header, no data descriptor
-    zip64 = size >= ZIP64_FROM or size * 1.05 > zipfile.ZIP64_LIMIT
+    if zip64 is None:
+        zip64 = size >= ZIP64_FROM or size * 1.05 > zipfile.ZIP64_LIMIT
     sink.seek(archive.start_dir)
     info.header_offset = sink.tell()
     sink.write(info.FileHeader(zip64))
