@@ -345,8 +345,17 @@ def _pack(data: bytes, level: int) -> _Packed:
     ``level`` (0: stored), with their CRC."""
     crc = zlib.crc32(data)
     if level and not _store(data[:_SAMPLE]):
-        deflate = zlib.compressobj(level, zlib.DEFLATED, -15)
-        payload = deflate.compress(data) + deflate.flush()
+        # block by block as a large file is, so that the bytes never depend on the path taken
+        blocks = range(0, max(1, len(data)), _BLOCK)
+        payload = b"".join(
+            _deflate_block(
+                data[at : at + _BLOCK],
+                data[max(0, at - _WINDOW) : at],
+                at + _BLOCK >= len(data),
+                level,
+            )
+            for at in blocks
+        )
         if len(data) <= STORE_ABOVE_RATIO * max(1, len(payload)):
             return _Packed(zipfile.ZIP_DEFLATED, crc, payload)
     return _Packed(zipfile.ZIP_STORED, crc, data)

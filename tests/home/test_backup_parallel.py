@@ -30,6 +30,7 @@ def fill(home: Path) -> None:
         (folder / f"t{i}.txt").write_bytes(text(rng, rng.randint(0, 300_000)))
         (folder / f"r{i}.bin").write_bytes(rng.randbytes(rng.randint(1, 20_000)))
     (home / "files" / "large.log").write_bytes(text(rng, (16 << 20) + 12_345))
+    (home / "files" / "middle.log").write_bytes(text(rng, (3 << 20) + 777))  # several blocks
 
 
 def entries_part(path: Path) -> bytes:
