@@ -253,9 +253,14 @@ class UnpackOptions:
 @dataclass(frozen=True, kw_only=True)
 class BackupOptions:
     """``home backup``'s options: the zip to create (default: a new one in the home's
-    ``backups/``)."""
+    ``backups/``); the earlier backup whose unchanged entries are copied (``base``, default the
+    newest in the target folder), or none (``full``); the deflate level of new entries
+    (``compression``: ``fast``, ``default``, ``best`` or ``none``)."""
 
     to: Path | None = None
+    base: Path | None = None
+    full: bool = False
+    compression: str = "default"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -624,7 +629,14 @@ def backup(
     """Back up the data home of ``project`` to one verified zip (04 §5.1)."""
     from bundler.home.backup import backup_home
 
-    return backup_home(project, to=options.to, progress=progress)
+    return backup_home(
+        project,
+        to=options.to,
+        progress=progress,
+        base=options.base,
+        full=options.full,
+        compression=options.compression,
+    )
 
 
 def restore(

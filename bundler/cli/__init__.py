@@ -59,6 +59,8 @@ HANDLERS: dict[tuple[str, ...], str] = {
     ("home", "backup"): "bundler.cli.backup_cmds:backup",
     ("home", "verify-backup"): "bundler.cli.backup_cmds:verify_backup",
     ("home", "restore"): "bundler.cli.backup_cmds:restore",
+    ("home", "backups"): "bundler.cli.backup_cmds:list_backups",
+    ("home", "prune"): "bundler.cli.backup_cmds:prune",
     ("doctor",): "bundler.cli.doctor_cmds:doctor",
     ("completion",): "bundler.cli.completion:completion",
     ("man",): "bundler.cli.manpage:man",
@@ -131,6 +133,8 @@ EXAMPLES: dict[tuple[str, ...], list[list[str]]] = {
     ("home", "backup"): [["--to", "./backups"]],
     ("home", "verify-backup"): [["./backups/home.zip"]],
     ("home", "restore"): [["./backups/home.zip"], ["./backups/home.zip", "--home", "DIR"]],
+    ("home", "backups"): [[], ["--to", "/mnt/usb/backups", "--verify"]],
+    ("home", "prune"): [["--keep-last", "3", "--keep-daily", "7", "--dry-run"]],
     ("doctor",): [[], ["--project", ".", "--path", "/mnt/usb"]],
     ("completion",): [["bash"], ["fish"]],
     ("man",): [[]],
@@ -478,8 +482,50 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
             metavar="FILE",
             help="the zip to create (never replaced), or an existing folder for a timestamped zip",
         )
+        backup.add_argument(
+            "--base",
+            metavar="ZIP",
+            help="copy unchanged entries from this earlier backup (default: the newest backup "
+            "in the target folder)",
+        )
+        backup.add_argument(
+            "--compression",
+            choices=["fast", "default", "best", "none"],
+            default="default",
+            help="deflate level of new entries: fast (1), default (6), best (9), none (stored)",
+        )
+        backup.add_argument(
+            "--full",
+            action="store_true",
+            help="compress every entry afresh, copying nothing from an earlier backup",
+        )
         command(home, "verify-backup", "check a backup zip, changing nothing").add_argument(
             "file", metavar="FILE", help="the backup zip"
+        )
+        listed = command(home, "backups", "list the backups of the home (or of --to DIR)", project)
+        listed.add_argument(
+            "--to", metavar="DIR", help="the folder of backups (default: the home's)"
+        )
+        listed.add_argument(
+            "--verify", action="store_true", help="check each backup fully, as verify-backup does"
+        )
+        prune = command(
+            home, "prune", "remove the backups a retention policy does not keep", project
+        )
+        prune.add_argument(
+            "--to", metavar="DIR", help="the folder of backups (default: the home's)"
+        )
+        for rule, what in (
+            ("last", "the N newest backups"),
+            ("daily", "the newest backup of each of the N latest days"),
+            ("weekly", "the newest backup of each of the N latest ISO weeks"),
+            ("monthly", "the newest backup of each of the N latest months"),
+        ):
+            prune.add_argument(
+                f"--keep-{rule}", type=int, default=0, metavar="N", help=f"keep {what}"
+            )
+        prune.add_argument(
+            "--dry-run", action="store_true", help="list what would be removed, changing nothing"
         )
         restore = command(home, "restore", "restore a backup zip into the data home", project)
         restore.add_argument("file", metavar="FILE", help="the backup zip to restore")

@@ -1,0 +1,239 @@
+"""The earlier backup a new one copies unchanged entries from (04 §5.1.1).
+
+A backup is one self-contained zip, so an incremental backup cannot refer to its base: it copies
+the base's compressed bytes of every unchanged entry into the new zip instead of deflating the
+source again. "Unchanged" is decided from the source, never from the base alone: the source
+file is read and hashed, and its size, XXH3-128 and CRC-32 must equal what the base lists and
+stores (and its mtime the listed ``mtime_ns``). The copied bytes are then checked once more by
+the new zip's own read-back (every entry inflated, its CRC and digest matched against the
+source's), so a base whose bytes were tampered with cannot put a wrong byte into a published
+backup: the backup is written again without it, with a warning.
+
+The base is opened with every directory rule of :func:`bundler.home.zipcheck.open_zip` and its
+``backup.json`` checked (:func:`~bundler.home.zipcheck.read_index`,
+:func:`~bundler.home.zipcheck.match_index`); one that fails is not used, with a warning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import struct
+import zipfile
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from bundler.errors import BundlerError
+from bundler.fs.digest import digest_fd
+from bundler.home.zipcheck import (
+    DATABASE,
+    STORE_ABOVE_RATIO,
+    Listed,
+    check_local_header,
+    match_index,
+    open_zip,
+    read_index,
+)
+from bundler.rules.names import escape_display
+
+_NAME = re.compile(r"backup-(\d{8})-(\d{6})(?:-(\d{1,3}))?\.zip")
+_LOCAL = struct.Struct("<4sHHHHHIIIHH")
+_CHUNK = 1 << 20
+ZIP64_FROM = 1 << 30
+"""Entries from this size on are written with ZIP64 headers (backup-format.md)."""
+
+
+class BaseUnusable(Exception):
+    """The base could not give an entry's bytes: the backup is written again without it."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def backup_order(name: str) -> tuple[str, str, int] | None:
+    """The sort key of a default backup name (``backup-YYYYMMDD-HHMMSS[-N].zip``), or None for
+    any other name: the newest backup of a folder is the one with the largest key."""
+    match = _NAME.fullmatch(name)
+    if match is None:
+        return None
+    return match[1], match[2], int(match[3] or 1)
+
+
+def newest_backup(folder: Path) -> Path | None:
+    """The newest default-named backup zip in ``folder`` (a regular file), or None."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return None
+    ranked = sorted(
+        ((key, name) for name in names if (key := backup_order(name)) is not None), reverse=True
+    )
+    for _key, name in ranked:
+        with contextlib.suppress(OSError):
+            if os.path.isfile(folder / name) and not os.path.islink(folder / name):
+                return folder / name
+    return None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An entry of the base that may stand for a source file: its listing and zip record."""
+
+    listed: Listed
+    info: zipfile.ZipInfo
+
+
+class Base:
+    """An opened, checked earlier backup; entries are copied from it raw (:func:`copy_raw`)."""
+
+    def __init__(self, path: Path, archive: zipfile.ZipFile) -> None:
+        self.path = path
+        self.archive = archive
+        index = read_index(archive)
+        infos = {info.filename: info for info in match_index(index, archive.infolist())}
+        self._entries = {name: Candidate(index.files[name], info) for name, info in infos.items()}
+        self.reused = 0
+
+    def candidate(self, relpath: str, st: os.stat_result) -> Candidate | None:
+        """The base's entry for ``relpath`` when its listed size and time match ``st`` (the
+        database snapshot carries no time: its size and digest decide), else None."""
+        found = self._entries.get(relpath)
+        if found is None or found.listed.size != st.st_size:
+            return None
+        if relpath != DATABASE and found.listed.mtime_ns != st.st_mtime_ns:
+            return None
+        if found.info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            return None
+        # the base may come from elsewhere: what a backup never writes is not copied either
+        if found.listed.size > STORE_ABOVE_RATIO * max(1, found.info.compress_size):
+            return None
+        return found
+
+
+@contextlib.contextmanager
+def open_base(path: Path, warnings: list[str]) -> Iterator[Base | None]:
+    """The base at ``path`` opened and checked, or None (with a warning naming why)."""
+    shown = escape_display(str(path))
+    try:
+        with open_zip(path) as archive:
+            base = Base(path, archive)
+            yield base
+            return
+    except BundlerError as exc:
+        warnings.append(f"{shown} is not used as the base: {exc.message}")
+    except OSError as exc:
+        warnings.append(f"{shown} is not used as the base ({os.strerror(exc.errno or 0)})")
+    yield None
+
+
+def source_matches(fd: int, relpath: str, candidate: Candidate) -> tuple[int, str] | None:
+    """Read the source from its start: its (size, digest) when size, XXH3-128 and CRC-32 all
+    equal the base entry's, else None (the caller rewinds and compresses it afresh)."""
+    crc = 0
+
+    def observe(_relpath: str, chunk: memoryview) -> None:
+        nonlocal crc
+        crc = zlib.crc32(chunk, crc)
+
+    size, digest = digest_fd(fd, relpath=relpath, observer=observe, expected=candidate.listed.size)
+    listed = candidate.listed
+    if size != listed.size or digest != listed.xxh3_128 or crc != candidate.info.CRC:
+        return None
+    return size, digest
+
+
+def copy_raw(
+    archive: zipfile.ZipFile, base: Base, old: zipfile.ZipInfo, new: zipfile.ZipInfo
+) -> None:
+    """Append ``new`` to ``archive`` with the compressed bytes of the base's ``old`` entry,
+    neither inflated nor deflated; ``new`` takes the method, CRC and sizes of ``old``.
+
+    Raises :class:`BaseUnusable` when the base's local header disagrees with its directory or
+    its data ends early.
+    """
+    source = base.archive.fp
+    if source is None:
+        raise BaseUnusable("the zip is closed")
+    try:
+        check_local_header(base.archive, old)
+    except BundlerError as exc:
+        raise BaseUnusable(exc.message) from None
+    source.seek(old.header_offset)
+    _sig, *_fields, name_len, extra_len = _LOCAL.unpack(source.read(_LOCAL.size))
+    data_at = old.header_offset + _LOCAL.size + name_len + extra_len
+    sink = start_entry(archive, new, old.compress_type, old.CRC, old.file_size, old.compress_size)
+    _copy_bytes(source, data_at, sink, old.compress_size, old.filename)
+    end_entry(archive, new)
+    base.reused += 1
+
+
+def start_entry(
+    archive: zipfile.ZipFile,
+    info: zipfile.ZipInfo,
+    method: int,
+    crc: int,
+    size: int,
+    packed: int,
+    *,
+    zip64: bool | None = None,
+) -> IO[bytes]:
+    """Write the local header of an entry whose data is already compressed (``packed`` bytes
+    of ``method`` for ``size`` bytes with ``crc``), as zipfile writes one into a seekable zip:
+    the caller writes exactly the data to the returned file, then calls :func:`end_entry`.
+    ``zip64`` (default: from ``size``) for a header written again with the same length once
+    the sizes are known."""
+    sink = archive.fp
+    if sink is None:
+        raise ValueError("the zip is closed")
+    info.compress_type = method
+    info.CRC = crc
+    info.file_size = size
+    info.compress_size = packed
+    info.flag_bits = 0  # sizes in the local header, no data descriptor
+    if zip64 is None:
+        zip64 = size >= ZIP64_FROM or size * 1.05 > zipfile.ZIP64_LIMIT
+    sink.seek(archive.start_dir)
+    info.header_offset = sink.tell()
+    sink.write(info.FileHeader(zip64))
+    return sink
+
+
+def end_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> None:
+    """Record an entry begun with :func:`start_entry` whose data is written."""
+    sink = archive.fp
+    if sink is None:
+        raise ValueError("the zip is closed")
+    archive.start_dir = sink.tell()
+    archive.filelist.append(info)
+    archive.NameToInfo[info.filename] = info
+
+
+def _copy_bytes(source: IO[bytes], at: int, sink: IO[bytes], count: int, name: str) -> None:
+    """Copy ``count`` bytes from offset ``at`` of ``source`` to the end of ``sink``: in the
+    kernel where it can (``copy_file_range``, no trip through this process), else read and
+    written."""
+    sink.flush()
+    start = sink.tell()
+    done = 0
+    with contextlib.suppress(OSError):  # another filesystem, an old kernel: copied below
+        while done < count:
+            copied = os.copy_file_range(
+                source.fileno(), sink.fileno(), count - done, at + done, start + done
+            )
+            if not copied:
+                raise BaseUnusable(f"entry {escape_display(name)} ends early")
+            done += copied
+    sink.seek(start + done)
+    source.seek(at + done)
+    remaining = count - done
+    while remaining:
+        chunk = source.read(min(_CHUNK, remaining))
+        if not chunk:
+            raise BaseUnusable(f"entry {escape_display(name)} ends early")
+        sink.write(chunk)
+        remaining -= len(chunk)

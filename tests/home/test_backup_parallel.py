@@ -1,0 +1,121 @@
+"""Backup compresses on every core yet writes the same zip (04 §5.1); ``--compression`` picks the
+deflate level of new entries."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from hostile_zips import clean_env, make_project, run_cli
+
+from bundler.home.backup import verify_backup
+
+WORDS = ["the", "agent", "said", "it", "would", "look", "into", "report", "and", "answer", "with"]
+
+
+def text(rng: random.Random, size: int) -> bytes:
+    return " ".join(rng.choice(WORDS) for _ in range(size // 4)).encode()[:size]
+
+
+def fill(home: Path) -> None:
+    """Text files of many sizes, random ones, and one past the size read whole (streamed)."""
+    rng = random.Random(7)
+    for i in range(60):
+        folder = home / "files" / f"d{i % 6}"
+        folder.mkdir(exist_ok=True)
+        (folder / f"t{i}.txt").write_bytes(text(rng, rng.randint(0, 300_000)))
+        (folder / f"r{i}.bin").write_bytes(rng.randbytes(rng.randint(1, 20_000)))
+    (home / "files" / "large.log").write_bytes(text(rng, (16 << 20) + 12_345))
+    (home / "files" / "middle.log").write_bytes(text(rng, (3 << 20) + 777))  # several blocks
+
+
+def entries_part(path: Path) -> bytes:
+    """The zip from the entry after chat.db (whose snapshot is dated by the run) up to
+    backup.json (written last, with the run's time): every entry's local header and data."""
+    with zipfile.ZipFile(path) as archive:
+        infos = archive.infolist()
+        assert infos[0].filename == "chat.db"
+        start = infos[1].header_offset
+        end = archive.getinfo("backup.json").header_offset
+    return path.read_bytes()[start:end]
+
+
+def backup_cli(project: Path, env: dict[str, str], *args: str, cores: str | None = None) -> None:
+    prefix = ["taskset", "-c", cores] if cores else []
+    done = subprocess.run(
+        [
+            *prefix,
+            sys.executable,
+            "-m",
+            "bundler",
+            "home",
+            "backup",
+            "--project",
+            str(project),
+            *args,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_zip_is_byte_identical_on_one_core_and_on_all(tmp_path: Path) -> None:
+    assert len(os.sched_getaffinity(0)) >= 2, "this test compares one core with several"
+    project, home = make_project(tmp_path)
+    fill(home)
+    user = tmp_path / "user"
+    user.mkdir()
+    env = clean_env(user)
+    one, many = tmp_path / "one.zip", tmp_path / "many.zip"
+    backup_cli(project, env, "--full", "--to", str(one), cores="0")
+    backup_cli(project, env, "--full", "--to", str(many))
+    assert entries_part(one) == entries_part(many)
+    with zipfile.ZipFile(one) as a, zipfile.ZipFile(many) as b:
+        assert a.read("chat.db") == b.read("chat.db")
+        # all but backup.json, whose created_at is the run's
+        assert [(i.filename, i.CRC, i.compress_size, i.header_offset) for i in a.infolist()][
+            :-1
+        ] == [(i.filename, i.CRC, i.compress_size, i.header_offset) for i in b.infolist()][:-1]
+        assert a.getinfo("files/large.log").compress_type == zipfile.ZIP_DEFLATED
+    verify_backup(many)
+    # the large entry is deflated in blocks on the workers: still one stream any unzip reads
+    assert subprocess.run(["unzip", "-tq", str(many)], capture_output=True).returncode == 0
+
+
+def test_compression_levels_change_the_bytes_never_the_content(tmp_path: Path) -> None:
+    project, home = make_project(tmp_path)
+    fill(home)
+    user = tmp_path / "user"
+    user.mkdir()
+    env = clean_env(user)
+    sizes = {}
+    for level in ("none", "fast", "best"):
+        target = tmp_path / f"{level}.zip"
+        done = run_cli(
+            "home", "backup", "--project", str(project), "--full", "--compression", level,
+            "--to", str(target), env=env,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        verify_backup(target)
+        assert subprocess.run(["unzip", "-tq", str(target)], capture_output=True).returncode == 0
+        with zipfile.ZipFile(target) as archive:
+            infos = [i for i in archive.infolist() if i.filename != "backup.json"]
+            sizes[level] = sum(i.compress_size for i in infos)
+            methods = {i.compress_type for i in infos}
+            content = {i.filename: archive.read(i) for i in infos}
+        if level == "none":
+            assert methods == {zipfile.ZIP_STORED}
+            first = content
+        else:
+            assert zipfile.ZIP_DEFLATED in methods
+            assert content == first
+    assert sizes["best"] < sizes["fast"] < sizes["none"]
+    done = run_cli("home", "backup", "--project", str(project), "--compression", "max", env=env)
+    assert done.returncode == 2

@@ -1,0 +1,163 @@
+"""Incremental backups by reuse (04 §5.1.1): an unchanged entry's compressed bytes are copied
+from the newest earlier backup, checked against the source, and the new zip stands alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+import zipfile
+from pathlib import Path
+
+import xxhash
+from hostile_zips import clean_env, make_project, rows, run_cli
+
+from bundler.home.backup import BackupReport, backup_home, verify_backup
+from bundler.home.restore import restore_home
+
+
+def env_for(tmp_path: Path) -> dict[str, str]:
+    user = tmp_path / "user"
+    user.mkdir(exist_ok=True)
+    return clean_env(user)
+
+
+def backup(tmp_path: Path, project: Path, **kw: object) -> BackupReport:
+    return backup_home(project, environ=env_for(tmp_path), **kw)  # type: ignore[arg-type]
+
+
+def raw_data(path: Path, name: str) -> bytes:
+    """The compressed bytes of entry ``name`` as they lie in the zip."""
+    with zipfile.ZipFile(path) as archive:
+        info = archive.getinfo(name)
+    with open(path, "rb") as fp:
+        fp.seek(info.header_offset)
+        header = fp.read(30)
+        name_len, extra_len = struct.unpack_from("<HH", header, 26)
+        fp.seek(info.header_offset + 30 + name_len + extra_len)
+        return fp.read(info.compress_size)
+
+
+def index_of(path: Path) -> dict[str, dict[str, object]]:
+    with zipfile.ZipFile(path) as archive:
+        return {e["path"]: e for e in json.loads(archive.read("backup.json"))["entries"]}
+
+
+def unzip_test(path: Path) -> None:
+    done = subprocess.run(["unzip", "-t", str(path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def change(path: Path, data: bytes) -> None:
+    """Write ``data`` and move the time forward, as an editor's save does."""
+    before = path.stat().st_mtime_ns
+    path.write_bytes(data)
+    os.utime(path, ns=(before + 10**9, before + 10**9))
+
+
+def content(home: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(home)): p.read_bytes()
+        for tree in ("files", "skills")
+        for p in sorted((home / tree).rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_second_backup_copies_unchanged_entries_and_stands_alone(tmp_path: Path) -> None:
+    project, home = make_project(tmp_path)
+    first = backup(tmp_path, project)
+    assert first.base is None and first.reused == 0
+    change(home / "files" / "a.txt", b"changed, and longer\n")
+    second = backup(tmp_path, project)
+    assert second.base == first.path
+    # chat.db (the same snapshot), b.md, c.bin, script.sh and SKILL.md are copied; a.txt is not
+    assert second.reused == 5
+    for name in ("files/notes/deep/c.bin", "files/notes/b.md", "chat.db"):
+        assert raw_data(second.path, name) == raw_data(first.path, name)
+    assert index_of(second.path)["files/a.txt"]["xxh3_128"] == xxhash.xxh3_128_hexdigest(
+        b"changed, and longer\n"
+    )
+    expected = content(home)
+    first.path.unlink()
+    unzip_test(second.path)
+    assert verify_backup(second.path).entries == 6
+    shutil.rmtree(home / "files")
+    restore_home(project, second.path, environ=env_for(tmp_path))
+    assert content(home) == expected
+    assert rows(home / "chat.db") == 30
+
+
+def test_a_file_changed_within_its_size_and_time_is_read_and_not_copied(tmp_path: Path) -> None:
+    project, home = make_project(tmp_path)
+    backup(tmp_path, project)
+    target = home / "files" / "notes" / "b.md"
+    st = target.stat()
+    new = os.urandom(st.st_size)
+    target.write_bytes(new)
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))  # the time says: unchanged
+    second = backup(tmp_path, project)
+    assert second.reused == 5  # all but b.md
+    assert index_of(second.path)["files/notes/b.md"]["xxh3_128"] == xxhash.xxh3_128_hexdigest(new)
+    with zipfile.ZipFile(second.path) as archive:
+        assert archive.read("files/notes/b.md") == new
+
+
+def test_a_base_whose_entry_bytes_were_tampered_with_is_not_used(tmp_path: Path) -> None:
+    project, home = make_project(tmp_path)
+    first = backup(tmp_path, project)
+    # flip one byte inside b.md's stored data: directory, CRC and backup.json all unchanged
+    with zipfile.ZipFile(first.path) as archive:
+        info = archive.getinfo("files/notes/b.md")
+    assert info.compress_type == zipfile.ZIP_STORED
+    data = bytearray(first.path.read_bytes())
+    name_len, extra_len = struct.unpack_from("<HH", data, info.header_offset + 26)
+    data[info.header_offset + 30 + name_len + extra_len + 100] ^= 0xFF
+    first.path.write_bytes(bytes(data))
+    second = backup(tmp_path, project)
+    assert second.base is None and second.reused == 0
+    assert any("is not used as the base" in w and "b.md" in w for w in second.warnings)
+    with zipfile.ZipFile(second.path) as archive:
+        assert archive.read("files/notes/b.md") == (home / "files/notes/b.md").read_bytes()
+    unzip_test(second.path)
+    verify_backup(second.path)
+
+
+def test_a_base_that_is_not_a_backup_is_not_used_with_a_warning(tmp_path: Path) -> None:
+    project, _home = make_project(tmp_path)
+    other = tmp_path / "other.zip"
+    with zipfile.ZipFile(other, "w") as archive:
+        archive.writestr("files/a.txt", "alpha\n")
+    report = backup(tmp_path, project, base=other)
+    assert report.base is None and report.reused == 0
+    assert any("other.zip is not used as the base" in w for w in report.warnings)
+    verify_backup(report.path)
+
+
+def test_full_copies_nothing_and_base_names_the_zip_to_copy_from(tmp_path: Path) -> None:
+    project, _home = make_project(tmp_path)
+    first = backup(tmp_path, project, to=tmp_path / "first.zip")
+    # a zip named by --to FILE is never taken as a base on its own
+    assert backup(tmp_path, project, to=tmp_path / "second.zip").reused == 0
+    assert backup(tmp_path, project, full=True).reused == 0
+    named = backup(tmp_path, project, base=first.path)
+    assert named.base == first.path and named.reused == 6
+
+
+def test_cli_base_and_full_and_json(tmp_path: Path) -> None:
+    project, home = make_project(tmp_path)
+    env = env_for(tmp_path)
+    done = run_cli("home", "backup", "--project", str(project), "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    first = json.loads(done.stdout)
+    assert first["base"] is None and first["reused"] == 0
+    done = run_cli("home", "backup", "--project", str(project), "--json", env=env)
+    second = json.loads(done.stdout)
+    assert second["base"] == first["backup"] and second["reused"] == 6
+    done = run_cli("home", "backup", "--project", str(project), "--full", "--json", env=env)
+    assert json.loads(done.stdout)["reused"] == 0
+    done = run_cli("home", "backup", "--project", str(project), "--base", "nope.zip", env=env)
+    assert done.returncode == 1 and "--base nope.zip" in done.stderr
+    assert sorted(p.name for p in (home / "backups").iterdir()).__len__() == 3
