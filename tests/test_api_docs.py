@@ -11,7 +11,7 @@ from pathlib import Path
 
 import bundlefactory as bf
 import pytest
-from installs import make_install
+from installs import make_install, opened_config
 from kit import clean_env
 from registry_server import Registry
 
@@ -60,7 +60,9 @@ def test_publish_then_deploy_to_a_fleet_and_undo_where_the_check_fails(
     for host in hosts:
         config = (host / "config.toml").read_text(encoding="utf-8")
         assert f"[agents.{bf.ROOT_AGENT}]" in config
-        assert "fleet-value-0" in (host / "config.toml").read_text(encoding="utf-8")
+        # stored under the host's policy (enc2: by default), so read as ZeroClaw reads it
+        assert "fleet-value-0" not in config
+        assert "fleet-value-0" in str(opened_config(host))
         assert f"{host}: imported {bf.ROOT_AGENT}" in deployed.stdout
 
     # an install whose check fails is left as it was
