@@ -10,12 +10,13 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import hostile_bundles
 import pytest
 from installs import encrypt_install, make_install, opened_config, stored_secrets
-from kit import one_error, run_cli, tree_snapshot
+from kit import clean_env, one_error, run_cli, tree_snapshot
 
 from bundler.rules.tomlcompat import loads
 
@@ -345,6 +346,44 @@ def test_a_passphrase_protected_ssh_key_without_a_terminal_is_refused(
     assert done.returncode == 1 and one_error(done.stderr), done.stderr
     assert "passphrase" in done.stderr and "terminal" in done.stderr
     assert tree_snapshot(target) == before
+
+
+def test_a_passphrase_protected_ssh_key_is_opened_after_a_no_echo_prompt(
+    source: Path, tmp_path: Path
+) -> None:
+    import pexpect
+
+    key = tmp_path / "id_rsa_pem"
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "rsa", "-b", "2048", "-m", "PEM", "-N", "pass word",
+         "-f", str(key)],
+        check=True,
+    )  # fmt: skip
+    bundle = tmp_path / "b"
+    assert export(source, bundle, Path(f"{key}.pub").read_text()).returncode == 0
+    target = make_install(tmp_path, "", name="target")
+    for typed, status in (("wrong", 1), ("pass word", 0)):
+        before = tree_snapshot(target)
+        child = pexpect.spawn(
+            sys.executable,
+            ["-m", "bundler", "--install", str(target), "agents", "import", str(bundle),
+             "--age-identity", str(key), "--accept-risks"],
+            encoding="utf-8",
+            timeout=120,
+            env=clean_env(),
+        )  # fmt: skip
+        child.expect("passphrase for")
+        child.sendline(typed)
+        child.expect(pexpect.EOF)
+        output = child.before or ""
+        child.close()
+        assert child.exitstatus == status, output
+        assert typed not in output.split("(not echoed):", 1)[1]  # never echoed back
+        if status:
+            assert "does not open it" in output and tree_snapshot(target) == before
+    assert opened_config(target)["providers"]["models"]["anthropic"]["main"]["api_key"] == (  # type: ignore[index]
+        SEALED_VALUE
+    )
 
 
 SECRET_KEY_LINE = "AGE-SECRET-KEY-1QQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQ"
