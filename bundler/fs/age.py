@@ -35,6 +35,8 @@ from bundler.rules.names import escape_display
 __all__ = [
     "AGE_MAGIC",
     "AgeHeader",
+    "AskPassphrase",
+    "NotOpened",
     "Recipient",
     "decrypt",
     "encrypt",
