@@ -75,3 +75,50 @@ HOSTILE_VALUES = (
         lambda key: "enc:" + bytes(b ^ 0xFF for b in key.raw[:16]).hex(),
     ),
 )
+
+
+# --- the sealed handoff: identities and recipients -----------------------------------------------
+# Met by ``agents import --age-identity`` and ``agents export --seal-to``
+# (``tests/bundle/test_sealed_handoff.py``): one line, the right exit code, nothing changed,
+# no key quoted.
+
+
+@dataclass(frozen=True)
+class HostileIdentity:
+    """An ``--age-identity`` file that is no identity: ``make(path)`` puts it (or nothing) at
+    ``path``."""
+
+    name: str
+    make: Callable[[Path], None]
+
+
+def _text(text: str) -> Callable[[Path], None]:
+    return lambda path: path.write_text(text, encoding="utf-8")
+
+
+HOSTILE_IDENTITIES = (
+    HostileIdentity("missing", lambda path: None),
+    HostileIdentity("not-an-identity", _text("hello\n")),
+    HostileIdentity("a-public-key", _text("age1qqqq\n")),
+    HostileIdentity("a-bad-secret-key", _text("AGE-SECRET-KEY-1NOTBECH32\n")),
+    HostileIdentity("a-torn-ssh-key", _text("-----BEGIN OPENSSH PRIVATE KEY-----\nAAAA\n")),
+    HostileIdentity("not-utf8", lambda path: path.write_bytes(b"\xff\xfe\x00age")),
+    HostileIdentity("a-folder", lambda path: path.mkdir()),
+    HostileIdentity("a-fifo", lambda path: os.mkfifo(path)),
+)
+
+AGE_SECRET_KEY_LINE = "AGE-SECRET-KEY-1QQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQ"
+
+HOSTILE_RECIPIENTS = (
+    "age1notbech32",
+    "age1pq1qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq",
+    "age1yubikey1qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq",
+    "ssh-ed25519 AAAAnotbase64",
+    "ssh-dss AAAAB3NzaC1kc3M",
+    "ecdsa-sha2-nistp256 AAAAE2VjZHNh",
+    AGE_SECRET_KEY_LINE,
+    "-----BEGIN OPENSSH PRIVATE KEY-----",
+    "@/nonexistent/receiver.pub",
+    "",
+)
+"""Malformed ``--seal-to`` arguments (exit 2, refused before anything is read or written)."""

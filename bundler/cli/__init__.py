@@ -302,7 +302,7 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
             default=[],
             metavar="RECIPIENT",
             help="seal the required secrets to RECIPIENT as secrets.age: an age public key "
-            "(age1…), an ssh-ed25519 or ssh-rsa public key, or @FILE of them (repeatable)",
+            "(age1...), an ssh-ed25519 or ssh-rsa public key, or @FILE of them (repeatable)",
         )
         imp = command(agents, "import", "import a bundle into this install, transactionally")
         imp.add_argument(

@@ -35,6 +35,8 @@ from bundler.rules.names import escape_display
 __all__ = [
     "AGE_MAGIC",
     "AgeHeader",
+    "AskPassphrase",
+    "NotOpened",
     "Recipient",
     "decrypt",
     "encrypt",
@@ -56,6 +58,7 @@ _VCHAR_ARG = re.compile(rb"[\x21-\x7e]+")
 _B64_LINE = re.compile(rb"[A-Za-z0-9+/]*")
 SSH_KINDS = ("ssh-ed25519", "ssh-rsa")
 PASSPHRASE_PROTECTED = "must be decrypted first"
+PEM_ENCRYPTED = b"Proc-Type: 4,ENCRYPTED"
 
 
 @dataclass(frozen=True)
@@ -234,7 +237,8 @@ def _identities_in(raw: bytes, path: Path, where: str, ask: AskPassphrase | None
         try:
             return [pyrage.ssh.Identity.from_buffer(raw)]
         except pyrage.IdentityError as err:
-            if PASSPHRASE_PROTECTED not in str(err):
+            # OpenSSH's own format says so in pyrage's error; a legacy PEM key in its headers
+            if PASSPHRASE_PROTECTED not in str(err) and PEM_ENCRYPTED not in raw:
                 raise _not_identity(where, path) from None
         return [pyrage.ssh.Identity.from_buffer(_unlock_ssh(raw, path, where, ask))]
     try:
@@ -285,7 +289,10 @@ def _unlock_ssh(raw: bytes, path: Path, where: str, ask: AskPassphrase | None) -
         else:
             key = serialization.load_pem_private_key(raw, secret)
     except UnsupportedAlgorithm:
-        reason = "its cipher needs the bcrypt package, which is not installed"
+        reason = (
+            "opening an OpenSSH key protected by a passphrase needs the bcrypt package, which "
+            "is not installed: install it, or give an age identity"
+        )
     except (ValueError, TypeError):
         reason = "the passphrase does not open it"
     else:

@@ -376,7 +376,8 @@ def test_encrypted_secrets_are_counted_as_not_swept(install: Path, tmp_path: Pat
 JSON_KEYS = [
     "ok", "bundle", "format_version", "root_agent", "files", "bytes", "skill_bundles", "skipped",
     "skipped_paths", "non_portable_names", "required_secrets", "dropped", "risk_flags",
-    "secret_hits", "encrypted_not_swept", "encrypted_not_swept_why", "publish_method", "warnings",
+    "secret_hits", "encrypted_not_swept", "encrypted_not_swept_why", "publish_method", "sealed",
+    "warnings",
 ]  # fmt: skip
 
 

@@ -10,12 +10,19 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import hostile_bundles
 import pytest
+from hostile_secret_store import (
+    AGE_SECRET_KEY_LINE,
+    HOSTILE_IDENTITIES,
+    HOSTILE_RECIPIENTS,
+    HostileIdentity,
+)
 from installs import encrypt_install, make_install, opened_config, stored_secrets
-from kit import one_error, run_cli, tree_snapshot
+from kit import clean_env, one_error, run_cli, tree_snapshot
 
 from bundler.rules.tomlcompat import loads
 
@@ -309,27 +316,18 @@ def test_a_sealed_file_verify_refuses_is_refused_by_import_with_nothing_changed(
     refused_unchanged(target, bundle, "--age-identity", str(identity))
 
 
-@pytest.mark.parametrize(
-    ("name", "make"),
-    [
-        ("missing", lambda p: None),
-        ("not an identity", lambda p: p.write_text("hello\n")),
-        ("a public key", lambda p: p.write_text("age1qqqq\n")),
-        ("a folder", lambda p: p.mkdir()),
-        ("a fifo", lambda p: os.mkfifo(p)),
-    ],
-)
+@pytest.mark.parametrize("hostile", HOSTILE_IDENTITIES, ids=lambda h: h.name)
 def test_an_identity_file_that_is_none_is_refused(
-    source: Path, tmp_path: Path, name: str, make: object
+    source: Path, tmp_path: Path, hostile: HostileIdentity
 ) -> None:
     _identity, public = age_identity(tmp_path)
     bundle = tmp_path / "b"
     assert export(source, bundle, public).returncode == 0
     bad = tmp_path / "bad-identity"
-    make(bad)  # type: ignore[operator]
+    hostile.make(bad)
     target = make_install(tmp_path, "", name="target")
     line = refused_unchanged(target, bundle, "--age-identity", str(bad))
-    assert "--age-identity" in line and "bad-identity" in line, name
+    assert "--age-identity" in line and "bad-identity" in line, hostile.name
 
 
 def test_a_passphrase_protected_ssh_key_without_a_terminal_is_refused(
@@ -347,22 +345,48 @@ def test_a_passphrase_protected_ssh_key_without_a_terminal_is_refused(
     assert tree_snapshot(target) == before
 
 
-SECRET_KEY_LINE = "AGE-SECRET-KEY-1QQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQ"
+def test_a_passphrase_protected_ssh_key_is_opened_after_a_no_echo_prompt(
+    source: Path, tmp_path: Path
+) -> None:
+    import pexpect
+
+    key = tmp_path / "id_rsa_pem"
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "rsa", "-b", "2048", "-m", "PEM", "-N", "pass word",
+         "-f", str(key)],
+        check=True,
+    )  # fmt: skip
+    bundle = tmp_path / "b"
+    assert export(source, bundle, Path(f"{key}.pub").read_text()).returncode == 0
+    target = make_install(tmp_path, "", name="target")
+    for typed, status in (("wrong", 1), ("pass word", 0)):
+        before = tree_snapshot(target)
+        child = pexpect.spawn(
+            sys.executable,
+            ["-m", "bundler", "--install", str(target), "agents", "import", str(bundle),
+             "--age-identity", str(key), "--accept-risks"],
+            encoding="utf-8",
+            timeout=120,
+            env=clean_env(),
+        )  # fmt: skip
+        child.expect("passphrase for")
+        child.sendline(typed)
+        child.expect(pexpect.EOF)
+        output = child.before or ""
+        child.close()
+        assert child.exitstatus == status, output
+        assert typed not in output.split("(not echoed):", 1)[1]  # never echoed back
+        if status:
+            assert "does not open it" in output and tree_snapshot(target) == before
+    assert opened_config(target)["providers"]["models"]["anthropic"]["main"]["api_key"] == (  # type: ignore[index]
+        SEALED_VALUE
+    )
 
 
-@pytest.mark.parametrize(
-    "recipient",
-    [
-        "age1notbech32",
-        "age1pq1qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq",
-        "age1yubikey1qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq",
-        "ssh-ed25519 AAAAnotbase64",
-        "ecdsa-sha2-nistp256 AAAAE2VjZHNh",
-        SECRET_KEY_LINE,
-        "@/nonexistent/receiver.pub",
-        "",
-    ],
-)
+SECRET_KEY_LINE = AGE_SECRET_KEY_LINE
+
+
+@pytest.mark.parametrize("recipient", HOSTILE_RECIPIENTS)
 def test_a_malformed_seal_to_is_refused_before_anything_is_written(
     source: Path, tmp_path: Path, recipient: str
 ) -> None:
@@ -371,7 +395,7 @@ def test_a_malformed_seal_to_is_refused_before_anything_is_written(
     assert done.returncode == 2, done.stdout
     assert json.loads(done.stdout)["error"]["message"].count("--seal-to") >= 1
     assert not (tmp_path / "b").exists() and tree_snapshot(source) == before
-    if recipient.startswith(("AGE-SECRET", "age1", "ssh-")) and recipient:
+    if recipient.startswith(("AGE-SECRET", "age1", "ssh-", "-----")):
         assert recipient not in done.stdout + done.stderr  # never echoed: it may be a key
 
 
