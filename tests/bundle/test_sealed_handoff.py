@@ -345,17 +345,21 @@ def test_a_passphrase_protected_ssh_key_without_a_terminal_is_refused(
     assert tree_snapshot(target) == before
 
 
+@pytest.mark.parametrize(
+    "keygen",
+    [
+        ["-t", "rsa", "-b", "2048", "-m", "PEM"],  # the legacy PEM form
+        ["-t", "ed25519"],  # what ssh-keygen writes by default: OpenSSH's own, bcrypt-derived
+    ],
+    ids=["rsa-pem", "ed25519-openssh"],
+)
 def test_a_passphrase_protected_ssh_key_is_opened_after_a_no_echo_prompt(
-    source: Path, tmp_path: Path
+    source: Path, tmp_path: Path, keygen: list[str]
 ) -> None:
     import pexpect
 
-    key = tmp_path / "id_rsa_pem"
-    subprocess.run(
-        ["ssh-keygen", "-q", "-t", "rsa", "-b", "2048", "-m", "PEM", "-N", "pass word",
-         "-f", str(key)],
-        check=True,
-    )  # fmt: skip
+    key = tmp_path / "id_protected"
+    subprocess.run(["ssh-keygen", "-q", *keygen, "-N", "pass word", "-f", str(key)], check=True)
     bundle = tmp_path / "b"
     assert export(source, bundle, Path(f"{key}.pub").read_text()).returncode == 0
     target = make_install(tmp_path, "", name="target")
