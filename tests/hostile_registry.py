@@ -8,9 +8,11 @@ test can prove no credential went where it must not.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import io
+import json
 import os
 import socket
 import struct
@@ -216,3 +218,36 @@ DROPPED_BLOBS: dict[str, Callable[[bytes], Hook]] = {
 }
 """A blob's answer whose connection drops before the blob is whole (made of the good blob):
 the network's failure, never a verdict on the artifact."""
+
+
+def _huge_auth_file(path: Path) -> None:
+    with path.open("w", encoding="utf-8") as out:
+        out.write('{"auths": {"x": {"auth": "')
+        out.write("A" * (2 << 20))
+        out.write('"}}}')
+
+
+HOSTILE_AUTH_FILES: dict[str, tuple[Callable[[Path, str], None], str]] = {
+    "huge": (lambda path, _host: _huge_auth_file(path), "larger than"),
+    "not_json": (
+        lambda path, _host: path.write_text('{"auths": {', encoding="utf-8"),
+        "is not valid JSON",
+    ),
+    "a_link_to_dev_zero": (lambda path, _host: path.symlink_to("/dev/zero"), "not a regular"),
+    "a_link_to_a_folder": (lambda path, _host: path.symlink_to(path.parent), "not a regular"),
+    "auth_not_base64": (
+        lambda path, host: path.write_text(
+            json.dumps({"auths": {host: {"auth": "not base64!"}}}), encoding="utf-8"
+        ),
+        "is not base64 of user:password",
+    ),
+    "auth_base64_of_no_text": (
+        lambda path, host: path.write_text(
+            json.dumps({"auths": {host: {"auth": base64.b64encode(b"u:\xff\xfe").decode()}}}),
+            encoding="utf-8",
+        ),
+        "is not base64 of user:password",
+    ),
+}
+"""containers' ``auth.json`` as no login tool writes it, made at a path for a registry host,
+and the words the one-line refusal must hold (it names the file, never its content)."""

@@ -27,7 +27,7 @@ import os
 import ssl
 import urllib.parse
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import BinaryIO, TypeVar, cast
 
 from bundler.errors import InvalidInput, Refused
@@ -77,16 +77,32 @@ Body = bytes | BinaryIO | None
 _T = TypeVar("_T")
 
 
+class Denied(Refused):
+    """The registry refused the credentials, or asked for some and none were found."""
+
+
 MAX_CA_FILE_BYTES = 16 << 20
 """A CA file holds certificates: a system bundle of hundreds is well under this."""
 
 
 @dataclass(frozen=True)
 class Options:
-    """How to reach a registry: ``plain_http`` (``--plain-http``), ``ca_file`` (``--ca-file``)."""
+    """How to reach a registry: ``plain_http`` (``--plain-http``), ``ca_file`` (``--ca-file``);
+    the credentials for this command alone (``--username``, ``--password-stdin``) and the one
+    credentials file to read (``--authfile``), else the search order of
+    :mod:`bundler.registry.auth`."""
 
     plain_http: bool = False
     ca_file: str | None = None
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    authfile: str | None = None
+
+    def given_credentials(self) -> Credentials | None:
+        """The credentials given for this command, if any."""
+        if self.password is None:
+            return None
+        return Credentials(self.username or "", self.password)
 
 
 class Session:
@@ -102,7 +118,13 @@ class Session:
     ) -> None:
         self.ref = ref
         self.scheme = "http" if options.plain_http else "https"
-        self.auth = Auth(ref.netloc, dict(os.environ if environ is None else environ))
+        self.auth = Auth(
+            ref.netloc,
+            dict(os.environ if environ is None else environ),
+            repository=ref.repository,
+            given=options.given_credentials(),
+            authfile=options.authfile,
+        )
         self.scope = f"repository:{ref.repository}:{'pull,push' if push else 'pull'}"
         self._context = self._ssl_context(options.ca_file) if self.scheme == "https" else None
         self._conns: dict[tuple[str, str], http.client.HTTPConnection] = {}
@@ -258,7 +280,8 @@ class Session:
         parts = given[1]
         if parts.scheme == "http" and self.scheme == "https":
             raise Refused(f"registry {self.shown} sends us to a token service over plain HTTP")
-        query = {"scope": challenge.params.get("scope") or self.scope}
+        scope = challenge.params.get("scope") or self.scope
+        query = {"scope": scope} if scope else {}
         if "service" in challenge.params:
             query["service"] = challenge.params["service"]
         headers = {"Accept": "application/json"}
@@ -277,7 +300,7 @@ class Session:
         response = self._send(method, url, headers, body)
         data = self._read(response, MAX_SMALL_BYTES)
         if response.status in (401, 403):
-            raise Refused(self._denied_message())
+            raise Denied(self._denied_message())
         if response.status != 200:
             raise Refused(
                 f"the token service of registry {self.shown} answered {response.status}; "
@@ -299,10 +322,16 @@ class Session:
         return token
 
     def _denied_message(self) -> str:
-        what = "refused the credentials" if self.auth.credentials() else "needs credentials"
+        login = f"'bundler login {self.shown}'"
+        if self.auth.credentials() is not None:
+            source = escape_display(self.auth.source or "")
+            return (
+                f"registry {self.shown} refused the credentials from {source} for "
+                f"{escape_display(self.ref.repository)}; log in again ({login}) or check them"
+            )
         return (
-            f"registry {self.shown} {what} for {escape_display(self.ref.repository)}; log in "
-            f"('docker login {self.ref.netloc}') or check $DOCKER_CONFIG/config.json"
+            f"registry {self.shown} needs credentials for {escape_display(self.ref.repository)} "
+            f"and none were found (looked in {self.auth.searched()}); log in ({login})"
         )
 
     # ------------------------------------------------------------------ requests
@@ -327,13 +356,13 @@ class Session:
             if response.status != 401:
                 if response.status == 403:
                     self._read(response, MAX_SMALL_BYTES)
-                    raise Refused(self._denied_message())
+                    raise Denied(self._denied_message())
                 return response
             if answered or netloc != self.ref.netloc or not self._answer(response):
                 self._read(response, MAX_SMALL_BYTES)
-                raise Refused(self._denied_message())
+                raise Denied(self._denied_message())
             if start is None and body is not None:
-                raise Refused(self._denied_message())
+                raise Denied(self._denied_message())
             answered = True
             _rewind(body, start)
 
@@ -361,6 +390,19 @@ class Session:
     def base_path(self) -> str:
         """``/v2/REPO``."""
         return f"/v2/{self.ref.repository}"
+
+    def check_login(self) -> None:
+        """Ask the registry's ``/v2/`` with the credentials given (answering its challenge):
+        :class:`Refused` unless it lets them in."""
+        try:
+            response = self.request("GET", "/v2/")
+        except Denied:
+            raise Refused(
+                f"registry {self.shown} refused the user name and password; nothing was written"
+            ) from None
+        self._read(response, MAX_SMALL_BYTES)
+        if response.status != 200:
+            raise self.fail(response, "checking the login")
 
     def manifest_digest(self, target: str) -> str | None:
         """The digest a tag or digest points at (HEAD), or None when the registry has none."""
@@ -572,7 +614,7 @@ class Session:
             raise
         if response.status in (401, 403):
             self._read(response, MAX_SMALL_BYTES)
-            raise Refused(self._denied_message())
+            raise Denied(self._denied_message())
         return response, raw
 
     @staticmethod

@@ -20,6 +20,7 @@ import bundlefactory as bf
 import pytest
 from hostile_registry import (
     DROPPED_BLOBS,
+    HOSTILE_AUTH_FILES,
     REPO,
     TAG,
     Built,
@@ -929,3 +930,23 @@ def test_a_docker_auth_that_is_not_base64_of_text_is_refused_naming_the_config(
     )
     assert done.returncode == 1 and one_error(done.stderr), done.stderr
     assert "is not base64 of user:password; run 'docker login' again" in done.stderr
+
+
+@pytest.mark.parametrize("case", HOSTILE_AUTH_FILES)
+def test_a_hostile_auth_json_is_refused_in_one_line_naming_it(
+    fake: FakeRegistry, tmp_path: Path, case: str
+) -> None:
+    basic_auth(fake)
+    make, words = HOSTILE_AUTH_FILES[case]
+    runtime = tmp_path / "run"
+    (runtime / "containers").mkdir(parents=True)
+    auth_json = runtime / "containers" / "auth.json"
+    make(auth_json, fake.host)
+    done = run_cli(
+        ["bundle", "inspect", fake.ref(), "--plain-http"],
+        env={"XDG_RUNTIME_DIR": str(runtime), "HOME": str(tmp_path)},
+        timeout=60,
+    )
+    assert done.returncode == 1 and one_error(done.stderr), done.stderr
+    assert str(auth_json) in done.stderr and words in done.stderr
+    assert "Traceback" not in done.stderr and "AAAA" not in done.stderr
