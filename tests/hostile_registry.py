@@ -17,6 +17,7 @@ import os
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -251,3 +252,39 @@ HOSTILE_AUTH_FILES: dict[str, tuple[Callable[[Path, str], None], str]] = {
 }
 """containers' ``auth.json`` as no login tool writes it, made at a path for a registry host,
 and the words the one-line refusal must hold (it names the file, never its content)."""
+
+
+def busy(status: int, retry_after: str | None = None) -> Hook:
+    """An answer that says the registry is busy (``status``), with ``Retry-After`` when given."""
+    headers = {} if retry_after is None else {"Retry-After": retry_after}
+    return lambda h: send(h, status, b'{"errors":[{"code":"TOOMANYREQUESTS"}]}', headers)
+
+
+BUSY_STORMS: dict[str, Hook] = {
+    "429_retry_after_999999": busy(429, "999999"),
+    "429_retry_after_a_past_date": busy(429, "Wed, 21 Oct 2015 07:28:00 GMT"),
+    "429_retry_after_garbage": busy(429, "soon, maybe \x7f"),
+    "502": busy(502),
+    "503": busy(503),
+    "504_retry_after_negative": busy(504, "-5"),
+}
+"""A registry that answers every request of one path as busy, for ever: retried within the
+bounds of :mod:`bundler.rules.retry`, then one line, exit 1, "try again"."""
+
+
+def drip(body: bytes, delay: float = 1.0) -> Hook:
+    """Answer 200 for ``body`` (its length declared) one byte every ``delay`` seconds."""
+
+    def hook(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        for i in range(len(body)):
+            try:
+                handler.wfile.write(body[i : i + 1])
+                handler.wfile.flush()
+            except OSError:
+                return
+            time.sleep(delay)
+
+    return hook

@@ -24,7 +24,10 @@ import http.client
 import io
 import json
 import os
+import random
+import socket
 import ssl
+import time
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -40,14 +43,26 @@ from bundler.registry.auth import (
     parse_challenge,
 )
 from bundler.registry.hashing import Sha256
-from bundler.registry.network import CLOSED, NetworkFailure, cause_of, lost, shown_host
+from bundler.registry.network import (
+    BUSY,
+    CLOSED,
+    TIMED_OUT,
+    NetworkFailure,
+    cause_of,
+    lost,
+    shown_host,
+)
 from bundler.registry.reference import DIGEST, Reference
+from bundler.rules import retry
 from bundler.rules.names import escape_display
 
 MAX_MANIFEST_BYTES = 4 << 20
 MAX_SMALL_BYTES = 64 << 10
 MAX_REDIRECTS = 3
 CHUNK = 1 << 20
+_TAIL = 64 << 10
+"""A blob's last bytes, read against one deadline rather than a low mark (see
+:meth:`BlobStream._watched_read`); more than the reader's buffer and a TLS record together."""
 TIMEOUT = 60.0
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 _REDIRECTS = (301, 302, 303, 307, 308)
@@ -345,11 +360,75 @@ class Session:
         body: Body = None,
         url: str | None = None,
     ) -> http.client.HTTPResponse:
-        """Send a request to the registry, answering one 401; the response is the caller's."""
+        """Send a request to the registry, answering one 401; the response is the caller's.
+
+        A GET, a HEAD, or a PUT whose body can be sent again is retried on a busy answer (429,
+        502, 503, 504) or a connection that failed before an answer, as
+        :mod:`bundler.rules.retry` bounds it; after the last try it is a
+        :class:`NetworkFailure` saying to try again."""
+        start = _position(body)
+        repeatable = method in ("GET", "HEAD") or (
+            method == "PUT" and (start is not None or body is None)
+        )
+        if not repeatable:
+            return self._request_once(method, path, headers, body, url, start)
+        timings = retry.timings(self.auth.environ)
+        began = time.monotonic()
+        failed = 0
+        while True:
+            try:
+                response = self._request_once(method, path, headers, body, url, start)
+            except NetworkFailure as err:
+                failed += 1
+                wait = self._wait(failed, None, began, timings)
+                if wait is None:
+                    raise NetworkFailure(
+                        f"{err} (tried {failed} times in {time.monotonic() - began:.0f} s)",
+                        host=err.host,
+                        cause=err.cause,
+                    ) from None
+            else:
+                if response.status not in retry.RETRY_STATUSES:
+                    return response
+                failed += 1
+                header = response.getheader("Retry-After")
+                self._read(response, MAX_SMALL_BYTES)
+                wait = self._wait(failed, header, began, timings)
+                if wait is None:
+                    raise NetworkFailure(
+                        f"the registry {self.shown} answered {response.status} (busy or "
+                        f"overloaded) {failed} times in {time.monotonic() - began:.0f} s; "
+                        "try again later",
+                        host=self.shown,
+                        cause=BUSY,
+                    )
+            time.sleep(wait)
+            _rewind(body, start)
+
+    def _wait(
+        self, failed: int, header: str | None, began: float, timings: retry.Timings
+    ) -> float | None:
+        return retry.next_wait(
+            failed,
+            header,
+            now=time.time(),
+            elapsed=time.monotonic() - began,
+            timings=timings,
+            unit=random.random(),  # noqa: S311 - jitter, not a secret
+        )
+
+    def _request_once(
+        self,
+        method: str,
+        path: str,
+        headers: dict[str, str] | None,
+        body: Body,
+        url: str | None,
+        start: int | None,
+    ) -> http.client.HTTPResponse:
         target = url or self.url(path)
         netloc = urllib.parse.urlsplit(target).netloc
         answered = False
-        start = _position(body)
         while True:
             sent = {**(headers or {}), **self._auth_headers(netloc)}
             response = self._send(method, target, sent, body)
@@ -664,11 +743,45 @@ class Session:
 
     def _read(self, response: http.client.HTTPResponse, limit: int) -> bytes:
         """The body, at most ``limit`` bytes plus one (so a caller can tell it was longer); a
-        body left unread closes the connections, whose stream would be out of step."""
+        body left unread closes the connections, whose stream would be out of step.
+
+        A small document must arrive whole within the small-document deadline
+        (:mod:`bundler.rules.retry`): read piece by piece, each wait bounded by what is left
+        of it, so a registry sending a byte a second cannot hold the command; past it, a
+        :class:`NetworkFailure`."""
+        allowed = retry.timings(self.auth.environ).small_deadline
+        deadline = time.monotonic() + allowed
+        sock = _socket_of(response)
+        pieces: list[bytes] = []
+        got = 0
         try:
-            data = response.read(limit + 1)
+            while got <= limit:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                if sock is not None:
+                    sock.settimeout(min(TIMEOUT, left))
+                piece = response.read1(limit + 1 - got)
+                if not piece:
+                    if response.length == 0:
+                        response.read()  # the body's end: the connection stays for the next
+                    break
+                pieces.append(piece)
+                got += len(piece)
+        except TimeoutError:
+            self._drop_response(response)
+            raise NetworkFailure(
+                f"registry {self.shown} did not send a small answer (a manifest, a token, an "
+                f"error) within {allowed:g} s; try again",
+                host=self.shown,
+                cause=TIMED_OUT,
+            ) from None
         except (OSError, http.client.HTTPException):
-            data = b""
+            pass
+        finally:
+            if sock is not None and sock.fileno() >= 0:
+                sock.settimeout(TIMEOUT)
+        data = b"".join(pieces)
         if not response.isclosed():
             self._drop_response(response)
         return data
@@ -746,6 +859,9 @@ class BlobStream:
         self._progress = progress
         self._hash = Sha256(size)
         self._checked = False
+        self._sock = _socket_of(response)
+        self._timings = retry.timings(session.auth.environ)
+        self._tail_deadline: float | None = None
 
     def __enter__(self) -> BlobStream:
         return self
@@ -754,6 +870,13 @@ class BlobStream:
         self._hash.close()
         if not self._checked:
             self._session._drop_response(self._response)
+        self._unwatch()
+
+    def _unwatch(self) -> None:
+        """The socket as every other answer reads it: any byte wakes a read."""
+        if self._sock is not None and self._sock.fileno() >= 0:
+            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 1)
+            self._sock.settimeout(TIMEOUT)
 
     def read(self, limit: int) -> bytes:
         """Up to ``limit`` bytes (``limit`` > 0), or ``b""`` at the end once it is checked."""
@@ -775,11 +898,49 @@ class BlobStream:
         doing = f"the download of blob {self._digest[:19]}…"
         return lost(self._netloc, cause, doing, waited=TIMEOUT)
 
+    def _watched_read(self, size: int) -> bytes:
+        """Read up to ``size`` bytes, a stall (:mod:`bundler.rules.retry`) raising
+        ``TimeoutError``. The bulk of a blob is read as it always is, in chunks of up to
+        :data:`CHUNK`, with no work per chunk beyond one ``setsockopt``: the kernel wakes the
+        read only once a stall window's worth of bytes (1 KiB/s over 60 s) has arrived, and
+        the socket's timeout is that window. Its last :data:`_TAIL` bytes, which may be fewer
+        than that, are read piece by piece against one deadline of a window."""
+        if self._sock is None:
+            return self._response.read(size)
+        window = self._timings.stall_window
+        if self._left > _TAIL:
+            # bytes that may already sit in the reader's and TLS's buffers never reach the
+            # kernel's queue again: the low mark counts only bytes still to come
+            low = min(int(self._timings.stall_rate * window), self._left - _TAIL)
+            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, max(1, low))
+            self._sock.settimeout(window)
+            return self._response.read(min(size, self._left - _TAIL))
+        if self._tail_deadline is None:
+            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 1)
+            self._tail_deadline = time.monotonic() + window
+        left = self._tail_deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        self._sock.settimeout(left)
+        piece = self._response.read1(size)
+        if self._response.length == 0:
+            self._response.read()  # read1 leaves the answer open at its end; read closes it
+        return piece
+
     def _receive(self, size: int) -> bytes:
         # the connection broke or timed out (the network's failure), or the framing of the
         # body is not HTTP's (the registry's): never taken for an error of the local disk
         try:
-            return self._response.read(size)
+            return self._watched_read(size)
+        except TimeoutError:
+            host = shown_host(self._netloc)
+            raise NetworkFailure(
+                f"{host} sent less than {self._timings.stall_rate >> 10} KiB/s for "
+                f"{self._timings.stall_window:g} s during the download of blob "
+                f"{self._digest[:19]}…; try again",
+                host=host,
+                cause=TIMED_OUT,
+            ) from None
         except (OSError, http.client.HTTPException) as err:
             cause = cause_of(err)
             if cause is not None:
@@ -801,6 +962,7 @@ class BlobStream:
                 self._digest, "its sha256 does not match the manifest"
             )
         self._checked = True
+        self._unwatch()
 
 
 class _NotAsHashed(Exception):
@@ -885,6 +1047,13 @@ def _web_address(base: str, given: str) -> tuple[str, urllib.parse.SplitResult] 
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return None
     return url, parts
+
+
+def _socket_of(response: http.client.HTTPResponse) -> socket.socket | None:
+    """The socket an answer is read from (to bound each wait), when it is still open."""
+    raw = getattr(response.fp, "raw", None)
+    sock = getattr(raw, "_sock", None)  # socket.SocketIO keeps its socket there
+    return sock if isinstance(sock, socket.socket) else None
 
 
 def _failure(err: OSError | http.client.HTTPException) -> str:
