@@ -288,3 +288,14 @@ def drip(body: bytes, delay: float = 1.0) -> Hook:
             time.sleep(delay)
 
     return hook
+
+
+PROXY_ANSWERS: dict[str, tuple[bytes, str]] = {
+    "closes": (b"", "through the proxy http://***@127.0.0.1"),
+    "answers_407": (
+        b"HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n",
+        "HTTP 407); it asks for credentials",
+    ),
+}
+"""A proxy that will not open the tunnel to the registry: what it sends after reading the
+CONNECT (nothing: it closes), and the words of the one-line refusal."""

@@ -19,6 +19,7 @@ Rules this module keeps:
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import http.client
 import io
@@ -55,6 +56,7 @@ from bundler.registry.network import (
 from bundler.registry.reference import DIGEST, Reference
 from bundler.rules import retry
 from bundler.rules.names import escape_display
+from bundler.rules.proxy import Proxy, proxy_for
 
 MAX_MANIFEST_BYTES = 4 << 20
 MAX_SMALL_BYTES = 64 << 10
@@ -143,6 +145,7 @@ class Session:
         self.scope = f"repository:{ref.repository}:{'pull,push' if push else 'pull'}"
         self._context = self._ssl_context(options.ca_file) if self.scheme == "https" else None
         self._conns: dict[tuple[str, str], http.client.HTTPConnection] = {}
+        self._proxied: dict[tuple[str, str], Proxy] = {}
         self._authorization: str | None = None
 
     # ------------------------------------------------------------------ plumbing
@@ -186,15 +189,82 @@ class Session:
         key = (scheme, netloc)
         conn = self._conns.get(key)
         if conn is None:
+            proxy = self._proxy(scheme, netloc)
+            address = netloc if proxy is None else proxy.netloc
             if scheme == "https":
                 context = self._context or ssl.create_default_context()
                 conn = http.client.HTTPSConnection(
-                    netloc, timeout=TIMEOUT, context=context, blocksize=CHUNK
+                    address, timeout=TIMEOUT, context=context, blocksize=CHUNK
                 )
+                if proxy is not None:
+                    # CONNECT: the proxy relays the TLS it cannot read
+                    conn.set_tunnel(netloc, headers=self._proxy_headers(proxy))
             else:
-                conn = http.client.HTTPConnection(netloc, timeout=TIMEOUT, blocksize=CHUNK)
+                conn = http.client.HTTPConnection(address, timeout=TIMEOUT, blocksize=CHUNK)
+                if proxy is not None:
+                    self._proxied[key] = proxy
             self._conns[key] = conn
         return conn
+
+    def _proxy(self, scheme: str, netloc: str) -> Proxy | None:
+        """The proxy the environment names for ``scheme://netloc`` (Go's rules), or None."""
+        parts = urllib.parse.urlsplit(f"//{netloc}")
+        proxy = proxy_for(scheme, parts.hostname or "", parts.port, self.auth.environ)
+        if proxy is not None and proxy.scheme != "http":
+            raise Refused(
+                f"${proxy.variable} names a proxy reached over HTTPS, which bundler cannot use; "
+                "name its http:// address"
+            )
+        return proxy
+
+    def _proxy_headers(self, proxy: Proxy) -> dict[str, str]:
+        """``Proxy-Authorization`` for a proxy whose address carries credentials (withheld from
+        every message, as a registry's are)."""
+        if proxy.username is None and proxy.password is None:
+            return {}
+        raw = f"{proxy.username or ''}:{proxy.password or ''}".encode()
+        value = base64.b64encode(raw).decode("ascii")
+        for secret in (proxy.password or "", value):
+            self.auth.remember(secret)
+        return {"Proxy-Authorization": f"Basic {value}"}
+
+    def _target(self, parts: urllib.parse.SplitResult) -> str:
+        """The request target: the path, or for plain HTTP through a proxy the absolute URL."""
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        if (parts.scheme, parts.netloc) in self._proxied:
+            return f"{parts.scheme}://{parts.netloc}{path}"
+        return path
+
+    def _proxy_failure(self, parts: urllib.parse.SplitResult, err: OSError) -> Refused | None:
+        """The error for a proxy that refused or dropped the tunnel to the registry, naming the
+        proxy without its credentials; None when no proxy is in the way."""
+        proxy = self._proxy(parts.scheme, parts.netloc)
+        if proxy is None:
+            return None
+        shown = escape_display(proxy.shown())
+        text = str(err)
+        if text.startswith("Tunnel connection failed:"):
+            code = text.removeprefix("Tunnel connection failed:").split()[:1]
+            status = code[0] if code and code[0].isdigit() else "?"
+            hint = (
+                "it asks for credentials: put them in the proxy's address"
+                if status in ("401", "407")  # tinyproxy answers a CONNECT 401
+                else "check the proxy and NO_PROXY"
+            )
+            return Refused(
+                f"the proxy {shown} refused the connection to registry "
+                f"{shown_host(parts.netloc)} (HTTP {status}); {hint}"
+            )
+        cause = cause_of(err)
+        message = (
+            f"cannot talk to registry {shown_host(parts.netloc)} through the proxy {shown} "
+            f"({escape_display(_failure(err))}); check the proxy, then try again"
+        )
+        return (
+            Refused(message)
+            if cause is None
+            else NetworkFailure(message, host=shown_host(parts.netloc), cause=cause)
+        )
 
     def _drop(self, scheme: str, netloc: str) -> None:
         conn = self._conns.pop((scheme, netloc), None)
@@ -206,16 +276,21 @@ class Session:
     ) -> http.client.HTTPResponse:
         """One request; a kept-alive connection the server closed meanwhile is reopened once."""
         parts = urllib.parse.urlsplit(url)
-        target = parts.path + (f"?{parts.query}" if parts.query else "")
         start = _position(body)
         for attempt in (0, 1):
             fresh = (parts.scheme, parts.netloc) not in self._conns
             try:
                 conn = self._conn(parts.scheme, parts.netloc)
-                conn.request(method, target, body=body, headers=headers)
+                proxied = self._proxied.get((parts.scheme, parts.netloc))
+                if proxied is not None:
+                    headers = {**headers, **self._proxy_headers(proxied)}
+                conn.request(method, self._target(parts), body=body, headers=headers)
                 return conn.getresponse()
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as err:
                 self._drop(parts.scheme, parts.netloc)
+                through = self._proxy_failure(parts, err) if fresh else None
+                if through is not None:
+                    raise through from None
                 if fresh or attempt or (start is None and body is not None):
                     cause = cause_of(err) or CLOSED
                     raise lost(parts.netloc, cause, "a request", waited=TIMEOUT) from None
@@ -236,6 +311,11 @@ class Session:
                 raise self._unreachable(parts.netloc, f"TLS failed{hint}", None) from None
             except (OSError, http.client.HTTPException) as err:
                 self._drop(parts.scheme, parts.netloc)
+                through = (
+                    self._proxy_failure(parts, err) if fresh and isinstance(err, OSError) else None
+                )
+                if through is not None:
+                    raise through from None
                 raise self._unreachable(parts.netloc, _failure(err), cause_of(err)) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -673,10 +753,16 @@ class Session:
                 else {"Content-Length": str(length)}
             ),
             **self._auth_headers(parts.netloc),
+            **(
+                self._proxy_headers(self._proxied[(parts.scheme, parts.netloc)])
+                if (parts.scheme, parts.netloc) in self._proxied
+                else {}
+            ),
         }
         try:
             # the request line and headers: any failure is the network's
-            self._network(parts.netloc, lambda: self._put_head(conn, method, parts, headers))
+            target_line = self._target(parts)
+            self._network(parts.netloc, lambda: self._put_head(conn, method, target_line, headers))
             # the body: its own sends raise Refused, and an OSError from produce() is the
             # bundle's (a read error), not the network's
             # tar headers and paddings are small writes: gather them into chunks of CHUNK
@@ -700,10 +786,10 @@ class Session:
     def _put_head(
         conn: http.client.HTTPConnection,
         method: str,
-        parts: urllib.parse.SplitResult,
+        target: str,
         headers: dict[str, str],
     ) -> None:
-        conn.putrequest(method, parts.path + (f"?{parts.query}" if parts.query else ""))
+        conn.putrequest(method, target)
         for name, value in headers.items():
             conn.putheader(name, value)
         conn.endheaders()

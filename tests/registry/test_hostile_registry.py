@@ -893,7 +893,7 @@ def test_credentials_that_are_not_text_are_refused_naming_the_config(
     assert "Traceback" not in done.stderr
     assert "Secret-77" not in done.stdout + done.stderr
     assert str(tmp_path / "docker" / "config.json") in done.stderr
-    assert "docker login" in done.stderr
+    assert "not valid text; log in again ('bundler login" in done.stderr
 
 
 def test_a_credential_helper_answering_credentials_that_are_not_text_is_refused(
@@ -928,7 +928,7 @@ def test_a_docker_auth_that_is_not_base64_of_text_is_refused_naming_the_config(
         fake, tmp_path, f'{{"auths": {{"{fake.host}": {{"auth": "{auth}"}}}}}}'
     )
     assert done.returncode == 1 and one_error(done.stderr), done.stderr
-    assert "is not base64 of user:password; run 'docker login' again" in done.stderr
+    assert "is not base64 of user:password; log in again ('bundler login" in done.stderr
 
 
 @pytest.mark.parametrize("case", HOSTILE_AUTH_FILES)
