@@ -299,3 +299,18 @@ PROXY_ANSWERS: dict[str, tuple[bytes, str]] = {
 }
 """A proxy that will not open the tunnel to the registry: what it sends after reading the
 CONNECT (nothing: it closes), and the words of the one-line refusal."""
+
+
+HOSTILE_REGISTRIES_CONFS: dict[str, str] = {
+    "not_toml": "[[registry]\nlocation = 'x'\n",
+    "registry_not_a_table_array": "registry = 5\n",
+    "insecure_not_a_boolean": "[[registry]]\nlocation = 'HOST'\ninsecure = 'yes'\n",
+    "no_location": "[[registry]]\ninsecure = true\n",
+    "mirror_not_a_table": "[[registry]]\nlocation = 'HOST'\nmirror = [1]\n",
+    "pull_from_mirror_unknown": (
+        "[[registry]]\nlocation = 'HOST'\n[[registry.mirror]]\nlocation = 'm'\n"
+        "pull-from-mirror = 'sometimes'\n"
+    ),
+}
+"""registries.conf files containers would not load ('HOST' is the registry's address): each
+refused in one line naming the file, exit 3, before any request."""

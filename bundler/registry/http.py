@@ -28,14 +28,16 @@ import os
 import random
 import socket
 import ssl
+import tempfile
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import BinaryIO, TypeVar, cast
 
-from bundler.errors import InvalidInput, Refused
+from bundler.errors import InvalidInput, Refused, UsageError
 from bundler.fs.smallfile import NotSmallFile, read_small_file
+from bundler.registry import settings
 from bundler.registry.auth import (
     Auth,
     Challenge,
@@ -53,10 +55,11 @@ from bundler.registry.network import (
     lost,
     shown_host,
 )
-from bundler.registry.reference import DIGEST, Reference
+from bundler.registry.reference import DIGEST, Reference, parse_reference
 from bundler.rules import retry
 from bundler.rules.names import escape_display
 from bundler.rules.proxy import Proxy, proxy_for
+from bundler.rules.registries_conf import Mirror, RegistriesConf
 
 MAX_MANIFEST_BYTES = 4 << 20
 MAX_SMALL_BYTES = 64 << 10
@@ -114,6 +117,9 @@ class Options:
     username: str | None = None
     password: str | None = field(default=None, repr=False)
     authfile: str | None = None
+    insecure: bool = False
+    """HTTPS without verifying the certificate, else plain HTTP (``registries.conf``'s
+    ``insecure`` for a mirror)."""
 
     def given_credentials(self) -> Credentials | None:
         """The credentials given for this command, if any."""
@@ -132,18 +138,42 @@ class Session:
         *,
         push: bool = False,
         environ: Mapping[str, str] | None = None,
+        conf: RegistriesConf | None = None,
+        mirrors: bool = True,
     ) -> None:
         self.ref = ref
+        self.options = options
+        env = dict(os.environ if environ is None else environ)
+        self.conf = settings.load(env) if conf is None else conf
+        found = self.conf.settings_for(ref.netloc)
+        if found is not None and found.blocked:
+            raise Refused(
+                f"registry {escape_display(ref.netloc)} is blocked in "
+                f"{escape_display(found.source)}; remove blocked = true there to use it",
+                path=found.source,
+            )
+        self.insecure = not options.plain_http and (
+            options.insecure or (found is not None and found.insecure)
+        )
+        self.mirrors = (
+            [] if found is None or not mirrors else found.mirrors_for(ref.digest is not None)
+        )
+        self.notes: list[str] = list(self.conf.ignored)
+        """What a report should warn of: ignored settings, mirrors that failed."""
         self.scheme = "http" if options.plain_http else "https"
         self.auth = Auth(
             ref.netloc,
-            dict(os.environ if environ is None else environ),
+            env,
             repository=ref.repository,
             given=options.given_credentials(),
             authfile=options.authfile,
         )
         self.scope = f"repository:{ref.repository}:{'pull,push' if push else 'pull'}"
         self._context = self._ssl_context(options.ca_file) if self.scheme == "https" else None
+        if self._context is not None and self.insecure:
+            # registries.conf marks the host insecure: its certificate is not checked
+            self._context.check_hostname = False
+            self._context.verify_mode = ssl.CERT_NONE
         self._conns: dict[tuple[str, str], http.client.HTTPConnection] = {}
         self._proxied: dict[tuple[str, str], Proxy] = {}
         self._authorization: str | None = None
@@ -303,6 +333,12 @@ class Session:
                 ) from None
             except ssl.SSLError as err:
                 self._drop(parts.scheme, parts.netloc)
+                if self.insecure and parts.scheme == "https" and parts.netloc == self.ref.netloc:
+                    # an insecure host that speaks no TLS: plain HTTP, as containers falls back
+                    self.scheme = "http"
+                    parts = parts._replace(scheme="http")
+                    _rewind(body, start)
+                    continue
                 hint = (
                     " (it may speak plain HTTP: pass --plain-http)"
                     if "WRONG_VERSION" in str(err)
@@ -341,7 +377,11 @@ class Session:
         return {"Authorization": self._authorization}
 
     def _may_send_credentials(self, scheme: str, netloc: str) -> bool:
-        return scheme == "https" or (netloc == self.ref.netloc and self.ref.loopback)
+        # plain HTTP only to a loopback host, or to one registries.conf marks insecure: a flag
+        # given on one command never sends a password in clear
+        return scheme == "https" or (
+            netloc == self.ref.netloc and (self.ref.loopback or self.insecure)
+        )
 
     def _answer(self, response: http.client.HTTPResponse) -> bool:
         """Prepare the Authorization for a 401; False when nothing can answer it."""
@@ -820,12 +860,52 @@ class Session:
     ) -> BlobStream:
         """The blob ``digest`` as a stream to read (:class:`BlobStream`): at most ``size``
         bytes, and the read that finds its end checks them against ``digest``."""
+        for mirror in self.mirrors:
+            spooled = self._from_mirror(mirror, digest, size, progress)
+            if spooled is not None:
+                return spooled
         response, netloc = self._get_blob(digest)
         declared = response.getheader("Content-Length")
         if declared is not None and (not declared.isdigit() or int(declared) != size):
             self._drop_response(response)
             raise self._not_declared(digest, "its length is not the size the manifest declares")
         return BlobStream(self, response, netloc, digest, size, declared is not None, progress)
+
+    def _from_mirror(
+        self,
+        mirror: Mirror,
+        digest: str,
+        size: int,
+        progress: Callable[[int], None] | None,
+    ) -> BlobStream | None:
+        """The blob from ``mirror``, whole and checked against ``digest`` before a byte of it is
+        given out (spooled to an unnamed temporary file); None, with a note, when the mirror
+        cannot serve it or serves other bytes, which are dropped."""
+        shown = escape_display(mirror.netloc)
+        try:
+            ref = parse_reference(
+                f"oci://{mirror.netloc}/{mirror.repository(self.ref.repository)}@{digest}"
+            )
+            options = Options(ca_file=self.options.ca_file, insecure=mirror.insecure)
+            with Session(
+                ref, options, environ=self.auth.environ, conf=self.conf, mirrors=False
+            ) as session:
+                spool = tempfile.TemporaryFile(prefix="bundler-mirror-")  # noqa: SIM115 - handed on open
+                try:
+                    with session.open_blob(digest, size) as blob:
+                        while chunk := blob.read(CHUNK):
+                            spool.write(chunk)
+                except BaseException:
+                    spool.close()
+                    raise
+        except (Refused, InvalidInput, UsageError) as err:
+            self.notes.append(
+                f"mirror {shown} did not serve blob {digest[:19]}… ({err}); it came from the "
+                f"registry {self.shown}"
+            )
+            return None
+        spool.seek(0)
+        return _Spooled(self, spool, digest, size, progress)
 
     def _read(self, response: http.client.HTTPResponse, limit: int) -> bytes:
         """The body, at most ``limit`` bytes plus one (so a caller can tell it was longer); a
@@ -1049,6 +1129,34 @@ class BlobStream:
             )
         self._checked = True
         self._unwatch()
+
+
+class _Spooled(BlobStream):
+    """A blob already whole and checked (a mirror's, spooled to an unnamed file), read back
+    as a :class:`BlobStream` is read."""
+
+    def __init__(
+        self,
+        session: Session,
+        spool: BinaryIO,
+        digest: str,
+        size: int,
+        progress: Callable[[int], None] | None,
+    ) -> None:
+        self._session = session
+        self._spool = spool
+        self._digest = digest
+        self._progress = progress
+        self._checked = True
+
+    def __exit__(self, *_exc: object) -> None:
+        self._spool.close()
+
+    def read(self, limit: int) -> bytes:
+        chunk = self._spool.read(limit)
+        if chunk and self._progress is not None:
+            self._progress(len(chunk))
+        return chunk
 
 
 class _NotAsHashed(Exception):
