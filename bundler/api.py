@@ -102,6 +102,7 @@ __all__ = [
     "export_agent",
     "import_bundle",
     "inspect",
+    "list_tags",
     "login",
     "logout",
     "open_bundle",
@@ -598,6 +599,25 @@ def pull(
     if warning is not None:
         report.warnings.insert(0, warning)
     return report
+
+
+def list_tags(reference: str, registry: RegistryOptions = RegistryOptions()) -> list[str]:
+    """The tags of the repository ``oci://HOST[:PORT]/REPO`` names, sorted (every page of the
+    registry's list, bounded); :class:`Refused` when the repository does not exist."""
+    from bundler.errors import withholding
+    from bundler.registry.http import Session
+    from bundler.registry.reference import parse_reference
+
+    ref = parse_reference(reference)
+    if ref.tag is not None or ref.digest is not None:
+        raise UsageError(f"{reference}: name a repository, without a tag or digest")
+    with Session(ref, registry._library()) as session, withholding(session.auth.scrub):
+        found = session.list_tags()
+        if found is None:
+            raise Refused(
+                f"registry {session.shown} has no repository {ref.repository}; check its name"
+            )
+        return sorted(found)
 
 
 def login(

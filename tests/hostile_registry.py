@@ -314,3 +314,47 @@ HOSTILE_REGISTRIES_CONFS: dict[str, str] = {
 }
 """registries.conf files containers would not load ('HOST' is the registry's address): each
 refused in one line naming the file, exit 3, before any request."""
+
+
+def _tags_page(body: bytes, link: str | None = None) -> Hook:
+    headers = {"Content-Type": "application/json"}
+    if link is not None:
+        headers["Link"] = link
+    return lambda h: send(h, 200, body, headers)
+
+
+def _huge_tags(handler: BaseHTTPRequestHandler) -> None:
+    """A 100 MB tag list, its length declared, streamed until the client stops reading."""
+    size = 100 << 20
+    handler.send_response(200)
+    handler.send_header("Content-Length", str(size))
+    handler.end_headers()
+    chunk = b" " * (1 << 20)
+    with contextlib.suppress(OSError):
+        handler.wfile.write(b'{"tags": [')
+        for _ in range(100):
+            handler.wfile.write(chunk)
+
+
+HOSTILE_TAG_LISTS: dict[str, tuple[Hook, str]] = {
+    "link_loops_to_the_first_page": (
+        _tags_page(b'{"tags": ["1"]}', f'</v2/{REPO}/tags/list>; rel="next"'),
+        "loops back",
+    ),
+    "link_to_another_host": (
+        _tags_page(b'{"tags": ["1"]}', '<http://elsewhere.example/v2/x/tags/list>; rel="next"'),
+        "another host",
+    ),
+    "link_to_no_web_address": (
+        _tags_page(b'{"tags": ["1"]}', '<javascript:alert(1)>; rel="next"'),
+        "another host",
+    ),
+    "a_million_tags": (
+        _tags_page(json.dumps({"tags": [f"t{i}" for i in range(1_000_000)]}).encode()),
+        "larger than",
+    ),
+    "a_100_mb_body": (_huge_tags, "larger than"),
+    "tags_not_strings": (_tags_page(b'{"tags": [1, 2]}'), "unreadable tag list"),
+    "not_json": (_tags_page(b"tags: 1"), "unreadable tag list"),
+}
+"""A repository's tag list as no registry should send it: each refused in one line, exit 3."""

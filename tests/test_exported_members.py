@@ -56,6 +56,7 @@ EXPORTED = [
     "export_agent",
     "import_bundle",
     "inspect",
+    "list_tags",
     "login",
     "logout",
     "open_bundle",

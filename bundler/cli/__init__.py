@@ -50,6 +50,7 @@ HANDLERS: dict[tuple[str, ...], str] = {
     ("bundle", "secrets-template"): "bundler.cli.bundle_cmds:secrets_template",
     ("bundle", "push"): "bundler.cli.registry_cmds:push",
     ("bundle", "pull"): "bundler.cli.registry_cmds:pull",
+    ("bundle", "tags"): "bundler.cli.registry_cmds:tags",
     ("bundle", "pack"): "bundler.cli.bundle_cmds:pack",
     ("bundle", "unpack"): "bundler.cli.bundle_cmds:unpack",
     ("recover",): "bundler.cli.recover_cmds:recover",
@@ -111,6 +112,10 @@ EXAMPLES: dict[tuple[str, ...], list[list[str]]] = {
     ],
     ("bundle", "pull"): [
         ["oci://registry.example/agents/researcher@sha256:<digest>", "./researcher.bundle"],
+    ],
+    ("bundle", "tags"): [
+        ["oci://registry.example/agents/researcher"],
+        ["oci://localhost:5000/agents/r", "--plain-http", "--json"],
     ],
     ("bundle", "secrets-template"): [
         ["./researcher.bundle"],
@@ -397,6 +402,9 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
         pull.add_argument("--force", action="store_true", help="replace an existing bundle folder")
         add_registry_options(pull)
         pull.epilog = f"{CREDENTIALS_HELP}\n\n{pull.epilog}"
+        tags = command(bundle, "tags", "list the tags of a repository in an OCI registry")
+        tags.add_argument("ref", metavar="REF", help="oci://HOST[:PORT]/REPO")
+        add_registry_options(tags)
         template = command(
             bundle, "secrets-template", "write the bundle's required secrets as a --secrets-file"
         )

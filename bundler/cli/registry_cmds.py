@@ -106,3 +106,12 @@ def logout(args: argparse.Namespace, out: Output) -> Result:
             f"logged out of {host}: removed from {', '.join(map(escape_display, report.removed))}"
         ]
     return Result(payload=report.as_json(), text=text)
+
+
+def tags(args: argparse.Namespace, out: Output) -> Result:
+    """List the tags of an ``oci://HOST/REPO`` repository, one a line."""
+    from bundler.api import list_tags
+
+    found = list_tags(args.ref, registry_options(args))
+    text = [escape_display(tag) for tag in found]
+    return Result(payload={"reference": args.ref, "tags": found}, text=text, verbatim=True)

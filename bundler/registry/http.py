@@ -64,6 +64,8 @@ from bundler.rules.registries_conf import Mirror, RegistriesConf
 MAX_MANIFEST_BYTES = 4 << 20
 MAX_SMALL_BYTES = 64 << 10
 MAX_REDIRECTS = 3
+MAX_TAG_PAGE_BYTES = 4 << 20
+MAX_TAGS = 100_000
 CHUNK = 1 << 20
 _TAIL = 64 << 10
 """A blob's last bytes, read against one deadline rather than a low mark (see
@@ -625,10 +627,7 @@ class Session:
         )
         if response.status == 404:
             self._read(response, MAX_SMALL_BYTES)
-            raise Refused(
-                f"registry {self.shown} has no {escape_display(str(self.ref))}; check the "
-                "repository and tag"
-            )
+            raise Refused(self._missing())
         if response.status in _REDIRECTS:
             raise self.fail(response, "reading the manifest (a redirect where none belongs)")
         if response.status != 200:
@@ -647,6 +646,28 @@ class Session:
                 f"registry {self.shown}: the manifest is larger than 4 MiB; it is not a bundle's"
             )
         return data, media
+
+    def _missing(self) -> str:
+        """What a 404 for the manifest means: which of the repository and the tag is missing,
+        and the tags there are (the first few)."""
+        shown = escape_display(str(self.ref))
+        if self.ref.digest is not None:
+            return f"registry {self.shown} has no {shown}; check the digest"
+        try:
+            tags = self.list_tags(max_tags=10_000)
+        except (Refused, InvalidInput):
+            return f"registry {self.shown} has no {shown}; check the repository and tag"
+        repo = escape_display(self.ref.repository)
+        if tags is None:
+            return f"registry {self.shown} has no repository {repo}; check its name"
+        if not tags:
+            return f"registry {self.shown} has no tag in {repo} yet"
+        listed = ", ".join(escape_display(t) for t in sorted(tags)[:10])
+        more = f" and {len(tags) - 10} more" if len(tags) > 10 else ""
+        return (
+            f"registry {self.shown} has no tag {escape_display(self.ref.tag or 'latest')} in "
+            f"{repo}; it has {listed}{more}"
+        )
 
     def put_manifest(self, tag: str, data: bytes) -> None:
         """Store the manifest under ``tag``: the push's commit point."""
@@ -684,6 +705,71 @@ class Session:
         except (ValueError, AttributeError, RecursionError):
             raise Refused(f"registry {self.shown} sent an unreadable tag list") from None
         return not tags
+
+    def list_tags(self, *, max_tags: int = MAX_TAGS) -> list[str] | None:
+        """Every tag of the repository, following the ``Link`` pagination (distribution spec):
+        None when the repository does not exist. A page larger than
+        :data:`MAX_TAG_PAGE_BYTES`, more than ``max_tags`` tags, a next page that loops back,
+        or one on another host or scheme is :class:`InvalidInput`."""
+        url: str | None = self.url(f"{self.base_path()}/tags/list")
+        seen: set[str] = set()
+        tags: list[str] = []
+        while url is not None:
+            seen.add(url)
+            response = self.request("GET", "", url=url)
+            if response.status == 404:
+                self._read(response, MAX_SMALL_BYTES)
+                return None
+            if response.status != 200:
+                raise self.fail(response, "listing the repository's tags")
+            link = response.getheader("Link")
+            data = self._read(response, MAX_TAG_PAGE_BYTES)
+            if len(data) > MAX_TAG_PAGE_BYTES:
+                raise InvalidInput(
+                    f"registry {self.shown} sent a page of tags larger than "
+                    f"{MAX_TAG_PAGE_BYTES >> 20} MiB; refused"
+                )
+            try:
+                page = json.loads(data).get("tags")
+            except (ValueError, AttributeError, RecursionError):
+                page = "unreadable"
+            if page is None:
+                page = []
+            if not isinstance(page, list) or not all(isinstance(t, str) for t in page):
+                raise InvalidInput(f"registry {self.shown} sent an unreadable tag list")
+            tags += page
+            if len(tags) > max_tags:
+                raise InvalidInput(
+                    f"registry {self.shown} lists more than {max_tags} tags for "
+                    f"{escape_display(self.ref.repository)}; refused"
+                )
+            url = self._next_page(url, link)
+            if url is not None and url in seen:
+                raise InvalidInput(
+                    f"registry {self.shown}: the tag list's next page loops back to one already "
+                    "read; refused"
+                )
+        return tags
+
+    def _next_page(self, url: str, link: str | None) -> str | None:
+        """The ``rel="next"`` address of a ``Link`` header, which must be on this registry."""
+        if not link:
+            return None
+        for part in link.split(","):
+            target, _, params = part.strip().partition(";")
+            if "next" not in params.replace(" ", "").lower() or not target.startswith("<"):
+                continue
+            given = _web_address(url, target.strip().strip("<>"))
+            if given is None or (given[1].scheme, given[1].netloc) != (
+                urllib.parse.urlsplit(url).scheme,
+                self.ref.netloc,
+            ):
+                raise InvalidInput(
+                    f"registry {self.shown} sends the next page of its tag list to another "
+                    "host or to no web address; refused"
+                )
+            return given[0]
+        return None
 
     def _start_upload(self) -> str:
         """POST for an upload session; its absolute URL, which must be on this registry."""
