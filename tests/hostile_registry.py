@@ -127,7 +127,7 @@ class FakeRegistry:
                 else:
                     send(self, 404, b"{}")
 
-            do_GET = do_HEAD = do_PUT = do_POST = _handle
+            do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = _handle
 
         self.server = ThreadingHTTPServer((host, 0), Handler)
         self.server.daemon_threads = True

@@ -835,17 +835,47 @@ class Session:
         length or another sha256: what they are made of changed meanwhile) are refused and the
         request abandoned, so no blob is stored.
         """
-        target = self._start_upload()
-        sep = "&" if urllib.parse.urlsplit(target).query else "?"
-        url = f"{target}{sep}{urllib.parse.urlencode({'digest': digest})}"
-        try:
-            response, _raw = self._send_produced("PUT", url, (digest, size), produce)
-        except _NotAsHashed:
-            raise Refused(
-                f"registry {self.shown}: the bytes made to send blob {digest[:19]}… are not "
-                "the ones hashed before (a file changed meanwhile); nothing was stored, push "
-                "again"
-            ) from None
+        timings = retry.timings(self.auth.environ)
+        began = time.monotonic()
+        failed = 0
+        while True:
+            # each try is a whole upload (a new session, the bytes made again and checked
+            # against the digest again): a PUT naming its digest stores that blob or nothing
+            target = self._start_upload()
+            sep = "&" if urllib.parse.urlsplit(target).query else "?"
+            url = f"{target}{sep}{urllib.parse.urlencode({'digest': digest})}"
+            header: str | None = None
+            try:
+                response, _raw = self._send_produced("PUT", url, (digest, size), produce)
+            except _NotAsHashed:
+                raise Refused(
+                    f"registry {self.shown}: the bytes made to send blob {digest[:19]}… are "
+                    "not the ones hashed before (a file changed meanwhile); nothing was "
+                    "stored, push again"
+                ) from None
+            except NetworkFailure as err:
+                failed += 1
+                if self._wait(failed, None, began, timings) is None:
+                    raise
+                lost_error: NetworkFailure | None = err
+            else:
+                if response.status not in retry.RETRY_STATUSES:
+                    break
+                failed += 1
+                header = response.getheader("Retry-After")
+                self._read(response, MAX_SMALL_BYTES)
+                lost_error = None
+            wait = self._wait(failed, header, began, timings)
+            if wait is None:
+                if lost_error is not None:
+                    raise lost_error
+                raise NetworkFailure(
+                    f"the registry {self.shown} answered the upload of blob {digest[:19]}… as "
+                    f"busy {failed} times in {time.monotonic() - began:.0f} s; try again later",
+                    host=self.shown,
+                    cause=BUSY,
+                )
+            time.sleep(wait)
         if response.status != 201:
             raise self.fail(response, "uploading a blob")
         self._read(response, MAX_SMALL_BYTES)

@@ -6,7 +6,7 @@ the counts and the ordering are the real ones."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
@@ -139,3 +139,76 @@ def test_the_retry_rules() -> None:
     assert waits == sorted(waits) and max(waits) <= t.backoff_max
     assert retry.timings({"BUNDLER_REGISTRY_TIME_SCALE": "5"}) == t
     assert retry.timings({"BUNDLER_REGISTRY_TIME_SCALE": "x"}) == t
+
+
+def push(fake: FakeRegistry, tmp_path: Path) -> tuple[int, str]:
+    install = bf.write_install(tmp_path / "install")
+    bundle = bf.export_bundle(install, tmp_path / "bundle")
+    done = run_cli(
+        ["bundle", "push", str(bundle), fake.ref(f"{REPO}:2"), "--plain-http"],
+        env={"BUNDLER_REGISTRY_TIME_SCALE": SCALE, "HOME": str(tmp_path)},
+        timeout=120,
+    )
+    assert "Traceback" not in done.stderr
+    return done.returncode, done.stderr
+
+
+def upload_session(fake: FakeRegistry, answer: Callable[[BaseHTTPRequestHandler], None]) -> None:
+    fake.hooks[f"/v2/{REPO}/blobs/uploads/"] = lambda h: send(
+        h, 202, b"", {"Location": f"/v2/{REPO}/blobs/uploads/x"}
+    )
+    fake.hooks[f"/v2/{REPO}/blobs/uploads/x"] = answer
+
+
+def test_a_chunked_patch_is_never_repeated(fake: FakeRegistry, tmp_path: Path) -> None:
+    """A new repository's layers go up in one pass (a chunked PATCH): a busy answer to it fails
+    the push, which a rerun repeats, rather than a PATCH sent twice into one session."""
+
+    def answer(handler: BaseHTTPRequestHandler) -> None:
+        if handler.command == "PUT":  # the config blob, sent first: taken
+            handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
+            send(handler, 201, b"")
+            return
+        if handler.command == "PATCH":
+            length = handler.headers.get("Transfer-Encoding")
+            assert length == "chunked"
+            while True:
+                size = int(handler.rfile.readline().strip() or b"0", 16)
+                handler.rfile.read(size + 2)
+                if size == 0:
+                    break
+        busy(503)(handler)
+
+    upload_session(fake, answer)
+    code, stderr = push(fake, tmp_path)
+    assert code == 1 and one_error(stderr), stderr
+    patches = [r for r in fake.requests if r[0] == "PATCH"]
+    assert len(patches) == 1
+
+
+def test_a_monolithic_put_answered_busy_is_made_again_in_a_new_session(tmp_path: Path) -> None:
+    """Into a repository with a tag, layers go up as a monolithic PUT ?digest=: a 503 to it
+    starts the upload again (a new session, the bytes made again), at most 5 times."""
+    fake = FakeRegistry()  # holds no blob: every layer goes up
+    fake.hooks[f"/v2/{REPO}/tags/list"] = lambda h: send(h, 200, b'{"tags": ["1"]}')
+
+    taken: list[int] = []
+
+    def answer(handler: BaseHTTPRequestHandler) -> None:
+        length = int(handler.headers.get("Content-Length") or 0)
+        handler.rfile.read(length)
+        if not taken:  # the config blob, sent first: taken
+            taken.append(length)
+            send(handler, 201, b"")
+        else:
+            busy(503)(handler)
+
+    upload_session(fake, answer)
+    code, stderr = push(fake, tmp_path)
+    assert code == 1 and one_error(stderr), stderr
+    assert "try again" in stderr
+    posts = [r for r in fake.requests if r[0] == "POST"]
+    puts = [r for r in fake.requests if r[0] == "PUT" and "digest=" in r[1]]
+    fake.close()
+    assert len(puts) == 1 + retry.DEFAULT.tries
+    assert len(posts) == 1 + retry.DEFAULT.tries
