@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from bundler.install.importer import ImportReport
     from bundler.install.undo import UndoReport
     from bundler.registry.http import Options
+    from bundler.registry.login import LoginReport, LogoutReport
     from bundler.registry.pull import PullReport
     from bundler.registry.push import PushReport
     from bundler.rules.actions import RecoveryReport
@@ -73,6 +74,8 @@ __all__ = [
     "InspectReport",
     "Interrupted",
     "InvalidInput",
+    "LoginReport",
+    "LogoutReport",
     "OpenBundle",
     "PackOptions",
     "Progress",
@@ -99,6 +102,9 @@ __all__ = [
     "export_agent",
     "import_bundle",
     "inspect",
+    "list_tags",
+    "login",
+    "logout",
     "open_bundle",
     "pack",
     "plan_import",
@@ -121,6 +127,8 @@ _REPORTS = {
     "ImportReport": "bundler.install.importer",
     "InspectReport": "bundler.bundle.inspect",
     "Prompter": "bundler.install.bind_secrets",
+    "LoginReport": "bundler.registry.login",
+    "LogoutReport": "bundler.registry.login",
     "PullReport": "bundler.registry.pull",
     "PushReport": "bundler.registry.push",
     "RecoveryReport": "bundler.rules.actions",
@@ -155,10 +163,16 @@ bulk of an agent): every rule and every file's digest, as a pulled folder's veri
 @dataclass(frozen=True, kw_only=True)
 class RegistryOptions:
     """How to reach an OCI registry: over plain HTTP (credentials then go to loopback hosts
-    only), and which CA file's certificates to trust besides the system's."""
+    only), and which CA file's certificates to trust besides the system's. ``username`` and
+    ``password`` are credentials for this call alone; ``authfile`` the one credentials file to
+    read; without them credentials are searched where podman, skopeo and docker keep them
+    (:mod:`bundler.registry.auth`)."""
 
     plain_http: bool = False
     ca_file: Path | None = None
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    authfile: Path | None = None
 
     def _library(self) -> Options:
         from bundler.registry.http import Options
@@ -166,6 +180,9 @@ class RegistryOptions:
         return Options(
             plain_http=self.plain_http,
             ca_file=None if self.ca_file is None else os.fspath(self.ca_file),
+            username=self.username,
+            password=self.password,
+            authfile=None if self.authfile is None else os.fspath(self.authfile),
         )
 
 
@@ -595,6 +612,46 @@ def pull(
     if warning is not None:
         report.warnings.insert(0, warning)
     return report
+
+
+def list_tags(reference: str, registry: RegistryOptions = RegistryOptions()) -> list[str]:
+    """The tags of the repository ``oci://HOST[:PORT]/REPO`` names, sorted (every page of the
+    registry's list, bounded); :class:`Refused` when the repository does not exist."""
+    from bundler.errors import withholding
+    from bundler.registry.http import Session
+    from bundler.registry.reference import parse_reference
+
+    ref = parse_reference(reference)
+    if ref.tag is not None or ref.digest is not None:
+        raise UsageError(f"{reference}: name a repository, without a tag or digest")
+    with Session(ref, registry._library()) as session, withholding(session.auth.scrub):
+        found = session.list_tags()
+        if found is None:
+            raise Refused(
+                f"registry {session.shown} has no repository {ref.repository}; check its name"
+            )
+        return sorted(found)
+
+
+def login(
+    host: str, username: str, password: str, registry: RegistryOptions = RegistryOptions()
+) -> LoginReport:
+    """Check ``username`` and ``password`` against the registry ``host`` and store them where
+    the next push or pull reads them first (``registry.authfile``, else
+    ``$REGISTRY_AUTH_FILE``, else the first credentials file that exists, else containers'
+    ``auth.json``), through its credential store when it names one."""
+    from bundler.registry.auth import Credentials
+    from bundler.registry.login import login as store_login
+
+    return store_login(host, Credentials(username, password), registry._library())
+
+
+def logout(host: str, registry: RegistryOptions = RegistryOptions()) -> LogoutReport:
+    """Remove ``host`` from every credentials file (and credential store) that holds it."""
+    from bundler.registry.login import logout as remove_login
+
+    authfile = None if registry.authfile is None else os.fspath(registry.authfile)
+    return remove_login(host, authfile=authfile)
 
 
 def pack(

@@ -8,13 +8,16 @@ test can prove no credential went where it must not.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import io
+import json
 import os
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -124,7 +127,7 @@ class FakeRegistry:
                 else:
                     send(self, 404, b"{}")
 
-            do_GET = do_HEAD = do_PUT = do_POST = _handle
+            do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = _handle
 
         self.server = ThreadingHTTPServer((host, 0), Handler)
         self.server.daemon_threads = True
@@ -216,3 +219,142 @@ DROPPED_BLOBS: dict[str, Callable[[bytes], Hook]] = {
 }
 """A blob's answer whose connection drops before the blob is whole (made of the good blob):
 the network's failure, never a verdict on the artifact."""
+
+
+def _huge_auth_file(path: Path) -> None:
+    with path.open("w", encoding="utf-8") as out:
+        out.write('{"auths": {"x": {"auth": "')
+        out.write("A" * (2 << 20))
+        out.write('"}}}')
+
+
+HOSTILE_AUTH_FILES: dict[str, tuple[Callable[[Path, str], None], str]] = {
+    "huge": (lambda path, _host: _huge_auth_file(path), "larger than"),
+    "not_json": (
+        lambda path, _host: path.write_text('{"auths": {', encoding="utf-8"),
+        "is not valid JSON",
+    ),
+    "a_link_to_dev_zero": (lambda path, _host: path.symlink_to("/dev/zero"), "not a regular"),
+    "a_link_to_a_folder": (lambda path, _host: path.symlink_to(path.parent), "not a regular"),
+    "auth_not_base64": (
+        lambda path, host: path.write_text(
+            json.dumps({"auths": {host: {"auth": "not base64!"}}}), encoding="utf-8"
+        ),
+        "is not base64 of user:password",
+    ),
+    "auth_base64_of_no_text": (
+        lambda path, host: path.write_text(
+            json.dumps({"auths": {host: {"auth": base64.b64encode(b"u:\xff\xfe").decode()}}}),
+            encoding="utf-8",
+        ),
+        "is not base64 of user:password",
+    ),
+}
+"""containers' ``auth.json`` as no login tool writes it, made at a path for a registry host,
+and the words the one-line refusal must hold (it names the file, never its content)."""
+
+
+def busy(status: int, retry_after: str | None = None) -> Hook:
+    """An answer that says the registry is busy (``status``), with ``Retry-After`` when given."""
+    headers = {} if retry_after is None else {"Retry-After": retry_after}
+    return lambda h: send(h, status, b'{"errors":[{"code":"TOOMANYREQUESTS"}]}', headers)
+
+
+BUSY_STORMS: dict[str, Hook] = {
+    "429_retry_after_999999": busy(429, "999999"),
+    "429_retry_after_a_past_date": busy(429, "Wed, 21 Oct 2015 07:28:00 GMT"),
+    "429_retry_after_garbage": busy(429, "soon, maybe \x7f"),
+    "502": busy(502),
+    "503": busy(503),
+    "504_retry_after_negative": busy(504, "-5"),
+}
+"""A registry that answers every request of one path as busy, for ever: retried within the
+bounds of :mod:`bundler.rules.retry`, then one line, exit 1, "try again"."""
+
+
+def drip(body: bytes, delay: float = 1.0) -> Hook:
+    """Answer 200 for ``body`` (its length declared) one byte every ``delay`` seconds."""
+
+    def hook(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        for i in range(len(body)):
+            try:
+                handler.wfile.write(body[i : i + 1])
+                handler.wfile.flush()
+            except OSError:
+                return
+            time.sleep(delay)
+
+    return hook
+
+
+PROXY_ANSWERS: dict[str, tuple[bytes, str]] = {
+    "closes": (b"", "through the proxy http://***@127.0.0.1"),
+    "answers_407": (
+        b"HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n",
+        "HTTP 407); it asks for credentials",
+    ),
+}
+"""A proxy that will not open the tunnel to the registry: what it sends after reading the
+CONNECT (nothing: it closes), and the words of the one-line refusal."""
+
+
+HOSTILE_REGISTRIES_CONFS: dict[str, str] = {
+    "not_toml": "[[registry]\nlocation = 'x'\n",
+    "registry_not_a_table_array": "registry = 5\n",
+    "insecure_not_a_boolean": "[[registry]]\nlocation = 'HOST'\ninsecure = 'yes'\n",
+    "no_location": "[[registry]]\ninsecure = true\n",
+    "mirror_not_a_table": "[[registry]]\nlocation = 'HOST'\nmirror = [1]\n",
+    "pull_from_mirror_unknown": (
+        "[[registry]]\nlocation = 'HOST'\n[[registry.mirror]]\nlocation = 'm'\n"
+        "pull-from-mirror = 'sometimes'\n"
+    ),
+}
+"""registries.conf files containers would not load ('HOST' is the registry's address): each
+refused in one line naming the file, exit 3, before any request."""
+
+
+def _tags_page(body: bytes, link: str | None = None) -> Hook:
+    headers = {"Content-Type": "application/json"}
+    if link is not None:
+        headers["Link"] = link
+    return lambda h: send(h, 200, body, headers)
+
+
+def _huge_tags(handler: BaseHTTPRequestHandler) -> None:
+    """A 100 MB tag list, its length declared, streamed until the client stops reading."""
+    size = 100 << 20
+    handler.send_response(200)
+    handler.send_header("Content-Length", str(size))
+    handler.end_headers()
+    chunk = b" " * (1 << 20)
+    with contextlib.suppress(OSError):
+        handler.wfile.write(b'{"tags": [')
+        for _ in range(100):
+            handler.wfile.write(chunk)
+
+
+HOSTILE_TAG_LISTS: dict[str, tuple[Hook, str]] = {
+    "link_loops_to_the_first_page": (
+        _tags_page(b'{"tags": ["1"]}', f'</v2/{REPO}/tags/list>; rel="next"'),
+        "loops back",
+    ),
+    "link_to_another_host": (
+        _tags_page(b'{"tags": ["1"]}', '<http://elsewhere.example/v2/x/tags/list>; rel="next"'),
+        "another host",
+    ),
+    "link_to_no_web_address": (
+        _tags_page(b'{"tags": ["1"]}', '<javascript:alert(1)>; rel="next"'),
+        "another host",
+    ),
+    "a_million_tags": (
+        _tags_page(json.dumps({"tags": [f"t{i}" for i in range(1_000_000)]}).encode()),
+        "larger than",
+    ),
+    "a_100_mb_body": (_huge_tags, "larger than"),
+    "tags_not_strings": (_tags_page(b'{"tags": [1, 2]}'), "unreadable tag list"),
+    "not_json": (_tags_page(b"tags: 1"), "unreadable tag list"),
+}
+"""A repository's tag list as no registry should send it: each refused in one line, exit 3."""

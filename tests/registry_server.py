@@ -48,13 +48,14 @@ def free_port() -> int:
         return port
 
 
-def make_ca_and_cert(folder: Path) -> tuple[Path, Path, Path]:
-    """(ca.pem, server.pem, server.key): a throwaway CA and a cert for 127.0.0.1 and localhost."""
+def make_ca_and_cert(folder: Path, address: str = "127.0.0.1") -> tuple[Path, Path, Path]:
+    """(ca.pem, server.pem, server.key): a throwaway CA and a cert for 127.0.0.1, localhost
+    and ``address``."""
     folder.mkdir(parents=True, exist_ok=True)
     ca_key, ca = folder / "ca.key", folder / "ca.pem"
     key, csr, cert = folder / "server.key", folder / "server.csr", folder / "server.pem"
     ext = folder / "san.ext"
-    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n", encoding="ascii")
+    ext.write_text(f"subjectAltName=IP:127.0.0.1,IP:{address},DNS:localhost\n", encoding="ascii")
 
     def openssl(*args: str) -> None:
         subprocess.run(["openssl", *args], check=True, capture_output=True)
@@ -83,10 +84,17 @@ class Registry:
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
     ca: Path | None = None
+    address: str = "127.0.0.1"
+    listen: str | None = None
+    """The address to listen on when not ``address`` (``0.0.0.0``: every address)."""
+    also: str | None = None
+    """Another IP address the certificate names."""
+    netns: str | None = None
+    """A network namespace to run in (``ip netns exec``), listening on ``address`` there."""
 
     @property
     def host(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.address}:{self.port}"
 
     @property
     def log(self) -> Path:
@@ -111,11 +119,14 @@ class Registry:
             "  delete:",
             "    enabled: true",
             "http:",
-            f"  addr: 127.0.0.1:{self.port}",
+            f"  addr: {self.listen or self.address}:{self.port}",
             "  secret: bundler-test-secret",
         ]
         if self.tls:
-            self.ca, cert, key = make_ca_and_cert(self.base / "tls")
+            self.ca, cert, key = make_ca_and_cert(
+                self.base / "tls",
+                self.address if self.also is None else f"{self.address},IP:{self.also}",
+            )
             htpasswd = self.base / "htpasswd"
             made = subprocess.run(
                 ["htpasswd", "-Bbn", USER, PASSWORD], check=True, capture_output=True
@@ -139,8 +150,9 @@ class Registry:
         if not config.exists():
             self.write_config()
         log = self.log.open("ab")
+        prefix = [] if self.netns is None else ["ip", "netns", "exec", self.netns]
         self.proc = subprocess.Popen(
-            [REGISTRY_BIN, "serve", str(config)],
+            [*prefix, REGISTRY_BIN, "serve", str(config)],
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -153,6 +165,11 @@ class Registry:
         scheme = "https" if self.tls else "http"
         context = ssl.create_default_context(cafile=str(self.ca)) if self.ca else None
         deadline = time.monotonic() + 20
+        while self.netns is not None and time.monotonic() < deadline:
+            # not reachable from here: its log says when it listens
+            if "listening on" in self.log.read_text(encoding="utf-8", errors="replace"):
+                return
+            time.sleep(0.05)
         while time.monotonic() < deadline:
             assert self.proc is not None
             if self.proc.poll() is not None:

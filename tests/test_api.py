@@ -234,7 +234,7 @@ def test_backup_restore_recover_and_doctor_give_the_cli_s_json(tmp_path: Path) -
 
 def test_every_report_says_itself_as_json() -> None:
     reports = [name for name in api.__all__ if name.endswith("Report")]
-    assert len(reports) == 12
+    assert len(reports) == 14
     for name in reports:
         assert callable(getattr(getattr(api, name), "as_json", None)), name
 

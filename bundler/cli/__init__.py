@@ -27,7 +27,12 @@ from bundler.cli.output import (
     escape_what_cannot_be_encoded,
     stand_in_for_closed_streams,
 )
-from bundler.cli.registry_args import add_registry_options
+from bundler.cli.registry_args import (
+    CREDENTIALS_HELP,
+    add_authfile_option,
+    add_connection_options,
+    add_registry_options,
+)
 from bundler.cli.shells import SHELLS
 from bundler.errors import BundlerError, Interrupted, Refused, UsageError
 from bundler.fs import interrupts
@@ -45,6 +50,7 @@ HANDLERS: dict[tuple[str, ...], str] = {
     ("bundle", "secrets-template"): "bundler.cli.bundle_cmds:secrets_template",
     ("bundle", "push"): "bundler.cli.registry_cmds:push",
     ("bundle", "pull"): "bundler.cli.registry_cmds:pull",
+    ("bundle", "tags"): "bundler.cli.registry_cmds:tags",
     ("bundle", "pack"): "bundler.cli.bundle_cmds:pack",
     ("bundle", "unpack"): "bundler.cli.bundle_cmds:unpack",
     ("recover",): "bundler.cli.recover_cmds:recover",
@@ -64,10 +70,12 @@ HANDLERS: dict[tuple[str, ...], str] = {
     ("doctor",): "bundler.cli.doctor_cmds:doctor",
     ("completion",): "bundler.cli.completion:completion",
     ("man",): "bundler.cli.manpage:man",
+    ("login",): "bundler.cli.registry_cmds:login",
+    ("logout",): "bundler.cli.registry_cmds:logout",
 }
 
 # commands that are one word, with no sub-command
-SINGLE_WORD = ("recover", "doctor", "completion", "man")
+SINGLE_WORD = ("recover", "doctor", "completion", "man", "login", "logout")
 
 
 # per command: example argument lists, printed under "examples:" in its help (05 §1)
@@ -109,6 +117,10 @@ EXAMPLES: dict[tuple[str, ...], list[list[str]]] = {
     ("bundle", "pull"): [
         ["oci://registry.example/agents/researcher@sha256:<digest>", "./researcher.bundle"],
     ],
+    ("bundle", "tags"): [
+        ["oci://registry.example/agents/researcher"],
+        ["oci://localhost:5000/agents/r", "--plain-http", "--json"],
+    ],
     ("bundle", "secrets-template"): [
         ["./researcher.bundle"],
         ["./researcher.bundle", "--out", "secrets.toml"],
@@ -138,6 +150,11 @@ EXAMPLES: dict[tuple[str, ...], list[list[str]]] = {
     ("doctor",): [[], ["--project", ".", "--path", "/mnt/usb"]],
     ("completion",): [["bash"], ["fish"]],
     ("man",): [[]],
+    ("login",): [
+        ["registry.example", "--username", "me", "--password-stdin"],
+        ["localhost:5000", "--plain-http"],
+    ],
+    ("logout",): [["registry.example"]],
 }
 
 # the one rule for a VALUE of 'config set' (bundler.rules.values.parse_value)
@@ -400,11 +417,16 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
             "--force", action="store_true", help="move a tag that names another artifact"
         )
         add_registry_options(push)
+        push.epilog = f"{CREDENTIALS_HELP}\n\n{push.epilog}"
         pull = command(bundle, "pull", "pull a bundle from an OCI registry, verified")
         pull.add_argument("ref", metavar="REF", help="oci://HOST[:PORT]/REPO[:TAG|@sha256:DIGEST]")
         pull.add_argument("dest", metavar="DIR", help="the bundle folder to create")
         pull.add_argument("--force", action="store_true", help="replace an existing bundle folder")
         add_registry_options(pull)
+        pull.epilog = f"{CREDENTIALS_HELP}\n\n{pull.epilog}"
+        tags = command(bundle, "tags", "list the tags of a repository in an OCI registry")
+        tags.add_argument("ref", metavar="REF", help="oci://HOST[:PORT]/REPO")
+        add_registry_options(tags)
         template = command(
             bundle, "secrets-template", "write the bundle's required secrets as a --secrets-file"
         )
@@ -551,6 +573,20 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
     completion.add_argument(
         "shell", choices=SHELLS, metavar="SHELL", help="the shell to print the script for"
     )
+    login = command(groups, "login", "check a registry login and store it where it is read first")
+    login.add_argument("host", metavar="HOST", help="the registry, HOST[:PORT]")
+    login.add_argument("--username", metavar="USER", help="the user name (else asked)")
+    login.add_argument(
+        "--password-stdin",
+        action="store_true",
+        help="read the password from standard input (else asked, not echoed)",
+    )
+    add_authfile_option(login)
+    add_connection_options(login)
+    login.epilog = f"{CREDENTIALS_HELP}\n\n{login.epilog}"
+    logout = command(groups, "logout", "remove a registry login from every credentials file")
+    logout.add_argument("host", metavar="HOST", help="the registry, HOST[:PORT]")
+    add_authfile_option(logout)
     man = command(groups, "man", "print the manual page (roff), made from this help")
     # both are generated from this very parser; handed over so they import nothing of this module
     for generated in (completion, man):

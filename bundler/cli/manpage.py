@@ -13,6 +13,7 @@ import os
 from bundler import __version__
 from bundler.cli.output import Output, Result
 from bundler.cli.parsertree import Command, Option, read_tree
+from bundler.cli.registry_args import CREDENTIALS_HELP
 from bundler.errors import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -136,6 +137,7 @@ def man_page(tree: Command) -> str:
         if node.children:
             continue
         lines += _command_section(node)
+    lines += [".SH REGISTRY CREDENTIALS", roff_text(" ".join(CREDENTIALS_HELP.split()))]
     lines.append(".SH EXIT STATUS")
     for code, meaning in EXIT_MEANINGS:
         lines += [".TP", _bold(str(code)), roff_text(meaning)]

@@ -26,8 +26,16 @@ if TYPE_CHECKING:
 REFERENCE_SCHEME = "oci://"
 
 
-def add_registry_options(parser: argparse.ArgumentParser) -> None:
-    """``--plain-http`` and ``--ca-file``, on every command that can take an ``oci://`` REF."""
+CREDENTIALS_HELP = """\
+credentials, the first found: --username with --password-stdin; the file --authfile
+or $REGISTRY_AUTH_FILE names (then no other); $XDG_RUNTIME_DIR/containers/auth.json;
+~/.config/containers/auth.json (as podman and skopeo write them); $DOCKER_CONFIG/config.json,
+else ~/.docker/config.json (credHelpers, auths, credsStore); else none. 'bundler login HOST'
+stores a login where it is read first."""
+
+
+def add_connection_options(parser: argparse.ArgumentParser) -> None:
+    """``--plain-http`` and ``--ca-file``: how to reach a registry."""
     parser.add_argument(
         "--plain-http",
         action="store_true",
@@ -38,20 +46,83 @@ def add_registry_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_authfile_option(parser: argparse.ArgumentParser) -> None:
+    """``--authfile FILE``: the one credentials file to read (and write, for a login)."""
+    parser.add_argument(
+        "--authfile",
+        metavar="FILE",
+        help="the credentials file to use instead of the search order (as podman's)",
+    )
+
+
+def add_registry_options(parser: argparse.ArgumentParser) -> None:
+    """The registry options of every command that can take an ``oci://`` REF: how to reach it
+    and which credentials to use."""
+    add_connection_options(parser)
+    add_authfile_option(parser)
+    parser.add_argument(
+        "--username", metavar="USER", help="log in as USER for this command (with --password-stdin)"
+    )
+    parser.add_argument(
+        "--password-stdin",
+        action="store_true",
+        help="read the password for --username from standard input",
+    )
+
+
+def read_password_stdin() -> str:
+    """The password piped to standard input: its first line (a trailing newline dropped)."""
+    import sys
+
+    raw = sys.stdin.buffer.read(1 << 16)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError("the password read from standard input is not UTF-8 text") from None
+    text = text.split("\n", 1)[0].removesuffix("\r")
+    if not text:
+        raise UsageError("no password on standard input (--password-stdin)")
+    return text
+
+
 def registry_options(args: argparse.Namespace) -> RegistryOptions:
-    """The registry options given (``--plain-http``, ``--ca-file``)."""
+    """The registry options given (``--plain-http``, ``--ca-file``, ``--authfile``,
+    ``--username`` with ``--password-stdin``, the password read here)."""
     from bundler.api import RegistryOptions
 
     ca_file = getattr(args, "ca_file", None)
+    authfile = getattr(args, "authfile", None)
+    username = getattr(args, "username", None)
+    password = None
+    if getattr(args, "password_stdin", False):
+        if username is None:
+            raise UsageError("--password-stdin goes with --username USER")
+        password = read_password_stdin()
+    elif username is not None:
+        raise UsageError("--username goes with --password-stdin (the password is read there)")
     return RegistryOptions(
         plain_http=bool(getattr(args, "plain_http", False)),
         ca_file=None if ca_file is None else Path(ca_file),
+        username=username,
+        password=password,
+        authfile=None if authfile is None else Path(authfile),
     )
 
 
 def _no_registry_options(args: argparse.Namespace, what: str) -> None:
-    if getattr(args, "plain_http", False) or getattr(args, "ca_file", None):
-        raise UsageError(f"--plain-http and --ca-file go with an oci:// reference, not {what}")
+    given = [
+        flag
+        for flag, name in (
+            ("--plain-http", "plain_http"),
+            ("--ca-file", "ca_file"),
+            ("--authfile", "authfile"),
+            ("--username", "username"),
+            ("--password-stdin", "password_stdin"),
+        )
+        if getattr(args, name, None)
+    ]
+    if given:
+        raise UsageError(f"{' and '.join(given)} go with an oci:// reference, not {what}")
 
 
 @contextlib.contextmanager

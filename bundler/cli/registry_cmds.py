@@ -10,7 +10,8 @@ from bundler.api import PullOptions, PushOptions
 from bundler.api import pull as pull_bundle
 from bundler.api import push as push_bundle
 from bundler.cli.output import Output, Result
-from bundler.cli.registry_args import registry_options
+from bundler.cli.registry_args import read_password_stdin, registry_options
+from bundler.errors import UsageError
 from bundler.registry.reference import parse_reference
 from bundler.rules.names import escape_display
 
@@ -46,3 +47,71 @@ def pull(args: argparse.Namespace, out: Output) -> Result:
         warnings=report.warnings,
         quiet_text=[escape_display(report.bundle)],
     )
+
+
+def _ask(prompt: str, *, secret: bool) -> str:
+    """A value typed at the terminal (the password without echo)."""
+    import getpass
+
+    try:
+        value = getpass.getpass(prompt) if secret else input(prompt)
+    except EOFError:
+        raise UsageError("nothing was typed (end of input); run bundler login again") from None
+    if not value:
+        raise UsageError("nothing was typed; run bundler login again")
+    return value
+
+
+def login(args: argparse.Namespace, out: Output) -> Result:
+    """Check a login against the registry, then store it where pushes and pulls read first."""
+    import sys
+
+    from bundler.api import RegistryOptions
+    from bundler.api import login as store_login
+
+    interactive = not args.password_stdin and "stdin" not in out.closed and sys.stdin.isatty()
+    username = args.username
+    if username is None:
+        if not interactive:
+            raise UsageError("name the user: --username USER (the password on standard input)")
+        username = _ask("Username: ", secret=False)
+    password = _ask("Password: ", secret=True) if interactive else read_password_stdin()
+    options = RegistryOptions(
+        plain_http=args.plain_http,
+        ca_file=None if args.ca_file is None else Path(args.ca_file),
+        authfile=None if args.authfile is None else Path(args.authfile),
+    )
+    report = store_login(args.host, username, password, options)
+    where = escape_display(report.file)
+    if report.helper is not None:
+        where = f"{report.helper} (named in {where})"
+    return Result(
+        payload=report.as_json(),
+        text=[f"logged in to {escape_display(report.host)}; stored in {where}"],
+    )
+
+
+def logout(args: argparse.Namespace, out: Output) -> Result:
+    """Remove a registry login from every credentials file that holds it."""
+    from bundler.api import RegistryOptions
+    from bundler.api import logout as remove_login
+
+    options = RegistryOptions(authfile=None if args.authfile is None else Path(args.authfile))
+    report = remove_login(args.host, options)
+    host = escape_display(report.host)
+    if not report.removed:
+        text = [f"not logged in to {host}: no credentials file holds it"]
+    else:
+        text = [
+            f"logged out of {host}: removed from {', '.join(map(escape_display, report.removed))}"
+        ]
+    return Result(payload=report.as_json(), text=text)
+
+
+def tags(args: argparse.Namespace, out: Output) -> Result:
+    """List the tags of an ``oci://HOST/REPO`` repository, one a line."""
+    from bundler.api import list_tags
+
+    found = list_tags(args.ref, registry_options(args))
+    text = [escape_display(tag) for tag in found]
+    return Result(payload={"reference": args.ref, "tags": found}, text=text, verbatim=True)

@@ -19,19 +19,25 @@ Rules this module keeps:
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import http.client
 import io
 import json
 import os
+import random
+import socket
 import ssl
+import tempfile
+import time
 import urllib.parse
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import BinaryIO, TypeVar, cast
 
-from bundler.errors import InvalidInput, Refused
+from bundler.errors import InvalidInput, Refused, UsageError
 from bundler.fs.smallfile import NotSmallFile, read_small_file
+from bundler.registry import settings
 from bundler.registry.auth import (
     Auth,
     Challenge,
@@ -40,14 +46,30 @@ from bundler.registry.auth import (
     parse_challenge,
 )
 from bundler.registry.hashing import Sha256
-from bundler.registry.network import CLOSED, NetworkFailure, cause_of, lost, shown_host
-from bundler.registry.reference import DIGEST, Reference
+from bundler.registry.network import (
+    BUSY,
+    CLOSED,
+    TIMED_OUT,
+    NetworkFailure,
+    cause_of,
+    lost,
+    shown_host,
+)
+from bundler.registry.reference import DIGEST, Reference, parse_reference
+from bundler.rules import retry
 from bundler.rules.names import escape_display
+from bundler.rules.proxy import Proxy, proxy_for
+from bundler.rules.registries_conf import Mirror, RegistriesConf
 
 MAX_MANIFEST_BYTES = 4 << 20
 MAX_SMALL_BYTES = 64 << 10
 MAX_REDIRECTS = 3
+MAX_TAG_PAGE_BYTES = 4 << 20
+MAX_TAGS = 100_000
 CHUNK = 1 << 20
+_TAIL = 64 << 10
+"""A blob's last bytes, read against one deadline rather than a low mark (see
+:meth:`BlobStream._watched_read`); more than the reader's buffer and a TLS record together."""
 TIMEOUT = 60.0
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 _REDIRECTS = (301, 302, 303, 307, 308)
@@ -77,16 +99,35 @@ Body = bytes | BinaryIO | None
 _T = TypeVar("_T")
 
 
+class Denied(Refused):
+    """The registry refused the credentials, or asked for some and none were found."""
+
+
 MAX_CA_FILE_BYTES = 16 << 20
 """A CA file holds certificates: a system bundle of hundreds is well under this."""
 
 
 @dataclass(frozen=True)
 class Options:
-    """How to reach a registry: ``plain_http`` (``--plain-http``), ``ca_file`` (``--ca-file``)."""
+    """How to reach a registry: ``plain_http`` (``--plain-http``), ``ca_file`` (``--ca-file``);
+    the credentials for this command alone (``--username``, ``--password-stdin``) and the one
+    credentials file to read (``--authfile``), else the search order of
+    :mod:`bundler.registry.auth`."""
 
     plain_http: bool = False
     ca_file: str | None = None
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    authfile: str | None = None
+    insecure: bool = False
+    """HTTPS without verifying the certificate, else plain HTTP (``registries.conf``'s
+    ``insecure`` for a mirror)."""
+
+    def given_credentials(self) -> Credentials | None:
+        """The credentials given for this command, if any."""
+        if self.password is None:
+            return None
+        return Credentials(self.username or "", self.password)
 
 
 class Session:
@@ -99,13 +140,44 @@ class Session:
         *,
         push: bool = False,
         environ: Mapping[str, str] | None = None,
+        conf: RegistriesConf | None = None,
+        mirrors: bool = True,
     ) -> None:
         self.ref = ref
+        self.options = options
+        env = dict(os.environ if environ is None else environ)
+        self.conf = settings.load(env) if conf is None else conf
+        found = self.conf.settings_for(ref.netloc)
+        if found is not None and found.blocked:
+            raise Refused(
+                f"registry {escape_display(ref.netloc)} is blocked in "
+                f"{escape_display(found.source)}; remove blocked = true there to use it",
+                path=found.source,
+            )
+        self.insecure = not options.plain_http and (
+            options.insecure or (found is not None and found.insecure)
+        )
+        self.mirrors = (
+            [] if found is None or not mirrors else found.mirrors_for(ref.digest is not None)
+        )
+        self.notes: list[str] = list(self.conf.ignored)
+        """What a report should warn of: ignored settings, mirrors that failed."""
         self.scheme = "http" if options.plain_http else "https"
-        self.auth = Auth(ref.netloc, dict(os.environ if environ is None else environ))
+        self.auth = Auth(
+            ref.netloc,
+            env,
+            repository=ref.repository,
+            given=options.given_credentials(),
+            authfile=options.authfile,
+        )
         self.scope = f"repository:{ref.repository}:{'pull,push' if push else 'pull'}"
         self._context = self._ssl_context(options.ca_file) if self.scheme == "https" else None
+        if self._context is not None and self.insecure:
+            # registries.conf marks the host insecure: its certificate is not checked
+            self._context.check_hostname = False
+            self._context.verify_mode = ssl.CERT_NONE
         self._conns: dict[tuple[str, str], http.client.HTTPConnection] = {}
+        self._proxied: dict[tuple[str, str], Proxy] = {}
         self._authorization: str | None = None
 
     # ------------------------------------------------------------------ plumbing
@@ -149,15 +221,82 @@ class Session:
         key = (scheme, netloc)
         conn = self._conns.get(key)
         if conn is None:
+            proxy = self._proxy(scheme, netloc)
+            address = netloc if proxy is None else proxy.netloc
             if scheme == "https":
                 context = self._context or ssl.create_default_context()
                 conn = http.client.HTTPSConnection(
-                    netloc, timeout=TIMEOUT, context=context, blocksize=CHUNK
+                    address, timeout=TIMEOUT, context=context, blocksize=CHUNK
                 )
+                if proxy is not None:
+                    # CONNECT: the proxy relays the TLS it cannot read
+                    conn.set_tunnel(netloc, headers=self._proxy_headers(proxy))
             else:
-                conn = http.client.HTTPConnection(netloc, timeout=TIMEOUT, blocksize=CHUNK)
+                conn = http.client.HTTPConnection(address, timeout=TIMEOUT, blocksize=CHUNK)
+                if proxy is not None:
+                    self._proxied[key] = proxy
             self._conns[key] = conn
         return conn
+
+    def _proxy(self, scheme: str, netloc: str) -> Proxy | None:
+        """The proxy the environment names for ``scheme://netloc`` (Go's rules), or None."""
+        parts = urllib.parse.urlsplit(f"//{netloc}")
+        proxy = proxy_for(scheme, parts.hostname or "", parts.port, self.auth.environ)
+        if proxy is not None and proxy.scheme != "http":
+            raise Refused(
+                f"${proxy.variable} names a proxy reached over HTTPS, which bundler cannot use; "
+                "name its http:// address"
+            )
+        return proxy
+
+    def _proxy_headers(self, proxy: Proxy) -> dict[str, str]:
+        """``Proxy-Authorization`` for a proxy whose address carries credentials (withheld from
+        every message, as a registry's are)."""
+        if proxy.username is None and proxy.password is None:
+            return {}
+        raw = f"{proxy.username or ''}:{proxy.password or ''}".encode()
+        value = base64.b64encode(raw).decode("ascii")
+        for secret in (proxy.password or "", value):
+            self.auth.remember(secret)
+        return {"Proxy-Authorization": f"Basic {value}"}
+
+    def _target(self, parts: urllib.parse.SplitResult) -> str:
+        """The request target: the path, or for plain HTTP through a proxy the absolute URL."""
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        if (parts.scheme, parts.netloc) in self._proxied:
+            return f"{parts.scheme}://{parts.netloc}{path}"
+        return path
+
+    def _proxy_failure(self, parts: urllib.parse.SplitResult, err: OSError) -> Refused | None:
+        """The error for a proxy that refused or dropped the tunnel to the registry, naming the
+        proxy without its credentials; None when no proxy is in the way."""
+        proxy = self._proxy(parts.scheme, parts.netloc)
+        if proxy is None:
+            return None
+        shown = escape_display(proxy.shown())
+        text = str(err)
+        if text.startswith("Tunnel connection failed:"):
+            code = text.removeprefix("Tunnel connection failed:").split()[:1]
+            status = code[0] if code and code[0].isdigit() else "?"
+            hint = (
+                "it asks for credentials: put them in the proxy's address"
+                if status in ("401", "407")  # tinyproxy answers a CONNECT 401
+                else "check the proxy and NO_PROXY"
+            )
+            return Refused(
+                f"the proxy {shown} refused the connection to registry "
+                f"{shown_host(parts.netloc)} (HTTP {status}); {hint}"
+            )
+        cause = cause_of(err)
+        message = (
+            f"cannot talk to registry {shown_host(parts.netloc)} through the proxy {shown} "
+            f"({escape_display(_failure(err))}); check the proxy, then try again"
+        )
+        return (
+            Refused(message)
+            if cause is None
+            else NetworkFailure(message, host=shown_host(parts.netloc), cause=cause)
+        )
 
     def _drop(self, scheme: str, netloc: str) -> None:
         conn = self._conns.pop((scheme, netloc), None)
@@ -169,16 +308,21 @@ class Session:
     ) -> http.client.HTTPResponse:
         """One request; a kept-alive connection the server closed meanwhile is reopened once."""
         parts = urllib.parse.urlsplit(url)
-        target = parts.path + (f"?{parts.query}" if parts.query else "")
         start = _position(body)
         for attempt in (0, 1):
             fresh = (parts.scheme, parts.netloc) not in self._conns
             try:
                 conn = self._conn(parts.scheme, parts.netloc)
-                conn.request(method, target, body=body, headers=headers)
+                proxied = self._proxied.get((parts.scheme, parts.netloc))
+                if proxied is not None:
+                    headers = {**headers, **self._proxy_headers(proxied)}
+                conn.request(method, self._target(parts), body=body, headers=headers)
                 return conn.getresponse()
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as err:
                 self._drop(parts.scheme, parts.netloc)
+                through = self._proxy_failure(parts, err) if fresh else None
+                if through is not None:
+                    raise through from None
                 if fresh or attempt or (start is None and body is not None):
                     cause = cause_of(err) or CLOSED
                     raise lost(parts.netloc, cause, "a request", waited=TIMEOUT) from None
@@ -191,6 +335,12 @@ class Session:
                 ) from None
             except ssl.SSLError as err:
                 self._drop(parts.scheme, parts.netloc)
+                if self.insecure and parts.scheme == "https" and parts.netloc == self.ref.netloc:
+                    # an insecure host that speaks no TLS: plain HTTP, as containers falls back
+                    self.scheme = "http"
+                    parts = parts._replace(scheme="http")
+                    _rewind(body, start)
+                    continue
                 hint = (
                     " (it may speak plain HTTP: pass --plain-http)"
                     if "WRONG_VERSION" in str(err)
@@ -199,6 +349,11 @@ class Session:
                 raise self._unreachable(parts.netloc, f"TLS failed{hint}", None) from None
             except (OSError, http.client.HTTPException) as err:
                 self._drop(parts.scheme, parts.netloc)
+                through = (
+                    self._proxy_failure(parts, err) if fresh and isinstance(err, OSError) else None
+                )
+                if through is not None:
+                    raise through from None
                 raise self._unreachable(parts.netloc, _failure(err), cause_of(err)) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -224,7 +379,11 @@ class Session:
         return {"Authorization": self._authorization}
 
     def _may_send_credentials(self, scheme: str, netloc: str) -> bool:
-        return scheme == "https" or (netloc == self.ref.netloc and self.ref.loopback)
+        # plain HTTP only to a loopback host, or to one registries.conf marks insecure: a flag
+        # given on one command never sends a password in clear
+        return scheme == "https" or (
+            netloc == self.ref.netloc and (self.ref.loopback or self.insecure)
+        )
 
     def _answer(self, response: http.client.HTTPResponse) -> bool:
         """Prepare the Authorization for a 401; False when nothing can answer it."""
@@ -258,7 +417,8 @@ class Session:
         parts = given[1]
         if parts.scheme == "http" and self.scheme == "https":
             raise Refused(f"registry {self.shown} sends us to a token service over plain HTTP")
-        query = {"scope": challenge.params.get("scope") or self.scope}
+        scope = challenge.params.get("scope") or self.scope
+        query = {"scope": scope} if scope else {}
         if "service" in challenge.params:
             query["service"] = challenge.params["service"]
         headers = {"Accept": "application/json"}
@@ -277,7 +437,7 @@ class Session:
         response = self._send(method, url, headers, body)
         data = self._read(response, MAX_SMALL_BYTES)
         if response.status in (401, 403):
-            raise Refused(self._denied_message())
+            raise Denied(self._denied_message())
         if response.status != 200:
             raise Refused(
                 f"the token service of registry {self.shown} answered {response.status}; "
@@ -299,10 +459,16 @@ class Session:
         return token
 
     def _denied_message(self) -> str:
-        what = "refused the credentials" if self.auth.credentials() else "needs credentials"
+        login = f"'bundler login {self.shown}'"
+        if self.auth.credentials() is not None:
+            source = escape_display(self.auth.source or "")
+            return (
+                f"registry {self.shown} refused the credentials from {source} for "
+                f"{escape_display(self.ref.repository)}; log in again ({login}) or check them"
+            )
         return (
-            f"registry {self.shown} {what} for {escape_display(self.ref.repository)}; log in "
-            f"('docker login {self.ref.netloc}') or check $DOCKER_CONFIG/config.json"
+            f"registry {self.shown} needs credentials for {escape_display(self.ref.repository)} "
+            f"and none were found (looked in {self.auth.searched()}); log in ({login})"
         )
 
     # ------------------------------------------------------------------ requests
@@ -316,24 +482,88 @@ class Session:
         body: Body = None,
         url: str | None = None,
     ) -> http.client.HTTPResponse:
-        """Send a request to the registry, answering one 401; the response is the caller's."""
+        """Send a request to the registry, answering one 401; the response is the caller's.
+
+        A GET, a HEAD, or a PUT whose body can be sent again is retried on a busy answer (429,
+        502, 503, 504) or a connection that failed before an answer, as
+        :mod:`bundler.rules.retry` bounds it; after the last try it is a
+        :class:`NetworkFailure` saying to try again."""
+        start = _position(body)
+        repeatable = method in ("GET", "HEAD") or (
+            method == "PUT" and (start is not None or body is None)
+        )
+        if not repeatable:
+            return self._request_once(method, path, headers, body, url, start)
+        timings = retry.timings(self.auth.environ)
+        began = time.monotonic()
+        failed = 0
+        while True:
+            try:
+                response = self._request_once(method, path, headers, body, url, start)
+            except NetworkFailure as err:
+                failed += 1
+                wait = self._wait(failed, None, began, timings)
+                if wait is None:
+                    raise NetworkFailure(
+                        f"{err} (tried {failed} times in {time.monotonic() - began:.0f} s)",
+                        host=err.host,
+                        cause=err.cause,
+                    ) from None
+            else:
+                if response.status not in retry.RETRY_STATUSES:
+                    return response
+                failed += 1
+                header = response.getheader("Retry-After")
+                self._read(response, MAX_SMALL_BYTES)
+                wait = self._wait(failed, header, began, timings)
+                if wait is None:
+                    raise NetworkFailure(
+                        f"the registry {self.shown} answered {response.status} (busy or "
+                        f"overloaded) {failed} times in {time.monotonic() - began:.0f} s; "
+                        "try again later",
+                        host=self.shown,
+                        cause=BUSY,
+                    )
+            time.sleep(wait)
+            _rewind(body, start)
+
+    def _wait(
+        self, failed: int, header: str | None, began: float, timings: retry.Timings
+    ) -> float | None:
+        return retry.next_wait(
+            failed,
+            header,
+            now=time.time(),
+            elapsed=time.monotonic() - began,
+            timings=timings,
+            unit=random.random(),  # noqa: S311 - jitter, not a secret
+        )
+
+    def _request_once(
+        self,
+        method: str,
+        path: str,
+        headers: dict[str, str] | None,
+        body: Body,
+        url: str | None,
+        start: int | None,
+    ) -> http.client.HTTPResponse:
         target = url or self.url(path)
         netloc = urllib.parse.urlsplit(target).netloc
         answered = False
-        start = _position(body)
         while True:
             sent = {**(headers or {}), **self._auth_headers(netloc)}
             response = self._send(method, target, sent, body)
             if response.status != 401:
                 if response.status == 403:
                     self._read(response, MAX_SMALL_BYTES)
-                    raise Refused(self._denied_message())
+                    raise Denied(self._denied_message())
                 return response
             if answered or netloc != self.ref.netloc or not self._answer(response):
                 self._read(response, MAX_SMALL_BYTES)
-                raise Refused(self._denied_message())
+                raise Denied(self._denied_message())
             if start is None and body is not None:
-                raise Refused(self._denied_message())
+                raise Denied(self._denied_message())
             answered = True
             _rewind(body, start)
 
@@ -362,6 +592,19 @@ class Session:
         """``/v2/REPO``."""
         return f"/v2/{self.ref.repository}"
 
+    def check_login(self) -> None:
+        """Ask the registry's ``/v2/`` with the credentials given (answering its challenge):
+        :class:`Refused` unless it lets them in."""
+        try:
+            response = self.request("GET", "/v2/")
+        except Denied:
+            raise Refused(
+                f"registry {self.shown} refused the user name and password; nothing was written"
+            ) from None
+        self._read(response, MAX_SMALL_BYTES)
+        if response.status != 200:
+            raise self.fail(response, "checking the login")
+
     def manifest_digest(self, target: str) -> str | None:
         """The digest a tag or digest points at (HEAD), or None when the registry has none."""
         response = self.request(
@@ -384,10 +627,7 @@ class Session:
         )
         if response.status == 404:
             self._read(response, MAX_SMALL_BYTES)
-            raise Refused(
-                f"registry {self.shown} has no {escape_display(str(self.ref))}; check the "
-                "repository and tag"
-            )
+            raise Refused(self._missing())
         if response.status in _REDIRECTS:
             raise self.fail(response, "reading the manifest (a redirect where none belongs)")
         if response.status != 200:
@@ -406,6 +646,28 @@ class Session:
                 f"registry {self.shown}: the manifest is larger than 4 MiB; it is not a bundle's"
             )
         return data, media
+
+    def _missing(self) -> str:
+        """What a 404 for the manifest means: which of the repository and the tag is missing,
+        and the tags there are (the first few)."""
+        shown = escape_display(str(self.ref))
+        if self.ref.digest is not None:
+            return f"registry {self.shown} has no {shown}; check the digest"
+        try:
+            tags = self.list_tags(max_tags=10_000)
+        except (Refused, InvalidInput):
+            return f"registry {self.shown} has no {shown}; check the repository and tag"
+        repo = escape_display(self.ref.repository)
+        if tags is None:
+            return f"registry {self.shown} has no repository {repo}; check its name"
+        if not tags:
+            return f"registry {self.shown} has no tag in {repo} yet"
+        listed = ", ".join(escape_display(t) for t in sorted(tags)[:10])
+        more = f" and {len(tags) - 10} more" if len(tags) > 10 else ""
+        return (
+            f"registry {self.shown} has no tag {escape_display(self.ref.tag or 'latest')} in "
+            f"{repo}; it has {listed}{more}"
+        )
 
     def put_manifest(self, tag: str, data: bytes) -> None:
         """Store the manifest under ``tag``: the push's commit point."""
@@ -443,6 +705,71 @@ class Session:
         except (ValueError, AttributeError, RecursionError):
             raise Refused(f"registry {self.shown} sent an unreadable tag list") from None
         return not tags
+
+    def list_tags(self, *, max_tags: int = MAX_TAGS) -> list[str] | None:
+        """Every tag of the repository, following the ``Link`` pagination (distribution spec):
+        None when the repository does not exist. A page larger than
+        :data:`MAX_TAG_PAGE_BYTES`, more than ``max_tags`` tags, a next page that loops back,
+        or one on another host or scheme is :class:`InvalidInput`."""
+        url: str | None = self.url(f"{self.base_path()}/tags/list")
+        seen: set[str] = set()
+        tags: list[str] = []
+        while url is not None:
+            seen.add(url)
+            response = self.request("GET", "", url=url)
+            if response.status == 404:
+                self._read(response, MAX_SMALL_BYTES)
+                return None
+            if response.status != 200:
+                raise self.fail(response, "listing the repository's tags")
+            link = response.getheader("Link")
+            data = self._read(response, MAX_TAG_PAGE_BYTES)
+            if len(data) > MAX_TAG_PAGE_BYTES:
+                raise InvalidInput(
+                    f"registry {self.shown} sent a page of tags larger than "
+                    f"{MAX_TAG_PAGE_BYTES >> 20} MiB; refused"
+                )
+            try:
+                page = json.loads(data).get("tags")
+            except (ValueError, AttributeError, RecursionError):
+                page = "unreadable"
+            if page is None:
+                page = []
+            if not isinstance(page, list) or not all(isinstance(t, str) for t in page):
+                raise InvalidInput(f"registry {self.shown} sent an unreadable tag list")
+            tags += page
+            if len(tags) > max_tags:
+                raise InvalidInput(
+                    f"registry {self.shown} lists more than {max_tags} tags for "
+                    f"{escape_display(self.ref.repository)}; refused"
+                )
+            url = self._next_page(url, link)
+            if url is not None and url in seen:
+                raise InvalidInput(
+                    f"registry {self.shown}: the tag list's next page loops back to one already "
+                    "read; refused"
+                )
+        return tags
+
+    def _next_page(self, url: str, link: str | None) -> str | None:
+        """The ``rel="next"`` address of a ``Link`` header, which must be on this registry."""
+        if not link:
+            return None
+        for part in link.split(","):
+            target, _, params = part.strip().partition(";")
+            if "next" not in params.replace(" ", "").lower() or not target.startswith("<"):
+                continue
+            given = _web_address(url, target.strip().strip("<>"))
+            if given is None or (given[1].scheme, given[1].netloc) != (
+                urllib.parse.urlsplit(url).scheme,
+                self.ref.netloc,
+            ):
+                raise InvalidInput(
+                    f"registry {self.shown} sends the next page of its tag list to another "
+                    "host or to no web address; refused"
+                )
+            return given[0]
+        return None
 
     def _start_upload(self) -> str:
         """POST for an upload session; its absolute URL, which must be on this registry."""
@@ -508,17 +835,47 @@ class Session:
         length or another sha256: what they are made of changed meanwhile) are refused and the
         request abandoned, so no blob is stored.
         """
-        target = self._start_upload()
-        sep = "&" if urllib.parse.urlsplit(target).query else "?"
-        url = f"{target}{sep}{urllib.parse.urlencode({'digest': digest})}"
-        try:
-            response, _raw = self._send_produced("PUT", url, (digest, size), produce)
-        except _NotAsHashed:
-            raise Refused(
-                f"registry {self.shown}: the bytes made to send blob {digest[:19]}… are not "
-                "the ones hashed before (a file changed meanwhile); nothing was stored, push "
-                "again"
-            ) from None
+        timings = retry.timings(self.auth.environ)
+        began = time.monotonic()
+        failed = 0
+        while True:
+            # each try is a whole upload (a new session, the bytes made again and checked
+            # against the digest again): a PUT naming its digest stores that blob or nothing
+            target = self._start_upload()
+            sep = "&" if urllib.parse.urlsplit(target).query else "?"
+            url = f"{target}{sep}{urllib.parse.urlencode({'digest': digest})}"
+            header: str | None = None
+            try:
+                response, _raw = self._send_produced("PUT", url, (digest, size), produce)
+            except _NotAsHashed:
+                raise Refused(
+                    f"registry {self.shown}: the bytes made to send blob {digest[:19]}… are "
+                    "not the ones hashed before (a file changed meanwhile); nothing was "
+                    "stored, push again"
+                ) from None
+            except NetworkFailure as err:
+                failed += 1
+                if self._wait(failed, None, began, timings) is None:
+                    raise
+                lost_error: NetworkFailure | None = err
+            else:
+                if response.status not in retry.RETRY_STATUSES:
+                    break
+                failed += 1
+                header = response.getheader("Retry-After")
+                self._read(response, MAX_SMALL_BYTES)
+                lost_error = None
+            wait = self._wait(failed, header, began, timings)
+            if wait is None:
+                if lost_error is not None:
+                    raise lost_error
+                raise NetworkFailure(
+                    f"the registry {self.shown} answered the upload of blob {digest[:19]}… as "
+                    f"busy {failed} times in {time.monotonic() - began:.0f} s; try again later",
+                    host=self.shown,
+                    cause=BUSY,
+                )
+            time.sleep(wait)
         if response.status != 201:
             raise self.fail(response, "uploading a blob")
         self._read(response, MAX_SMALL_BYTES)
@@ -552,10 +909,16 @@ class Session:
                 else {"Content-Length": str(length)}
             ),
             **self._auth_headers(parts.netloc),
+            **(
+                self._proxy_headers(self._proxied[(parts.scheme, parts.netloc)])
+                if (parts.scheme, parts.netloc) in self._proxied
+                else {}
+            ),
         }
         try:
             # the request line and headers: any failure is the network's
-            self._network(parts.netloc, lambda: self._put_head(conn, method, parts, headers))
+            target_line = self._target(parts)
+            self._network(parts.netloc, lambda: self._put_head(conn, method, target_line, headers))
             # the body: its own sends raise Refused, and an OSError from produce() is the
             # bundle's (a read error), not the network's
             # tar headers and paddings are small writes: gather them into chunks of CHUNK
@@ -572,17 +935,17 @@ class Session:
             raise
         if response.status in (401, 403):
             self._read(response, MAX_SMALL_BYTES)
-            raise Refused(self._denied_message())
+            raise Denied(self._denied_message())
         return response, raw
 
     @staticmethod
     def _put_head(
         conn: http.client.HTTPConnection,
         method: str,
-        parts: urllib.parse.SplitResult,
+        target: str,
         headers: dict[str, str],
     ) -> None:
-        conn.putrequest(method, parts.path + (f"?{parts.query}" if parts.query else ""))
+        conn.putrequest(method, target)
         for name, value in headers.items():
             conn.putheader(name, value)
         conn.endheaders()
@@ -613,6 +976,10 @@ class Session:
     ) -> BlobStream:
         """The blob ``digest`` as a stream to read (:class:`BlobStream`): at most ``size``
         bytes, and the read that finds its end checks them against ``digest``."""
+        for mirror in self.mirrors:
+            spooled = self._from_mirror(mirror, digest, size, progress)
+            if spooled is not None:
+                return spooled
         response, netloc = self._get_blob(digest)
         declared = response.getheader("Content-Length")
         if declared is not None and (not declared.isdigit() or int(declared) != size):
@@ -620,13 +987,83 @@ class Session:
             raise self._not_declared(digest, "its length is not the size the manifest declares")
         return BlobStream(self, response, netloc, digest, size, declared is not None, progress)
 
+    def _from_mirror(
+        self,
+        mirror: Mirror,
+        digest: str,
+        size: int,
+        progress: Callable[[int], None] | None,
+    ) -> BlobStream | None:
+        """The blob from ``mirror``, whole and checked against ``digest`` before a byte of it is
+        given out (spooled to an unnamed temporary file); None, with a note, when the mirror
+        cannot serve it or serves other bytes, which are dropped."""
+        shown = escape_display(mirror.netloc)
+        try:
+            ref = parse_reference(
+                f"oci://{mirror.netloc}/{mirror.repository(self.ref.repository)}@{digest}"
+            )
+            options = Options(ca_file=self.options.ca_file, insecure=mirror.insecure)
+            with Session(
+                ref, options, environ=self.auth.environ, conf=self.conf, mirrors=False
+            ) as session:
+                spool = tempfile.TemporaryFile(prefix="bundler-mirror-")  # noqa: SIM115 - handed on open
+                try:
+                    with session.open_blob(digest, size) as blob:
+                        while chunk := blob.read(CHUNK):
+                            spool.write(chunk)
+                except BaseException:
+                    spool.close()
+                    raise
+        except (Refused, InvalidInput, UsageError) as err:
+            self.notes.append(
+                f"mirror {shown} did not serve blob {digest[:19]}… ({err}); it came from the "
+                f"registry {self.shown}"
+            )
+            return None
+        spool.seek(0)
+        return _Spooled(self, spool, digest, size, progress)
+
     def _read(self, response: http.client.HTTPResponse, limit: int) -> bytes:
         """The body, at most ``limit`` bytes plus one (so a caller can tell it was longer); a
-        body left unread closes the connections, whose stream would be out of step."""
+        body left unread closes the connections, whose stream would be out of step.
+
+        A small document must arrive whole within the small-document deadline
+        (:mod:`bundler.rules.retry`): read piece by piece, each wait bounded by what is left
+        of it, so a registry sending a byte a second cannot hold the command; past it, a
+        :class:`NetworkFailure`."""
+        allowed = retry.timings(self.auth.environ).small_deadline
+        deadline = time.monotonic() + allowed
+        sock = _socket_of(response)
+        pieces: list[bytes] = []
+        got = 0
         try:
-            data = response.read(limit + 1)
+            while got <= limit:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                if sock is not None:
+                    sock.settimeout(min(TIMEOUT, left))
+                piece = response.read1(limit + 1 - got)
+                if not piece:
+                    if response.length == 0:
+                        response.read()  # the body's end: the connection stays for the next
+                    break
+                pieces.append(piece)
+                got += len(piece)
+        except TimeoutError:
+            self._drop_response(response)
+            raise NetworkFailure(
+                f"registry {self.shown} did not send a small answer (a manifest, a token, an "
+                f"error) within {allowed:g} s; try again",
+                host=self.shown,
+                cause=TIMED_OUT,
+            ) from None
         except (OSError, http.client.HTTPException):
-            data = b""
+            pass
+        finally:
+            if sock is not None and sock.fileno() >= 0:
+                sock.settimeout(TIMEOUT)
+        data = b"".join(pieces)
         if not response.isclosed():
             self._drop_response(response)
         return data
@@ -704,6 +1141,9 @@ class BlobStream:
         self._progress = progress
         self._hash = Sha256(size)
         self._checked = False
+        self._sock = _socket_of(response)
+        self._timings = retry.timings(session.auth.environ)
+        self._tail_deadline: float | None = None
 
     def __enter__(self) -> BlobStream:
         return self
@@ -712,6 +1152,13 @@ class BlobStream:
         self._hash.close()
         if not self._checked:
             self._session._drop_response(self._response)
+        self._unwatch()
+
+    def _unwatch(self) -> None:
+        """The socket as every other answer reads it: any byte wakes a read."""
+        if self._sock is not None and self._sock.fileno() >= 0:
+            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 1)
+            self._sock.settimeout(TIMEOUT)
 
     def read(self, limit: int) -> bytes:
         """Up to ``limit`` bytes (``limit`` > 0), or ``b""`` at the end once it is checked."""
@@ -733,11 +1180,49 @@ class BlobStream:
         doing = f"the download of blob {self._digest[:19]}…"
         return lost(self._netloc, cause, doing, waited=TIMEOUT)
 
+    def _watched_read(self, size: int) -> bytes:
+        """Read up to ``size`` bytes, a stall (:mod:`bundler.rules.retry`) raising
+        ``TimeoutError``. The bulk of a blob is read as it always is, in chunks of up to
+        :data:`CHUNK`, with no work per chunk beyond one ``setsockopt``: the kernel wakes the
+        read only once a stall window's worth of bytes (1 KiB/s over 60 s) has arrived, and
+        the socket's timeout is that window. Its last :data:`_TAIL` bytes, which may be fewer
+        than that, are read piece by piece against one deadline of a window."""
+        if self._sock is None:
+            return self._response.read(size)
+        window = self._timings.stall_window
+        if self._left > _TAIL:
+            # bytes that may already sit in the reader's and TLS's buffers never reach the
+            # kernel's queue again: the low mark counts only bytes still to come
+            low = min(int(self._timings.stall_rate * window), self._left - _TAIL)
+            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, max(1, low))
+            self._sock.settimeout(window)
+            return self._response.read(min(size, self._left - _TAIL))
+        if self._tail_deadline is None:
+            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 1)
+            self._tail_deadline = time.monotonic() + window
+        left = self._tail_deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        self._sock.settimeout(left)
+        piece = self._response.read1(size)
+        if self._response.length == 0:
+            self._response.read()  # read1 leaves the answer open at its end; read closes it
+        return piece
+
     def _receive(self, size: int) -> bytes:
         # the connection broke or timed out (the network's failure), or the framing of the
         # body is not HTTP's (the registry's): never taken for an error of the local disk
         try:
-            return self._response.read(size)
+            return self._watched_read(size)
+        except TimeoutError:
+            host = shown_host(self._netloc)
+            raise NetworkFailure(
+                f"{host} sent less than {self._timings.stall_rate >> 10} KiB/s for "
+                f"{self._timings.stall_window:g} s during the download of blob "
+                f"{self._digest[:19]}…; try again",
+                host=host,
+                cause=TIMED_OUT,
+            ) from None
         except (OSError, http.client.HTTPException) as err:
             cause = cause_of(err)
             if cause is not None:
@@ -759,6 +1244,35 @@ class BlobStream:
                 self._digest, "its sha256 does not match the manifest"
             )
         self._checked = True
+        self._unwatch()
+
+
+class _Spooled(BlobStream):
+    """A blob already whole and checked (a mirror's, spooled to an unnamed file), read back
+    as a :class:`BlobStream` is read."""
+
+    def __init__(
+        self,
+        session: Session,
+        spool: BinaryIO,
+        digest: str,
+        size: int,
+        progress: Callable[[int], None] | None,
+    ) -> None:
+        self._session = session
+        self._spool = spool
+        self._digest = digest
+        self._progress = progress
+        self._checked = True
+
+    def __exit__(self, *_exc: object) -> None:
+        self._spool.close()
+
+    def read(self, limit: int) -> bytes:
+        chunk = self._spool.read(limit)
+        if chunk and self._progress is not None:
+            self._progress(len(chunk))
+        return chunk
 
 
 class _NotAsHashed(Exception):
@@ -843,6 +1357,13 @@ def _web_address(base: str, given: str) -> tuple[str, urllib.parse.SplitResult] 
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return None
     return url, parts
+
+
+def _socket_of(response: http.client.HTTPResponse) -> socket.socket | None:
+    """The socket an answer is read from (to bound each wait), when it is still open."""
+    raw = getattr(response.fp, "raw", None)
+    sock = getattr(raw, "_sock", None)  # socket.SocketIO keeps its socket there
+    return sock if isinstance(sock, socket.socket) else None
 
 
 def _failure(err: OSError | http.client.HTTPException) -> str:

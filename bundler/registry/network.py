@@ -20,6 +20,7 @@ CLOSED = "closed"
 RESET = "reset"
 TIMED_OUT = "timed out"
 UNREACHABLE = "unreachable"
+BUSY = "busy"
 
 
 class NetworkFailure(Refused):
@@ -27,7 +28,8 @@ class NetworkFailure(Refused):
     (exit 1): nothing the registry sent is judged by it, and trying again may succeed.
 
     ``host`` is the registry's host and port as the message names it; ``cause`` one of
-    :data:`CLOSED`, :data:`RESET`, :data:`TIMED_OUT`, :data:`UNREACHABLE`.
+    :data:`CLOSED`, :data:`RESET`, :data:`TIMED_OUT`, :data:`UNREACHABLE`, or :data:`BUSY`
+    (the registry answered that it is overloaded, every time it was asked).
     """
 
     def __init__(self, message: str, *, host: str, cause: str) -> None:

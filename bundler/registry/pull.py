@@ -385,7 +385,7 @@ def pull_bundle(
         ):
             outcome = stage_build_publish(admission, build)
             report.bundle = admission.dest_path
-            report.warnings = list(outcome.warnings)
+            report.warnings = [*session.notes, *outcome.warnings]
             return report
     except OSError as err:
         raise Refused(

@@ -104,7 +104,7 @@ def pull_archive(
                 "was published"
             ) from None
     report.bundle = admission.dest_path
-    report.warnings = [*cleared, *outcome.warnings]
+    report.warnings = [*cleared, *session.notes, *outcome.warnings]
     return report
 
 

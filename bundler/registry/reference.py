@@ -86,7 +86,10 @@ def parse_reference(text: str) -> Reference:
     password in a reference ends up in shell history and process lists.
     """
     if not is_reference(text):
-        raise UsageError("not an oci:// reference: oci://HOST[:PORT]/REPO[:TAG|@sha256:DIGEST]")
+        raise UsageError(
+            "not an oci:// reference: oci://HOST[:PORT]/REPO[:TAG|@sha256:DIGEST]"
+            + _did_you_mean(text)
+        )
     rest = text[len(SCHEME) :]
     netloc, slash, path = rest.partition("/")
     if "@" in netloc:
@@ -114,6 +117,30 @@ def parse_reference(text: str) -> Reference:
             f"{shown}: a repository is lowercase letters and digits in '/'-separated parts"
         )
     return Reference(host, port, path, tag if digest is None else None, digest)
+
+
+def _did_you_mean(text: str) -> str:
+    """ "; did you mean oci://…?" for what another tool would take as a registry reference:
+    ``docker://HOST/REPO:TAG`` (skopeo's transport), or a bare ``HOST/REPO[:TAG]`` whose first
+    part is a registry host (holds a dot or a port, or is ``localhost``); "" otherwise."""
+    rest = text
+    for prefix in ("docker://", "oci-archive://", "http://", "https://"):
+        if text.lower().startswith(prefix):
+            rest = text[len(prefix) :]
+            break
+    else:
+        first = text.split("/", 1)[0]
+        if (
+            "/" not in text
+            or not ("." in first or ":" in first or first.lower() == "localhost")
+            or first in (".", "..")
+        ):
+            return ""
+    try:
+        parse_reference(SCHEME + rest)
+    except UsageError:
+        return ""
+    return f"; did you mean {escape_display(SCHEME + rest)}?"
 
 
 def _split_host(netloc: str, shown: str) -> tuple[str, int | None]:

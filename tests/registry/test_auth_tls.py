@@ -88,7 +88,7 @@ def test_without_credentials_the_push_is_refused_in_one_line(
         env=env,
     )  # fmt: skip
     assert done.returncode == 1 and one_error(done.stderr), done.stderr
-    assert "docker login" in done.stderr
+    assert "bundler login" in done.stderr and str(tmp_path / "empty-docker") in done.stderr
 
 
 def test_a_wrong_password_is_refused_and_never_shown(

@@ -20,6 +20,7 @@ import bundlefactory as bf
 import pytest
 from hostile_registry import (
     DROPPED_BLOBS,
+    HOSTILE_AUTH_FILES,
     REPO,
     TAG,
     Built,
@@ -37,7 +38,6 @@ from bundler.bundle.manifest import CHECKSUMS_NAME, parse_checksums, render_chec
 from bundler.errors import InvalidInput
 from bundler.fs.durable import open_dir
 from bundler.registry import artifact as art
-from bundler.registry import http as registry_http
 from bundler.registry.http import Options, Session
 from bundler.registry.network import NetworkFailure
 from bundler.registry.pull import BLOBS, pull_into
@@ -258,9 +258,8 @@ def test_a_dropped_connection_is_one_exception_type_a_retry_can_catch(
 def test_a_blob_that_stalls_mid_body_is_refused_after_the_timeout(
     fake: FakeRegistry, built: Built, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A registry that stops sending, connection open: the read times out and says so (the
-    timeout shortened here; the CLI waits TIMEOUT, 60 s)."""
-    monkeypatch.setattr(registry_http, "TIMEOUT", 0.5)
+    """A registry that stops sending, connection open: the read is cut once less than 1 KiB/s
+    arrived over the stall window, and says so (the window shortened here; the CLI waits 60 s)."""
     path = layer_path(fake, built, "workspace")
     good = fake.blobs[path.rsplit("/", 1)[1]]
     stalled = threading.Event()
@@ -274,9 +273,10 @@ def test_a_blob_that_stalls_mid_body_is_refused_after_the_timeout(
         stalled.wait(10)
 
     fake.hooks[path] = stall
-    session = Session(parse_reference(fake.ref()), Options(plain_http=True), environ={})
+    environ = {"BUNDLER_REGISTRY_TIME_SCALE": "0.01"}
+    session = Session(parse_reference(fake.ref()), Options(plain_http=True), environ=environ)
     try:
-        with session, pytest.raises(NetworkFailure, match=r"sent nothing for 0.5 s") as caught:
+        with session, pytest.raises(NetworkFailure, match=r"less than 1 KiB/s for 0.6 s") as caught:
             session.download_blob(path.rsplit("/", 1)[1], len(good), io.BytesIO())
         assert caught.value.cause == "timed out"
     finally:
@@ -901,7 +901,7 @@ def test_credentials_that_are_not_text_are_refused_naming_the_config(
     assert "Traceback" not in done.stderr
     assert "Secret-77" not in done.stdout + done.stderr
     assert str(tmp_path / "docker" / "config.json") in done.stderr
-    assert "docker login" in done.stderr
+    assert "not valid text; log in again ('bundler login" in done.stderr
 
 
 def test_a_credential_helper_answering_credentials_that_are_not_text_is_refused(
@@ -936,4 +936,24 @@ def test_a_docker_auth_that_is_not_base64_of_text_is_refused_naming_the_config(
         fake, tmp_path, f'{{"auths": {{"{fake.host}": {{"auth": "{auth}"}}}}}}'
     )
     assert done.returncode == 1 and one_error(done.stderr), done.stderr
-    assert "is not base64 of user:password; run 'docker login' again" in done.stderr
+    assert "is not base64 of user:password; log in again ('bundler login" in done.stderr
+
+
+@pytest.mark.parametrize("case", HOSTILE_AUTH_FILES)
+def test_a_hostile_auth_json_is_refused_in_one_line_naming_it(
+    fake: FakeRegistry, tmp_path: Path, case: str
+) -> None:
+    basic_auth(fake)
+    make, words = HOSTILE_AUTH_FILES[case]
+    runtime = tmp_path / "run"
+    (runtime / "containers").mkdir(parents=True)
+    auth_json = runtime / "containers" / "auth.json"
+    make(auth_json, fake.host)
+    done = run_cli(
+        ["bundle", "inspect", fake.ref(), "--plain-http"],
+        env={"XDG_RUNTIME_DIR": str(runtime), "HOME": str(tmp_path)},
+        timeout=60,
+    )
+    assert done.returncode == 1 and one_error(done.stderr), done.stderr
+    assert str(auth_json) in done.stderr and words in done.stderr
+    assert "Traceback" not in done.stderr and "AAAA" not in done.stderr
