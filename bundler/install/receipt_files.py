@@ -119,7 +119,7 @@ def publish(staging_fd: int, dir_fd: int, receipt_name: str, digest: str, size: 
     """Put the staged listing beside the receipt ``receipt_name`` (in ``dir_fd``), durably,
     unless a file with its digest is there already (a crash came after it was published).
 
-    Copied a chunk at a time to a temporary name, checked against ``digest`` and ``size`` (a
+    Copied a chunk at a time to ``.<name>.partial``, checked against ``digest`` and ``size`` (a
     staged listing that changed is refused rather than published), fsynced, renamed into place
     and the folder fsynced: the listing is whole and durable before the receipt that names it
     is linked. Replacing a file of that name is safe: the receipt does not exist yet (receipts
@@ -128,10 +128,11 @@ def publish(staging_fd: int, dir_fd: int, receipt_name: str, digest: str, size: 
     name = listing_name(receipt_name)
     if _digest_of(dir_fd, name) == (digest, size):
         return
-    tmp = durable.temporary_name(name)
+    # ours alone (no receipt has the name yet), so one a crash left is reused, not litter
+    tmp = f".{name}.partial"
     source = os.open(STAGED_NAME, READ_FLAGS, dir_fd=staging_fd)
     try:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
         out = os.open(tmp, flags, 0o600, dir_fd=dir_fd)
         try:
             hasher = xxhash.xxh3_128()
