@@ -829,10 +829,11 @@ def _transact(run: _Run, result: ImportReport, new_text: str, staged: list[Stage
                 if report.checksums_digest
                 else None
             )
-            writer = ListingWriter(staging_fd)
+            writer: ListingWriter | None = None
             trees: dict[str, str] = {}
             counts: dict[str, int] = {}
             try:
+                writer = ListingWriter(staging_fd)
                 progress = run.options.progress
                 with phase(progress, "copying", *_staged_totals(report, staged)):
                     for item in staged:
@@ -843,7 +844,8 @@ def _transact(run: _Run, result: ImportReport, new_text: str, staged: list[Stage
                         counts[item.label] = writer.lines - before
                 listing = writer.finish()
             finally:
-                writer.close()
+                if writer is not None:
+                    writer.close()
                 if listed is not None:
                     listed.close()
         finally:

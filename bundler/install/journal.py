@@ -206,6 +206,8 @@ def _journal_problem(data: Any, token: str) -> str | None:
         return "receipt_text is not text"
     if data.get("receipt_files", "") not in ("", receipt_files.STAGED_NAME):
         return "receipt_files is not the staged file listing"
+    if data.get("receipt_files") and _listing_named(str(data.get("receipt_text", ""))) is None:
+        return "receipt_text does not name its file listing"
     for key in ("moved", "parents", "remove_parents", "prune"):
         if not is_path_list(data.get(key, [])):
             return f"{key} is not a list of paths inside the install"
@@ -656,20 +658,28 @@ def _receipt_present(install_fd: int, journal: Journal) -> str | None:
 def _publish_listing(install_fd: int, dir_fd: int, journal: Journal, name: str) -> None:
     """Publish the journal's staged file listing beside the receipt ``name`` (when the journal
     has one): whole and durable before the receipt is linked."""
-    if not journal.receipt_files:
+    named = _listing_named(journal.receipt_text) if journal.receipt_files else None
+    if named is None:  # Journal.loads refused a journal naming a listing its receipt does not
         return
-    meta = tomlcompat.loads(journal.receipt_text).get("listing")
-    if not isinstance(meta, dict):
-        raise Refused(
-            f"{staging_name(journal.token)}: the journal's receipt does not name its file "
-            "listing; nothing was written",
-            path=staging_name(journal.token),
-        )
     staging_fd = safefs.open_dir_nofollow(install_fd, staging_name(journal.token))
     try:
-        receipt_files.publish(staging_fd, dir_fd, name, str(meta["xxh3_128"]), int(meta["bytes"]))
+        receipt_files.publish(staging_fd, dir_fd, name, *named)
     finally:
         os.close(staging_fd)
+
+
+def _listing_named(receipt_text: str) -> tuple[str, int] | None:
+    """The XXH3-128 and size of the file listing a receipt's text names, or None."""
+    try:
+        listing = tomlcompat.loads(receipt_text).get("listing")
+    except tomlcompat.TOMLDecodeError:
+        return None
+    if not isinstance(listing, dict):
+        return None
+    digest, size = listing.get("xxh3_128"), listing.get("bytes")
+    if not isinstance(digest, str) or type(size) is not int or size < 0:
+        return None
+    return digest, size
 
 
 def write_receipt(install_fd: int, journal: Journal) -> str:

@@ -37,6 +37,8 @@ SUFFIX = ".files"
 """Appended to the receipt's name to name its listing: ``<stamp>-<alias>.toml.files``."""
 _FLUSH_BYTES = 1 << 20
 _CHUNK = 1 << 16
+_MAX_LINE = 1 << 16
+"""Longer than any line import writes (a path of at most 256 levels of 255-byte names)."""
 _DIGEST = re.compile(rb"[0-9a-f]{32}")
 _SIZE = re.compile(rb"0|[1-9][0-9]{0,19}")
 
@@ -202,6 +204,8 @@ def read_listing(receipt: Path, digest: str, size: int, counts: Sequence[int]) -
             data = rest + chunk
             lines = data.split(b"\n")
             rest = lines.pop()
+            if len(rest) > _MAX_LINE:
+                raise damaged("a line is longer than any path")
             for line in lines:
                 while index < len(counts) and len(folders[index]) >= counts[index]:
                     index += 1

@@ -25,6 +25,7 @@ from typing import Any
 import tomli_w
 import tomlkit
 
+from bundler.bundle.walk import MAX_ENTRIES
 from bundler.config.file import parse_config_text, read_config_file
 from bundler.config.guards import UNRESTRICTED
 from bundler.config.write import config_lock
@@ -220,7 +221,9 @@ def _receipt_problem(data: Mapping[str, Any]) -> str | None:
             isinstance(listing, dict)
             and isinstance(listing.get("xxh3_128"), str)
             and type(listing.get("bytes")) is int
+            and 0 <= listing["bytes"] <= MAX_RECEIPT_BYTES
             and type(listing.get("lines")) is int
+            and 0 <= listing["lines"] <= MAX_ENTRIES
             and all(
                 type(folder.get("listed")) is int
                 and folder["listed"] >= 0

@@ -120,6 +120,13 @@ HOSTILE_JOURNALS = {
     "take_size_text": {"takes": [{"src": "zz", "dst": f"{STAGING}/0", "size": "5", "digest": ""}]},
     "prune_climbs_out": {"prune": ["../victim"]},
     "undone_receipt_climbs_out": {"undone_receipt": "../../../victimfile.toml"},
+    # the staged listing recovery publishes beside the receipt it writes
+    "receipt_files_climbs_out": {"receipt_files": "../../victimfile"},
+    "receipt_files_without_its_digest": {
+        "receipt_files": "receipt.files",
+        "receipt_text": 'format = 1\nlisting = { xxh3_128 = 5, bytes = "x" }\n',
+    },
+    "receipt_files_receipt_not_toml": {"receipt_files": "receipt.files", "receipt_text": "[["},
 }
 
 
