@@ -420,11 +420,20 @@ def partial_name(stem: str) -> str:
     return f".{stem}.partial"
 
 
-def write_new_file(dir_fd: int, stem: str, suffix: str, data: bytes) -> str:
+def write_new_file(
+    dir_fd: int,
+    stem: str,
+    suffix: str,
+    data: bytes,
+    *,
+    before_link: Callable[[str], None] | None = None,
+) -> str:
     """Write ``data`` durably under ``stem + suffix`` or ``stem-2 + suffix``…; never replaces.
 
     The bytes go to :func:`partial_name` first and are fsynced; only a complete file is linked
-    to its real name, so a reader (and recovery) never meets a torn receipt.
+    to its real name, so a reader (and recovery) never meets a torn receipt. ``before_link``
+    is called with the free name chosen just before the file is linked to it (a receipt's
+    listing is published under it first).
     """
     tmp = partial_name(stem)
     try:
@@ -433,6 +442,11 @@ def write_new_file(dir_fd: int, stem: str, suffix: str, data: bytes) -> str:
         counter = 1
         while True:
             name = f"{stem}{suffix}" if counter == 1 else f"{stem}-{counter}{suffix}"
+            if before_link is not None:
+                if lstat_rel(dir_fd, name) is not None:
+                    counter += 1
+                    continue
+                before_link(name)
             try:
                 os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
                 break

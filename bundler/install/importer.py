@@ -70,6 +70,8 @@ from bundler.install.journal import (
     clear_abandoned,
     complete_transaction,
 )
+from bundler.install.receipt_files import STAGED_NAME as STAGED_LISTING
+from bundler.install.receipt_files import ListingWriter
 from bundler.install.stage import (
     ListedChecksums,
     Staged,
@@ -797,12 +799,16 @@ def _receipt_text(
     journal: Journal,
     staged: list[Staged],
     trees: dict[str, str],
-    listings: dict[str, list[tuple[str, int, str]]],
+    listed: dict[str, int],
+    listing: tuple[str, int],
 ) -> str:
     """The receipt undo reads (03 §4); ``journal`` already holds the moves it records.
 
-    Each folder carries its files' ``[path inside it, size, XXH3-128]``: an undo removes the
-    files still as imported and keeps every other."""
+    Its files' ``[path inside the folder, size, XXH3-128]`` are in the listing published beside
+    it (:mod:`bundler.install.receipt_files`), which ``[listing]`` names by digest and size
+    (``listing``) and each folder by its number of lines (``listed``): an undo removes the
+    files still as imported and keeps every other. The text stays small whatever the number of
+    files, and so does the journal that holds it."""
     plan = result.plan
     config = run.config
     entries = [
@@ -844,10 +850,15 @@ def _receipt_text(
             {
                 "path": item.target,
                 "tree": trees[item.label],
-                "files": [list(file) for file in listings[item.label]],
+                "listed": listed[item.label],
             }
             for item in staged
         ],
+        "listing": {
+            "xxh3_128": listing[0],
+            "bytes": listing[1],
+            "lines": sum(listed.values()),
+        },
         "emptied": journal.emptied,
         "created_parents": journal.parents,
     }
@@ -890,17 +901,23 @@ def _transact(run: _Run, result: ImportReport, new_text: str, staged: list[Stage
                 if report.checksums_digest
                 else None
             )
-            listings: dict[str, list[tuple[str, int, str]]] = {item.label: [] for item in staged}
+            writer: ListingWriter | None = None
+            trees: dict[str, str] = {}
+            counts: dict[str, int] = {}
             try:
+                writer = ListingWriter(staging_fd)
                 progress = run.options.progress
                 with phase(progress, "copying", *_staged_totals(report, staged)):
-                    trees = {
-                        item.label: stage_folder(
-                            bundle_fd, staging_fd, item, listed, progress, listings[item.label]
+                    for item in staged:
+                        before = writer.lines
+                        trees[item.label] = stage_folder(
+                            bundle_fd, staging_fd, item, listed, progress, writer
                         )
-                        for item in staged
-                    }
+                        counts[item.label] = writer.lines - before
+                listing = writer.finish()
             finally:
+                if writer is not None:
+                    writer.close()
                 if listed is not None:
                     listed.close()
         finally:
@@ -931,8 +948,9 @@ def _transact(run: _Run, result: ImportReport, new_text: str, staged: list[Stage
             new_text = replace_sealed(new_text, replacements)
             journal.new_config = xxh(new_text.encode("utf-8"))
         journal.receipt_text = _receipt_text(
-            run, result, new_text, journal, staged, trees, listings
+            run, result, new_text, journal, staged, trees, counts, listing
         )
+        journal.receipt_files = STAGED_LISTING
         txn.write_journal()
         txn.run(new_text)
     except BaseException as err:

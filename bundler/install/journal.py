@@ -55,6 +55,7 @@ from bundler.errors import Refused
 from bundler.fs import durable, safefs, scratch
 from bundler.fs.interrupts import signals_deferred
 from bundler.fs.smallfile import NotSmallFile, read_small_file
+from bundler.install import receipt_files
 from bundler.install.files import (
     DIR_MODE,
     ensure_dirs,
@@ -117,6 +118,10 @@ class Journal:
     emptied: list[dict[str, Any]] = field(default_factory=list)
     receipt_stem: str = ""
     receipt_text: str = ""
+    receipt_files: str = ""
+    """The receipt's file listing inside the staging folder (``receipt.files``), published
+    beside the receipt as it is written; empty for an undo, and for a receipt holding its
+    files itself (written by an earlier version)."""
     restore_empty: list[dict[str, Any]] = field(default_factory=list)
     remove_parents: list[str] = field(default_factory=list)
     audit: list[dict[str, Any]] = field(default_factory=list)
@@ -199,6 +204,10 @@ def _journal_problem(data: Any, token: str) -> str | None:
         return "receipt_stem is not a plain name"
     if not isinstance(data.get("receipt_text", ""), str):
         return "receipt_text is not text"
+    if data.get("receipt_files", "") not in ("", receipt_files.STAGED_NAME):
+        return "receipt_files is not the staged file listing"
+    if data.get("receipt_files") and _listing_named(str(data.get("receipt_text", ""))) is None:
+        return "receipt_text does not name its file listing"
     for key in ("moved", "parents", "remove_parents", "prune"):
         if not is_path_list(data.get(key, [])):
             return f"{key} is not a list of paths inside the install"
@@ -627,6 +636,7 @@ def _remove_partial_receipt(
 
 
 def _receipt_present(install_fd: int, journal: Journal) -> str | None:
+    """The name of the journal's receipt when it is written already (its listing too)."""
     try:
         fd = safefs.open_beneath(install_fd, "/".join(RECEIPTS))
     except OSError:
@@ -637,18 +647,52 @@ def _receipt_present(install_fd: int, journal: Journal) -> str | None:
                 with contextlib.suppress(OSError, NotSmallFile):
                     raw = read_small_file(name, MAX_RECEIPT_BYTES, dir_fd=fd, follow=False)
                     if raw == journal.receipt_text.encode("utf-8"):
+                        # published before the receipt; made again if removed since
+                        _publish_listing(install_fd, fd, journal, name)
                         return name
         return None
     finally:
         os.close(fd)
 
 
+def _publish_listing(install_fd: int, dir_fd: int, journal: Journal, name: str) -> None:
+    """Publish the journal's staged file listing beside the receipt ``name`` (when the journal
+    has one): whole and durable before the receipt is linked."""
+    named = _listing_named(journal.receipt_text) if journal.receipt_files else None
+    if named is None:  # Journal.loads refused a journal naming a listing its receipt does not
+        return
+    staging_fd = safefs.open_dir_nofollow(install_fd, staging_name(journal.token))
+    try:
+        receipt_files.publish(staging_fd, dir_fd, name, *named)
+    finally:
+        os.close(staging_fd)
+
+
+def _listing_named(receipt_text: str) -> tuple[str, int] | None:
+    """The XXH3-128 and size of the file listing a receipt's text names, or None."""
+    try:
+        listing = tomlcompat.loads(receipt_text).get("listing")
+    except tomlcompat.TOMLDecodeError:
+        return None
+    if not isinstance(listing, dict):
+        return None
+    digest, size = listing.get("xxh3_128"), listing.get("bytes")
+    if not isinstance(digest, str) or type(size) is not int or size < 0:
+        return None
+    return digest, size
+
+
 def write_receipt(install_fd: int, journal: Journal) -> str:
-    """Write the journal's receipt under ``data/state/imports/``; returns its install path."""
+    """Write the journal's receipt under ``data/state/imports/``, its file listing first;
+    returns its install path."""
     dir_fd, _ = ensure_dirs(install_fd, "/".join(RECEIPTS))
     try:
         name = write_new_file(
-            dir_fd, journal.receipt_stem, ".toml", journal.receipt_text.encode("utf-8")
+            dir_fd,
+            journal.receipt_stem,
+            ".toml",
+            journal.receipt_text.encode("utf-8"),
+            before_link=lambda chosen: _publish_listing(install_fd, dir_fd, journal, chosen),
         )
     finally:
         os.close(dir_fd)

@@ -31,6 +31,7 @@ from bundler.install.files import (
     relative_to_install,
     tree_line,
 )
+from bundler.install.receipt_files import ListingWriter
 from bundler.rules import layout
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress
@@ -129,7 +130,7 @@ def stage_folder(
     staged: Staged,
     listed: ListedChecksums | None,
     progress: Progress | None = None,
-    listing: list[tuple[str, int, str]] | None = None,
+    listing: ListingWriter | None = None,
 ) -> str:
     """Copy one staged folder's sources, check every digest, fix modes; returns its tree digest.
 
@@ -138,9 +139,10 @@ def stage_folder(
     held, except for the sources before the last, whose files (``memory/``'s two at most: the
     caller puts the large source last) are kept to be hashed in the staged folder's walk order
     with the last one's. ``progress`` is told of each file copied (the caller starts and stops
-    its phase); ``listing``, when given, receives each file's ``(path inside the folder, size,
-    XXH3-128)`` in the staged folder's walk order: the receipt keeps them so that an undo can
-    tell each added file unchanged from one the agent has since edited (03 §4).
+    its phase); ``listing``, when given, is written each file's ``(path inside the folder, size,
+    XXH3-128)`` in the staged folder's walk order, a line at a time: the receipt's listing keeps
+    them so that an undo can tell each added file unchanged from one the agent has since edited
+    (03 §4).
     """
     os.mkdir(staged.label, 0o700, dir_fd=staging_fd)
     root_fd = safefs.open_dir_nofollow(staging_fd, staged.label)
@@ -231,22 +233,22 @@ def _after_reading(lines: Iterator[tuple[str, str]], refusal: InvalidInput) -> I
 def _hashed(
     tree: xxhash.xxh3_128,
     entry: tuple[str, int, str],
-    listing: list[tuple[str, int, str]] | None,
+    listing: ListingWriter | None,
 ) -> None:
     tree_line(tree, entry)
     if listing is not None:
-        listing.append(entry)
+        listing.add(entry)
 
 
 def _hash_in_order(
     tree: xxhash.xxh3_128,
     earlier: list[tuple[str, int, str]],
     entry: tuple[str, int, str],
-    listing: list[tuple[str, int, str]] | None,
+    listing: ListingWriter | None,
 ) -> None:
     """Hash ``entry`` of the last source after the earlier sources' files that precede it in
     the staged folder's walk order (checksum order, 02 §9.2); ``earlier`` is sorted last first.
-    Each file hashed joins ``listing`` in the same order."""
+    Each file hashed is written to ``listing`` in the same order."""
     if earlier:
         key = checksum_sort_key(entry[0])
         while earlier and checksum_sort_key(earlier[-1][0]) < key:

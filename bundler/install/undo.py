@@ -25,13 +25,14 @@ from typing import Any
 import tomli_w
 import tomlkit
 
+from bundler.bundle.walk import MAX_ENTRIES
 from bundler.config.file import parse_config_text, read_config_file
 from bundler.config.guards import UNRESTRICTED
 from bundler.config.write import config_lock
 from bundler.errors import BundlerError, InvalidInput, Refused
 from bundler.fs import digest, durable, safefs
 from bundler.fs.smallfile import NotSmallFile, read_small_file
-from bundler.install import merge
+from bundler.install import merge, receipt_files
 from bundler.install.files import (
     CONFIG,
     READ_FLAGS,
@@ -214,6 +215,24 @@ def _receipt_problem(data: Mapping[str, Any]) -> str | None:
         return "created_parents is not a list of paths inside the install"
     if not all(_is_file_list(folder.get("files", [])) for folder in folders):
         return "a folder's files are not a list of [path, size, digest] inside it"
+    if "listing" in data:
+        listing = data["listing"]
+        if not (
+            isinstance(listing, dict)
+            and isinstance(listing.get("xxh3_128"), str)
+            and type(listing.get("bytes")) is int
+            and 0 <= listing["bytes"] <= MAX_RECEIPT_BYTES
+            and type(listing.get("lines")) is int
+            and 0 <= listing["lines"] <= MAX_ENTRIES
+            and all(
+                type(folder.get("listed")) is int
+                and folder["listed"] >= 0
+                and "files" not in folder
+                for folder in folders
+            )
+            and sum(folder["listed"] for folder in folders) == listing["lines"]
+        ):
+            return "listing is not {xxh3_128, bytes, lines} with each folder's lines listed"
     undone = data.get("undone", {})
     if not (
         isinstance(undone, dict)
@@ -235,6 +254,28 @@ def _is_file_list(files: object) -> bool:
         and isinstance(item[2], str)
         for item in files
     )
+
+
+def _read_files(receipt: Path, data: Mapping[str, Any]) -> None:
+    """Give each folder of a receipt with a ``[listing]`` its ``files`` from the listing beside
+    it (:func:`receipt_files.read_listing`), checked whole before anything is done: missing,
+    damaged or another receipt's, the undo is refused. A receipt holding its files itself, or
+    none (written by earlier versions), is left as it is."""
+    listing = data.get("listing")
+    if not isinstance(listing, dict):
+        return
+    folders = data.get("folders", [])
+    lists = receipt_files.read_listing(
+        receipt, listing["xxh3_128"], listing["bytes"], [f["listed"] for f in folders]
+    )
+    for folder, files in zip(folders, lists, strict=True):
+        if not _is_file_list([list(file) for file in files]):
+            raise InvalidInput(
+                f"{escape_display(f'{receipt}{receipt_files.SUFFIX}')} is damaged (a path is not "
+                "inside its folder): it is not a listing bundler wrote; nothing was done",
+                path=f"{receipt}{receipt_files.SUFFIX}",
+            )
+        folder["files"] = files
 
 
 def _find_entry(config: Mapping[str, Any], path: str) -> Any:
@@ -687,6 +728,7 @@ def undo_import(install_root: Path, receipt: Path, *, dry_run: bool = False) -> 
     """
     install_root = Path(os.path.abspath(install_root))
     data = _load_receipt(receipt)
+    _read_files(receipt, data)
     result = UndoReport(agent=str(data.get("agent", "")), receipt=str(receipt), dry_run=dry_run)
     with open_install(install_root, create=False) as install_fd, contextlib.ExitStack() as stack:
         stack.enter_context(config_lock(install_root))

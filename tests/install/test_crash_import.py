@@ -65,18 +65,24 @@ def bundler(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def state(install: Path) -> State:
-    """Every entry's bytes (None for folders); receipts by count, the lock file ignored."""
+    """Every entry's bytes (None for folders); receipts by count, their file listings by
+    content (no time in them), the lock file ignored."""
     out: State = {}
     receipts = 0
+    listings: list[bytes] = []
     for path in sorted(install.rglob("*")):
         rel = str(path.relative_to(install))
         if rel == ".config.lock":
             continue
         if rel.startswith("data/state/imports/"):
-            receipts += 1
+            if path.name.endswith(".toml.files"):
+                listings.append(path.read_bytes())
+            else:
+                receipts += 1
             continue
         out[rel] = None if path.is_dir() and not path.is_symlink() else path.read_bytes()
     out["<receipts>"] = str(receipts).encode()
+    out["<listings>"] = b"\0".join(listings)
     return out
 
 
@@ -213,6 +219,36 @@ def test_sigkill_at_the_commit_rename_leaves_recoverable_journal_without_secret(
     assert state(scenario.install) == scenario.old  # killed before the rename: not committed
 
 
+@pytest.mark.parametrize("where", ["listing", "receipt"])
+def test_sigkill_after_the_commit_then_recover_writes_the_receipt_and_its_listing(
+    tmp_path: Path, where: str
+) -> None:
+    """Killed after the commit, while publishing the receipt's file listing (its rename into
+    place) or the receipt (its link): recovery writes the missing receipt and the listing
+    beside it, byte for byte what an uninterrupted import writes, from the journal and the
+    staged listing; the receipt is never there without its listing."""
+    scenario = _scenario(tmp_path)
+    syscalls = RENAME_SYSCALLS if where == "listing" else ["link", "linkat"]
+    mark = ".toml.files" if where == "listing" else ".partial"
+    calls = [c for c in _calls(scenario, syscalls) if mark in c.line]
+    assert calls, f"no {where} publication traced"
+    run = run_with_fault(
+        scenario.cmd, calls[0].syscall, calls[0].index, "SIGKILL", env=cli_env(), cwd="/"
+    )
+    assert run.killed
+    imports = scenario.install / "data" / "state" / "imports"
+    assert not list(imports.glob("*.toml")), "the receipt was written before the kill"
+    assert (scenario.install / "config.toml").read_bytes() == scenario.new["config.toml"]
+    recovered = bundler("recover", "--install", str(scenario.install))
+    assert recovered.returncode == 0, recovered.stderr
+    assert state(scenario.install) == scenario.new
+    assert _leftovers(scenario.install) == []
+    receipt = next(imports.glob("*.toml"))
+    undone = bundler("--install", str(scenario.install), "agents", "import", "--undo", str(receipt))
+    assert undone.returncode == 0, undone.stderr
+    assert not (scenario.install / "agents" / "researcher").exists()
+
+
 @pytest.mark.slow
 def test_sigkill_at_every_call_then_recover_gives_old_or_new_install(tmp_path: Path) -> None:
     scenario = _scenario(tmp_path)
@@ -302,7 +338,7 @@ def _undo_scenario(
         (notes / "agent.md").write_text("written by the agent\n")
     imported = tmp_path / "imported"
     shutil.copytree(scenario.install, imported, symlinks=True)
-    receipt = next((scenario.install / "data" / "state" / "imports").iterdir())
+    receipt = next((scenario.install / "data" / "state" / "imports").glob("*.toml"))
     cmd = [
         *cli_command(),
         "--install",

@@ -120,6 +120,13 @@ HOSTILE_JOURNALS = {
     "take_size_text": {"takes": [{"src": "zz", "dst": f"{STAGING}/0", "size": "5", "digest": ""}]},
     "prune_climbs_out": {"prune": ["../victim"]},
     "undone_receipt_climbs_out": {"undone_receipt": "../../../victimfile.toml"},
+    # the staged listing recovery publishes beside the receipt it writes
+    "receipt_files_climbs_out": {"receipt_files": "../../victimfile"},
+    "receipt_files_without_its_digest": {
+        "receipt_files": "receipt.files",
+        "receipt_text": 'format = 1\nlisting = { xxh3_128 = 5, bytes = "x" }\n',
+    },
+    "receipt_files_receipt_not_toml": {"receipt_files": "receipt.files", "receipt_text": "[["},
 }
 
 
@@ -261,3 +268,89 @@ def test_a_receipt_that_is_not_a_small_regular_file_is_refused_without_waiting(
     assert "not a regular file" in done.stderr
     for other in (listed, checked):
         assert "Traceback" not in other.stderr
+
+
+def _listing_rewritten(receipt: Path, text: bytes) -> None:
+    """Replace the receipt's file listing with ``text`` and name it in the receipt (digest and
+    size), so only what the lines say can make the undo refuse."""
+    import xxhash
+
+    from bundler.rules.tomlcompat import loads
+
+    Path(f"{receipt}.files").write_bytes(text)
+    listing = loads(receipt.read_text())["listing"]
+    listing.update(xxh3_128=xxhash.xxh3_128_hexdigest(text), bytes=len(text))
+    rewrite_receipt(receipt, listing=listing)
+
+
+def _first_line_path(receipt: Path, path: str) -> None:
+    lines = Path(f"{receipt}.files").read_bytes().splitlines(keepends=True)
+    digest, size, _ = lines[0].split(b" ", 2)
+    lines[0] = b" ".join([digest, size, path.encode()]) + b"\n"
+    _listing_rewritten(receipt, b"".join(lines))
+
+
+def _fifo(receipt: Path) -> None:
+    Path(f"{receipt}.files").unlink()
+    os.mkfifo(f"{receipt}.files")
+
+
+def _dev_zero(receipt: Path) -> None:
+    Path(f"{receipt}.files").unlink()
+    Path(f"{receipt}.files").symlink_to("/dev/zero")
+
+
+def _one_digit_changed(receipt: Path) -> None:
+    sidecar = Path(f"{receipt}.files")
+    raw = bytearray(sidecar.read_bytes())
+    raw[0] = ord("0") if raw[0] != ord("0") else ord("1")
+    sidecar.write_bytes(bytes(raw))
+
+
+HOSTILE_LISTINGS = {
+    "missing": lambda receipt: Path(f"{receipt}.files").unlink(),
+    "one_digit_changed": _one_digit_changed,
+    "truncated": lambda receipt: Path(f"{receipt}.files").write_bytes(
+        Path(f"{receipt}.files").read_bytes()[:-1]
+    ),
+    "a_line_more": lambda receipt: Path(f"{receipt}.files").write_bytes(
+        Path(f"{receipt}.files").read_bytes() + b"0" * 32 + b" 5 kept\n"
+    ),
+    "another_receipts": lambda receipt: Path(f"{receipt}.files").write_bytes(
+        b"0" * 32 + b" 5 README.md\n"
+    ),
+    "fifo": _fifo,
+    "dev_zero": _dev_zero,
+    # named by digest in the receipt, so only the check of each path stops them
+    "climbs_out_with_its_digest": lambda r: _first_line_path(r, "../../../../victim/kept"),
+    "absolute_with_its_digest": lambda r: _first_line_path(r, "/tmp/victimfile"),
+    "not_a_line_with_its_digest": lambda r: _listing_rewritten(
+        r, b"x\n" + b"".join(Path(f"{r}.files").read_bytes().splitlines(keepends=True)[1:])
+    ),
+    "fewer_lines_with_its_digest": lambda r: _listing_rewritten(
+        r, b"".join(Path(f"{r}.files").read_bytes().splitlines(keepends=True)[1:])
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", HOSTILE_LISTINGS.values(), ids=HOSTILE_LISTINGS.keys())
+def test_a_receipt_listing_missing_damaged_or_not_its_own_is_refused_and_changes_nothing(
+    scene: dict[str, Path], damage: Any
+) -> None:
+    """03 §4: undo tells a file still as imported by the listing beside the receipt; one that
+    is missing, damaged or not the one the receipt names (its digest) is refused before
+    anything is done, and a path in it leading out of its folder is refused even when the
+    digest was made to match."""
+    install, receipt, root = scene["install"], scene["receipt"], scene["root"]
+    assert Path(f"{receipt}.files").read_bytes().count(b"\n") >= 2
+    damage(receipt)
+    before = tree_snapshot(root)
+    for extra in (["--dry-run"], ["--force"], []):
+        done = bundler(install, "agents", "import", "--undo", str(receipt), *extra)
+        assert_refused_and_untouched(done, root, before)
+        assert f"{receipt.name}.files" in done.stderr
+        assert ("is missing" if not os.path.lexists(f"{receipt}.files") else "") in done.stderr
+    for command in (["agents", "imports"], ["doctor"]):
+        listed = bundler(install, *command)
+        assert "Traceback" not in listed.stderr and SECRET not in listed.stdout + listed.stderr
+    assert tree_snapshot(root) == before

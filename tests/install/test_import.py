@@ -191,7 +191,7 @@ def test_unrestricted_filesystem_turned_on_and_off_is_audited(
     record = json.loads(lines[-1])
     assert record["path"] == "agents.researcher.workspace.unrestricted_filesystem"
     assert (record["old"], record["new"], record["via"]) == (False, True, "agents import")
-    receipt = next((empty_install / "data" / "state" / "imports").iterdir())
+    receipt = next((empty_install / "data" / "state" / "imports").glob("*.toml"))
     undone = run_cli(["--install", str(empty_install), "agents", "import", "--undo", str(receipt)])
     assert undone.returncode == 0, undone.stderr
     lines = (empty_install / "data" / "state" / "config-audit.jsonl").read_text().splitlines()

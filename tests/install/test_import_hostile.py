@@ -269,7 +269,7 @@ def test_wrongly_typed_target_config_undo_and_doctor_refuse_without_traceback(
     bundle = bf.build_bundle(tmp_path / "bundle")
     done = run_import(empty_install, str(bundle), "--accept-risks")
     assert done.returncode == 0, done.stderr
-    receipt = next((empty_install / "data" / "state" / "imports").iterdir())
+    receipt = next((empty_install / "data" / "state" / "imports").glob("*.toml"))
     (empty_install / "config.toml").write_text(CONFIGS[name].text)
     before = everything(empty_install)
     undo = run_import(empty_install, "--undo", str(receipt))

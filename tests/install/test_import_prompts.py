@@ -76,7 +76,7 @@ def test_consent_comes_first_y_is_accepted_secrets_are_not_echoed(tmp_path: Path
     flat = " ".join(transcript.split())
     assert flat.count("--secret values are visible") == 1
     assert flat.index("--secret values") < flat.index("After this import the agent may")
-    receipt = next((install / "data" / "state" / "imports").iterdir())
+    receipt = next((install / "data" / "state" / "imports").glob("*.toml"))
     undo = shlex.join(
         ["bundler", "--install", str(install), "agents", "import", "--undo", str(receipt)]
     )

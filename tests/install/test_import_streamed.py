@@ -80,6 +80,34 @@ def test_import_memory_does_not_grow_with_the_number_of_files(tmp_path: Path) ->
     assert grown - baseline < 4.0, (baseline, grown)
 
 
+def _long_named(bundle: Path, count: int) -> None:
+    """``count`` tiny workspace files whose paths are about 200 characters long, so that any
+    copy of the receipt's per-file listing held in memory costs some 0.5 KiB a file."""
+    for index in range(count):
+        folder = bundle / "workspace" / f"long-{index % 40:02d}-{'y' * 80}"
+        folder.mkdir(exist_ok=True)
+        (folder / f"file-{index:06d}-{'x' * 100}.txt").write_bytes(b"%d\n" % index)
+    bf.reseal(bundle)
+
+
+def test_the_receipt_listing_costs_import_no_memory_by_the_file(tmp_path: Path) -> None:
+    """06 P4 for the receipt: each imported file's path, size and digest go to the listing
+    beside the receipt a line at a time, never into memory, the receipt's TOML or the journal.
+    Held there, 18,000 more files of 200-character paths cost more than 10 MiB."""
+    small, large = tmp_path / "small", tmp_path / "large"
+    bf.build_bundle(small)
+    _long_named(small, 2_000)
+    bf.build_bundle(large)
+    _long_named(large, 20_000)
+    baseline = _peak_import_mib(tmp_path, small, "small-install")
+    grown = _peak_import_mib(tmp_path, large, "large-install")
+    assert grown - baseline < 4.0, (baseline, grown)
+    for name in ("small-install", "large-install"):
+        receipt = next((tmp_path / name / "data" / "state" / "imports").glob("*.toml"))
+        assert receipt.stat().st_size < 16 << 10  # the TOML names the listing, never holds it
+        assert Path(f"{receipt}.files").read_bytes().count(b"\n") > 2_000
+
+
 def _stage(bundle: Path, tmp_path: Path, digest: str) -> str:
     """Stage the bundle's workspace against its checksums as verified with ``digest``."""
     staging = tmp_path / "staging"

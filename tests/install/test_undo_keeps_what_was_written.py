@@ -329,6 +329,39 @@ def test_a_kept_file_with_a_hostile_name_is_listed_escaped_on_one_line(tmp_path:
     assert (install / WORKSPACE / hostile).read_text() == "written by the agent\n"
 
 
+def as_written_before(receipt: Path, *, with_files: bool) -> None:
+    """Turn a receipt into the form earlier versions wrote: each folder's files inside the TOML
+    (``with_files``), or no file lists at all; the listing beside it is removed."""
+    data = tomlcompat.loads(receipt.read_text(encoding="utf-8"))
+    sidecar = Path(f"{receipt}.files")
+    lines = sidecar.read_text(encoding="utf-8").splitlines()
+    del data["listing"]
+    for folder in data["folders"]:
+        mine, lines = lines[: folder["listed"]], lines[folder["listed"] :]
+        del folder["listed"]
+        if with_files:
+            folder["files"] = [
+                [path, int(size), digest]
+                for digest, size, path in (line.split(" ", 2) for line in mine)
+            ]
+    receipt.write_text(tomli_w.dumps(data), encoding="utf-8")
+    sidecar.unlink()
+
+
+def test_a_receipt_holding_its_files_in_its_toml_is_undone_file_by_file(tmp_path: Path) -> None:
+    """A receipt whose folders carry their ``files`` inside the TOML (written before the listing
+    moved beside it) is read as before: the files still as imported go, the agent's stay."""
+    install, receipt, _ = imported(tmp_path)
+    as_written_before(receipt, with_files=True)
+    workspace = agent_works(install)
+    done = undo(install, receipt)
+    assert (install / "config.toml").read_text(encoding="utf-8") == USER_CONFIG
+    assert not (workspace / "README.md").exists()
+    assert (workspace / "notes" / "agent-log.md").read_text() == "started\n"
+    kept = {Path(item["path"]).name for item in done["kept"]}  # type: ignore[attr-defined]
+    assert kept == {"today.md", "agent-log.md", "draft.txt"}
+
+
 @pytest.mark.parametrize("worked", [False, True], ids=["untouched", "agent_worked"])
 def test_a_receipt_without_file_digests_removes_a_folder_only_when_all_of_it_is_unchanged(
     tmp_path: Path, worked: bool
@@ -336,10 +369,7 @@ def test_a_receipt_without_file_digests_removes_a_folder_only_when_all_of_it_is_
     """A receipt an earlier version wrote has each folder's tree digest only: which file
     changed cannot be told, so a folder changed at all is kept whole."""
     install, receipt, _ = imported(tmp_path)
-    data = tomlcompat.loads(receipt.read_text(encoding="utf-8"))
-    for folder in data["folders"]:
-        del folder["files"]
-    receipt.write_text(tomli_w.dumps(data), encoding="utf-8")
+    as_written_before(receipt, with_files=False)
     workspace = install / WORKSPACE
     if worked:
         (workspace / "new.txt").write_text("the agent worked\n")
