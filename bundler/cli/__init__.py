@@ -13,6 +13,7 @@ import gc
 import importlib
 import io
 import json
+import os
 import re
 import signal
 import sys
@@ -34,7 +35,14 @@ from bundler.cli.registry_args import (
     add_registry_options,
 )
 from bundler.cli.shells import SHELLS
-from bundler.errors import BundlerError, Interrupted, Refused, UsageError
+from bundler.errors import (
+    BundlerError,
+    EnvironmentFailure,
+    Interrupted,
+    Refused,
+    UsageError,
+    environment_hint,
+)
 from bundler.fs import interrupts
 from bundler.rules import hints
 from bundler.rules.names import escape_display
@@ -689,6 +697,18 @@ _NO_THREAD = "can't start new thread"
 thread: its stack could not be mapped (a small ``ulimit -v``) or there are too many."""
 
 
+def _system_failure(err: OSError) -> EnvironmentFailure | None:
+    """The one-line error for an ``OSError`` the system, not an input, caused; None for any
+    other (a bug, which keeps its traceback)."""
+    hint = environment_hint(err)
+    if hint is None:
+        return None
+    name = err.filename if isinstance(err.filename, str) else ""
+    at = f" at {escape_display(name)}" if name else ""
+    reason = err.strerror or os.strerror(err.errno or 0)
+    return EnvironmentFailure(f"the system failed the command{at} ({reason}): {hint}", path=name)
+
+
 def _out_of_memory(what: str) -> Refused:
     """The one-line error for a command the system ran short of memory for (exit 1)."""
     said = f" ({what})" if what else ""
@@ -816,6 +836,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if str(err) != _NO_THREAD:
             raise
         return out.fail(_out_of_memory("cannot start a thread"), warnings=_left_behind())
+    except OSError as err:
+        # the system's own failure (no descriptor, no memory, a disk error) met where no layer
+        # expected one: the commands' clean-up ran on its way up, so say what to do, no trace
+        failed = _system_failure(err)
+        if failed is None:
+            raise
+        return out.fail(failed, warnings=_left_behind())
     except KeyboardInterrupt:
         return out.fail(Interrupted("interrupted; cleaned up"))
     except BrokenPipeError:

@@ -61,7 +61,8 @@ def test_json_usage_error_prints_the_envelope() -> None:
     document = json.loads(result.stdout)
     assert document["ok"] is False
     assert document["error"]["code"] == 2
-    assert set(document["error"]) == {"code", "message", "path"}
+    assert set(document["error"]) == {"code", "kind", "message", "path"}
+    assert document["error"]["kind"] == "usage_error"
 
 
 LOOKED_AT = (
@@ -78,6 +79,7 @@ def test_json_failure_envelope_names_the_missing_config(tmp_path: Path) -> None:
         "ok": False,
         "error": {
             "code": 1,
+            "kind": "refused",
             "message": f"no config.toml in {tmp_path}{LOOKED_AT}",
             "path": str(tmp_path / "config.toml"),
         },

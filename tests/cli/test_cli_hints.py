@@ -15,9 +15,8 @@ from pathlib import Path
 
 import bundlefactory as bf
 import pytest
+from installs import opened_config
 from kit import run_cli
-
-from bundler.rules import tomlcompat
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -76,7 +75,7 @@ def test_import_hints_repeat_the_install_given_on_the_command_line(
     flag = shlex.join(["--install", str(install)])
     for path in NEEDED:
         assert f"bundler {flag} config set {path}" in lines, done.stdout
-    receipt = next((install / "data" / "state" / "imports").iterdir())
+    receipt = next((install / "data" / "state" / "imports").glob("*.toml"))
     assert f"bundler {flag} agents import --undo {shlex.quote(str(receipt))}" in lines
     decoy_before = (home / ".zeroclaw" / "config.toml").read_bytes()
     elsewhere = tmp_path
@@ -84,7 +83,8 @@ def test_import_hints_repeat_the_install_given_on_the_command_line(
         if " config set providers.models.openai.backup.api_key" in line:
             set_done = paste(line, env=env, cwd=elsewhere, input_text="sk-pasted-value-123\n")
             assert set_done.returncode == 0, set_done.stderr
-    config = tomlcompat.loads((install / "config.toml").read_text(encoding="utf-8"))
+    # stored under the install's policy (enc2: by default): read as ZeroClaw reads it
+    config = opened_config(install)
     assert config["providers"]["models"]["openai"]["backup"]["api_key"] == "sk-pasted-value-123"
     assert (home / ".zeroclaw" / "config.toml").read_bytes() == decoy_before
     undo_line = next(line for line in lines if "--undo" in line)

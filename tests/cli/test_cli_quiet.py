@@ -49,7 +49,7 @@ def test_quiet_import_prints_the_receipt_path_only(tmp_path: Path) -> None:
         home=tmp_path,
     )
     assert done.returncode == 0, done.stderr
-    receipt = next((install / "data" / "state" / "imports").iterdir())
+    receipt = next((install / "data" / "state" / "imports").glob("*.toml"))
     assert (done.stdout, done.stderr) == (f"{receipt}\n", "")
 
 
