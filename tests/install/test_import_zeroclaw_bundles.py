@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from installs import copy_example, run_cli
+from installs import copy_example, opened_config, run_cli
 from zeroclaw_golden import NAMES, golden_copy
 
 from bundler.rules import tomlcompat
@@ -176,7 +176,8 @@ def test_zeroclaw_raw_dotted_secret_path_imports_and_takes_a_secret(
         "--secret",
         f"{given}=org-value-1",
     )
-    servers = config_of(install)["mcp"]["servers"]
+    # stored under the install's policy (enc2: by default): read as ZeroClaw reads it
+    servers = opened_config(install)["mcp"]["servers"]
     search = next(s for s in servers if s["name"] == "search")
     assert search["headers"] == {"X-Org.Id": "org-value-1"}
     validate_ok(install)
