@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from bundler.bundle.archive_read import Digests
     from bundler.bundle.export import ExportReport
     from bundler.bundle.inspect import InspectReport
-    from bundler.bundle.verify import VerifyReport
+    from bundler.bundle.verify_report import VerifyReport
     from bundler.home.backup import BackupReport
     from bundler.home.restore import RestoreReport
     from bundler.install.bind_secrets import Prompter

@@ -23,12 +23,9 @@ import tomli_w
 
 from bundler.bundle import fragment
 from bundler.bundle.sealed import MAX_SEALED_BYTES, SEALED_NAME, open_sealed, sealed_summary
-from bundler.bundle.verify import (
-    VerifyReport,
-    verify_bundle,
-    verify_deferring_workspace,
-    zeroclaw_written,
-)
+from bundler.bundle.verify import verify_bundle, verify_deferring_workspace
+from bundler.bundle.verify_claims import zeroclaw_written
+from bundler.bundle.verify_report import VerifyReport
 from bundler.config.file import ConfigFile, read_config_file
 from bundler.config.guards import UNRESTRICTED
 from bundler.config.secretstore import SecretWriter, replace_sealed
