@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from bundler.home.restore import RestoreReport
     from bundler.install.bind_secrets import Prompter
     from bundler.install.doctor import DoctorReport
-    from bundler.install.importer import ImportReport
+    from bundler.install.import_types import ImportReport
     from bundler.install.undo import UndoReport
     from bundler.registry.http import Options
     from bundler.registry.login import LoginReport, LogoutReport
@@ -124,7 +124,7 @@ _REPORTS = {
     "BackupReport": "bundler.home.backup",
     "DoctorReport": "bundler.install.doctor",
     "ExportReport": "bundler.bundle.export",
-    "ImportReport": "bundler.install.importer",
+    "ImportReport": "bundler.install.import_types",
     "InspectReport": "bundler.bundle.inspect",
     "Prompter": "bundler.install.bind_secrets",
     "LoginReport": "bundler.registry.login",
@@ -507,8 +507,9 @@ def _import(
     dry_run: bool,
 ) -> ImportReport:
     from bundler.install import importer
+    from bundler.install.import_types import ImportOptions
 
-    chosen = importer.ImportOptions(
+    chosen = ImportOptions(
         as_alias=options.as_alias,
         binds=dict(options.binds),
         secrets=options.secrets,
