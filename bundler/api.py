@@ -562,8 +562,9 @@ def undo_import(
     """Remove what the import recorded in ``receipt`` added (03 §4); ``"last"`` names the newest
     import not yet undone. Never a byte written since: the report lists the files kept."""
     from bundler.install import undo
+    from bundler.install.receipts import resolve_receipt
 
-    path = undo.resolve_receipt(install, receipt) if receipt == "last" else Path(receipt)
+    path = resolve_receipt(install, receipt) if receipt == "last" else Path(receipt)
     return undo.undo_import(install, path, dry_run=options.dry_run)
 
 

@@ -78,7 +78,7 @@ def _undo(args: argparse.Namespace, out: Output, install: Path) -> Result:
     """``--undo RECEIPT`` or ``--undo last``, with ``--dry-run`` saying what would go and stay.
 
     ``--force`` is accepted and changes nothing: an undo always saves edited entries first."""
-    from bundler.install.undo import resolve_receipt
+    from bundler.install.receipts import resolve_receipt
 
     if args.as_alias or args.bind or args.secret or args.secrets_file:
         raise UsageError("--undo takes no other import option but --dry-run")
@@ -110,7 +110,7 @@ def _undo(args: argparse.Namespace, out: Output, install: Path) -> Result:
 
 def imports(args: argparse.Namespace, out: Output) -> Result:
     """``agents imports``: the install's receipts, newest first, with alias, bundle, date, state."""
-    from bundler.install.undo import list_receipts
+    from bundler.install.receipts import list_receipts
 
     rows = list_receipts(find_install_root(args.install))
     text = [
