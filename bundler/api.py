@@ -726,7 +726,7 @@ def recover(
 
         return RecoveryReport(recover_destination(path, dry_run=options.dry_run))
     if what is RecoverWhat.INSTALL:
-        from bundler.install.journal import recover_install
+        from bundler.install.recovery import recover_install
 
         return RecoveryReport(recover_install(path, dry_run=options.dry_run))
     from bundler.home.restore import recover_home

@@ -19,10 +19,11 @@ from bundler.fs import copytree, durable
 from bundler.install import merge
 from bundler.install.files import entry_digest, field_digests, lstat_rel, missing_parents, xxh
 from bundler.install.import_types import ImportReport, ImportRun
-from bundler.install.journal import RECEIPT_FORMAT, Journal, Transaction, complete_transaction
+from bundler.install.journal import RECEIPT_FORMAT, Journal
 from bundler.install.receipt_files import STAGED_NAME as STAGED_LISTING
 from bundler.install.receipt_files import ListingWriter
 from bundler.install.stage import ListedChecksums, Staged, stage_folder
+from bundler.install.transaction import Transaction, complete_transaction
 from bundler.rules import hints
 from bundler.rules.paths import format_path
 from bundler.rules.progress import phase

@@ -46,7 +46,7 @@ from bundler.install.import_risk import (
     effective_risk_flags,
 )
 from bundler.install.import_types import ImportOptions, ImportReport, ImportRun
-from bundler.install.journal import clear_abandoned
+from bundler.install.recovery import clear_abandoned
 from bundler.install.stage import ListedChecksums, Staged, differing_skills
 from bundler.rules import hints, layout
 from bundler.rules.names import escape_display

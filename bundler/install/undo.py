@@ -5,7 +5,7 @@ Entries are compared with what the receipt recorded by digest with ``x-secret`` 
 (filling in secrets after an import is expected); an edited one is saved beside the receipt,
 then removed. Files are compared by size and content digest: one still as imported is
 removed, any other kept in place and listed, with a ``mv`` line moving its folder aside. The
-removal is itself a journaled transaction (:mod:`bundler.install.journal`): files move *into*
+removal is itself a journaled transaction (:mod:`bundler.install.transaction`): files move *into*
 staging, the config loses the entries, the receipt is marked undone.
 """
 
@@ -39,7 +39,7 @@ from bundler.install.files import (
     public_value,
     xxh,
 )
-from bundler.install.journal import Journal, Transaction, complete_transaction, kept_in
+from bundler.install.journal import Journal
 from bundler.install.receipts import (
     find_entry,
     installed_receipt,
@@ -47,7 +47,8 @@ from bundler.install.receipts import (
     read_receipt_files,
     receipt_state,
 )
-from bundler.install.undo_files import FolderPlan, mv_line, plan_folder, take_files
+from bundler.install.transaction import Transaction, complete_transaction
+from bundler.install.undo_files import FolderPlan, kept_in, mv_line, plan_folder, take_files
 from bundler.rules import hints
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path, parse_path
@@ -186,7 +187,7 @@ def undo_import(install_root: Path, receipt: Path, *, dry_run: bool = False) -> 
     special file) stays where it is and is listed with a ``mv`` line that moves its folder
     aside. A folder that is gone (moved aside) counts as removed. The receipt is marked undone.
 
-    Crash safety: one journaled transaction (:mod:`bundler.install.journal`). The journal lists
+    Crash safety: one journaled transaction (:mod:`bundler.install.transaction`). The journal lists
     the files to take before any is taken; each is renamed into the staging folder, where it is
     checked; the config's replacement is the commit. ``recover --install`` before it puts every
     taken file back, after it removes them and finishes; either way one consistent state.

@@ -3,6 +3,7 @@ them, taken into the undo's staging folder and checked there; every other entry 
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Mapping, Sequence
@@ -12,9 +13,18 @@ from typing import Any
 
 from bundler.errors import Refused
 from bundler.fs import digest, durable, safefs
-from bundler.install.files import READ_FLAGS, lstat_rel, rename_noreplace, tree_digest
-from bundler.install.journal import put_back, stamp
+from bundler.install.files import (
+    READ_FLAGS,
+    ensure_dirs,
+    lstat_rel,
+    remaining_entries,
+    rename_noreplace,
+    tree_digest,
+)
+from bundler.install.journal import Journal, staging_name
 from bundler.rules import hints
+from bundler.rules.actions import left_alone, step
+from bundler.rules.names import escape_display
 
 KEPT_WHY = {
     safefs.SkipKind.SYMLINK: "a symbolic link",
@@ -95,7 +105,7 @@ def plan_folder(install_fd: int, folder: Mapping[str, Any]) -> FolderPlan:
 def _check_staged(
     staging_fd: int, name: str, take: Mapping[str, Any], buf: bytearray
 ) -> str | None:
-    """The :func:`~bundler.install.journal.stamp` of the file an undo just took into its
+    """The :func:`stamp` of the file an undo just took into its
     staging folder when it is a regular file still as the import wrote it, else None (it
     changed between the first reading and the rename, or was swapped for a link or another
     kind of file: it goes back). Opened with ``O_NOFOLLOW``, after an ``lstat``: a link is
@@ -173,3 +183,120 @@ def mv_line(install_root: Path, folder: str) -> str:
         target = Path(f"{source}.undone-{counter}")
         counter += 1
     return hints.shell_line("mv", "-n", "--", str(source), str(target))
+
+
+def kept_in(install_fd: int, folders: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(every file left below ``folders`` after an undo, the folders still holding one):
+    what it kept because the agent or the user wrote it (install-relative, display-safe). A
+    link or a file where a folder was counts as one kept file."""
+    kept: list[str] = []
+    standing: list[str] = []
+    for folder in folders:
+        if lstat_rel(install_fd, folder) is None:
+            continue
+        found = remaining_entries(install_fd, folder)
+        if found == []:
+            continue  # empty: a folder the import replaced, made again as it was
+        standing.append(folder)
+        kept += found if found is not None else [folder]
+    return kept, standing
+
+
+def stamp(st: os.stat_result) -> str:
+    """``"<inode>:<size>:<mtime ns>"``: what an undo saw of a file it took and checked; a
+    write to it since (through a descriptor opened before it was taken) changes the size or
+    the modification time."""
+    return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def put_back(install_fd: int, take: Mapping[str, Any], token: str) -> str:
+    """Move a file an undo took into its staging folder back to its place (``take["src"]``),
+    never over an entry: when one was made there meanwhile, beside it as
+    ``<name>.undo-<token>`` (``-2``, ``-3``…). Missing folders on the way are made again; a
+    link on the way is refused (``OSError``). Durable when it returns; returns where the file
+    now is, install-relative."""
+    head, _, name = take["src"].rpartition("/")
+    staging, _, staged = take["dst"].rpartition("/")
+    staging_fd = safefs.open_beneath(install_fd, staging)
+    try:
+        parent_fd, _created = ensure_dirs(install_fd, head)
+        try:
+            candidates = [name, f"{name}.undo-{token}"]
+            candidates += (f"{name}.undo-{token}-{n}" for n in range(2, 1000))
+            for candidate in candidates:
+                try:
+                    rename_noreplace(staging_fd, staged, parent_fd, candidate)
+                    break
+                except FileExistsError:
+                    continue
+            else:
+                raise FileExistsError(errno.EEXIST, "no free name to put it back", take["src"])
+            durable.fsync_dir(parent_fd)
+            durable.fsync_dir(staging_fd)
+        finally:
+            os.close(parent_fd)
+    finally:
+        os.close(staging_fd)
+    return f"{head}/{candidate}" if head else candidate
+
+
+def put_back_all(
+    install_fd: int, journal: Journal, actions: list[str], *, dry_run: bool, changed_only: bool
+) -> None:
+    """Put back each file an undo took that is still in its staging folder: all of them
+    (rolling back), or after the commit only those whose :func:`stamp` differs from what the
+    undo saw when it checked them (written to through a descriptor held open)."""
+    staging = staging_name(journal.token)
+    back = 0
+    for take in reversed(journal.takes):
+        st = lstat_rel(install_fd, take["dst"])
+        if st is None:
+            continue  # not taken, put back already, or removed
+        if changed_only and stat.S_ISREG(st.st_mode) and take.get("seen") == stamp(st):
+            continue
+        back += 1
+        if dry_run:
+            continue
+        landed = put_back(install_fd, take, journal.token)
+        if landed != take["src"]:
+            actions.append(
+                left_alone(
+                    landed,
+                    f"{escape_display(landed)}: put back beside {escape_display(take['src'])}, "
+                    "which was made meanwhile",
+                )
+            )
+    if back:
+        what = "changed after the undo checked them" if changed_only else "an undo had taken"
+        actions.append(step("move back", staging, f"{back} files {what}", dry_run=dry_run))
+
+
+def remove_taken(install_fd: int, journal: Journal, actions: list[str], *, dry_run: bool) -> None:
+    """After an undo's commit: put back each taken file written to since it was checked,
+    then unlink the rest from the staging folder (through its descriptor, never by a path
+    that could lead elsewhere)."""
+    put_back_all(install_fd, journal, actions, dry_run=dry_run, changed_only=True)
+    staging = staging_name(journal.token)
+    try:
+        staging_fd = safefs.open_dir_nofollow(install_fd, staging)
+    except FileNotFoundError:
+        return
+    removed = 0
+    try:
+        for take in journal.takes:
+            staged = take["dst"].rpartition("/")[2]
+            try:
+                os.stat(staged, dir_fd=staging_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            removed += 1
+            if not dry_run:
+                os.unlink(staged, dir_fd=staging_fd)
+        if removed and not dry_run:
+            durable.fsync_dir(staging_fd)
+    finally:
+        os.close(staging_fd)
+    if removed:
+        actions.append(
+            step("remove", staging, f"{removed} files the import added, unchanged", dry_run=dry_run)
+        )
