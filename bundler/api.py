@@ -45,12 +45,12 @@ if TYPE_CHECKING:
     from bundler.bundle.archive_read import Digests
     from bundler.bundle.export import ExportReport
     from bundler.bundle.inspect import InspectReport
-    from bundler.bundle.verify import VerifyReport
+    from bundler.bundle.verify_report import VerifyReport
     from bundler.home.backup import BackupReport
     from bundler.home.restore import RestoreReport
     from bundler.install.bind_secrets import Prompter
     from bundler.install.doctor import DoctorReport
-    from bundler.install.importer import ImportReport
+    from bundler.install.import_types import ImportReport
     from bundler.install.undo import UndoReport
     from bundler.registry.login import LoginReport, LogoutReport
     from bundler.registry.pull import PullReport
@@ -124,7 +124,7 @@ _REPORTS = {
     "BackupReport": "bundler.home.backup",
     "DoctorReport": "bundler.install.doctor",
     "ExportReport": "bundler.bundle.export",
-    "ImportReport": "bundler.install.importer",
+    "ImportReport": "bundler.install.import_types",
     "InspectReport": "bundler.bundle.inspect",
     "Prompter": "bundler.install.bind_secrets",
     "LoginReport": "bundler.registry.login",
@@ -507,8 +507,9 @@ def _import(
     dry_run: bool,
 ) -> ImportReport:
     from bundler.install import importer
+    from bundler.install.import_types import ImportOptions
 
-    chosen = importer.ImportOptions(
+    chosen = ImportOptions(
         as_alias=options.as_alias,
         binds=dict(options.binds),
         secrets=options.secrets,
@@ -561,8 +562,9 @@ def undo_import(
     """Remove what the import recorded in ``receipt`` added (03 §4); ``"last"`` names the newest
     import not yet undone. Never a byte written since: the report lists the files kept."""
     from bundler.install import undo
+    from bundler.install.receipts import resolve_receipt
 
-    path = undo.resolve_receipt(install, receipt) if receipt == "last" else Path(receipt)
+    path = resolve_receipt(install, receipt) if receipt == "last" else Path(receipt)
     return undo.undo_import(install, path, dry_run=options.dry_run)
 
 
@@ -724,7 +726,7 @@ def recover(
 
         return RecoveryReport(recover_destination(path, dry_run=options.dry_run))
     if what is RecoverWhat.INSTALL:
-        from bundler.install.journal import recover_install
+        from bundler.install.recovery import recover_install
 
         return RecoveryReport(recover_install(path, dry_run=options.dry_run))
     from bundler.home.restore import recover_home

@@ -50,9 +50,13 @@ import xxhash
 
 from bundler.bundle.archive_listing import ListedMember
 from bundler.bundle.archive_write import FILE_MODE_BITS, archive_form, header_checksum
-from bundler.bundle.manifest import CHECKSUMS_NAME, MANIFEST_NAME, checksums_by_path
+from bundler.bundle.manifest import (
+    CHECKSUMS_NAME,
+    MANIFEST_NAME,
+    MAX_CHECKSUMS_BYTES,
+    checksums_by_path,
+)
 from bundler.bundle.sealed import MAX_SEALED_BYTES, SEALED_NAME
-from bundler.bundle.verify import MAX_CHECKSUMS_BYTES
 from bundler.errors import InvalidInput
 from bundler.fs.durable import write_all
 from bundler.fs.safefs import MAX_DEPTH, display_name, open_beneath

@@ -592,3 +592,10 @@ def exported_at(environ: Mapping[str, str]) -> str:
         return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
     except (OverflowError, OSError, ValueError):
         raise UsageError("SOURCE_DATE_EPOCH is out of range", path="SOURCE_DATE_EPOCH") from None
+
+
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+
+
+# 1,000,000 lines of "<32 hex>  <path>" with long paths fit comfortably
+MAX_CHECKSUMS_BYTES = 512 * 1024 * 1024

@@ -33,7 +33,7 @@ from bundler.home.homes import is_writable, resolve_home
 from bundler.home.restore import home_leftovers
 from bundler.home.volumes import load_volumes
 from bundler.install.journal import STAGING_PREFIX, UNPACK_PREFIX
-from bundler.install.undo import unfilled_secrets
+from bundler.install.receipts import unfilled_secrets
 from bundler.rules import hints, layout, sweep_hyperscan
 from bundler.rules.names import escape_display
 from bundler.rules.sweeper import ENGINE_VARIABLE, sweep_engine
