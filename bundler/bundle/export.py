@@ -54,7 +54,8 @@ from bundler.bundle.publish import Admission, Staging, admit, folder_beside, sta
 from bundler.bundle.recover import clear_abandoned_or_warn
 from bundler.bundle.sealed import SEALED_NAME, SEALED_TABLE
 from bundler.bundle.sweep import ExportSweep
-from bundler.config.secretstore import open_stored, read_key_at
+from bundler.config.secretkey import read_key_at
+from bundler.config.secretstore import open_stored
 from bundler.config.store import load_config
 from bundler.errors import BundlerError, Refused, UsageError, withholding
 from bundler.fs import age, durable
