@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from bundler.bundle.archive import ArchiveReport
     from bundler.bundle.archive_listing import ListedMember
     from bundler.bundle.archive_read import Digests
-    from bundler.bundle.export import ExportReport
+    from bundler.bundle.export_report import ExportReport
     from bundler.bundle.inspect import InspectReport
     from bundler.bundle.verify_report import VerifyReport
     from bundler.home.backup import BackupReport
@@ -123,7 +123,7 @@ _REPORTS = {
     "ArchiveReport": "bundler.bundle.archive",
     "BackupReport": "bundler.home.backup",
     "DoctorReport": "bundler.install.doctor",
-    "ExportReport": "bundler.bundle.export",
+    "ExportReport": "bundler.bundle.export_report",
     "ImportReport": "bundler.install.import_types",
     "InspectReport": "bundler.bundle.inspect",
     "Prompter": "bundler.install.bind_secrets",

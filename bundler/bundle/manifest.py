@@ -25,6 +25,9 @@ from bundler.rules.tomlcompat import TOMLDecodeError, loads
 MANIFEST_NAME = layout.MANIFEST_NAME
 CONFIG_NAME = layout.CONFIG_NAME
 CHECKSUMS_NAME = "checksums.xxh3"
+NEVER_LISTED = frozenset({MANIFEST_NAME, CHECKSUMS_NAME})
+"""The files at a bundle's root ``checksums.xxh3`` never lists (02 §9.2): itself, which cannot
+hold its own digest, and the manifest, which names the digest of ``checksums.xxh3``."""
 KNOWN_FORMATS = (1, 2)
 MEMORY_STORE = "memory/brain.db"
 

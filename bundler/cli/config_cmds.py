@@ -105,7 +105,8 @@ def get(args: argparse.Namespace, out: Output) -> Result:
     is_default = state == "default"
     shown: Any = value
     if args.reveal:
-        from bundler.config.secretstore import read_key_at, reveal
+        from bundler.config.secretkey import read_key_at
+        from bundler.config.secretstore import reveal
 
         shown = reveal(value, read_key_at(root), path)
     else:

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from bundler.config.file import read_config_file
-from bundler.config.secretstore import key_leftovers
+from bundler.config.secretkey import key_leftovers
 from bundler.config.write import config_lock
 from bundler.errors import Refused
 from bundler.fs import durable, safefs, scratch
