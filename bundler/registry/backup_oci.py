@@ -235,7 +235,7 @@ class RegistryListed:
 
 
 @dataclass(frozen=True)
-class RegistryListing:
+class RegistryBackupListing:
     """The backups of a repository, oldest first, and what was left out."""
 
     reference: str
@@ -250,7 +250,7 @@ class RegistryListing:
         }
 
 
-def _list(session: Session) -> RegistryListing:
+def _list(session: Session) -> RegistryBackupListing:
     ref = session.ref
     tags = session.list_tags()
     if tags is None:
@@ -282,12 +282,12 @@ def _list(session: Session) -> RegistryListing:
             )
         )
     found.sort(key=lambda item: (item.created_at, bart.tag_order(item.tag)))
-    return RegistryListing(str(ref).rsplit(":", 1)[0], found, warnings)
+    return RegistryBackupListing(str(ref).rsplit(":", 1)[0], found, warnings)
 
 
 def list_registry_backups(
     ref: Reference, options: Options, *, environ: Mapping[str, str] | None = None
-) -> RegistryListing:
+) -> RegistryBackupListing:
     """The backups in the repository ``ref``, oldest first: every tag a backup makes whose
     manifest is a backup's (04 §5.5); any other tag is left out, a backup-named one with a
     warning."""
