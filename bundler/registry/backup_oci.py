@@ -332,11 +332,12 @@ def prune_registry_backups(
 ) -> RegistryPruneReport:
     """Remove the backups of the repository ``ref`` that ``policy`` does not keep (04 §5.4's
     rules, :mod:`bundler.rules.retention`); never the newest, never a tag a backup did not
-    make, never a manifest a kept tag names. ``dry_run``: change nothing, report what would go.
+    make. The rules count backups, that is manifests: tags naming one manifest are kept, or
+    removed, together. ``dry_run``: change nothing, report what would go.
 
-    A removal is a ``DELETE`` of the backup's manifest by digest (which removes its tag), after
-    checking the tag still names that digest. A registry that does not allow deletion is
-    refused at the first one, nothing removed (exit 1).
+    A removal is a ``DELETE`` of the backup's manifest by digest (which removes its tags),
+    after checking each of its tags still names that digest. A registry that does not allow
+    deletion is refused at the first one, nothing removed (exit 1).
     """
     if policy.empty():
         raise UsageError(
@@ -348,34 +349,29 @@ def prune_registry_backups(
         withholding(session.auth.scrub),
     ):
         listing = _list(session)
-        items = listing.backups
-        keep = kept_by(items, RegistryListed.taken, policy)
-        kept = [(item, keep[i]) for i, item in enumerate(items) if i in keep]
-        kept_digests = {item.digest for item, _why in kept}
+        # a backup is a manifest: tags naming the same one are kept or removed together (the
+        # registry deletes a manifest with every tag that names it)
+        backups: dict[str, list[RegistryListed]] = {}
+        for item in listing.backups:
+            backups.setdefault(item.digest, []).append(item)
+        groups = list(backups.values())
+        keep = kept_by(groups, lambda tags: tags[0].taken(), policy)
+        kept = [(item, keep[i]) for i, tags in enumerate(groups) if i in keep for item in tags]
+        doomed = [tags for i, tags in enumerate(groups) if i not in keep]
         warnings = [*listing.warnings, *session.notes]
-        doomed: list[RegistryListed] = []
-        for i, item in enumerate(items):
-            if i in keep:
-                continue
-            if item.digest in kept_digests:
-                # the registry deletes a manifest with every tag naming it: a kept one too
-                warnings.append(
-                    f"{escape_display(item.tag)} names the same backup as a kept tag: left alone"
-                )
-                continue
-            doomed.append(item)
         if dry_run:
-            return RegistryPruneReport(listing.reference, kept, doomed, dry_run, warnings)
-        removed: list[RegistryListed] = []
-        deleted: set[str] = set()
-        for item in doomed:
-            if item.digest not in deleted:
-                if session.manifest_digest(item.tag) != item.digest:
-                    warnings.append(f"{escape_display(item.tag)} was moved meanwhile: left alone")
-                    continue
-                _delete(session, item, removed)
-                deleted.add(item.digest)
-            removed.append(item)
+            removed = [item for tags in doomed for item in tags]
+            return RegistryPruneReport(listing.reference, kept, removed, dry_run, warnings)
+        removed = []
+        for tags in doomed:
+            # a tag moved since it was listed names another backup, maybe one kept
+            moved = [item for item in tags if session.manifest_digest(item.tag) != item.digest]
+            if moved:
+                shown = ", ".join(escape_display(item.tag) for item in moved)
+                warnings.append(f"{shown} moved meanwhile: that backup is left alone")
+                continue
+            _delete(session, tags[0], removed)
+            removed.extend(tags)
         return RegistryPruneReport(listing.reference, kept, removed, dry_run, warnings)
 
 
