@@ -508,9 +508,10 @@ def _pull(session: Session, folder: Path, progress: Progress | None) -> str:
         assemble_backup(parts, folder / _INDEX, folder / _ZIP)
     except InvalidInput as exc:
         where = escape_display(str(ref))
-        raise InvalidInput(
-            f"{where}: {exc.message.replace(str(folder) + '/', '')}", path=where
-        ) from None
+        message = exc.message
+        for blob, path in blobs[1:]:  # the scratch names mean nothing: the parts' titles do
+            message = message.replace(str(path), f"part {escape_display(blob.title)}")
+        raise InvalidInput(f"{where}: {message}", path=where) from None
     except OSError as err:
         raise Refused(
             f"pulling {escape_display(str(ref))} failed ({err.strerror or err})"
