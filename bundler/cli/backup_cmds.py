@@ -8,6 +8,7 @@ from pathlib import Path
 from bundler.cli.output import Output, Result
 from bundler.cli.registry_args import REFERENCE_SCHEME, no_registry_options, registry_options
 from bundler.errors import UsageError
+from bundler.fs.safefs import SkipCounts
 from bundler.home import backup as backups
 from bundler.home import keep
 from bundler.home.restore import restore_home
@@ -35,11 +36,7 @@ def backup(args: argparse.Namespace, out: Output) -> Result:
             full=args.full,
             compression=args.compression,
         )
-    skipped = report.skipped
-    warnings = list(report.warnings)
-    if skipped.total:
-        counts = ", ".join(f"{n} {kind}" for kind, n in skipped.as_json().items() if n)
-        warnings.append(f"not in the backup: {counts} (links and special files are never copied)")
+    warnings = [*report.warnings, *_left_out(report.skipped)]
     shown = escape_display(str(report.path))
     reused = ""
     if report.base is not None:
@@ -50,6 +47,14 @@ def backup(args: argparse.Namespace, out: Output) -> Result:
         quiet_text=[shown],
         warnings=warnings,
     )
+
+
+def _left_out(skipped: SkipCounts) -> list[str]:
+    """The warning naming what the walk did not carry, if anything."""
+    if not skipped.total:
+        return []
+    counts = ", ".join(f"{n} {kind}" for kind, n in skipped.as_json().items() if n)
+    return [f"not in the backup: {counts} (links and special files are never copied)"]
 
 
 def _backup_to_registry(args: argparse.Namespace, out: Output) -> Result:
@@ -82,7 +87,7 @@ def _backup_to_registry(args: argparse.Namespace, out: Output) -> Result:
             f"restore it with: bundler home restore {escape_display(report.pinned)}",
         ],
         quiet_text=[escape_display(report.pinned)],
-        warnings=report.warnings,
+        warnings=[*report.warnings, *_left_out(report.left_out)],
     )
 
 

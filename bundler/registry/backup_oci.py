@@ -29,6 +29,7 @@ from typing import Any
 
 from bundler.errors import InvalidInput, Refused, UsageError, withholding
 from bundler.fs.interrupts import commit_reached
+from bundler.fs.safefs import SkipCounts
 from bundler.home.backup import backup_home
 from bundler.home.backup_parts import assemble_backup, split_backup
 from bundler.home.restore import RestoreReport, restore_home
@@ -69,6 +70,8 @@ class RegistryBackupReport:
     digest: str
     entries: int
     bytes: int
+    left_out: SkipCounts = field(default_factory=SkipCounts)
+    """What the walk did not carry (links, special files...), as ``home backup`` counts it."""
     uploaded: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -88,6 +91,8 @@ class RegistryBackupReport:
             "bytes": self.bytes,
             "uploaded": self.uploaded,
             "skipped": self.skipped,
+            "left_out": self.left_out.as_json(),
+            "left_out_paths": self.left_out.paths,
         }
 
 
@@ -165,6 +170,7 @@ def backup_to_registry(
                     digest,
                     made.entries,
                     made.bytes,
+                    made.skipped,
                     warnings=[*made.warnings, *session.notes],
                 )
                 if not session.blob_exists(config.digest):

@@ -88,7 +88,10 @@ def test_a_backup_pushed_and_restored_by_digest_gives_the_home_back_byte_for_byt
     registry: Registry, project: tuple[Path, Path, dict[str, str]], tmp_path: Path
 ) -> None:
     made_project, home, env = project
+    (home / "files" / "link").symlink_to("a.txt")  # never carried, and said so
     pushed = _backup(registry, made_project, env)
+    assert pushed["left_out"]["symlinks"] == 1  # type: ignore[index]
+    (home / "files" / "link").unlink()
     pinned = str(pushed["pinned"])
     assert pinned.startswith(registry.ref(REPOSITORY) + "@sha256:")
     assert str(pushed["backup"]).startswith(registry.ref(REPOSITORY) + ":backup-")
@@ -157,6 +160,44 @@ def test_backups_lists_each_backup_with_its_time_bytes_and_files_oldest_first(
     )  # fmt: skip
     assert human.returncode == 0, human.stderr
     assert str(listed[1]["tag"]) in human.stdout
+
+
+def test_restore_by_tag_names_the_digest_to_pin_and_the_api_does_what_the_cli_does(
+    registry: Registry, project: tuple[Path, Path, dict[str, str]], tmp_path: Path
+) -> None:
+    import bundler
+
+    made_project, home, env = project
+    plain = bundler.RegistryOptions(plain_http=True)
+    pushed = bundler.backup_to_registry(
+        made_project,
+        registry.ref(REPOSITORY),
+        bundler.RegistryBackupOptions(registry=plain),
+    )
+    listing = bundler.registry_backups(registry.ref(REPOSITORY), plain)
+    assert [item.digest for item in listing.backups] == [pushed.digest]
+    done = run_cli(
+        "home", "restore", pushed.reference, "--project", str(made_project), "--home",
+        str(tmp_path / "by-tag"), "--plain-http", "--json", env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["reference"] == pushed.pinned
+    assert any(pushed.pinned in warning for warning in payload["warnings"])
+    restored = bundler.restore_from_registry(
+        made_project,
+        pushed.pinned,
+        bundler.RegistryRestoreOptions(home=tmp_path / "by-api", registry=plain),
+    )
+    assert restored.restore.entries == pushed.entries
+    assert (tmp_path / "by-api" / "chat.db").read_bytes() == (
+        tmp_path / "by-tag" / "chat.db"
+    ).read_bytes()
+    kept = bundler.prune_registry_backups(
+        registry.ref(REPOSITORY),
+        bundler.RegistryPruneOptions(keep_last=1, dry_run=True, registry=plain),
+    )
+    assert kept.removed == [] and [item.digest for item, _why in kept.kept] == [pushed.digest]
 
 
 def _tag_alias(registry: Registry, source_tag: str, alias: str) -> None:
