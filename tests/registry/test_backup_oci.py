@@ -9,12 +9,22 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import sys
 import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from faultinject import (
+    Call,
+    FaultRun,
+    kill_at_each,
+    ptrace_unavailable,
+    sample,
+    slow_sample_count,
+    trace_calls,
+)
 from hostile_registry import (
     HOSTILE_BACKUP_ARTIFACTS,
     REPO,
@@ -350,3 +360,43 @@ def test_restore_refuses_what_the_registry_serves_wrong_exit_3_nothing_restored(
     assert "Traceback" not in done.stderr
     assert content_state(home) == before
     assert os.listdir(env["TMPDIR"]) == []
+
+
+# --- crashes ----------------------------------------------------------------------------------
+
+
+def test_a_kill_at_each_request_of_a_push_leaves_no_half_backup_and_the_next_push_tidies(
+    registry: Registry, project: tuple[Path, Path, dict[str, str]]
+) -> None:
+    """The manifest is the commit point: a push killed at any request leaves either no new tag
+    or a whole backup (never a tag naming blobs the registry lacks), its scratch folder is
+    removed by the next push, which succeeds, and the data home is never touched."""
+    reason = ptrace_unavailable()
+    assert reason is None, reason
+    made_project, home, env = project
+    env = {**env, "SOURCE_DATE_EPOCH": "1795965672", "PYTHONDONTWRITEBYTECODE": "1"}
+    home_before = content_state(home)
+    cmd = [
+        sys.executable, "-m", "bundler", "home", "backup", "--project", str(made_project),
+        "--to", registry.ref(REPOSITORY), "--plain-http",
+    ]  # fmt: skip
+    done, calls = trace_calls(cmd, ["connect", "sendto"], env=env)
+    assert done.returncode == 0, done.stderr
+    assert calls, "the push made no request"
+    tmpdir = Path(env["TMPDIR"])
+
+    def check(_call: Call, run: FaultRun) -> None:
+        assert content_state(home) == home_before
+        for item in _listed(registry, made_project, env):
+            ref = parse_reference(registry.ref(f"{REPOSITORY}@{item['digest']}"))
+            with Session(ref, Options(plain_http=True)) as session:
+                manifest = json.loads(session.get_manifest(ref.target)[0])
+                for blob in [manifest["config"], *manifest["layers"]]:
+                    assert session.blob_exists(blob["digest"]), (run.stderr, blob)
+        if run.killed:
+            assert [p.name for p in tmpdir.iterdir()], "the killed push left its scratch"
+            after = _backup(registry, made_project, env)  # clears the dead scratch
+            assert after["pinned"]
+        assert list(tmpdir.iterdir()) == []
+
+    kill_at_each(cmd, sample(calls, slow_sample_count()), check, reset=lambda: None, env=env)
