@@ -58,10 +58,10 @@ if TYPE_CHECKING:
         RegistryPruneReport,
         RegistryRestoreReport,
     )
-    from bundler.registry.http import Options
     from bundler.registry.login import LoginReport, LogoutReport
     from bundler.registry.pull import PullReport
     from bundler.registry.push import PushReport
+    from bundler.registry.transport import Options
     from bundler.rules.actions import RecoveryReport
 
 __all__ = [
@@ -196,7 +196,7 @@ class RegistryOptions:
     authfile: Path | None = None
 
     def _library(self) -> Options:
-        from bundler.registry.http import Options
+        from bundler.registry.transport import Options
 
         return Options(
             plain_http=self.plain_http,
@@ -673,7 +673,7 @@ def list_tags(reference: str, registry: RegistryOptions = RegistryOptions()) -> 
     """The tags of the repository ``oci://HOST[:PORT]/REPO`` names, sorted (every page of the
     registry's list, bounded); :class:`Refused` when the repository does not exist."""
     from bundler.errors import withholding
-    from bundler.registry.http import Session
+    from bundler.registry.distribution import Session
     from bundler.registry.reference import parse_reference
 
     ref = parse_reference(reference)

@@ -20,7 +20,7 @@ from bundler.errors import InvalidInput
 from bundler.home.backup_parts import MAX_PARTS, title_problem
 from bundler.home.zipcheck import MAX_MANIFEST_BYTES
 from bundler.registry.artifact import CREATED, TITLE, Descriptor
-from bundler.registry.http import OCI_MANIFEST
+from bundler.registry.distribution import OCI_MANIFEST
 from bundler.registry.reference import DIGEST
 
 ARTIFACT_TYPE = "application/vnd.zeroclaw.agent.backup.v1"

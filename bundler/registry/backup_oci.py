@@ -11,7 +11,7 @@ and restores it as any backup zip is restored, with every check of 04 §5.3. Pru
 retention rules of 04 §5.4 to the repository's backup tags and deletes the manifests no rule
 keeps, by digest, never one a kept tag names.
 
-Every request goes through :class:`bundler.registry.http.Session`: credentials, retries,
+Every request goes through :class:`bundler.registry.distribution.Session`: credentials, retries,
 proxies, mirrors and ``registries.conf`` are the registry layer's, as for bundles.
 """
 
@@ -36,9 +36,10 @@ from bundler.home.restore import RestoreReport, restore_home
 from bundler.home.zipcheck import parse_index
 from bundler.registry import backup_artifact as bart
 from bundler.registry.artifact import Descriptor, manifest_digest
-from bundler.registry.http import MAX_SMALL_BYTES, Options, Session
+from bundler.registry.distribution import Session
 from bundler.registry.pull import private_bundle_folder
 from bundler.registry.reference import Reference
+from bundler.registry.transport import Options
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress, phase
 from bundler.rules.retention import Policy, kept_by
@@ -384,7 +385,7 @@ def prune_registry_backups(
 def _delete(session: Session, item: RegistryListed, removed: list[RegistryListed]) -> None:
     """Delete the backup's manifest; a refusal says how many were removed before it."""
     try:
-        _delete_manifest(session, item.digest)
+        session.delete_manifest(item.digest)
     except Refused as err:
         done = (
             "nothing was removed"
@@ -393,20 +394,6 @@ def _delete(session: Session, item: RegistryListed, removed: list[RegistryListed
             "backup is intact"
         )
         raise Refused(f"{err.message}; {done}") from None
-
-
-def _delete_manifest(session: Session, digest: str) -> None:
-    """``DELETE`` the manifest ``digest`` (202; 404: already gone)."""
-    response = session.request("DELETE", f"{session.base_path()}/manifests/{digest}")
-    if response.status not in (200, 202, 404):
-        failure = session.fail(response, f"deleting the backup {digest[:19]}…")
-        if response.status in (400, 405):
-            failure = Refused(
-                f"{failure.message.split('; ', 1)[0]}: the registry does not allow deleting "
-                "manifests (the CNCF distribution registry: storage.delete.enabled)"
-            )
-        raise failure
-    response.read(MAX_SMALL_BYTES)
 
 
 # --- restore ----------------------------------------------------------------------------------

@@ -48,8 +48,9 @@ from bundler.fs import safefs
 from bundler.fs.durable import open_dir
 from bundler.fs.interrupts import commit_reached
 from bundler.registry import artifact as art
-from bundler.registry.http import Options, Session
+from bundler.registry.distribution import Session
 from bundler.registry.reference import Reference
+from bundler.registry.transport import Options
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress, phase
 

@@ -36,8 +36,9 @@ from hostile_zips import clean_env, content_state, make_project, run_cli, tree_s
 from kit import one_error
 from registry_server import Registry
 
-from bundler.registry.http import Options, Session
+from bundler.registry.distribution import Session
 from bundler.registry.reference import parse_reference
+from bundler.registry.transport import Options
 
 REPOSITORY = "me/backups"
 
