@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from bundler.errors import InvalidInput, Refused, UsageError, withholding
+from bundler.errors import Interrupted, InvalidInput, Refused, UsageError, withholding
 from bundler.fs.interrupts import commit_reached
 from bundler.fs.safefs import SkipCounts
 from bundler.home.backup import backup_home
@@ -142,16 +142,24 @@ def backup_to_registry(
             full=True,
             compression=compression,
         )
-        index_bytes, parts = split_backup(made.path, folder)
-        os.unlink(made.path)  # the parts hold it now: half the room in $TMPDIR
+        try:
+            index_bytes, parts = split_backup(made.path, folder)
+            os.unlink(made.path)  # the parts hold it now: half the room in $TMPDIR
+            layers = []
+            for part in parts:
+                digest, size = _sha256(part.path)
+                layers.append(Descriptor(bart.PART_TYPE, digest, size, part.title))
+            with open(folder / _INDEX, "wb") as sink:
+                sink.write(index_bytes)
+        except OSError as err:
+            raise Refused(
+                f"cutting the backup into parts in {escape_display(str(folder.parent))} failed "
+                f"({err.strerror or err}); free some space there or set TMPDIR; nothing was sent"
+            ) from None
         index = parse_index(index_bytes)
         config = Descriptor(
             bart.INDEX_TYPE, f"sha256:{hashlib.sha256(index_bytes).hexdigest()}", len(index_bytes)
         )
-        layers = []
-        for part in parts:
-            digest, size = _sha256(part.path)
-            layers.append(Descriptor(bart.PART_TYPE, digest, size, part.title))
         artifact = bart.BackupArtifact(
             config,
             layers,
@@ -175,8 +183,6 @@ def backup_to_registry(
                     warnings=[*made.warnings, *session.notes],
                 )
                 if not session.blob_exists(config.digest):
-                    with open(folder / f"{_INDEX}", "wb") as sink:
-                        sink.write(index_bytes)
                     _upload(session, config, folder / _INDEX)
                 sizes = sum(layer.size for layer in layers)
                 with phase(progress, "uploading", len(layers), sizes):
@@ -188,12 +194,27 @@ def backup_to_registry(
                             report.uploaded.append(layer.title)
                         if progress is not None:
                             progress(1, layer.size)
-                # the commit point: the registry refuses a manifest whose blobs it lacks
-                session.put_manifest(tag, document)
-                commit_reached()
+                _store_manifest(session, tag, document, report)
                 return report
         finally:
             session.close()
+
+
+def _store_manifest(
+    session: Session, tag: str, document: bytes, report: RegistryBackupReport
+) -> None:
+    """The commit point: the registry refuses a manifest whose blobs it lacks. An interrupt
+    while the registry answers cannot tell whether it stored it, and says so."""
+    try:
+        session.put_manifest(tag, document)
+        commit_reached()
+    except Interrupted as err:
+        raise Interrupted(
+            f"interrupted by {err.signal_name or 'a signal'} as the registry stored the "
+            f"manifest: {escape_display(report.pinned)} may or may not exist; 'home backups "
+            "--to' lists what the repository holds",
+            signal_name=err.signal_name,
+        ) from None
 
 
 def _free_tag(session: Session, created_at: str) -> str:
