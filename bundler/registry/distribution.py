@@ -191,6 +191,26 @@ class Session(Authenticated):
             raise self.fail(response, "storing the manifest")
         self._read(response, MAX_SMALL_BYTES)
 
+    def delete_manifest(self, digest: str) -> None:
+        """Delete the manifest ``digest`` (and with it every tag naming it); one already gone
+        (404) counts as deleted. A registry that does not allow deletion (405, or 400 with
+        ``UNSUPPORTED``: the CNCF distribution registry without ``storage.delete.enabled``)
+        is :class:`Refused` saying so."""
+        response = self.request("DELETE", f"{self.base_path()}/manifests/{digest}")
+        if response.status in (200, 202, 404):
+            self._read(response, MAX_SMALL_BYTES)
+            return
+        failure = self.fail(response, f"deleting the manifest {digest[:19]}…")
+        if response.status in (400, 405) and (
+            response.status == 405 or "UNSUPPORTED" in failure.message
+        ):
+            raise Refused(
+                f"registry {self.shown} does not allow deleting manifests (HTTP "
+                f"{response.status}); enable deletion there (the CNCF distribution registry: "
+                "storage.delete.enabled: true)"
+            )
+        raise failure
+
     def blob_exists(self, digest: str) -> bool:
         """True when the repository holds the blob (a HEAD)."""
         response = self.request("HEAD", f"{self.base_path()}/blobs/{digest}")
