@@ -50,6 +50,7 @@ from bundler.bundle.verify_claims import (
 from bundler.bundle.verify_report import VerifyReport, unique_problems
 from bundler.bundle.walk import BundleTree, BundleWalker
 from bundler.errors import EnvironmentFailure
+from bundler.rules.config_view import table_at
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress, known_total
 
@@ -284,8 +285,7 @@ def _verify_checksummed(
 
     if progress is not None:
         # the manifest's claims, checked below: a lie only makes the bar wrong
-        contents = (manifest or {}).get("contents")
-        claims = contents if isinstance(contents, dict) else {}
+        claims = table_at(manifest, "contents")
         progress.start(
             "verifying", known_total(claims.get("files")), known_total(claims.get("bytes"))
         )
