@@ -183,8 +183,9 @@ def verify_deferring_workspace(
     path: Path, *, progress: Progress | None = None, per_file: bool = False
 ) -> VerifyReport:
     """:func:`verify_bundle` for a caller that reads every workspace file itself and judges
-    those bytes (import's staging copies them, push archives them; :func:`confirm_read`):
-    every other rule is checked here, and the workspace is read once, by the caller.
+    those bytes (import's staging copies them, push archives them;
+    :func:`bundler.bundle.verify_report.confirm_read`): every other rule is checked here, and
+    the workspace is read once, by the caller.
 
     A bundle found unsound is verified once more in full, so that the refusal names everything
     at fault, workspace files whose contents explain the rest included.
