@@ -27,6 +27,7 @@ from bundler.bundle.export import export_agent
 from bundler.config.secretcipher import encrypt
 from bundler.config.secretkey import KEY_NAME, SecretKey
 from bundler.errors import BundlerError
+from bundler.install.import_types import ImportOptions
 from bundler.install.importer import import_bundle
 
 ANTHROPIC_KEY = "sk-FAKE-anthropic-0000000000000000"
@@ -300,7 +301,9 @@ def test_no_import_refusal_holds_a_given_secret_in_its_exception(
 ) -> None:
     options = IMPORT_CASES[case](tmp_path, bundle)
     target = tmp_path / "target"
-    err = _refusal(lambda: import_bundle(target, bundle, accept_risks=True, **options))
+    err = _refusal(
+        lambda: import_bundle(target, bundle, ImportOptions(accept_risks=True, **options))
+    )
     assert _leaks(err) == [], (case, err.path)
 
 
@@ -323,7 +326,9 @@ def test_import_refused_after_reading_secrets_holds_none_of_them(
         config.write_bytes(config.read_bytes() + b"\n# \xff\n")
     err = _refusal(
         lambda: import_bundle(
-            target, used, as_alias="researcher", secrets_file=given, accept_risks=True
+            target,
+            used,
+            ImportOptions(as_alias="researcher", secrets_file=given, accept_risks=True),
         )
     )
     assert _leaks(err) == [], (refusal, err.path)
@@ -381,7 +386,9 @@ def test_a_config_that_cannot_be_read_is_reported_by_an_error_with_no_chain(
     raw = config.read_bytes()
     config.write_bytes(raw + (b"\n# \xff\n" if broken == "not-utf8" else b"\n[[[ broken\n"))
     exported = _refusal(lambda: export_agent(root, "researcher", tmp_path / "out", environ={}))
-    imported = _refusal(lambda: import_bundle(root, bundle, as_alias="other", accept_risks=True))
+    imported = _refusal(
+        lambda: import_bundle(root, bundle, ImportOptions(as_alias="other", accept_risks=True))
+    )
     for err in (exported, imported):
         assert err.code == 3, err.message
         assert err.__cause__ is None and err.__context__ is None, repr(err.__context__)
@@ -432,7 +439,9 @@ def test_an_import_refusing_a_given_sealed_value_holds_no_secret(
     foreign = encrypt(GIVEN, SecretKey(os.urandom(32)))
     err = _refusal(
         lambda: import_bundle(
-            root, bundle, as_alias="other", secrets=[f"{KEY_PATH}={foreign}"], accept_risks=True
+            root,
+            bundle,
+            ImportOptions(as_alias="other", secrets=[f"{KEY_PATH}={foreign}"], accept_risks=True),
         )
     )
     assert _leaks(err) == [] and not any(foreign[5:] in text for text in _texts(err))
@@ -519,7 +528,9 @@ def test_a_sealed_payload_refused_on_import_holds_none_of_its_values(
     _forge_payload(bundle, identity, change)
     target = tmp_path / "target"
     err = _refusal(
-        lambda: import_bundle(target, bundle, age_identities=[identity_file], accept_risks=True)
+        lambda: import_bundle(
+            target, bundle, ImportOptions(age_identities=[identity_file], accept_risks=True)
+        )
     )
     assert "secrets.age" in err.message
     assert _leaks(err) == []
@@ -534,7 +545,9 @@ def test_an_import_refused_after_the_seal_opened_holds_no_sealed_value(tmp_path:
         "[secrets]\nencrypt = 7\n"
     )  # refused once a value is stored
     err = _refusal(
-        lambda: import_bundle(target, bundle, age_identities=[identity_file], accept_risks=True)
+        lambda: import_bundle(
+            target, bundle, ImportOptions(age_identities=[identity_file], accept_risks=True)
+        )
     )
     assert _leaks(err) == []
 
