@@ -235,6 +235,17 @@ def _global_options(suppress: bool) -> argparse.ArgumentParser:
     return parent
 
 
+def _age_identity(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--age-identity FILE`` (repeatable) of the home commands reading an encrypted backup."""
+    parser.add_argument(
+        "--age-identity",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help=f"{what} with FILE: an age identity file or an SSH private key (repeatable)",
+    )
+
+
 def build_parser(groups_wanted: Container[str] | None = None) -> argparse.ArgumentParser:
     """The command tree of 05 §1; the commands of a group only when ``groups_wanted`` holds it.
 
@@ -529,9 +540,17 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
             action="store_true",
             help="compress every entry afresh, copying nothing from an earlier backup",
         )
-        command(home, "verify-backup", "check a backup zip, changing nothing").add_argument(
-            "file", metavar="FILE", help="the backup zip"
+        backup.add_argument(
+            "--encrypt-to",
+            action="append",
+            default=[],
+            metavar="RECIPIENT",
+            help="write NAME.zip.age, encrypted to RECIPIENT: an age public key (age1...), an "
+            "ssh-ed25519 or ssh-rsa public key, or @FILE of them (repeatable)",
         )
+        verify = command(home, "verify-backup", "check a backup zip, changing nothing")
+        verify.add_argument("file", metavar="FILE", help="the backup zip (or .zip.age)")
+        _age_identity(verify, "open an encrypted backup")
         listed = command(home, "backups", "list the backups of the home (or of --to DIR)", project)
         listed.add_argument(
             "--to", metavar="DIR", help="the folder of backups (default: the home's)"
@@ -539,6 +558,7 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
         listed.add_argument(
             "--verify", action="store_true", help="check each backup fully, as verify-backup does"
         )
+        _age_identity(listed, "with --verify: open the encrypted backups")
         prune = command(
             home, "prune", "remove the backups a retention policy does not keep", project
         )
@@ -558,7 +578,8 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
             "--dry-run", action="store_true", help="list what would be removed, changing nothing"
         )
         restore = command(home, "restore", "restore a backup zip into the data home", project)
-        restore.add_argument("file", metavar="FILE", help="the backup zip to restore")
+        restore.add_argument("file", metavar="FILE", help="the backup zip (or .zip.age) to restore")
+        _age_identity(restore, "open an encrypted backup")
         restore.add_argument(
             "--home", dest="target_home", metavar="DIR", help="restore into this data home instead"
         )

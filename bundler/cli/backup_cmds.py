@@ -10,6 +10,7 @@ from bundler.errors import UsageError
 from bundler.home import backup as backups
 from bundler.home import keep
 from bundler.home.restore import restore_home
+from bundler.install.bind_secrets import passphrase_prompter
 from bundler.rules.names import escape_display
 from bundler.rules.retention import Policy
 from bundler.rules.units import human_size
@@ -26,6 +27,7 @@ def backup(args: argparse.Namespace, out: Output) -> Result:
             base=Path(args.base) if args.base else None,
             full=args.full,
             compression=args.compression,
+            encrypt_to=args.encrypt_to,
         )
     skipped = report.skipped
     warnings = list(report.warnings)
@@ -47,7 +49,12 @@ def backup(args: argparse.Namespace, out: Output) -> Result:
 def verify_backup(args: argparse.Namespace, out: Output) -> Result:
     """Check a backup zip, changing nothing; any failure is exit 3 (InvalidInput)."""
     with out.progress() as progress:
-        report = backups.verify_backup(Path(args.file), progress=progress)
+        report = backups.verify_backup(
+            Path(args.file),
+            progress=progress,
+            age_identities=[Path(name) for name in args.age_identity],
+            age_passphrase=passphrase_prompter(),
+        )
     shown = escape_display(str(report.path))
     agent = escape_display(report.agent) if report.agent else "(no name)"
     return Result(
@@ -66,7 +73,13 @@ def restore(args: argparse.Namespace, out: Output) -> Result:
     target = Path(args.target_home) if args.target_home else None
     with out.progress() as progress:
         report = restore_home(
-            Path(args.project), Path(args.file), home=target, force=args.force, progress=progress
+            Path(args.project),
+            Path(args.file),
+            home=target,
+            force=args.force,
+            progress=progress,
+            age_identities=[Path(name) for name in args.age_identity],
+            age_passphrase=passphrase_prompter(),
         )
     shown = escape_display(str(report.home))
     lines = [f"restored {report.entries} files ({human_size(report.bytes)}) into {shown}"]

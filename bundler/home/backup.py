@@ -26,7 +26,7 @@ import time
 import zipfile
 import zlib
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -39,6 +39,7 @@ import xxhash
 from bundler import __version__
 from bundler.errors import InvalidInput, Refused, UsageError
 from bundler.fs import durable
+from bundler.fs.age import AskPassphrase, Recipient
 from bundler.fs.copytree import digest_fd
 from bundler.fs.digest import read_into
 from bundler.fs.interrupts import commit_reached, handed_over, signals_deferred, wait_for
@@ -53,6 +54,13 @@ from bundler.fs.snapshot import (
     snapshot_database,
 )
 from bundler.fs.tally import tally
+from bundler.home.backup_age import (
+    AGE_SUFFIX,
+    decrypted_copy,
+    encrypt_into,
+    identities_for,
+    renamed,
+)
 from bundler.home.homes import HomeResolution, home_busy, lock_home, open_home_dir, resolve_home
 from bundler.home.reuse import (
     ZIP64_FROM,
@@ -152,6 +160,7 @@ class VerifyReport:
     agent: str | None
     entries: int
     bytes: int
+    encrypted: bool = False
 
     def as_json(self) -> dict[str, Any]:
         """The ``home verify-backup --json`` payload (without ``ok``)."""
@@ -162,13 +171,15 @@ class VerifyReport:
             "agent": self.agent,
             "entries": self.entries,
             "bytes": self.bytes,
+            "encrypted": self.encrypted,
         }
 
 
-def default_backup_name(now: datetime, attempt: int = 1) -> str:
-    """``backup-YYYYMMDD-HHMMSS.zip`` in UTC; ``-2``, ``-3``... for later attempts (04 §5.1)."""
+def default_backup_name(now: datetime, attempt: int = 1, suffix: str = ".zip") -> str:
+    """``backup-YYYYMMDD-HHMMSS.zip`` in UTC; ``-2``, ``-3``... for later attempts (04 §5.1);
+    ``suffix`` ``.zip.age`` for an encrypted backup (04 §5.5)."""
     stamp = now.astimezone(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return f"backup-{stamp}.zip" if attempt == 1 else f"backup-{stamp}-{attempt}.zip"
+    return f"backup-{stamp}{suffix}" if attempt == 1 else f"backup-{stamp}-{attempt}{suffix}"
 
 
 # --- verify (5.2) ----------------------------------------------------------------------------
@@ -254,25 +265,65 @@ def _check_database_copy(
         )
 
 
-def verify_backup(path: Path, *, progress: Progress | None = None) -> VerifyReport:
+def verify_backup(
+    path: Path,
+    *,
+    progress: Progress | None = None,
+    age_identities: Sequence[Path] = (),
+    age_passphrase: AskPassphrase | None = None,
+) -> VerifyReport:
     """Check a backup zip completely, changing nothing (04 §5.2).
 
     Every entry allowed (:func:`bundler.home.zipcheck.path_problem` and the directory rules), every
     digest matching ``backup.json``, ``backup.json`` valid with a known ``format``, the database
     passing ``integrity_check``. Raises :class:`InvalidInput` (exit 3) naming the entry at
     fault, :class:`Refused` when the file cannot be opened. ``progress``: as
-    :func:`check_contents`.
+    :func:`check_contents`. An encrypted backup (``NAME.zip.age``, 04 §5.5) is opened with
+    ``age_identities`` (``age_passphrase`` asks for a protected SSH key's) and decrypted into a
+    private folder beside it (:func:`bundler.home.backup_age.decrypted_copy`), which is removed.
     """
+    identities = identities_for(path, age_identities, age_passphrase)
+    if identities is None:
+        return _verify_zip(path, path, None, progress)
     try:
-        with open_zip(path) as archive:
-            index, files = check_contents(archive, check_database=True, progress=progress)
+        with decrypted_copy(path, identities, progress) as (plain, scratch):
+            return _verify_zip(plain, path, scratch, progress)
     except OSError as exc:
         shown = escape_display(str(path))
+        raise Refused(
+            f"cannot decrypt {shown} ({os.strerror(exc.errno or errno.EIO)})", path=shown
+        ) from exc
+
+
+def _verify_zip(
+    path: Path, shown_as: Path, scratch: Path | None, progress: Progress | None
+) -> VerifyReport:
+    """:func:`verify_backup` of the zip ``path``, reported as ``shown_as`` (the encrypted file
+    it was decrypted from), the database checked in ``scratch``."""
+    try:
+        with open_zip(path) as archive:
+            index, files = check_contents(
+                archive, check_database=True, scratch=scratch, progress=progress
+            )
+    except InvalidInput as exc:
+        if path == shown_as:
+            raise
+        raise renamed(exc, path, shown_as) from None
+    except OSError as exc:
+        shown = escape_display(str(shown_as))
         raise Refused(
             f"cannot read {shown} ({os.strerror(exc.errno or errno.EIO)})", path=shown
         ) from exc
     total = sum(info.file_size for info in files)
-    return VerifyReport(path, index.format, index.created_at, index.agent, len(files), total)
+    return VerifyReport(
+        shown_as,
+        index.format,
+        index.created_at,
+        index.agent,
+        len(files),
+        total,
+        encrypted=path != shown_as,
+    )
 
 
 # --- backup (5.1) ----------------------------------------------------------------------------
@@ -830,6 +881,7 @@ def backup_home(
     base: Path | None = None,
     full: bool = False,
     compression: str = DEFAULT_COMPRESSION,
+    encrypt_to: Sequence[str] = (),
 ) -> BackupReport:
     """Back up the data home of ``project`` to one verified zip (04 §5.1).
 
@@ -841,12 +893,20 @@ def backup_home(
     existing ``to``, and I/O failures; :class:`InvalidInput` for a bad ``Agent.yaml``.
     ``progress`` sees two phases: ``backing up`` (its totals counted first) and ``checking``
     the written zip. ``compression`` names the deflate level of entries compressed afresh
-    (:data:`LEVELS`); a copied entry keeps the base's.
+    (:data:`LEVELS`); a copied entry keeps the base's. ``encrypt_to`` (``--encrypt-to``:
+    public keys, or ``@FILE`` of them, :mod:`bundler.fs.age`) writes ``NAME.zip.age`` instead,
+    the zip encrypted to them (04 §5.5, :mod:`bundler.home.backup_age`); ``progress`` then sees
+    an ``encrypting`` phase too.
     """
     if compression not in LEVELS:
         raise UsageError(
             f"--compression {escape_display(compression)}: choose one of {', '.join(LEVELS)}"
         )
+    recipients: list[Recipient] = []
+    if encrypt_to:
+        from bundler.fs.age import parse_recipients
+
+        recipients = parse_recipients(encrypt_to, "--encrypt-to")
     resolution = resolve_home(project, environ=environ)
     home = resolution.home
     if not os.path.lexists(resolution.database):
@@ -860,19 +920,36 @@ def backup_home(
             raise home_busy(home)
         stale = leftover_backups(home)
         folder, requested = _target(resolution, to)
+        if recipients and requested is not None and not requested.endswith(AGE_SUFFIX):
+            raise UsageError(
+                f"--to {escape_display(requested)}: an encrypted backup's name ends with "
+                f"{AGE_SUFFIX} (NAME.zip.age)",
+                path=escape_display(requested),
+            )
         target_fd = _open_target(folder, create=requested is None)
         try:
             base_path = _base_path(folder, requested, base, full)
-            report = _backup_into(
-                resolution,
-                home_fd,
-                folder,
-                target_fd,
-                requested,
-                progress,
-                base_path,
-                LEVELS[compression],
-            )
+            if recipients:
+                report = _backup_encrypted(
+                    resolution,
+                    home_fd,
+                    _Destination(folder, target_fd, requested),
+                    progress,
+                    base_path,
+                    LEVELS[compression],
+                    recipients,
+                )
+            else:
+                report = _backup_into(
+                    resolution,
+                    home_fd,
+                    folder,
+                    target_fd,
+                    requested,
+                    progress,
+                    base_path,
+                    LEVELS[compression],
+                )
             # a backup cannot tell a dead run's temporaries from a live one's: it names them
             shown = escape_display(str(home))
             report.warnings.extend(
@@ -919,7 +996,11 @@ def _backup_into(
     progress: Progress | None,
     base_path: Path | None,
     level: int,
+    publish: Callable[[str], Path] | None = None,
 ) -> BackupReport:
+    """Write, check and publish one backup zip in ``target_fd`` (the folder ``folder``);
+    ``publish`` instead gives the checked temporary zip's name to a publisher of its own,
+    which returns the published file's path."""
     token = durable.random_token()
     warnings: list[str] = []
     with (
@@ -953,10 +1034,13 @@ def _backup_into(
                 warnings.append(f"{shown} is not used as the base: {exc.message}")
                 plan.base = None
                 entries, total, skipped = _write_until_done(plan, target_fd, zip_name, warnings)
-        final = _publish_name(target_fd, zip_name, requested)
+        if publish is None:
+            published = folder / _publish_name(target_fd, zip_name, requested)
+        else:
+            published = publish(zip_name)
         used = plan.base
         report = BackupReport(
-            folder / final,
+            published,
             entries,
             total,
             skipped,
@@ -972,6 +1056,89 @@ def _backup_into(
                 f"the backup is published, but its name was not flushed ({exc.strerror}); "
                 "a power loss may undo it"
             )
+    return report
+
+
+@dataclass(frozen=True)
+class _Destination:
+    """Where a backup is published: the folder, open, and the name asked for (None: the
+    default timestamped name)."""
+
+    folder: Path
+    fd: int
+    requested: str | None
+
+
+def _backup_encrypted(
+    resolution: HomeResolution,
+    home_fd: int,
+    dest: _Destination,
+    progress: Progress | None,
+    base_path: Path | None,
+    level: int,
+    recipients: Sequence[Recipient],
+) -> BackupReport:
+    """The backup zip built, checked and encrypted to ``recipients`` as ``NAME.zip.age`` in the
+    destination (04 §5.5). The zip and the snapshot are written only inside a locked 0700
+    scratch folder ``.backup-<token>/`` of the home's ``backups/`` (the home holds those bytes
+    in clear already; a dead one is what ``recover --home`` removes), then streamed through age
+    into the hidden ``.backup-<token>.zip.age`` beside the destination, fsynced, read back
+    (header and length), and linked to its name as a plain backup is. The scratch folder goes
+    when the backup ends however it ends; only a kill leaves it."""
+    staging_parent = resolution.home / BACKUPS
+    parent_fd = _open_target(staging_parent, create=True)
+    try:
+        with scratch_folder(
+            parent_fd,
+            TEMP_PREFIX,
+            where=str(staging_parent),
+            durable=True,
+            fix=hints.command("recover", "--home", str(resolution.home)),
+        ) as (work, work_fd):
+            token = work[len(TEMP_PREFIX) :]
+
+            def publish(zip_name: str) -> Path:
+                flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+                src = os.open(zip_name, flags, dir_fd=work_fd)
+                try:
+                    with (
+                        _temp_file(dest.fd, token, f".zip{AGE_SUFFIX}") as temp,
+                        _run_locked(dest.fd, temp),
+                    ):
+                        dst = os.open(
+                            temp, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dest.fd
+                        )
+                        try:
+                            size = os.fstat(src).st_size
+                            with phase(progress, "encrypting", 1, size):
+                                encrypt_into(src, dst, recipients, progress)
+                        finally:
+                            os.close(dst)
+                        suffix = f".zip{AGE_SUFFIX}"
+                        return dest.folder / _publish_name(dest.fd, temp, dest.requested, suffix)
+                finally:
+                    os.close(src)
+
+            report = _backup_into(
+                resolution,
+                home_fd,
+                staging_parent / work,
+                work_fd,
+                None,
+                progress,
+                base_path,
+                level,
+                publish=publish,
+            )
+    finally:
+        os.close(parent_fd)
+    try:
+        durable.fsync_dir(dest.fd)
+    except OSError as exc:  # after the commit point: a warning, the backup stands
+        report.warnings.append(
+            f"the backup is published, but its name was not flushed ({exc.strerror}); "
+            "a power loss may undo it"
+        )
     return report
 
 
@@ -1007,7 +1174,9 @@ def _write_until_done(
         return entries, total, skipped
 
 
-def _publish_name(target_fd: int, zip_name: str, requested: str | None) -> str:
+def _publish_name(
+    target_fd: int, zip_name: str, requested: str | None, suffix: str = ".zip"
+) -> str:
     if requested is not None:
         try:
             _publish(target_fd, zip_name, requested)
@@ -1019,7 +1188,7 @@ def _publish_name(target_fd: int, zip_name: str, requested: str | None) -> str:
         return requested
     now = datetime.now(timezone.utc)
     for attempt in range(1, 1000):
-        name = default_backup_name(now, attempt)
+        name = default_backup_name(now, attempt, suffix)
         try:
             _publish(target_fd, zip_name, name)
         except FileExistsError:
@@ -1030,7 +1199,8 @@ def _publish_name(target_fd: int, zip_name: str, requested: str | None) -> str:
 
 def leftover_backups(home: Path) -> list[list[str]]:
     """What interrupted backups left in ``<home>/backups``, grouped by run (the ``.db`` and the
-    ``.zip`` of one token are one leftover); changes nothing. A running backup's temporaries
+    ``.zip`` of one token are one leftover, and so are an encrypted backup's scratch folder
+    ``.backup-<token>/`` and its ``.zip.age``); changes nothing. A running backup's temporaries
     are not leftovers: its zip is locked (:func:`_run_locked`), and while any backup runs a
     snapshot folder may be its own, so none is named then."""
     try:
@@ -1052,7 +1222,12 @@ def leftover_backups(home: Path) -> list[list[str]]:
                 runs.setdefault(token, []).append(f"{BACKUPS}/{name}")
             elif name.startswith(SNAPSHOT_PREFIX):
                 snapshots.append([f"{BACKUPS}/{name}"])
-        alive = {t for t in runs if durable.held_by_another(f"{TEMP_PREFIX}{t}.zip", dir_fd=fd)}
+        # an encrypted backup's run also locks its scratch folder and its .zip.age
+        alive = {
+            t
+            for t, names in runs.items()
+            if any(durable.held_by_another(n[len(BACKUPS) + 1 :], dir_fd=fd) for n in names)
+        }
     finally:
         os.close(fd)
     dead = [names for token, names in runs.items() if token not in alive]
