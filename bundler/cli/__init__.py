@@ -548,6 +548,7 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
             help="write NAME.zip.age, encrypted to RECIPIENT: an age public key (age1...), an "
             "ssh-ed25519 or ssh-rsa public key, or @FILE of them (repeatable)",
         )
+        _age_identity(backup, "with --encrypt-to: open an encrypted base")
         verify = command(home, "verify-backup", "check a backup zip, changing nothing")
         verify.add_argument("file", metavar="FILE", help="the backup zip (or .zip.age)")
         _age_identity(verify, "open an encrypted backup")

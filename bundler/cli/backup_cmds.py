@@ -28,6 +28,8 @@ def backup(args: argparse.Namespace, out: Output) -> Result:
             full=args.full,
             compression=args.compression,
             encrypt_to=args.encrypt_to,
+            age_identities=[Path(name) for name in args.age_identity],
+            age_passphrase=passphrase_prompter(),
         )
     skipped = report.skipped
     warnings = list(report.warnings)
@@ -96,13 +98,19 @@ def restore(args: argparse.Namespace, out: Output) -> Result:
 def list_backups(args: argparse.Namespace, out: Output) -> Result:
     """List the backups of the folder, oldest first; ``--json``: ``{"ok", "folder", "backups"}``."""
     folder = keep.backups_folder(Path(args.project), Path(args.to) if args.to else None)
-    listing = keep.list_backups(folder, verify=args.verify)
+    listing = keep.list_backups(
+        folder,
+        verify=args.verify,
+        age_identities=[Path(name) for name in args.age_identity],
+        age_passphrase=passphrase_prompter(),
+    )
     lines = []
     for item in listing.backups:
         checked = {None: "", True: ", verified", False: ", FAILS verification"}[item.verified]
         lines.append(
             f"{item.created_at}  {escape_display(item.path.name)}  {human_size(item.size)}, "
-            f"{item.files} files, {'encrypted' if item.encrypted else 'not encrypted'}{checked}"
+            f"{'? files' if item.files is None else f'{item.files} files'}, "
+            f"{'encrypted' if item.encrypted else 'not encrypted'}{checked}"
         )
     return Result(
         payload={

@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -56,9 +56,12 @@ from bundler.fs.snapshot import (
 from bundler.fs.tally import tally
 from bundler.home.backup_age import (
     AGE_SUFFIX,
+    decrypt_into,
     decrypted_copy,
     encrypt_into,
     identities_for,
+    is_encrypted,
+    load_identities,
     renamed,
 )
 from bundler.home.homes import HomeResolution, home_busy, lock_home, open_home_dir, resolve_home
@@ -97,6 +100,7 @@ from bundler.rules.units import human_size
 
 BACKUPS = "backups"
 TEMP_PREFIX = ".backup-"
+_PRIVATE_BASE = "base.zip"
 _SAMPLE = 4 << 10
 LEVELS = {"fast": 1, "default": 6, "best": 9, "none": 0}
 """``--compression``: the deflate level of each name (``none``: every entry stored). Measured on
@@ -285,6 +289,14 @@ def verify_backup(
     identities = identities_for(path, age_identities, age_passphrase)
     if identities is None:
         return _verify_zip(path, path, None, progress)
+    return verify_encrypted(path, identities, progress=progress)
+
+
+def verify_encrypted(
+    path: Path, identities: Sequence[Any], *, progress: Progress | None = None
+) -> VerifyReport:
+    """:func:`verify_backup` of the encrypted backup ``path`` with identities already loaded
+    (:func:`bundler.home.backup_age.load_identities`)."""
     try:
         with decrypted_copy(path, identities, progress) as (plain, scratch):
             return _verify_zip(plain, path, scratch, progress)
@@ -882,6 +894,8 @@ def backup_home(
     full: bool = False,
     compression: str = DEFAULT_COMPRESSION,
     encrypt_to: Sequence[str] = (),
+    age_identities: Sequence[Path] = (),
+    age_passphrase: AskPassphrase | None = None,
 ) -> BackupReport:
     """Back up the data home of ``project`` to one verified zip (04 §5.1).
 
@@ -896,7 +910,8 @@ def backup_home(
     (:data:`LEVELS`); a copied entry keeps the base's. ``encrypt_to`` (``--encrypt-to``:
     public keys, or ``@FILE`` of them, :mod:`bundler.fs.age`) writes ``NAME.zip.age`` instead,
     the zip encrypted to them (04 §5.5, :mod:`bundler.home.backup_age`); ``progress`` then sees
-    an ``encrypting`` phase too.
+    an ``encrypting`` phase too. ``age_identities`` (with ``encrypt_to`` only) open an encrypted
+    base, decrypted privately; without them an encrypted base is not used.
     """
     if compression not in LEVELS:
         raise UsageError(
@@ -907,6 +922,12 @@ def backup_home(
         from bundler.fs.age import parse_recipients
 
         recipients = parse_recipients(encrypt_to, "--encrypt-to")
+    elif age_identities:
+        raise UsageError(
+            "--age-identity goes with --encrypt-to: it opens an encrypted base of an encrypted "
+            "backup"
+        )
+    identities = load_identities(age_identities, age_passphrase) if age_identities else []
     resolution = resolve_home(project, environ=environ)
     home = resolution.home
     if not os.path.lexists(resolution.database):
@@ -938,6 +959,7 @@ def backup_home(
                     base_path,
                     LEVELS[compression],
                     recipients,
+                    identities,
                 )
             else:
                 report = _backup_into(
@@ -1077,6 +1099,7 @@ def _backup_encrypted(
     base_path: Path | None,
     level: int,
     recipients: Sequence[Recipient],
+    identities: Sequence[Any],
 ) -> BackupReport:
     """The backup zip built, checked and encrypted to ``recipients`` as ``NAME.zip.age`` in the
     destination (04 §5.5). The zip and the snapshot are written only inside a locked 0700
@@ -1084,7 +1107,11 @@ def _backup_encrypted(
     in clear already; a dead one is what ``recover --home`` removes), then streamed through age
     into the hidden ``.backup-<token>.zip.age`` beside the destination, fsynced, read back
     (header and length), and linked to its name as a plain backup is. The scratch folder goes
-    when the backup ends however it ends; only a kill leaves it."""
+    when the backup ends however it ends; only a kill leaves it.
+
+    An encrypted base is decrypted into the scratch folder with ``identities`` and used from
+    there (04 §5.1.1); without them, or when they do not open it, the backup is full, with a
+    warning."""
     staging_parent = resolution.home / BACKUPS
     parent_fd = _open_target(staging_parent, create=True)
     try:
@@ -1119,6 +1146,11 @@ def _backup_encrypted(
                 finally:
                     os.close(src)
 
+            notes: list[str] = []
+            private_base = base_path
+            if base_path is not None and identities and is_encrypted(base_path):
+                name = _decrypt_base(base_path, identities, work_fd, notes, progress)
+                private_base = None if name is None else staging_parent / work / name
             report = _backup_into(
                 resolution,
                 home_fd,
@@ -1126,10 +1158,16 @@ def _backup_encrypted(
                 work_fd,
                 None,
                 progress,
-                base_path,
+                private_base,
                 level,
                 publish=publish,
             )
+            if private_base is not None and private_base != base_path:
+                shown = escape_display(str(base_path))
+                report.warnings[:] = [w.replace(str(private_base), shown) for w in report.warnings]
+                if report.base == private_base:
+                    report = replace(report, base=base_path)
+            report.warnings[:0] = notes
     finally:
         os.close(parent_fd)
     try:
@@ -1140,6 +1178,27 @@ def _backup_encrypted(
             "a power loss may undo it"
         )
     return report
+
+
+def _decrypt_base(
+    base: Path,
+    identities: Sequence[Any],
+    work_fd: int,
+    notes: list[str],
+    progress: Progress | None,
+) -> str | None:
+    """The encrypted ``base`` decrypted into the scratch folder ``work_fd`` as ``base.zip``
+    (its name there), or None with a note in ``notes`` when ``identities`` do not open it."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(_PRIVATE_BASE, flags, 0o600, dir_fd=work_fd)
+    try:
+        decrypt_into(base, fd, identities, progress)
+    except (InvalidInput, Refused) as exc:
+        notes.append(f"{escape_display(str(base))} is not used as the base: {exc.message}")
+        return None
+    finally:
+        os.close(fd)
+    return _PRIVATE_BASE
 
 
 def _write_until_done(

@@ -199,7 +199,7 @@ def decrypt_into(
 
 
 def _not_opened(shown: str, reason: str) -> InvalidInput:
-    return InvalidInput(f"{shown} cannot be decrypted: {reason}; nothing changed", path=shown)
+    return InvalidInput(f"{shown} cannot be decrypted: {reason}", path=shown)
 
 
 def header_problem(fd: int, size: int) -> str | None:
