@@ -1246,14 +1246,27 @@ def _publish_name(
             ) from None
         return requested
     now = datetime.now(timezone.utc)
+    twin = ".zip.age" if suffix == ".zip" else ".zip"
     for attempt in range(1, 1000):
         name = default_backup_name(now, attempt, suffix)
+        # one time, one backup, encrypted or not: the folder's order (newest, retention)
+        # never has to break a tie
+        if _exists_at(target_fd, default_backup_name(now, attempt, twin)):
+            continue
         try:
             _publish(target_fd, zip_name, name)
         except FileExistsError:
             continue
         return name
     raise Refused("too many backups with the same timestamp: try again in a second")
+
+
+def _exists_at(dir_fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def leftover_backups(home: Path) -> list[list[str]]:

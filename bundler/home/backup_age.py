@@ -19,7 +19,7 @@ private folder it removes on failure, and the zip's own checks run on the result
 
 Without a key, an encrypted file can still be told for one a backup made (``home backups``,
 ``home prune``): its header parses as age v1 with only X25519 or SSH recipient stanzas (those
-bundler writes to), and its size is one a payload of whole 64 KiB chunks can have.
+bundler writes to), and its size is one an age payload can have.
 """
 
 from __future__ import annotations
@@ -58,8 +58,9 @@ def payload_size(plain: int) -> int:
 
 
 def payload_problem(payload: int) -> str | None:
-    """Why ``payload`` bytes cannot be a whole age payload (a file cut short between chunks
-    is caught; one cut at a chunk's end is found by the reader's key), else None."""
+    """Why ``payload`` bytes cannot be a whole age payload (its last piece too short to hold
+    a chunk's tag), else None. Most lengths are some payload's: a file cut short elsewhere is
+    found by the reader holding a key, at the chunk where it ends."""
     body = payload - _NONCE
     full, last = divmod(body, _CHUNK + _TAG)
     if (last == 0 and full >= 1) or last > _TAG or (last == _TAG and full == 0):
