@@ -68,7 +68,20 @@ def payload_problem(payload: int) -> str | None:
     return "its payload is cut short"
 
 
-class _Reader:
+class _Side:
+    """One side of ``pyrage``'s stream. What a call back into Python raises (a disk error, the
+    CLI's interrupt) may come back from ``pyrage`` wrapped in its own error, or not at all: it
+    is kept here and raised again as it was (:func:`_streamed`)."""
+
+    failed: BaseException | None = None
+
+    def _kept(self, exc: BaseException) -> BaseException:
+        if self.failed is None:
+            self.failed = exc
+        return exc
+
+
+class _Reader(_Side):
     """A descriptor read as the file object ``pyrage`` asks for, counting for a progress bar."""
 
     def __init__(self, fd: int, progress: Progress | None) -> None:
@@ -76,13 +89,16 @@ class _Reader:
         self.progress = progress
 
     def read(self, size: int = -1) -> bytes:
-        data = os.read(self.fd, size if size > 0 else _CHUNK)
-        if self.progress is not None and data:
-            self.progress(0, len(data))
+        try:
+            data = os.read(self.fd, size if size > 0 else _CHUNK)
+            if self.progress is not None and data:
+                self.progress(0, len(data))
+        except BaseException as exc:
+            raise self._kept(exc) from None
         return data
 
 
-class _Writer:
+class _Writer(_Side):
     """A descriptor written as the file object ``pyrage`` asks for."""
 
     def __init__(self, fd: int, progress: Progress | None = None) -> None:
@@ -91,14 +107,32 @@ class _Writer:
         self.written = 0
 
     def write(self, data: bytes) -> int:
+        try:
+            self._write(data)
+        except BaseException as exc:
+            raise self._kept(exc) from None
+        return len(data)
+
+    def _write(self, data: bytes) -> None:
         durable.write_all(self.fd, data)
         self.written += len(data)
         if self.progress is not None:
             self.progress(0, len(data))
-        return len(data)
 
     def flush(self) -> None:
         return None
+
+
+@contextlib.contextmanager
+def _streamed(*sides: _Side) -> Iterator[None]:
+    """Around a ``pyrage`` stream: what one of ``sides`` raised is raised again unwrapped."""
+    try:
+        yield
+    except BaseException:
+        for side in sides:
+            if side.failed is not None:
+                raise side.failed from None
+        raise
 
 
 def encrypt_into(
@@ -118,7 +152,9 @@ def encrypt_into(
         else pyrage.ssh.Recipient.from_str(r.text)
         for r in recipients
     ]
-    pyrage.encrypt_io(_Reader(src_fd, progress), _Writer(dst_fd), made)
+    reader, writer = _Reader(src_fd, progress), _Writer(dst_fd)
+    with _streamed(reader, writer):
+        pyrage.encrypt_io(reader, writer, made)
     os.fsync(dst_fd)
     head = os.pread(dst_fd, age.MAX_HEADER_BYTES + _NONCE + _TAG, 0)
     header = age.parse_header(head)
@@ -181,9 +217,10 @@ def decrypt_into(
         if problem is not None:
             raise InvalidInput(f"{shown} is not an encrypted backup: {problem}", path=shown)
         writer = _Writer(dst_fd) if writer is None else writer
+        reader = _Reader(fd, progress)
         try:
-            with phase(progress, "decrypting", 1, st.st_size):
-                pyrage.decrypt_io(_Reader(fd, progress), writer, list(identities))
+            with phase(progress, "decrypting", 1, st.st_size), _streamed(reader, writer):
+                pyrage.decrypt_io(reader, writer, list(identities))
         except pyrage.DecryptError as err:
             if "no matching keys" in str(err).lower():
                 reason = "no identity given is one of its recipients"
@@ -222,7 +259,7 @@ class _Opened(Exception):
 
 
 class _Probe(_Writer):
-    def write(self, data: bytes) -> int:
+    def _write(self, data: bytes) -> None:
         raise _Opened
 
 

@@ -16,6 +16,7 @@ from faultinject import (
     FaultRun,
     kill_at_each,
     ptrace_unavailable,
+    run_with_fault,
     sample,
     slow_sample_count,
     trace_calls,
@@ -142,3 +143,39 @@ def test_encrypted_restore_killed_leaves_plain_bytes_only_in_its_staging(tmp_pat
 
     kill_at_each(cmd, chosen, check, reset=reset, env=env)
     assert sum(outcomes.values()) == len(chosen)
+
+
+def test_ctrl_c_while_encrypting_or_decrypting_cleans_up_and_exits_130(tmp_path: Path) -> None:
+    """SIGINT delivered in the middle of age's stream (pyrage calls back into Python for each
+    chunk, where the interrupt is raised): the run stops, removes its scratch folder and its
+    temporaries, and publishes nothing."""
+    _traced(tmp_path)
+    project, home, env, marker = setup(tmp_path)
+    env["SOURCE_DATE_EPOCH"] = "1700000000"
+    key, public = age_key(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    cmd = [*cli_command(), "home", "backup", "--project", str(project), "--to", str(out)]
+    cmd += ["--encrypt-to", public]
+    done, calls = trace_calls(cmd, ["write"], env=env, relevant=str(out))
+    assert done.returncode == 0, done.stderr
+    sealed = out / os.listdir(out)[0]
+    kept = tmp_path / "kept.zip.age"
+    os.rename(sealed, kept)
+    middle = calls[len(calls) // 2]
+    run = run_with_fault(cmd, "write", middle.index, "SIGINT", env=env)
+    assert run.fired and run.returncode == 130, run.stderr
+    assert os.listdir(out) == [] and os.listdir(home / "backups") == []
+    # a restore interrupted while it decrypts into its staging: the home stays as it was
+    target = tmp_path / "target"
+    cmd = [*cli_command(), "home", "restore", str(kept), "--home", str(target)]
+    cmd += ["--age-identity", str(key)]
+    done, calls = trace_calls(cmd, ["write"], env=env, relevant=".restore-")
+    assert done.returncode == 0, done.stderr
+    import shutil
+
+    shutil.rmtree(target)
+    run = run_with_fault(cmd, "write", calls[len(calls) // 4].index, "SIGINT", env=env)
+    assert run.fired and run.returncode == 130, run.stderr
+    assert not target.exists()
+    assert found_in(tmp_path, marker, skip=("project",)) == []
