@@ -25,7 +25,7 @@ from hostile_zips import (
     run_cli,
     tree_state,
 )
-from kit import one_error
+from kit import Terminal, one_error
 
 AGE = "/usr/bin/age"
 MARKER_BYTES = 96 << 10
@@ -393,4 +393,32 @@ def test_an_encrypted_base_is_reused_only_with_its_identity(tmp_path: Path) -> N
         "home", "verify-backup", report["backup"], "--age-identity", str(key), env=env
     )
     assert checked.returncode == 0, checked.stderr
+    assert found_in(Path(env["TMPDIR"]), marker) == []
+
+
+def test_a_passphrase_protected_ssh_identity_is_asked_for_on_a_terminal_only(
+    tmp_path: Path,
+) -> None:
+    project, home, env, marker = setup(tmp_path)
+    _needs("ssh-keygen")
+    key = tmp_path / "id_locked"
+    passphrase = "correct horse battery"
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", passphrase, "-f", str(key)],
+        check=True,
+        capture_output=True,
+    )
+    public = (tmp_path / "id_locked.pub").read_text().strip()
+    sealed = backup_cli(project, env, "--to", str(tmp_path / "b.zip.age"), "--encrypt-to", public)
+    target = tmp_path / "restored"
+    args = ["home", "restore", str(sealed), "--home", str(target), "--age-identity", str(key)]
+    blind = run_cli(*args, env=env)
+    assert blind.returncode == 1 and one_error(blind.stderr), blind.stderr
+    assert "no terminal to ask" in blind.stderr and not target.exists()
+    with Terminal(args, env=env) as tty:
+        tty.answer(b"passphrase for ", f"{passphrase}\n".encode())
+        code, _out, err = tty.finish()
+    assert code == 0, err
+    assert passphrase.encode() not in err and passphrase.encode() not in tty.screen
+    assert (target / "files" / "marker.bin").read_bytes() == marker
     assert found_in(Path(env["TMPDIR"]), marker) == []
