@@ -39,7 +39,7 @@ import xxhash
 from bundler import __version__
 from bundler.errors import InvalidInput, Refused, UsageError
 from bundler.fs import durable
-from bundler.fs.age import AskPassphrase, Recipient
+from bundler.fs.age import AskPassphrase, Recipient, parse_recipients
 from bundler.fs.copytree import digest_fd
 from bundler.fs.digest import read_into
 from bundler.fs.interrupts import commit_reached, handed_over, signals_deferred, wait_for
@@ -919,8 +919,6 @@ def backup_home(
         )
     recipients: list[Recipient] = []
     if encrypt_to:
-        from bundler.fs.age import parse_recipients
-
         recipients = parse_recipients(encrypt_to, "--encrypt-to")
     elif age_identities:
         raise UsageError(
@@ -941,10 +939,12 @@ def backup_home(
             raise home_busy(home)
         stale = leftover_backups(home)
         folder, requested = _target(resolution, to)
-        if recipients and requested is not None and not requested.endswith(AGE_SUFFIX):
+        if requested is not None and bool(recipients) != requested.endswith(AGE_SUFFIX):
+            # the name says what the file is: age -d for one, unzip for the other
             raise UsageError(
                 f"--to {escape_display(requested)}: an encrypted backup's name ends with "
-                f"{AGE_SUFFIX} (NAME.zip.age)",
+                f"{AGE_SUFFIX} (NAME.zip.age), a plain one's does not; encrypt with "
+                "--encrypt-to",
                 path=escape_display(requested),
             )
         target_fd = _open_target(folder, create=requested is None)
@@ -1113,7 +1113,15 @@ def _backup_encrypted(
     there (04 §5.1.1); without them, or when they do not open it, the backup is full, with a
     warning."""
     staging_parent = resolution.home / BACKUPS
-    parent_fd = _open_target(staging_parent, create=True)
+    try:
+        parent_fd = _open_target(staging_parent, create=True)
+    except Refused:
+        shown = escape_display(str(staging_parent))
+        raise Refused(
+            f"cannot use {shown}: an encrypted backup builds its zip there, inside the home, "
+            "before encrypting it wherever --to says; make the home writable",
+            path=shown,
+        ) from None
     try:
         with scratch_folder(
             parent_fd,

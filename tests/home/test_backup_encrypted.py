@@ -242,6 +242,7 @@ def test_encrypted_backup_without_identity_and_plain_with_one_are_usage_errors(
         ("home", "backup", "--project", str(project), "--to", str(tmp_path / "c.zip"),
          "--encrypt-to", public),
         ("home", "backup", "--project", str(project), "--encrypt-to", str(key)),
+        ("home", "backup", "--project", str(project), "--to", str(tmp_path / "c.zip.age")),
         ("home", "backup", "--project", str(project), "--encrypt-to", "age1notakey"),
     ):  # fmt: skip
         done = run_cli(*args, env=env)
