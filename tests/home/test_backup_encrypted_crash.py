@@ -96,6 +96,11 @@ def test_a_killed_encrypted_backup_left_plain_bytes_only_inside_the_home(tmp_pat
         assert found_in(out, marker) == []
 
     kill_at_each(cmd, [first_encrypted_write], check, reset=lambda: None, env=env)
+    # the next backup names what the dead one left, with the command that removes it
+    again = run_cli("home", "backup", "--project", str(project), "--to", str(out), env=env)
+    assert again.returncode == 0, again.stderr
+    assert "left by an interrupted backup" in again.stderr and ".backup-" in again.stderr
+    assert f"bundler recover --home {home}" in again.stderr
     recovered = run_cli("recover", "--home", str(home), env=env)
     assert recovered.returncode == 0, recovered.stderr
     assert os.listdir(home / "backups") == []
