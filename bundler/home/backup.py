@@ -10,6 +10,9 @@ target folder, verified as ``verify-backup`` would, fsynced, then *linked* to it
 ``RENAME_NOREPLACE``), and the folder is fsynced. A crash leaves at most a hidden ``.backup-*``
 file, never a truncated zip under the final name; ``bundler recover --home`` removes it.
 
+An encrypted backup (``--encrypt-to``, 04 §5.5, :mod:`bundler.home.backup_age`) is the same zip,
+built in a private folder of the home's ``backups/`` and published as ``NAME.zip.age``.
+
 The home is only read: the database is never written (see :mod:`bundler.fs.snapshot`), and the
 only new entry in the home is the zip in ``backups/`` (plus transient hidden files there).
 """

@@ -18,6 +18,12 @@ leaves a home that ``recover_home`` turns into the old state or the new one, who
 4. **Commit**: ``state = "committed"``; then the journal is removed and the staging folder
    (with the previous before-restore set) deleted.
 
+An encrypted backup (04 §5.5) cannot be checked before it is decrypted, and is decrypted only
+into the staging folder: its identities are tried on its first chunk (changing nothing), then
+step 2 comes first, the check runs on ``<staging>/backup.zip`` (the database's copy in the
+staging too), and the zip is unlinked once extracted; a check that fails there discards the
+staging folder as a failed extraction does.
+
 Recovery (:func:`recover_home`) reads the journal: ``committed``, or the last step done, rolls
 forward (delete the staging folder); otherwise every step is undone in reverse order, each only
 when its effect is visible (source absent, destination present), which makes recovery itself
