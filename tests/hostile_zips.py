@@ -589,7 +589,7 @@ def rows(database: Path) -> int:
         conn.close()
 
 
-# --- encrypted backups (04 §5.5) ---------------------------------------------------------------
+# --- encrypted backups (04 §5.6) ---------------------------------------------------------------
 
 AGE_MAGIC = b"age-encryption.org/v1\n"
 

@@ -150,11 +150,22 @@ EXAMPLES: dict[tuple[str, ...], list[list[str]]] = {
         ["list"],
         ["save", "weekly-report", "--description", "the weekly report", "--file", "SKILL.md"],
     ],
-    ("home", "backup"): [["--to", "./backups"]],
+    ("home", "backup"): [["--to", "./backups"], ["--to", "oci://registry.example/me/backups"]],
     ("home", "verify-backup"): [["./backups/home.zip"]],
-    ("home", "restore"): [["./backups/home.zip"], ["./backups/home.zip", "--home", "DIR"]],
-    ("home", "backups"): [[], ["--to", "/mnt/usb/backups", "--verify"]],
-    ("home", "prune"): [["--keep-last", "3", "--keep-daily", "7", "--dry-run"]],
+    ("home", "restore"): [
+        ["./backups/home.zip"],
+        ["./backups/home.zip", "--home", "DIR"],
+        ["oci://registry.example/me/backups@sha256:<digest>"],
+    ],
+    ("home", "backups"): [
+        [],
+        ["--to", "/mnt/usb/backups", "--verify"],
+        ["--to", "oci://registry.example/me/backups"],
+    ],
+    ("home", "prune"): [
+        ["--keep-last", "3", "--keep-daily", "7", "--dry-run"],
+        ["--to", "oci://registry.example/me/backups", "--keep-daily", "7"],
+    ],
     ("doctor",): [[], ["--project", ".", "--path", "/mnt/usb"]],
     ("completion",): [["bash"], ["fish"]],
     ("man",): [[]],
@@ -521,7 +532,8 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
         backup.add_argument(
             "--to",
             metavar="FILE",
-            help="the zip to create (never replaced), or an existing folder for a timestamped zip",
+            help="the zip to create (never replaced), or an existing folder for a timestamped zip, "
+            "or oci://HOST/REPO: a registry repository, the backup tagged by its time",
         )
         backup.add_argument(
             "--base",
@@ -549,22 +561,28 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
             "ssh-ed25519 or ssh-rsa public key, or @FILE of them (repeatable)",
         )
         _age_identity(backup, "with --encrypt-to: open an encrypted base")
+        add_registry_options(backup)
         verify = command(home, "verify-backup", "check a backup zip, changing nothing")
         verify.add_argument("file", metavar="FILE", help="the backup zip (or .zip.age)")
         _age_identity(verify, "open an encrypted backup")
         listed = command(home, "backups", "list the backups of the home (or of --to DIR)", project)
         listed.add_argument(
-            "--to", metavar="DIR", help="the folder of backups (default: the home's)"
+            "--to",
+            metavar="DIR",
+            help="the folder of backups (default: the home's), or oci://HOST/REPO",
         )
         listed.add_argument(
             "--verify", action="store_true", help="check each backup fully, as verify-backup does"
         )
         _age_identity(listed, "with --verify: open the encrypted backups")
+        add_registry_options(listed)
         prune = command(
             home, "prune", "remove the backups a retention policy does not keep", project
         )
         prune.add_argument(
-            "--to", metavar="DIR", help="the folder of backups (default: the home's)"
+            "--to",
+            metavar="DIR",
+            help="the folder of backups (default: the home's), or oci://HOST/REPO",
         )
         for rule, what in (
             ("last", "the N newest backups"),
@@ -578,8 +596,14 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
         prune.add_argument(
             "--dry-run", action="store_true", help="list what would be removed, changing nothing"
         )
+        add_registry_options(prune)
         restore = command(home, "restore", "restore a backup zip into the data home", project)
-        restore.add_argument("file", metavar="FILE", help="the backup zip (or .zip.age) to restore")
+        restore.add_argument(
+            "file",
+            metavar="FILE",
+            help="the backup zip (or .zip.age) to restore, or oci://HOST/REPO@sha256:DIGEST "
+            "(or :TAG)",
+        )
         _age_identity(restore, "open an encrypted backup")
         restore.add_argument(
             "--home", dest="target_home", metavar="DIR", help="restore into this data home instead"
@@ -589,6 +613,7 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
             action="store_true",
             help="restore even though chat.db looks in use or DIR is not a data home",
         )
+        add_registry_options(restore)
 
     doctor = command(
         groups, "doctor", "check the install, leftovers, the filesystem and the data home"

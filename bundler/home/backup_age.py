@@ -1,4 +1,4 @@
-"""Encrypted backups: a backup zip as one age file (04 §5.5, ``specs/backup-format.md``).
+"""Encrypted backups: a backup zip as one age file (04 §5.6, ``specs/backup-format.md``).
 
 ``home backup --encrypt-to RECIPIENT`` writes ``NAME.zip.age``: a binary age v1 file, to the
 recipients :mod:`bundler.fs.age` reads (``age1…``, ``ssh-ed25519``/``ssh-rsa`` public keys,

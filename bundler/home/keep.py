@@ -3,7 +3,7 @@ retention policy does not keep (04 §5.4).
 
 Only what a backup made is listed or removed: a regular file with a default backup name
 (``backup-YYYYMMDD-HHMMSS[-N].zip``) whose directory and ``backup.json`` pass the reader's
-checks, or an encrypted one (``….zip.age``, 04 §5.5) whose age header and length are those of a
+checks, or an encrypted one (``….zip.age``, 04 §5.6) whose age header and length are those of a
 file ``home backup --encrypt-to`` writes (:func:`bundler.home.backup_age.header_problem`: no key
 is needed to list or prune; its time is the one in its name). Anything else in the folder is
 left alone, with a warning for a backup-named file that cannot be read. Each removal is one
@@ -27,10 +27,11 @@ from typing import Any
 from bundler.errors import BundlerError, Refused, UsageError
 from bundler.fs import durable
 from bundler.fs.age import AskPassphrase
-from bundler.home.backup import BACKUPS, verify_backup, verify_encrypted
 from bundler.home.backup_age import AGE_SUFFIX, header_problem, load_identities
 from bundler.home.homes import resolve_home
+from bundler.home.publish import BACKUPS
 from bundler.home.reuse import backup_order
+from bundler.home.verify import verify_backup, verify_encrypted
 from bundler.home.zipcheck import open_zip, read_index
 from bundler.rules.names import escape_display
 from bundler.rules.retention import Policy, kept_by

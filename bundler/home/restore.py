@@ -18,7 +18,7 @@ leaves a home that ``recover_home`` turns into the old state or the new one, who
 4. **Commit**: ``state = "committed"``; then the journal is removed and the staging folder
    (with the previous before-restore set) deleted.
 
-An encrypted backup (04 §5.5) cannot be checked before it is decrypted, and is decrypted only
+An encrypted backup (04 §5.6) cannot be checked before it is decrypted, and is decrypted only
 into the staging folder: its identities are tried on its first chunk (changing nothing), then
 step 2 comes first, the check runs on ``<staging>/backup.zip`` (the database's copy in the
 staging too), and the zip is unlinked once extracted; a check that fails there discards the
@@ -55,7 +55,6 @@ from bundler.fs.interrupts import commit_reached, signals_deferred
 from bundler.fs.safefs import open_dir_nofollow, rmtree_at
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.fs.snapshot import SIDECARS, integrity_ok
-from bundler.home.backup import check_contents, leftover_backups, remove_leftovers
 from bundler.home.backup_age import PLAIN_NAME, decrypt_into, identities_for, renamed
 from bundler.home.homes import (
     README_NAME,
@@ -70,6 +69,8 @@ from bundler.home.homes import (
     tree_size,
     user_home,
 )
+from bundler.home.publish import leftover_backups, remove_leftovers
+from bundler.home.verify import check_contents
 from bundler.home.zipcheck import (
     DATABASE,
     TREES,
@@ -314,7 +315,7 @@ def restore_home(
     What was there is kept as ``*.before-restore`` for one restore. ``progress`` sees two
     phases: ``checking`` the zip, then ``restoring`` its files, totals from the zip's index.
 
-    An encrypted backup (``NAME.zip.age``, 04 §5.5) needs ``age_identities``
+    An encrypted backup (``NAME.zip.age``, 04 §5.6) needs ``age_identities``
     (``age_passphrase`` asks for a protected SSH key's): they are tried on its first chunk
     before anything changes, then it is decrypted into the restore's own staging folder and
     checked there (a ``decrypting`` phase first), so no plain byte of it is written elsewhere.

@@ -1,4 +1,4 @@
-"""Encrypted backups (04 §5.5): ``home backup --encrypt-to``, and ``restore``, ``verify-backup``,
+"""Encrypted backups (04 §5.6): ``home backup --encrypt-to``, and ``restore``, ``verify-backup``,
 ``backups`` and ``prune`` of ``NAME.zip.age``, through the real CLI, with keys made by the real
 ``age-keygen`` and ``ssh-keygen`` and files checked by the real ``age -d`` (Debian's).
 

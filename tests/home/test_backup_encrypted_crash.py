@@ -1,4 +1,4 @@
-"""R1 for encrypted backups (04 §5.5, 06 §2): the real CLI killed (SIGKILL, under strace) at
+"""R1 for encrypted backups (04 §5.6, 06 §2): the real CLI killed (SIGKILL, under strace) at
 sampled calls of an encrypted backup and of an encrypted restore. Whatever the moment, no plain
 byte of the home is found outside the home (the backup) or outside the restore's staging and
 its restored files (the restore): not beside the encrypted file, not in ``$TMPDIR``; and
