@@ -293,21 +293,29 @@ class BackupOptions:
     """``home backup``'s options: the zip to create (default: a new one in the home's
     ``backups/``); the earlier backup whose unchanged entries are copied (``base``, default the
     newest in the target folder), or none (``full``); the deflate level of new entries
-    (``compression``: ``fast``, ``default``, ``best`` or ``none``)."""
+    (``compression``: ``fast``, ``default``, ``best`` or ``none``). ``encrypt_to`` (age or SSH
+    public keys, or ``@FILE`` of them) writes ``NAME.zip.age`` instead, the zip encrypted to
+    them; ``age_identities`` (age identity files or unprotected SSH private keys) then open an
+    encrypted base, which is otherwise not used (04 §5.6)."""
 
     to: Path | None = None
     base: Path | None = None
     full: bool = False
     compression: str = "default"
+    encrypt_to: tuple[str, ...] = ()
+    age_identities: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
 class RestoreOptions:
-    """``home restore``'s options: the home to restore into (default: the project's), and
-    whether to restore over a database that looks in use (``force``)."""
+    """``home restore``'s options: the home to restore into (default: the project's),
+    whether to restore over a database that looks in use (``force``), and the identities that
+    open an encrypted backup (``age_identities``: age identity files or unprotected SSH private
+    keys; 04 §5.6)."""
 
     home: Path | None = None
     force: bool = False
+    age_identities: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -750,6 +758,8 @@ def backup(
         base=options.base,
         full=options.full,
         compression=options.compression,
+        encrypt_to=options.encrypt_to,
+        age_identities=options.age_identities,
     )
 
 
@@ -765,7 +775,12 @@ def restore(
     from bundler.home.restore import restore_home
 
     return restore_home(
-        project, backup_zip, home=options.home, force=options.force, progress=progress
+        project,
+        backup_zip,
+        home=options.home,
+        force=options.force,
+        progress=progress,
+        age_identities=options.age_identities,
     )
 
 

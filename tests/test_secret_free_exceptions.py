@@ -577,3 +577,53 @@ def test_an_identity_file_that_is_no_identity_is_never_quoted(tmp_path: Path) ->
     bad.write_text(f"AGE-SECRET-KEY-1{ANTHROPIC_KEY}\n")
     err = _refusal(lambda: load_identities([bad], "--age-identity"))
     assert _leaks(err) == [] and "--age-identity" in err.message
+
+
+def _home_backup(tmp_path: Path) -> tuple[Path, Path, Any]:
+    """A project with a data home, its backup encrypted to a fresh age key (the identity)."""
+    import pyrage
+    from hostile_zips import make_project
+
+    from bundler.home.backup import backup_home
+
+    project, _home = make_project(tmp_path)
+    identity = pyrage.x25519.Identity.generate()
+    (tmp_path / "user").mkdir()
+    env = {"HOME": str(tmp_path / "user")}
+    sealed = backup_home(
+        project, to=tmp_path / "b.zip.age", environ=env, encrypt_to=[str(identity.to_public())]
+    ).path
+    return project, sealed, identity
+
+
+def test_an_encrypted_backup_refused_holds_no_key_material(tmp_path: Path) -> None:
+    import pyrage
+
+    from bundler.home.backup import backup_home
+    from bundler.home.restore import restore_home
+    from bundler.home.verify import verify_backup
+
+    project, sealed, identity = _home_backup(tmp_path)
+    other = pyrage.x25519.Identity.generate()
+    keys = [str(identity), str(other)]
+    wrong = tmp_path / "other.txt"
+    wrong.write_text(f"{other}\n")
+    cut = tmp_path / "cut.zip.age"
+    cut.write_bytes(sealed.read_bytes()[:-100])
+    right = tmp_path / "key.txt"
+    right.write_text(f"# a comment\n{identity}\n")
+    env = {"HOME": str(tmp_path / "user")}
+    refusals = [
+        _refusal(lambda: verify_backup(sealed, age_identities=[wrong])),
+        _refusal(lambda: restore_home(project, sealed, age_identities=[wrong], environ=env)),
+        _refusal(lambda: restore_home(project, cut, age_identities=[right], environ=env)),
+        _refusal(lambda: verify_backup(cut, age_identities=[right])),
+        _refusal(
+            lambda: backup_home(
+                project, to=tmp_path / "c.zip.age", encrypt_to=[str(other)], environ=env
+            )
+        ),
+    ]
+    for err in refusals:
+        texts = list(_texts(err))
+        assert not [k for k in keys for text in texts if k in text or k[16:40] in text], err

@@ -246,6 +246,17 @@ def _global_options(suppress: bool) -> argparse.ArgumentParser:
     return parent
 
 
+def _age_identity(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--age-identity FILE`` (repeatable) of the home commands reading an encrypted backup."""
+    parser.add_argument(
+        "--age-identity",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help=f"{what} with FILE: an age identity file or an SSH private key (repeatable)",
+    )
+
+
 def build_parser(groups_wanted: Container[str] | None = None) -> argparse.ArgumentParser:
     """The command tree of 05 §1; the commands of a group only when ``groups_wanted`` holds it.
 
@@ -541,10 +552,19 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
             action="store_true",
             help="compress every entry afresh, copying nothing from an earlier backup",
         )
-        add_registry_options(backup)
-        command(home, "verify-backup", "check a backup zip, changing nothing").add_argument(
-            "file", metavar="FILE", help="the backup zip"
+        backup.add_argument(
+            "--encrypt-to",
+            action="append",
+            default=[],
+            metavar="RECIPIENT",
+            help="write NAME.zip.age, encrypted to RECIPIENT: an age public key (age1...), an "
+            "ssh-ed25519 or ssh-rsa public key, or @FILE of them (repeatable)",
         )
+        _age_identity(backup, "with --encrypt-to: open an encrypted base")
+        add_registry_options(backup)
+        verify = command(home, "verify-backup", "check a backup zip, changing nothing")
+        verify.add_argument("file", metavar="FILE", help="the backup zip (or .zip.age)")
+        _age_identity(verify, "open an encrypted backup")
         listed = command(home, "backups", "list the backups of the home (or of --to DIR)", project)
         listed.add_argument(
             "--to",
@@ -554,6 +574,7 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
         listed.add_argument(
             "--verify", action="store_true", help="check each backup fully, as verify-backup does"
         )
+        _age_identity(listed, "with --verify: open the encrypted backups")
         add_registry_options(listed)
         prune = command(
             home, "prune", "remove the backups a retention policy does not keep", project
@@ -580,8 +601,10 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
         restore.add_argument(
             "file",
             metavar="FILE",
-            help="the backup zip to restore, or oci://HOST/REPO@sha256:DIGEST (or :TAG)",
+            help="the backup zip (or .zip.age) to restore, or oci://HOST/REPO@sha256:DIGEST "
+            "(or :TAG)",
         )
+        _age_identity(restore, "open an encrypted backup")
         restore.add_argument(
             "--home", dest="target_home", metavar="DIR", help="restore into this data home instead"
         )

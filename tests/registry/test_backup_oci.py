@@ -305,6 +305,40 @@ def test_backup_to_a_registry_refuses_base_full_and_a_tag(
     assert registry.requests()[mark:] == []
 
 
+def test_a_registry_backup_is_never_encrypted_so_the_age_options_are_refused(
+    registry: Registry, project: tuple[Path, Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """``--encrypt-to`` with ``oci://`` is not supported yet (04 §5.5), and ``--age-identity``
+    opens an encrypted backup file, which a registry never holds: each is one usage line, exit
+    2, before any request."""
+    import pyrage
+
+    made_project, home, env = project
+    identity = pyrage.x25519.Identity.generate()
+    key = tmp_path / "key.txt"
+    key.write_text(f"{identity}\n")
+    recipient = str(identity.to_public())
+    repository = registry.ref(REPOSITORY)
+    pinned = registry.ref(f"{REPOSITORY}@sha256:{'0' * 64}")
+    before = tree_state(home)
+    mark = registry.mark()
+    for args, named in (
+        (["backup", "--to", repository, "--encrypt-to", recipient], "--encrypt-to"),
+        (["backup", "--to", repository, "--age-identity", str(key)], "--age-identity"),
+        (["backups", "--to", repository, "--age-identity", str(key)], "--age-identity"),
+        (["restore", pinned, "--age-identity", str(key)], "--age-identity"),
+    ):
+        done = run_cli(
+            "home", *args, "--project", str(made_project), "--plain-http", env=env,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert one_error(done.stderr), done.stderr
+        assert f"{named} with oci://" in done.stderr
+        assert str(identity) not in done.stderr + done.stdout
+    assert registry.requests()[mark:] == []
+    assert tree_state(home) == before
+
+
 # --- hostile registries -----------------------------------------------------------------------
 
 
