@@ -336,7 +336,17 @@ def _huge_tags(handler: BaseHTTPRequestHandler) -> None:
             handler.wfile.write(chunk)
 
 
+def _endless_empty_pages(handler: BaseHTTPRequestHandler) -> None:
+    """Pages of no tags, each naming a next page at an address never used before: a listing
+    that never ends unless the client stops at a page that brings nothing."""
+    query = handler.path.partition("?")[2]
+    page = int(query.removeprefix("page=") or 0) if query.startswith("page=") else 0
+    link = f'</v2/{REPO}/tags/list?page={page + 1}>; rel="next"'
+    send(handler, 200, b'{"tags": []}', {"Content-Type": "application/json", "Link": link})
+
+
 HOSTILE_TAG_LISTS: dict[str, tuple[Hook, str]] = {
+    "empty_pages_whose_next_page_is_always_new": (_endless_empty_pages, "no tags"),
     "link_loops_to_the_first_page": (
         _tags_page(b'{"tags": ["1"]}', f'</v2/{REPO}/tags/list>; rel="next"'),
         "loops back",
