@@ -255,6 +255,37 @@ def test_prune_dry_run_lists_what_the_policy_removes_and_the_run_removes_only_th
     assert left == sorted([tags[1], tags[2], "backup-20000101-000001"])
 
 
+def test_prune_never_deletes_a_backup_that_a_tag_no_backup_made_also_names(
+    registry: Registry, project: tuple[Path, Path, dict[str, str]]
+) -> None:
+    """Deleting a manifest deletes every tag naming it: a backup the user also tagged by
+    hand (``keep-forever``) would go with its own tag, so prune leaves it, and says why."""
+    made_project, home, env = project
+    pushed = []
+    for n in range(3):
+        (home / "files" / f"n{n}.txt").write_text(f"{n}\n")
+        pushed.append(_backup(registry, made_project, env))
+    tags = [str(p["backup"]).rsplit(":", 1)[1] for p in pushed]
+    _tag_alias(registry, tags[0], "keep-forever")
+    prune = [
+        "home", "prune", "--project", str(made_project), "--to", registry.ref(REPOSITORY),
+        "--keep-last", "1", "--plain-http", "--json",
+    ]  # fmt: skip
+    dry = run_cli(*prune, "--dry-run", env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert [item["tag"] for item in json.loads(dry.stdout)["removed"]] == [tags[1]]
+    done = run_cli(*prune, env=env)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert [item["tag"] for item in report["removed"]] == [tags[1]]
+    assert any(tags[0] in w and "keep-forever" in w for w in report["warnings"]), report
+    left = sorted(str(item["tag"]) for item in _listed(registry, made_project, env))
+    assert left == sorted([tags[0], tags[2]])
+    ref = parse_reference(registry.ref(f"{REPOSITORY}:keep-forever"))
+    with Session(ref, Options(plain_http=True)) as session:
+        assert session.manifest_digest("keep-forever") == pushed[0]["digest"]
+
+
 def test_prune_on_a_registry_that_refuses_deletion_is_one_line_exit_1_nothing_removed(
     tmp_path: Path, project: tuple[Path, Path, dict[str, str]]
 ) -> None:
