@@ -292,7 +292,12 @@ def _list(session: Session) -> tuple[RegistryBackupListing, list[str]]:
     for tag in sorted(tags, key=lambda t: bart.tag_order(t) or ("", "", 0)):
         if bart.tag_order(tag) is None:
             continue
-        data, media = session.get_manifest(tag)
+        try:
+            data, media = session.get_manifest(tag)
+        except Refused:
+            if session.manifest_digest(tag) is None:
+                continue  # deleted since the tag list named it (a prune elsewhere)
+            raise
         try:
             artifact = bart.parse_manifest(data, media)
         except InvalidInput as exc:

@@ -31,6 +31,7 @@ from hostile_registry import (
     BuiltBackup,
     FakeRegistry,
     build_backup,
+    send,
 )
 from hostile_zips import clean_env, content_state, make_project, run_cli, tree_state
 from kit import one_error
@@ -367,6 +368,30 @@ def test_the_served_artifact_restores_when_nothing_is_wrong(
     ref = fake.ref(f"{REPO}@{digest_of(fake.manifest)}")
     done = run_cli("home", "restore", ref, "--project", str(made_project), "--plain-http", env=env)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_backup_tag_removed_between_listing_and_reading_is_left_out_of_the_listing(
+    fake: FakeRegistry, built: BuiltBackup, project: tuple[Path, Path, dict[str, str]]
+) -> None:
+    """A prune elsewhere may delete a tag after the tag list named it: the listing (and so a
+    prune) goes on without it, rather than failing on a tag it never asked for."""
+    made_project, _home, env = project
+    gone, there = "backup-20260101-000000", "backup-20260102-000000"
+    tags = json.dumps({"tags": [gone, there]}).encode()
+    fake.hooks[f"/v2/{REPO}/tags/list"] = lambda h: send(h, 200, tags)
+    fake.hooks[f"/v2/{REPO}/manifests/{gone}"] = lambda h: send(
+        h, 404, b'{"errors":[{"code":"MANIFEST_UNKNOWN"}]}'
+    )
+    manifest = built.manifest()
+    fake.hooks[f"/v2/{REPO}/manifests/{there}"] = lambda h: send(
+        h, 200, manifest, {"Content-Type": "application/vnd.oci.image.manifest.v1+json"}
+    )
+    done = run_cli(
+        "home", "backups", "--project", str(made_project), "--to", f"oci://{fake.host}/{REPO}",
+        "--plain-http", "--json", env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert [item["tag"] for item in json.loads(done.stdout)["backups"]] == [there]
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE_BACKUP_ARTIFACTS))
