@@ -294,13 +294,13 @@ def _list(session: Session) -> tuple[RegistryBackupListing, list[str]]:
             continue
         try:
             data, media = session.get_manifest(tag)
+            artifact = bart.parse_manifest(data, media)
         except Refused:
             if session.manifest_digest(tag) is None:
                 continue  # deleted since the tag list named it (a prune elsewhere)
             raise
-        try:
-            artifact = bart.parse_manifest(data, media)
         except InvalidInput as exc:
+            # one tag nobody reads (too large, not a backup's) hides no other backup
             warnings.append(
                 f"{escape_display(tag)} is not a backup this tool reads ({exc.message})"
             )

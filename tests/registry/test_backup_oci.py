@@ -394,6 +394,29 @@ def test_a_backup_tag_removed_between_listing_and_reading_is_left_out_of_the_lis
     assert [item["tag"] for item in json.loads(done.stdout)["backups"]] == [there]
 
 
+def test_a_backup_tag_whose_manifest_is_too_large_is_a_warning_and_the_rest_are_listed(
+    fake: FakeRegistry, built: BuiltBackup, project: tuple[Path, Path, dict[str, str]]
+) -> None:
+    """One backup-named tag nobody can read (its manifest beyond 4 MiB) is left out with a
+    warning, as an unreadable manifest is: it does not hide every other backup, nor stop a
+    prune of them."""
+    made_project, _home, env = project
+    huge, there = "backup-20260101-000000", "backup-20260102-000000"
+    tags = json.dumps({"tags": [huge, there]}).encode()
+    fake.hooks[f"/v2/{REPO}/tags/list"] = lambda h: send(h, 200, tags)
+    media = {"Content-Type": "application/vnd.oci.image.manifest.v1+json"}
+    fake.hooks[f"/v2/{REPO}/manifests/{huge}"] = lambda h: send(h, 200, b" " * (5 << 20), media)
+    manifest = built.manifest()
+    fake.hooks[f"/v2/{REPO}/manifests/{there}"] = lambda h: send(h, 200, manifest, media)
+    done = run_cli(
+        "home", "backups", "--project", str(made_project), "--to", f"oci://{fake.host}/{REPO}",
+        "--plain-http", env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert there in done.stdout and huge not in done.stdout
+    assert f"warning: {huge} is not a backup this tool reads" in done.stderr, done.stderr
+
+
 @pytest.mark.parametrize("case", sorted(HOSTILE_BACKUP_ARTIFACTS))
 def test_restore_refuses_what_the_registry_serves_wrong_exit_3_nothing_restored(
     case: str,
