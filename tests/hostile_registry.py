@@ -18,6 +18,8 @@ import socket
 import struct
 import threading
 import time
+import warnings
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -497,6 +499,48 @@ def _not_a_zip(fake: FakeRegistry, built: BuiltBackup) -> str:
     return _serve_backup(fake, junk)
 
 
+def _with_files_part(fake: FakeRegistry, built: BuiltBackup, extra: Callable[[Any], None]) -> str:
+    """The files part with ``extra`` writing more entries into it (a real zip)."""
+    buffer = io.BytesIO(_part(built, "files"))
+    with zipfile.ZipFile(buffer, "a") as part, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a duplicate name is the point of one case
+        extra(part)
+    changed = BuiltBackup(
+        built.index,
+        [(t, buffer.getvalue() if t == "files" else d) for t, d in built.parts],
+        built.created_at,
+    )
+    return _serve_backup(fake, changed)
+
+
+def _entry(name: str, data: bytes, mode: int = 0o100600, deflated: bool = False) -> Any:
+    info = zipfile.ZipInfo(name, (1980, 1, 1, 0, 0, 0))
+    info.create_system = 3
+    info.external_attr = mode << 16
+    info.compress_type = zipfile.ZIP_DEFLATED if deflated else zipfile.ZIP_STORED
+    return lambda part: part.writestr(info, data)
+
+
+def _climbing_entry(fake: FakeRegistry, built: BuiltBackup) -> str:
+    """The files part holds ``files/../../escaped``."""
+    return _with_files_part(fake, built, _entry("files/../../escaped", b"x\n"))
+
+
+def _symlink_entry(fake: FakeRegistry, built: BuiltBackup) -> str:
+    """The files part holds a symbolic link to /etc/passwd."""
+    return _with_files_part(fake, built, _entry("files/link", b"/etc/passwd", 0o120777))
+
+
+def _bomb_entry(fake: FakeRegistry, built: BuiltBackup) -> str:
+    """The files part holds 64 MiB of zeros deflated to a few KiB, listed nowhere."""
+    return _with_files_part(fake, built, _entry("files/bomb", bytes(64 << 20), deflated=True))
+
+
+def _entry_twice(fake: FakeRegistry, built: BuiltBackup) -> str:
+    """The files part holds files/a.txt a second time, with other bytes."""
+    return _with_files_part(fake, built, _entry("files/a.txt", b"other\n"))
+
+
 HOSTILE_BACKUP_ARTIFACTS: dict[str, tuple[Callable[[FakeRegistry, BuiltBackup], str], str]] = {
     "part_bytes_not_its_digest": (_tampered_part, "sha256"),
     "part_titles_swapped": (_titles_swapped, "not of that part"),
@@ -505,6 +549,10 @@ HOSTILE_BACKUP_ARTIFACTS: dict[str, tuple[Callable[[FakeRegistry, BuiltBackup], 
     "a_bundle_s_manifest": (_bundle_type, "not a data-home backup"),
     "a_part_title_that_climbs_out": (_title_escapes, "not a part"),
     "a_part_that_is_no_zip": (_not_a_zip, "zip"),
+    "an_entry_that_climbs_out": (_climbing_entry, "has a .. component"),
+    "a_symbolic_link_entry": (_symlink_entry, "symbolic link"),
+    "a_zip_bomb_entry_listed_nowhere": (_bomb_entry, "compression ratio"),
+    "an_entry_twice_in_one_part": (_entry_twice, "more than once"),
 }
 """A data-home backup's artifact as a registry must not serve it (made from a real backup):
 ``home restore REF`` refuses each with one line, exit 3, restoring nothing; what the value's
