@@ -173,6 +173,23 @@ def backup_to_registry(
         session = Session(ref, options, push=True, environ=environ)
         try:
             with withholding(session.auth.scrub):
+                uploaded: list[str] = []
+                skipped: list[str] = []
+                if not session.blob_exists(config.digest):
+                    _upload(session, config, folder / _INDEX)
+                sizes = sum(layer.size for layer in layers)
+                with phase(progress, "uploading", len(layers), sizes):
+                    for part, layer in zip(parts, layers, strict=True):
+                        if session.blob_exists(layer.digest):
+                            skipped.append(layer.title)
+                        else:
+                            _upload(session, layer, part.path)
+                            uploaded.append(layer.title)
+                        if progress is not None:
+                            progress(1, layer.size)
+                # the tag is chosen only now, just before the manifest is stored: chosen before
+                # the uploads, another backup of the same second (another machine's, at the
+                # same minute of a schedule) could take it meanwhile and lose it to this one
                 tag = _free_tag(session, index.created_at)
                 report = RegistryBackupReport(
                     str(dataclasses.replace(ref, tag=tag)),
@@ -180,20 +197,10 @@ def backup_to_registry(
                     made.entries,
                     made.bytes,
                     made.skipped,
+                    uploaded,
+                    skipped,
                     warnings=[*made.warnings, *session.notes],
                 )
-                if not session.blob_exists(config.digest):
-                    _upload(session, config, folder / _INDEX)
-                sizes = sum(layer.size for layer in layers)
-                with phase(progress, "uploading", len(layers), sizes):
-                    for part, layer in zip(parts, layers, strict=True):
-                        if session.blob_exists(layer.digest):
-                            report.skipped.append(layer.title)
-                        else:
-                            _upload(session, layer, part.path)
-                            report.uploaded.append(layer.title)
-                        if progress is not None:
-                            progress(1, layer.size)
                 _store_manifest(session, tag, document, report)
                 return report
         finally:

@@ -256,6 +256,51 @@ def test_prune_dry_run_lists_what_the_policy_removes_and_the_run_removes_only_th
     assert left == sorted([tags[1], tags[2], "backup-20000101-000001"])
 
 
+def test_a_backup_never_moves_a_tag_another_backup_took_while_its_parts_were_uploading(
+    registry: Registry, project: tuple[Path, Path, dict[str, str]]
+) -> None:
+    """Two machines backing up to one repository at the same second of a schedule pick the
+    same tag: the one whose parts take longer must not store its manifest over the other's
+    (that backup would lose its only tag). Here the other backup's manifest is stored under
+    the tag the moment this push's first blob is in, while a 48 MiB part is still on its way."""
+    import threading
+    import urllib.request
+
+    from bundler.registry import backup_artifact as bart
+
+    made_project, home, env = project
+    first = _backup(registry, made_project, env)
+    first_ref = parse_reference(str(first["pinned"]))
+    (home / "files" / "big.bin").write_bytes(os.urandom(48 << 20))
+    mark = registry.mark()
+    taken: list[str] = []
+
+    def take_the_tag() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not registry.uploads_since(mark):
+            time.sleep(0.005)
+        digest = registry.uploads_since(mark)[0].rsplit("digest=", 1)[1].replace("%3A", ":")
+        url = f"http://{registry.host}/v2/{REPOSITORY}/blobs/{digest}"
+        with urllib.request.urlopen(url) as answer:  # the index, uploaded first
+            created = json.loads(answer.read())["created_at"]
+        tag = bart.backup_tag(created)
+        with Session(first_ref, Options(plain_http=True), push=True) as session:
+            data, _media = session.get_manifest(str(first["digest"]))
+            session.put_manifest(tag, data)
+        taken.append(tag)
+
+    thief = threading.Thread(target=take_the_tag)
+    thief.start()
+    second = _backup(registry, made_project, env)
+    thief.join()
+    assert taken, "the other backup never took a tag"
+    second_tag = str(second["backup"]).rsplit(":", 1)[1]
+    assert second_tag != taken[0]
+    by_tag = {str(item["tag"]): item["digest"] for item in _listed(registry, made_project, env)}
+    assert by_tag[taken[0]] == first["digest"]
+    assert by_tag[second_tag] == second["digest"]
+
+
 def test_prune_never_deletes_a_backup_that_a_tag_no_backup_made_also_names(
     registry: Registry, project: tuple[Path, Path, dict[str, str]]
 ) -> None:
