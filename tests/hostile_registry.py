@@ -303,6 +303,11 @@ PROXY_ANSWERS: dict[str, tuple[bytes, str]] = {
 CONNECT (nothing: it closes), and the words of the one-line refusal."""
 
 
+HOSTILE_TAG_NAMES: list[str] = ["../../../v2/", "a tag\r\nX-Injected: 1", "x?n=1#frag", ""]
+"""Names a tag list may hold that no registry can tag (a path, a header injection, a query,
+nothing): a client that looks tags up must put none into a request's address."""
+
+
 HOSTILE_REGISTRIES_CONFS: dict[str, str] = {
     "not_toml": "[[registry]\nlocation = 'x'\n",
     "registry_not_a_table_array": "registry = 5\n",

@@ -38,7 +38,7 @@ from bundler.registry import backup_artifact as bart
 from bundler.registry.artifact import Descriptor, manifest_digest
 from bundler.registry.distribution import Session
 from bundler.registry.pull import private_bundle_folder
-from bundler.registry.reference import Reference
+from bundler.registry.reference import Reference, is_tag
 from bundler.registry.transport import Options
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress, phase
@@ -431,7 +431,7 @@ def _not_tagged_otherwise(
     listed = {item.tag for item in listing.backups}
     named: dict[str, list[str]] = {}
     for tag in tags:
-        if tag not in listed:
+        if tag not in listed and is_tag(tag):
             digest = session.manifest_digest(tag)
             if digest == "unknown":  # a registry that does not say: the bytes do
                 digest = manifest_digest(session.get_manifest(tag)[0])

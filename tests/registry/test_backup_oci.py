@@ -12,7 +12,8 @@ import sqlite3
 import sys
 import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ from faultinject import (
 )
 from hostile_registry import (
     HOSTILE_BACKUP_ARTIFACTS,
+    HOSTILE_TAG_NAMES,
     REPO,
     BuiltBackup,
     FakeRegistry,
@@ -460,6 +462,35 @@ def test_a_backup_tag_whose_manifest_is_too_large_is_a_warning_and_the_rest_are_
     assert done.returncode == 0, done.stderr
     assert there in done.stdout and huge not in done.stdout
     assert f"warning: {huge} is not a backup this tool reads" in done.stderr, done.stderr
+
+
+def _serving(manifest: bytes) -> Callable[[BaseHTTPRequestHandler], None]:
+    media = {"Content-Type": "application/vnd.oci.image.manifest.v1+json"}
+    return lambda handler: send(handler, 200, manifest, media)
+
+
+def test_prune_asks_the_registry_about_no_tag_its_list_names_that_is_not_a_valid_tag(
+    fake: FakeRegistry, built: BuiltBackup, project: tuple[Path, Path, dict[str, str]]
+) -> None:
+    """Prune looks up the tags no backup made (one may name a doomed backup): a tag list
+    holding names no registry can tag (a path, a space, a newline) has them left out, never
+    put into a request's address."""
+    made_project, _home, env = project
+    old, new = "backup-20260101-000000", "backup-20260102-000000"
+    tags = json.dumps({"tags": [old, new, *HOSTILE_TAG_NAMES]}).encode()
+    fake.hooks[f"/v2/{REPO}/tags/list"] = lambda h: send(h, 200, tags)
+    for tag, when in ((old, "2026-01-01T00:00:00Z"), (new, "2026-01-02T00:00:00Z")):
+        fake.hooks[f"/v2/{REPO}/manifests/{tag}"] = _serving(
+            BuiltBackup(built.index, built.parts, when).manifest()
+        )
+    done = run_cli(
+        "home", "prune", "--project", str(made_project), "--to", f"oci://{fake.host}/{REPO}",
+        "--keep-last", "1", "--dry-run", "--plain-http", "--json", env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert [item["tag"] for item in json.loads(done.stdout)["removed"]] == [old]
+    asked = [path for _method, path, _headers in fake.requests]
+    assert not [path for path in asked if "X-Injected" in path or "/../" in path or "#" in path]
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE_BACKUP_ARTIFACTS))
