@@ -240,7 +240,8 @@ class Session(Authenticated):
         """Every tag of the repository, following the ``Link`` pagination (distribution spec):
         None when the repository does not exist. A page larger than
         :data:`MAX_TAG_PAGE_BYTES`, more than ``max_tags`` tags, a next page that loops back,
-        or one on another host or scheme is :class:`InvalidInput`."""
+        a next page named by a page of no tags, or one on another host or scheme is
+        :class:`InvalidInput`."""
         url: str | None = self.url(f"{self.base_path()}/tags/list")
         seen: set[str] = set()
         tags: list[str] = []
@@ -274,6 +275,13 @@ class Session(Authenticated):
                     f"{escape_display(self.ref.repository)}; refused"
                 )
             url = self._next_page(url, link)
+            if url is not None and not page:
+                # each page must bring a tag: then ``max_tags`` bounds the pages read, where
+                # empty pages at ever new addresses would be read forever
+                raise InvalidInput(
+                    f"registry {self.shown}: a page of its tag list holds no tags yet names a "
+                    "next page; refused"
+                )
             if url is not None and url in seen:
                 raise InvalidInput(
                     f"registry {self.shown}: the tag list's next page loops back to one already "
