@@ -304,8 +304,11 @@ class BlobCache:
         :class:`StaleCopy`)."""
         fd = self.entry(digest, size) if trust else None
         if fd is not None:
-            with contextlib.closing(CachedBlob(self, digest, size, fd, progress)) as blob:
-                yield blob
+            try:
+                with contextlib.closing(CachedBlob(self, digest, size, fd, progress)) as blob:
+                    yield blob
+            finally:
+                os.close(fd)
             return
         fd = self.claim(digest)
         try:

@@ -783,8 +783,10 @@ def test_a_refused_pull_leaves_an_existing_bundle_untouched(
     fake: FakeRegistry, built: Built, tmp_path: Path
 ) -> None:
     dest = tmp_path / "out"
+    # not through the cache, which would serve the second pull the good workspace blob
     good = run_cli(
-        ["bundle", "pull", fake.ref(), str(dest), "--plain-http"], env=env_for(tmp_path, fake.host)
+        ["bundle", "pull", fake.ref(), str(dest), "--plain-http", "--no-cache"],
+        env=env_for(tmp_path, fake.host),
     )
     assert good.returncode == 0, good.stderr
     before = tree_snapshot(dest)

@@ -290,3 +290,28 @@ def test_the_cache_is_bounded_after_every_pull(
     bad = run_cli(["bundle", "pull", relay.ref("agents/c:1"), str(tmp_path / "other"),
                    "--plain-http"], env={"BUNDLER_CACHE_MAX_SIZE": "lots"})  # fmt: skip
     assert bad.returncode == 2 and "BUNDLER_CACHE_MAX_SIZE" in bad.stderr, bad.stderr
+
+
+def test_a_cache_folder_that_cannot_be_made_is_passed_over_with_a_warning(
+    registry: Registry, relay: Relay, bundle: Path, tmp_path: Path
+) -> None:
+    """The cache is never the reason a pull fails: one that cannot be used is named in a
+    warning, and every blob is downloaded."""
+    push(registry, bundle, "1")
+    blocked = tmp_path / "cache-home"
+    blocked.mkdir()
+    (blocked / "bundler").write_text("not a folder\n", encoding="utf-8")
+    done = run_cli(["bundle", "pull", relay.ref("agents/c:1"), str(tmp_path / "out"),
+                    "--plain-http", "--json"], env={"XDG_CACHE_HOME": str(blocked)})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    warnings = json.loads(done.stdout)["warnings"]
+    assert any("the layer cache" in w and "cannot be used" in w for w in warnings), warnings
+    assert tree_snapshot(tmp_path / "out") == tree_snapshot(bundle)
+    assert len(relay.blob_gets()) == len(layers(registry, "1"))
+
+
+def test_cache_options_are_refused_where_they_mean_nothing(bundle: Path) -> None:
+    folder = run_cli(["bundle", "verify", str(bundle), "--no-cache"])
+    assert folder.returncode == 2 and "--no-cache" in folder.stderr, folder.stderr
+    size = run_cli(["bundle", "cache", "--prune", "--max-size", "lots"])
+    assert size.returncode == 2 and "--max-size" in size.stderr, size.stderr
