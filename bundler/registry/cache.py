@@ -57,6 +57,8 @@ MAX_SIZE_VARIABLE = "BUNDLER_CACHE_MAX_SIZE"
 PARTIAL = ".partial"
 _HEX = re.compile(r"[0-9a-f]{64}")
 _PARTIAL_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+# a FIFO put where a blob belongs must not hold the pull waiting for a writer
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _R = TypeVar("_R")
 
 
@@ -177,7 +179,7 @@ class BlobCache:
         through :class:`CachedBlob`."""
         name = _hex(digest)
         try:
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=self.fd)
+            fd = os.open(name, _READ_FLAGS, dir_fd=self.fd)
         except OSError:
             return None
         st = os.fstat(fd)
@@ -277,7 +279,7 @@ class BlobCache:
     def _held(self, name: str) -> bool:
         """Whether a pull holds the partial download ``name`` (it is writing it)."""
         try:
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=self.fd)
+            fd = os.open(name, _READ_FLAGS, dir_fd=self.fd)
         except OSError:
             return False
         try:

@@ -131,7 +131,9 @@ def test_v2_after_v1_with_one_file_changed_downloads_at_most_three_blobs(
     assert tree_snapshot(tmp_path / "v2") == tree_snapshot(bundle)
 
 
-@pytest.mark.parametrize("damage", ["a_byte_flipped", "cut_short", "replaced_by_a_link"])
+@pytest.mark.parametrize(
+    "damage", ["a_byte_flipped", "cut_short", "replaced_by_a_link", "replaced_by_a_fifo"]
+)
 def test_a_cached_blob_that_is_not_its_digest_is_never_used(
     registry: Registry, relay: Relay, bundle: Path, tmp_path: Path, damage: str
 ) -> None:
@@ -147,16 +149,19 @@ def test_a_cached_blob_that_is_not_its_digest_is_never_used(
         entry.write_bytes(bytes(data))
     elif damage == "cut_short":
         entry.write_bytes(bytes(data[:-1]))
-    else:
+    elif damage == "replaced_by_a_link":
         (tmp_path / "elsewhere").write_bytes(bytes(data))
         entry.unlink()
         entry.symlink_to(tmp_path / "elsewhere")
+    else:
+        entry.unlink()
+        os.mkfifo(entry)
     mark = relay.mark()
     done = pull(relay, "1", tmp_path / "second")
     assert done.returncode == 0, done.stderr
     assert [(r.path, r.range) for r in relay.blob_gets(mark)] == [(blob_path(digest), None)]
     assert tree_snapshot(tmp_path / "second") == tree_snapshot(bundle)
-    assert not entry.is_symlink()
+    assert entry.is_file() and not entry.is_symlink()
     assert f"sha256:{hashlib.sha256(entry.read_bytes()).hexdigest()}" == digest
 
 
