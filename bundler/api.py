@@ -58,6 +58,7 @@ if TYPE_CHECKING:
         RegistryPruneReport,
         RegistryRestoreReport,
     )
+    from bundler.registry.cache import CachePruneReport
     from bundler.registry.login import LoginReport, LogoutReport
     from bundler.registry.pull import PullReport
     from bundler.registry.push import PushReport
@@ -70,6 +71,7 @@ __all__ = [
     "BackupReport",
     "BundleKind",
     "BundlerError",
+    "CachePruneReport",
     "DoctorOptions",
     "DoctorReport",
     "EnvironmentFailure",
@@ -122,6 +124,7 @@ __all__ = [
     "open_bundle",
     "pack",
     "plan_import",
+    "prune_cache",
     "prune_registry_backups",
     "pull",
     "push",
@@ -138,6 +141,7 @@ __all__ = [
 # one costs nothing until a program asks for it
 _REPORTS = {
     "ArchiveReport": "bundler.bundle.archive",
+    "CachePruneReport": "bundler.registry.cache",
     "BackupReport": "bundler.home.backup",
     "DoctorReport": "bundler.install.doctor",
     "ExportReport": "bundler.bundle.export_report",
@@ -187,13 +191,16 @@ class RegistryOptions:
     only), and which CA file's certificates to trust besides the system's. ``username`` and
     ``password`` are credentials for this call alone; ``authfile`` the one credentials file to
     read; without them credentials are searched where podman, skopeo and docker keep them
-    (:mod:`bundler.registry.auth`)."""
+    (:mod:`bundler.registry.auth`). ``no_cache``: a pull (``pull``, and ``open_bundle`` of a
+    reference, under ``verify``, ``inspect`` and the import) neither reads nor writes the
+    layer cache (:mod:`bundler.registry.cache`); every blob is downloaded."""
 
     plain_http: bool = False
     ca_file: Path | None = None
     username: str | None = None
     password: str | None = field(default=None, repr=False)
     authfile: Path | None = None
+    no_cache: bool = False
 
     def _library(self) -> Options:
         from bundler.registry.transport import Options
@@ -458,7 +465,13 @@ def open_bundle(
     digests: Digests = {}
     library = registry._library()
     with pulled(
-        ref, library, progress=progress, list_only=list_only, listed=listed, digests=digests
+        ref,
+        library,
+        progress=progress,
+        list_only=list_only,
+        listed=listed,
+        digests=digests,
+        cache=not registry.no_cache,
     ) as copy:
         folder, digest, scrub = copy
         pinned = str(ref.with_digest(digest))
@@ -672,11 +685,28 @@ def pull(
 
     ref = parse_reference(reference)
     puller = pull_archive if os.fspath(dest).endswith(ARCHIVE_SUFFIXES) else pull_bundle
-    report = puller(ref, dest, options.registry._library(), force=options.force, progress=progress)
+    report = puller(
+        ref,
+        dest,
+        options.registry._library(),
+        force=options.force,
+        progress=progress,
+        cache=not options.registry.no_cache,
+    )
     warning = ref.unpinned_warning(report.digest)
     if warning is not None:
         report.warnings.insert(0, warning)
     return report
+
+
+def prune_cache(max_bytes: int | None = None, *, dry_run: bool = False) -> CachePruneReport:
+    """Remove the least recently used blobs of the layer cache (``bundle cache --prune``)
+    until it holds at most ``max_bytes`` (default: ``$BUNDLER_CACHE_MAX_SIZE``, else 2 GiB);
+    a partial download another pull is writing is left. The report lists what was removed
+    (with ``dry_run``, what would be: ``bundle cache``) and what is kept."""
+    from bundler.registry.cache import prune
+
+    return prune(os.environ, max_bytes, dry_run=dry_run)
 
 
 def list_tags(reference: str, registry: RegistryOptions = RegistryOptions()) -> list[str]:

@@ -223,6 +223,52 @@ DROPPED_BLOBS: dict[str, Callable[[bytes], Hook]] = {
 the network's failure, never a verdict on the artifact."""
 
 
+def _ranged(
+    answer: Callable[[BaseHTTPRequestHandler, bytes, int], None],
+) -> Callable[[bytes], Hook]:
+    """A blob's hook that gives a ``Range`` request (``bytes=N-``) to ``answer(handler, body,
+    N)`` and serves any other request the whole, good ``body``."""
+
+    def hook(body: bytes) -> Hook:
+        def serve(handler: BaseHTTPRequestHandler) -> None:
+            asked = handler.headers.get("Range", "")
+            if asked.startswith("bytes=") and asked.endswith("-"):
+                answer(handler, body, int(asked[6:-1]))
+            else:
+                send(handler, 200, body)
+
+        return serve
+
+    return hook
+
+
+def _flipped(data: bytes) -> bytes:
+    return bytes([data[0] ^ 1]) + data[1:] if data else data
+
+
+def _from(at: int, body: bytes) -> dict[str, str]:
+    """The ``Content-Range`` of ``body`` from byte ``at`` to its end."""
+    return {"Content-Range": f"bytes {at}-{len(body) - 1}/{len(body)}"}
+
+
+RANGED_ANSWERS: dict[str, Callable[[bytes], Hook]] = {
+    "ignored_the_whole_blob_sent": _ranged(lambda h, body, _at: send(h, 200, body)),
+    "another_range_sent": _ranged(
+        lambda h, body, at: send(h, 206, body[at // 2 :], _from(at // 2, body))
+    ),
+    "not_satisfiable": _ranged(
+        lambda h, body, _at: send(h, 416, b"{}", {"Content-Range": f"bytes */{len(body)}"})
+    ),
+    "other_bytes_in_the_range": _ranged(
+        lambda h, body, at: send(h, 206, _flipped(body[at:]), _from(at, body))
+    ),
+    "a_range_with_no_content_range": _ranged(lambda h, body, at: send(h, 206, body[at:])),
+}
+"""A registry's answers to the ``Range`` request that resumes a dropped blob (whose first
+half the cache holds): each must end with the right blob, whole, or nothing kept, never a
+blob made of bytes that are not its digest's."""
+
+
 def _huge_auth_file(path: Path) -> None:
     with path.open("w", encoding="utf-8") as out:
         out.write('{"auths": {"x": {"auth": "')

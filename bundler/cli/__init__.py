@@ -31,6 +31,7 @@ from bundler.cli.output import (
 from bundler.cli.registry_args import (
     CREDENTIALS_HELP,
     add_authfile_option,
+    add_cache_option,
     add_connection_options,
     add_registry_options,
 )
@@ -59,6 +60,7 @@ HANDLERS: dict[tuple[str, ...], str] = {
     ("bundle", "push"): "bundler.cli.registry_cmds:push",
     ("bundle", "pull"): "bundler.cli.registry_cmds:pull",
     ("bundle", "tags"): "bundler.cli.registry_cmds:tags",
+    ("bundle", "cache"): "bundler.cli.registry_cmds:cache",
     ("bundle", "pack"): "bundler.cli.bundle_cmds:pack",
     ("bundle", "unpack"): "bundler.cli.bundle_cmds:unpack",
     ("recover",): "bundler.cli.recover_cmds:recover",
@@ -125,6 +127,7 @@ EXAMPLES: dict[tuple[str, ...], list[list[str]]] = {
     ("bundle", "pull"): [
         ["oci://registry.example/agents/researcher@sha256:<digest>", "./researcher.bundle"],
     ],
+    ("bundle", "cache"): [[], ["--prune"], ["--prune", "--max-size", "500MiB", "--json"]],
     ("bundle", "tags"): [
         ["oci://registry.example/agents/researcher"],
         ["oci://localhost:5000/agents/r", "--plain-http", "--json"],
@@ -359,6 +362,7 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
             help="the bundle folder or archive, or oci://HOST/REPO[:TAG|@DIGEST] (not with --undo)",
         )
         add_registry_options(imp)
+        add_cache_option(imp)
         imp.add_argument(
             "--undo",
             metavar="RECEIPT",
@@ -426,6 +430,7 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
                 help="the bundle folder or archive, or oci://HOST/REPO[:TAG|@DIGEST]",
             )
             add_registry_options(reader)
+            add_cache_option(reader)
         pack = command(bundle, "pack", "write a bundle folder as one deterministic tar file")
         pack.add_argument("dir", metavar="DIR", help="the bundle folder")
         pack.add_argument("file", metavar="FILE", help="the archive to create (FILE.tar)")
@@ -453,7 +458,22 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
         pull.add_argument("dest", metavar="DIR", help="the bundle folder to create")
         pull.add_argument("--force", action="store_true", help="replace an existing bundle folder")
         add_registry_options(pull)
+        add_cache_option(pull)
         pull.epilog = f"{CREDENTIALS_HELP}\n\n{pull.epilog}"
+        cache = command(
+            bundle,
+            "cache",
+            "show the layer cache of pulled blobs, or prune it (least recently used first)",
+        )
+        cache.add_argument(
+            "--prune", action="store_true", help="remove blobs until the cache fits its bound"
+        )
+        cache.add_argument(
+            "--max-size",
+            metavar="SIZE",
+            help="the bound: bytes, or with a unit (500MiB, 2GiB); default "
+            "$BUNDLER_CACHE_MAX_SIZE, else 2GiB",
+        )
         tags = command(bundle, "tags", "list the tags of a repository in an OCI registry")
         tags.add_argument("ref", metavar="REF", help="oci://HOST[:PORT]/REPO")
         add_registry_options(tags)

@@ -70,6 +70,15 @@ def add_registry_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_cache_option(parser: argparse.ArgumentParser) -> None:
+    """``--no-cache``: for a command that pulls an ``oci://`` REF."""
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="neither read nor write the layer cache of pulled blobs: download every layer",
+    )
+
+
 def read_password_stdin() -> str:
     """The password piped to standard input: its first line (a trailing newline dropped)."""
     import sys
@@ -106,6 +115,7 @@ def registry_options(args: argparse.Namespace) -> RegistryOptions:
         username=username,
         password=password,
         authfile=None if authfile is None else Path(authfile),
+        no_cache=bool(getattr(args, "no_cache", False)),
     )
 
 
@@ -119,6 +129,7 @@ def no_registry_options(args: argparse.Namespace, what: str) -> None:
             ("--authfile", "authfile"),
             ("--username", "username"),
             ("--password-stdin", "password_stdin"),
+            ("--no-cache", "no_cache"),
         )
         if getattr(args, name, None)
     ]
