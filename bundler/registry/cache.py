@@ -403,7 +403,7 @@ class CachedBlob:
         if self._at < self._local:
             chunk = os.pread(self.fd, min(limit, self._local - self._at), self._at)
             if not chunk:
-                # the file is shorter than it was: not the bytes that were there
+                # the file shrank since it was checked: not the bytes that were there
                 raise self._stale()
             if self._hash is not None:
                 self._hash.update(chunk)
