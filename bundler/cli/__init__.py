@@ -487,9 +487,11 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
         template.add_argument("--force", action="store_true", help="replace an existing FILE")
 
     recover = command(
-        groups, "recover", "repair what an interrupted export, import or restore left"
+        groups, "recover", "repair what an interrupted export, import, backup or restore left"
     )
-    recover.add_argument("dest", nargs="?", metavar="DEST", help="an export destination")
+    recover.add_argument(
+        "dest", nargs="?", metavar="DEST", help="an export destination, or a home backup's --to DIR"
+    )
     recover.add_argument("--home", metavar="DIR", help="a data home with an interrupted restore")
     recover.add_argument(
         "--scan", metavar="DIR", help="list leftovers among DIR's children, changing nothing"

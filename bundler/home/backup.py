@@ -47,6 +47,7 @@ from bundler.home.publish import (
     BACKUPS,
     TEMP_PREFIX,
     leftover_backups,
+    leftover_backups_in,
     publish_name,
     run_locked,
     temp_file,
@@ -217,6 +218,9 @@ def backup_home(
                 "--encrypt-to",
                 path=escape_display(requested),
             )
+        # a --to folder outside the home keeps what a run killed while writing there left
+        elsewhere = os.path.realpath(folder) != os.path.realpath(home / BACKUPS)
+        stale_there = leftover_backups_in(folder) if elsewhere else []
         target_fd = _open_target(folder, create=requested is None)
         try:
             base_path = _base_path(folder, requested, base, full)
@@ -251,6 +255,14 @@ def backup_home(
                     hints.command("recover", "--home", str(home)),
                 )
                 for names in stale
+            )
+            report.warnings.extend(
+                hints.Hinted(
+                    f"{', '.join(escape_display(n) for n in names)} in "
+                    f"{escape_display(str(folder))}: left by an interrupted backup",
+                    hints.command("recover", str(folder)),
+                )
+                for names in stale_there
             )
             return report
         except OSError as exc:

@@ -594,7 +594,8 @@ def _extract(
     for tree in TREES:
         os.mkdir(tree, 0o700, dir_fd=staging_fd)
     for info in archive.infolist():
-        if info.filename.endswith("/") and info.filename[:-1] not in TREES:
+        # the trees' own entries too: their recorded mode, as every folder's (04 §5.3)
+        if info.filename.endswith("/"):
             parent_fd, name = _parent(staging_fd, info.filename[:-1])
             try:
                 with contextlib.suppress(FileExistsError):
