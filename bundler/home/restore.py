@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import functools
 import os
 import stat
 import zipfile
@@ -48,6 +47,7 @@ from bundler.fs.interrupts import commit_reached, signals_deferred
 from bundler.fs.safefs import open_dir_nofollow, rmtree_at
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.fs.snapshot import SIDECARS, integrity_ok
+from bundler.home.extract import extract
 from bundler.home.homes import (
     README_NAME,
     HomeResolution,
@@ -69,8 +69,6 @@ from bundler.home.zipcheck import (
     BackupIndex,
     check_free_space,
     open_zip,
-    restored_mode,
-    stream_entry,
 )
 from bundler.rules import hints, tomlcompat
 from bundler.rules.actions import Action, step
@@ -82,7 +80,6 @@ JOURNAL = "journal.toml"
 KEPT = ".before-restore"
 PREVIOUS = "previous"
 _JOURNAL_FORMAT = 1
-_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @dataclass(frozen=True)
@@ -494,70 +491,6 @@ def home_leftovers(home: Path) -> list[str]:
     return lines
 
 
-def _extract(
-    archive: zipfile.ZipFile,
-    index: BackupIndex,
-    files: list[zipfile.ZipInfo],
-    staging_fd: int,
-    progress: Progress | None,
-) -> None:
-    """Write every folder and file of the zip below ``staging_fd``, re-checking each digest."""
-    for tree in TREES:
-        os.mkdir(tree, 0o700, dir_fd=staging_fd)
-    for info in archive.infolist():
-        if info.filename.endswith("/") and info.filename[:-1] not in TREES:
-            parent_fd, name = _parent(staging_fd, info.filename[:-1])
-            try:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(name, 0o700, dir_fd=parent_fd)
-                os.chmod(name, restored_mode(info), dir_fd=parent_fd, follow_symlinks=False)
-            finally:
-                os.close(parent_fd)
-    for info in files:
-        listed = index.files[info.filename]
-        parent_fd, name = _parent(staging_fd, info.filename)
-        try:
-            fd = os.open(name, _CREATE, 0o600, dir_fd=parent_fd)
-        finally:
-            os.close(parent_fd)
-        try:
-            sink = functools.partial(durable.write_all, fd)
-            stream_entry(archive, info, listed.size, listed.xxh3_128, sink)
-            os.fchmod(fd, restored_mode(info))
-            if listed.mtime_ns is not None:
-                try:
-                    os.utime(fd, ns=(listed.mtime_ns, listed.mtime_ns))
-                except OverflowError:
-                    # parse_index bounds it to 64 bits; a 32-bit time_t holds less
-                    raise _invalid_time(info.filename) from None
-        finally:
-            os.close(fd)
-        if progress is not None:
-            progress(1, listed.size)
-
-
-def _invalid_time(name: str) -> InvalidInput:
-    shown = escape_display(name)
-    return InvalidInput(f"backup entry {shown}: has an mtime_ns this system cannot set", path=shown)
-
-
-def _parent(root_fd: int, rel: str) -> tuple[int, str]:
-    """The folder holding ``rel`` below ``root_fd`` (created 0700 where missing), no-follow."""
-    parts = rel.split("/")
-    fd = os.dup(root_fd)
-    try:
-        for part in parts[:-1]:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(part, 0o700, dir_fd=fd)
-            child = open_dir_nofollow(fd, part)
-            fd, parent = child, fd
-            os.close(parent)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, parts[-1]
-
-
 @dataclass
 class _Swap:
     """Where a restore swaps (the home, open), what it warns of, and whether it committed."""
@@ -601,7 +534,7 @@ def _stage_and_swap(
             journal.write(staging_fd)
             total = sum(index.files[info.filename].size for info in files)
             with phase(progress, "restoring", len(files), total):
-                _extract(archive, index, files, staging_fd, progress)
+                extract(archive, index, files, staging_fd, progress)
             os.mkdir(PREVIOUS, 0o700, dir_fd=staging_fd)
             make_durable(staging_fd)
             if not integrity_ok(home / staging / DATABASE):

@@ -197,8 +197,11 @@ def start_entry(
     info.flag_bits = 0  # sizes in the local header, no data descriptor
     if zip64 is None:
         zip64 = size >= ZIP64_FROM or size * 1.05 > zipfile.ZIP64_LIMIT
-    sink.seek(archive.start_dir)
-    info.header_offset = sink.tell()
+    if sink.tell() != archive.start_dir:
+        # a seek flushes the write buffer: one write call per entry, where the buffer would
+        # gather many small entries into one
+        sink.seek(archive.start_dir)
+    info.header_offset = archive.start_dir
     sink.write(info.FileHeader(zip64))
     return sink
 
