@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import struct
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -41,7 +40,6 @@ from bundler.home.zipcheck import (
 from bundler.rules.names import escape_display
 
 _NAME = re.compile(r"backup-(\d{8})-(\d{6})(?:-(\d{1,3}))?\.zip")
-_LOCAL = struct.Struct("<4sHHHHHIIIHH")
 _CHUNK = 1 << 20
 ZIP64_FROM = 1 << 30
 """Entries from this size on are written with ZIP64 headers (backup-format.md)."""
@@ -160,14 +158,18 @@ def copy_raw(
     if source is None:
         raise BaseUnusable("the zip is closed")
     try:
-        check_local_header(base.archive, old)
+        data_at = check_local_header(source.fileno(), old)
     except BundlerError as exc:
         raise BaseUnusable(exc.message) from None
-    source.seek(old.header_offset)
-    _sig, *_fields, name_len, extra_len = _LOCAL.unpack(source.read(_LOCAL.size))
-    data_at = old.header_offset + _LOCAL.size + name_len + extra_len
     sink = start_entry(archive, new, old.compress_type, old.CRC, old.file_size, old.compress_size)
-    _copy_bytes(source, data_at, sink, old.compress_size, old.filename)
+    if old.compress_size <= _CHUNK:
+        # through the zip's write buffer: many small entries, one write call
+        data = os.pread(source.fileno(), old.compress_size, data_at)
+        if len(data) < old.compress_size:
+            raise BaseUnusable(f"entry {escape_display(old.filename)} ends early")
+        sink.write(data)
+    else:
+        _copy_bytes(source, data_at, sink, old.compress_size, old.filename)
     end_entry(archive, new)
     base.reused += 1
 
