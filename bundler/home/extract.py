@@ -16,11 +16,22 @@ import zipfile
 from bundler.errors import InvalidInput
 from bundler.fs import durable
 from bundler.fs.safefs import open_dir_nofollow
-from bundler.home.zipcheck import TREES, BackupIndex, restored_mode, stream_entry
+from bundler.home.zipcheck import TREES, BackupIndex, stream_entry
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress
 
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def restored_mode(info: zipfile.ZipInfo) -> int:
+    """Permission bits for an extracted entry: never setuid, setgid, sticky or group/other write.
+
+    The owner keeps read and write (and search on folders) so the restored home stays usable.
+    """
+    bits = (info.external_attr >> 16) & 0o777
+    if info.filename.endswith("/"):
+        return ((bits or 0o700) & 0o755) | 0o700
+    return ((bits or 0o600) & 0o755) | 0o600
 
 
 def extract(

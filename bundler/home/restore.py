@@ -67,13 +67,13 @@ from bundler.home.zipcheck import (
     DATABASE,
     TREES,
     BackupIndex,
-    check_free_space,
     open_zip,
 )
 from bundler.rules import hints, tomlcompat
 from bundler.rules.actions import Action, step
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress, phase
+from bundler.rules.units import human_size
 
 STAGING_PREFIX = ".restore-"
 JOURNAL = "journal.toml"
@@ -367,6 +367,18 @@ def _restore(
         finally:
             os.close(home_fd)
     return RestoreReport(target, len(files), total, kept, created, swap.warnings)
+
+
+def check_free_space(total: int, dir_fd: int, where: str) -> None:
+    """Refuse (exit 1) when ``total`` bytes do not fit in the filesystem of ``dir_fd``."""
+    vfs = os.fstatvfs(dir_fd)
+    free = vfs.f_bavail * vfs.f_frsize
+    if total > free:
+        raise Refused(
+            f"the backup needs {human_size(total)} but {where} has {human_size(free)} free: free "
+            "some space",
+            path=where,
+        )
 
 
 def _remove_created_home(home: Path) -> None:

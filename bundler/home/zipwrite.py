@@ -37,6 +37,7 @@ from bundler.home.deflate import (
     deflate_large,
     pack,
     store_as_is,
+    workers,
 )
 from bundler.home.homes import HomeResolution
 from bundler.home.reuse import ZIP64_FROM, Base, copy_raw, end_entry, source_matches, start_entry
@@ -244,15 +245,6 @@ class _InOrder:
             self.progress(1, entry["size"])
 
 
-def _workers() -> int:
-    """Compression threads: one per core this process may use (none on a single core)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return cores if cores > 1 else 0
-
-
 def _check_entry(relpath: str, st: os.stat_result) -> None:
     """Refuse a file restore would refuse (its name or its size)."""
     problem = path_problem(relpath)
@@ -393,8 +385,8 @@ def _write_trees(writer: _InOrder, plan: Plan, skipped: SkipCounts) -> list[str]
 def _write_entries(
     archive: zipfile.ZipFile, plan: Plan, skipped: SkipCounts, progress: Progress | None
 ) -> tuple[int, int]:
-    workers = _workers()
-    pool = ThreadPoolExecutor(max_workers=workers) if workers else None
+    threads = workers()
+    pool = ThreadPoolExecutor(max_workers=threads) if threads else None
     plan.pool = pool
     try:
         writer = _InOrder(archive, plan, pool, progress)
