@@ -428,6 +428,18 @@ def _too_many_entries(path: Path) -> str:
     return "1000000 entries"
 
 
+def _local_name_differs(path: Path) -> str:
+    """files/a.txt's local header names files/b.txt: zipfile would refuse to open it, another
+    tool would extract files/b.txt; every reader, threads included, refuses it up front."""
+    items = base_items()
+    write_zip(path, items, manifest_for(items))
+    data = bytearray(path.read_bytes())
+    at = _record_at(data, b"PK\x03\x04", "files/a.txt")
+    data[at + 30 : at + 30 + len("files/a.txt")] = b"files/b.txt"
+    path.write_bytes(bytes(data))
+    return "files/a.txt: has a local header name different from its directory record"
+
+
 def _not_a_zip(path: Path) -> str:
     path.write_bytes(b"this is not a zip file at all" * 10)
     return "not a zip file"
@@ -509,6 +521,7 @@ CASES: dict[str, Case] = {
     "no_database": _no_database,
     "declares_too_many_entries": _too_many_entries,
     "not_a_zip": _not_a_zip,
+    "local_name_differs": _local_name_differs,
     **NUMERIC_MANIFEST_CASES,
     **NUMERIC_ZIP_CASES,
 }

@@ -62,6 +62,9 @@ from bundler.rules.progress import Progress, phase
 
 _PRIVATE_BASE = "base.zip"
 
+_WRITE_BUFFER = 1 << 20
+"""The zip's write buffer: small entries, one after another, reach the file in few writes."""
+
 
 @dataclass(frozen=True)
 class BackupReport:
@@ -504,7 +507,7 @@ def _write_until_done(
             plan.base.reused = 0
         try:
             with (
-                os.fdopen(os.dup(fd), "w+b") as raw,
+                os.fdopen(os.dup(fd), "w+b", buffering=_WRITE_BUFFER) as raw,
                 zipfile.ZipFile(raw, "w", allowZip64=True) as archive,
             ):
                 entries, total = write_zip(archive, plan, skipped)

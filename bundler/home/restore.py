@@ -36,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import functools
 import os
 import stat
 import zipfile
@@ -56,6 +55,7 @@ from bundler.fs.safefs import open_dir_nofollow, rmtree_at
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.fs.snapshot import SIDECARS, integrity_ok
 from bundler.home.backup_age import PLAIN_NAME, decrypt_into, identities_for, renamed
+from bundler.home.extract import CREATE_NEW, extract
 from bundler.home.homes import (
     README_NAME,
     HomeResolution,
@@ -75,22 +75,19 @@ from bundler.home.zipcheck import (
     DATABASE,
     TREES,
     BackupIndex,
-    check_free_space,
     open_zip,
-    restored_mode,
-    stream_entry,
 )
 from bundler.rules import hints, tomlcompat
 from bundler.rules.actions import Action, step
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress, phase
+from bundler.rules.units import human_size
 
 STAGING_PREFIX = ".restore-"
 JOURNAL = "journal.toml"
 KEPT = ".before-restore"
 PREVIOUS = "previous"
 _JOURNAL_FORMAT = 1
-_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @dataclass(frozen=True)
@@ -436,7 +433,7 @@ def _restore_encrypted(
     counted: list[int] = []
 
     def fill(staging_fd: int, staging: str) -> None:
-        fd = os.open(PLAIN_NAME, _CREATE, 0o600, dir_fd=staging_fd)
+        fd = os.open(PLAIN_NAME, CREATE_NEW, 0o600, dir_fd=staging_fd)
         try:
             decrypt_into(sealed, fd, identities, progress)
         finally:
@@ -459,6 +456,18 @@ def _restore_encrypted(
 
     kept, created, warnings = _in_home(resolution, fill)
     return RestoreReport(target, counted[0], counted[1], kept, created, warnings)
+
+
+def check_free_space(total: int, dir_fd: int, where: str) -> None:
+    """Refuse (exit 1) when ``total`` bytes do not fit in the filesystem of ``dir_fd``."""
+    vfs = os.fstatvfs(dir_fd)
+    free = vfs.f_bavail * vfs.f_frsize
+    if total > free:
+        raise Refused(
+            f"the backup needs {human_size(total)} but {where} has {human_size(free)} free: free "
+            "some space",
+            path=where,
+        )
 
 
 def _remove_created_home(home: Path) -> None:
@@ -583,71 +592,6 @@ def home_leftovers(home: Path) -> list[str]:
     return lines
 
 
-def _extract(
-    archive: zipfile.ZipFile,
-    index: BackupIndex,
-    files: list[zipfile.ZipInfo],
-    staging_fd: int,
-    progress: Progress | None,
-) -> None:
-    """Write every folder and file of the zip below ``staging_fd``, re-checking each digest."""
-    for tree in TREES:
-        os.mkdir(tree, 0o700, dir_fd=staging_fd)
-    for info in archive.infolist():
-        # the trees' own entries too: their recorded mode, as every folder's (04 §5.3)
-        if info.filename.endswith("/"):
-            parent_fd, name = _parent(staging_fd, info.filename[:-1])
-            try:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(name, 0o700, dir_fd=parent_fd)
-                os.chmod(name, restored_mode(info), dir_fd=parent_fd, follow_symlinks=False)
-            finally:
-                os.close(parent_fd)
-    for info in files:
-        listed = index.files[info.filename]
-        parent_fd, name = _parent(staging_fd, info.filename)
-        try:
-            fd = os.open(name, _CREATE, 0o600, dir_fd=parent_fd)
-        finally:
-            os.close(parent_fd)
-        try:
-            sink = functools.partial(durable.write_all, fd)
-            stream_entry(archive, info, listed.size, listed.xxh3_128, sink)
-            os.fchmod(fd, restored_mode(info))
-            if listed.mtime_ns is not None:
-                try:
-                    os.utime(fd, ns=(listed.mtime_ns, listed.mtime_ns))
-                except OverflowError:
-                    # parse_index bounds it to 64 bits; a 32-bit time_t holds less
-                    raise _invalid_time(info.filename) from None
-        finally:
-            os.close(fd)
-        if progress is not None:
-            progress(1, listed.size)
-
-
-def _invalid_time(name: str) -> InvalidInput:
-    shown = escape_display(name)
-    return InvalidInput(f"backup entry {shown}: has an mtime_ns this system cannot set", path=shown)
-
-
-def _parent(root_fd: int, rel: str) -> tuple[int, str]:
-    """The folder holding ``rel`` below ``root_fd`` (created 0700 where missing), no-follow."""
-    parts = rel.split("/")
-    fd = os.dup(root_fd)
-    try:
-        for part in parts[:-1]:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(part, 0o700, dir_fd=fd)
-            child = open_dir_nofollow(fd, part)
-            fd, parent = child, fd
-            os.close(parent)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, parts[-1]
-
-
 @dataclass
 class _Swap:
     """Where a restore swaps (the home, open), what it warns of, and whether it committed."""
@@ -665,10 +609,10 @@ def _extract_all(
     staging_fd: int,
     progress: Progress | None,
 ) -> None:
-    """:func:`_extract` in a ``restoring`` phase with the index's totals."""
+    """:func:`bundler.home.extract.extract` in a ``restoring`` phase with the index's totals."""
     total = sum(index.files[info.filename].size for info in files)
     with phase(progress, "restoring", len(files), total):
-        _extract(archive, index, files, staging_fd, progress)
+        extract(archive, index, files, staging_fd, progress)
 
 
 def _stage_and_swap(swap: _Swap, fill: Callable[[int, str], None]) -> list[str]:

@@ -10,9 +10,13 @@ folder beside it (:func:`bundler.home.backup_age.decrypted_copy`).
 from __future__ import annotations
 
 import errno
+import functools
+import io
 import os
 import zipfile
 from collections.abc import Sequence
+from concurrent import futures
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,9 +24,11 @@ from typing import Any
 from bundler.errors import InvalidInput, Refused
 from bundler.fs import durable
 from bundler.fs.age import AskPassphrase
+from bundler.fs.interrupts import handed_over, wait_for
 from bundler.fs.scratch import CHECK_PREFIX, clear_dead_scratch, scratch_folder, temp_root
 from bundler.fs.snapshot import ROLLBACK_VERSIONS, integrity_ok, journal_versions
 from bundler.home.backup_age import decrypted_copy, identities_for, renamed
+from bundler.home.deflate import workers
 from bundler.home.zipcheck import (
     DATABASE,
     BackupIndex,
@@ -83,15 +89,88 @@ def check_contents(
             check_local_header(archive, info)
     sizes = [index.files[info.filename].size for info in files]
     with phase(progress, "checking", len(files), sum(sizes)):
-        for info in files:
-            listed = index.files[info.filename]
-            if info.filename == DATABASE and check_database:
-                _check_database(archive, info, listed.size, listed.xxh3_128, scratch)
-            else:
-                stream_entry(archive, info, listed.size, listed.xxh3_128, _discard)
-            if progress is not None:
-                progress(1, listed.size)
+        if workers() and isinstance(archive.fp, io.BufferedReader):
+            _check_in_parallel(archive, index, files, check_database, scratch, progress)
+        else:
+            for info in files:
+                listed = index.files[info.filename]
+                if info.filename == DATABASE and check_database:
+                    _check_database(archive, info, listed.size, listed.xxh3_128, scratch)
+                else:
+                    stream_entry(archive, info, listed.size, listed.xxh3_128, _discard)
+                if progress is not None:
+                    progress(1, listed.size)
     return index, files
+
+
+_BATCH_ENTRIES = 64
+_BATCH = 4 << 20
+"""Entries are checked on the workers in batches of up to :data:`_BATCH_ENTRIES` entries or
+this many compressed bytes: one hand-over and one wait for many small entries."""
+
+Job = tuple[zipfile.ZipInfo, int, str]
+
+
+def _finished(future: futures.Future[InvalidInput | None], timeout: float) -> bool:
+    return not futures.wait([future], timeout).not_done
+
+
+def _check_batch(fd: int, jobs: list[Job]) -> InvalidInput | None:
+    """What a worker does: check each entry of a batch in order; the first failure, or None."""
+    for info, size, digest in jobs:
+        try:
+            stream_entry(fd, info, size, digest, _discard)
+        except InvalidInput as exc:
+            return exc
+    return None
+
+
+def _check_in_parallel(
+    archive: zipfile.ZipFile,
+    index: BackupIndex,
+    files: list[zipfile.ZipInfo],
+    check_database: bool,
+    scratch: Path | None,
+    progress: Progress | None,
+) -> None:
+    """Check the entries on one worker thread per core (inflate and XXH3 release the GIL),
+    each reading with ``pread``, the database's integrity here meanwhile; failures are raised
+    in the zip's order, so the entry named is the one a check in order would name."""
+    assert archive.fp is not None
+    fd = archive.fp.fileno()
+    steps: list[list[Job]] = []  # an empty step: the database, checked on this thread
+    packed = 0
+    for info in files:
+        listed = index.files[info.filename]
+        if info.filename == DATABASE and check_database:
+            steps.append([])
+        else:
+            if not steps or not steps[-1] or len(steps[-1]) >= _BATCH_ENTRIES or packed >= _BATCH:
+                steps.append([])
+                packed = 0
+            steps[-1].append((info, listed.size, listed.xxh3_128))
+            packed += info.compress_size
+    pool = ThreadPoolExecutor(max_workers=workers())
+    try:
+        with handed_over():  # the workers started by these submits keep the signals blocked
+            pending = [pool.submit(_check_batch, fd, jobs) if jobs else None for jobs in steps]
+        for jobs, future in zip(steps, pending, strict=True):
+            if future is None:
+                info = archive.getinfo(DATABASE)
+                listed = index.files[DATABASE]
+                _check_database(archive, info, listed.size, listed.xxh3_128, scratch)
+                done: list[Job] = [(info, listed.size, listed.xxh3_128)]
+            else:
+                wait_for(functools.partial(_finished, future))
+                failed = future.result()
+                if failed is not None:
+                    raise failed
+                done = jobs
+            if progress is not None:
+                for _info, size, _digest in done:
+                    progress(1, size)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _discard(_chunk: bytes) -> None:
