@@ -24,6 +24,7 @@ from bundler.rules.units import human_size
 
 if TYPE_CHECKING:
     from bundler.bundle.archive_listing import ListedMember
+    from bundler.bundle.walk import KnownDigests
 
 # --------------------------------------------------------------------------- inspect
 
@@ -208,7 +209,7 @@ def inspect_bundle(
     path: Path,
     *,
     progress: Progress | None = None,
-    known_digests: Mapping[str, tuple[int, str]] | None = None,
+    known_digests: KnownDigests | None = None,
     listed: Sequence[ListedMember] = (),
 ) -> InspectReport:
     """Verify ``path`` and describe it for a person (03 §2); raises like :func:`verify_bundle`.
@@ -219,7 +220,12 @@ def inspect_bundle(
     Raises :class:`InvalidInput` when the manifest cannot be read at all (there is nothing to
     describe); otherwise the report carries the verification errors beside the description.
     """
-    checked = verify_bundle(path, progress=progress, known_digests=known_digests, listed=listed)
+    checked = verify_bundle(
+        path,
+        progress=progress,
+        known_digests=known_digests,  # type: ignore[arg-type]
+        listed=listed,
+    )
     manifest = checked.manifest
     if manifest is None:
         first = checked.errors[0] if checked.errors else Problem(MANIFEST_NAME, "unreadable")

@@ -15,13 +15,17 @@ The blob file is scratch: it is removed once unpacked and never synced (only the
 durable, once, by the publication). The unpacker records each file's XXH3-128 from the bytes it
 writes, and the verification compares those with ``checksums.xxh3`` instead of reading every
 file of the private staging folder back (``known_digests``); every other check of the bundle is
-unchanged.
+unchanged. Each layer's listing, from its download to its unpacking, and those digests, until
+the verification has read them, are kept on disk (:mod:`bundler.bundle.archive_spill`: unnamed
+files in the private blob folder, read back in the order each step needs), so a pull holds
+nothing per file and its memory does not grow with the bundle (06 P4).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import io
 import os
 import stat
@@ -33,7 +37,8 @@ from typing import Any, BinaryIO, cast
 from bundler.bundle.archive import SCRATCH_PREFIX
 from bundler.bundle.archive_listing import ListedMember
 from bundler.bundle.archive_read import ArchiveLimits, Digests, list_tar
-from bundler.bundle.archive_replay import replay_tar
+from bundler.bundle.archive_replay import replay_members
+from bundler.bundle.archive_spill import MemberFile, SpilledDigests
 from bundler.bundle.manifest import MANIFEST_NAME
 from bundler.bundle.publish import Staging, admit, lstat_at, stage_build_publish
 from bundler.bundle.sealed import SEALED_NAME
@@ -114,19 +119,20 @@ def pull_into(
     progress: Progress | None = None,
     list_only: frozenset[str] = frozenset(),
     listed: list[ListedMember] | None = None,
-    digests: Digests | None = None,
+    digests: SpilledDigests | None = None,
 ) -> tuple[art.Artifact, str]:
     """Fetch the artifact ``session.ref`` names into the empty folder ``staging_fd``.
 
     On return the folder holds the bundle (not yet verified as a bundle); on an exception it
     holds some of it and the caller removes it. ``digests``, when given, receives the size and
-    XXH3-128 of every file as it was unpacked, by bundle path (for ``verify_bundle``'s
-    ``known_digests``).
+    XXH3-128 of every file as it was unpacked (for ``verify_bundle``'s ``known_digests``),
+    kept on disk with each layer's listing (:mod:`bundler.bundle.archive_spill`): nothing per
+    file of an unpacked layer stays in memory.
 
     Layers titled in ``list_only`` are downloaded and judged by every rule as they arrive, but
     nothing of them is written: their members go to ``listed`` (given with ``list_only``) and
-    their digests to ``digests``, which ``verify_bundle`` judges as if the folder held them
-    (its ``listed``), so the verdict is the one a pulled folder gets.
+    their digests to ``digests.listed``, which ``verify_bundle`` judges as if the folder held
+    them (its ``listed``), so the verdict is the one a pulled folder gets.
     """
     artifact, digest = fetch_manifest(session)
     kept = dataclasses.replace(
@@ -142,7 +148,8 @@ def pull_into(
             for index, layer in enumerate(artifact.layers):
                 if layer.title in list_only:
                     assert listed is not None, "list_only needs a list for the members"
-                    listed += list_part(session, layer, _discard, progress, digests)
+                    known = None if digests is None else digests.listed
+                    listed += list_part(session, layer, _discard, progress, known)
                 else:
                     _fetch_layer(session, staging_fd, blobs_fd, index, layer, progress, digests)
     finally:
@@ -164,13 +171,15 @@ def _fetch_layer(
     index: int,
     layer: art.Descriptor,
     progress: Progress | None,
-    digests: Digests | None,
+    digests: SpilledDigests | None,
 ) -> None:
     blob = f"{index}"
     fd = os.open(blob, _FILE_FLAGS, 0o600, dir_fd=blobs_fd)
     try:
-        members = list_arriving(session, layer, lambda data: write_all(fd, data), progress)
-        unpack_layer(fd, 0, members, staging_fd, blobs_fd, index, layer, session, digests)
+        with MemberFile(blobs_fd) as members:
+            write = functools.partial(write_all, fd)
+            list_arriving(session, layer, write, members.append, progress)
+            unpack_layer(fd, 0, members, staging_fd, blobs_fd, index, layer, session, digests)
     finally:
         os.close(fd)
     os.unlink(blob, dir_fd=blobs_fd)
@@ -180,13 +189,14 @@ def list_arriving(
     session: Session,
     layer: art.Descriptor,
     write: Callable[[bytes], object],
+    record: Callable[[ListedMember], object],
     progress: Progress | None,
     digests: Digests | None = None,
-) -> list[ListedMember]:
+) -> None:
     """Download the blob of ``layer``, giving each chunk as it arrives to ``write`` (where the
     blob is kept) and then to the hostile-archive reader's listing (:func:`bundler.bundle.
-    archive_read.list_tar`, which writes nothing): the layer's members, once the whole blob
-    has arrived and its sha256 is the manifest's.
+    archive_read.list_tar`, which writes nothing), whose members go to ``record`` in archive
+    order; on return the whole blob has arrived and its sha256 is the manifest's.
 
     Listing bytes not yet checked is safe because it only reads them; nothing is made of the
     listing before the blob's end is read and checked. A listing that refuses the blob first
@@ -208,9 +218,10 @@ def list_arriving(
             arriving.drain()
             raise
         arriving.finish()
+    for member in members:
+        record(member)
     if progress is not None:
         progress(1, 0)
-    return members
 
 
 def list_part(
@@ -222,7 +233,8 @@ def list_part(
 ) -> list[ListedMember]:
     """:func:`list_arriving` for a layer that is not unpacked: its members, each refused when
     it lies outside the layer's part (:func:`refuse_outside`), as unpacking would refuse it."""
-    members = list_arriving(session, layer, write, progress, digests)
+    members: list[ListedMember] = []
+    list_arriving(session, layer, write, members.append, progress, digests)
     for member in members:
         top = member.name.partition("/")[0]
         refuse_outside(session, layer.title, top, is_file=not member.is_dir and top == member.name)
@@ -274,24 +286,28 @@ class _Arriving:
 def unpack_layer(
     blob_fd: int,
     base: int,
-    members: list[ListedMember],
+    members: MemberFile | list[ListedMember],
     staging_fd: int,
     work_fd: int,
     index: int,
     layer: art.Descriptor,
     session: Session,
-    digests: Digests | None,
+    digests: SpilledDigests | None,
 ) -> None:
     """Unpack the checked blob of ``layer``, at ``base`` in the file ``blob_fd``, whose listing
     is ``members`` (:func:`list_arriving`), into a folder of its own in ``work_fd``, then move
-    its part into the bundle folder ``staging_fd`` (:func:`_move_part`)."""
+    its part into the bundle folder ``staging_fd`` (:func:`_move_part`). ``digests`` (given
+    with a listing kept on disk) receives the digests of the files made, kept beside it."""
     unpack = f".bundler-layer-{index}"
     os.mkdir(unpack, 0o700, dir_fd=work_fd)
     unpack_fd = os.open(unpack, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=work_fd)
     try:
-        replay_tar(
-            blob_fd, unpack_fd, members, base=base, name=f"layer {layer.title}", digests=digests
-        )
+        slots = None
+        if digests is not None:
+            assert isinstance(members, MemberFile), "digests are kept beside a listing on disk"
+            slots = digests.record(members, work_fd)
+        name = f"layer {layer.title}"
+        replay_members(blob_fd, unpack_fd, members, base=base, name=name, slots=slots)
         _move_part(unpack_fd, staging_fd, layer.title, session)
     finally:
         os.close(unpack_fd)
@@ -365,7 +381,7 @@ def pull_bundle(
     """Pull ``ref`` into the bundle folder ``dest`` (created, or replaced with ``force``)."""
     session = Session(ref, options, environ=environ)
     report = PullReport(str(ref), "", "")
-    digests: Digests = {}
+    digests = SpilledDigests()
 
     def build(staging: Staging) -> None:
         _artifact, report.digest = pull_into(
@@ -373,7 +389,9 @@ def pull_bundle(
         )
         folder = Path(staging.admission.parent_path) / staging.name
         # the flush (its disk) and the verification (the processor) overlap
-        verified = staging.flush_during(lambda: verify_bundle(folder, known_digests=digests))
+        verified = staging.flush_during(
+            lambda: verify_bundle(folder, known_digests=digests)  # type: ignore[arg-type]
+        )
         if not verified.ok:
             raise first_error(verified)
         report.root_agent = str((verified.manifest or {}).get("root_agent", ""))
@@ -393,6 +411,7 @@ def pull_bundle(
             "published"
         ) from None
     finally:
+        digests.close()
         session.close()
 
 
@@ -404,7 +423,7 @@ def pulled(
     progress: Progress | None = None,
     environ: dict[str, str] | None = None,
     list_only: frozenset[str] = frozenset(),
-    digests: Digests | None = None,
+    digests: SpilledDigests | None = None,
     listed: list[ListedMember] | None = None,
 ) -> Iterator[tuple[Path, str, Callable[[str], str]]]:
     """A private copy of the artifact's bundle for the duration of the block: (folder, digest,
