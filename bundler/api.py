@@ -43,19 +43,19 @@ if TYPE_CHECKING:
     from bundler.bundle.archive import ArchiveReport
     from bundler.bundle.archive_listing import ListedMember
     from bundler.bundle.archive_spill import SpilledDigests
-    from bundler.bundle.export import ExportReport
+    from bundler.bundle.export_report import ExportReport
     from bundler.bundle.inspect import InspectReport
-    from bundler.bundle.verify import VerifyReport
+    from bundler.bundle.verify_report import VerifyReport
     from bundler.home.backup import BackupReport
     from bundler.home.restore import RestoreReport
     from bundler.install.bind_secrets import Prompter
     from bundler.install.doctor import DoctorReport
-    from bundler.install.importer import ImportReport
+    from bundler.install.import_types import ImportReport
     from bundler.install.undo import UndoReport
-    from bundler.registry.http import Options
     from bundler.registry.login import LoginReport, LogoutReport
     from bundler.registry.pull import PullReport
     from bundler.registry.push import PushReport
+    from bundler.registry.transport import Options
     from bundler.rules.actions import RecoveryReport
 
 __all__ = [
@@ -123,8 +123,8 @@ _REPORTS = {
     "ArchiveReport": "bundler.bundle.archive",
     "BackupReport": "bundler.home.backup",
     "DoctorReport": "bundler.install.doctor",
-    "ExportReport": "bundler.bundle.export",
-    "ImportReport": "bundler.install.importer",
+    "ExportReport": "bundler.bundle.export_report",
+    "ImportReport": "bundler.install.import_types",
     "InspectReport": "bundler.bundle.inspect",
     "Prompter": "bundler.install.bind_secrets",
     "LoginReport": "bundler.registry.login",
@@ -175,7 +175,7 @@ class RegistryOptions:
     authfile: Path | None = None
 
     def _library(self) -> Options:
-        from bundler.registry.http import Options
+        from bundler.registry.transport import Options
 
         return Options(
             plain_http=self.plain_http,
@@ -510,8 +510,9 @@ def _import(
     dry_run: bool,
 ) -> ImportReport:
     from bundler.install import importer
+    from bundler.install.import_types import ImportOptions
 
-    chosen = importer.ImportOptions(
+    chosen = ImportOptions(
         as_alias=options.as_alias,
         binds=dict(options.binds),
         secrets=options.secrets,
@@ -564,8 +565,9 @@ def undo_import(
     """Remove what the import recorded in ``receipt`` added (03 §4); ``"last"`` names the newest
     import not yet undone. Never a byte written since: the report lists the files kept."""
     from bundler.install import undo
+    from bundler.install.receipts import resolve_receipt
 
-    path = undo.resolve_receipt(install, receipt) if receipt == "last" else Path(receipt)
+    path = resolve_receipt(install, receipt) if receipt == "last" else Path(receipt)
     return undo.undo_import(install, path, dry_run=options.dry_run)
 
 
@@ -621,7 +623,7 @@ def list_tags(reference: str, registry: RegistryOptions = RegistryOptions()) -> 
     """The tags of the repository ``oci://HOST[:PORT]/REPO`` names, sorted (every page of the
     registry's list, bounded); :class:`Refused` when the repository does not exist."""
     from bundler.errors import withholding
-    from bundler.registry.http import Session
+    from bundler.registry.distribution import Session
     from bundler.registry.reference import parse_reference
 
     ref = parse_reference(reference)
@@ -727,7 +729,7 @@ def recover(
 
         return RecoveryReport(recover_destination(path, dry_run=options.dry_run))
     if what is RecoverWhat.INSTALL:
-        from bundler.install.journal import recover_install
+        from bundler.install.recovery import recover_install
 
         return RecoveryReport(recover_install(path, dry_run=options.dry_run))
     from bundler.home.restore import recover_home

@@ -28,7 +28,7 @@ from bundler.bundle.archive_write import write_tar
 from bundler.bundle.manifest import MANIFEST_NAME
 from bundler.fs.durable import open_dir
 from bundler.registry import artifact as art
-from bundler.registry.http import OCI_MANIFEST
+from bundler.registry.distribution import OCI_MANIFEST
 from bundler.registry.push import plan_layers
 
 REPO = "agents/r"

@@ -10,6 +10,7 @@ from bundler.errors import UsageError
 from bundler.home import backup as backups
 from bundler.home import keep
 from bundler.home.restore import restore_home
+from bundler.home.verify import verify_backup as check_backup
 from bundler.rules.names import escape_display
 from bundler.rules.retention import Policy
 from bundler.rules.units import human_size
@@ -47,7 +48,7 @@ def backup(args: argparse.Namespace, out: Output) -> Result:
 def verify_backup(args: argparse.Namespace, out: Output) -> Result:
     """Check a backup zip, changing nothing; any failure is exit 3 (InvalidInput)."""
     with out.progress() as progress:
-        report = backups.verify_backup(Path(args.file), progress=progress)
+        report = check_backup(Path(args.file), progress=progress)
     shown = escape_display(str(report.path))
     agent = escape_display(report.agent) if report.agent else "(no name)"
     return Result(
