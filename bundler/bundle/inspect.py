@@ -221,12 +221,7 @@ def inspect_bundle(
     Raises :class:`InvalidInput` when the manifest cannot be read at all (there is nothing to
     describe); otherwise the report carries the verification errors beside the description.
     """
-    checked = verify_bundle(
-        path,
-        progress=progress,
-        known_digests=known_digests,  # type: ignore[arg-type]
-        listed=listed,
-    )
+    checked = verify_bundle(path, progress=progress, known_digests=known_digests, listed=listed)
     manifest = checked.manifest
     if manifest is None:
         first = checked.errors[0] if checked.errors else Problem(MANIFEST_NAME, "unreadable")

@@ -180,7 +180,7 @@ def _fetch_layer(
     try:
         with MemberFile(blobs_fd) as members:
             write = functools.partial(write_all, fd)
-            list_arriving(session, layer, write, members.append, progress)
+            list_arriving(session, layer, write, members, progress)
             unpack_layer(fd, 0, members, staging_fd, blobs_fd, index, layer, session, digests)
     finally:
         os.close(fd)
@@ -191,37 +191,43 @@ def list_arriving(
     session: Session,
     layer: art.Descriptor,
     write: Callable[[bytes], object],
-    record: Callable[[ListedMember], object],
+    members: MemberFile | list[ListedMember],
     progress: Progress | None,
     digests: Digests | None = None,
 ) -> None:
     """Download the blob of ``layer``, giving each chunk as it arrives to ``write`` (where the
     blob is kept) and then to the hostile-archive reader's listing (:func:`bundler.bundle.
-    archive_read.list_tar`, which writes nothing), whose members go to ``record`` in archive
-    order; on return the whole blob has arrived and its sha256 is the manifest's.
+    archive_read.list_tar`, which writes nothing), whose members are appended to ``members``
+    in archive order (and read again from there should the reader need them); on return the
+    whole blob has arrived and its sha256 is the manifest's.
 
     Listing bytes not yet checked is safe because it only reads them; nothing is made of the
     listing before the blob's end is read and checked. A listing that refuses the blob first
     reads it to its end, so that bytes which are not the blob's are reported as that (the
     registry's fault), not as what they made of the tar. ``digests`` receives the listing's.
+
+    A layer holds only its part (:func:`refuse_outside`, which its caller applies), so the
+    reader's checksum gate judges only what may follow ``checksums.xxh3`` in its layer
+    (:func:`_gated`) and holds only those lines.
     """
     chunks = None if progress is None else (lambda n: progress(0, n))
     # a layer is one blob: its chunks are bytes done, the whole layer one "file"
     with session.open_blob(layer.digest, layer.size, chunks) as blob:
         arriving = _Arriving(blob, write)
         try:
-            members = list_tar(
+            list_tar(
                 cast(BinaryIO, arriving),
                 ArchiveLimits(max_total_bytes=max(layer.size, 1)),
                 name=f"layer {layer.title}",
                 digests=digests,
+                record=members.append,
+                recall=lambda: ((member.name, member.is_dir) for member in members),
+                gated=functools.partial(_gated, layer.title),
             )
         except InvalidInput:
             arriving.drain()
             raise
         arriving.finish()
-    for member in members:
-        record(member)
     if progress is not None:
         progress(1, 0)
 
@@ -236,7 +242,7 @@ def list_part(
     """:func:`list_arriving` for a layer that is not unpacked: its members, each refused when
     it lies outside the layer's part (:func:`refuse_outside`), as unpacking would refuse it."""
     members: list[ListedMember] = []
-    list_arriving(session, layer, write, members.append, progress, digests)
+    list_arriving(session, layer, write, members, progress, digests)
     for member in members:
         top = member.name.partition("/")[0]
         refuse_outside(session, layer.title, top, is_file=not member.is_dir and top == member.name)
@@ -316,6 +322,14 @@ def unpack_layer(
     rmtree_at(work_fd, unpack)
 
 
+def _gated(title: str, path: str) -> bool:
+    """Whether the reader's checksum gate judges the file ``path`` of the layer ``title``:
+    only the ``metadata`` layer may carry ``checksums.xxh3``, and only its own part, root
+    files, may follow it there; a member outside its layer's part is refused by
+    :func:`refuse_outside`, and every file by the bundle's verification."""
+    return title == art.METADATA and "/" not in path
+
+
 def refuse_outside(session: Session, title: str, top: str, *, is_file: bool) -> None:
     """A layer holds only its own part: regular files at the root for ``metadata`` (but the
     sealed ``secrets.age``), that one file for ``sealed``, for any other the folder it is named
@@ -391,9 +405,7 @@ def pull_bundle(
         )
         folder = Path(staging.admission.parent_path) / staging.name
         # the flush (its disk) and the verification (the processor) overlap
-        verified = staging.flush_during(
-            lambda: verify_bundle(folder, known_digests=digests)  # type: ignore[arg-type]
-        )
+        verified = staging.flush_during(lambda: verify_bundle(folder, known_digests=digests))
         if not verified.ok:
             raise first_error(verified)
         report.root_agent = str((verified.manifest or {}).get("root_agent", ""))
