@@ -38,11 +38,13 @@ verify_bundle`'s ``known_digests``).
 
 from __future__ import annotations
 
+import functools
 import os
 import tarfile
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 import xxhash
 
@@ -64,6 +66,7 @@ from bundler.bundle.walk import MAX_ENTRIES
 from bundler.errors import InvalidInput
 from bundler.fs.durable import write_all
 from bundler.fs.safefs import display_name, open_beneath
+from bundler.fs.scratch import temp_root
 from bundler.rules.names import escape_display
 from bundler.rules.units import human_size
 
@@ -188,7 +191,7 @@ class _Reader:
         self.member_at = 0  # where the current member's first header block starts
         self.form_header = False  # whether its header is one block in archive form
         self.gate = ChecksumGate(gated)
-        self._kept: list[bytes] | None = None  # the data of checksums.xxh3, while it is read
+        self._kept: IO[bytes] | None = None  # the data of checksums.xxh3, while it is read
         self._chunk = b""  # read from the stream, from self._at on not yet taken
         self._view = memoryview(self._chunk)
         self._at = 0
@@ -412,14 +415,20 @@ class _Reader:
         if is_dir:
             self._mkdir(name)
         elif name == CHECKSUMS_NAME:
-            self._kept = []
-            self._write_file(name, size, mode)
-            kept, self._kept = self._kept, None
-            self._learn_checksums(kept)
+            # its bytes wait in an unnamed file (a million lines are 75 MB), read back by the
+            # gate a block at a time; gone with the process however it ends
+            with tempfile.TemporaryFile(prefix="bundler-checksums-", dir=temp_root()) as kept:
+                self._kept = kept
+                try:
+                    self._write_file(name, size, mode)
+                finally:
+                    self._kept = None
+                kept.seek(0)
+                self._learn_checksums(iter(functools.partial(kept.read, _CHUNK), b""))
         else:
             self._write_file(name, size, mode)
 
-    def _learn_checksums(self, data: list[bytes]) -> None:
+    def _learn_checksums(self, data: Iterable[bytes]) -> None:
         try:
             before = self.gate.learn(data)
         except InvalidInput as err:
@@ -498,7 +507,7 @@ class _Reader:
             if fd is not None:
                 write_all(fd, view)
             if kept is not None:
-                kept.append(view.tobytes())
+                kept.write(view)
             if chunk.count(0, at + size, at + padded) != padded - size:
                 raise self._dirty_padding(name)
             self._at = at + padded
@@ -562,12 +571,12 @@ def _discard(_data: bytes | memoryview) -> None:
 
 
 def _keeping(
-    write: Callable[[bytes | memoryview], object], kept: list[bytes]
+    write: Callable[[bytes | memoryview], object], kept: IO[bytes]
 ) -> Callable[[bytes | memoryview], object]:
     """``write``, keeping a copy of each piece in ``kept`` (the data of ``checksums.xxh3``)."""
 
     def both(data: bytes | memoryview) -> object:
-        kept.append(bytes(data))
+        kept.write(data)
         return write(data)
 
     return both
