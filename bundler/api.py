@@ -52,6 +52,13 @@ if TYPE_CHECKING:
     from bundler.install.doctor import DoctorReport
     from bundler.install.import_types import ImportReport
     from bundler.install.undo import UndoReport
+    from bundler.registry.backup_oci import (
+        RegistryBackupListing,
+        RegistryBackupReport,
+        RegistryPruneReport,
+        RegistryRestoreReport,
+    )
+    from bundler.registry.cache import CachePruneReport
     from bundler.registry.login import LoginReport, LogoutReport
     from bundler.registry.pull import PullReport
     from bundler.registry.push import PushReport
@@ -64,6 +71,7 @@ __all__ = [
     "BackupReport",
     "BundleKind",
     "BundlerError",
+    "CachePruneReport",
     "DoctorOptions",
     "DoctorReport",
     "EnvironmentFailure",
@@ -88,7 +96,14 @@ __all__ = [
     "RecoverWhat",
     "RecoveryReport",
     "Refused",
+    "RegistryBackupListing",
+    "RegistryBackupOptions",
+    "RegistryBackupReport",
     "RegistryOptions",
+    "RegistryPruneOptions",
+    "RegistryPruneReport",
+    "RegistryRestoreOptions",
+    "RegistryRestoreReport",
     "RestoreOptions",
     "RestoreReport",
     "ScanSecrets",
@@ -98,6 +113,7 @@ __all__ = [
     "UsageError",
     "VerifyReport",
     "backup",
+    "backup_to_registry",
     "doctor",
     "export_agent",
     "import_bundle",
@@ -108,10 +124,14 @@ __all__ = [
     "open_bundle",
     "pack",
     "plan_import",
+    "prune_cache",
+    "prune_registry_backups",
     "pull",
     "push",
     "recover",
+    "registry_backups",
     "restore",
+    "restore_from_registry",
     "undo_import",
     "unpack",
     "verify",
@@ -121,6 +141,7 @@ __all__ = [
 # one costs nothing until a program asks for it
 _REPORTS = {
     "ArchiveReport": "bundler.bundle.archive",
+    "CachePruneReport": "bundler.registry.cache",
     "BackupReport": "bundler.home.backup",
     "DoctorReport": "bundler.install.doctor",
     "ExportReport": "bundler.bundle.export_report",
@@ -131,6 +152,10 @@ _REPORTS = {
     "LogoutReport": "bundler.registry.login",
     "PullReport": "bundler.registry.pull",
     "PushReport": "bundler.registry.push",
+    "RegistryBackupListing": "bundler.registry.backup_oci",
+    "RegistryBackupReport": "bundler.registry.backup_oci",
+    "RegistryPruneReport": "bundler.registry.backup_oci",
+    "RegistryRestoreReport": "bundler.registry.backup_oci",
     "RecoveryReport": "bundler.rules.actions",
     "RestoreReport": "bundler.home.restore",
     "UndoReport": "bundler.install.undo",
@@ -166,13 +191,16 @@ class RegistryOptions:
     only), and which CA file's certificates to trust besides the system's. ``username`` and
     ``password`` are credentials for this call alone; ``authfile`` the one credentials file to
     read; without them credentials are searched where podman, skopeo and docker keep them
-    (:mod:`bundler.registry.auth`)."""
+    (:mod:`bundler.registry.auth`). ``no_cache``: a pull (``pull``, and ``open_bundle`` of a
+    reference, under ``verify``, ``inspect`` and the import) neither reads nor writes the
+    layer cache (:mod:`bundler.registry.cache`); every blob is downloaded."""
 
     plain_http: bool = False
     ca_file: Path | None = None
     username: str | None = None
     password: str | None = field(default=None, repr=False)
     authfile: Path | None = None
+    no_cache: bool = False
 
     def _library(self) -> Options:
         from bundler.registry.transport import Options
@@ -272,21 +300,63 @@ class BackupOptions:
     """``home backup``'s options: the zip to create (default: a new one in the home's
     ``backups/``); the earlier backup whose unchanged entries are copied (``base``, default the
     newest in the target folder), or none (``full``); the deflate level of new entries
-    (``compression``: ``fast``, ``default``, ``best`` or ``none``)."""
+    (``compression``: ``fast``, ``default``, ``best`` or ``none``). ``encrypt_to`` (age or SSH
+    public keys, or ``@FILE`` of them) writes ``NAME.zip.age`` instead, the zip encrypted to
+    them; ``age_identities`` (age identity files or unprotected SSH private keys) then open an
+    encrypted base, which is otherwise not used (04 §5.6)."""
 
     to: Path | None = None
     base: Path | None = None
     full: bool = False
     compression: str = "default"
+    encrypt_to: tuple[str, ...] = ()
+    age_identities: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
 class RestoreOptions:
-    """``home restore``'s options: the home to restore into (default: the project's), and
-    whether to restore over a database that looks in use (``force``)."""
+    """``home restore``'s options: the home to restore into (default: the project's),
+    whether to restore over a database that looks in use (``force``), and the identities that
+    open an encrypted backup (``age_identities``: age identity files or unprotected SSH private
+    keys; 04 §5.6)."""
 
     home: Path | None = None
     force: bool = False
+    age_identities: tuple[Path, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegistryBackupOptions:
+    """``home backup --to oci://…``'s options: the deflate level of the backup's entries
+    (``compression``: ``fast``, ``default``, ``best`` or ``none``), and how to reach the
+    registry. No base: the registry keeps each unchanged part once."""
+
+    compression: str = "default"
+    registry: RegistryOptions = RegistryOptions()
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegistryRestoreOptions:
+    """``home restore oci://…``'s options: those of :class:`RestoreOptions`, and how to reach
+    the registry."""
+
+    home: Path | None = None
+    force: bool = False
+    registry: RegistryOptions = RegistryOptions()
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegistryPruneOptions:
+    """``home prune --to oci://…``'s options: how many backups, or days, ISO weeks and months
+    with one, to keep (restic's ``forget`` rules, 04 §5.4; at least one), whether to only say
+    what would go (``dry_run``), and how to reach the registry."""
+
+    keep_last: int = 0
+    keep_daily: int = 0
+    keep_weekly: int = 0
+    keep_monthly: int = 0
+    dry_run: bool = False
+    registry: RegistryOptions = RegistryOptions()
 
 
 class RecoverWhat(enum.Enum):
@@ -397,7 +467,13 @@ def open_bundle(
     with (
         SpilledDigests() as digests,
         pulled(
-            ref, library, progress=progress, list_only=list_only, listed=listed, digests=digests
+            ref,
+            library,
+            progress=progress,
+            list_only=list_only,
+            listed=listed,
+            digests=digests,
+            cache=not registry.no_cache,
         ) as copy,
     ):
         folder, digest, scrub = copy
@@ -612,11 +688,28 @@ def pull(
 
     ref = parse_reference(reference)
     puller = pull_archive if os.fspath(dest).endswith(ARCHIVE_SUFFIXES) else pull_bundle
-    report = puller(ref, dest, options.registry._library(), force=options.force, progress=progress)
+    report = puller(
+        ref,
+        dest,
+        options.registry._library(),
+        force=options.force,
+        progress=progress,
+        cache=not options.registry.no_cache,
+    )
     warning = ref.unpinned_warning(report.digest)
     if warning is not None:
         report.warnings.insert(0, warning)
     return report
+
+
+def prune_cache(max_bytes: int | None = None, *, dry_run: bool = False) -> CachePruneReport:
+    """Remove the least recently used blobs of the layer cache (``bundle cache --prune``)
+    until it holds at most ``max_bytes`` (default: ``$BUNDLER_CACHE_MAX_SIZE``, else 2 GiB);
+    a partial download another pull is writing is left. The report lists what was removed
+    (with ``dry_run``, what would be: ``bundle cache``) and what is kept."""
+    from bundler.registry.cache import prune
+
+    return prune(os.environ, max_bytes, dry_run=dry_run)
 
 
 def list_tags(reference: str, registry: RegistryOptions = RegistryOptions()) -> list[str]:
@@ -698,6 +791,8 @@ def backup(
         base=options.base,
         full=options.full,
         compression=options.compression,
+        encrypt_to=options.encrypt_to,
+        age_identities=options.age_identities,
     )
 
 
@@ -713,7 +808,88 @@ def restore(
     from bundler.home.restore import restore_home
 
     return restore_home(
-        project, backup_zip, home=options.home, force=options.force, progress=progress
+        project,
+        backup_zip,
+        home=options.home,
+        force=options.force,
+        progress=progress,
+        age_identities=options.age_identities,
+    )
+
+
+def backup_to_registry(
+    project: Path,
+    reference: str,
+    options: RegistryBackupOptions = RegistryBackupOptions(),
+    *,
+    progress: Progress | None = None,
+) -> RegistryBackupReport:
+    """Back up the data home of ``project`` to the repository ``oci://HOST/REPO``
+    (``reference``, without a tag): one layer per part, a part the repository holds not sent
+    again, tagged by the backup's time (04 §5.5). The report pins the digest to restore."""
+    from bundler.registry.backup_oci import backup_to_registry as push_backup
+    from bundler.registry.reference import parse_reference
+
+    return push_backup(
+        project,
+        parse_reference(reference),
+        options.registry._library(),
+        compression=options.compression,
+        progress=progress,
+    )
+
+
+def registry_backups(
+    reference: str, registry: RegistryOptions = RegistryOptions()
+) -> RegistryBackupListing:
+    """The backups in the repository ``oci://HOST/REPO``, oldest first, with the time, bytes
+    and files their manifests carry (04 §5.5)."""
+    from bundler.registry.backup_oci import list_registry_backups
+    from bundler.registry.reference import parse_reference
+
+    return list_registry_backups(parse_reference(reference), registry._library())
+
+
+def prune_registry_backups(
+    reference: str, options: RegistryPruneOptions = RegistryPruneOptions()
+) -> RegistryPruneReport:
+    """Delete the backups of the repository ``oci://HOST/REPO`` the retention rules do not
+    keep (04 §5.4, §5.5); never the newest, never a manifest a kept tag names."""
+    from bundler.registry.backup_oci import prune_registry_backups as prune
+    from bundler.registry.reference import parse_reference
+    from bundler.rules.retention import Policy
+
+    for name in ("keep_last", "keep_daily", "keep_weekly", "keep_monthly"):
+        if getattr(options, name) < 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be 0 or more")
+    policy = Policy(
+        options.keep_last, options.keep_daily, options.keep_weekly, options.keep_monthly
+    )
+    return prune(
+        parse_reference(reference), options.registry._library(), policy, dry_run=options.dry_run
+    )
+
+
+def restore_from_registry(
+    project: Path,
+    reference: str,
+    options: RegistryRestoreOptions = RegistryRestoreOptions(),
+    *,
+    progress: Progress | None = None,
+) -> RegistryRestoreReport:
+    """Restore the backup ``oci://HOST/REPO@sha256:…`` (or ``:TAG``) into the data home of
+    ``project`` (04 §5.5): pulled into a private folder, every digest checked, put together as
+    a backup zip and restored as :func:`restore` restores one."""
+    from bundler.registry.backup_oci import restore_from_registry as pull_restore
+    from bundler.registry.reference import parse_reference
+
+    return pull_restore(
+        project,
+        parse_reference(reference),
+        options.registry._library(),
+        home=options.home,
+        force=options.force,
+        progress=progress,
     )
 
 

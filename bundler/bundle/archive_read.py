@@ -10,7 +10,7 @@ after its end: every tar program pads with zeros, and bytes no reader looks at w
 different archives pass for one bundle. Limits on the member
 count, each member's size, the total size and each extended header are checked from the header,
 before a byte of that member is written, and so is whether ``checksums.xxh3`` lists it
-(:class:`ChecksumGate`).
+(:class:`bundler.bundle.archive_members.ChecksumGate`).
 
 The block loop is our own, and a header is read by :func:`parse_header`: the plain headers
 bundle archives are made of (octal number fields, the unsigned checksum) by a fast path, every

@@ -50,6 +50,7 @@ from bundler.bundle.verify_claims import (
 from bundler.bundle.verify_report import VerifyReport, unique_problems
 from bundler.bundle.walk import BundleTree, BundleWalker, KnownDigests
 from bundler.errors import EnvironmentFailure
+from bundler.rules.config_view import table_at
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress, known_total
 
@@ -183,8 +184,9 @@ def verify_deferring_workspace(
     path: Path, *, progress: Progress | None = None, per_file: bool = False
 ) -> VerifyReport:
     """:func:`verify_bundle` for a caller that reads every workspace file itself and judges
-    those bytes (import's staging copies them, push archives them; :func:`confirm_read`):
-    every other rule is checked here, and the workspace is read once, by the caller.
+    those bytes (import's staging copies them, push archives them;
+    :func:`bundler.bundle.verify_report.confirm_read`): every other rule is checked here, and
+    the workspace is read once, by the caller.
 
     A bundle found unsound is verified once more in full, so that the refusal names everything
     at fault, workspace files whose contents explain the rest included.
@@ -285,8 +287,7 @@ def _verify_checksummed(
 
     if progress is not None:
         # the manifest's claims, checked below: a lie only makes the bar wrong
-        contents = (manifest or {}).get("contents")
-        claims = contents if isinstance(contents, dict) else {}
+        claims = table_at(manifest, "contents")
         progress.start(
             "verifying", known_total(claims.get("files")), known_total(claims.get("bytes"))
         )

@@ -31,6 +31,7 @@ from bundler.cli.output import (
 from bundler.cli.registry_args import (
     CREDENTIALS_HELP,
     add_authfile_option,
+    add_cache_option,
     add_connection_options,
     add_registry_options,
 )
@@ -59,6 +60,7 @@ HANDLERS: dict[tuple[str, ...], str] = {
     ("bundle", "push"): "bundler.cli.registry_cmds:push",
     ("bundle", "pull"): "bundler.cli.registry_cmds:pull",
     ("bundle", "tags"): "bundler.cli.registry_cmds:tags",
+    ("bundle", "cache"): "bundler.cli.registry_cmds:cache",
     ("bundle", "pack"): "bundler.cli.bundle_cmds:pack",
     ("bundle", "unpack"): "bundler.cli.bundle_cmds:unpack",
     ("recover",): "bundler.cli.recover_cmds:recover",
@@ -125,6 +127,7 @@ EXAMPLES: dict[tuple[str, ...], list[list[str]]] = {
     ("bundle", "pull"): [
         ["oci://registry.example/agents/researcher@sha256:<digest>", "./researcher.bundle"],
     ],
+    ("bundle", "cache"): [[], ["--prune"], ["--prune", "--max-size", "500MiB", "--json"]],
     ("bundle", "tags"): [
         ["oci://registry.example/agents/researcher"],
         ["oci://localhost:5000/agents/r", "--plain-http", "--json"],
@@ -150,11 +153,22 @@ EXAMPLES: dict[tuple[str, ...], list[list[str]]] = {
         ["list"],
         ["save", "weekly-report", "--description", "the weekly report", "--file", "SKILL.md"],
     ],
-    ("home", "backup"): [["--to", "./backups"]],
+    ("home", "backup"): [["--to", "./backups"], ["--to", "oci://registry.example/me/backups"]],
     ("home", "verify-backup"): [["./backups/home.zip"]],
-    ("home", "restore"): [["./backups/home.zip"], ["./backups/home.zip", "--home", "DIR"]],
-    ("home", "backups"): [[], ["--to", "/mnt/usb/backups", "--verify"]],
-    ("home", "prune"): [["--keep-last", "3", "--keep-daily", "7", "--dry-run"]],
+    ("home", "restore"): [
+        ["./backups/home.zip"],
+        ["./backups/home.zip", "--home", "DIR"],
+        ["oci://registry.example/me/backups@sha256:<digest>"],
+    ],
+    ("home", "backups"): [
+        [],
+        ["--to", "/mnt/usb/backups", "--verify"],
+        ["--to", "oci://registry.example/me/backups"],
+    ],
+    ("home", "prune"): [
+        ["--keep-last", "3", "--keep-daily", "7", "--dry-run"],
+        ["--to", "oci://registry.example/me/backups", "--keep-daily", "7"],
+    ],
     ("doctor",): [[], ["--project", ".", "--path", "/mnt/usb"]],
     ("completion",): [["bash"], ["fish"]],
     ("man",): [[]],
@@ -233,6 +247,17 @@ def _global_options(suppress: bool) -> argparse.ArgumentParser:
         "--no-progress", action="store_true", help=text("never draw progress"), **default
     )
     return parent
+
+
+def _age_identity(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--age-identity FILE`` (repeatable) of the home commands reading an encrypted backup."""
+    parser.add_argument(
+        "--age-identity",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help=f"{what} with FILE: an age identity file or an SSH private key (repeatable)",
+    )
 
 
 def build_parser(groups_wanted: Container[str] | None = None) -> argparse.ArgumentParser:
@@ -337,6 +362,7 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
             help="the bundle folder or archive, or oci://HOST/REPO[:TAG|@DIGEST] (not with --undo)",
         )
         add_registry_options(imp)
+        add_cache_option(imp)
         imp.add_argument(
             "--undo",
             metavar="RECEIPT",
@@ -404,6 +430,7 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
                 help="the bundle folder or archive, or oci://HOST/REPO[:TAG|@DIGEST]",
             )
             add_registry_options(reader)
+            add_cache_option(reader)
         pack = command(bundle, "pack", "write a bundle folder as one deterministic tar file")
         pack.add_argument("dir", metavar="DIR", help="the bundle folder")
         pack.add_argument("file", metavar="FILE", help="the archive to create (FILE.tar)")
@@ -431,7 +458,22 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
         pull.add_argument("dest", metavar="DIR", help="the bundle folder to create")
         pull.add_argument("--force", action="store_true", help="replace an existing bundle folder")
         add_registry_options(pull)
+        add_cache_option(pull)
         pull.epilog = f"{CREDENTIALS_HELP}\n\n{pull.epilog}"
+        cache = command(
+            bundle,
+            "cache",
+            "show the layer cache of pulled blobs, or prune it (least recently used first)",
+        )
+        cache.add_argument(
+            "--prune", action="store_true", help="remove blobs until the cache fits its bound"
+        )
+        cache.add_argument(
+            "--max-size",
+            metavar="SIZE",
+            help="the bound: bytes, or with a unit (500MiB, 2GiB); default "
+            "$BUNDLER_CACHE_MAX_SIZE, else 2GiB",
+        )
         tags = command(bundle, "tags", "list the tags of a repository in an OCI registry")
         tags.add_argument("ref", metavar="REF", help="oci://HOST[:PORT]/REPO")
         add_registry_options(tags)
@@ -510,7 +552,8 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
         backup.add_argument(
             "--to",
             metavar="FILE",
-            help="the zip to create (never replaced), or an existing folder for a timestamped zip",
+            help="the zip to create (never replaced), or an existing folder for a timestamped zip, "
+            "or oci://HOST/REPO: a registry repository, the backup tagged by its time",
         )
         backup.add_argument(
             "--base",
@@ -529,21 +572,37 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
             action="store_true",
             help="compress every entry afresh, copying nothing from an earlier backup",
         )
-        command(home, "verify-backup", "check a backup zip, changing nothing").add_argument(
-            "file", metavar="FILE", help="the backup zip"
+        backup.add_argument(
+            "--encrypt-to",
+            action="append",
+            default=[],
+            metavar="RECIPIENT",
+            help="write NAME.zip.age, encrypted to RECIPIENT: an age public key (age1...), an "
+            "ssh-ed25519 or ssh-rsa public key, or @FILE of them (repeatable)",
         )
+        _age_identity(backup, "with --encrypt-to: open an encrypted base")
+        add_registry_options(backup)
+        verify = command(home, "verify-backup", "check a backup zip, changing nothing")
+        verify.add_argument("file", metavar="FILE", help="the backup zip (or .zip.age)")
+        _age_identity(verify, "open an encrypted backup")
         listed = command(home, "backups", "list the backups of the home (or of --to DIR)", project)
         listed.add_argument(
-            "--to", metavar="DIR", help="the folder of backups (default: the home's)"
+            "--to",
+            metavar="DIR",
+            help="the folder of backups (default: the home's), or oci://HOST/REPO",
         )
         listed.add_argument(
             "--verify", action="store_true", help="check each backup fully, as verify-backup does"
         )
+        _age_identity(listed, "with --verify: open the encrypted backups")
+        add_registry_options(listed)
         prune = command(
             home, "prune", "remove the backups a retention policy does not keep", project
         )
         prune.add_argument(
-            "--to", metavar="DIR", help="the folder of backups (default: the home's)"
+            "--to",
+            metavar="DIR",
+            help="the folder of backups (default: the home's), or oci://HOST/REPO",
         )
         for rule, what in (
             ("last", "the N newest backups"),
@@ -557,8 +616,15 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
         prune.add_argument(
             "--dry-run", action="store_true", help="list what would be removed, changing nothing"
         )
+        add_registry_options(prune)
         restore = command(home, "restore", "restore a backup zip into the data home", project)
-        restore.add_argument("file", metavar="FILE", help="the backup zip to restore")
+        restore.add_argument(
+            "file",
+            metavar="FILE",
+            help="the backup zip (or .zip.age) to restore, or oci://HOST/REPO@sha256:DIGEST "
+            "(or :TAG)",
+        )
+        _age_identity(restore, "open an encrypted backup")
         restore.add_argument(
             "--home", dest="target_home", metavar="DIR", help="restore into this data home instead"
         )
@@ -567,6 +633,7 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
             action="store_true",
             help="restore even though chat.db looks in use or DIR is not a data home",
         )
+        add_registry_options(restore)
 
     doctor = command(
         groups, "doctor", "check the install, leftovers, the filesystem and the data home"

@@ -70,6 +70,15 @@ def add_registry_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_cache_option(parser: argparse.ArgumentParser) -> None:
+    """``--no-cache``: for a command that pulls an ``oci://`` REF."""
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="neither read nor write the layer cache of pulled blobs: download every layer",
+    )
+
+
 def read_password_stdin() -> str:
     """The password piped to standard input: its first line (a trailing newline dropped)."""
     import sys
@@ -106,10 +115,12 @@ def registry_options(args: argparse.Namespace) -> RegistryOptions:
         username=username,
         password=password,
         authfile=None if authfile is None else Path(authfile),
+        no_cache=bool(getattr(args, "no_cache", False)),
     )
 
 
-def _no_registry_options(args: argparse.Namespace, what: str) -> None:
+def no_registry_options(args: argparse.Namespace, what: str) -> None:
+    """Refuse the registry options where no ``oci://`` reference was given."""
     given = [
         flag
         for flag, name in (
@@ -118,6 +129,7 @@ def _no_registry_options(args: argparse.Namespace, what: str) -> None:
             ("--authfile", "authfile"),
             ("--username", "username"),
             ("--password-stdin", "password_stdin"),
+            ("--no-cache", "no_cache"),
         )
         if getattr(args, name, None)
     ]
@@ -141,7 +153,7 @@ def bundle_folder(
     members go to ``listed`` and whose files' digests, with the rest, to ``digests``
     (:func:`bundler.registry.pull.pulled`)."""
     if not given.startswith(REFERENCE_SCHEME):
-        _no_registry_options(args, "a folder")
+        no_registry_options(args, "a folder")
         yield Path(given), None
         return
     from bundler.api import open_bundle

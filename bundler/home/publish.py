@@ -30,10 +30,11 @@ BACKUPS = "backups"
 TEMP_PREFIX = ".backup-"
 
 
-def default_backup_name(now: datetime, attempt: int = 1) -> str:
-    """``backup-YYYYMMDD-HHMMSS.zip`` in UTC; ``-2``, ``-3``... for later attempts (04 §5.1)."""
+def default_backup_name(now: datetime, attempt: int = 1, suffix: str = ".zip") -> str:
+    """``backup-YYYYMMDD-HHMMSS.zip`` in UTC; ``-2``, ``-3``... for later attempts (04 §5.1);
+    ``suffix`` ``.zip.age`` for an encrypted backup (04 §5.6)."""
     stamp = now.astimezone(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return f"backup-{stamp}.zip" if attempt == 1 else f"backup-{stamp}-{attempt}.zip"
+    return f"backup-{stamp}{suffix}" if attempt == 1 else f"backup-{stamp}-{attempt}{suffix}"
 
 
 @contextlib.contextmanager
@@ -82,7 +83,7 @@ def _publish(dir_fd: int, temp: str, final: str) -> None:
         os.unlink(temp, dir_fd=dir_fd)
 
 
-def publish_name(target_fd: int, zip_name: str, requested: str | None) -> str:
+def publish_name(target_fd: int, zip_name: str, requested: str | None, suffix: str = ".zip") -> str:
     if requested is not None:
         try:
             _publish(target_fd, zip_name, requested)
@@ -93,8 +94,13 @@ def publish_name(target_fd: int, zip_name: str, requested: str | None) -> str:
             ) from None
         return requested
     now = datetime.now(timezone.utc)
+    twin = ".zip.age" if suffix == ".zip" else ".zip"
     for attempt in range(1, 1000):
-        name = default_backup_name(now, attempt)
+        name = default_backup_name(now, attempt, suffix)
+        # one time, one backup, encrypted or not: the folder's order (newest, retention)
+        # never has to break a tie
+        if _exists_at(target_fd, default_backup_name(now, attempt, twin)):
+            continue
         try:
             _publish(target_fd, zip_name, name)
         except FileExistsError:
@@ -103,9 +109,18 @@ def publish_name(target_fd: int, zip_name: str, requested: str | None) -> str:
     raise Refused("too many backups with the same timestamp: try again in a second")
 
 
+def _exists_at(dir_fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def leftover_backups(home: Path) -> list[list[str]]:
     """What interrupted backups left in ``<home>/backups``, grouped by run (the ``.db`` and the
-    ``.zip`` of one token are one leftover); changes nothing. A running backup's temporaries
+    ``.zip`` of one token are one leftover, and so are an encrypted backup's scratch folder
+    ``.backup-<token>/`` and its ``.zip.age``); changes nothing. A running backup's temporaries
     are not leftovers: its zip is locked (:func:`run_locked`), and while any backup runs a
     snapshot folder may be its own, so none is named then."""
     try:
@@ -127,7 +142,12 @@ def leftover_backups(home: Path) -> list[list[str]]:
                 runs.setdefault(token, []).append(f"{BACKUPS}/{name}")
             elif name.startswith(SNAPSHOT_PREFIX):
                 snapshots.append([f"{BACKUPS}/{name}"])
-        alive = {t for t in runs if durable.held_by_another(f"{TEMP_PREFIX}{t}.zip", dir_fd=fd)}
+        # an encrypted backup's run also locks its scratch folder and its .zip.age
+        alive = {
+            t
+            for t, names in runs.items()
+            if any(durable.held_by_another(n[len(BACKUPS) + 1 :], dir_fd=fd) for n in names)
+        }
     finally:
         os.close(fd)
     dead = [names for token, names in runs.items() if token not in alive]

@@ -2,7 +2,9 @@
 
 Every entry allowed, every digest matching ``backup.json``, and the database passing SQLite's
 ``integrity_check`` from a private copy. ``home backup`` checks the zip it wrote with
-:func:`check_contents` before publishing it, and ``home restore`` before extracting.
+:func:`check_contents` before publishing it, and ``home restore`` before extracting. An
+encrypted backup (``NAME.zip.age``, 04 §5.6) is checked as the zip it decrypts to, in a private
+folder beside it (:func:`bundler.home.backup_age.decrypted_copy`).
 """
 
 from __future__ import annotations
@@ -10,14 +12,17 @@ from __future__ import annotations
 import errno
 import os
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bundler.errors import InvalidInput, Refused
 from bundler.fs import durable
+from bundler.fs.age import AskPassphrase
 from bundler.fs.scratch import CHECK_PREFIX, clear_dead_scratch, scratch_folder, temp_root
 from bundler.fs.snapshot import ROLLBACK_VERSIONS, integrity_ok, journal_versions
+from bundler.home.backup_age import decrypted_copy, identities_for, renamed
 from bundler.home.zipcheck import (
     DATABASE,
     BackupIndex,
@@ -41,6 +46,7 @@ class VerifyReport:
     agent: str | None
     entries: int
     bytes: int
+    encrypted: bool = False
 
     def as_json(self) -> dict[str, Any]:
         """The ``home verify-backup --json`` payload (without ``ok``)."""
@@ -51,6 +57,7 @@ class VerifyReport:
             "agent": self.agent,
             "entries": self.entries,
             "bytes": self.bytes,
+            "encrypted": self.encrypted,
         }
 
 
@@ -134,22 +141,70 @@ def _check_database_copy(
         )
 
 
-def verify_backup(path: Path, *, progress: Progress | None = None) -> VerifyReport:
+def verify_backup(
+    path: Path,
+    *,
+    progress: Progress | None = None,
+    age_identities: Sequence[Path] = (),
+    age_passphrase: AskPassphrase | None = None,
+) -> VerifyReport:
     """Check a backup zip completely, changing nothing (04 §5.2).
 
     Every entry allowed (:func:`bundler.home.zipcheck.path_problem` and the directory rules), every
     digest matching ``backup.json``, ``backup.json`` valid with a known ``format``, the database
     passing ``integrity_check``. Raises :class:`InvalidInput` (exit 3) naming the entry at
     fault, :class:`Refused` when the file cannot be opened. ``progress``: as
-    :func:`check_contents`.
+    :func:`check_contents`. An encrypted backup (``NAME.zip.age``, 04 §5.6) is opened with
+    ``age_identities`` (``age_passphrase`` asks for a protected SSH key's) and decrypted into a
+    private folder beside it (:func:`bundler.home.backup_age.decrypted_copy`), which is removed.
     """
+    identities = identities_for(path, age_identities, age_passphrase)
+    if identities is None:
+        return _verify_zip(path, path, None, progress)
+    return verify_encrypted(path, identities, progress=progress)
+
+
+def verify_encrypted(
+    path: Path, identities: Sequence[Any], *, progress: Progress | None = None
+) -> VerifyReport:
+    """:func:`verify_backup` of the encrypted backup ``path`` with identities already loaded
+    (:func:`bundler.home.backup_age.load_identities`)."""
     try:
-        with open_zip(path) as archive:
-            index, files = check_contents(archive, check_database=True, progress=progress)
+        with decrypted_copy(path, identities, progress) as (plain, scratch):
+            return _verify_zip(plain, path, scratch, progress)
     except OSError as exc:
         shown = escape_display(str(path))
+        raise Refused(
+            f"cannot decrypt {shown} ({os.strerror(exc.errno or errno.EIO)})", path=shown
+        ) from exc
+
+
+def _verify_zip(
+    path: Path, shown_as: Path, scratch: Path | None, progress: Progress | None
+) -> VerifyReport:
+    """:func:`verify_backup` of the zip ``path``, reported as ``shown_as`` (the encrypted file
+    it was decrypted from), the database checked in ``scratch``."""
+    try:
+        with open_zip(path) as archive:
+            index, files = check_contents(
+                archive, check_database=True, scratch=scratch, progress=progress
+            )
+    except InvalidInput as exc:
+        if path == shown_as:
+            raise
+        raise renamed(exc, path, shown_as) from None
+    except OSError as exc:
+        shown = escape_display(str(shown_as))
         raise Refused(
             f"cannot read {shown} ({os.strerror(exc.errno or errno.EIO)})", path=shown
         ) from exc
     total = sum(info.file_size for info in files)
-    return VerifyReport(path, index.format, index.created_at, index.agent, len(files), total)
+    return VerifyReport(
+        shown_as,
+        index.format,
+        index.created_at,
+        index.agent,
+        len(files),
+        total,
+        encrypted=path != shown_as,
+    )
