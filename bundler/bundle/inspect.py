@@ -26,6 +26,7 @@ from bundler.rules.units import human_size
 
 if TYPE_CHECKING:
     from bundler.bundle.archive_listing import ListedMember
+    from bundler.bundle.walk import KnownDigests
 
 # --------------------------------------------------------------------------- inspect
 
@@ -203,7 +204,7 @@ def inspect_bundle(
     path: Path,
     *,
     progress: Progress | None = None,
-    known_digests: Mapping[str, tuple[int, str]] | None = None,
+    known_digests: KnownDigests | None = None,
     listed: Sequence[ListedMember] = (),
 ) -> InspectReport:
     """Verify ``path`` and describe it for a person (03 §2); raises like :func:`verify_bundle`.

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,7 +48,7 @@ from bundler.bundle.verify_claims import (
     withhold_smuggled,
 )
 from bundler.bundle.verify_report import VerifyReport, unique_problems
-from bundler.bundle.walk import BundleTree, BundleWalker
+from bundler.bundle.walk import BundleTree, BundleWalker, KnownDigests
 from bundler.errors import EnvironmentFailure
 from bundler.rules.config_view import table_at
 from bundler.rules.names import escape_display
@@ -123,7 +123,7 @@ def verify_bundle(
     progress: Progress | None = None,
     defer_workspace_digests: bool = False,
     not_here: tuple[str, ...] = (),
-    known_digests: Mapping[str, tuple[int, str]] | None = None,
+    known_digests: KnownDigests | None = None,
     listed: Sequence[ListedMember] = (),
     per_file: bool = False,
 ) -> VerifyReport:
@@ -146,7 +146,8 @@ def verify_bundle(
     files listed under them are not looked for, the manifest's totals and the memory store are
     not judged (``report.not_here`` says so), and every other rule holds as always.
 
-    ``known_digests`` (bundle path -> (size, XXH3-128 hex)) is only for a folder bundler itself
+    ``known_digests`` (bundle path -> (size, XXH3-128 hex), asked in walk order: a dict, or
+    :class:`bundler.bundle.archive_spill.SpilledDigests`) is only for a folder bundler itself
     has just written into its private staging, with each digest computed from the bytes as they
     were written (:func:`bundler.bundle.archive_read.read_tar`'s ``digests``): a regular file
     listed there with that size is not read back, its recorded digest is compared with
@@ -201,7 +202,7 @@ def _verify_open(
     report: VerifyReport,
     private: Callable[[], Path],
     progress: Progress | None,
-    known_digests: Mapping[str, tuple[int, str]] | None = None,
+    known_digests: KnownDigests | None = None,
     listed_members: Sequence[ListedMember] = (),
     per_file: bool = False,
 ) -> None:
@@ -228,7 +229,7 @@ def _verify_checksummed(
     report: VerifyReport,
     private: Callable[[], Path],
     progress: Progress | None,
-    known_digests: Mapping[str, tuple[int, str]] | None,
+    known_digests: KnownDigests | None,
     listed_members: Sequence[ListedMember],
     per_file: bool,
     checksums_fd: int | None,

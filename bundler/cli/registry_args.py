@@ -19,7 +19,7 @@ from bundler.errors import UsageError
 if TYPE_CHECKING:
     from bundler.api import RegistryOptions
     from bundler.bundle.archive_listing import ListedMember
-    from bundler.bundle.archive_read import Digests
+    from bundler.bundle.archive_spill import SpilledDigests
 
 # bundler.registry.reference.SCHEME, spelled out here so that a local BUNDLE loads no registry
 # module (the reference parser compiles its grammar at import); a test checks the two agree
@@ -145,7 +145,7 @@ def bundle_folder(
     *,
     list_only: frozenset[str] = frozenset(),
     listed: list[ListedMember] | None = None,
-    digests: Digests | None = None,
+    digests: SpilledDigests | None = None,
 ) -> Iterator[tuple[Path, str | None]]:
     """The folder to read for a BUNDLE argument: the folder itself, or, for ``oci://``, a
     private pulled copy (removed after the block) and the reference pinned to its digest;
@@ -169,7 +169,7 @@ def bundle_folder(
         if listed is not None:
             listed.extend(got.listed)
         if digests is not None and got.digests is not None:
-            digests.update(got.digests)
+            digests.take(got.digests)
         yield got.folder, got.reference
 
 
