@@ -11,9 +11,9 @@ import datetime
 import os
 
 from bundler import __version__
+from bundler.cli.args_registry import CREDENTIALS_HELP
 from bundler.cli.output import Output, Result
 from bundler.cli.parsertree import Command, Option, read_tree
-from bundler.cli.registry_args import CREDENTIALS_HELP
 from bundler.errors import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,

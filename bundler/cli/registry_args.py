@@ -26,50 +26,6 @@ if TYPE_CHECKING:
 REFERENCE_SCHEME = "oci://"
 
 
-CREDENTIALS_HELP = """\
-credentials, the first found: --username with --password-stdin; the file --authfile
-or $REGISTRY_AUTH_FILE names (then no other); $XDG_RUNTIME_DIR/containers/auth.json;
-~/.config/containers/auth.json (as podman and skopeo write them); $DOCKER_CONFIG/config.json,
-else ~/.docker/config.json (credHelpers, auths, credsStore); else none. 'bundler login HOST'
-stores a login where it is read first."""
-
-
-def add_connection_options(parser: argparse.ArgumentParser) -> None:
-    """``--plain-http`` and ``--ca-file``: how to reach a registry."""
-    parser.add_argument(
-        "--plain-http",
-        action="store_true",
-        help="talk to the registry over HTTP, not HTTPS (credentials go only to loopback hosts)",
-    )
-    parser.add_argument(
-        "--ca-file", metavar="FILE", help="trust the registry certificates this CA file signed"
-    )
-
-
-def add_authfile_option(parser: argparse.ArgumentParser) -> None:
-    """``--authfile FILE``: the one credentials file to read (and write, for a login)."""
-    parser.add_argument(
-        "--authfile",
-        metavar="FILE",
-        help="the credentials file to use instead of the search order (as podman's)",
-    )
-
-
-def add_registry_options(parser: argparse.ArgumentParser) -> None:
-    """The registry options of every command that can take an ``oci://`` REF: how to reach it
-    and which credentials to use."""
-    add_connection_options(parser)
-    add_authfile_option(parser)
-    parser.add_argument(
-        "--username", metavar="USER", help="log in as USER for this command (with --password-stdin)"
-    )
-    parser.add_argument(
-        "--password-stdin",
-        action="store_true",
-        help="read the password for --username from standard input",
-    )
-
-
 def read_password_stdin() -> str:
     """The password piped to standard input: its first line (a trailing newline dropped)."""
     import sys
