@@ -22,6 +22,8 @@ from types import FrameType
 from typing import Any, NoReturn
 
 from bundler import __version__
+from bundler.api import process as interrupts
+from bundler.api.display import escape_display
 from bundler.cli import (
     args_agents,
     args_bundle,
@@ -46,8 +48,6 @@ from bundler.errors import (
     UsageError,
     environment_hint,
 )
-from bundler.fs import interrupts
-from bundler.rules.names import escape_display
 
 # command words -> "module:function" of its handler
 
@@ -208,14 +208,8 @@ def _out_of_memory(what: str) -> Refused:
 
 
 def _left_behind() -> list[str]:
-    """Warnings for scratch folders the command could not remove (:mod:`bundler.fs.scratch`)."""
-    # only a command that made one has imported the module; importing it here would load it
-    # (and what it imports) for every command, a folder's verify among them
-    if "bundler.fs.scratch" not in sys.modules:
-        return []
-    from bundler.fs.scratch import take_left_behind
-
-    return take_left_behind()
+    """Warnings for scratch folders the command could not remove."""
+    return interrupts.left_behind()
 
 
 def _group_word(argv: Sequence[str]) -> str | None:

@@ -48,6 +48,7 @@ EXAMPLES: dict[tuple[str, ...], list[list[str]]] = {
     ("bundle", "secrets-template"): [
         ["./researcher.bundle"],
         ["./researcher.bundle", "--out", "secrets.toml"],
+        ["oci://registry.example/agents/researcher@sha256:<digest>"],
     ],
 }
 
@@ -83,7 +84,11 @@ def add(groups: Any, tree: Tree) -> None:
         "--force", action="store_true", help="replace an existing bundle (never another folder)"
     )
     push = tree.command(bundle, "push", "push a bundle to an OCI registry; print its digest")
-    push.add_argument("source", metavar="BUNDLE", help="the bundle folder or bundle archive")
+    push.add_argument(
+        "source",
+        metavar="BUNDLE",
+        help="the bundle folder or archive, or oci://HOST/REPO[:TAG|@DIGEST] to copy",
+    )
     push.add_argument(
         "ref", metavar="REF", help="oci://HOST[:PORT]/REPO[:TAG] (default tag latest)"
     )
@@ -102,8 +107,13 @@ def add(groups: Any, tree: Tree) -> None:
     template = tree.command(
         bundle, "secrets-template", "write the bundle's required secrets as a --secrets-file"
     )
-    template.add_argument("dir", metavar="BUNDLE", help="the bundle folder or archive")
+    template.add_argument(
+        "dir",
+        metavar="BUNDLE",
+        help="the bundle folder or archive, or oci://HOST/REPO[:TAG|@DIGEST]",
+    )
     template.add_argument(
         "--out", metavar="FILE", help="create FILE (mode 0600) instead of printing"
     )
     template.add_argument("--force", action="store_true", help="replace an existing FILE")
+    add_registry_options(template)

@@ -1,32 +1,28 @@
-"""``bundler home backup``, ``home verify-backup`` and ``home restore`` (04 §5, 05 §3)."""
+"""``bundler home backup``, ``verify-backup``, ``restore``, ``backups`` and ``prune`` (04 §5,
+05 §3): each calls :mod:`bundler.api` and prints its report."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from bundler import api
+from bundler.api.display import escape_display, human_size
 from bundler.cli.output import Output, Result
 from bundler.errors import UsageError
-from bundler.home import backup as backups
-from bundler.home import keep
-from bundler.home.restore import restore_home
-from bundler.rules.names import escape_display
-from bundler.rules.retention import Policy
-from bundler.rules.units import human_size
 
 
 def backup(args: argparse.Namespace, out: Output) -> Result:
     """Back up the data home; ``--json``: ``{"ok", "backup", "entries", "bytes", "base",
     "reused"}``."""
+    options = api.BackupOptions(
+        to=Path(args.to) if args.to else None,
+        base=Path(args.base) if args.base else None,
+        full=args.full,
+        compression=args.compression,
+    )
     with out.progress() as progress:
-        report = backups.backup_home(
-            Path(args.project),
-            to=Path(args.to) if args.to else None,
-            progress=progress,
-            base=Path(args.base) if args.base else None,
-            full=args.full,
-            compression=args.compression,
-        )
+        report = api.backup(Path(args.project), options, progress=progress)
     skipped = report.skipped
     warnings = list(report.warnings)
     if skipped.total:
@@ -47,7 +43,7 @@ def backup(args: argparse.Namespace, out: Output) -> Result:
 def verify_backup(args: argparse.Namespace, out: Output) -> Result:
     """Check a backup zip, changing nothing; any failure is exit 3 (InvalidInput)."""
     with out.progress() as progress:
-        report = backups.verify_backup(Path(args.file), progress=progress)
+        report = api.verify_backup(Path(args.file), progress=progress)
     shown = escape_display(str(report.path))
     agent = escape_display(report.agent) if report.agent else "(no name)"
     return Result(
@@ -64,10 +60,9 @@ def verify_backup(args: argparse.Namespace, out: Output) -> Result:
 def restore(args: argparse.Namespace, out: Output) -> Result:
     """Restore a backup zip into the data home (or ``--home DIR``)."""
     target = Path(args.target_home) if args.target_home else None
+    options = api.RestoreOptions(home=target, force=args.force)
     with out.progress() as progress:
-        report = restore_home(
-            Path(args.project), Path(args.file), home=target, force=args.force, progress=progress
-        )
+        report = api.restore(Path(args.project), Path(args.file), options, progress=progress)
     shown = escape_display(str(report.home))
     lines = [f"restored {report.entries} files ({human_size(report.bytes)}) into {shown}"]
     if report.kept:
@@ -82,8 +77,8 @@ def restore(args: argparse.Namespace, out: Output) -> Result:
 
 def list_backups(args: argparse.Namespace, out: Output) -> Result:
     """List the backups of the folder, oldest first; ``--json``: ``{"ok", "folder", "backups"}``."""
-    folder = keep.backups_folder(Path(args.project), Path(args.to) if args.to else None)
-    listing = keep.list_backups(folder, verify=args.verify)
+    options = api.ListBackupsOptions(to=Path(args.to) if args.to else None, verify=args.verify)
+    listing = api.list_backups(Path(args.project), options)
     lines = []
     for item in listing.backups:
         checked = {None: "", True: ", verified", False: ", FAILS verification"}[item.verified]
@@ -92,11 +87,8 @@ def list_backups(args: argparse.Namespace, out: Output) -> Result:
             f"{item.files} files, {'encrypted' if item.encrypted else 'not encrypted'}{checked}"
         )
     return Result(
-        payload={
-            "folder": str(listing.folder),
-            "backups": [item.as_json() for item in listing.backups],
-        },
-        text=lines or [f"no backups in {escape_display(str(folder))}"],
+        payload=listing.as_json(),
+        text=lines or [f"no backups in {escape_display(str(listing.folder))}"],
         warnings=listing.warnings,
     )
 
@@ -106,9 +98,15 @@ def prune(args: argparse.Namespace, out: Output) -> Result:
     for rule in ("last", "daily", "weekly", "monthly"):
         if getattr(args, f"keep_{rule}") < 0:
             raise UsageError(f"--keep-{rule} must be 0 or more")
-    policy = Policy(args.keep_last, args.keep_daily, args.keep_weekly, args.keep_monthly)
-    folder = keep.backups_folder(Path(args.project), Path(args.to) if args.to else None)
-    report = keep.prune_backups(folder, policy, dry_run=args.dry_run)
+    options = api.PruneOptions(
+        to=Path(args.to) if args.to else None,
+        keep_last=args.keep_last,
+        keep_daily=args.keep_daily,
+        keep_weekly=args.keep_weekly,
+        keep_monthly=args.keep_monthly,
+        dry_run=args.dry_run,
+    )
+    report = api.prune_backups(Path(args.project), options)
     verb = "would remove" if report.dry_run else "removed"
     lines = [f"{verb} {escape_display(item.path.name)}" for item in report.removed]
     lines += [

@@ -11,8 +11,8 @@ from collections.abc import Container, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from bundler.api import display
 from bundler.errors import UsageError
-from bundler.rules import hints
 
 GLOBALS_NOTE = (
     "global options (--install DIR, --json, --quiet, --no-progress) go before or after\n"
@@ -27,7 +27,7 @@ Examples = Mapping[tuple[str, ...], list[list[str]]]
 def epilog(words: tuple[str, ...], examples: Examples) -> str:
     """A command's help epilog: its examples, each a paste-ready line, and the globals note."""
     lines = ["examples:"]
-    lines += [f"  {hints.command(*words, *args)}" for args in examples.get(words, [])]
+    lines += [f"  {display.command(*words, *args)}" for args in examples.get(words, [])]
     if len(lines) == 1:
         lines = []
     return "\n".join([*lines, "", GLOBALS_NOTE] if lines else [GLOBALS_NOTE])

@@ -1,8 +1,9 @@
-"""The command-line side of ``oci://`` references shared by every command that reads a bundle.
+"""The BUNDLE argument of every command that reads a bundle, opened through
+:func:`bundler.api.open_bundle`, and the registry options given for a reference.
 
-Kept apart from :mod:`bundler.cli.registry_cmds` and free of the registry client's imports
-(HTTP, TLS, the archive code): ``bundler --help`` and ``bundle verify DIR`` load this module
-and must start fast; the client is imported only when a reference is actually given.
+Free of the registry client's imports (HTTP, TLS, the archive code): ``bundler --help`` and
+``bundle verify DIR`` load this module and must start fast; :mod:`bundler.api` imports the
+client only when a reference is actually given.
 """
 
 from __future__ import annotations
@@ -17,13 +18,7 @@ from bundler.cli.output import Output
 from bundler.errors import UsageError
 
 if TYPE_CHECKING:
-    from bundler.api import RegistryOptions
-    from bundler.bundle.archive_listing import ListedMember
-    from bundler.bundle.archive_read import Digests
-
-# bundler.registry.reference.SCHEME, spelled out here so that a local BUNDLE loads no registry
-# module (the reference parser compiles its grammar at import); a test checks the two agree
-REFERENCE_SCHEME = "oci://"
+    from bundler.api import OpenBundle, Progress, RegistryOptions
 
 
 def read_password_stdin() -> str:
@@ -82,48 +77,35 @@ def _no_registry_options(args: argparse.Namespace, what: str) -> None:
 
 
 @contextlib.contextmanager
-def bundle_folder(
+def opened_bundle(
     args: argparse.Namespace,
     given: str,
     out: Output,
     *,
     list_only: frozenset[str] = frozenset(),
-    listed: list[ListedMember] | None = None,
-    digests: Digests | None = None,
-) -> Iterator[tuple[Path, str | None]]:
-    """The folder to read for a BUNDLE argument: the folder itself, or, for ``oci://``, a
-    private pulled copy (removed after the block) and the reference pinned to its digest;
-    ``list_only`` names the artifact's layers judged as they arrive and not written, whose
-    members go to ``listed`` and whose files' digests, with the rest, to ``digests``
-    (:func:`bundler.registry.pull.pulled`)."""
-    if not given.startswith(REFERENCE_SCHEME):
-        _no_registry_options(args, "a folder")
-        yield Path(given), None
-        return
-    from bundler.api import open_bundle
+    registry: RegistryOptions | None = None,
+) -> Iterator[tuple[OpenBundle, Progress | None]]:
+    """BUNDLE ``given`` opened (:func:`bundler.api.open_bundle`): a folder as it is, an
+    archive left for the operation to unpack where it needs it, a reference pulled into a
+    private copy (``list_only``: its layers judged as they arrive, never written); with the
+    progress the operation reports to. What a registry serves is its text: from here on, no
+    output repeats what the registry was sent. ``registry``: the registry options of a
+    command that talks to a registry anyway (a push), then not refused for a local BUNDLE."""
+    from bundler import api
+
+    own = registry is None
 
     with (
         out.progress() as advance,
-        open_bundle(
-            given, registry=registry_options(args), progress=advance, list_only=list_only
-        ) as got,
+        api.open_bundle(
+            given,
+            registry=registry_options(args) if registry is None else registry,
+            progress=advance,
+            list_only=list_only,
+            unpack=False,
+        ) as bundle,
     ):
-        # a registry's bundle is its text: no report of it may repeat what it was sent
-        out.withhold(got.scrub)
-        if listed is not None:
-            listed.extend(got.listed)
-        if digests is not None and got.digests is not None:
-            digests.update(got.digests)
-        yield got.folder, got.reference
-
-
-def tag_warnings(given: str, pinned: str | None) -> list[str]:
-    """What to say of BUNDLE ``given`` read as ``pinned`` (:func:`bundle_folder`'s): for a
-    reference by tag, that a tag can move, and the digest to pin (nothing otherwise)."""
-    if pinned is None:
-        return []
-    from bundler.registry.reference import parse_reference
-
-    digest = parse_reference(pinned).digest or ""
-    warning = parse_reference(given).unpinned_warning(digest)
-    return [warning] if warning is not None else []
+        if own and bundle.kind is not api.BundleKind.REFERENCE:
+            _no_registry_options(args, f"a bundle {bundle.kind.value}")
+        out.withhold(bundle.scrub)
+        yield bundle, advance
