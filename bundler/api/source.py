@@ -189,14 +189,20 @@ def opened(
             yield replace(bundle, folder=folder, unpacked=True)
         return
     if isinstance(bundle, OpenBundle):
-        with withholding(bundle.scrub):
+        with _withholding(bundle.scrub):
             yield bundle
         return
     with (
         open_bundle(bundle, registry=registry, progress=progress, list_only=list_only) as resolved,
-        withholding(resolved.scrub),
+        _withholding(resolved.scrub),
     ):
         yield resolved
+
+
+def _withholding(scrub: Callable[[str], str]) -> contextlib.AbstractContextManager[None]:
+    """:func:`bundler.errors.withholding` of what a registry was sent; nothing for a local
+    bundle, which was sent nowhere (so its errors keep their form: a hint stays a hint)."""
+    return contextlib.nullcontext() if scrub is str else withholding(scrub)
 
 
 def name_as_given(report: VerifyReport, bundle: OpenBundle) -> None:
