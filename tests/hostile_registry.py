@@ -18,6 +18,8 @@ import socket
 import struct
 import threading
 import time
+import warnings
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -28,7 +30,7 @@ from bundler.bundle.archive_write import write_tar
 from bundler.bundle.manifest import MANIFEST_NAME
 from bundler.fs.durable import open_dir
 from bundler.registry import artifact as art
-from bundler.registry.http import OCI_MANIFEST
+from bundler.registry.distribution import OCI_MANIFEST
 from bundler.registry.push import plan_layers
 
 REPO = "agents/r"
@@ -221,6 +223,52 @@ DROPPED_BLOBS: dict[str, Callable[[bytes], Hook]] = {
 the network's failure, never a verdict on the artifact."""
 
 
+def _ranged(
+    answer: Callable[[BaseHTTPRequestHandler, bytes, int], None],
+) -> Callable[[bytes], Hook]:
+    """A blob's hook that gives a ``Range`` request (``bytes=N-``) to ``answer(handler, body,
+    N)`` and serves any other request the whole, good ``body``."""
+
+    def hook(body: bytes) -> Hook:
+        def serve(handler: BaseHTTPRequestHandler) -> None:
+            asked = handler.headers.get("Range", "")
+            if asked.startswith("bytes=") and asked.endswith("-"):
+                answer(handler, body, int(asked[6:-1]))
+            else:
+                send(handler, 200, body)
+
+        return serve
+
+    return hook
+
+
+def _flipped(data: bytes) -> bytes:
+    return bytes([data[0] ^ 1]) + data[1:] if data else data
+
+
+def _from(at: int, body: bytes) -> dict[str, str]:
+    """The ``Content-Range`` of ``body`` from byte ``at`` to its end."""
+    return {"Content-Range": f"bytes {at}-{len(body) - 1}/{len(body)}"}
+
+
+RANGED_ANSWERS: dict[str, Callable[[bytes], Hook]] = {
+    "ignored_the_whole_blob_sent": _ranged(lambda h, body, _at: send(h, 200, body)),
+    "another_range_sent": _ranged(
+        lambda h, body, at: send(h, 206, body[at // 2 :], _from(at // 2, body))
+    ),
+    "not_satisfiable": _ranged(
+        lambda h, body, _at: send(h, 416, b"{}", {"Content-Range": f"bytes */{len(body)}"})
+    ),
+    "other_bytes_in_the_range": _ranged(
+        lambda h, body, at: send(h, 206, _flipped(body[at:]), _from(at, body))
+    ),
+    "a_range_with_no_content_range": _ranged(lambda h, body, at: send(h, 206, body[at:])),
+}
+"""A registry's answers to the ``Range`` request that resumes a dropped blob (whose first
+half the cache holds): each must end with the right blob, whole, or nothing kept, never a
+blob made of bytes that are not its digest's."""
+
+
 def _huge_auth_file(path: Path) -> None:
     with path.open("w", encoding="utf-8") as out:
         out.write('{"auths": {"x": {"auth": "')
@@ -301,6 +349,11 @@ PROXY_ANSWERS: dict[str, tuple[bytes, str]] = {
 CONNECT (nothing: it closes), and the words of the one-line refusal."""
 
 
+HOSTILE_TAG_NAMES: list[str] = ["../../../v2/", "a tag\r\nX-Injected: 1", "x?n=1#frag", ""]
+"""Names a tag list may hold that no registry can tag (a path, a header injection, a query,
+nothing): a client that looks tags up must put none into a request's address."""
+
+
 HOSTILE_REGISTRIES_CONFS: dict[str, str] = {
     "not_toml": "[[registry]\nlocation = 'x'\n",
     "registry_not_a_table_array": "registry = 5\n",
@@ -336,7 +389,17 @@ def _huge_tags(handler: BaseHTTPRequestHandler) -> None:
             handler.wfile.write(chunk)
 
 
+def _endless_empty_pages(handler: BaseHTTPRequestHandler) -> None:
+    """Pages of no tags, each naming a next page at an address never used before: a listing
+    that never ends unless the client stops at a page that brings nothing."""
+    query = handler.path.partition("?")[2]
+    page = int(query.removeprefix("page=") or 0) if query.startswith("page=") else 0
+    link = f'</v2/{REPO}/tags/list?page={page + 1}>; rel="next"'
+    send(handler, 200, b'{"tags": []}', {"Content-Type": "application/json", "Link": link})
+
+
 HOSTILE_TAG_LISTS: dict[str, tuple[Hook, str]] = {
+    "empty_pages_whose_next_page_is_always_new": (_endless_empty_pages, "no tags"),
     "link_loops_to_the_first_page": (
         _tags_page(b'{"tags": ["1"]}', f'</v2/{REPO}/tags/list>; rel="next"'),
         "loops back",
@@ -358,3 +421,190 @@ HOSTILE_TAG_LISTS: dict[str, tuple[Hook, str]] = {
     "not_json": (_tags_page(b"tags: 1"), "unreadable tag list"),
 }
 """A repository's tag list as no registry should send it: each refused in one line, exit 3."""
+
+
+# --- data-home backups as artifacts ----------------------------------------------------------
+
+
+@dataclass
+class BuiltBackup:
+    """A data-home backup's artifact in memory, made as ``home backup --to oci://`` makes it:
+    the ``backup.json`` blob and each part's zip, by title."""
+
+    index: bytes
+    parts: list[tuple[str, bytes]]
+    created_at: str
+
+    def manifest(self, *, artifact_type: str | None = None) -> bytes:
+        from bundler.registry import backup_artifact as bart
+
+        artifact = bart.BackupArtifact(
+            art.Descriptor(bart.INDEX_TYPE, digest_of(self.index), len(self.index)),
+            [
+                art.Descriptor(bart.PART_TYPE, digest_of(data), len(data), title)
+                for title, data in self.parts
+            ],
+            self.created_at,
+            1,
+            1,
+            "demo",
+        )
+        data = bart.render_manifest(artifact)
+        if artifact_type is not None:
+            doc = json.loads(data)
+            doc["artifactType"] = artifact_type
+            data = json.dumps(doc).encode()
+        return data
+
+    def blobs(self) -> dict[str, bytes]:
+        found = {digest_of(self.index): self.index}
+        found.update({digest_of(data): data for _title, data in self.parts})
+        return found
+
+
+def build_backup(project: Path, scratch: Path, environ: dict[str, str]) -> BuiltBackup:
+    """The artifact ``home backup --to oci://`` would push of ``project``'s data home."""
+    from bundler.home.backup import backup_home
+    from bundler.home.backup_parts import split_backup
+    from bundler.home.zipcheck import parse_index
+
+    scratch.mkdir()
+    made = backup_home(project, to=scratch / "b.zip", environ=environ, full=True)
+    index, parts = split_backup(made.path, scratch)
+    return BuiltBackup(
+        index,
+        [(part.title, part.path.read_bytes()) for part in parts],
+        parse_index(index).created_at,
+    )
+
+
+def _serve_backup(fake: FakeRegistry, built: BuiltBackup, manifest: bytes | None = None) -> str:
+    """Serve ``built`` from ``fake``; returns the reference pinned to its manifest."""
+    fake.manifest = built.manifest() if manifest is None else manifest
+    fake.blobs = built.blobs()
+    return fake.ref(f"{REPO}@{digest_of(fake.manifest)}")
+
+
+def _part(built: BuiltBackup, title: str) -> bytes:
+    return next(data for name, data in built.parts if name == title)
+
+
+def _tampered_part(fake: FakeRegistry, built: BuiltBackup) -> str:
+    """The registry answers the files part's digest with other bytes of the same length."""
+    ref = _serve_backup(fake, built)
+    data = bytearray(_part(built, "files"))
+    data[len(data) // 2] ^= 0xFF
+    fake.blobs[digest_of(_part(built, "files"))] = bytes(data)
+    return ref
+
+
+def _titles_swapped(fake: FakeRegistry, built: BuiltBackup) -> str:
+    """Digests all right, but the files part is titled as the database and back."""
+    titles = {"files": "chat.db", "chat.db": "files"}
+    swapped = BuiltBackup(
+        built.index, [(titles.get(t, t), d) for t, d in built.parts], built.created_at
+    )
+    return _serve_backup(fake, swapped)
+
+
+def _index_lies(fake: FakeRegistry, built: BuiltBackup) -> str:
+    """A sound set of parts under a ``backup.json`` listing another digest for a file."""
+    index = json.loads(built.index)
+    for entry in index["entries"]:
+        if entry["path"] == "files/a.txt":
+            entry["xxh3_128"] = "0" * 32
+    lying = BuiltBackup(json.dumps(index).encode(), built.parts, built.created_at)
+    return _serve_backup(fake, lying)
+
+
+def _part_missing(fake: FakeRegistry, built: BuiltBackup) -> str:
+    """The manifest leaves the files part out: backup.json lists what no part holds."""
+    short = BuiltBackup(
+        built.index, [(t, d) for t, d in built.parts if t != "files"], built.created_at
+    )
+    return _serve_backup(fake, short)
+
+
+def _bundle_type(fake: FakeRegistry, built: BuiltBackup) -> str:
+    """A backup's blobs under a manifest saying it is an agent bundle."""
+    return _serve_backup(fake, built, built.manifest(artifact_type=art.ARTIFACT_TYPE))
+
+
+def _title_escapes(fake: FakeRegistry, built: BuiltBackup) -> str:
+    """A part titled with a path that climbs out."""
+    climbing = BuiltBackup(
+        built.index,
+        [("skills/../../x" if t == "skills/s1" else t, d) for t, d in built.parts],
+        built.created_at,
+    )
+    return _serve_backup(fake, climbing)
+
+
+def _not_a_zip(fake: FakeRegistry, built: BuiltBackup) -> str:
+    """A part whose blob (its digest its own) is no zip at all."""
+    junk = BuiltBackup(
+        built.index,
+        [(t, b"not a zip" if t == "skills/s1" else d) for t, d in built.parts],
+        built.created_at,
+    )
+    return _serve_backup(fake, junk)
+
+
+def _with_files_part(fake: FakeRegistry, built: BuiltBackup, extra: Callable[[Any], None]) -> str:
+    """The files part with ``extra`` writing more entries into it (a real zip)."""
+    buffer = io.BytesIO(_part(built, "files"))
+    with zipfile.ZipFile(buffer, "a") as part, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a duplicate name is the point of one case
+        extra(part)
+    changed = BuiltBackup(
+        built.index,
+        [(t, buffer.getvalue() if t == "files" else d) for t, d in built.parts],
+        built.created_at,
+    )
+    return _serve_backup(fake, changed)
+
+
+def _entry(name: str, data: bytes, mode: int = 0o100600, deflated: bool = False) -> Any:
+    info = zipfile.ZipInfo(name, (1980, 1, 1, 0, 0, 0))
+    info.create_system = 3
+    info.external_attr = mode << 16
+    info.compress_type = zipfile.ZIP_DEFLATED if deflated else zipfile.ZIP_STORED
+    return lambda part: part.writestr(info, data)
+
+
+def _climbing_entry(fake: FakeRegistry, built: BuiltBackup) -> str:
+    """The files part holds ``files/../../escaped``."""
+    return _with_files_part(fake, built, _entry("files/../../escaped", b"x\n"))
+
+
+def _symlink_entry(fake: FakeRegistry, built: BuiltBackup) -> str:
+    """The files part holds a symbolic link to /etc/passwd."""
+    return _with_files_part(fake, built, _entry("files/link", b"/etc/passwd", 0o120777))
+
+
+def _bomb_entry(fake: FakeRegistry, built: BuiltBackup) -> str:
+    """The files part holds 64 MiB of zeros deflated to a few KiB, listed nowhere."""
+    return _with_files_part(fake, built, _entry("files/bomb", bytes(64 << 20), deflated=True))
+
+
+def _entry_twice(fake: FakeRegistry, built: BuiltBackup) -> str:
+    """The files part holds files/a.txt a second time, with other bytes."""
+    return _with_files_part(fake, built, _entry("files/a.txt", b"other\n"))
+
+
+HOSTILE_BACKUP_ARTIFACTS: dict[str, tuple[Callable[[FakeRegistry, BuiltBackup], str], str]] = {
+    "part_bytes_not_its_digest": (_tampered_part, "sha256"),
+    "part_titles_swapped": (_titles_swapped, "not of that part"),
+    "index_lists_another_digest": (_index_lies, "does not match"),
+    "a_part_left_out": (_part_missing, "missing"),
+    "a_bundle_s_manifest": (_bundle_type, "not a data-home backup"),
+    "a_part_title_that_climbs_out": (_title_escapes, "not a part"),
+    "a_part_that_is_no_zip": (_not_a_zip, "zip"),
+    "an_entry_that_climbs_out": (_climbing_entry, "has a .. component"),
+    "a_symbolic_link_entry": (_symlink_entry, "symbolic link"),
+    "a_zip_bomb_entry_listed_nowhere": (_bomb_entry, "compression ratio"),
+    "an_entry_twice_in_one_part": (_entry_twice, "more than once"),
+}
+"""A data-home backup's artifact as a registry must not serve it (made from a real backup):
+``home restore REF`` refuses each with one line, exit 3, restoring nothing; what the value's
+words are, the refusal holds."""

@@ -587,3 +587,46 @@ def rows(database: Path) -> int:
         return int(conn.execute("SELECT count(*) FROM msg").fetchone()[0])
     finally:
         conn.close()
+
+
+# --- encrypted backups (04 §5.6) ---------------------------------------------------------------
+
+AGE_MAGIC = b"age-encryption.org/v1\n"
+
+
+def hostile_age_backups(sound: bytes) -> dict[str, bytes]:
+    """Damaged forms of the sound encrypted backup ``sound`` (a ``.zip.age`` file), by name:
+    each must be refused by a reader holding the right identity, with nothing written. The
+    ``listed`` ones are also refused by ``home backups`` without a key (their header or length
+    already shows it); the others only a key can tell."""
+    header_end = sound.index(b"\n---") + 1
+    header_end = sound.index(b"\n", header_end) + 1
+    flipped = bytearray(sound)
+    flipped[header_end + 40] ^= 0x01
+    return {
+        "listed:garbage": os.urandom(4096),
+        "listed:zip-renamed": b"PK\x03\x04" + os.urandom(200),
+        "listed:header-only": sound[:header_end],
+        "key:cut-mid-chunk": sound[: header_end + 16 + 1000],
+        "listed:cut-in-a-tag": sound[: header_end + 16 + 65552 + 10],
+        "listed:cut-in-header": sound[: header_end // 2],
+        "listed:passphrase-stanza": AGE_MAGIC
+        + b"-> scrypt c2FsdHNhbHRzYWx0c2FsdA 18\n"
+        + b"x" * 43
+        + b"\n--- "
+        + b"A" * 43
+        + b"\n"
+        + os.urandom(16 + 100 + 16),
+        "key:cut-at-chunk-end": sound[: len(sound) - (len(sound) - header_end - 16) % 65552]
+        if (len(sound) - header_end - 16) > 65552
+        else sound[:header_end] + sound[header_end : header_end + 16 + 65552],
+        "key:flipped-payload-byte": bytes(flipped),
+        "key:mac-altered": _mac_altered(sound),
+    }
+
+
+def _mac_altered(sound: bytes) -> bytes:
+    """``sound`` with its header's MAC changed in one character (still base64 of 32 bytes)."""
+    at = sound.index(b"\n--- ") + len(b"\n--- ")
+    changed = b"B" if sound[at : at + 1] != b"B" else b"C"
+    return sound[:at] + changed + sound[at + 1 :]

@@ -116,7 +116,7 @@ def test_verify_lists_a_tampered_bundle_s_faults_instead_of_raising(
 
 def test_every_options_object_is_frozen() -> None:
     options = [getattr(api, name) for name in api.__all__ if name.endswith("Options")]
-    assert len(options) == 15
+    assert len(options) == 19
     for kind in options:
         made = kind()
         field = dataclasses.fields(made)[0].name
@@ -234,7 +234,7 @@ def test_backup_restore_recover_and_doctor_give_the_cli_s_json(tmp_path: Path) -
 
 def test_every_report_says_itself_as_json() -> None:
     reports = [name for name in api.__all__ if name.endswith("Report")]
-    assert len(reports) == 16
+    assert len(reports) == 20
     for name in reports:
         assert callable(getattr(getattr(api, name), "as_json", None)), name
 
@@ -285,3 +285,31 @@ def test_what_the_cli_needed_of_the_api_gives_the_cli_s_json(
     cli = _cli_json("home", "prune", "--project", str(project), "--to", str(to), "--keep-last", "1",
                     "--dry-run")  # fmt: skip
     assert pruned.as_json() | {"ok": True} == cli
+
+
+def test_prune_cache_is_bundle_cache_prune() -> None:
+    """The cache's files, made here as a pull leaves them (a blob named by its sha256 and a
+    partial download), pruned by the API as the command line prunes them, oldest first."""
+    import hashlib
+    import os
+
+    folder = Path(os.environ["XDG_CACHE_HOME"]) / "bundler" / "blobs" / "sha256"
+    folder.mkdir(parents=True)
+    old, new = b"old blob" * 100, b"new blob" * 10
+    for when, data in ((1_000_000, old), (2_000_000, new)):
+        path = folder / hashlib.sha256(data).hexdigest()
+        path.write_bytes(data)
+        os.utime(path, (when, when))
+    (folder / "not-ours").write_bytes(b"x" * 4096)
+    shown = _cli_json("bundle", "cache", "--max-size", str(len(new)))
+    assert shown["dry_run"] is True and len(list(folder.iterdir())) == 3
+    report = api.prune_cache(len(new))
+    payload = report.as_json()
+    assert {k: v for k, v in shown.items() if k not in ("ok", "dry_run", "warnings")} == {
+        k: v for k, v in payload.items() if k != "dry_run"
+    }
+    assert [r.digest for r in report.removed] == [f"sha256:{hashlib.sha256(old).hexdigest()}"]
+    assert (report.kept_files, report.kept_bytes) == (1, len(new))
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        [hashlib.sha256(new).hexdigest(), "not-ours"]
+    )

@@ -44,10 +44,12 @@ CLI_MAY_IMPORT = ("bundler.api", "bundler.errors", "bundler.cli")
 NOT_YET_ON_THE_API = {
     "bundler.cli.config_cmds": {
         "bundler.config.file",
+        "bundler.config.secretkey",
         "bundler.config.secretstore",
         "bundler.config.store",
         "bundler.install.bind_secrets",
-        "bundler.install.undo",
+        "bundler.install.receipts",
+        "bundler.rules.config_view",
         "bundler.rules.findings",
         "bundler.rules.layout",
         "bundler.rules.paths",

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from bundler.api.operations import (
         backup,
+        backup_to_registry,
         doctor,
         export_agent,
         find_install,
@@ -41,10 +42,14 @@ if TYPE_CHECKING:
         pack,
         plan_import,
         prune_backups,
+        prune_cache,
+        prune_registry_backups,
         pull,
         push,
         recover,
+        registry_backups,
         restore,
+        restore_from_registry,
         save_skill,
         secrets_template,
         show_home,
@@ -66,10 +71,14 @@ if TYPE_CHECKING:
         PushOptions,
         RecoverOptions,
         RecoverWhat,
+        RegistryBackupOptions,
+        RegistryPruneOptions,
+        RegistryRestoreOptions,
         RestoreOptions,
         SecretsTemplateOptions,
         UndoOptions,
         UnpackOptions,
+        VerifyBackupOptions,
     )
     from bundler.api.reading import (
         inspect,
@@ -89,13 +98,13 @@ if TYPE_CHECKING:
     from bundler.bundle.archive import (
         ArchiveReport,
     )
-    from bundler.bundle.export import (
+    from bundler.bundle.export_report import (
         ExportReport,
     )
     from bundler.bundle.inspect import (
         InspectReport,
     )
-    from bundler.bundle.verify import (
+    from bundler.bundle.verify_report import (
         VerifyReport,
     )
     from bundler.errors import (
@@ -109,7 +118,6 @@ if TYPE_CHECKING:
     from bundler.home.backup import (
         BackupReport,
     )
-    from bundler.home.backup import VerifyReport as BackupCheck
     from bundler.home.keep import Listing as BackupListing
     from bundler.home.keep import PruneReport
     from bundler.home.restore import (
@@ -117,6 +125,7 @@ if TYPE_CHECKING:
     )
     from bundler.home.show import HomeInit, HomeReport
     from bundler.home.skills import SavedSkill, SkillInfo
+    from bundler.home.verify import VerifyReport as BackupCheck
     from bundler.install.bind_secrets import (
         SECRET_ARGUMENT_WARNING,
         Prompter,
@@ -125,15 +134,26 @@ if TYPE_CHECKING:
     from bundler.install.doctor import (
         DoctorReport,
     )
-    from bundler.install.importer import (
+    from bundler.install.import_types import (
         ImportReport,
+    )
+    from bundler.install.receipts import (
+        ReceiptInfo,
     )
     from bundler.install.secrets_template import (
         SecretsTemplate,
     )
     from bundler.install.undo import (
-        ReceiptInfo,
         UndoReport,
+    )
+    from bundler.registry.backup_oci import (
+        RegistryBackupListing,
+        RegistryBackupReport,
+        RegistryPruneReport,
+        RegistryRestoreReport,
+    )
+    from bundler.registry.cache import (
+        CachePruneReport,
     )
     from bundler.registry.login import (
         LoginReport,
@@ -163,6 +183,7 @@ __all__ = [
     "BackupReport",
     "BundleKind",
     "BundlerError",
+    "CachePruneReport",
     "DoctorOptions",
     "DoctorReport",
     "EnvironmentFailure",
@@ -194,7 +215,14 @@ __all__ = [
     "RecoverWhat",
     "RecoveryReport",
     "Refused",
+    "RegistryBackupListing",
+    "RegistryBackupOptions",
+    "RegistryBackupReport",
     "RegistryOptions",
+    "RegistryPruneOptions",
+    "RegistryPruneReport",
+    "RegistryRestoreOptions",
+    "RegistryRestoreReport",
     "RestoreOptions",
     "RestoreReport",
     "SECRET_ARGUMENT_WARNING",
@@ -207,8 +235,10 @@ __all__ = [
     "UndoReport",
     "UnpackOptions",
     "UsageError",
+    "VerifyBackupOptions",
     "VerifyReport",
     "backup",
+    "backup_to_registry",
     "doctor",
     "export_agent",
     "find_install",
@@ -227,10 +257,14 @@ __all__ = [
     "pack",
     "plan_import",
     "prune_backups",
+    "prune_cache",
+    "prune_registry_backups",
     "pull",
     "push",
     "recover",
+    "registry_backups",
     "restore",
+    "restore_from_registry",
     "save_skill",
     "secrets_template",
     "show_home",
@@ -247,21 +281,22 @@ __all__ = [
 # the module calls it otherwise)
 _WHERE = {
     "ArchiveReport": "bundler.bundle.archive",
-    "BackupCheck": "bundler.home.backup:VerifyReport",
+    "BackupCheck": "bundler.home.verify:VerifyReport",
     "BackupListing": "bundler.home.keep:Listing",
     "BackupOptions": "bundler.api.options",
     "BackupReport": "bundler.home.backup",
     "BundleKind": "bundler.api.source",
     "BundlerError": "bundler.errors",
+    "CachePruneReport": "bundler.registry.cache",
     "DoctorOptions": "bundler.api.options",
     "DoctorReport": "bundler.install.doctor",
     "EnvironmentFailure": "bundler.errors",
     "ExportOptions": "bundler.api.options",
-    "ExportReport": "bundler.bundle.export",
+    "ExportReport": "bundler.bundle.export_report",
     "HomeInit": "bundler.home.show",
     "HomeReport": "bundler.home.show",
     "ImportOptions": "bundler.api.options",
-    "ImportReport": "bundler.install.importer",
+    "ImportReport": "bundler.install.import_types",
     "InspectReport": "bundler.bundle.inspect",
     "Interrupted": "bundler.errors",
     "InvalidInput": "bundler.errors",
@@ -280,12 +315,19 @@ _WHERE = {
     "PushOptions": "bundler.api.options",
     "PushReport": "bundler.registry.push",
     "REFERENCE_SCHEME": "bundler.api.source",
-    "ReceiptInfo": "bundler.install.undo",
+    "ReceiptInfo": "bundler.install.receipts",
     "RecoverOptions": "bundler.api.options",
     "RecoverWhat": "bundler.api.options",
     "RecoveryReport": "bundler.rules.actions",
     "Refused": "bundler.errors",
+    "RegistryBackupListing": "bundler.registry.backup_oci",
+    "RegistryBackupOptions": "bundler.api.options",
+    "RegistryBackupReport": "bundler.registry.backup_oci",
     "RegistryOptions": "bundler.api.source",
+    "RegistryPruneOptions": "bundler.api.options",
+    "RegistryPruneReport": "bundler.registry.backup_oci",
+    "RegistryRestoreOptions": "bundler.api.options",
+    "RegistryRestoreReport": "bundler.registry.backup_oci",
     "RestoreOptions": "bundler.api.options",
     "RestoreReport": "bundler.home.restore",
     "SECRET_ARGUMENT_WARNING": "bundler.install.bind_secrets",
@@ -298,8 +340,10 @@ _WHERE = {
     "UndoReport": "bundler.install.undo",
     "UnpackOptions": "bundler.api.options",
     "UsageError": "bundler.errors",
-    "VerifyReport": "bundler.bundle.verify",
+    "VerifyBackupOptions": "bundler.api.options",
+    "VerifyReport": "bundler.bundle.verify_report",
     "backup": "bundler.api.operations",
+    "backup_to_registry": "bundler.api.operations",
     "doctor": "bundler.api.operations",
     "export_agent": "bundler.api.operations",
     "find_install": "bundler.api.operations",
@@ -318,10 +362,14 @@ _WHERE = {
     "pack": "bundler.api.operations",
     "plan_import": "bundler.api.operations",
     "prune_backups": "bundler.api.operations",
+    "prune_cache": "bundler.api.operations",
+    "prune_registry_backups": "bundler.api.operations",
     "pull": "bundler.api.operations",
     "push": "bundler.api.operations",
     "recover": "bundler.api.operations",
+    "registry_backups": "bundler.api.operations",
     "restore": "bundler.api.operations",
+    "restore_from_registry": "bundler.api.operations",
     "save_skill": "bundler.api.operations",
     "secrets_template": "bundler.api.operations",
     "show_home": "bundler.api.operations",

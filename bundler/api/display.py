@@ -1,5 +1,6 @@
 """How bundler shows what its reports hold, for a program that prints them as the command line
-does: names and paths made safe for a terminal, sizes, and commands to paste.
+does: names and paths made safe for a terminal, sizes (and a size a person typed, read back),
+and commands to paste.
 
 A report's strings come from bundles, configs and registries, that is from other people:
 print them through :func:`escape_display`, which makes control characters and undecodable bytes
@@ -12,6 +13,6 @@ from __future__ import annotations
 
 from bundler.rules.hints import PROGRAM, Hinted, command, lines
 from bundler.rules.names import escape_display
-from bundler.rules.units import human_size
+from bundler.rules.units import human_size, parse_size
 
-__all__ = ["PROGRAM", "Hinted", "command", "escape_display", "human_size", "lines"]
+__all__ = ["PROGRAM", "Hinted", "command", "escape_display", "human_size", "lines", "parse_size"]

@@ -25,10 +25,14 @@ from bundler.api.options import (
     PushOptions,
     RecoverOptions,
     RecoverWhat,
+    RegistryBackupOptions,
+    RegistryPruneOptions,
+    RegistryRestoreOptions,
     RestoreOptions,
     SecretsTemplateOptions,
     UndoOptions,
     UnpackOptions,
+    VerifyBackupOptions,
 )
 from bundler.api.source import (
     BundleKind,
@@ -43,19 +47,27 @@ from bundler.rules.progress import Progress
 
 if TYPE_CHECKING:
     from bundler.bundle.archive import ArchiveReport
-    from bundler.bundle.export import ExportReport
+    from bundler.bundle.export_report import ExportReport
     from bundler.home.backup import BackupReport
-    from bundler.home.backup import VerifyReport as BackupCheck
     from bundler.home.keep import Listing as BackupListing
     from bundler.home.keep import PruneReport
     from bundler.home.restore import RestoreReport
     from bundler.home.show import HomeInit, HomeReport
     from bundler.home.skills import SavedSkill, SkillInfo
+    from bundler.home.verify import VerifyReport as BackupCheck
     from bundler.install.bind_secrets import Prompter
     from bundler.install.doctor import DoctorReport
-    from bundler.install.importer import ImportReport
+    from bundler.install.import_types import ImportReport
+    from bundler.install.receipts import ReceiptInfo
     from bundler.install.secrets_template import SecretsTemplate
-    from bundler.install.undo import ReceiptInfo, UndoReport
+    from bundler.install.undo import UndoReport
+    from bundler.registry.backup_oci import (
+        RegistryBackupListing,
+        RegistryBackupReport,
+        RegistryPruneReport,
+        RegistryRestoreReport,
+    )
+    from bundler.registry.cache import CachePruneReport
     from bundler.registry.login import LoginReport, LogoutReport
     from bundler.registry.pull import PullReport
     from bundler.registry.push import PushReport
@@ -99,8 +111,9 @@ def _import(
     dry_run: bool,
 ) -> ImportReport:
     from bundler.install import importer
+    from bundler.install.import_types import ImportOptions as LibraryImportOptions
 
-    chosen = importer.ImportOptions(
+    chosen = LibraryImportOptions(
         as_alias=options.as_alias,
         binds=dict(options.binds),
         secrets=options.secrets,
@@ -161,8 +174,9 @@ def undo_import(
     """Remove what the import recorded in ``receipt`` added (03 §4); ``"last"`` names the newest
     import not yet undone. Never a byte written since: the report lists the files kept."""
     from bundler.install import undo
+    from bundler.install.receipts import resolve_receipt
 
-    path = undo.resolve_receipt(install, receipt) if receipt == "last" else Path(receipt)
+    path = resolve_receipt(install, receipt) if receipt == "last" else Path(receipt)
     return undo.undo_import(install, path, dry_run=options.dry_run)
 
 
@@ -207,18 +221,35 @@ def pull(
 
     ref = parse_reference(reference)
     puller = pull_archive if os.fspath(dest).endswith(ARCHIVE_SUFFIXES) else pull_bundle
-    report = puller(ref, dest, options.registry._library(), force=options.force, progress=progress)
+    report = puller(
+        ref,
+        dest,
+        options.registry._library(),
+        force=options.force,
+        progress=progress,
+        cache=not options.registry.no_cache,
+    )
     warning = ref.unpinned_warning(report.digest)
     if warning is not None:
         report.warnings.insert(0, warning)
     return report
 
 
+def prune_cache(max_bytes: int | None = None, *, dry_run: bool = False) -> CachePruneReport:
+    """Remove the least recently used blobs of the layer cache (``bundle cache --prune``)
+    until it holds at most ``max_bytes`` (default: ``$BUNDLER_CACHE_MAX_SIZE``, else 2 GiB);
+    a partial download another pull is writing is left. The report lists what was removed
+    (with ``dry_run``, what would be: ``bundle cache``) and what is kept."""
+    from bundler.registry.cache import prune
+
+    return prune(os.environ, max_bytes, dry_run=dry_run)
+
+
 def list_tags(reference: str, registry: RegistryOptions = RegistryOptions()) -> list[str]:
     """The tags of the repository ``oci://HOST[:PORT]/REPO`` names, sorted (every page of the
     registry's list, bounded); :class:`Refused` when the repository does not exist."""
     from bundler.errors import withholding
-    from bundler.registry.http import Session
+    from bundler.registry.distribution import Session
     from bundler.registry.reference import parse_reference
 
     ref = parse_reference(reference)
@@ -293,16 +324,30 @@ def backup(
         base=options.base,
         full=options.full,
         compression=options.compression,
+        encrypt_to=options.encrypt_to,
+        age_identities=options.age_identities,
+        age_passphrase=options.age_passphrase,
     )
 
 
-def verify_backup(backup_zip: Path, *, progress: Progress | None = None) -> BackupCheck:
+def verify_backup(
+    backup_zip: Path,
+    options: VerifyBackupOptions = VerifyBackupOptions(),
+    *,
+    progress: Progress | None = None,
+) -> BackupCheck:
     """Check a backup zip completely, changing nothing (04 §5.2): every entry allowed, every
-    digest matching ``backup.json``, the database passing its integrity check. A fault raises
-    :class:`InvalidInput` naming the entry."""
-    from bundler.home.backup import verify_backup as check
+    digest matching ``backup.json``, the database passing its integrity check; an encrypted
+    one (``NAME.zip.age``) decrypted with ``options.age_identities`` first (04 §5.6). A fault
+    raises :class:`InvalidInput` naming the entry."""
+    from bundler.home.verify import verify_backup as check
 
-    return check(backup_zip, progress=progress)
+    return check(
+        backup_zip,
+        progress=progress,
+        age_identities=options.age_identities,
+        age_passphrase=options.age_passphrase,
+    )
 
 
 def list_backups(
@@ -312,7 +357,12 @@ def list_backups(
     with its time, size and files, and whether it passed a full check when asked for one."""
     from bundler.home import keep
 
-    return keep.list_backups(keep.backups_folder(project, options.to), verify=options.verify)
+    return keep.list_backups(
+        keep.backups_folder(project, options.to),
+        verify=options.verify,
+        age_identities=options.age_identities,
+        age_passphrase=options.age_passphrase,
+    )
 
 
 def prune_backups(project: Path, options: PruneOptions) -> PruneReport:
@@ -340,7 +390,89 @@ def restore(
     from bundler.home.restore import restore_home
 
     return restore_home(
-        project, backup_zip, home=options.home, force=options.force, progress=progress
+        project,
+        backup_zip,
+        home=options.home,
+        force=options.force,
+        progress=progress,
+        age_identities=options.age_identities,
+        age_passphrase=options.age_passphrase,
+    )
+
+
+def backup_to_registry(
+    project: Path,
+    reference: str,
+    options: RegistryBackupOptions = RegistryBackupOptions(),
+    *,
+    progress: Progress | None = None,
+) -> RegistryBackupReport:
+    """Back up the data home of ``project`` to the repository ``oci://HOST/REPO``
+    (``reference``, without a tag): one layer per part, a part the repository holds not sent
+    again, tagged by the backup's time (04 §5.5). The report pins the digest to restore."""
+    from bundler.registry.backup_oci import backup_to_registry as push_backup
+    from bundler.registry.reference import parse_reference
+
+    return push_backup(
+        project,
+        parse_reference(reference),
+        options.registry._library(),
+        compression=options.compression,
+        progress=progress,
+    )
+
+
+def registry_backups(
+    reference: str, registry: RegistryOptions = RegistryOptions()
+) -> RegistryBackupListing:
+    """The backups in the repository ``oci://HOST/REPO``, oldest first, with the time, bytes
+    and files their manifests carry (04 §5.5)."""
+    from bundler.registry.backup_oci import list_registry_backups
+    from bundler.registry.reference import parse_reference
+
+    return list_registry_backups(parse_reference(reference), registry._library())
+
+
+def prune_registry_backups(
+    reference: str, options: RegistryPruneOptions = RegistryPruneOptions()
+) -> RegistryPruneReport:
+    """Delete the backups of the repository ``oci://HOST/REPO`` the retention rules do not
+    keep (04 §5.4, §5.5); never the newest, never a manifest a kept tag names."""
+    from bundler.registry.backup_oci import prune_registry_backups as prune
+    from bundler.registry.reference import parse_reference
+    from bundler.rules.retention import Policy
+
+    for name in ("keep_last", "keep_daily", "keep_weekly", "keep_monthly"):
+        if getattr(options, name) < 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be 0 or more")
+    policy = Policy(
+        options.keep_last, options.keep_daily, options.keep_weekly, options.keep_monthly
+    )
+    return prune(
+        parse_reference(reference), options.registry._library(), policy, dry_run=options.dry_run
+    )
+
+
+def restore_from_registry(
+    project: Path,
+    reference: str,
+    options: RegistryRestoreOptions = RegistryRestoreOptions(),
+    *,
+    progress: Progress | None = None,
+) -> RegistryRestoreReport:
+    """Restore the backup ``oci://HOST/REPO@sha256:…`` (or ``:TAG``) into the data home of
+    ``project`` (04 §5.5): pulled into a private folder, every digest checked, put together as
+    a backup zip and restored as :func:`restore` restores one."""
+    from bundler.registry.backup_oci import restore_from_registry as pull_restore
+    from bundler.registry.reference import parse_reference
+
+    return pull_restore(
+        project,
+        parse_reference(reference),
+        options.registry._library(),
+        home=options.home,
+        force=options.force,
+        progress=progress,
     )
 
 
@@ -369,7 +501,7 @@ def recover(
 
         return RecoveryReport(recover_destination(path, dry_run=options.dry_run))
     if what is RecoverWhat.INSTALL:
-        from bundler.install.journal import recover_install
+        from bundler.install.recovery import recover_install
 
         return RecoveryReport(recover_install(path, dry_run=options.dry_run))
     from bundler.home.restore import recover_home
@@ -424,7 +556,7 @@ def find_install(given: str | os.PathLike[str] | None = None) -> Path:
 def list_imports(install: Path) -> list[ReceiptInfo]:
     """The install's import receipts, newest first, each with its agent, bundle, date and state
     (what :func:`undo_import` takes is each one's ``path``). Reads only."""
-    from bundler.install.undo import list_receipts
+    from bundler.install.receipts import list_receipts
 
     return list_receipts(install)
 

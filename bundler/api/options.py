@@ -112,21 +112,45 @@ class BackupOptions:
     """``home backup``'s options: the zip to create (default: a new one in the home's
     ``backups/``); the earlier backup whose unchanged entries are copied (``base``, default the
     newest in the target folder), or none (``full``); the deflate level of new entries
-    (``compression``: ``fast``, ``default``, ``best`` or ``none``)."""
+    (``compression``: ``fast``, ``default``, ``best`` or ``none``). ``encrypt_to`` (age or SSH
+    public keys, or ``@FILE`` of them) writes ``NAME.zip.age`` instead, the zip encrypted to
+    them; ``age_identities`` (age identity files or unprotected SSH private keys) then open an
+    encrypted base, which is otherwise not used (04 §5.6)."""
 
     to: Path | None = None
     base: Path | None = None
     full: bool = False
     compression: str = "default"
+    encrypt_to: tuple[str, ...] = ()
+    age_identities: tuple[Path, ...] = ()
+    age_passphrase: Callable[[str], str] | None = None
+    """Asks for the passphrase of a protected SSH key among ``age_identities`` (given the
+    key as shown); ``None``: such a key is refused, never read blind."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class VerifyBackupOptions:
+    """``home verify-backup``'s options: the identities that open an encrypted backup
+    (``age_identities``: age identity files or unprotected SSH private keys; 04 §5.6)."""
+
+    age_identities: tuple[Path, ...] = ()
+    age_passphrase: Callable[[str], str] | None = None
+    """Asks for the passphrase of a protected SSH key among ``age_identities``; ``None``:
+    such a key is refused, never read blind."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class ListBackupsOptions:
     """``home backups``' options: the folder of backups (default: the home's ``backups/``), and
-    whether to check each one fully, as :func:`verify_backup` does (``verify``)."""
+    whether to check each one fully, as :func:`verify_backup` does (``verify``; an encrypted
+    one only when ``age_identities`` open it, 04 §5.6)."""
 
     to: Path | None = None
     verify: bool = False
+    age_identities: tuple[Path, ...] = ()
+    age_passphrase: Callable[[str], str] | None = None
+    """Asks for the passphrase of a protected SSH key among ``age_identities``; ``None``:
+    such a key is refused, never read blind."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,11 +170,51 @@ class PruneOptions:
 
 @dataclass(frozen=True, kw_only=True)
 class RestoreOptions:
-    """``home restore``'s options: the home to restore into (default: the project's), and
-    whether to restore over a database that looks in use (``force``)."""
+    """``home restore``'s options: the home to restore into (default: the project's),
+    whether to restore over a database that looks in use (``force``), and the identities that
+    open an encrypted backup (``age_identities``: age identity files or unprotected SSH private
+    keys; 04 §5.6)."""
 
     home: Path | None = None
     force: bool = False
+    age_identities: tuple[Path, ...] = ()
+    age_passphrase: Callable[[str], str] | None = None
+    """Asks for the passphrase of a protected SSH key among ``age_identities``; ``None``:
+    such a key is refused, never read blind."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegistryBackupOptions:
+    """``home backup --to oci://…``'s options: the deflate level of the backup's entries
+    (``compression``: ``fast``, ``default``, ``best`` or ``none``), and how to reach the
+    registry. No base: the registry keeps each unchanged part once."""
+
+    compression: str = "default"
+    registry: RegistryOptions = RegistryOptions()
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegistryRestoreOptions:
+    """``home restore oci://…``'s options: those of :class:`RestoreOptions`, and how to reach
+    the registry."""
+
+    home: Path | None = None
+    force: bool = False
+    registry: RegistryOptions = RegistryOptions()
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegistryPruneOptions:
+    """``home prune --to oci://…``'s options: how many backups, or days, ISO weeks and months
+    with one, to keep (restic's ``forget`` rules, 04 §5.4; at least one), whether to only say
+    what would go (``dry_run``), and how to reach the registry."""
+
+    keep_last: int = 0
+    keep_daily: int = 0
+    keep_weekly: int = 0
+    keep_monthly: int = 0
+    dry_run: bool = False
+    registry: RegistryOptions = RegistryOptions()
 
 
 class RecoverWhat(enum.Enum):

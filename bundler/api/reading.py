@@ -24,7 +24,7 @@ from bundler.rules.progress import Progress
 
 if TYPE_CHECKING:
     from bundler.bundle.inspect import InspectReport
-    from bundler.bundle.verify import VerifyReport
+    from bundler.bundle.verify_report import VerifyReport
 
 
 def verify(

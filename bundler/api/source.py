@@ -21,8 +21,8 @@ from bundler.rules.progress import Progress
 if TYPE_CHECKING:
     from bundler.bundle.archive_listing import ListedMember
     from bundler.bundle.archive_read import Digests
-    from bundler.bundle.verify import VerifyReport
-    from bundler.registry.http import Options
+    from bundler.bundle.verify_report import VerifyReport
+    from bundler.registry.transport import Options
 
 REFERENCE_SCHEME = "oci://"
 """How a BUNDLE names a registry artifact (:data:`bundler.registry.reference.SCHEME`; a test
@@ -39,16 +39,19 @@ class RegistryOptions:
     only), and which CA file's certificates to trust besides the system's. ``username`` and
     ``password`` are credentials for this call alone; ``authfile`` the one credentials file to
     read; without them credentials are searched where podman, skopeo and docker keep them
-    (:mod:`bundler.registry.auth`)."""
+    (:mod:`bundler.registry.auth`). ``no_cache``: a pull (``pull``, and ``open_bundle`` of a
+    reference, under ``verify``, ``inspect`` and the import) neither reads nor writes the
+    layer cache (:mod:`bundler.registry.cache`); every blob is downloaded."""
 
     plain_http: bool = False
     ca_file: Path | None = None
     username: str | None = None
     password: str | None = field(default=None, repr=False)
     authfile: Path | None = None
+    no_cache: bool = False
 
     def _library(self) -> Options:
-        from bundler.registry.http import Options
+        from bundler.registry.transport import Options
 
         return Options(
             plain_http=self.plain_http,
@@ -165,7 +168,13 @@ def open_bundle(
     digests: Digests = {}
     library = registry._library()
     with pulled(
-        ref, library, progress=progress, list_only=list_only, listed=listed, digests=digests
+        ref,
+        library,
+        progress=progress,
+        list_only=list_only,
+        listed=listed,
+        digests=digests,
+        cache=not registry.no_cache,
     ) as copy:
         folder, digest, scrub = copy
         pinned = str(ref.with_digest(digest))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bundler.cli.args_registry import add_registry_options
+from bundler.cli.args_registry import add_cache_option, add_registry_options
 from bundler.cli.parser import Tree
 
 # command words -> "module:function" of its handler
@@ -101,6 +101,7 @@ def add(groups: Any, tree: Tree) -> None:
         help="the bundle folder or archive, or oci://HOST/REPO[:TAG|@DIGEST] (not with --undo)",
     )
     add_registry_options(imp)
+    add_cache_option(imp)
     imp.add_argument(
         "--undo",
         metavar="RECEIPT",

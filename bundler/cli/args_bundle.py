@@ -1,11 +1,11 @@
-"""The parser of ``bundler bundle``: verify, inspect, pack, unpack, push, pull, tags and
-secrets-template."""
+"""The parser of ``bundler bundle``: verify, inspect, pack, unpack, push, pull, cache, tags
+and secrets-template."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from bundler.cli.args_registry import CREDENTIALS_HELP, add_registry_options
+from bundler.cli.args_registry import CREDENTIALS_HELP, add_cache_option, add_registry_options
 from bundler.cli.parser import Tree
 
 # command words -> "module:function" of its handler
@@ -16,6 +16,7 @@ HANDLERS: dict[tuple[str, ...], str] = {
     ("bundle", "push"): "bundler.cli.registry_cmds:push",
     ("bundle", "pull"): "bundler.cli.registry_cmds:pull",
     ("bundle", "tags"): "bundler.cli.registry_cmds:tags",
+    ("bundle", "cache"): "bundler.cli.registry_cmds:cache",
     ("bundle", "pack"): "bundler.cli.bundle_cmds:pack",
     ("bundle", "unpack"): "bundler.cli.bundle_cmds:unpack",
 }
@@ -41,6 +42,7 @@ EXAMPLES: dict[tuple[str, ...], list[list[str]]] = {
     ("bundle", "pull"): [
         ["oci://registry.example/agents/researcher@sha256:<digest>", "./researcher.bundle"],
     ],
+    ("bundle", "cache"): [[], ["--prune"], ["--prune", "--max-size", "500MiB", "--json"]],
     ("bundle", "tags"): [
         ["oci://registry.example/agents/researcher"],
         ["oci://localhost:5000/agents/r", "--plain-http", "--json"],
@@ -54,7 +56,7 @@ EXAMPLES: dict[tuple[str, ...], list[list[str]]] = {
 
 
 def add(groups: Any, tree: Tree) -> None:
-    """``bundle verify|inspect|pack|unpack|push|pull|tags|secrets-template``."""
+    """``bundle verify|inspect|pack|unpack|push|pull|cache|tags|secrets-template``."""
     bundle_help = "verify, inspect, pack and unpack bundles, write a secrets template"
     bundle_parser = tree.command(groups, "bundle", bundle_help)
     if not tree.wanted("bundle"):
@@ -71,6 +73,7 @@ def add(groups: Any, tree: Tree) -> None:
             help="the bundle folder or archive, or oci://HOST/REPO[:TAG|@DIGEST]",
         )
         add_registry_options(reader)
+        add_cache_option(reader)
     pack = tree.command(bundle, "pack", "write a bundle folder as one deterministic tar file")
     pack.add_argument("dir", metavar="DIR", help="the bundle folder")
     pack.add_argument("file", metavar="FILE", help="the archive to create (FILE.tar)")
@@ -100,7 +103,22 @@ def add(groups: Any, tree: Tree) -> None:
     pull.add_argument("dest", metavar="DIR", help="the bundle folder to create")
     pull.add_argument("--force", action="store_true", help="replace an existing bundle folder")
     add_registry_options(pull)
+    add_cache_option(pull)
     pull.epilog = f"{CREDENTIALS_HELP}\n\n{pull.epilog}"
+    cache = tree.command(
+        bundle,
+        "cache",
+        "show the layer cache of pulled blobs, or prune it (least recently used first)",
+    )
+    cache.add_argument(
+        "--prune", action="store_true", help="remove blobs until the cache fits its bound"
+    )
+    cache.add_argument(
+        "--max-size",
+        metavar="SIZE",
+        help="the bound: bytes, or with a unit (500MiB, 2GiB); default "
+        "$BUNDLER_CACHE_MAX_SIZE, else 2GiB",
+    )
     tags = tree.command(bundle, "tags", "list the tags of a repository in an OCI registry")
     tags.add_argument("ref", metavar="REF", help="oci://HOST[:PORT]/REPO")
     add_registry_options(tags)
@@ -117,3 +135,4 @@ def add(groups: Any, tree: Tree) -> None:
     )
     template.add_argument("--force", action="store_true", help="replace an existing FILE")
     add_registry_options(template)
+    add_cache_option(template)

@@ -22,9 +22,11 @@ EXAMPLES: dict[tuple[str, ...], list[list[str]]] = {
 def add(groups: Any, tree: Tree) -> None:
     """``recover`` and ``doctor``."""
     recover = tree.command(
-        groups, "recover", "repair what an interrupted export, import or restore left"
+        groups, "recover", "repair what an interrupted export, import, backup or restore left"
     )
-    recover.add_argument("dest", nargs="?", metavar="DEST", help="an export destination")
+    recover.add_argument(
+        "dest", nargs="?", metavar="DEST", help="an export destination, or a home backup's --to DIR"
+    )
     recover.add_argument("--home", metavar="DIR", help="a data home with an interrupted restore")
     recover.add_argument(
         "--scan", metavar="DIR", help="list leftovers among DIR's children, changing nothing"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from bundler.cli.args_registry import add_registry_options
 from bundler.cli.parser import Tree
 
 # command words -> "module:function" of its handler
@@ -29,12 +30,34 @@ EXAMPLES: dict[tuple[str, ...], list[list[str]]] = {
         ["list"],
         ["save", "weekly-report", "--description", "the weekly report", "--file", "SKILL.md"],
     ],
-    ("home", "backup"): [["--to", "./backups"]],
+    ("home", "backup"): [["--to", "./backups"], ["--to", "oci://registry.example/me/backups"]],
     ("home", "verify-backup"): [["./backups/home.zip"]],
-    ("home", "restore"): [["./backups/home.zip"], ["./backups/home.zip", "--home", "DIR"]],
-    ("home", "backups"): [[], ["--to", "/mnt/usb/backups", "--verify"]],
-    ("home", "prune"): [["--keep-last", "3", "--keep-daily", "7", "--dry-run"]],
+    ("home", "restore"): [
+        ["./backups/home.zip"],
+        ["./backups/home.zip", "--home", "DIR"],
+        ["oci://registry.example/me/backups@sha256:<digest>"],
+    ],
+    ("home", "backups"): [
+        [],
+        ["--to", "/mnt/usb/backups", "--verify"],
+        ["--to", "oci://registry.example/me/backups"],
+    ],
+    ("home", "prune"): [
+        ["--keep-last", "3", "--keep-daily", "7", "--dry-run"],
+        ["--to", "oci://registry.example/me/backups", "--keep-daily", "7"],
+    ],
 }
+
+
+def _age_identity(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--age-identity FILE`` (repeatable) of the home commands reading an encrypted backup."""
+    parser.add_argument(
+        "--age-identity",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help=f"{what} with FILE: an age identity file or an SSH private key (repeatable)",
+    )
 
 
 def add(groups: Any, tree: Tree) -> None:
@@ -73,7 +96,8 @@ def add(groups: Any, tree: Tree) -> None:
     backup.add_argument(
         "--to",
         metavar="FILE",
-        help="the zip to create (never replaced), or an existing folder for a timestamped zip",
+        help="the zip to create (never replaced), or an existing folder for a timestamped zip, "
+        "or oci://HOST/REPO: a registry repository, the backup tagged by its time",
     )
     backup.add_argument(
         "--base",
@@ -92,18 +116,38 @@ def add(groups: Any, tree: Tree) -> None:
         action="store_true",
         help="compress every entry afresh, copying nothing from an earlier backup",
     )
-    tree.command(home, "verify-backup", "check a backup zip, changing nothing").add_argument(
-        "file", metavar="FILE", help="the backup zip"
+    backup.add_argument(
+        "--encrypt-to",
+        action="append",
+        default=[],
+        metavar="RECIPIENT",
+        help="write NAME.zip.age, encrypted to RECIPIENT: an age public key (age1...), an "
+        "ssh-ed25519 or ssh-rsa public key, or @FILE of them (repeatable)",
     )
+    _age_identity(backup, "with --encrypt-to: open an encrypted base")
+    add_registry_options(backup)
+    verify = tree.command(home, "verify-backup", "check a backup zip, changing nothing")
+    verify.add_argument("file", metavar="FILE", help="the backup zip (or .zip.age)")
+    _age_identity(verify, "open an encrypted backup")
     listed = tree.command(home, "backups", "list the backups of the home (or of --to DIR)", project)
-    listed.add_argument("--to", metavar="DIR", help="the folder of backups (default: the home's)")
+    listed.add_argument(
+        "--to",
+        metavar="DIR",
+        help="the folder of backups (default: the home's), or oci://HOST/REPO",
+    )
     listed.add_argument(
         "--verify", action="store_true", help="check each backup fully, as verify-backup does"
     )
+    _age_identity(listed, "with --verify: open the encrypted backups")
+    add_registry_options(listed)
     prune = tree.command(
         home, "prune", "remove the backups a retention policy does not keep", project
     )
-    prune.add_argument("--to", metavar="DIR", help="the folder of backups (default: the home's)")
+    prune.add_argument(
+        "--to",
+        metavar="DIR",
+        help="the folder of backups (default: the home's), or oci://HOST/REPO",
+    )
     for rule, what in (
         ("last", "the N newest backups"),
         ("daily", "the newest backup of each of the N latest days"),
@@ -114,8 +158,14 @@ def add(groups: Any, tree: Tree) -> None:
     prune.add_argument(
         "--dry-run", action="store_true", help="list what would be removed, changing nothing"
     )
+    add_registry_options(prune)
     restore = tree.command(home, "restore", "restore a backup zip into the data home", project)
-    restore.add_argument("file", metavar="FILE", help="the backup zip to restore")
+    restore.add_argument(
+        "file",
+        metavar="FILE",
+        help="the backup zip (or .zip.age) to restore, or oci://HOST/REPO@sha256:DIGEST (or :TAG)",
+    )
+    _age_identity(restore, "open an encrypted backup")
     restore.add_argument(
         "--home", dest="target_home", metavar="DIR", help="restore into this data home instead"
     )
@@ -124,3 +174,4 @@ def add(groups: Any, tree: Tree) -> None:
         action="store_true",
         help="restore even though chat.db looks in use or DIR is not a data home",
     )
+    add_registry_options(restore)

@@ -67,6 +67,15 @@ def add_registry_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_cache_option(parser: argparse.ArgumentParser) -> None:
+    """``--no-cache``: for a command that pulls an ``oci://`` REF."""
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="neither read nor write the layer cache of pulled blobs: download every layer",
+    )
+
+
 def add(groups: Any, tree: Tree) -> None:
     """``login`` and ``logout``."""
     login = tree.command(

@@ -12,8 +12,9 @@ from bundler.cli.output import Output, Result
 from bundler.config.file import find_install_root
 from bundler.config.store import load_config, set_config_value
 from bundler.errors import EXIT_INVALID, Refused, UsageError
-from bundler.install.undo import unfilled_secrets
+from bundler.install.receipts import unfilled_secrets
 from bundler.rules import layout
+from bundler.rules.config_view import table
 from bundler.rules.findings import Finding
 from bundler.rules.paths import format_path
 from bundler.rules.secrets import sweep_targets
@@ -106,7 +107,8 @@ def get(args: argparse.Namespace, out: Output) -> Result:
     is_default = state == "default"
     shown: Any = value
     if args.reveal:
-        from bundler.config.secretstore import read_key_at, reveal
+        from bundler.config.secretkey import read_key_at
+        from bundler.config.secretstore import reveal
 
         shown = reveal(value, read_key_at(root), path)
     else:
@@ -222,8 +224,8 @@ def agents_list(args: argparse.Namespace, out: Output) -> Result:
     targets, _encrypted = sweep_targets(loaded.file_data, loaded.data)
     held = {target.value for target in targets}
     rows: list[dict[str, Any]] = []
-    for alias, entry in (agents if isinstance(agents, dict) else {}).items():
-        entry = entry if isinstance(entry, dict) else {}
+    for alias, raw_entry in table(agents).items():
+        entry = table(raw_entry)
         provider = entry.get("model_provider", "")
         rows.append(
             {

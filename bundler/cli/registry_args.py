@@ -38,7 +38,7 @@ def read_password_stdin() -> str:
 
 def registry_options(args: argparse.Namespace) -> RegistryOptions:
     """The registry options given (``--plain-http``, ``--ca-file``, ``--authfile``,
-    ``--username`` with ``--password-stdin``, the password read here)."""
+    ``--username`` with ``--password-stdin``, the password read here; ``--no-cache``)."""
     from bundler.api import RegistryOptions
 
     ca_file = getattr(args, "ca_file", None)
@@ -57,10 +57,12 @@ def registry_options(args: argparse.Namespace) -> RegistryOptions:
         username=username,
         password=password,
         authfile=None if authfile is None else Path(authfile),
+        no_cache=bool(getattr(args, "no_cache", False)),
     )
 
 
-def _no_registry_options(args: argparse.Namespace, what: str) -> None:
+def no_registry_options(args: argparse.Namespace, what: str) -> None:
+    """Refuse the registry options where no ``oci://`` reference was given."""
     given = [
         flag
         for flag, name in (
@@ -69,6 +71,7 @@ def _no_registry_options(args: argparse.Namespace, what: str) -> None:
             ("--authfile", "authfile"),
             ("--username", "username"),
             ("--password-stdin", "password_stdin"),
+            ("--no-cache", "no_cache"),
         )
         if getattr(args, name, None)
     ]
@@ -106,6 +109,6 @@ def opened_bundle(
         ) as bundle,
     ):
         if own and bundle.kind is not api.BundleKind.REFERENCE:
-            _no_registry_options(args, f"a bundle {bundle.kind.value}")
+            no_registry_options(args, f"a bundle {bundle.kind.value}")
         out.withhold(bundle.scrub)
         yield bundle, advance

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from bundler import api
-from bundler.api.display import escape_display
+from bundler.api.display import escape_display, human_size, parse_size
 from bundler.cli.output import Output, Result
 from bundler.cli.registry_args import opened_bundle, read_password_stdin, registry_options
 from bundler.errors import UsageError
@@ -104,3 +104,23 @@ def tags(args: argparse.Namespace, out: Output) -> Result:
     found = api.list_tags(args.ref, registry_options(args))
     text = [escape_display(tag) for tag in found]
     return Result(payload={"reference": args.ref, "tags": found}, text=text, verbatim=True)
+
+
+def cache(args: argparse.Namespace, out: Output) -> Result:
+    """Show the layer cache (what a prune would remove), or prune it (``--prune``)."""
+    bound = None
+    if args.max_size is not None:
+        bound = parse_size(args.max_size)
+        if bound is None:
+            raise UsageError(
+                f"--max-size {escape_display(args.max_size)} is no size; give bytes or a size "
+                "with a unit, such as 500MiB"
+            )
+    report = api.prune_cache(bound, dry_run=not args.prune)
+    text = [report.summary()]
+    text += [
+        f"  {'would remove' if report.dry_run else 'removed'} {item.digest[:19]}… "
+        f"({human_size(item.size)}{', partial download' if item.partial else ''})"
+        for item in report.removed
+    ]
+    return Result(payload=report.as_json(), text=text)

@@ -29,6 +29,7 @@ from typing import IO
 
 from bundler.errors import BundlerError
 from bundler.fs.digest import digest_fd
+from bundler.home.backup_age import is_encrypted
 from bundler.home.zipcheck import (
     DATABASE,
     STORE_ABOVE_RATIO,
@@ -40,7 +41,7 @@ from bundler.home.zipcheck import (
 )
 from bundler.rules.names import escape_display
 
-_NAME = re.compile(r"backup-(\d{8})-(\d{6})(?:-(\d{1,3}))?\.zip")
+_NAME = re.compile(r"backup-(\d{8})-(\d{6})(?:-(\d{1,3}))?\.zip(?:\.age)?")
 _LOCAL = struct.Struct("<4sHHHHHIIIHH")
 _CHUNK = 1 << 20
 ZIP64_FROM = 1 << 30
@@ -56,8 +57,9 @@ class BaseUnusable(Exception):
 
 
 def backup_order(name: str) -> tuple[str, str, int] | None:
-    """The sort key of a default backup name (``backup-YYYYMMDD-HHMMSS[-N].zip``), or None for
-    any other name: the newest backup of a folder is the one with the largest key."""
+    """The sort key of a default backup name (``backup-YYYYMMDD-HHMMSS[-N].zip``, or
+    ``.zip.age`` encrypted), or None for any other name: the newest backup of a folder is the
+    one with the largest key."""
     match = _NAME.fullmatch(name)
     if match is None:
         return None
@@ -65,7 +67,8 @@ def backup_order(name: str) -> tuple[str, str, int] | None:
 
 
 def newest_backup(folder: Path) -> Path | None:
-    """The newest default-named backup zip in ``folder`` (a regular file), or None."""
+    """The newest default-named backup in ``folder`` (a regular file, maybe encrypted), or
+    None."""
     try:
         names = os.listdir(folder)
     except OSError:
@@ -119,6 +122,13 @@ class Base:
 def open_base(path: Path, warnings: list[str]) -> Iterator[Base | None]:
     """The base at ``path`` opened and checked, or None (with a warning naming why)."""
     shown = escape_display(str(path))
+    if is_encrypted(path):
+        warnings.append(
+            f"{shown} is encrypted and is not used as the base: every entry is compressed "
+            "afresh (an encrypted backup given --age-identity decrypts its base privately)"
+        )
+        yield None
+        return
     try:
         with open_zip(path) as archive:
             base = Base(path, archive)

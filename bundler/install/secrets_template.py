@@ -17,7 +17,7 @@ from bundler.errors import Refused
 from bundler.rules.names import escape_display
 
 if TYPE_CHECKING:
-    from bundler.bundle.verify import VerifyReport
+    from bundler.bundle.verify_report import VerifyReport
 
 
 @dataclass

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import io
 import os
 import stat
@@ -43,8 +44,11 @@ from bundler.fs.durable import RENAME_NOREPLACE, open_dir, renameat2, write_all
 from bundler.fs.safefs import rmtree_at
 from bundler.fs.scratch import clear_dead_scratch, scratch_folder, temp_root
 from bundler.registry import artifact as art
-from bundler.registry.http import CHUNK, BlobStream, Options, Session
+from bundler.registry.cache import BlobCache, CachedBlob, layer_cache, read_through, retried
+from bundler.registry.distribution import Session
 from bundler.registry.reference import Reference
+from bundler.registry.streams import BlobStream
+from bundler.registry.transport import CHUNK, Options
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress, phase
 from bundler.rules.units import human_size
@@ -93,25 +97,61 @@ def fetch_manifest(session: Session) -> tuple[art.Artifact, str]:
     return art.parse_manifest(data, media), digest
 
 
-def fetch_config(session: Session, artifact: art.Artifact) -> bytes:
-    """The config blob (the bundle's ``zeroclaw-agent.toml``), checked against its digest."""
-    sink = io.BytesIO()
-    session.download_blob(artifact.config.digest, artifact.config.size, sink)
-    return sink.getvalue()
+def fetch_config(session: Session, artifact: art.Artifact, cache: BlobCache | None = None) -> bytes:
+    """The config blob (the bundle's ``zeroclaw-agent.toml``), checked against its digest;
+    through the layer ``cache`` when given."""
+    config = artifact.config
+    if cache is None:
+        sink = io.BytesIO()
+        session.download_blob(config.digest, config.size, sink)
+        return sink.getvalue()
+
+    def whole(blob: CachedBlob) -> bytes:
+        return b"".join(iter(lambda: blob.read(CHUNK), b""))
+
+    return read_through(cache, session, config.digest, config.size, None, whole)
 
 
-def check_space(dir_fd: int, artifact: art.Artifact, *, unpacked: bool) -> None:
-    """Refuse before a byte is fetched when the filesystem of ``dir_fd`` cannot hold what the
-    pull writes there: each layer once for an archive; for a folder (``unpacked``) a layer's
-    blob and its unpacked copy side by side for a moment, so the largest twice."""
+def check_space(
+    dir_fd: int,
+    artifact: art.Artifact,
+    *,
+    unpacked: bool,
+    cache: BlobCache | None = None,
+    fetched: list[art.Descriptor] | None = None,
+) -> None:
+    """Refuse before a byte is fetched when the filesystems written cannot hold what the pull
+    writes: at ``dir_fd`` each of ``artifact``'s layers once (an archive's members, or a
+    folder's files); for a folder (``unpacked``) pulled without the ``cache``, also the blob
+    of the layer being unpacked beside its files, so the largest twice. With the cache, the
+    bytes of the ``fetched`` layers (default: the artifact's) that it does not hold yet, on
+    its filesystem; one sum when the two are the same filesystem."""
     sizes = [layer.size for layer in artifact.layers]
-    needed = sum(sizes) + (max(sizes) if unpacked else 0)
+    here = sum(sizes) + (max(sizes, default=0) if unpacked and cache is None else 0)
+    there = 0
+    if cache is not None:
+        layers = artifact.layers if fetched is None else fetched
+        there = sum(layer.size - cache.present(layer.digest, layer.size) for layer in layers)
     st = os.fstatvfs(dir_fd)
+    same = cache is not None and os.fstat(cache.fd).st_dev == os.fstat(dir_fd).st_dev
+    needed = here + there if same else here
     if needed > st.f_bavail * st.f_frsize:
         raise Refused(
             f"the artifact needs about {human_size(needed)} and the destination's filesystem "
             f"has {human_size(st.f_bavail * st.f_frsize)} free; free some space and try again"
+            + (" (the layer cache shares it: 'bundler bundle cache --prune' or --no-cache)")
+            * (same and there > 0)
         )
+    if cache is not None and not same:
+        free = os.fstatvfs(cache.fd)
+        if there > free.f_bavail * free.f_frsize:
+            raise Refused(
+                f"the layers to download need about {human_size(there)} in the layer cache "
+                f"{escape_display(str(cache.path))}, whose filesystem has "
+                f"{human_size(free.f_bavail * free.f_frsize)} free; prune it ('bundler bundle "
+                "cache --prune --max-size SIZE') or pull with --no-cache",
+                path=str(cache.path),
+            )
 
 
 def pull_into(
@@ -122,8 +162,10 @@ def pull_into(
     list_only: frozenset[str] = frozenset(),
     listed: list[ListedMember] | None = None,
     digests: Digests | None = None,
+    cache: BlobCache | None = None,
 ) -> tuple[art.Artifact, str]:
-    """Fetch the artifact ``session.ref`` names into the empty folder ``staging_fd``.
+    """Fetch the artifact ``session.ref`` names into the empty folder ``staging_fd``, each
+    blob through the layer ``cache`` when given (:mod:`bundler.registry.cache`).
 
     On return the folder holds the bundle (not yet verified as a bundle); on an exception it
     holds some of it and the caller removes it. ``digests``, when given, receives the size and
@@ -139,8 +181,8 @@ def pull_into(
     kept = dataclasses.replace(
         artifact, layers=[x for x in artifact.layers if x.title not in list_only]
     )
-    check_space(staging_fd, kept, unpacked=True)
-    config = fetch_config(session, artifact)
+    check_space(staging_fd, kept, unpacked=True, cache=cache, fetched=artifact.layers)
+    config = fetch_config(session, artifact, cache)
     os.mkdir(BLOBS, 0o700, dir_fd=staging_fd)
     blobs_fd = os.open(BLOBS, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=staging_fd)
     total = sum(layer.size for layer in artifact.layers)
@@ -149,9 +191,15 @@ def pull_into(
             for index, layer in enumerate(artifact.layers):
                 if layer.title in list_only:
                     assert listed is not None, "list_only needs a list for the members"
-                    listed += list_part(session, layer, _discard, progress, digests)
+                    listed += retried(
+                        functools.partial(
+                            list_part, session, layer, _discard, progress, digests, cache
+                        )
+                    )
                 else:
-                    _fetch_layer(session, staging_fd, blobs_fd, index, layer, progress, digests)
+                    _fetch_layer(
+                        session, staging_fd, blobs_fd, index, layer, progress, digests, cache
+                    )
     finally:
         os.close(blobs_fd)
     os.rmdir(BLOBS, dir_fd=staging_fd)
@@ -172,7 +220,19 @@ def _fetch_layer(
     layer: art.Descriptor,
     progress: Progress | None,
     digests: Digests | None,
+    cache: BlobCache | None,
 ) -> None:
+    if cache is not None:
+        # unpacked from the cached blob once it is checked: nothing of it is copied here
+
+        def use(blob: CachedBlob) -> None:
+            members = _list_blob(blob, layer, _discard, None)
+            unpack_layer(blob.fd, 0, members, staging_fd, blobs_fd, index, layer, session, digests)
+
+        read_through(cache, session, layer.digest, layer.size, _chunks(progress), use)
+        if progress is not None:
+            progress(1, 0)
+        return
     blob = f"{index}"
     fd = os.open(blob, _FILE_FLAGS, 0o600, dir_fd=blobs_fd)
     try:
@@ -189,34 +249,63 @@ def list_arriving(
     write: Callable[[bytes], object],
     progress: Progress | None,
     digests: Digests | None = None,
+    cache: BlobCache | None = None,
+    trust: bool = True,
 ) -> list[ListedMember]:
-    """Download the blob of ``layer``, giving each chunk as it arrives to ``write`` (where the
-    blob is kept) and then to the hostile-archive reader's listing (:func:`bundler.bundle.
-    archive_read.list_tar`, which writes nothing): the layer's members, once the whole blob
-    has arrived and its sha256 is the manifest's.
+    """Download the blob of ``layer`` (through the layer ``cache`` when given: ``trust`` as
+    :meth:`bundler.registry.cache.BlobCache.blob` takes it, a :class:`bundler.registry.cache.
+    StaleCopy` the caller's to retry, :func:`bundler.registry.cache.retried`), giving each
+    chunk as it arrives to ``write`` (where the blob is kept) and then to the hostile-archive
+    reader's listing (:func:`bundler.bundle.archive_read.list_tar`, which writes nothing): the
+    layer's members, once the whole blob has arrived and its sha256 is the manifest's.
 
     Listing bytes not yet checked is safe because it only reads them; nothing is made of the
     listing before the blob's end is read and checked. A listing that refuses the blob first
     reads it to its end, so that bytes which are not the blob's are reported as that (the
     registry's fault), not as what they made of the tar. ``digests`` receives the listing's.
     """
-    chunks = None if progress is None else (lambda n: progress(0, n))
-    # a layer is one blob: its chunks are bytes done, the whole layer one "file"
-    with session.open_blob(layer.digest, layer.size, chunks) as blob:
-        arriving = _Arriving(blob, write)
-        try:
-            members = list_tar(
-                cast(BinaryIO, arriving),
-                ArchiveLimits(max_total_bytes=max(layer.size, 1)),
-                name=f"layer {layer.title}",
-                digests=digests,
-            )
-        except InvalidInput:
-            arriving.drain()
-            raise
-        arriving.finish()
+    chunks = _chunks(progress)
+    if cache is not None:
+        with cache.blob(session, layer.digest, layer.size, chunks, trust=trust) as cached:
+            members = _list_blob(cached, layer, write, digests)
+    else:
+        with session.open_blob(layer.digest, layer.size, chunks) as blob:
+            members = _list_blob(blob, layer, write, digests)
     if progress is not None:
         progress(1, 0)
+    return members
+
+
+def _chunks(progress: Progress | None) -> Callable[[int], None] | None:
+    # a layer is one blob: its chunks are bytes done, the whole layer one "file"
+    return None if progress is None else (lambda n: progress(0, n))
+
+
+def _list_blob(
+    blob: BlobStream | CachedBlob,
+    layer: art.Descriptor,
+    write: Callable[[bytes], object],
+    digests: Digests | None,
+) -> list[ListedMember]:
+    """:func:`list_arriving`'s listing of the open ``blob``, read to its end (which checks it).
+    ``digests`` receives the listing's only once the blob proved to be the digest's: a cached
+    copy that was not is read again from the registry, and what its listing found is none of
+    the blob's."""
+    found: Digests | None = None if digests is None else {}
+    arriving = _Arriving(blob, write)
+    try:
+        members = list_tar(
+            cast(BinaryIO, arriving),
+            ArchiveLimits(max_total_bytes=max(layer.size, 1)),
+            name=f"layer {layer.title}",
+            digests=found,
+        )
+    except InvalidInput:
+        arriving.drain()
+        raise
+    arriving.finish()
+    if digests is not None and found is not None:
+        digests.update(found)
     return members
 
 
@@ -226,10 +315,12 @@ def list_part(
     write: Callable[[bytes], object],
     progress: Progress | None,
     digests: Digests | None,
+    cache: BlobCache | None = None,
+    trust: bool = True,
 ) -> list[ListedMember]:
     """:func:`list_arriving` for a layer that is not unpacked: its members, each refused when
     it lies outside the layer's part (:func:`refuse_outside`), as unpacking would refuse it."""
-    members = list_arriving(session, layer, write, progress, digests)
+    members = list_arriving(session, layer, write, progress, digests, cache, trust)
     for member in members:
         top = member.name.partition("/")[0]
         refuse_outside(session, layer.title, top, is_file=not member.is_dir and top == member.name)
@@ -253,7 +344,7 @@ class _Arriving:
     """A blob as the listing reads it: each chunk, as it arrives, is first given to ``write``,
     then to the reader (which asks for large chunks and takes its pieces from them)."""
 
-    def __init__(self, blob: BlobStream, write: Callable[[bytes], object]) -> None:
+    def __init__(self, blob: BlobStream | CachedBlob, write: Callable[[bytes], object]) -> None:
         self._blob = blob
         self._write = write
 
@@ -273,7 +364,7 @@ class _Arriving:
 
     def drain(self) -> None:
         """Read the rest of the blob without keeping it: raises the blob's own error when its
-        bytes are not the ones declared (:class:`bundler.registry.http.BlobStream`)."""
+        bytes are not the ones declared (:class:`bundler.registry.streams.BlobStream`)."""
         while self._blob.read(CHUNK):
             pass
 
@@ -368,16 +459,19 @@ def pull_bundle(
     force: bool = False,
     progress: Progress | None = None,
     environ: dict[str, str] | None = None,
+    cache: bool = True,
 ) -> PullReport:
-    """Pull ``ref`` into the bundle folder ``dest`` (created, or replaced with ``force``)."""
+    """Pull ``ref`` into the bundle folder ``dest`` (created, or replaced with ``force``),
+    through the layer cache unless ``cache`` is false."""
     session = Session(ref, options, environ=environ)
     report = PullReport(str(ref), "", "")
     digests: Digests = {}
 
     def build(staging: Staging) -> None:
-        _artifact, report.digest = pull_into(
-            session, staging.fd, progress=progress, digests=digests
-        )
+        with layer_cache(session, cache) as blobs:
+            _artifact, report.digest = pull_into(
+                session, staging.fd, progress=progress, digests=digests, cache=blobs
+            )
         folder = Path(staging.admission.parent_path) / staging.name
         # the flush (its disk) and the verification (the processor) overlap
         verified = staging.flush_during(lambda: verify_bundle(folder, known_digests=digests))
@@ -413,12 +507,14 @@ def pulled(
     list_only: frozenset[str] = frozenset(),
     digests: Digests | None = None,
     listed: list[ListedMember] | None = None,
+    cache: bool = True,
 ) -> Iterator[tuple[Path, str, Callable[[str], str]]]:
     """A private copy of the artifact's bundle for the duration of the block: (folder, digest,
     scrub). ``scrub`` withholds the credentials the registry was sent: what it served is its
     text, so whatever the caller shows of the copy goes through it.
 
     ``digests`` receives what :func:`pull_into` records (for a caller that verifies the copy).
+    Every blob goes through the layer cache (the listed ones too) unless ``cache`` is false.
 
     For ``bundle verify|inspect REF`` and ``agents import REF``, which then read the folder as
     they read any bundle; ``list_only`` names layers judged as they arrive and not written,
@@ -433,14 +529,16 @@ def pulled(
         session = stack.enter_context(Session(ref, options, environ=environ))
         with withholding(session.auth.scrub):
             try:
-                _artifact, digest = pull_into(
-                    session,
-                    fd,
-                    progress=progress,
-                    list_only=list_only,
-                    listed=listed,
-                    digests=digests,
-                )
+                with layer_cache(session, cache) as blobs:
+                    _artifact, digest = pull_into(
+                        session,
+                        fd,
+                        progress=progress,
+                        list_only=list_only,
+                        listed=listed,
+                        digests=digests,
+                        cache=blobs,
+                    )
             except OSError as err:
                 raise Refused(
                     f"pulling {escape_display(str(ref))} failed ({err.strerror or err})"
