@@ -313,3 +313,39 @@ def test_prune_cache_is_bundle_cache_prune() -> None:
     assert sorted(p.name for p in folder.iterdir()) == sorted(
         [hashlib.sha256(new).hexdigest(), "not-ours"]
     )
+
+
+def test_an_encrypted_backup_is_made_checked_listed_and_restored_through_the_api(
+    tmp_path: Path,
+) -> None:
+    """The age options of the local backup commands are the API's: an encrypted backup made,
+    checked, listed with --verify and restored with the identity only (04 §5.6)."""
+    import subprocess
+
+    if shutil.which("age-keygen") is None:
+        pytest.fail("age-keygen is missing: install Debian's age")
+    key = tmp_path / "key.txt"
+    subprocess.run(["age-keygen", "-o", str(key)], check=True, capture_output=True)
+    public = subprocess.run(
+        ["age-keygen", "-y", str(key)], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    project = copy_example(tmp_path, "project")
+    to = tmp_path / "backups"
+    to.mkdir()
+    made = bundler.backup(project, api.BackupOptions(to=to, encrypt_to=(public,)))
+    assert made.path.name.endswith(".zip.age") and made.entries > 0
+    with pytest.raises(api.BundlerError):
+        bundler.verify_backup(made.path)
+    checked = bundler.verify_backup(made.path, api.VerifyBackupOptions(age_identities=(key,)))
+    assert checked.encrypted and checked.entries == made.entries
+    unopened = bundler.list_backups(project, api.ListBackupsOptions(to=to))
+    assert [(item.encrypted, item.files) for item in unopened.backups] == [(True, None)]
+    listing = bundler.list_backups(
+        project, api.ListBackupsOptions(to=to, verify=True, age_identities=(key,))
+    )
+    assert [item.verified for item in listing.backups] == [True]
+    cli = _cli_json("home", "backups", "--project", str(project), "--to", str(to), "--verify",
+                    "--age-identity", str(key))  # fmt: skip
+    assert listing.as_json() | {"ok": True} == cli
+    restored = bundler.restore(project, made.path, api.RestoreOptions(age_identities=(key,)))
+    assert restored.entries == made.entries
