@@ -20,7 +20,7 @@ from bundler.rules.progress import Progress
 
 if TYPE_CHECKING:
     from bundler.bundle.archive_listing import ListedMember
-    from bundler.bundle.archive_read import Digests
+    from bundler.bundle.archive_spill import SpilledDigests
     from bundler.bundle.verify_report import VerifyReport
     from bundler.registry.transport import Options
 
@@ -88,8 +88,8 @@ class OpenBundle:
     scrub: Callable[[str], str] = str
     listed: list[ListedMember] = field(default_factory=list)
     """Members of the layers judged as they arrived and not written (a reference only)."""
-    digests: Digests | None = None
-    """The digests the pull recorded of those layers' files (a reference only)."""
+    digests: SpilledDigests | None = None
+    """The digests the pull recorded of its files, those layers' included (a reference only)."""
     unpacked: bool = True
     """False for an archive opened with ``unpack=False``: ``folder`` is then the archive
     itself, unpacked by the operation it is handed where that operation needs it."""
@@ -160,22 +160,25 @@ def open_bundle(
         with unpacked(Path(given)) as folder:
             yield OpenBundle(given, kind, folder)
         return
+    from bundler.bundle.archive_spill import SpilledDigests
     from bundler.registry.pull import pulled
     from bundler.registry.reference import parse_reference
 
     ref = parse_reference(given)
     listed: list[ListedMember] = []
-    digests: Digests = {}
     library = registry._library()
-    with pulled(
-        ref,
-        library,
-        progress=progress,
-        list_only=list_only,
-        listed=listed,
-        digests=digests,
-        cache=not registry.no_cache,
-    ) as copy:
+    with (
+        SpilledDigests() as digests,
+        pulled(
+            ref,
+            library,
+            progress=progress,
+            list_only=list_only,
+            listed=listed,
+            digests=digests,
+            cache=not registry.no_cache,
+        ) as copy,
+    ):
         folder, digest, scrub = copy
         pinned = str(ref.with_digest(digest))
         yield OpenBundle(given, kind, folder, pinned, scrub, listed, digests)

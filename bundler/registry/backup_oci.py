@@ -285,7 +285,7 @@ class RegistryBackupListing:
         }
 
 
-def _list(session: Session) -> tuple[RegistryBackupListing, list[str]]:
+def _listed_backups(session: Session) -> tuple[RegistryBackupListing, list[str]]:
     """The repository's backups, and every tag it has (a backup's or not)."""
     ref = session.ref
     tags = session.list_tags()
@@ -334,7 +334,7 @@ def list_registry_backups(
     warning."""
     _repository_only(ref, "home backups --to")
     with Session(ref, options, environ=environ) as session, withholding(session.auth.scrub):
-        listing, _tags = _list(session)
+        listing, _tags = _listed_backups(session)
         listing.warnings.extend(session.notes)
         return listing
 
@@ -389,7 +389,7 @@ def prune_registry_backups(
         Session(ref, options, push=True, environ=environ) as session,
         withholding(session.auth.scrub),
     ):
-        listing, tags = _list(session)
+        listing, tags = _listed_backups(session)
         # a backup is a manifest: tags naming the same one are kept or removed together (the
         # registry deletes a manifest with every tag that names it)
         backups: dict[str, list[RegistryListed]] = {}
