@@ -11,10 +11,9 @@ import datetime
 import os
 
 from bundler import __version__
-from bundler.api.display import PROGRAM
-from bundler.cli.args_registry import CREDENTIALS_HELP
 from bundler.cli.output import Output, Result
 from bundler.cli.parsertree import Command, Option, read_tree
+from bundler.cli.registry_args import CREDENTIALS_HELP
 from bundler.errors import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -22,6 +21,7 @@ from bundler.errors import (
     EXIT_OK,
     EXIT_USAGE,
 )
+from bundler.rules.hints import PROGRAM
 
 EXIT_MEANINGS = (
     (
