@@ -30,6 +30,7 @@ import bundler.cli, bundler.cli.output
 for target in bundler.cli.HANDLERS.values():
     importlib.import_module(target.split(":")[0])
 import bundler.bundle.manifest, bundler.fs.snapshot, bundler.rules.risk, bundler.rules.schema
+import bundler.bundle.archive_spill  # inspect's spill files (and the secrets module they name)
 import bundler.rules.validate
 import jsonschema  # Agent.yaml is checked by it (home commands), imported lazily
 bundler.rules.schema.config_schema()
