@@ -152,8 +152,31 @@ def _recover_in(parent_fd: int, parent: str, name: str, dry_run: bool) -> list[s
     actions: list[str] = []
     leftovers = find_leftovers(parent_fd)
     mine = sorted({item.token for item in leftovers if item.target == name})
+    # a record is written before its staging folder is made: one killed before its destination
+    # was written names nothing and explains nothing, and goes once no export holds it
+    tokens = [item.token for item in leftovers]
+    nameless = {
+        item.token
+        for item in leftovers
+        if item.kind == "record"
+        and item.target is None
+        and tokens.count(item.token) == 1
+        and not record_in_use(parent_fd, item.token)
+    }
     for item in leftovers:
-        if item.target != name:
+        if item.token in nameless:
+            actions.append(
+                step(
+                    "remove",
+                    os.path.join(parent, item.name),
+                    f"the record {item.name}, which names no destination",
+                    dry_run=dry_run,
+                )
+            )
+            if not dry_run:
+                unlink_missing_ok(parent_fd, item.name)
+                fsync_dir(parent_fd)
+        elif item.target != name:
             actions.append(left_alone(os.path.join(parent, item.name), *explain(item, parent)))
     for token in mine:
         if record_in_use(parent_fd, token):

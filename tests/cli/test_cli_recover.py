@@ -146,3 +146,18 @@ def test_recover_dest_puts_the_command_for_another_destination_on_its_own_line(
     assert other.is_dir()
     document = json.loads(cli("recover", str(out), "--json", home=tmp_path).stdout)
     assert {a["fix"] for a in document["actions"]} == {f"bundler recover {out.parent / 'other'}"}
+
+
+def test_recover_removes_a_record_killed_before_it_named_its_destination(tmp_path: Path) -> None:
+    """An export killed while writing its ``.target`` record leaves it empty: it names nothing
+    and no staging folder depends on it, so recovering the folder's destination removes it, and
+    a record that names another destination stays."""
+    out = tmp_path / "out"
+    out.mkdir()
+    empty = out / ".zeroclaw-export-AAAAAAAAAAAA.target"
+    empty.write_bytes(b"")
+    other = out / ".zeroclaw-export-BBBBBBBBBBBB.target"
+    other.write_bytes(b"y.tar\n")
+    result = run_cli(["recover", str(out / "x.tar")])
+    assert result.returncode == 0, result.stderr
+    assert sorted(os.listdir(out)) == [other.name]
