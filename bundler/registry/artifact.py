@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,20 +141,29 @@ def _descriptor(value: Any, what: str, media_type: str | None, limit: int) -> De
     return Descriptor(media_type, digest, size, title)
 
 
-def parse_manifest(data: bytes, media_type: str) -> Artifact:
-    """Read and check an image manifest from a registry; raises :class:`InvalidInput`."""
+def manifest_document(
+    data: bytes, media_type: str, artifact_type: str, refuse: Callable[[str], InvalidInput]
+) -> dict[str, Any]:
+    """The JSON of an OCI image manifest of ``artifact_type`` the registry served as
+    ``media_type``; anything else raises ``refuse(why)`` (each artifact names itself)."""
     if media_type != OCI_MANIFEST:
-        raise _refuse("the registry serves it as something other than an OCI image manifest")
+        raise refuse("the registry serves it as something other than an OCI image manifest")
     try:
         doc = json.loads(data)
     except (ValueError, RecursionError):
-        raise _refuse("it is not JSON") from None
+        raise refuse("it is not JSON") from None
     if not isinstance(doc, dict) or doc.get("schemaVersion") != 2:
-        raise _refuse("schemaVersion is not 2")
+        raise refuse("schemaVersion is not 2")
     if doc.get("mediaType") != OCI_MANIFEST:
-        raise _refuse("its mediaType is not an OCI image manifest")
-    if doc.get("artifactType") != ARTIFACT_TYPE:
-        raise _refuse(f"its artifactType is not {ARTIFACT_TYPE}")
+        raise refuse("its mediaType is not an OCI image manifest")
+    if doc.get("artifactType") != artifact_type:
+        raise refuse(f"its artifactType is not {artifact_type}")
+    return doc
+
+
+def parse_manifest(data: bytes, media_type: str) -> Artifact:
+    """Read and check an image manifest from a registry; raises :class:`InvalidInput`."""
+    doc = manifest_document(data, media_type, ARTIFACT_TYPE, _refuse)
     config = _descriptor(doc.get("config"), "the config", CONFIG_TYPE, MAX_ARTIFACT_CONFIG_BYTES)
     layers_raw = doc.get("layers")
     if not isinstance(layers_raw, list) or not 0 < len(layers_raw) <= MAX_LAYERS:

@@ -19,7 +19,7 @@ from typing import Any
 from bundler.errors import InvalidInput
 from bundler.home.backup_parts import MAX_PARTS, title_problem
 from bundler.home.zipcheck import MAX_MANIFEST_BYTES
-from bundler.registry.artifact import CREATED, TITLE, Descriptor
+from bundler.registry.artifact import CREATED, TITLE, Descriptor, manifest_document
 from bundler.registry.distribution import OCI_MANIFEST
 from bundler.registry.reference import DIGEST
 
@@ -117,18 +117,7 @@ def _count(annotations: Mapping[str, Any], key: str) -> int:
 
 def parse_manifest(data: bytes, media_type: str) -> BackupArtifact:
     """Read and check a backup's image manifest from a registry; raises :class:`InvalidInput`."""
-    if media_type != OCI_MANIFEST:
-        raise _refuse("the registry serves it as something other than an OCI image manifest")
-    try:
-        doc = json.loads(data)
-    except (ValueError, RecursionError):
-        raise _refuse("it is not JSON") from None
-    if not isinstance(doc, dict) or doc.get("schemaVersion") != 2:
-        raise _refuse("schemaVersion is not 2")
-    if doc.get("mediaType") != OCI_MANIFEST:
-        raise _refuse("its mediaType is not an OCI image manifest")
-    if doc.get("artifactType") != ARTIFACT_TYPE:
-        raise _refuse(f"its artifactType is not {ARTIFACT_TYPE}")
+    doc = manifest_document(data, media_type, ARTIFACT_TYPE, _refuse)
     index = _descriptor(doc.get("config"), "the config", INDEX_TYPE, MAX_MANIFEST_BYTES)
     raw_parts = doc.get("layers")
     if not isinstance(raw_parts, list) or not 0 < len(raw_parts) <= MAX_PARTS:
