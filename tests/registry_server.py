@@ -239,6 +239,8 @@ class Relay:
         self.log: list[Relayed] = []
         self.begun: list[str] = []
         """The path of every request, as it arrives."""
+        self.ended = 0
+        """How many requests have been answered (or failed), so a count waits for the rest."""
         self.cut: dict[str, int] = {}
         self.slow: dict[str, float] = {}
         self.lock = threading.Lock()
@@ -253,6 +255,13 @@ class Relay:
             def _handle(self) -> None:
                 with relay.lock:
                     relay.begun.append(self.path.split("?", 1)[0])
+                try:
+                    self._relay()
+                finally:
+                    with relay.lock:
+                        relay.ended += 1
+
+            def _relay(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
                 headers = {
@@ -284,7 +293,7 @@ class Relay:
                         self.wfile.write(out[at : at + (64 << 10)])
                         self.wfile.flush()
                         sent += len(out[at : at + (64 << 10)])
-                        if pause:
+                        if pause and sent < len(out):
                             time.sleep(pause)
                 with relay.lock:
                     relay.log.append(
@@ -307,11 +316,23 @@ class Relay:
 
     def mark(self) -> int:
         """A position in the log, to count from."""
+        self.settle()
         with self.lock:
             return len(self.log)
 
+    def settle(self, timeout: float = 30.0) -> None:
+        """Wait until every request that arrived has been logged: a client may hold its last
+        byte before the relay's thread records what it sent."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                if self.ended >= len(self.begun):
+                    return
+            time.sleep(0.01)
+
     def blob_gets(self, since: int = 0) -> list[Relayed]:
-        """The blob GETs relayed after ``since``."""
+        """The blob GETs relayed after ``since``, once the requests in flight have ended."""
+        self.settle()
         with self.lock:
             return [r for r in self.log[since:] if r.method == "GET" and "/blobs/sha256:" in r.path]
 

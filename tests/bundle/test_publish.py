@@ -381,14 +381,30 @@ def test_recover_leaves_a_running_export_alone(tmp_path: Path) -> None:
         os.close(fd)
 
 
-def test_recover_torn_record_without_staging_is_listed(tmp_path: Path) -> None:
+def test_recover_removes_a_torn_record_no_export_holds(tmp_path: Path) -> None:
+    """A record is written before its staging folder: one killed before it named its
+    destination is listed, explains nothing, and goes when recover finds no export holding it."""
     (tmp_path / record_name("J" * 12)).write_bytes(b"")
     fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         assert [item.target for item in find_leftovers(fd)] == [None]
     finally:
         os.close(fd)
-    assert recover_destination(tmp_path / "out")[0].startswith("left alone")
+    assert recover_destination(tmp_path / "out")[0].startswith("removed the record")
+    assert os.listdir(tmp_path) == []
+
+
+def test_recover_leaves_a_torn_record_a_running_export_holds(tmp_path: Path) -> None:
+    """An export still writing its record holds it locked: recover leaves it alone."""
+    record = tmp_path / record_name("J" * 12)
+    record.write_bytes(b"")
+    holder = os.open(record, os.O_RDONLY)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        assert recover_destination(tmp_path / "out")[0].startswith("left alone")
+        assert os.listdir(tmp_path) == [record.name]
+    finally:
+        os.close(holder)
 
 
 def test_scan_lists_every_leftover_and_changes_nothing(tmp_path: Path) -> None:
