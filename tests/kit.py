@@ -20,15 +20,18 @@ from typing import Any
 _FOREIGN_PREFIXES = ("ZEROCLAW_", "BXAGENTS_")
 
 # The interpreter lives under /root (mode 0700 here), so the child starts as root, imports every
-# handler, loads the schemas and validators (package data, read lazily; Agent.yaml's validator
-# imports more of the standard library) and what argparse imports lazily (gettext, locale), then
-# drops to uid/gid 65534 before it runs: the command itself is unprivileged.
+# handler and every name of the API (so the library modules the commands reach through it), loads
+# the schemas and validators (package data, read lazily; Agent.yaml's validator imports more of
+# the standard library) and what argparse imports lazily (gettext, locale), then drops to uid/gid
+# 65534 before it runs: the command itself is unprivileged.
 AS_NOBODY = """
 import gettext, importlib, json, locale, os, shutil, sqlite3, sys, tempfile
 from pathlib import Path
-import bundler.cli, bundler.cli.output
+import bundler.api, bundler.cli, bundler.cli.output
 for target in bundler.cli.HANDLERS.values():
     importlib.import_module(target.split(":")[0])
+for name in bundler.api.__all__:  # the handlers reach the library through the API, lazily
+    getattr(bundler.api, name)
 import bundler.bundle.manifest, bundler.fs.snapshot, bundler.rules.risk, bundler.rules.schema
 import bundler.bundle.archive_spill  # inspect's spill files (and the secrets module they name)
 import bundler.rules.validate

@@ -116,7 +116,7 @@ def test_verify_lists_a_tampered_bundle_s_faults_instead_of_raising(
 
 def test_every_options_object_is_frozen() -> None:
     options = [getattr(api, name) for name in api.__all__ if name.endswith("Options")]
-    assert len(options) == 15
+    assert len(options) == 19
     for kind in options:
         made = kind()
         field = dataclasses.fields(made)[0].name
@@ -234,7 +234,7 @@ def test_backup_restore_recover_and_doctor_give_the_cli_s_json(tmp_path: Path) -
 
 def test_every_report_says_itself_as_json() -> None:
     reports = [name for name in api.__all__ if name.endswith("Report")]
-    assert len(reports) == 18
+    assert len(reports) == 20
     for name in reports:
         assert callable(getattr(getattr(api, name), "as_json", None)), name
 
@@ -244,6 +244,47 @@ def test_the_api_tells_a_reference_as_the_registry_client_does() -> None:
     from bundler.registry.reference import SCHEME
 
     assert api.REFERENCE_SCHEME == SCHEME
+
+
+def test_what_the_cli_needed_of_the_api_gives_the_cli_s_json(
+    packed: Path, exported: Path, tmp_path: Path
+) -> None:
+    """The operations the command line gained an API for answer as the command does."""
+    install = bf.write_install(tmp_path / "install")
+    assert bundler.find_install(install) == install
+    # secrets-template of an archive opened once but not unpacked: the operation unpacks it
+    with bundler.open_bundle(packed, unpack=False) as opened:
+        assert opened.kind is api.BundleKind.ARCHIVE and opened.folder == packed
+        made = bundler.secrets_template(opened)
+    printed = run_cli(["bundle", "secrets-template", str(packed)])
+    assert made.ok and made.text == printed.stdout
+    assert made.required == bf.read_manifest(exported)["required_secrets"]
+    options = api.ImportOptions(
+        as_alias="copy", secrets_file=_secrets_file(tmp_path, exported), accept_risks=True
+    )
+    bundler.import_bundle(install, packed, options)
+    listed = bundler.list_imports(install)
+    assert [row.as_json() for row in listed] == _cli_json(
+        "--install", str(install), "agents", "imports"
+    )["imports"]
+    assert bundler.leftovers_beside(exported) == [] and bundler.leftovers_beside(packed) == []
+    scan = bundler.recover(tmp_path, api.RecoverWhat.LEFTOVERS)
+    assert scan.as_json() | {"ok": True} == _cli_json("recover", "--scan", str(tmp_path))
+    project = copy_example(tmp_path, "project")
+    to = tmp_path / "backups"
+    to.mkdir()
+    made = [bundler.backup(project, api.BackupOptions(to=to)).path for _ in range(2)]
+    assert bundler.verify_backup(made[0]).entries > 0
+    listing = bundler.list_backups(project, api.ListBackupsOptions(to=to))
+    assert [item.path for item in listing.backups] == made
+    cli = _cli_json("home", "backups", "--project", str(project), "--to", str(to))
+    assert listing.as_json() | {"ok": True} == cli
+    pruned = bundler.prune_backups(project, api.PruneOptions(to=to, keep_last=1, dry_run=True))
+    assert [item.path for item in pruned.removed] == made[:1]
+    assert sorted(to.iterdir()) == sorted(made)
+    cli = _cli_json("home", "prune", "--project", str(project), "--to", str(to), "--keep-last", "1",
+                    "--dry-run")  # fmt: skip
+    assert pruned.as_json() | {"ok": True} == cli
 
 
 def test_prune_cache_is_bundle_cache_prune() -> None:
@@ -272,3 +313,39 @@ def test_prune_cache_is_bundle_cache_prune() -> None:
     assert sorted(p.name for p in folder.iterdir()) == sorted(
         [hashlib.sha256(new).hexdigest(), "not-ours"]
     )
+
+
+def test_an_encrypted_backup_is_made_checked_listed_and_restored_through_the_api(
+    tmp_path: Path,
+) -> None:
+    """The age options of the local backup commands are the API's: an encrypted backup made,
+    checked, listed with --verify and restored with the identity only (04 §5.6)."""
+    import subprocess
+
+    if shutil.which("age-keygen") is None:
+        pytest.fail("age-keygen is missing: install Debian's age")
+    key = tmp_path / "key.txt"
+    subprocess.run(["age-keygen", "-o", str(key)], check=True, capture_output=True)
+    public = subprocess.run(
+        ["age-keygen", "-y", str(key)], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    project = copy_example(tmp_path, "project")
+    to = tmp_path / "backups"
+    to.mkdir()
+    made = bundler.backup(project, api.BackupOptions(to=to, encrypt_to=(public,)))
+    assert made.path.name.endswith(".zip.age") and made.entries > 0
+    with pytest.raises(api.BundlerError):
+        bundler.verify_backup(made.path)
+    checked = bundler.verify_backup(made.path, api.VerifyBackupOptions(age_identities=(key,)))
+    assert checked.encrypted and checked.entries == made.entries
+    unopened = bundler.list_backups(project, api.ListBackupsOptions(to=to))
+    assert [(item.encrypted, item.files) for item in unopened.backups] == [(True, None)]
+    listing = bundler.list_backups(
+        project, api.ListBackupsOptions(to=to, verify=True, age_identities=(key,))
+    )
+    assert [item.verified for item in listing.backups] == [True]
+    cli = _cli_json("home", "backups", "--project", str(project), "--to", str(to), "--verify",
+                    "--age-identity", str(key))  # fmt: skip
+    assert listing.as_json() | {"ok": True} == cli
+    restored = bundler.restore(project, made.path, api.RestoreOptions(age_identities=(key,)))
+    assert restored.entries == made.entries

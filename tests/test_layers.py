@@ -6,6 +6,12 @@ and ``home`` sit side by side and share nothing; a rule both need belongs in ``r
 ``install`` and ``registry`` (``agents import oci://…`` is composed in ``api``, the public API
 the CLI calls). Every import counts, the ones inside functions too: a lazy import that runs up
 a layer is still a dependency that runs up.
+
+The command line is a client of the API: ``cli`` imports ``bundler.api`` (its package and
+modules: the operations, ``api.display`` for showing reports, ``api.process`` for signals),
+``bundler.errors`` (the exceptions the API raises, whose exit codes the CLI ends with: the same
+classes ``bundler.api`` re-exports), the package root (the version) and its own modules;
+nothing else below it.
 """
 
 from __future__ import annotations
@@ -31,6 +37,28 @@ LAYERS = {
 }
 # the package root (version) and the ``python -m bundler`` entry point sit outside the layers
 OUTSIDE = {"bundler", "bundler.__main__"}
+# what a cli module may import of the package (besides the package root, for its version)
+CLI_MAY_IMPORT = ("bundler.api", "bundler.errors", "bundler.cli")
+# command modules not yet moved onto the API, each with exactly what it still imports below it:
+# the list may only shrink (a module named here may not start importing anything more)
+NOT_YET_ON_THE_API = {
+    "bundler.cli.config_cmds": {
+        "bundler.config.file",
+        "bundler.config.secretkey",
+        "bundler.config.secretstore",
+        "bundler.config.store",
+        "bundler.install.bind_secrets",
+        "bundler.install.receipts",
+        "bundler.rules.config_view",
+        "bundler.rules.findings",
+        "bundler.rules.layout",
+        "bundler.rules.paths",
+        "bundler.rules.secrets",
+        "bundler.rules.tomlcompat",
+        "bundler.rules.validate",
+        "bundler.rules.values",
+    },
+}
 # the pure layer does no file I/O: these modules may not even be imported there
 IO_MODULES = {"shutil", "subprocess", "fcntl", "sqlite3", "socket", "tempfile", "zipfile"}
 
@@ -103,6 +131,49 @@ def test_no_import_runs_up_a_layer_or_across_siblings() -> None:
             elif LAYERS[there] == LAYERS[here]:
                 violations.append(f"{module} imports {target} (across siblings {here} ↔ {there})")
     assert violations == []
+
+
+def _below_the_api(module: str, imported: set[str]) -> set[str]:
+    """What cli ``module`` imports of the package that is neither the API nor allowed."""
+    return {
+        target
+        for target in imported
+        if target != "bundler"
+        and not any(
+            target == allowed or target.startswith(f"{allowed}.") for allowed in CLI_MAY_IMPORT
+        )
+    }
+
+
+def test_the_cli_imports_only_the_api_the_errors_and_its_own_modules() -> None:
+    violations = {
+        module: sorted(_below_the_api(module, imported) - NOT_YET_ON_THE_API.get(module, set()))
+        for module, imported in _graph().items()
+        if _layer(module) == "cli"
+    }
+    assert {module: found for module, found in violations.items() if found} == {}
+
+
+def test_the_modules_not_yet_on_the_api_still_need_what_they_are_allowed() -> None:
+    """An allowance a module no longer uses is dropped from the list, so that it only shrinks."""
+    graph = _graph()
+    unused = {
+        module: sorted(allowed - _below_the_api(module, graph.get(module, set())))
+        for module, allowed in NOT_YET_ON_THE_API.items()
+    }
+    assert {module: names for module, names in unused.items() if names} == {}
+
+
+def test_the_cli_rule_sees_an_import_below_the_api(tmp_path: Path) -> None:
+    """A cli module importing the bundle layer, inside a function too, is a violation."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "from bundler.api import verify\n"
+        "from bundler.errors import UsageError\n"
+        "def f():\n    from bundler.bundle.verify import verify_bundle\n    return verify_bundle\n"
+    )
+    imported = _imports(probe, "bundler.cli.probe")
+    assert _below_the_api("bundler.cli.probe", imported) == {"bundler.bundle.verify"}
 
 
 def test_import_graph_has_no_cycles() -> None:

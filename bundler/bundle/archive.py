@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, cast
 
-from bundler.bundle.archive_kind import is_archive
 from bundler.bundle.archive_read import ArchiveLimits, Digests, list_tar, read_tar
 from bundler.bundle.archive_replay import replay_tar
 from bundler.bundle.archive_write import archive_order, write_tar
@@ -357,14 +356,3 @@ def unpacked(
             ) from None
         _read_into(stream, archive, bundle_fd, None)
         yield Path(where) / name / "bundle"
-
-
-def verify_any(path: Path) -> VerifyReport:
-    """:func:`verify_bundle` of a folder, or of an archive unpacked by :func:`unpacked`; the
-    report names ``path`` either way."""
-    if not is_archive(path):
-        return verify_bundle(path)
-    with unpacked(path) as folder:
-        report = verify_bundle(folder)
-    report.path = Path(os.path.abspath(path))
-    return report

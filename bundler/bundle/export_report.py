@@ -47,6 +47,11 @@ class ExportReport:
     """How many recipients ``secrets.age`` is sealed to (0: no seal was asked for)."""
     sealed_paths: list[str] = field(default_factory=list)
 
+    @property
+    def note(self) -> str:
+        """What every export's reader should know: carried files are copied as they are."""
+        return CARRIED_AS_IS
+
     def as_json(self) -> dict[str, Any]:
         """The payload of ``agents export --json`` (without ``ok``)."""
         return {

@@ -1,26 +1,26 @@
-"""``bundler home backup``, ``home verify-backup`` and ``home restore`` (04 §5, 05 §3)."""
+"""``bundler home backup``, ``verify-backup``, ``restore``, ``backups`` and ``prune`` (04 §5,
+05 §3): each calls :mod:`bundler.api` and prints its report."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from pathlib import Path
 
+from bundler import api
+from bundler.api.display import escape_display, human_size
 from bundler.cli.output import Output, Result
-from bundler.cli.registry_args import REFERENCE_SCHEME, no_registry_options, registry_options
+from bundler.cli.registry_args import no_registry_options, registry_options
 from bundler.errors import UsageError
-from bundler.fs.safefs import SkipCounts
-from bundler.home import backup as backups
-from bundler.home import keep
-from bundler.home.restore import restore_home
-from bundler.home.verify import verify_backup as check_backup
-from bundler.install.bind_secrets import passphrase_prompter
-from bundler.rules.names import escape_display
-from bundler.rules.retention import Policy
-from bundler.rules.units import human_size
 
 
 def _is_reference(given: str | None) -> bool:
-    return given is not None and given.startswith(REFERENCE_SCHEME)
+    return given is not None and given.startswith(api.REFERENCE_SCHEME)
+
+
+def _identities(args: argparse.Namespace) -> tuple[Path, ...]:
+    """The ``--age-identity`` files given, in order."""
+    return tuple(Path(name) for name in args.age_identity)
 
 
 def backup(args: argparse.Namespace, out: Output) -> Result:
@@ -29,19 +29,18 @@ def backup(args: argparse.Namespace, out: Output) -> Result:
     if _is_reference(args.to):
         return _backup_to_registry(args, out)
     no_registry_options(args, "a local backup")
+    options = api.BackupOptions(
+        to=Path(args.to) if args.to else None,
+        base=Path(args.base) if args.base else None,
+        full=args.full,
+        compression=args.compression,
+        encrypt_to=tuple(args.encrypt_to),
+        age_identities=_identities(args),
+        age_passphrase=api.terminal_passphrase(),
+    )
     with out.progress() as progress:
-        report = backups.backup_home(
-            Path(args.project),
-            to=Path(args.to) if args.to else None,
-            progress=progress,
-            base=Path(args.base) if args.base else None,
-            full=args.full,
-            compression=args.compression,
-            encrypt_to=args.encrypt_to,
-            age_identities=[Path(name) for name in args.age_identity],
-            age_passphrase=passphrase_prompter(),
-        )
-    warnings = [*report.warnings, *_left_out(report.skipped)]
+        report = api.backup(Path(args.project), options, progress=progress)
+    warnings = [*report.warnings, *_left_out(report.skipped.as_json())]
     shown = escape_display(str(report.path))
     reused = ""
     if report.base is not None:
@@ -54,18 +53,16 @@ def backup(args: argparse.Namespace, out: Output) -> Result:
     )
 
 
-def _left_out(skipped: SkipCounts) -> list[str]:
-    """The warning naming what the walk did not carry, if anything."""
-    if not skipped.total:
+def _left_out(skipped: Mapping[str, int]) -> list[str]:
+    """The warning naming what the walk did not carry (counts by kind), if anything."""
+    counts = ", ".join(f"{n} {kind}" for kind, n in skipped.items() if n)
+    if not counts:
         return []
-    counts = ", ".join(f"{n} {kind}" for kind, n in skipped.as_json().items() if n)
     return [f"not in the backup: {counts} (links and special files are never copied)"]
 
 
 def _backup_to_registry(args: argparse.Namespace, out: Output) -> Result:
     """``home backup --to oci://HOST/REPO``: the backup pushed, one layer per part."""
-    from bundler import api
-
     if args.base or args.full:
         given = "--base" if args.base else "--full"
         raise UsageError(
@@ -93,7 +90,7 @@ def _backup_to_registry(args: argparse.Namespace, out: Output) -> Result:
             f"restore it with: bundler home restore {escape_display(report.pinned)}",
         ],
         quiet_text=[escape_display(report.pinned)],
-        warnings=[*report.warnings, *_left_out(report.left_out)],
+        warnings=[*report.warnings, *_left_out(report.left_out.as_json())],
     )
 
 
@@ -109,13 +106,11 @@ def _no_age_identity(args: argparse.Namespace) -> None:
 
 def verify_backup(args: argparse.Namespace, out: Output) -> Result:
     """Check a backup zip, changing nothing; any failure is exit 3 (InvalidInput)."""
+    options = api.VerifyBackupOptions(
+        age_identities=_identities(args), age_passphrase=api.terminal_passphrase()
+    )
     with out.progress() as progress:
-        report = check_backup(
-            Path(args.file),
-            progress=progress,
-            age_identities=[Path(name) for name in args.age_identity],
-            age_passphrase=passphrase_prompter(),
-        )
+        report = api.verify_backup(Path(args.file), options, progress=progress)
     shown = escape_display(str(report.path))
     agent = escape_display(report.agent) if report.agent else "(no name)"
     return Result(
@@ -133,32 +128,27 @@ def restore(args: argparse.Namespace, out: Output) -> Result:
     """Restore a backup zip, or a backup in a registry, into the data home (or ``--home
     DIR``)."""
     target = Path(args.target_home) if args.target_home else None
-    warnings: list[str] = []
     payload: dict[str, object] | None = None
     if _is_reference(args.file):
-        from bundler import api
-
         _no_age_identity(args)
-        options = api.RegistryRestoreOptions(
+        from_registry = api.RegistryRestoreOptions(
             home=target, force=args.force, registry=registry_options(args)
         )
         with out.progress() as progress:
             pulled = api.restore_from_registry(
-                Path(args.project), args.file, options, progress=progress
+                Path(args.project), args.file, from_registry, progress=progress
             )
         report, warnings, payload = pulled.restore, pulled.warnings, pulled.as_json()
     else:
         no_registry_options(args, "a backup zip")
+        options = api.RestoreOptions(
+            home=target,
+            force=args.force,
+            age_identities=_identities(args),
+            age_passphrase=api.terminal_passphrase(),
+        )
         with out.progress() as progress:
-            report = restore_home(
-                Path(args.project),
-                Path(args.file),
-                home=target,
-                force=args.force,
-                progress=progress,
-                age_identities=[Path(name) for name in args.age_identity],
-                age_passphrase=passphrase_prompter(),
-            )
+            report = api.restore(Path(args.project), Path(args.file), options, progress=progress)
         warnings = report.warnings
     shown = escape_display(str(report.home))
     lines = [f"restored {report.entries} files ({human_size(report.bytes)}) into {shown}"]
@@ -178,13 +168,13 @@ def list_backups(args: argparse.Namespace, out: Output) -> Result:
     if _is_reference(args.to):
         return _registry_backups(args)
     no_registry_options(args, "a folder of backups")
-    folder = keep.backups_folder(Path(args.project), Path(args.to) if args.to else None)
-    listing = keep.list_backups(
-        folder,
+    options = api.ListBackupsOptions(
+        to=Path(args.to) if args.to else None,
         verify=args.verify,
-        age_identities=[Path(name) for name in args.age_identity],
-        age_passphrase=passphrase_prompter(),
+        age_identities=_identities(args),
+        age_passphrase=api.terminal_passphrase(),
     )
+    listing = api.list_backups(Path(args.project), options)
     lines = []
     for item in listing.backups:
         checked = {None: "", True: ", verified", False: ", FAILS verification"}[item.verified]
@@ -194,19 +184,14 @@ def list_backups(args: argparse.Namespace, out: Output) -> Result:
             f"{'encrypted' if item.encrypted else 'not encrypted'}{checked}"
         )
     return Result(
-        payload={
-            "folder": str(listing.folder),
-            "backups": [item.as_json() for item in listing.backups],
-        },
-        text=lines or [f"no backups in {escape_display(str(folder))}"],
+        payload=listing.as_json(),
+        text=lines or [f"no backups in {escape_display(str(listing.folder))}"],
         warnings=listing.warnings,
     )
 
 
 def _registry_backups(args: argparse.Namespace) -> Result:
     """``home backups --to oci://HOST/REPO``: the repository's backups, from their manifests."""
-    from bundler import api
-
     if args.verify:
         raise UsageError(
             "--verify checks local backup zips; a backup in a registry is checked whole when "
@@ -234,9 +219,15 @@ def prune(args: argparse.Namespace, out: Output) -> Result:
     if _is_reference(args.to):
         return _prune_registry(args)
     no_registry_options(args, "a folder of backups")
-    policy = Policy(args.keep_last, args.keep_daily, args.keep_weekly, args.keep_monthly)
-    folder = keep.backups_folder(Path(args.project), Path(args.to) if args.to else None)
-    report = keep.prune_backups(folder, policy, dry_run=args.dry_run)
+    options = api.PruneOptions(
+        to=Path(args.to) if args.to else None,
+        keep_last=args.keep_last,
+        keep_daily=args.keep_daily,
+        keep_weekly=args.keep_weekly,
+        keep_monthly=args.keep_monthly,
+        dry_run=args.dry_run,
+    )
+    report = api.prune_backups(Path(args.project), options)
     verb = "would remove" if report.dry_run else "removed"
     lines = [f"{verb} {escape_display(item.path.name)}" for item in report.removed]
     lines += [
@@ -247,8 +238,6 @@ def prune(args: argparse.Namespace, out: Output) -> Result:
 
 def _prune_registry(args: argparse.Namespace) -> Result:
     """``home prune --to oci://HOST/REPO``: the tags the policy does not keep, deleted."""
-    from bundler import api
-
     options = api.RegistryPruneOptions(
         keep_last=args.keep_last,
         keep_daily=args.keep_daily,

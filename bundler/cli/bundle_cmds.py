@@ -1,36 +1,24 @@
-"""``bundle verify|inspect DIR|FILE`` (03 §1, §2), ``bundle secrets-template``, and ``bundle
-pack`` / ``bundle unpack``: printing only."""
+"""``bundle verify|inspect BUNDLE`` (03 §1, §2), ``bundle secrets-template BUNDLE``, and
+``bundle pack`` / ``bundle unpack``: each calls :mod:`bundler.api` and prints its report."""
 
 from __future__ import annotations
 
 import argparse
-import errno
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bundler.bundle.archive_kind import is_archive
-from bundler.bundle.leftovers import leftovers_beside
-from bundler.bundle.verify import verify_bundle
+from bundler.api.display import escape_display, human_size
 from bundler.cli.output import Output, Result
-from bundler.cli.registry_args import bundle_folder
-from bundler.errors import EXIT_INVALID, Refused
-from bundler.rules.names import escape_display
-from bundler.rules.units import human_size
-
-LISTED_BY_INSPECT = frozenset({"workspace"})
-"""The layer ``bundle inspect oci://…`` judges as it arrives and never writes (the bulk of an
-agent); the memory store is read for its content, so it is unpacked like the rest."""
+from bundler.cli.registry_args import opened_bundle
+from bundler.errors import EXIT_INVALID
 
 if TYPE_CHECKING:
-    from bundler.bundle.archive import ArchiveReport
-    from bundler.bundle.archive_listing import ListedMember
-    from bundler.bundle.inspect import InspectReport
+    from bundler.api import ArchiveReport, InspectReport
 
-# bundler.bundle.archive (the archive reader and writer, and the publisher) is imported by the
-# handlers that meet an archive only: a folder's verify starts without it
+# bundler.api is imported by the handlers, not here: it is cheap, but what it names is each
+# handler's own (a folder's verify loads no archive, registry or inspect code)
 
 
 def _error_lines(first: str, rest: list[str], json_mode: bool) -> str:
@@ -49,19 +37,16 @@ def _problem_lines(bundle: str, problems: Sequence[object]) -> list[str]:
 
 def verify(args: argparse.Namespace, out: Output) -> Result:
     """Verify a bundle; exit 3 listing every error when anything is wrong."""
-    with bundle_folder(args, args.dir, out) as (folder, pinned):
-        with out.progress() as progress:
-            if pinned is None and is_archive(folder):
-                from bundler.bundle.archive import verify_any
+    from bundler import api
 
-                report = verify_any(folder)
-            else:
-                report = verify_bundle(folder, progress=progress)
-        if pinned is not None:
-            report.path = Path(args.dir)
+    with opened_bundle(args, args.dir, out) as (bundle, progress):
+        report = api.verify(bundle, progress=progress)
+    pinned = bundle.reference
+    if pinned is not None:
+        report.path = Path(args.dir)
     payload = report.as_json()
     warnings = [f"{w.path}: {w.message}" for w in report.warnings]
-    beside = [] if pinned else leftovers_beside(Path(args.dir))
+    beside = api.leftovers_beside(args.dir)
     if pinned is not None:
         payload["path"] = payload["reference"] = pinned
     warnings += beside
@@ -122,30 +107,14 @@ def _rich(report: InspectReport, shown: str) -> None:
 
 def inspect(args: argparse.Namespace, out: Output) -> Result:
     """Show what a bundle holds and grants: a table on a terminal, plain lines otherwise."""
-    from bundler.bundle.archive_spill import SpilledDigests
-    from bundler.bundle.inspect import inspect_bundle  # not for verify's start-up
+    from bundler import api
 
     # a reference is judged as its pulled folder would be: the workspace, the bulk of an
     # agent, is listed as it arrives (every rule, each file's digest) and never written
-    listed: list[ListedMember] = []
-    with (
-        SpilledDigests() as digests,
-        bundle_folder(
-            args, args.dir, out, list_only=LISTED_BY_INSPECT, listed=listed, digests=digests
-        ) as (folder, pinned),
-    ):
-        if pinned is None and is_archive(folder):
-            from bundler.bundle.archive import unpacked
-
-            with unpacked(folder) as inner:
-                report = inspect_bundle(inner)
-            report.verify.path = Path(os.path.abspath(args.dir))
-        else:
-            known = digests if pinned is not None else None
-            with out.progress() as progress:
-                report = inspect_bundle(
-                    folder, progress=progress, known_digests=known, listed=listed
-                )
+    with opened_bundle(args, args.dir, out, list_only=api.LISTED_BY_INSPECT) as opened:
+        bundle, progress = opened
+        report = api.inspect(bundle, progress=progress)
+    pinned = bundle.reference
     shown = pinned or str(report.path)
     payload: dict[str, Any] = report.as_json()
     if pinned is not None:
@@ -171,94 +140,32 @@ def inspect(args: argparse.Namespace, out: Output) -> Result:
     )
 
 
-def _refuse_replacing_another_file(dir_fd: int, target: Path) -> None:
-    """``--force`` replaces a secrets file, never a device, a link, a folder or another file
-    (the install's config.toml, say, whose keys it would wipe)."""
-    from bundler.fs.smallfile import NotSmallFile, read_small_file
-    from bundler.install.bind_secrets import is_secrets_file
-
-    shown = escape_display(str(target))
-    try:
-        raw = read_small_file(target.name, 16 << 20, dir_fd=dir_fd, follow=False)
-    except FileNotFoundError:
-        return
-    except (NotSmallFile, OSError):
-        raw = None
-    if raw is None or not is_secrets_file(raw):
-        raise Refused(
-            f"{shown} exists and is not a secrets file; --force replaces only one: choose "
-            "another file, or remove it yourself first",
-            path=str(target),
-        )
-
-
-def _write_private(target: Path, text: str, *, force: bool) -> None:
-    """Create ``target`` 0600 holding ``text``; an existing file is replaced only with ``force``."""
-    from bundler.fs import durable
-
-    shown = escape_display(str(target))
-    try:
-        dir_fd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise Refused(
-            f"cannot write {shown} ({os.strerror(exc.errno or errno.EIO)})", path=str(target)
-        ) from None
-    # paths in the text keep their bytes, as the command they are pasted into needs them
-    data = text.encode("utf-8", "surrogateescape")
-    try:
-        if force:
-            _refuse_replacing_another_file(dir_fd, target)
-            durable.atomic_write(dir_fd, target.name, data, mode=0o600)
-        else:
-            durable.create_synced(dir_fd, target.name, data, mode=0o600)
-    except FileExistsError:
-        raise Refused(
-            f"{shown} exists (it may hold secrets already filled in); choose another file, "
-            "or add --force to replace it",
-            path=str(target),
-        ) from None
-    except OSError as exc:
-        raise Refused(
-            f"cannot write {shown} ({os.strerror(exc.errno or errno.EIO)})", path=str(target)
-        ) from None
-    finally:
-        os.close(dir_fd)
-
-
 def secrets_template(args: argparse.Namespace, out: Output) -> Result:
     """``bundle secrets-template BUNDLE [--out FILE [--force]]``: the ``--secrets-file``
     skeleton of a verified bundle's required secrets, on stdout or in a new 0600 file."""
-    from bundler.bundle.archive import verify_any
-    from bundler.install.bind_secrets import secrets_template as render
+    from bundler import api
 
-    with out.progress() as progress:
-        report = (
-            verify_any(Path(args.dir))
-            if is_archive(Path(args.dir))
-            else verify_bundle(Path(args.dir), progress=progress)
-        )
-    if not report.ok or report.manifest is None:
+    options = api.SecretsTemplateOptions(out=args.out, force=args.force, install=args.install)
+    with opened_bundle(args, args.dir, out) as (bundle, progress):
+        made = api.secrets_template(bundle, options, progress=progress)
+    report = made.verify
+    if not made.ok:
         lines = _problem_lines(args.dir, report.errors) or [
             f"{escape_display(str(args.dir))}: the bundle cannot be read"
         ]
         return Result(
-            payload=report.as_json(),
+            payload=made.as_json(),
             code=EXIT_INVALID,
             error_message=_error_lines(lines[0], lines[1:], out.json_mode),
             error_path=report.errors[0].path if report.errors else str(args.dir),
         )
-    required = [p for p in report.manifest.get("required_secrets", []) if isinstance(p, str)]
-    text = render(
-        report.fragment or {}, required, bundle=str(args.dir), out=args.out, install=args.install
-    )
-    payload: dict[str, Any] = {"required_secrets": required, "out": args.out}
+    payload: dict[str, Any] = made.as_json()
     if args.out is None:
         if out.json_mode:
-            payload["template"] = text
+            payload["template"] = made.text
             return Result(payload=payload)
         # a file's content, to be saved or copied: never folded
-        return Result(payload=payload, text=text.splitlines(), verbatim=True)
-    _write_private(Path(args.out), text, force=args.force)
+        return Result(payload=payload, text=made.text.splitlines(), verbatim=True)
     shown = escape_display(args.out)
     return Result(payload=payload, text=[] if out.quiet else [f"wrote {shown}"])
 
@@ -279,19 +186,19 @@ def _archive_result(report: ArchiveReport, verb: str, out: Output) -> Result:
 
 def pack(args: argparse.Namespace, out: Output) -> Result:
     """``bundle pack DIR FILE [--force]``: the bundle folder as one deterministic tar file."""
-    from bundler.bundle.archive import pack_bundle
+    from bundler import api
 
     with out.progress() as progress:
-        report = pack_bundle(Path(args.dir), Path(args.file), force=args.force, progress=progress)
+        options = api.PackOptions(force=args.force)
+        report = api.pack(Path(args.dir), Path(args.file), options, progress=progress)
     return _archive_result(report, "packed", out)
 
 
 def unpack(args: argparse.Namespace, out: Output) -> Result:
     """``bundle unpack FILE DIR [--force]``: a bundle archive as a verified bundle folder."""
-    from bundler.bundle.archive import unpack_archive
+    from bundler import api
 
     with out.progress() as progress:
-        report = unpack_archive(
-            Path(args.file), Path(args.dir), force=args.force, progress=progress
-        )
+        options = api.UnpackOptions(force=args.force)
+        report = api.unpack(Path(args.file), Path(args.dir), options, progress=progress)
     return _archive_result(report, "unpacked", out)

@@ -12,11 +12,11 @@ from __future__ import annotations
 import argparse
 import shlex
 
+from bundler.api.display import PROGRAM
 from bundler.cli.output import Output, Result
 from bundler.cli.parsertree import Command, Option, read_tree
 from bundler.cli.shells import SHELLS
 from bundler.errors import UsageError
-from bundler.rules.hints import PROGRAM
 
 
 def _value_options(tree: Command) -> list[tuple[str, Option]]:

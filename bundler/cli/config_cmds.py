@@ -6,15 +6,16 @@ import argparse
 import sys
 from typing import Any
 
+from bundler.api import display
+from bundler.api.display import escape_display
 from bundler.cli.output import Output, Result
 from bundler.config.file import find_install_root
 from bundler.config.store import load_config, set_config_value
 from bundler.errors import EXIT_INVALID, Refused, UsageError
 from bundler.install.receipts import unfilled_secrets
-from bundler.rules import hints, layout
+from bundler.rules import layout
 from bundler.rules.config_view import table
 from bundler.rules.findings import Finding
-from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
 from bundler.rules.secrets import sweep_targets
 from bundler.rules.tomlcompat import decode_utf8
@@ -62,7 +63,7 @@ def validate(args: argparse.Namespace, out: Output) -> Result:
         "warnings": [finding.as_dict() for finding in warnings],
     }
     for path, agent in unfilled_secrets(root, loaded.data):
-        fix = hints.command("config", "set", path, install=args.install)
+        fix = display.command("config", "set", path, install=args.install)
         message = f"required secret left empty by the import of agent {escape_display(agent)}"
         payload["warnings"].append(
             {"kind": "required_secret_empty", "path": path, "message": message, "fix": fix}
@@ -121,12 +122,12 @@ def get(args: argparse.Namespace, out: Output) -> Result:
         left = dict(unfilled_secrets(root, loaded.data))
         if path in left:
             empty_required = True
-            fix = hints.command("config", "set", path, install=args.install)
+            fix = display.command("config", "set", path, install=args.install)
             sentence = (
                 f"{escape_display(path)} is a required secret and is still empty (the import "
                 f"of agent {escape_display(left[path])} left it unfilled); fill it in"
             )
-            warnings.append(hints.Hinted(sentence, fix))
+            warnings.append(display.Hinted(sentence, fix))
     payload = {
         "path": path,
         "value": to_jsonable(shown),
@@ -168,10 +169,10 @@ def _read_value_from_stdin(path: str, args: argparse.Namespace, out: Output) -> 
         value = raw[:-2] if raw.endswith("\r\n") else raw[:-1] if raw.endswith("\n") else raw
     if value == "":
         raise UsageError(
-            hints.Hinted(
+            display.Hinted(
                 f"no value read from standard input, so {escape_display(path)} is unchanged; "
                 "to clear the field, unset it",
-                hints.command("config", "unset", path, install=args.install),
+                display.command("config", "unset", path, install=args.install),
             ),
             path=path,
         )

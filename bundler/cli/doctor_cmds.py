@@ -1,26 +1,26 @@
 """``bundler doctor``: config validity, leftovers of interrupted operations, the filesystem's
 rename support and the data home. It changes nothing and exits 3 when it finds a problem.
 
-The checks are :mod:`bundler.install.doctor`'s; this handler only words their report."""
+The checks are :func:`bundler.api.doctor`'s; this handler only words their report."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from bundler import api
 from bundler.cli.output import Output, Result
 from bundler.errors import EXIT_INVALID
 
 
 def doctor(args: argparse.Namespace, out: Output) -> Result:
     """Check everything that can be checked without changing anything (05 §1, 02 §8.5)."""
-    from bundler.install.doctor import diagnose
-
-    report = diagnose(
-        args.install,
-        Path(args.path) if args.path else None,
-        Path(args.project) if args.project else None,
+    options = api.DoctorOptions(
+        install=Path(args.install) if args.install else None,
+        destination=Path(args.path) if args.path else None,
+        project=Path(args.project) if args.project else None,
     )
+    report = api.doctor(options)
     problems, warnings, notes = report.problems, report.warnings, report.notes
     text: list[str] = []
     for label, findings in (("problem", problems), ("warning", warnings), ("ok", notes)):

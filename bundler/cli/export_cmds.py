@@ -1,37 +1,33 @@
-"""``bundler agents export``: run :func:`~bundler.bundle.export.export_agent`, report (02 §11)."""
+"""``bundler agents export``: run :func:`bundler.api.export_agent`, print its report (02 §11)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from bundler.bundle.archive import ARCHIVE_SUFFIXES
-from bundler.bundle.export import export_agent
-from bundler.bundle.export_report import CARRIED_AS_IS, ExportReport
+from bundler import api
+from bundler.api import display
+from bundler.api.display import escape_display, human_size
 from bundler.cli.output import Output, Result
-from bundler.rules import hints
-from bundler.rules.names import escape_display
-from bundler.rules.units import human_size
+
+if TYPE_CHECKING:
+    from bundler.api import ExportReport
 
 
 def export(args: argparse.Namespace, out: Output) -> Result:
     """Export ALIAS to ``--out``; the human summary on stdout, progress on a terminal's stderr."""
-    from bundler.config.file import find_install_root
-
-    install = find_install_root(args.install)
+    install = api.find_install(args.install)
+    options = api.ExportOptions(
+        force=args.force,
+        include_memory=args.include_memory,
+        scan_secrets=api.ScanSecrets(args.scan_secrets),
+        exclude=tuple(args.exclude),
+        exclude_from=tuple(Path(name) for name in args.exclude_from),
+        seal_to=tuple(args.seal_to),
+    )
     with out.progress() as progress:
-        options: dict[str, Any] = {
-            "force": args.force,
-            "include_memory": args.include_memory,
-            "scan_secrets": args.scan_secrets,
-            "exclude": args.exclude,
-            "exclude_from": [Path(name) for name in args.exclude_from],
-            "seal_to": args.seal_to,
-            "progress": progress,
-        }
-        archive = args.out.endswith(ARCHIVE_SUFFIXES)
-        report = export_agent(install, args.alias, Path(args.out), archive=archive, **options)
+        report = api.export_agent(install, args.alias, Path(args.out), options, progress=progress)
     return Result(
         payload=report.as_json(),
         text=summary(report),
@@ -74,7 +70,9 @@ def summary(report: ExportReport) -> list[str]:
     if report.required_secrets:
         # run by the receiver in their own install: the exporter's --install is not repeated
         lines.append("  credentials scrubbed; the receiver completes each, in their install, with:")
-        lines += [f"    {hints.command('config', 'set', path)}" for path in report.required_secrets]
+        lines += [
+            f"    {display.command('config', 'set', path)}" for path in report.required_secrets
+        ]
     if report.dropped:
         lines.append("  not carried:")
         lines += [f"    {esc(d.path)} ({d.reason}): {esc(d.detail)}" for d in report.dropped]
@@ -89,5 +87,5 @@ def summary(report: ExportReport) -> list[str]:
             f"  {report.encrypted_not_swept} secret(s) stored encrypted could not be swept "
             f"for their plain text ({why})"
         )
-    lines.append(f"  note: {CARRIED_AS_IS}")
+    lines.append(f"  note: {report.note}")
     return lines

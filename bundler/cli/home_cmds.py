@@ -1,5 +1,5 @@
-"""``bundler home init | show | volumes | skills``: thin handlers over the data-home library
-(04 §1-§4); ``bundler doctor --project`` asks :func:`bundler.install.doctor.home_findings`."""
+"""``bundler home init | show | volumes | skills``: each calls :mod:`bundler.api` and prints
+its report (04 §1-§4); ``bundler doctor --project`` checks the home as well."""
 
 from __future__ import annotations
 
@@ -9,23 +9,10 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from bundler import api
+from bundler.api.display import escape_display, human_size
 from bundler.cli.output import Output, Result
-from bundler.errors import InvalidInput, Refused, UsageError
-from bundler.fs.smallfile import NotSmallFile, read_small_file
-from bundler.home.homes import (
-    home_sizes,
-    init_home,
-    is_writable,
-    resolve_home,
-    resolve_home_with_config,
-    user_home,
-)
-from bundler.home.skills import save_skill, skills_of
-from bundler.home.volumes import list_allowed_directories, load_volumes, volumes_from
-from bundler.rules.names import escape_display
-from bundler.rules.units import human_size
-
-_MAX_SKILL_FILE = 1 << 20
+from bundler.errors import UsageError
 
 
 def _project(args: argparse.Namespace) -> Path:
@@ -34,67 +21,35 @@ def _project(args: argparse.Namespace) -> Path:
 
 def init(args: argparse.Namespace, out: Output) -> Result:
     """``home init``: the first start of 04 §1.2."""
-    resolution = resolve_home(_project(args))
-    actions = init_home(resolution)
-    home = str(resolution.home)
-    text = [f"data home {escape_display(home)} (rule {resolution.rule}: {resolution.source})"]
-    text += actions or ["nothing to do: the home is complete"]
-    return Result(
-        payload={"home": home, "source_rule": resolution.rule, "actions": actions},
-        text=text if not out.quiet else [],
-    )
+    report = api.init_home(_project(args))
+    home = str(report.home)
+    text = [f"data home {escape_display(home)} (rule {report.rule}: {report.source})"]
+    text += report.actions or ["nothing to do: the home is complete"]
+    return Result(payload=report.as_json(), text=text if not out.quiet else [])
 
 
 def show(args: argparse.Namespace, out: Output) -> Result:
     """``home show``: the admin view (04 §4), paths included. Creates nothing."""
-    project = _project(args)
-    resolution, document = resolve_home_with_config(project)
-    volumes = volumes_from(document, project, resolution, user_home(os.environ))
-    sizes = home_sizes(resolution)
-    before = _before_restore(resolution.home)
-    writable = is_writable(resolution.home)
-    payload = {
-        "home": str(resolution.home),
-        "source_rule": resolution.rule,
-        "source": resolution.source,
-        "writable": writable,
-        "database": str(resolution.database),
-        "sizes": sizes,
-        "volumes": [
-            {"name": v.name, "mode": v.mode, "description": v.description, "path": str(v.path)}
-            for v in volumes
-        ],
-        "before_restore": before,
-    }
+    report = api.show_home(_project(args))
+    sizes, volumes = report.sizes, report.volumes
     text = [
-        f"data home: {escape_display(str(resolution.home))}",
-        f"found by:  rule {resolution.rule}, {escape_display(resolution.source)}",
-        f"writable:  {'yes' if writable else 'no'}",
-        f"database:  {escape_display(str(resolution.database))} "
+        f"data home: {escape_display(str(report.home))}",
+        f"found by:  rule {report.rule}, {escape_display(report.source)}",
+        f"writable:  {'yes' if report.writable else 'no'}",
+        f"database:  {escape_display(str(report.database))} "
         f"({human_size(sizes['database'])}, -wal {human_size(sizes['database_wal'])})",
     ]
     text += [
         f"{name + '/':<10} {human_size(sizes[name])}" for name in ("files", "skills", "backups")
     ]
-    text += _before_restore_lines(before)
+    text += _before_restore_lines(report.before_restore)
     text.append("volumes:" if volumes else "volumes:   none (toolOptions.bxai.allowedPaths is set)")
     text += [
         f"  {v.name} ({v.mode}) {escape_display(str(v.path))}"
         + (f"  {escape_display(v.description)}" if v.description else "")
         for v in volumes
     ]
-    return Result(payload=payload, text=text)
-
-
-def _before_restore(home: Path) -> dict[str, Any] | None:
-    """The one copy a restore keeps of what it replaced (04 §5.3 step 3), for ``home show``."""
-    from bundler.home.restore import before_restore_copy
-
-    found = before_restore_copy(home)
-    if found is None:
-        return None
-    names, size = found
-    return {"names": names, "paths": [str(home / name) for name in names], "bytes": size}
+    return Result(payload=report.as_json(), text=text)
 
 
 def _before_restore_lines(copy: dict[str, Any] | None) -> list[str]:
@@ -111,7 +66,7 @@ def _before_restore_lines(copy: dict[str, Any] | None) -> list[str]:
 
 def volumes(args: argparse.Namespace, out: Output) -> Result:
     """``home volumes``: the runtime's ``GET /volumes`` (name, mode, description; no path)."""
-    listed = list_allowed_directories(load_volumes(_project(args)))
+    listed = api.list_volumes(_project(args))
     text = [
         f"{escape_display(v['name'])} ({v['mode']})"
         + (f"  {escape_display(v['description'])}" if v["description"] else "")
@@ -120,50 +75,13 @@ def volumes(args: argparse.Namespace, out: Output) -> Result:
     return Result(payload={"volumes": listed}, text=text or ["no volumes"])
 
 
-def _read_skill_file(path: str) -> str:
-    try:
-        data = read_small_file(path, _MAX_SKILL_FILE, streams=True)
-    except NotSmallFile as why:
-        raise InvalidInput(
-            f"--file {escape_display(path)} {why.reason} (a skill holds at most 20,000 characters)",
-            path=path,
-        ) from None
-    except OSError as err:
-        raise Refused(
-            f"--file {escape_display(path)}: cannot be read ({os.strerror(err.errno or 0)})",
-            path=path,
-        ) from None
-    if len(data) > _MAX_SKILL_FILE:
-        raise InvalidInput(
-            f"--file {escape_display(path)}: is larger than {human_size(_MAX_SKILL_FILE)} "
-            "(a skill holds at most 20,000 characters)",
-            path=path,
-        )
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InvalidInput(f"--file {escape_display(path)}: is not UTF-8 text", path=path) from None
-
-
 def skills(args: argparse.Namespace, out: Output) -> Result:
     """``home skills``: list (the runtime's ``GET /skills``), or ``save NAME``."""
     project = _project(args)
     if args.action == "save":
         if not args.name or args.description is None or not args.file:
             raise UsageError("home skills save needs NAME, --description TEXT and --file FILE")
-        content = _read_skill_file(args.file)
-        existing = [
-            s
-            for s in skills_of(resolve_home(project), project)
-            if s.origin == "agent" and s.name == args.name
-        ]
-        if existing and not args.force:
-            name = escape_display(args.name)
-            raise Refused(
-                f"the agent already has a skill {name}; pass --force to replace it",
-                path=args.name,
-            )
-        saved = save_skill(project, args.name, args.description, content)
+        saved = api.save_skill(project, args.name, args.description, args.file, force=args.force)
         return Result(
             payload={"saved": saved.skill.as_json()},
             text=[f"saved agent skill {saved.skill.name}"] if not out.quiet else [],
@@ -171,7 +89,7 @@ def skills(args: argparse.Namespace, out: Output) -> Result:
         )
     if args.name or args.description is not None or args.file or args.force:
         raise UsageError("NAME, --description, --file and --force are for 'home skills save'")
-    listed = skills_of(resolve_home(project), project)
+    listed = api.list_skills(project)
     active = [s.as_json() for s in listed if not s.shadowed]
     shadowed = [s.as_json() for s in listed if s.shadowed]
     text = [

@@ -1,7 +1,5 @@
-"""``bundler agents import BUNDLE`` and ``agents import --undo RECEIPT`` (03 §3, §4).
-
-No logic here: options are handed to :func:`bundler.install.importer.import_bundle` and
-:func:`bundler.install.undo_import`, and their reports are printed. Secret values never
+"""``bundler agents import BUNDLE`` and ``agents import --undo RECEIPT`` (03 §3, §4), and
+``agents imports``: each calls :mod:`bundler.api` and prints its report. Secret values never
 pass through this module's output: reports name paths only.
 """
 
@@ -9,68 +7,51 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from bundler.bundle.archive_kind import is_archive
+from bundler import api
+from bundler.api import display
+from bundler.api.display import escape_display
 from bundler.cli.output import Output, Result
-from bundler.cli.registry_args import bundle_folder, tag_warnings
-from bundler.config.file import find_install_root
+from bundler.cli.registry_args import opened_bundle
 from bundler.errors import UsageError
-from bundler.install import importer
-from bundler.install.bind_secrets import (
-    SECRET_ARGUMENT_WARNING,
-    default_prompter,
-    passphrase_prompter,
-    split_assignment,
-)
-from bundler.install.import_types import ImportOptions, ImportReport
-from bundler.install.undo import undo_import
-from bundler.rules import hints
-from bundler.rules.names import escape_display
+
+if TYPE_CHECKING:
+    from bundler.api import ImportReport
 
 
 def import_bundle(args: argparse.Namespace, out: Output) -> Result:
     """Import BUNDLE, or undo the import of ``--undo RECEIPT`` (exactly one of the two)."""
     if (args.bundle is None) == (args.undo is None):
         raise UsageError("agents import takes exactly one of BUNDLE or --undo RECEIPT")
-    install = find_install_root(args.install)
+    install = api.find_install(args.install)
     if args.undo is not None:
         return _undo(args, out, install)
     if args.force:
         raise UsageError("--force goes with --undo (see 'bundler agents import --help')")
-    binds = dict(split_assignment(raw, "--bind") for raw in args.bind)
-    prompter = None if out.json_mode else default_prompter()
-    early = [SECRET_ARGUMENT_WARNING] if args.secret and not out.json_mode else []
+    binds = dict(api.split_assignment(raw, "--bind") for raw in args.bind)
+    early = [api.SECRET_ARGUMENT_WARNING] if args.secret and not out.json_mode else []
     for warning in early:
         # said before any prompt or refusal: the value is already in ps and the shell history
         out.warn(warning)
-    with bundle_folder(args, args.bundle, out) as (folder, pinned), out.progress() as progress:
-        options = ImportOptions(
-            as_alias=args.as_alias,
-            binds=binds,
-            secrets=list(args.secret),
-            secrets_file=Path(args.secrets_file) if args.secrets_file else None,
-            age_identities=[Path(name) for name in args.age_identity],
-            age_passphrase=passphrase_prompter(),
-            accept_risks=args.accept_risks,
-            dry_run=args.dry_run,
-            prompt=prompter,
-            progress=progress,
-            source=pinned,
-        )
-        if pinned is None and is_archive(folder):
-            from bundler.install.from_archive import import_archive
-
-            report = import_archive(install, folder, options)
-        else:
-            report = importer.import_bundle(install, folder, options)
+    options = api.ImportOptions(
+        as_alias=args.as_alias,
+        binds=binds,
+        secrets=tuple(args.secret),
+        secrets_file=Path(args.secrets_file) if args.secrets_file else None,
+        age_identities=tuple(Path(name) for name in args.age_identity),
+        age_passphrase=api.terminal_passphrase(),
+        accept_risks=args.accept_risks,
+        prompt=None if out.json_mode else api.terminal_prompter(),
+    )
+    run = api.plan_import if args.dry_run else api.import_bundle
+    with opened_bundle(args, args.bundle, out) as (bundle, progress):
+        report = run(install, bundle, options, progress=progress)
     return Result(
         payload=report.as_json(),
         text=summary(report, install=args.install),
         quiet_text=[escape_display(report.receipt)] if report.receipt else [],
-        warnings=[
-            *tag_warnings(args.bundle, pinned),
-            *(warning for warning in report.warnings if warning not in early),
-        ],
+        warnings=[warning for warning in report.warnings if warning not in early],
     )
 
 
@@ -78,12 +59,9 @@ def _undo(args: argparse.Namespace, out: Output, install: Path) -> Result:
     """``--undo RECEIPT`` or ``--undo last``, with ``--dry-run`` saying what would go and stay.
 
     ``--force`` is accepted and changes nothing: an undo always saves edited entries first."""
-    from bundler.install.receipts import resolve_receipt
-
     if args.as_alias or args.bind or args.secret or args.secrets_file:
         raise UsageError("--undo takes no other import option but --dry-run")
-    receipt = resolve_receipt(install, args.undo)
-    undone = undo_import(install, receipt, dry_run=args.dry_run)
+    undone = api.undo_import(install, args.undo, api.UndoOptions(dry_run=args.dry_run))
     verb = "would remove" if undone.dry_run else "removed"
     text = [f"{verb} {escape_display(path)}" for path in undone.removed_entries]
     if undone.changes:
@@ -110,9 +88,7 @@ def _undo(args: argparse.Namespace, out: Output, install: Path) -> Result:
 
 def imports(args: argparse.Namespace, out: Output) -> Result:
     """``agents imports``: the install's receipts, newest first, with alias, bundle, date, state."""
-    from bundler.install.receipts import list_receipts
-
-    rows = list_receipts(find_install_root(args.install))
+    rows = api.list_imports(api.find_install(args.install))
     text = [
         f"{row.imported_at}  {escape_display(row.agent)}  {row.shown_state}  "
         f"from {escape_display(row.bundle)}  receipt {escape_display(str(row.path))}"
@@ -128,7 +104,7 @@ def summary(report: ImportReport, *, install: str | None = None) -> list[str]:
     """The human-readable plan (dry run) or outcome of an import; every string escaped.
 
     ``install`` is the ``--install`` given on the command line (None otherwise): the commands
-    printed for the user to paste repeat it (:mod:`bundler.rules.hints`), each on a line of its own.
+    printed for the user to paste repeat it (:mod:`bundler.api.display`), each on a line of its own.
     """
     plan = report.plan
     head = "would import" if report.dry_run else "imported"
@@ -169,11 +145,11 @@ def summary(report: ImportReport, *, install: str | None = None) -> list[str]:
     for path in plan.secrets_missing:
         endpoint = report.endpoints.get(path, "")
         lines.append(f"  secret needed: {escape_display(path)} (sent to {endpoint}); set it with:")
-        lines.append(f"    {hints.command('config', 'set', path, install=install)}")
+        lines.append(f"    {display.command('config', 'set', path, install=install)}")
     if report.receipt:
         lines.append(f"  receipt: {escape_display(report.receipt)}")
         lines.append("  to undo this import:")
         lines.append(
-            f"    {hints.command('agents', 'import', '--undo', report.receipt, install=install)}"
+            f"    {display.command('agents', 'import', '--undo', report.receipt, install=install)}"
         )
     return lines

@@ -11,9 +11,10 @@ import datetime
 import os
 
 from bundler import __version__
+from bundler.api.display import PROGRAM
+from bundler.cli.args_registry import CREDENTIALS_HELP
 from bundler.cli.output import Output, Result
 from bundler.cli.parsertree import Command, Option, read_tree
-from bundler.cli.registry_args import CREDENTIALS_HELP
 from bundler.errors import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -21,7 +22,6 @@ from bundler.errors import (
     EXIT_OK,
     EXIT_USAGE,
 )
-from bundler.rules.hints import PROGRAM
 
 EXIT_MEANINGS = (
     (

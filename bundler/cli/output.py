@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from bundler.api import Progress, display
+from bundler.api import process as interrupts
 from bundler.errors import (
     EXIT_FAILED,
     BundlerError,
@@ -23,9 +25,6 @@ from bundler.errors import (
     error_kind,
     kind_of_code,
 )
-from bundler.fs import interrupts
-from bundler.rules import hints
-from bundler.rules.progress import Progress
 
 
 @dataclass
@@ -103,7 +102,7 @@ class Output:
     def warn(self, message: str) -> None:
         """A warning line on stderr (not in --json mode: put warnings in the payload there)."""
         if not self.json_mode:
-            _print(hints.lines("warning: ", message), sys.stderr)
+            _print(display.lines("warning: ", message), sys.stderr)
 
     def emit(self, result: Result) -> int:
         """Print a command's result; returns its exit code (:meth:`_stdout_failed`'s when
@@ -131,8 +130,8 @@ class Output:
             _to_stdout(_json(document))
             return result.code
         for warning in result.warnings:
-            if not self.quiet or isinstance(warning, hints.Hinted):
-                _print(hints.lines("warning: ", warning), sys.stderr)
+            if not self.quiet or isinstance(warning, display.Hinted):
+                _print(display.lines("warning: ", warning), sys.stderr)
         text = result.text if result.quiet_text is None or not self.quiet else result.quiet_text
         if text and result.verbatim:
             _to_stdout("\n".join(text))
@@ -157,7 +156,7 @@ class Output:
         if gone and not committed:
             return result.code or EXIT_FAILED
         for warning in warnings:
-            _print(hints.lines("warning: ", warning), sys.stderr)
+            _print(display.lines("warning: ", warning), sys.stderr)
         if committed:
             lost = (
                 "the reader of standard output went away before the result was written"
@@ -196,7 +195,7 @@ class Output:
                 "message": message,
                 "path": err.path,
             }
-            if isinstance(err.message, hints.Hinted):
+            if isinstance(err.message, display.Hinted):
                 error["fix"] = err.message.fix
             if isinstance(err, RefusedWithList):
                 error[err.key] = err.listing
@@ -212,7 +211,7 @@ class Output:
                 # stderr is the one place left to say what failed (self.warn is silent in
                 # --json mode, and the warnings were in the document lost)
                 for warning in warnings:
-                    _print(hints.lines("warning: ", warning), sys.stderr)
+                    _print(display.lines("warning: ", warning), sys.stderr)
         else:
             for warning in warnings:
                 self.warn(warning)
@@ -220,9 +219,9 @@ class Output:
             # the error stays one line; what it found follows, one thing a line
             _print([f"error: {message}"], sys.stderr)
             _print_as_is("\n".join(f"  {line}" for line in err.details), sys.stderr)
-        elif isinstance(err.message, hints.Hinted) and "\n" not in err.message:
+        elif isinstance(err.message, display.Hinted) and "\n" not in err.message:
             # the error itself stays one line; the command to paste follows on its own
-            _print(hints.lines("error: ", err.message), sys.stderr)
+            _print(display.lines("error: ", err.message), sys.stderr)
         else:
             _print([f"error: {message}"], sys.stderr)
         return err.code

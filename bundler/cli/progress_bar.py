@@ -21,8 +21,7 @@ import os
 import time
 from typing import Any
 
-from bundler.rules.names import escape_display
-from bundler.rules.units import human_size
+from bundler.api.display import escape_display, human_size
 
 REDRAW_SECONDS = 0.1
 DELAY_SECONDS = 0.5

@@ -1,8 +1,9 @@
-"""The command-line side of ``oci://`` references shared by every command that reads a bundle.
+"""The BUNDLE argument of every command that reads a bundle, opened through
+:func:`bundler.api.open_bundle`, and the registry options given for a reference.
 
-Kept apart from :mod:`bundler.cli.registry_cmds` and free of the registry client's imports
-(HTTP, TLS, the archive code): ``bundler --help`` and ``bundle verify DIR`` load this module
-and must start fast; the client is imported only when a reference is actually given.
+Free of the registry client's imports (HTTP, TLS, the archive code): ``bundler --help`` and
+``bundle verify DIR`` load this module and must start fast; :mod:`bundler.api` imports the
+client only when a reference is actually given.
 """
 
 from __future__ import annotations
@@ -17,66 +18,7 @@ from bundler.cli.output import Output
 from bundler.errors import UsageError
 
 if TYPE_CHECKING:
-    from bundler.api import RegistryOptions
-    from bundler.bundle.archive_listing import ListedMember
-    from bundler.bundle.archive_spill import SpilledDigests
-
-# bundler.registry.reference.SCHEME, spelled out here so that a local BUNDLE loads no registry
-# module (the reference parser compiles its grammar at import); a test checks the two agree
-REFERENCE_SCHEME = "oci://"
-
-
-CREDENTIALS_HELP = """\
-credentials, the first found: --username with --password-stdin; the file --authfile
-or $REGISTRY_AUTH_FILE names (then no other); $XDG_RUNTIME_DIR/containers/auth.json;
-~/.config/containers/auth.json (as podman and skopeo write them); $DOCKER_CONFIG/config.json,
-else ~/.docker/config.json (credHelpers, auths, credsStore); else none. 'bundler login HOST'
-stores a login where it is read first."""
-
-
-def add_connection_options(parser: argparse.ArgumentParser) -> None:
-    """``--plain-http`` and ``--ca-file``: how to reach a registry."""
-    parser.add_argument(
-        "--plain-http",
-        action="store_true",
-        help="talk to the registry over HTTP, not HTTPS (credentials go only to loopback hosts)",
-    )
-    parser.add_argument(
-        "--ca-file", metavar="FILE", help="trust the registry certificates this CA file signed"
-    )
-
-
-def add_authfile_option(parser: argparse.ArgumentParser) -> None:
-    """``--authfile FILE``: the one credentials file to read (and write, for a login)."""
-    parser.add_argument(
-        "--authfile",
-        metavar="FILE",
-        help="the credentials file to use instead of the search order (as podman's)",
-    )
-
-
-def add_registry_options(parser: argparse.ArgumentParser) -> None:
-    """The registry options of every command that can take an ``oci://`` REF: how to reach it
-    and which credentials to use."""
-    add_connection_options(parser)
-    add_authfile_option(parser)
-    parser.add_argument(
-        "--username", metavar="USER", help="log in as USER for this command (with --password-stdin)"
-    )
-    parser.add_argument(
-        "--password-stdin",
-        action="store_true",
-        help="read the password for --username from standard input",
-    )
-
-
-def add_cache_option(parser: argparse.ArgumentParser) -> None:
-    """``--no-cache``: for a command that pulls an ``oci://`` REF."""
-    parser.add_argument(
-        "--no-cache",
-        action="store_true",
-        help="neither read nor write the layer cache of pulled blobs: download every layer",
-    )
+    from bundler.api import OpenBundle, Progress, RegistryOptions
 
 
 def read_password_stdin() -> str:
@@ -96,7 +38,7 @@ def read_password_stdin() -> str:
 
 def registry_options(args: argparse.Namespace) -> RegistryOptions:
     """The registry options given (``--plain-http``, ``--ca-file``, ``--authfile``,
-    ``--username`` with ``--password-stdin``, the password read here)."""
+    ``--username`` with ``--password-stdin``, the password read here; ``--no-cache``)."""
     from bundler.api import RegistryOptions
 
     ca_file = getattr(args, "ca_file", None)
@@ -138,48 +80,35 @@ def no_registry_options(args: argparse.Namespace, what: str) -> None:
 
 
 @contextlib.contextmanager
-def bundle_folder(
+def opened_bundle(
     args: argparse.Namespace,
     given: str,
     out: Output,
     *,
     list_only: frozenset[str] = frozenset(),
-    listed: list[ListedMember] | None = None,
-    digests: SpilledDigests | None = None,
-) -> Iterator[tuple[Path, str | None]]:
-    """The folder to read for a BUNDLE argument: the folder itself, or, for ``oci://``, a
-    private pulled copy (removed after the block) and the reference pinned to its digest;
-    ``list_only`` names the artifact's layers judged as they arrive and not written, whose
-    members go to ``listed`` and whose files' digests, with the rest, to ``digests``
-    (:func:`bundler.registry.pull.pulled`)."""
-    if not given.startswith(REFERENCE_SCHEME):
-        no_registry_options(args, "a folder")
-        yield Path(given), None
-        return
-    from bundler.api import open_bundle
+    registry: RegistryOptions | None = None,
+) -> Iterator[tuple[OpenBundle, Progress | None]]:
+    """BUNDLE ``given`` opened (:func:`bundler.api.open_bundle`): a folder as it is, an
+    archive left for the operation to unpack where it needs it, a reference pulled into a
+    private copy (``list_only``: its layers judged as they arrive, never written); with the
+    progress the operation reports to. What a registry serves is its text: from here on, no
+    output repeats what the registry was sent. ``registry``: the registry options of a
+    command that talks to a registry anyway (a push), then not refused for a local BUNDLE."""
+    from bundler import api
+
+    own = registry is None
 
     with (
         out.progress() as advance,
-        open_bundle(
-            given, registry=registry_options(args), progress=advance, list_only=list_only
-        ) as got,
+        api.open_bundle(
+            given,
+            registry=registry_options(args) if registry is None else registry,
+            progress=advance,
+            list_only=list_only,
+            unpack=False,
+        ) as bundle,
     ):
-        # a registry's bundle is its text: no report of it may repeat what it was sent
-        out.withhold(got.scrub)
-        if listed is not None:
-            listed.extend(got.listed)
-        if digests is not None and got.digests is not None:
-            digests.take(got.digests)
-        yield got.folder, got.reference
-
-
-def tag_warnings(given: str, pinned: str | None) -> list[str]:
-    """What to say of BUNDLE ``given`` read as ``pinned`` (:func:`bundle_folder`'s): for a
-    reference by tag, that a tag can move, and the digest to pin (nothing otherwise)."""
-    if pinned is None:
-        return []
-    from bundler.registry.reference import parse_reference
-
-    digest = parse_reference(pinned).digest or ""
-    warning = parse_reference(given).unpinned_warning(digest)
-    return [warning] if warning is not None else []
+        if own and bundle.kind is not api.BundleKind.REFERENCE:
+            no_registry_options(args, f"a bundle {bundle.kind.value}")
+        out.withhold(bundle.scrub)
+        yield bundle, advance

@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from typing import TextIO
 
-from bundler.rules import hints
+from bundler.api import display
 
 # a line that is itself a command to paste
-_PASTE_STARTS = (f"{hints.PROGRAM} ", "rm ")
+_PASTE_STARTS = (f"{display.PROGRAM} ", "rm ")
 # spans a fold must not cut: a quoted command or name, a command after "run: ", and a path
 # (from a word starting "/", "~/" or "./" to where a message goes on: ": ", ", ", "; ", " (")
 _KEEP_WHOLE = re.compile(

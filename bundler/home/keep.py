@@ -74,6 +74,10 @@ class Listing:
     backups: list[Listed]
     warnings: list[str]
 
+    def as_json(self) -> dict[str, Any]:
+        """The ``home backups --json`` payload (without ``ok``)."""
+        return {"folder": str(self.folder), "backups": [item.as_json() for item in self.backups]}
+
 
 @dataclass(frozen=True)
 class PruneReport:

@@ -96,17 +96,19 @@ def secrets_template(
     required: Sequence[str],
     *,
     bundle: str,
+    source: str | None = None,
     out: str | None = None,
     install: str | None = None,
 ) -> str:
     """The ``--secrets-file`` skeleton of a bundle's ``required`` secret paths: one
     ``"path" = ""`` line each (the form :func:`flatten_secrets` reads), under a comment saying
     where the value will be sent. ``bundle`` and ``out`` (the template's file, if any) are paths
-    as the user gave them; ``install`` is the ``--install`` given, for the import command."""
+    as the user gave them; ``source`` is the BUNDLE the import command names (default:
+    ``bundle``'s absolute path); ``install`` is the ``--install`` given, for that command."""
     command = hints.command(
         "agents",
         "import",
-        os.path.abspath(bundle),
+        os.path.abspath(bundle) if source is None else source,
         "--secrets-file",
         os.path.abspath(out) if out else "FILE",
         install=install,

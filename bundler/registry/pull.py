@@ -73,6 +73,13 @@ class PullReport:
     root_agent: str = ""
     warnings: list[str] = field(default_factory=list)
 
+    @property
+    def pinned(self) -> str:
+        """The reference pinned to the artifact's digest: what to pull by (a tag can move)."""
+        from bundler.registry.reference import parse_reference
+
+        return str(parse_reference(self.reference).with_digest(self.digest))
+
     def as_json(self) -> dict[str, Any]:
         """The ``--json`` payload."""
         return {

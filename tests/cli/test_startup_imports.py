@@ -102,14 +102,6 @@ def test_verify_of_a_bundle_folder_loads_no_archive_publish_or_registry_code(
     assert sorted(modules.intersection({"bundler.cli.wrap", "textwrap"})) == []
 
 
-def test_the_cli_tells_a_registry_reference_as_the_registry_client_does() -> None:
-    """The CLI spells the oci:// scheme itself, so that a folder loads no registry module."""
-    from bundler.cli.registry_args import REFERENCE_SCHEME
-    from bundler.registry.reference import SCHEME
-
-    assert REFERENCE_SCHEME == SCHEME
-
-
 def test_only_the_named_group_gets_its_command_parsers() -> None:
     from bundler.cli import _group_word, build_parser, main
 
