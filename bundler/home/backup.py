@@ -37,7 +37,16 @@ from typing import Any
 import xxhash
 
 from bundler import __version__
-from bundler.errors import InvalidInput, Refused, UsageError
+from bundler.errors import (
+    ChangedMeanwhile,
+    DestinationExists,
+    InvalidInput,
+    Malformed,
+    NotFound,
+    UnsuitablePath,
+    UsageError,
+    os_failure,
+)
 from bundler.fs import durable
 from bundler.fs.copytree import digest_fd
 from bundler.fs.digest import read_into
@@ -242,13 +251,13 @@ def _check_database_copy(
         stream_entry(archive, info, size, digest, sink.write)
     # what a backup holds (backup-format.md); an empty file opens as an empty database
     if journal_versions(copy) != ROLLBACK_VERSIONS:
-        raise InvalidInput(
+        raise Malformed(
             "backup entry chat.db: not a SQLite database in rollback-journal mode, which is "
             "what a backup holds (an empty file, or a header saying WAL)",
             path=DATABASE,
         )
     if not integrity_ok(copy):
-        raise InvalidInput(
+        raise Malformed(
             "backup entry chat.db: fails PRAGMA integrity_check (not a sound SQLite database)",
             path=DATABASE,
         )
@@ -268,8 +277,8 @@ def verify_backup(path: Path, *, progress: Progress | None = None) -> VerifyRepo
             index, files = check_contents(archive, check_database=True, progress=progress)
     except OSError as exc:
         shown = escape_display(str(path))
-        raise Refused(
-            f"cannot read {shown} ({os.strerror(exc.errno or errno.EIO)})", path=shown
+        raise os_failure(
+            f"cannot read {shown} ({os.strerror(exc.errno or errno.EIO)})", exc, path=shown
         ) from exc
     total = sum(info.file_size for info in files)
     return VerifyReport(path, index.format, index.created_at, index.agent, len(files), total)
@@ -472,12 +481,12 @@ def _check_entry(relpath: str, st: os.stat_result) -> None:
     """Refuse a file restore would refuse (its name or its size)."""
     problem = path_problem(relpath)
     if problem:
-        raise Refused(
+        raise UnsuitablePath(
             f"{escape_display(relpath)} {problem}: restore would refuse it; rename or remove it",
             path=escape_display(relpath),
         )
     if st.st_size > MAX_ENTRY_SIZE:
-        raise Refused(
+        raise UnsuitablePath(
             f"{escape_display(relpath)} is larger than {human_size(MAX_ENTRY_SIZE)}: "
             "restore would refuse it",
             path=escape_display(relpath),
@@ -509,7 +518,7 @@ def _add_file(
 
             size, digest = digest_fd(fd, relpath=relpath, observer=forward)
     except RuntimeError as exc:  # zipfile: an entry grew past 2 GiB without zip64
-        raise Refused(
+        raise ChangedMeanwhile(
             f"{escape_display(relpath)} grew while it was read ({exc}): try again",
             path=escape_display(relpath),
         ) from None
@@ -586,7 +595,7 @@ def _deflate_large(
         write_oldest()
     if not zip64 and max(size, packed) > zipfile.ZIP64_LIMIT:
         shown = escape_display(relpath)
-        raise Refused(f"{shown} grew past 4 GiB while it was read: try again", path=shown)
+        raise ChangedMeanwhile(f"{shown} grew past 4 GiB while it was read: try again", path=shown)
     end = sink.tell()
     info.CRC, info.file_size, info.compress_size = crc, size, packed
     sink.seek(info.header_offset)
@@ -635,11 +644,13 @@ def _open_tree(home_fd: int, name: str, home: Path) -> int | None:
     except OSError as exc:
         where = escape_display(str(home / name))
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise Refused(
+            raise UnsuitablePath(
                 f"{where} is not a real folder (a symbolic link or a file): move it away",
                 path=where,
             ) from None
-        raise Refused(f"cannot read {where} ({os.strerror(exc.errno or 0)})", path=where) from None
+        raise os_failure(
+            f"cannot read {where} ({os.strerror(exc.errno or 0)})", exc, path=where
+        ) from None
 
 
 def _write_zip(archive: zipfile.ZipFile, plan: _Plan, skipped: SkipCounts) -> tuple[int, int]:
@@ -673,7 +684,9 @@ def _write_trees(writer: _InOrder, plan: _Plan, skipped: SkipCounts) -> list[str
                     problem = path_problem(entry.relpath, folder=True)
                     if problem:
                         shown = escape_display(entry.relpath)
-                        raise Refused(f"{shown} {problem}: restore would refuse it", path=shown)
+                        raise UnsuitablePath(
+                            f"{shown} {problem}: restore would refuse it", path=shown
+                        )
                     folders.append(entry.relpath)
                     writer.folder(_zipinfo(f"{entry.relpath}/", entry.stat, True))
                 else:
@@ -774,14 +787,14 @@ def _target(resolution: HomeResolution, to: Path | None) -> tuple[Path, str | No
         _refuse_inside_trees(home, folder, shown)
         return folder, None
     if to.name in ("", ".", ".."):
-        raise Refused(f"--to {shown} must name a file", path=shown)
+        raise UnsuitablePath(f"--to {shown} must name a file", path=shown)
     if os.path.lexists(to):
-        raise Refused(
+        raise DestinationExists(
             f"{shown} exists; a backup never replaces a file: choose a new name", path=shown
         )
     parent = Path(os.path.realpath(to.parent))
     if not parent.is_dir():
-        raise Refused(f"the folder of {shown} does not exist: create it first", path=shown)
+        raise NotFound(f"the folder of {shown} does not exist: create it first", path=shown)
     _refuse_inside_trees(home, parent, shown)
     return parent, to.name
 
@@ -792,7 +805,7 @@ def _refuse_inside_trees(home: Path, folder: Path, shown: str) -> None:
     for tree in TREES:
         real_tree = Path(os.path.realpath(home / tree))
         if folder == real_tree or real_tree in folder.parents:
-            raise Refused(
+            raise UnsuitablePath(
                 f"{shown} is inside the home's {tree}/: a backup must not contain itself",
                 path=shown,
             )
@@ -808,16 +821,17 @@ def _open_target(folder: Path, create: bool) -> int:
         except FileExistsError:
             pass
         except OSError as exc:  # a read-only home, a home the user may not write in
-            raise Refused(
+            raise os_failure(
                 f"cannot create {shown} for the backup ({os.strerror(exc.errno or 0)}); back "
                 "up elsewhere with --to FILE or --to DIR, or fix the permissions of its folder",
+                exc,
                 path=shown,
             ) from None
     try:
         return durable.open_dir(folder, follow=not create)
     except OSError as exc:
-        raise Refused(
-            f"cannot use {shown} for the backup ({os.strerror(exc.errno or 0)})", path=shown
+        raise os_failure(
+            f"cannot use {shown} for the backup ({os.strerror(exc.errno or 0)})", exc, path=shown
         ) from None
 
 
@@ -851,7 +865,7 @@ def backup_home(
     home = resolution.home
     if not os.path.lexists(resolution.database):
         shown = escape_display(str(resolution.database))
-        raise Refused(
+        raise NotFound(
             f"{shown} does not exist: a home without a database is not backed up", path=shown
         )
     home_fd = open_home_dir(home)
@@ -886,9 +900,10 @@ def backup_home(
             return report
         except OSError as exc:
             shown = escape_display(str(folder))
-            raise Refused(
+            raise os_failure(
                 f"backup failed ({os.strerror(exc.errno or errno.EIO)}) writing in {shown}; "
                 "no backup was published",
+                exc,
                 path=shown,
             ) from exc
         finally:
@@ -906,7 +921,7 @@ def _base_path(folder: Path, requested: str | None, base: Path | None, full: boo
         return newest_backup(folder) if requested is None else None
     shown = escape_display(str(base))
     if not os.path.isfile(base):
-        raise Refused(f"--base {shown} is not an existing backup zip", path=shown)
+        raise NotFound(f"--base {shown} is not an existing backup zip", path=shown)
     return Path(os.path.abspath(base))
 
 
@@ -1012,7 +1027,7 @@ def _publish_name(target_fd: int, zip_name: str, requested: str | None) -> str:
         try:
             _publish(target_fd, zip_name, requested)
         except FileExistsError:
-            raise Refused(
+            raise DestinationExists(
                 f"{escape_display(requested)} appeared meanwhile; a backup never replaces a file",
                 path=escape_display(requested),
             ) from None
@@ -1025,7 +1040,7 @@ def _publish_name(target_fd: int, zip_name: str, requested: str | None) -> str:
         except FileExistsError:
             continue
         return name
-    raise Refused("too many backups with the same timestamp: try again in a second")
+    raise DestinationExists("too many backups with the same timestamp: try again in a second")
 
 
 def leftover_backups(home: Path) -> list[list[str]]:

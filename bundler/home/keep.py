@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from bundler.errors import BundlerError, Refused, UsageError
+from bundler.errors import BundlerError, UsageError, os_failure
 from bundler.fs import durable
 from bundler.home.backup import BACKUPS, verify_backup
 from bundler.home.homes import resolve_home
@@ -105,7 +105,9 @@ def list_backups(folder: Path, *, verify: bool = False) -> Listing:
     try:
         names = os.listdir(folder)
     except OSError as exc:
-        raise Refused(f"cannot list {shown} ({os.strerror(exc.errno or 0)})", path=shown) from None
+        raise os_failure(
+            f"cannot list {shown} ({os.strerror(exc.errno or 0)})", exc, path=shown
+        ) from None
     found: list[Listed] = []
     warnings: list[str] = []
     for name in sorted(names, key=lambda n: backup_order(n) or ("", "", 0)):
