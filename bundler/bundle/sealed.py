@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from bundler.bundle import fragment as fragment_rules
 from bundler.bundle.fragment import Problem
 from bundler.bundle.manifest import MANIFEST_NAME
-from bundler.errors import InvalidInput, Refused
+from bundler.errors import InvalidInput, Malformed, Refused, Tampered
 from bundler.fs import age
 from bundler.rules.names import escape_display
 from bundler.rules.paths import parse_path
@@ -237,11 +237,11 @@ def open_sealed(
     """
     table = manifest.get(SEALED_TABLE)
     if not isinstance(table, dict) or hashlib.sha256(data).hexdigest() != table.get("sha256"):
-        raise _refuse("it changed since the bundle was verified")
+        raise _refuse("it changed since the bundle was verified", Tampered)
     try:
         plain = age.decrypt(data, identities)
     except age.NotOpened as err:
-        raise _refuse(f"cannot be decrypted: {err.reason}") from None
+        raise _refuse(f"cannot be decrypted: {err.reason}", InvalidInput) from None
     try:
         document = json.loads(plain.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -278,5 +278,5 @@ def open_sealed(
     return {str(path): str(value) for path, value in secrets.items()}
 
 
-def _refuse(why: str) -> InvalidInput:
-    return InvalidInput(f"{SEALED_NAME}: {why}; nothing changed", path=SEALED_NAME)
+def _refuse(why: str, made: type[InvalidInput] = Malformed) -> InvalidInput:
+    return made(f"{SEALED_NAME}: {why}; nothing changed", path=SEALED_NAME)
