@@ -10,7 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from bundler.cli.output import Output, Result
-from bundler.errors import InvalidInput, Refused, UsageError
+from bundler.errors import (
+    DestinationExists,
+    InvalidInput,
+    Malformed,
+    TooLarge,
+    UsageError,
+    os_failure,
+)
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.home.homes import (
     home_sizes,
@@ -124,17 +131,18 @@ def _read_skill_file(path: str) -> str:
     try:
         data = read_small_file(path, _MAX_SKILL_FILE, streams=True)
     except NotSmallFile as why:
-        raise InvalidInput(
+        raise (TooLarge if why.too_large else InvalidInput)(
             f"--file {escape_display(path)} {why.reason} (a skill holds at most 20,000 characters)",
             path=path,
         ) from None
     except OSError as err:
-        raise Refused(
+        raise os_failure(
             f"--file {escape_display(path)}: cannot be read ({os.strerror(err.errno or 0)})",
+            err,
             path=path,
         ) from None
     if len(data) > _MAX_SKILL_FILE:
-        raise InvalidInput(
+        raise TooLarge(
             f"--file {escape_display(path)}: is larger than {human_size(_MAX_SKILL_FILE)} "
             "(a skill holds at most 20,000 characters)",
             path=path,
@@ -142,7 +150,7 @@ def _read_skill_file(path: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise InvalidInput(f"--file {escape_display(path)}: is not UTF-8 text", path=path) from None
+        raise Malformed(f"--file {escape_display(path)}: is not UTF-8 text", path=path) from None
 
 
 def skills(args: argparse.Namespace, out: Output) -> Result:
@@ -159,7 +167,7 @@ def skills(args: argparse.Namespace, out: Output) -> Result:
         ]
         if existing and not args.force:
             name = escape_display(args.name)
-            raise Refused(
+            raise DestinationExists(
                 f"the agent already has a skill {name}; pass --force to replace it",
                 path=args.name,
             )
