@@ -113,6 +113,13 @@ class TooLarge(InvalidInput):
     a real bundle, backup or config stays far below them."""
 
 
+class Undecryptable(InvalidInput):
+    """An encrypted value that the key at hand does not open: a secret stored under another
+    install's key, a value given already encrypted under another key, a sealed ``secrets.age``
+    for another identity, a stored secret with no key file to open it. Give the plain value,
+    the right key or identity, or restore the install's own key file."""
+
+
 class Unsupported(InvalidInput):
     """The input uses a format version newer than this bundler, or a feature it does not read
     (an encrypted zip entry, a passphrase-less key kind). Use a newer bundler, or write the

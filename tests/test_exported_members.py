@@ -68,6 +68,7 @@ EXPORTED = [
     "SecretFound",
     "Tampered",
     "TooLarge",
+    "Undecryptable",
     "UndoOptions",
     "UndoReport",
     "UnpackOptions",

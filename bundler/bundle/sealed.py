@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from bundler.bundle import fragment as fragment_rules
 from bundler.bundle.fragment import Problem
 from bundler.bundle.manifest import MANIFEST_NAME
-from bundler.errors import InvalidInput, Malformed, Refused, Tampered
+from bundler.errors import Damaged, InvalidInput, Malformed, Tampered, Undecryptable
 from bundler.fs import age
 from bundler.rules.names import escape_display
 from bundler.rules.paths import parse_path
@@ -90,7 +90,7 @@ def sealed_values(
             elif found.state == "unreadable":
                 reason = found.problem
             if reason:
-                raise Refused(
+                raise Damaged(
                     f"--seal-to: {escape_display(path)} is stored encrypted and does not "
                     f"decrypt under {found.where} ({reason}); nothing was exported",
                     path=path,
@@ -241,7 +241,7 @@ def open_sealed(
     try:
         plain = age.decrypt(data, identities)
     except age.NotOpened as err:
-        raise _refuse(f"cannot be decrypted: {err.reason}", InvalidInput) from None
+        raise _refuse(f"cannot be decrypted: {err.reason}", Undecryptable) from None
     try:
         document = json.loads(plain.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):

@@ -40,6 +40,7 @@ KINDS = {
     "Tampered": "tampered",
     "Hostile": "hostile",
     "TooLarge": "too_large",
+    "Undecryptable": "undecryptable",
     "Unsupported": "unsupported",
     "Refused": "refused",
     "EnvironmentFailure": "environment_failure",
