@@ -17,7 +17,6 @@ from bundler.bundle.fragment import Problem
 from bundler.bundle.manifest import MANIFEST_NAME
 from bundler.bundle.sealed import sealed_summary
 from bundler.bundle.verify import VerifyReport, verify_bundle
-from bundler.errors import InvalidInput
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress
 from bundler.rules.units import human_size
@@ -224,7 +223,7 @@ def inspect_bundle(
     if manifest is None:
         first = checked.errors[0] if checked.errors else Problem(MANIFEST_NAME, "unreadable")
         # the entry path is relative to the bundle: name both
-        raise InvalidInput(f"{escape_display(str(path))}: {first}", path=first.path)
+        raise first.error(f"{escape_display(str(path))}: {first}")
     report = InspectReport(verify=checked, root_agent=_escaped(manifest.get("root_agent", "")))
     report.format_version = checked.format_version
     provenance = manifest.get("provenance")

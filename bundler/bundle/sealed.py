@@ -155,21 +155,31 @@ def check_sealed(
     table = (manifest or {}).get(SEALED_TABLE)
     if table is None:
         if present:
-            return [Problem(SEALED_NAME, f"present, but {MANIFEST_NAME} has no [sealed] table")]
+            return [
+                Problem(
+                    SEALED_NAME, f"present, but {MANIFEST_NAME} has no [sealed] table", Tampered
+                )
+            ]
         return []
     where = f"{MANIFEST_NAME}: {SEALED_TABLE}"
     problem = _table_problem(table, manifest or {})
     if problem is not None:
-        return [Problem(where, problem)]
+        return [Problem(where, problem, Malformed)]
     if not present:
-        return [Problem(SEALED_NAME, f"missing, though {MANIFEST_NAME} has a [sealed] table")]
+        return [
+            Problem(SEALED_NAME, f"missing, though {MANIFEST_NAME} has a [sealed] table", Tampered)
+        ]
     if data is None:
         return []  # the walk said why it could not be read
     if hashlib.sha256(data).hexdigest() != table["sha256"]:
-        return [Problem(SEALED_NAME, f"its sha256 does not match {MANIFEST_NAME}'s sealed.sha256")]
+        return [
+            Problem(
+                SEALED_NAME, f"its sha256 does not match {MANIFEST_NAME}'s sealed.sha256", Tampered
+            )
+        ]
     header = age.parse_header(data)
     if isinstance(header, str):
-        return [Problem(SEALED_NAME, f"not an age file: {header}")]
+        return [Problem(SEALED_NAME, f"not an age file: {header}", Malformed)]
     if header.recipients != table["recipients"]:
         return [
             Problem(

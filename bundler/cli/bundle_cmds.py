@@ -16,7 +16,7 @@ from bundler.bundle.leftovers import leftovers_beside
 from bundler.bundle.verify import verify_bundle
 from bundler.cli.output import Output, Result
 from bundler.cli.registry_args import bundle_folder
-from bundler.errors import EXIT_INVALID, DestinationExists, os_failure
+from bundler.errors import EXIT_INVALID, DestinationExists, error_kind, os_failure
 from bundler.rules.names import escape_display
 from bundler.rules.units import human_size
 
@@ -85,6 +85,7 @@ def verify(args: argparse.Namespace, out: Output) -> Result:
         warnings=[],
         error_message=_error_lines(lines[0], lines[1:], out.json_mode),
         error_path=first.path,
+        error_kind=error_kind(first.concept),
     )
 
 
@@ -166,6 +167,7 @@ def inspect(args: argparse.Namespace, out: Output) -> Result:
         warnings=warnings,
         error_message=_error_lines(lines[0], lines[1:], out.json_mode),
         error_path=report.verify.errors[0].path,
+        error_kind=error_kind(report.verify.errors[0].concept),
     )
 
 
@@ -244,6 +246,7 @@ def secrets_template(args: argparse.Namespace, out: Output) -> Result:
             code=EXIT_INVALID,
             error_message=_error_lines(lines[0], lines[1:], out.json_mode),
             error_path=report.errors[0].path if report.errors else str(args.dir),
+            error_kind=error_kind(report.errors[0].concept) if report.errors else "",
         )
     required = [p for p in report.manifest.get("required_secrets", []) if isinstance(p, str)]
     text = render(

@@ -46,6 +46,9 @@ class Result:
     warnings: list[str] = field(default_factory=list)
     error_message: str = ""
     error_path: str = ""
+    # the kind of the failure, when the findings say more than the exit code (a verify whose
+    # first fault is a digest that does not match: tampered)
+    error_kind: str = ""
     quiet_text: list[str] | None = None
     # not prose (a script, a man page, a file's content, a value, a table): printed as it is
     verbatim: bool = False
@@ -121,7 +124,7 @@ class Output:
             document: dict[str, Any] = {"ok": result.code == 0, **result.payload}
             if result.code != 0:
                 document["error"] = {
-                    "kind": kind_of_code(result.code),
+                    "kind": result.error_kind or kind_of_code(result.code),
                     "code": result.code,
                     "message": result.error_message or "failed",
                     "path": result.error_path,
