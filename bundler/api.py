@@ -68,19 +68,25 @@ if TYPE_CHECKING:
     from bundler.bundle.archive import ArchiveReport
     from bundler.bundle.archive_listing import ListedMember
     from bundler.bundle.archive_read import Digests
-    from bundler.bundle.export import ExportReport
+    from bundler.bundle.export_report import ExportReport
     from bundler.bundle.inspect import InspectReport
-    from bundler.bundle.verify import VerifyReport
+    from bundler.bundle.verify_report import VerifyReport
     from bundler.home.backup import BackupReport
     from bundler.home.restore import RestoreReport
     from bundler.install.bind_secrets import Prompter
     from bundler.install.doctor import DoctorReport
-    from bundler.install.importer import ImportReport
+    from bundler.install.import_types import ImportReport
     from bundler.install.undo import UndoReport
-    from bundler.registry.http import Options
+    from bundler.registry.backup_oci import (
+        RegistryBackupListing,
+        RegistryBackupReport,
+        RegistryPruneReport,
+        RegistryRestoreReport,
+    )
     from bundler.registry.login import LoginReport, LogoutReport
     from bundler.registry.pull import PullReport
     from bundler.registry.push import PushReport
+    from bundler.registry.transport import Options
     from bundler.rules.actions import RecoveryReport
 
 __all__ = [
@@ -130,8 +136,15 @@ __all__ = [
     "RecoveryReport",
     "Refused",
     "RefusedWithList",
+    "RegistryBackupListing",
+    "RegistryBackupOptions",
+    "RegistryBackupReport",
     "RegistryOptions",
+    "RegistryPruneOptions",
+    "RegistryPruneReport",
     "RegistryRefused",
+    "RegistryRestoreOptions",
+    "RegistryRestoreReport",
     "RegistryUnreachable",
     "RestoreOptions",
     "RestoreReport",
@@ -148,6 +161,7 @@ __all__ = [
     "UsageError",
     "VerifyReport",
     "backup",
+    "backup_to_registry",
     "doctor",
     "export_agent",
     "import_bundle",
@@ -158,10 +172,13 @@ __all__ = [
     "open_bundle",
     "pack",
     "plan_import",
+    "prune_registry_backups",
     "pull",
     "push",
     "recover",
+    "registry_backups",
     "restore",
+    "restore_from_registry",
     "undo_import",
     "unpack",
     "verify",
@@ -173,14 +190,18 @@ _REPORTS = {
     "ArchiveReport": "bundler.bundle.archive",
     "BackupReport": "bundler.home.backup",
     "DoctorReport": "bundler.install.doctor",
-    "ExportReport": "bundler.bundle.export",
-    "ImportReport": "bundler.install.importer",
+    "ExportReport": "bundler.bundle.export_report",
+    "ImportReport": "bundler.install.import_types",
     "InspectReport": "bundler.bundle.inspect",
     "Prompter": "bundler.install.bind_secrets",
     "LoginReport": "bundler.registry.login",
     "LogoutReport": "bundler.registry.login",
     "PullReport": "bundler.registry.pull",
     "PushReport": "bundler.registry.push",
+    "RegistryBackupListing": "bundler.registry.backup_oci",
+    "RegistryBackupReport": "bundler.registry.backup_oci",
+    "RegistryPruneReport": "bundler.registry.backup_oci",
+    "RegistryRestoreReport": "bundler.registry.backup_oci",
     "RecoveryReport": "bundler.rules.actions",
     "RestoreReport": "bundler.home.restore",
     "UndoReport": "bundler.install.undo",
@@ -225,7 +246,7 @@ class RegistryOptions:
     authfile: Path | None = None
 
     def _library(self) -> Options:
-        from bundler.registry.http import Options
+        from bundler.registry.transport import Options
 
         return Options(
             plain_http=self.plain_http,
@@ -337,6 +358,40 @@ class RestoreOptions:
 
     home: Path | None = None
     force: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegistryBackupOptions:
+    """``home backup --to oci://…``'s options: the deflate level of the backup's entries
+    (``compression``: ``fast``, ``default``, ``best`` or ``none``), and how to reach the
+    registry. No base: the registry keeps each unchanged part once."""
+
+    compression: str = "default"
+    registry: RegistryOptions = RegistryOptions()
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegistryRestoreOptions:
+    """``home restore oci://…``'s options: those of :class:`RestoreOptions`, and how to reach
+    the registry."""
+
+    home: Path | None = None
+    force: bool = False
+    registry: RegistryOptions = RegistryOptions()
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegistryPruneOptions:
+    """``home prune --to oci://…``'s options: how many backups, or days, ISO weeks and months
+    with one, to keep (restic's ``forget`` rules, 04 §5.4; at least one), whether to only say
+    what would go (``dry_run``), and how to reach the registry."""
+
+    keep_last: int = 0
+    keep_daily: int = 0
+    keep_weekly: int = 0
+    keep_monthly: int = 0
+    dry_run: bool = False
+    registry: RegistryOptions = RegistryOptions()
 
 
 class RecoverWhat(enum.Enum):
@@ -557,8 +612,9 @@ def _import(
     dry_run: bool,
 ) -> ImportReport:
     from bundler.install import importer
+    from bundler.install.import_types import ImportOptions
 
-    chosen = importer.ImportOptions(
+    chosen = ImportOptions(
         as_alias=options.as_alias,
         binds=dict(options.binds),
         secrets=options.secrets,
@@ -611,8 +667,9 @@ def undo_import(
     """Remove what the import recorded in ``receipt`` added (03 §4); ``"last"`` names the newest
     import not yet undone. Never a byte written since: the report lists the files kept."""
     from bundler.install import undo
+    from bundler.install.receipts import resolve_receipt
 
-    path = undo.resolve_receipt(install, receipt) if receipt == "last" else Path(receipt)
+    path = resolve_receipt(install, receipt) if receipt == "last" else Path(receipt)
     return undo.undo_import(install, path, dry_run=options.dry_run)
 
 
@@ -668,7 +725,7 @@ def list_tags(reference: str, registry: RegistryOptions = RegistryOptions()) -> 
     """The tags of the repository ``oci://HOST[:PORT]/REPO`` names, sorted (every page of the
     registry's list, bounded); :class:`Refused` when the repository does not exist."""
     from bundler.errors import withholding
-    from bundler.registry.http import Session
+    from bundler.registry.distribution import Session
     from bundler.registry.reference import parse_reference
 
     ref = parse_reference(reference)
@@ -762,6 +819,82 @@ def restore(
     )
 
 
+def backup_to_registry(
+    project: Path,
+    reference: str,
+    options: RegistryBackupOptions = RegistryBackupOptions(),
+    *,
+    progress: Progress | None = None,
+) -> RegistryBackupReport:
+    """Back up the data home of ``project`` to the repository ``oci://HOST/REPO``
+    (``reference``, without a tag): one layer per part, a part the repository holds not sent
+    again, tagged by the backup's time (04 §5.5). The report pins the digest to restore."""
+    from bundler.registry.backup_oci import backup_to_registry as push_backup
+    from bundler.registry.reference import parse_reference
+
+    return push_backup(
+        project,
+        parse_reference(reference),
+        options.registry._library(),
+        compression=options.compression,
+        progress=progress,
+    )
+
+
+def registry_backups(
+    reference: str, registry: RegistryOptions = RegistryOptions()
+) -> RegistryBackupListing:
+    """The backups in the repository ``oci://HOST/REPO``, oldest first, with the time, bytes
+    and files their manifests carry (04 §5.5)."""
+    from bundler.registry.backup_oci import list_registry_backups
+    from bundler.registry.reference import parse_reference
+
+    return list_registry_backups(parse_reference(reference), registry._library())
+
+
+def prune_registry_backups(
+    reference: str, options: RegistryPruneOptions = RegistryPruneOptions()
+) -> RegistryPruneReport:
+    """Delete the backups of the repository ``oci://HOST/REPO`` the retention rules do not
+    keep (04 §5.4, §5.5); never the newest, never a manifest a kept tag names."""
+    from bundler.registry.backup_oci import prune_registry_backups as prune
+    from bundler.registry.reference import parse_reference
+    from bundler.rules.retention import Policy
+
+    for name in ("keep_last", "keep_daily", "keep_weekly", "keep_monthly"):
+        if getattr(options, name) < 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be 0 or more")
+    policy = Policy(
+        options.keep_last, options.keep_daily, options.keep_weekly, options.keep_monthly
+    )
+    return prune(
+        parse_reference(reference), options.registry._library(), policy, dry_run=options.dry_run
+    )
+
+
+def restore_from_registry(
+    project: Path,
+    reference: str,
+    options: RegistryRestoreOptions = RegistryRestoreOptions(),
+    *,
+    progress: Progress | None = None,
+) -> RegistryRestoreReport:
+    """Restore the backup ``oci://HOST/REPO@sha256:…`` (or ``:TAG``) into the data home of
+    ``project`` (04 §5.5): pulled into a private folder, every digest checked, put together as
+    a backup zip and restored as :func:`restore` restores one."""
+    from bundler.registry.backup_oci import restore_from_registry as pull_restore
+    from bundler.registry.reference import parse_reference
+
+    return pull_restore(
+        project,
+        parse_reference(reference),
+        options.registry._library(),
+        home=options.home,
+        force=options.force,
+        progress=progress,
+    )
+
+
 def recover(
     path: Path, what: RecoverWhat, options: RecoverOptions = RecoverOptions()
 ) -> RecoveryReport:
@@ -774,7 +907,7 @@ def recover(
 
         return RecoveryReport(recover_destination(path, dry_run=options.dry_run))
     if what is RecoverWhat.INSTALL:
-        from bundler.install.journal import recover_install
+        from bundler.install.recovery import recover_install
 
         return RecoveryReport(recover_install(path, dry_run=options.dry_run))
     from bundler.home.restore import recover_home

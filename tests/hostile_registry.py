@@ -28,7 +28,7 @@ from bundler.bundle.archive_write import write_tar
 from bundler.bundle.manifest import MANIFEST_NAME
 from bundler.fs.durable import open_dir
 from bundler.registry import artifact as art
-from bundler.registry.http import OCI_MANIFEST
+from bundler.registry.distribution import OCI_MANIFEST
 from bundler.registry.push import plan_layers
 
 REPO = "agents/r"
@@ -358,3 +358,144 @@ HOSTILE_TAG_LISTS: dict[str, tuple[Hook, str]] = {
     "not_json": (_tags_page(b"tags: 1"), "unreadable tag list"),
 }
 """A repository's tag list as no registry should send it: each refused in one line, exit 3."""
+
+
+# --- data-home backups as artifacts ----------------------------------------------------------
+
+
+@dataclass
+class BuiltBackup:
+    """A data-home backup's artifact in memory, made as ``home backup --to oci://`` makes it:
+    the ``backup.json`` blob and each part's zip, by title."""
+
+    index: bytes
+    parts: list[tuple[str, bytes]]
+    created_at: str
+
+    def manifest(self, *, artifact_type: str | None = None) -> bytes:
+        from bundler.registry import backup_artifact as bart
+
+        artifact = bart.BackupArtifact(
+            art.Descriptor(bart.INDEX_TYPE, digest_of(self.index), len(self.index)),
+            [
+                art.Descriptor(bart.PART_TYPE, digest_of(data), len(data), title)
+                for title, data in self.parts
+            ],
+            self.created_at,
+            1,
+            1,
+            "demo",
+        )
+        data = bart.render_manifest(artifact)
+        if artifact_type is not None:
+            doc = json.loads(data)
+            doc["artifactType"] = artifact_type
+            data = json.dumps(doc).encode()
+        return data
+
+    def blobs(self) -> dict[str, bytes]:
+        found = {digest_of(self.index): self.index}
+        found.update({digest_of(data): data for _title, data in self.parts})
+        return found
+
+
+def build_backup(project: Path, scratch: Path, environ: dict[str, str]) -> BuiltBackup:
+    """The artifact ``home backup --to oci://`` would push of ``project``'s data home."""
+    from bundler.home.backup import backup_home
+    from bundler.home.backup_parts import split_backup
+    from bundler.home.zipcheck import parse_index
+
+    scratch.mkdir()
+    made = backup_home(project, to=scratch / "b.zip", environ=environ, full=True)
+    index, parts = split_backup(made.path, scratch)
+    return BuiltBackup(
+        index,
+        [(part.title, part.path.read_bytes()) for part in parts],
+        parse_index(index).created_at,
+    )
+
+
+def _serve_backup(fake: FakeRegistry, built: BuiltBackup, manifest: bytes | None = None) -> str:
+    """Serve ``built`` from ``fake``; returns the reference pinned to its manifest."""
+    fake.manifest = built.manifest() if manifest is None else manifest
+    fake.blobs = built.blobs()
+    return fake.ref(f"{REPO}@{digest_of(fake.manifest)}")
+
+
+def _part(built: BuiltBackup, title: str) -> bytes:
+    return next(data for name, data in built.parts if name == title)
+
+
+def _tampered_part(fake: FakeRegistry, built: BuiltBackup) -> str:
+    """The registry answers the files part's digest with other bytes of the same length."""
+    ref = _serve_backup(fake, built)
+    data = bytearray(_part(built, "files"))
+    data[len(data) // 2] ^= 0xFF
+    fake.blobs[digest_of(_part(built, "files"))] = bytes(data)
+    return ref
+
+
+def _titles_swapped(fake: FakeRegistry, built: BuiltBackup) -> str:
+    """Digests all right, but the files part is titled as the database and back."""
+    titles = {"files": "chat.db", "chat.db": "files"}
+    swapped = BuiltBackup(
+        built.index, [(titles.get(t, t), d) for t, d in built.parts], built.created_at
+    )
+    return _serve_backup(fake, swapped)
+
+
+def _index_lies(fake: FakeRegistry, built: BuiltBackup) -> str:
+    """A sound set of parts under a ``backup.json`` listing another digest for a file."""
+    index = json.loads(built.index)
+    for entry in index["entries"]:
+        if entry["path"] == "files/a.txt":
+            entry["xxh3_128"] = "0" * 32
+    lying = BuiltBackup(json.dumps(index).encode(), built.parts, built.created_at)
+    return _serve_backup(fake, lying)
+
+
+def _part_missing(fake: FakeRegistry, built: BuiltBackup) -> str:
+    """The manifest leaves the files part out: backup.json lists what no part holds."""
+    short = BuiltBackup(
+        built.index, [(t, d) for t, d in built.parts if t != "files"], built.created_at
+    )
+    return _serve_backup(fake, short)
+
+
+def _bundle_type(fake: FakeRegistry, built: BuiltBackup) -> str:
+    """A backup's blobs under a manifest saying it is an agent bundle."""
+    return _serve_backup(fake, built, built.manifest(artifact_type=art.ARTIFACT_TYPE))
+
+
+def _title_escapes(fake: FakeRegistry, built: BuiltBackup) -> str:
+    """A part titled with a path that climbs out."""
+    climbing = BuiltBackup(
+        built.index,
+        [("skills/../../x" if t == "skills/s1" else t, d) for t, d in built.parts],
+        built.created_at,
+    )
+    return _serve_backup(fake, climbing)
+
+
+def _not_a_zip(fake: FakeRegistry, built: BuiltBackup) -> str:
+    """A part whose blob (its digest its own) is no zip at all."""
+    junk = BuiltBackup(
+        built.index,
+        [(t, b"not a zip" if t == "skills/s1" else d) for t, d in built.parts],
+        built.created_at,
+    )
+    return _serve_backup(fake, junk)
+
+
+HOSTILE_BACKUP_ARTIFACTS: dict[str, tuple[Callable[[FakeRegistry, BuiltBackup], str], str]] = {
+    "part_bytes_not_its_digest": (_tampered_part, "sha256"),
+    "part_titles_swapped": (_titles_swapped, "not of that part"),
+    "index_lists_another_digest": (_index_lies, "does not match"),
+    "a_part_left_out": (_part_missing, "missing"),
+    "a_bundle_s_manifest": (_bundle_type, "not a data-home backup"),
+    "a_part_title_that_climbs_out": (_title_escapes, "not a part"),
+    "a_part_that_is_no_zip": (_not_a_zip, "zip"),
+}
+"""A data-home backup's artifact as a registry must not serve it (made from a real backup):
+``home restore REF`` refuses each with one line, exit 3, restoring nothing; what the value's
+words are, the refusal holds."""

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bundler.config.secretstore import KEY_NAME, SecretKey, encrypt
+from bundler.config.secretcipher import encrypt
+from bundler.config.secretkey import KEY_NAME, SecretKey
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,8 @@ def encrypt_install(root: Path, key: bytes | None = None) -> dict[str, str]:
     ``enc:``/``enc2:``/``op://`` left alone), ``config.toml`` 0600. Returns the plain values by
     config path. Each value is replaced where the file spells it as a basic string (``"…"``),
     which is how every test config writes its secrets."""
-    from bundler.config.secretstore import KEY_NAME, SecretKey, encrypt
+    from bundler.config.secretcipher import encrypt
+    from bundler.config.secretkey import KEY_NAME, SecretKey
 
     secret_key = SecretKey(key if key is not None else os.urandom(32))
     key_path = root / KEY_NAME
@@ -122,7 +123,8 @@ def opened_config(root: Path) -> dict[str, Any]:
     """``<root>/config.toml`` parsed, with every ``enc2:``/``enc:`` value opened under the
     install's ``.secret_key`` (as ZeroClaw reads it at start-up): what a test compares when it
     asks what value an import or ``config set`` stored, whatever the policy."""
-    from bundler.config.secretstore import KEY_NAME, SecretKey, decrypt, is_encrypted
+    from bundler.config.secretcipher import decrypt, is_encrypted
+    from bundler.config.secretkey import KEY_NAME, SecretKey
     from bundler.rules.tomlcompat import loads
 
     data = loads((root / "config.toml").read_text(encoding="utf-8"))

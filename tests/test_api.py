@@ -116,7 +116,7 @@ def test_verify_lists_a_tampered_bundle_s_faults_instead_of_raising(
 
 def test_every_options_object_is_frozen() -> None:
     options = [getattr(api, name) for name in api.__all__ if name.endswith("Options")]
-    assert len(options) == 12
+    assert len(options) == 15
     for kind in options:
         made = kind()
         field = dataclasses.fields(made)[0].name
@@ -234,7 +234,7 @@ def test_backup_restore_recover_and_doctor_give_the_cli_s_json(tmp_path: Path) -
 
 def test_every_report_says_itself_as_json() -> None:
     reports = [name for name in api.__all__ if name.endswith("Report")]
-    assert len(reports) == 14
+    assert len(reports) == 17
     for name in reports:
         assert callable(getattr(getattr(api, name), "as_json", None)), name
 

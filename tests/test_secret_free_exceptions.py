@@ -24,7 +24,8 @@ from installs import copy_example, encrypt_install
 from race_helpers import run_as_nobody
 
 from bundler.bundle.export import export_agent
-from bundler.config.secretstore import KEY_NAME, SecretKey, encrypt
+from bundler.config.secretcipher import encrypt
+from bundler.config.secretkey import KEY_NAME, SecretKey
 from bundler.errors import BundlerError
 from bundler.install.importer import import_bundle
 
@@ -440,7 +441,7 @@ def test_an_import_refusing_a_given_sealed_value_holds_no_secret(
 
 @pytest.mark.parametrize("content", ["31-bytes", "33-bytes", "not-hex"])
 def test_a_key_file_refused_is_never_quoted(tmp_path: Path, content: str) -> None:
-    from bundler.config.secretstore import load_key
+    from bundler.config.secretkey import load_key
 
     text = {"31-bytes": "c3" * 31, "33-bytes": "c3" * 33, "not-hex": "c3" * 31 + "zz"}[content]
     (tmp_path / KEY_NAME).write_text(text)
@@ -453,7 +454,7 @@ def test_a_key_file_refused_is_never_quoted(tmp_path: Path, content: str) -> Non
 
 
 def test_a_value_that_does_not_open_says_why_and_holds_nothing_of_it() -> None:
-    from bundler.config.secretstore import NotDecrypted, decrypt
+    from bundler.config.secretcipher import NotDecrypted, decrypt
 
     key = SecretKey(os.urandom(32))
     for value in (encrypt(GIVEN, SecretKey(os.urandom(32))), "enc:" + "ff" * 20):

@@ -34,7 +34,9 @@ from hypothesis import strategies as st
 from kit import one_error, run_cli
 from strategies import Install, installs
 
-from bundler.config.secretstore import KEY_NAME, SecretKey, encrypt, store_tree
+from bundler.config.secretcipher import encrypt
+from bundler.config.secretkey import KEY_NAME, SecretKey
+from bundler.config.secretstore import store_tree
 from bundler.rules.layout import skill_bundle_dir, workspace_dir
 
 DEFAULT_EXAMPLES = 5

@@ -28,13 +28,9 @@ from bundler.bundle.archive_replay import replay_tar
 from bundler.bundle.archive_write import archive_order, write_tar
 from bundler.bundle.publish import Staging, admit, stage_build_publish
 from bundler.bundle.recover import clear_abandoned_or_warn
-from bundler.bundle.verify import VerifyReport, unsound, verify_bundle
-from bundler.errors import (
-    NotABundle,
-    NotFound,
-    environment_failure,
-    os_failure,
-)
+from bundler.bundle.verify import verify_bundle
+from bundler.bundle.verify_report import VerifyReport, unsound
+from bundler.errors import NotABundle, NotFound, environment_failure, os_failure
 from bundler.fs.direct import WORTHWHILE, SequentialWriter
 from bundler.fs.durable import open_dir
 from bundler.fs.scratch import ARCHIVE_PREFIX, clear_dead_scratch, scratch_folder, temp_root

@@ -38,36 +38,38 @@ verify_bundle`'s ``known_digests``).
 
 from __future__ import annotations
 
-import errno
 import os
-import re
 import tarfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO
 
 import xxhash
 
 from bundler.bundle.archive_listing import ListedMember
-from bundler.bundle.archive_write import FILE_MODE_BITS, archive_form, header_checksum
-from bundler.bundle.manifest import CHECKSUMS_NAME, MANIFEST_NAME, checksums_by_path
-from bundler.bundle.sealed import MAX_SEALED_BYTES, SEALED_NAME
-from bundler.bundle.verify import MAX_CHECKSUMS_BYTES
+from bundler.bundle.archive_members import (
+    ChecksumGate,
+    create_file,
+    create_problem,
+    make_folder,
+    member_error,
+    name_problem,
+    process_umask,
+)
+from bundler.bundle.archive_write import FILE_MODE_BITS, archive_form
+from bundler.bundle.manifest import CHECKSUMS_NAME
+from bundler.bundle.tar_header import Header, parse_header, parse_pax
+from bundler.bundle.walk import MAX_ENTRIES
 from bundler.errors import InvalidInput
 from bundler.fs.durable import write_all
-from bundler.fs.safefs import MAX_DEPTH, display_name, open_beneath
-from bundler.rules.names import escape_display, has_control_chars
+from bundler.fs.safefs import display_name, open_beneath
+from bundler.rules.names import escape_display
 from bundler.rules.units import human_size
 
 BLOCK = tarfile.BLOCKSIZE
 _ZERO_BLOCK = bytes(BLOCK)
 _CHUNK = 1 << 20
 _STREAM_READ = 2 << 20
-_DIR_MODE = 0o700
-_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-_MAX_COMPONENT_BYTES = 255
-_MAX_NAME_BYTES = 4096
-_PAX_RECORD = re.compile(rb"([1-9][0-9]{0,19}) ")
 
 _LINK_TYPES = {tarfile.SYMTYPE: "a symbolic link", tarfile.LNKTYPE: "a hard link"}
 _SPECIAL_TYPES = {
@@ -76,39 +78,17 @@ _SPECIAL_TYPES = {
     tarfile.FIFOTYPE: "a FIFO",
 }
 _FILE_TYPES = (tarfile.REGTYPE, tarfile.AREGTYPE)
-# an octal number field as tar programs write it: digits, maybe spaces around, then NUL or the end
-_OCTAL = re.compile(rb" *([0-7]*) *(?:\0|\Z)")
-_BASE256 = (0o200, 0o377)
-# (start, end) of the number fields frombuf parses: mode, uid, gid, size, mtime, chksum, devmajor,
-# devminor; any of them malformed makes frombuf refuse the header, so the fast path checks all
-_NUMBER_FIELDS = ((100, 108), (108, 116), (116, 124), (124, 136), (136, 148), (148, 156),
-                  (329, 337), (337, 345))  # fmt: skip
-# mode, uid, gid, size, mtime, chksum and the type as tarfile and GNU tar write them
-_STANDARD_NUMBERS = re.compile(
-    rb"([0-7]{7})\0[0-7]{7}\0[0-7]{7}\0([0-7]{11})\0[0-7]{11}\0([0-7]{6})\0 .", re.DOTALL
-)
-# the device numbers of a file or folder: octal zeros (GNU tar, older tarfile) or left empty
-# (tarfile since 3.11.4, and bundle archives)
-_NO_DEVICES = (b"0000000\0" * 2, bytes(16))
 
 Digests = dict[str, tuple[int, str]]
 """Bundle path -> (size, XXH3-128 hex) of each file as it was written."""
-
-
-class Header(NamedTuple):
-    """What the reader uses of one 512-byte header, as :meth:`tarfile.TarInfo.frombuf` gives it."""
-
-    name: str
-    type: bytes
-    size: int
-    mode: int
 
 
 @dataclass(frozen=True)
 class ArchiveLimits:
     """How much an archive may hold; every limit is checked before the member is written."""
 
-    max_members: int = 1_000_000
+    max_members: int = MAX_ENTRIES
+    """As many as a bundle may hold entries (:data:`bundler.bundle.walk.MAX_ENTRIES`)."""
     max_member_bytes: int = 64 << 30
     max_total_bytes: int = 256 << 30
     max_header_bytes: int = 64 << 10
@@ -156,215 +136,6 @@ def list_tar(
     lister = _Lister(stream, -1, limits, name, digests)
     lister.run()
     return lister.listed
-
-
-class ChecksumGate:
-    """The files the archive's own ``checksums.xxh3`` lists, so that a file it does not list
-    is refused from its header, before a byte of its data is written: an archive cannot make
-    the reader write up to the member size limit of what the bundle does not hold.
-
-    A bundle archive has ``checksums.xxh3`` first (02, "archive form"). Another tar program
-    may put files before it: those are judged when it arrives, before the next member is made
-    (a file is then read whole, listed, before anything is written; a pipe has written them).
-    An archive without one (ZeroClaw may write none) is left to the verification, which warns.
-    ``zeroclaw-agent.toml`` and ``checksums.xxh3`` itself are the files it never lists.
-    """
-
-    def __init__(self) -> None:
-        self.listed: Mapping[str, str] | None = None
-        self.before: list[str] = []  # file members met before checksums.xxh3
-
-    def problem(self, name: str, size: int) -> str | None:
-        """Why the file member ``name`` of ``size`` bytes is refused; None when it is not."""
-        if name == CHECKSUMS_NAME:
-            if size > MAX_CHECKSUMS_BYTES:
-                return f"declares {size} bytes, more than a bundle's holds ({MAX_CHECKSUMS_BYTES})"
-            return None
-        if name == MANIFEST_NAME:
-            return None
-        if name == SEALED_NAME:
-            # bound by the manifest's [sealed] sha256, not by the checksums (02 §12)
-            if size > MAX_SEALED_BYTES:
-                return f"declares {size} bytes, more than a sealed file holds ({MAX_SEALED_BYTES})"
-            return None
-        if self.listed is None:
-            self.before.append(name)
-            return None
-        return None if name in self.listed else f"is not listed in {CHECKSUMS_NAME}"
-
-    def learn(self, data: bytes) -> str | None:
-        """Take ``data``, the archive's ``checksums.xxh3``, as the list: the first file member
-        met before it that it does not list, or None. Raises :class:`InvalidInput` (naming the
-        line) when it is no checksums file, which no bundle's verification passes."""
-        self.listed = checksums_by_path(data)
-        return next((name for name in self.before if name not in self.listed), None)
-
-
-def parse_header(block: bytes) -> Header:
-    """The name, type, size and mode of a 512-byte tar header that is not all zeros.
-
-    Raises :class:`tarfile.HeaderError` exactly where :meth:`tarfile.TarInfo.frombuf` does, and
-    gives what it gives: a header with only octal number fields and the unsigned checksum (what
-    tar programs write) is read here without building a ``TarInfo`` (a quarter of the reader's
-    time per member on a bundle of small files); any other goes to ``frombuf`` itself.
-    """
-    fast = _plain_header(block)
-    if fast is not None:
-        return fast
-    info = tarfile.TarInfo.frombuf(block, "utf-8", "surrogateescape")
-    return Header(info.name, info.type, info.size, info.mode)
-
-
-def _plain_header(block: bytes) -> Header | None:
-    standard = _STANDARD_NUMBERS.match(block, 100, 157)
-    if standard is not None and block[329:345] in _NO_DEVICES:
-        # the layout tarfile and GNU tar write: every number field octal digits and a NUL
-        chksum = int(standard.group(3), 8)
-        if chksum == header_checksum(block):
-            return _named(
-                block, block[156:157], int(standard.group(2), 8), int(standard.group(1), 8)
-            )
-    return _any_plain_header(block)
-
-
-def _any_plain_header(block: bytes) -> Header | None:
-    numbers = []
-    for start, end in _NUMBER_FIELDS:
-        if block[start] in _BASE256:
-            return None
-        match = _OCTAL.match(block, start, end)
-        if match is None:
-            return None
-        numbers.append(int(match.group(1) or b"0", 8))
-    mode, _uid, _gid, size, _mtime, chksum = numbers[:6]
-    if chksum != header_checksum(block):
-        return None  # perhaps the signed checksum some old tars wrote: frombuf decides
-    return _named(block, block[156:157], size, mode)
-
-
-def _named(block: bytes, kind: bytes, size: int, mode: int) -> Header | None:
-    """The header with its name as frombuf makes it; None for an old GNU sparse header."""
-    if kind == tarfile.GNUTYPE_SPARSE:
-        return None
-    name = _nts(block[0:100])
-    prefix = _nts(block[345:500]) if block[345] else ""
-    if kind == tarfile.AREGTYPE and name.endswith("/"):
-        kind = tarfile.DIRTYPE
-    if kind == tarfile.DIRTYPE:
-        name = name.rstrip("/")
-    if prefix and kind not in tarfile.GNU_TYPES:
-        name = prefix + "/" + name
-    return Header(name, kind, size, mode)
-
-
-def _nts(field: bytes) -> str:
-    end = field.find(0)
-    return (field if end < 0 else field[:end]).decode("utf-8", "surrogateescape")
-
-
-def member_error(archive: str, member: str, why: str) -> InvalidInput:
-    """The refusal of ``member`` of the archive shown as ``archive``: ``why`` ends it."""
-    shown = display_name(member.encode("utf-8", "surrogateescape"))
-    return InvalidInput(f"{archive}: member {shown} {why}", path=shown)
-
-
-def name_problem(name: str) -> str | None:
-    """Why ``name`` cannot be a member of a bundle archive, or None when it can."""
-    if not name:
-        return "has an empty name"
-    if name.startswith("/"):
-        return "has an absolute name"
-    if has_control_chars(name):
-        return "has a control character in its name"
-    try:
-        encoded = name.encode("utf-8")
-    except UnicodeEncodeError:
-        return "has a name that is not UTF-8"
-    if len(encoded) > _MAX_NAME_BYTES:
-        return f"has a name longer than {_MAX_NAME_BYTES} bytes"
-    parts = name.split("/")
-    if ".." in parts:
-        return "has a name that climbs out with '..'"
-    if "" in parts or "." in parts:
-        return "has a name with an empty or '.' component"
-    if len(parts) > MAX_DEPTH:
-        return f"is more than {MAX_DEPTH} levels deep"
-    # no component can be longer than the whole name: most names need no look at each
-    if len(encoded) > _MAX_COMPONENT_BYTES and any(
-        len(part.encode("utf-8")) > _MAX_COMPONENT_BYTES for part in parts
-    ):
-        return f"has a name component longer than {_MAX_COMPONENT_BYTES} bytes"
-    return None
-
-
-def parse_pax(data: bytes) -> dict[str, bytes]:
-    """The records of a pax extended header, strictly: ``"<len> <key>=<value>\\n"`` each, the
-    length counting the whole record, no key twice. Raises ``ValueError`` naming the fault."""
-    records: dict[str, bytes] = {}
-    pos = 0
-    while pos < len(data):
-        match = _PAX_RECORD.match(data, pos)
-        if match is None:
-            raise ValueError("a record does not start with its length")
-        end = pos + int(match.group(1))
-        if end > len(data) or end <= match.end() or data[end - 1 : end] != b"\n":
-            raise ValueError("a record's length does not match its content")
-        key, sep, value = data[match.end() : end - 1].partition(b"=")
-        if not sep or not key:
-            raise ValueError("a record has no key=value")
-        try:
-            text_key = key.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ValueError("a record's key is not UTF-8") from None
-        if text_key in records:
-            raise ValueError(f"the record {escape_display(text_key)} appears twice")
-        records[text_key] = value
-        pos = end
-    return records
-
-
-def make_folder(parent_fd: int, leaf: str) -> None:
-    """Create a member's folder ``leaf`` in ``parent_fd``: private (0700), as an export stages
-    its folders."""
-    os.mkdir(leaf, _DIR_MODE, dir_fd=parent_fd)
-
-
-def create_file(parent_fd: int, leaf: str, mode: int, umask: int) -> tuple[int, bool]:
-    """Create a member's file ``leaf`` in ``parent_fd``, new and not through a link, for
-    writing: its descriptor, and whether it already has its permission bits ``mode``.
-
-    Created with ``mode`` when ``umask`` keeps all its bits (the folder is private, so nobody
-    sees the file being written); otherwise 0600, and the caller ``fchmod``s it once written.
-    """
-    exact = not mode & umask
-    return os.open(leaf, _CREATE_FLAGS, mode if exact else 0o600, dir_fd=parent_fd), exact
-
-
-def create_problem(err: OSError) -> str | None:
-    """What a member that could not be created says of the archive (the end of the error
-    naming it); None when the failure is the system's (a full disk, say), not the archive's."""
-    if err.errno == errno.EEXIST:
-        return "collides with another member on this filesystem"
-    if err.errno in (errno.ENOTDIR, errno.ELOOP):
-        return "does not lie in a folder of the archive"
-    if err.errno == errno.ENAMETOOLONG:
-        return "has a name too long for this filesystem"
-    return None
-
-
-def process_umask() -> int:
-    """The process's umask, read without changing it where Linux shows it."""
-    try:
-        with open("/proc/self/status", "rb") as status:
-            for line in status:
-                if line.startswith(b"Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    # elsewhere: set and restore at once (nothing else of ours creates files meanwhile)
-    mask = os.umask(0o077)
-    os.umask(mask)
-    return mask
 
 
 class _Reader:

@@ -37,14 +37,14 @@ from collections.abc import Iterable, Iterator
 import xxhash
 
 from bundler.bundle.archive_listing import ListedMember
-from bundler.bundle.archive_read import (
-    Digests,
+from bundler.bundle.archive_members import (
     create_file,
     create_problem,
     make_folder,
     member_error,
     process_umask,
 )
+from bundler.bundle.archive_read import Digests
 from bundler.fs.durable import write_all
 from bundler.fs.interrupts import joined, signals_deferred, start_thread, wait_for
 from bundler.fs.safefs import display_name, open_beneath

@@ -20,7 +20,6 @@ Any failure or signal before the swap removes staging and leaves the destination
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import stat
 from collections.abc import Mapping, Sequence
@@ -31,10 +30,11 @@ from typing import Any
 import xxhash
 
 from bundler import __version__
-from bundler.bundle import walk as bundle_walk
 from bundler.bundle.checksum_spool import CREATE_FLAGS, GENERATED_MODE, ChecksumSpool
 from bundler.bundle.closure import ExportPlan, finish_plan, plan_closure
-from bundler.bundle.exclude import PatternExclude, command_line_patterns, workspace_patterns
+from bundler.bundle.exclude import command_line_patterns
+from bundler.bundle.export_copy import TreeCopy
+from bundler.bundle.export_report import FORMAT_VERSION, MEMORY_FORMAT_VERSION, ExportReport
 from bundler.bundle.history import record_destination
 from bundler.bundle.manifest import (
     CHECKSUMS_NAME,
@@ -54,102 +54,24 @@ from bundler.bundle.publish import Admission, Staging, admit, folder_beside, sta
 from bundler.bundle.recover import clear_abandoned_or_warn
 from bundler.bundle.sealed import SEALED_NAME, SEALED_TABLE
 from bundler.bundle.sweep import ExportSweep
-from bundler.bundle.walk import past_entry_limit
-from bundler.config.secretstore import open_stored, read_key_at
+from bundler.config.secretkey import read_key_at
+from bundler.config.secretstore import open_stored
 from bundler.config.store import load_config
 from bundler.errors import BundlerError, Refused, UsageError, withholding
 from bundler.fs import age, durable
-from bundler.fs.copytree import CopiedFile, copy_tree, digest_fd
-from bundler.fs.safefs import (
-    SkipCounts,
-    WorkspaceExclude,
-    open_beneath,
-    open_dir_nofollow,
-    open_source_root,
-    refuse_unreadable,
-    select_skills,
-)
-from bundler.fs.snapshot import snapshot_database
+from bundler.fs.copytree import CopiedFile
+from bundler.fs.safefs import open_beneath
 from bundler.fs.tally import tally
 from bundler.rules import schema
-from bundler.rules.exclusions import IGNORE_FILE, Exclusions, Pattern
+from bundler.rules.exclusions import Pattern
 from bundler.rules.layout import skill_bundle_dir, workspace_dir
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
 from bundler.rules.progress import Progress, phase
-from bundler.rules.risk import RiskFlag
 from bundler.rules.secrets import ScanSecrets, sweep_targets
-from bundler.rules.sweeper import Hit, Sweeper
-
-FORMAT_VERSION = 1
-MEMORY_FORMAT_VERSION = 2
-MEMORY_STORE_SOURCE = "workspace/memory/brain.db"
+from bundler.rules.sweeper import Sweeper
 
 SCAN_MODES = tuple(mode.value for mode in ScanSecrets)
-_MKDIR_MODE = 0o700
-
-CARRIED_AS_IS = (
-    "carried files are copied as they are and were only swept for this install's own known "
-    "secrets; review them before sharing the bundle"
-)
-
-
-@dataclass
-class ExportReport:
-    """What an export did (02 §11); :meth:`as_json` is the ``--json`` object of 05 §3."""
-
-    bundle: str
-    root_agent: str
-    format_version: int = FORMAT_VERSION
-    files: int = 0
-    bytes: int = 0
-    skill_bundles: list[str] = field(default_factory=list)
-    skipped: SkipCounts = field(default_factory=SkipCounts)
-    required_secrets: list[str] = field(default_factory=list)
-    dropped: list[Dropped] = field(default_factory=list)
-    risk_flags: list[RiskFlag] = field(default_factory=list)
-    secret_hits: list[Hit] = field(default_factory=list)
-    encrypted_not_swept: int = 0
-    encrypted_not_swept_why: dict[str, int] = field(default_factory=dict)
-    """How many of them for each reason: no key, key unreadable, does not decrypt under the
-    key, op:// reference."""
-    publish_method: str = ""
-    warnings: list[str] = field(default_factory=list)
-    sealed_recipients: int = 0
-    """How many recipients ``secrets.age`` is sealed to (0: no seal was asked for)."""
-    sealed_paths: list[str] = field(default_factory=list)
-
-    def as_json(self) -> dict[str, Any]:
-        """The payload of ``agents export --json`` (without ``ok``)."""
-        return {
-            "bundle": self.bundle,
-            "format_version": self.format_version,
-            "root_agent": self.root_agent,
-            "files": self.files,
-            "bytes": self.bytes,
-            "skill_bundles": list(self.skill_bundles),
-            "skipped": self.skipped.as_json(),
-            "skipped_paths": list(self.skipped.paths),
-            "non_portable_names": list(self.skipped.non_portable_names),
-            "required_secrets": list(self.required_secrets),
-            "dropped": [
-                {"path": d.path, "reason": d.reason, "detail": d.detail} for d in self.dropped
-            ],
-            "risk_flags": [
-                {"kind": f.kind, "path": f.path, "detail": f.detail} for f in self.risk_flags
-            ],
-            "secret_hits": [
-                {"file": h.file, "secret_path": h.secret_path, "encoding": h.encoding}
-                for h in self.secret_hits
-            ],
-            "encrypted_not_swept": self.encrypted_not_swept,
-            "encrypted_not_swept_why": dict(self.encrypted_not_swept_why),
-            "publish_method": self.publish_method,
-            "sealed": {"recipients": self.sealed_recipients, "paths": list(self.sealed_paths)}
-            if self.sealed_recipients
-            else None,
-            "warnings": list(self.warnings),
-        }
 
 
 def protected_paths(config: Mapping[str, Any], install_root: Path) -> list[Path]:
@@ -375,7 +297,7 @@ def _build(staging: Staging, run: _Run, report: ExportReport) -> None:
         phase(run.progress, "exporting", *estimate),
         run.sweep.beside(),
     ):
-        copy = _Copy(
+        copy = TreeCopy(
             staging.fd,
             run.install_root,
             run.sweep,
@@ -413,7 +335,7 @@ def _estimate(run: _Run) -> tuple[int, int]:
 def _build_in(
     staging: Staging,
     run: _Run,
-    copy: _Copy,
+    copy: TreeCopy,
     report: ExportReport,
     extra: list[Dropped],
     checksums: ChecksumSpool,
@@ -481,293 +403,6 @@ def _seal_into(root: int, manifest: Manifest, sealing: _Seal, report: ExportRepo
     report.sealed_paths = list(sealed.table["paths"])
 
 
-class _Copy:
-    """Copies the workspace and the skills into staging, collecting what the report needs."""
-
-    def __init__(
-        self,
-        root: int,
-        install_root: Path,
-        sweep: ExportSweep,
-        report: ExportReport,
-        dropped: list[Dropped],
-        progress: Progress | None,
-        checksums: ChecksumSpool,
-        sealed: bool = False,
-    ) -> None:
-        self.root = root
-        self.install_root = install_root
-        self.sweep = sweep
-        self.report = report
-        self.dropped = dropped
-        self.progress = progress
-        self.checksums = checksums
-        # the root files written after the copy (config.toml, checksums.xxh3, the manifest)
-        # are part of the bundle from the start: a limit they would pass stops the copy
-        self.entries = len(_ROOT_FILES) + (1 if sealed else 0)
-
-    def made(self, relpath: str) -> None:
-        """Count one entry made in the bundle, ``relpath``; refuse as soon as the bundle would
-        hold more entries than ``bundle verify`` and ``agents import`` accept, counted the
-        way they count (:func:`bundler.bundle.walk.past_entry_limit`), so that nothing a
-        reader refuses is ever published, and a huge tree is refused without being copied."""
-        self.entries += 1
-        if past_entry_limit(self.entries):
-            raise Refused(
-                f"the bundle would hold more than {bundle_walk.MAX_ENTRIES} files and folders "
-                f"({self.entries} counted at {escape_display(relpath)}), which no bundler "
-                "accepts; keep some workspace paths behind with --exclude PATTERN (or a "
-                ".bundlerignore in the workspace) and export again",
-                path=relpath,
-            )
-
-    def _folder(self, relpath: str) -> None:
-        self.made(relpath)
-        self.sweep.folder(relpath)
-
-    def _tree(
-        self,
-        src_fd: int,
-        dst_fd: int,
-        prefix: str,
-        *,
-        section: str,
-        counted: bool = True,
-        **extra: Any,
-    ) -> None:
-        skipped = self.report.skipped
-        for copied in copy_tree(
-            src_fd,
-            dst_fd,
-            prefix=prefix,
-            on_skip=skipped.record if counted else None,
-            on_non_portable=skipped.record_non_portable if counted else None,
-            on_folder=self._folder,
-            observer=self.sweep.observer,
-            **extra,
-        ):
-            self.made(copied.relpath)
-            self.sweep.file_done(copied.relpath)
-            self.checksums.add(section, copied)
-            if self.progress is not None:
-                self.progress(1, copied.size)
-
-    def workspace(self, plan: ExportPlan, patterns: Sequence[Pattern] = ()) -> None:
-        """``workspace/``: the tree minus root memory, live stores reported as dropped (02 §7.1).
-
-        ``patterns`` (the command line's) follow the workspace's own ``.bundlerignore``; what
-        they exclude is reported as dropped, never copied, never swept.
-        """
-        self.made("workspace")
-        dst = _mkdir_open(self.root, "workspace")
-        try:
-            src = open_source_root(plan.workspace, install_root=self.install_root)
-            if src is None:
-                return  # a missing workspace is an empty one
-            try:
-                # root memory/ and MEMORY_SNAPSHOT.md: finish_plan reports them (always, format 1)
-                shown = f"{escape_display(str(plan.workspace))}/{IGNORE_FILE}"
-                exclusions = Exclusions([*workspace_patterns(src, shown), *patterns])
-                private = WorkspaceExclude(src, prefix="workspace/")
-                exclude = (
-                    PatternExclude(
-                        private,
-                        exclusions,
-                        prefix="workspace/",
-                        rows=self.dropped,
-                        redact=self.sweep.redact,
-                        withhold=self.sweep.withhold,
-                    )
-                    if exclusions
-                    else private
-                )
-                live: list[str] = []
-                self._tree(
-                    src,
-                    dst,
-                    "workspace/",
-                    section="workspace",
-                    exclude=exclude,
-                    on_live_store=live.append,
-                )
-                self.dropped += [
-                    Dropped(path, "not_yet_portable", _LIVE_STORE_DETAIL) for path in live
-                ]
-            finally:
-                os.close(src)
-        finally:
-            os.close(dst)
-
-    def memory(self, plan: ExportPlan) -> None:
-        """Format 2 (02 §10): a consistent snapshot of ``memory/brain.db`` and the root snapshot.
-
-        The workspace and its ``memory`` folder are opened no-follow and then addressed through
-        ``/proc/self/fd``, so SQLite reads exactly the folders that were checked, and writes into
-        exactly our staging folder, whatever is renamed meanwhile.
-        """
-        src = open_source_root(plan.workspace, install_root=self.install_root)
-        if src is None:
-            raise _no_brain(plan)
-        try:
-            try:
-                memory_fd = open_dir_nofollow(src, "memory")
-            except OSError as err:
-                if err.errno == errno.ENOENT:
-                    raise _no_brain(plan) from None
-                if err.errno not in (errno.ELOOP, errno.ENOTDIR):
-                    raise refuse_unreadable("workspace/memory", err) from err
-                raise Refused(
-                    f"{escape_display(str(plan.workspace))}/memory is not a folder or is a "
-                    f"symbolic link ({err.strerror}): point the config at the real workspace",
-                    path="workspace/memory",
-                ) from err
-            self.made("memory")
-            dst = _mkdir_open(self.root, "memory")
-            try:
-                source = Path(f"/proc/self/fd/{memory_fd}/brain.db")
-                # not os.path.lexists: it answers False for a store it cannot examine
-                try:
-                    os.stat("brain.db", dir_fd=memory_fd, follow_symlinks=False)
-                except FileNotFoundError:
-                    raise _no_brain(plan) from None
-                except OSError as err:
-                    raise refuse_unreadable(MEMORY_STORE_SOURCE, err) from err
-                # the root MEMORY_SNAPSHOT.md alone, under 7.2's rules (its skips were counted
-                # by the workspace walk already); first, as "M" sorts before "b" (02 §9.2)
-                self._tree(
-                    src,
-                    dst,
-                    "memory/",
-                    section="memory",
-                    exclude=_only_memory_snapshot,
-                    counted=False,
-                )
-                snapshot_database(
-                    source,
-                    Path(f"/proc/self/fd/{dst}/brain.db"),
-                    method="backup",
-                    shown=escape_display(str(plan.workspace / "memory" / "brain.db")),
-                )
-                fd = os.open("brain.db", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dst)
-                try:
-                    size, digest = digest_fd(fd, relpath=MEMORY_STORE, observer=self.sweep.observer)
-                finally:
-                    os.close(fd)
-                self.made(MEMORY_STORE)
-                self.sweep.file_done(MEMORY_STORE)
-                self.checksums.add("memory", CopiedFile(MEMORY_STORE, size, digest))
-                if self.progress is not None:
-                    self.progress(1, size)
-            finally:
-                os.close(dst)
-                os.close(memory_fd)
-        finally:
-            os.close(src)
-
-    def skills(self, plan: ExportPlan) -> list[str]:
-        """``skills/<b>/<skill>/`` per skill bundle that yields a skill; returns the aliases."""
-        carried: list[str] = []
-        skills_fd = -1
-        try:
-            for source in plan.skill_sources:
-                src = open_source_root(source.directory, install_root=self.install_root)
-                if src is None:
-                    self.dropped.append(
-                        Dropped(
-                            f"skills/{source.alias}",
-                            "source_missing",
-                            "the bundle folder does not exist",
-                        )
-                    )
-                    continue
-                try:
-                    selection = select_skills(
-                        src,
-                        include=source.include,
-                        exclude=source.exclude,
-                        prefix=f"skills/{source.alias}/",
-                    )
-                    self.dropped += [
-                        Dropped(f"skills/{source.alias}/{name}", "not_yet_portable", _NOT_A_SKILL)
-                        for name in selection.not_copied
-                    ]
-                    if not selection.admitted:
-                        self.dropped.append(
-                            Dropped(
-                                f"skills/{source.alias}",
-                                "source_missing",
-                                "no skill in the bundle folder was carried",
-                            )
-                        )
-                        continue
-                    if skills_fd < 0:
-                        self.made("skills")
-                        skills_fd = _mkdir_open(self.root, "skills")
-                    self._folder(f"skills/{source.alias}")
-                    bundle_fd = _mkdir_open(skills_fd, source.alias)
-                    try:
-                        for name, lst in selection.admitted:
-                            prefix = f"skills/{source.alias}/{name}/"
-                            self._skill(src, bundle_fd, name, lst, prefix)
-                    finally:
-                        os.close(bundle_fd)
-                    carried.append(source.alias)
-                finally:
-                    os.close(src)
-        finally:
-            if skills_fd >= 0:
-                os.close(skills_fd)
-        return carried
-
-    def _skill(
-        self, bundle_src: int, bundle_dst: int, name: str, lst: os.stat_result, prefix: str
-    ) -> None:
-        try:
-            src = open_dir_nofollow(bundle_src, name, lst)
-        except OSError as err:
-            if err.errno not in _CHANGED_ERRNOS:
-                raise refuse_unreadable(prefix.rstrip("/"), err) from err
-            raise Refused(
-                f"{escape_display(prefix)} changed while it was being exported ({err.strerror}); "
-                "stop the agent and try again",
-                path=prefix,
-            ) from err
-        try:
-            self._folder(prefix.rstrip("/"))
-            dst = _mkdir_open(bundle_dst, name)
-            try:
-                # one section per bundle: its skills come in name order already
-                self._tree(src, dst, prefix, section="/".join(prefix.split("/")[:2]))
-            finally:
-                os.close(dst)
-        finally:
-            os.close(src)
-
-
-# what a skill folder swapped after selection answers: a link, a file, gone, another folder
-_CHANGED_ERRNOS = frozenset({errno.ELOOP, errno.ENOTDIR, errno.ENOENT, errno.ESTALE})
-
-_ROOT_FILES = (CONFIG_NAME, CHECKSUMS_NAME, MANIFEST_NAME)
-
-_LIVE_STORE_DETAIL = (
-    "a SQLite database with a -wal or -journal beside it is a live store: copying it file by "
-    "file can tear it"
-)
-_NOT_A_SKILL = "not a skill folder holding SKILL.md, or a skill whose name is not portable"
-
-
-def _only_memory_snapshot(rel: str, _st: os.stat_result) -> bool:
-    return rel != "MEMORY_SNAPSHOT.md"
-
-
-def _no_brain(plan: ExportPlan) -> Refused:
-    where = escape_display(str(plan.workspace))
-    return Refused(
-        f"--include-memory: there is no {where}/memory/brain.db to carry; export without it",
-        path="workspace/memory/brain.db",
-    )
-
-
 def _check_memory_backend(config: Mapping[str, Any], alias: str) -> None:
     """Format 2 carries only a SQLite store (02 §10); any other backend is refused."""
     agent = config.get("agents", {}).get(alias, {})
@@ -783,11 +418,6 @@ def _check_memory_backend(config: Mapping[str, Any], alias: str) -> None:
             f"{escape_display(str(backend))}; export without --include-memory",
             path=where,
         )
-
-
-def _mkdir_open(parent_fd: int, name: str) -> int:
-    os.mkdir(name, _MKDIR_MODE, dir_fd=parent_fd)
-    return open_dir_nofollow(parent_fd, name)
 
 
 def _write_new(dir_fd: int, name: str, data: bytes) -> str:

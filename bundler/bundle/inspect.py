@@ -16,7 +16,8 @@ from bundler.bundle import fragment as fragment_rules
 from bundler.bundle.fragment import Problem
 from bundler.bundle.manifest import MANIFEST_NAME
 from bundler.bundle.sealed import sealed_summary
-from bundler.bundle.verify import VerifyReport, verify_bundle
+from bundler.bundle.verify import verify_bundle
+from bundler.bundle.verify_report import VerifyReport
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress
 from bundler.rules.units import human_size

@@ -25,6 +25,9 @@ from bundler.rules.tomlcompat import TOMLDecodeError, loads
 MANIFEST_NAME = layout.MANIFEST_NAME
 CONFIG_NAME = layout.CONFIG_NAME
 CHECKSUMS_NAME = "checksums.xxh3"
+NEVER_LISTED = frozenset({MANIFEST_NAME, CHECKSUMS_NAME})
+"""The files at a bundle's root ``checksums.xxh3`` never lists (02 §9.2): itself, which cannot
+hold its own digest, and the manifest, which names the digest of ``checksums.xxh3``."""
 KNOWN_FORMATS = (1, 2)
 MEMORY_STORE = "memory/brain.db"
 
@@ -591,3 +594,10 @@ def exported_at(environ: Mapping[str, str]) -> str:
         return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
     except (OverflowError, OSError, ValueError):
         raise UsageError("SOURCE_DATE_EPOCH is out of range", path="SOURCE_DATE_EPOCH") from None
+
+
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+
+
+# 1,000,000 lines of "<32 hex>  <path>" with long paths fit comfortably
+MAX_CHECKSUMS_BYTES = 512 * 1024 * 1024

@@ -35,7 +35,7 @@ from bundler.rules.names import escape_display
 from bundler.rules.paths import parse_path
 
 if TYPE_CHECKING:
-    from bundler.config.secretstore import KeyFile
+    from bundler.config.secretkey import KeyFile
 
 SEALED_NAME = "secrets.age"
 SEALED_TABLE = "sealed"
@@ -71,7 +71,7 @@ def sealed_values(
     value that opens nowhere.
     """
     # here, not at the top: verify reads this module, and never needs the store
-    from bundler.config.secretstore import NotDecrypted, decrypt, is_encrypted
+    from bundler.config.secretcipher import NotDecrypted, decrypt, is_encrypted
 
     values: dict[str, str] = {}
     for path in required:

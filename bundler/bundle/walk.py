@@ -23,6 +23,7 @@ from bundler.bundle.manifest import (
     CONFIG_NAME,
     MANIFEST_NAME,
     MEMORY_STORE,
+    NEVER_LISTED,
     checksum_sort_text,
 )
 from bundler.bundle.sealed import SEALED_NAME
@@ -343,7 +344,7 @@ class BundleWalker:
 
     def _file(self, entry: safefs.Entry) -> None:
         rel = entry.rel
-        if rel in (MANIFEST_NAME, CHECKSUMS_NAME, SEALED_NAME):
+        if rel in NEVER_LISTED or rel == SEALED_NAME:
             # read and judged on their own (the sealed file against the manifest's sha256)
             if rel == SEALED_NAME:
                 self.tree.sealed = True

@@ -151,11 +151,22 @@ EXAMPLES: dict[tuple[str, ...], list[list[str]]] = {
         ["list"],
         ["save", "weekly-report", "--description", "the weekly report", "--file", "SKILL.md"],
     ],
-    ("home", "backup"): [["--to", "./backups"]],
+    ("home", "backup"): [["--to", "./backups"], ["--to", "oci://registry.example/me/backups"]],
     ("home", "verify-backup"): [["./backups/home.zip"]],
-    ("home", "restore"): [["./backups/home.zip"], ["./backups/home.zip", "--home", "DIR"]],
-    ("home", "backups"): [[], ["--to", "/mnt/usb/backups", "--verify"]],
-    ("home", "prune"): [["--keep-last", "3", "--keep-daily", "7", "--dry-run"]],
+    ("home", "restore"): [
+        ["./backups/home.zip"],
+        ["./backups/home.zip", "--home", "DIR"],
+        ["oci://registry.example/me/backups@sha256:<digest>"],
+    ],
+    ("home", "backups"): [
+        [],
+        ["--to", "/mnt/usb/backups", "--verify"],
+        ["--to", "oci://registry.example/me/backups"],
+    ],
+    ("home", "prune"): [
+        ["--keep-last", "3", "--keep-daily", "7", "--dry-run"],
+        ["--to", "oci://registry.example/me/backups", "--keep-daily", "7"],
+    ],
     ("doctor",): [[], ["--project", ".", "--path", "/mnt/usb"]],
     ("completion",): [["bash"], ["fish"]],
     ("man",): [[]],
@@ -511,7 +522,8 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
         backup.add_argument(
             "--to",
             metavar="FILE",
-            help="the zip to create (never replaced), or an existing folder for a timestamped zip",
+            help="the zip to create (never replaced), or an existing folder for a timestamped zip, "
+            "or oci://HOST/REPO: a registry repository, the backup tagged by its time",
         )
         backup.add_argument(
             "--base",
@@ -530,21 +542,27 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
             action="store_true",
             help="compress every entry afresh, copying nothing from an earlier backup",
         )
+        add_registry_options(backup)
         command(home, "verify-backup", "check a backup zip, changing nothing").add_argument(
             "file", metavar="FILE", help="the backup zip"
         )
         listed = command(home, "backups", "list the backups of the home (or of --to DIR)", project)
         listed.add_argument(
-            "--to", metavar="DIR", help="the folder of backups (default: the home's)"
+            "--to",
+            metavar="DIR",
+            help="the folder of backups (default: the home's), or oci://HOST/REPO",
         )
         listed.add_argument(
             "--verify", action="store_true", help="check each backup fully, as verify-backup does"
         )
+        add_registry_options(listed)
         prune = command(
             home, "prune", "remove the backups a retention policy does not keep", project
         )
         prune.add_argument(
-            "--to", metavar="DIR", help="the folder of backups (default: the home's)"
+            "--to",
+            metavar="DIR",
+            help="the folder of backups (default: the home's), or oci://HOST/REPO",
         )
         for rule, what in (
             ("last", "the N newest backups"),
@@ -558,8 +576,13 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
         prune.add_argument(
             "--dry-run", action="store_true", help="list what would be removed, changing nothing"
         )
+        add_registry_options(prune)
         restore = command(home, "restore", "restore a backup zip into the data home", project)
-        restore.add_argument("file", metavar="FILE", help="the backup zip to restore")
+        restore.add_argument(
+            "file",
+            metavar="FILE",
+            help="the backup zip to restore, or oci://HOST/REPO@sha256:DIGEST (or :TAG)",
+        )
         restore.add_argument(
             "--home", dest="target_home", metavar="DIR", help="restore into this data home instead"
         )
@@ -568,6 +591,7 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
             action="store_true",
             help="restore even though chat.db looks in use or DIR is not a data home",
         )
+        add_registry_options(restore)
 
     doctor = command(
         groups, "doctor", "check the install, leftovers, the filesystem and the data home"

@@ -10,7 +10,7 @@ from bundler.cli.output import Output, Result
 from bundler.config.file import find_install_root
 from bundler.config.store import load_config, set_config_value
 from bundler.errors import EXIT_INVALID, NoAnswer, NotFound, UsageError
-from bundler.install.undo import unfilled_secrets
+from bundler.install.receipts import unfilled_secrets
 from bundler.rules import hints, layout
 from bundler.rules.findings import Finding
 from bundler.rules.names import escape_display
@@ -105,7 +105,8 @@ def get(args: argparse.Namespace, out: Output) -> Result:
     is_default = state == "default"
     shown: Any = value
     if args.reveal:
-        from bundler.config.secretstore import read_key_at, reveal
+        from bundler.config.secretkey import read_key_at
+        from bundler.config.secretstore import reveal
 
         shown = reveal(value, read_key_at(root), path)
     else:

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from bundler.bundle.archive import ARCHIVE_SUFFIXES
-from bundler.bundle.export import CARRIED_AS_IS, ExportReport, export_agent
+from bundler.bundle.export import export_agent
+from bundler.bundle.export_report import CARRIED_AS_IS, ExportReport
 from bundler.cli.output import Output, Result
 from bundler.rules import hints
 from bundler.rules.names import escape_display

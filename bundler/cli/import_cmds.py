@@ -22,6 +22,7 @@ from bundler.install.bind_secrets import (
     passphrase_prompter,
     split_assignment,
 )
+from bundler.install.import_types import ImportOptions, ImportReport
 from bundler.install.undo import undo_import
 from bundler.rules import hints
 from bundler.rules.names import escape_display
@@ -43,7 +44,7 @@ def import_bundle(args: argparse.Namespace, out: Output) -> Result:
         # said before any prompt or refusal: the value is already in ps and the shell history
         out.warn(warning)
     with bundle_folder(args, args.bundle, out) as (folder, pinned), out.progress() as progress:
-        options = importer.ImportOptions(
+        options = ImportOptions(
             as_alias=args.as_alias,
             binds=binds,
             secrets=list(args.secret),
@@ -77,7 +78,7 @@ def _undo(args: argparse.Namespace, out: Output, install: Path) -> Result:
     """``--undo RECEIPT`` or ``--undo last``, with ``--dry-run`` saying what would go and stay.
 
     ``--force`` is accepted and changes nothing: an undo always saves edited entries first."""
-    from bundler.install.undo import resolve_receipt
+    from bundler.install.receipts import resolve_receipt
 
     if args.as_alias or args.bind or args.secret or args.secrets_file:
         raise UsageError("--undo takes no other import option but --dry-run")
@@ -109,7 +110,7 @@ def _undo(args: argparse.Namespace, out: Output, install: Path) -> Result:
 
 def imports(args: argparse.Namespace, out: Output) -> Result:
     """``agents imports``: the install's receipts, newest first, with alias, bundle, date, state."""
-    from bundler.install.undo import list_receipts
+    from bundler.install.receipts import list_receipts
 
     rows = list_receipts(find_install_root(args.install))
     text = [
@@ -123,7 +124,7 @@ def imports(args: argparse.Namespace, out: Output) -> Result:
     )
 
 
-def summary(report: importer.ImportReport, *, install: str | None = None) -> list[str]:
+def summary(report: ImportReport, *, install: str | None = None) -> list[str]:
     """The human-readable plan (dry run) or outcome of an import; every string escaped.
 
     ``install`` is the ``--install`` given on the command line (None otherwise): the commands

@@ -47,7 +47,7 @@ def recover(args: argparse.Namespace, out: Output) -> Result:
 
         actions = recover_destination(Path(args.dest), dry_run=args.dry_run)
     elif args.install:
-        from bundler.install.journal import recover_install
+        from bundler.install.recovery import recover_install
 
         actions = recover_install(Path(args.install), dry_run=args.dry_run)
     else:

@@ -109,7 +109,8 @@ def registry_options(args: argparse.Namespace) -> RegistryOptions:
     )
 
 
-def _no_registry_options(args: argparse.Namespace, what: str) -> None:
+def no_registry_options(args: argparse.Namespace, what: str) -> None:
+    """Refuse the registry options where no ``oci://`` reference was given."""
     given = [
         flag
         for flag, name in (
@@ -141,7 +142,7 @@ def bundle_folder(
     members go to ``listed`` and whose files' digests, with the rest, to ``digests``
     (:func:`bundler.registry.pull.pulled`)."""
     if not given.startswith(REFERENCE_SCHEME):
-        _no_registry_options(args, "a folder")
+        no_registry_options(args, "a folder")
         yield Path(given), None
         return
     from bundler.api import open_bundle

@@ -1,454 +1,49 @@
-"""ZeroClaw's secret store: the install's ``.secret_key`` and the ``enc2:``/``enc:`` values.
+"""ZeroClaw's secret store: what the install's stored secrets become under its policy and key.
 
 ZeroClaw encrypts every secret field of ``config.toml`` at rest unless ``[secrets] encrypt`` is
-false. What it writes, and so what this module reads and writes alike:
-
-* the key: ``<folder holding the config.toml name>/.secret_key`` (the install root, never the
-  folder of a symlinked config's target), 32 bytes written as 64 hex digits. ZeroClaw reads the
-  text, trims white space around it and decodes it as hex of either case; it never looks at the
-  file's mode. :func:`load_key` accepts exactly that (read without following a link, bounded);
-  a mode wider than 0600 is a warning (:attr:`KeyFile.too_open`), never a refusal.
-* ``enc2:<hex(nonce 12 ‖ ciphertext ‖ tag 16)>``: ChaCha20-Poly1305, a fresh random nonce, no
-  associated data (:func:`encrypt`, :func:`decrypt`).
-* ``enc:<hex>``: the legacy form, the plain text XORed with the key repeated; it has no
-  integrity, so a result that is not UTF-8 is the only sign of a wrong key. ZeroClaw rewrites it
-  as ``enc2:`` on its next save, and so does every writer here.
-* ``op://…``: a 1Password reference, resolved by ZeroClaw at start-up, never by bundler.
-
-A key that is missing is created as ZeroClaw creates it (:func:`create_key`): a temporary file
-0600 written and fsynced, the folder fsynced, published with ``link(2)`` (never replacing a key:
-when another process published one first, that key is used), the folder fsynced, the temporary
-removed.
-
-The API, by use: reading the key (:func:`load_key`, :func:`read_key_file`, :func:`read_key_at`),
-values (:func:`is_encrypted`, :func:`is_reference`, :func:`decrypt`, :func:`try_decrypt`,
-:func:`encrypt`), creating the key (:func:`create_key`, :func:`publish_key`), writing under the
-policy (:func:`encrypt_policy`, :func:`store_value`, :func:`store_tree`, :class:`SecretWriter`),
-the export's sweep (:func:`open_stored`) and ``doctor``/``config get`` (:func:`census`,
+false. The key is :mod:`bundler.config.secretkey`'s, the ``enc2:``/``enc:`` values
+:mod:`bundler.config.secretcipher`'s; here, by use: writing under the policy
+(:func:`encrypt_policy`, :func:`store_value`, :func:`store_tree`, :class:`SecretWriter`), the
+export's sweep (:func:`open_stored`) and ``doctor``/``config get`` (:func:`census`,
 :func:`reveal`).
 
 Neither the key nor a decrypted value ever reaches a message, an exception, a ``repr`` or a
 file other than ``.secret_key`` itself: errors say which check failed, never what was read.
-``cryptography`` is imported inside the functions that need it, so a command that never meets
-a secret does not pay for it at start-up.
 """
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import errno
 import os
-import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bundler.errors import InvalidInput, Refused
-from bundler.fs import durable
-from bundler.fs.smallfile import NotSmallFile, read_small_file
+from bundler.config.secretcipher import (
+    ENC2,
+    NotDecrypted,
+    decrypt,
+    encrypt,
+    is_encrypted,
+    is_reference,
+    try_decrypt,
+)
+from bundler.config.secretkey import (
+    KEY_BYTES,
+    KEY_NAME,
+    KeyFile,
+    SecretKey,
+    key_error,
+    key_spellings,
+    publish_key,
+    read_key_file,
+)
+from bundler.errors import InvalidInput
 from bundler.rules import schema
-from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
-from bundler.rules.secrets import (
-    CIPHERTEXT_PREFIXES,
-    SECRET_MIN_LENGTH,
-    SweepTarget,
-    iter_leaves,
-)
+from bundler.rules.secrets import SECRET_MIN_LENGTH, SweepTarget, iter_leaves
 
-__all__ = [
-    "KEY_BYTES",
-    "KEY_NAME",
-    "KeyFile",
-    "NotDecrypted",
-    "OpenedConfig",
-    "SecretKey",
-    "SecretWriter",
-    "census",
-    "create_key",
-    "decrypt",
-    "encrypt",
-    "encrypt_policy",
-    "is_encrypted",
-    "is_reference",
-    "key_error",
-    "key_leftovers",
-    "key_problem",
-    "key_spellings",
-    "load_key",
-    "needs_key",
-    "open_stored",
-    "parse_key_text",
-    "publish_key",
-    "read_key_at",
-    "read_key_file",
-    "replace_sealed",
-    "reveal",
-    "secret_strings",
-    "store_tree",
-    "store_value",
-    "try_decrypt",
-]
-
-KEY_NAME = ".secret_key"
-KEY_BYTES = 32
-NONCE_BYTES = 12
-TAG_BYTES = 16
-ENC, ENC2 = CIPHERTEXT_PREFIXES
-REFERENCE = "op://"
-KEY_FILE_LIMIT = 64 * 1024
 """More than any key ZeroClaw writes (64 digits) with room for white space around it."""
-KEY_TEMP_PREFIX = f"{KEY_NAME}.tmp-"
-
-# Rust's str::trim: the Unicode White_Space property (Python's str.strip also takes U+001C-1F)
-_WHITE_SPACE = (
-    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
-    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
-)
-_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
-
-
-class SecretKey:
-    """The install's 32-byte key. Its ``repr`` and ``str`` withhold it; :attr:`raw` is read by
-    the cipher and by the sweep that looks for the key itself."""
-
-    __slots__ = ("_raw",)
-
-    def __init__(self, raw: bytes) -> None:
-        if len(raw) != KEY_BYTES:
-            raise ValueError("a secret key is 32 bytes")
-        self._raw = bytes(raw)
-
-    @property
-    def raw(self) -> bytes:
-        """The 32 bytes (for the cipher, and for the sweep that looks for the key itself)."""
-        return self._raw
-
-    def __repr__(self) -> str:
-        return "SecretKey(<withheld>)"
-
-    __str__ = __repr__
-
-    def __eq__(self, other: object) -> bool:
-        import hmac  # in constant time; imported here, as hashlib is costly at start-up
-
-        return isinstance(other, SecretKey) and hmac.compare_digest(other._raw, self._raw)
-
-    def __hash__(self) -> int:
-        return hash(self._raw)
-
-
-class NotDecrypted(Exception):
-    """A stored value that does not open under the key; ``reason`` completes "does not
-    decrypt: …" and holds nothing of the value or the key."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-@dataclass(frozen=True)
-class KeyFile:
-    """What ``<install>/.secret_key`` holds: ``state`` is ``present``, ``missing`` or
-    ``unreadable`` (``problem`` then says why, in words that hold no byte of the file)."""
-
-    state: str
-    where: str
-    key: SecretKey | None = field(default=None, repr=False)
-    mode: int = 0
-    problem: str = ""
-    failed_io: bool = False
-    """The file could not be read (the system said why): an environment failure, not bad
-    content."""
-
-    @property
-    def too_open(self) -> bool:
-        """Whether others than the owner may read or write the key (ZeroClaw never checks)."""
-        return self.state == "present" and bool(self.mode & 0o077)
-
-    def mode_warning(self) -> str:
-        """The warning a too-open key deserves, or ``""``."""
-        if not self.too_open:
-            return ""
-        return (
-            f"{self.where} is mode {self.mode:04o}: others may read the key that opens every "
-            f"stored secret; make it private with: chmod 600 {self.where}"
-        )
-
-
-def is_encrypted(value: object) -> bool:
-    """Whether ``value`` is a stored-encrypted string (``enc2:`` or the legacy ``enc:``)."""
-    return isinstance(value, str) and value.startswith((ENC2, ENC))
-
-
-def is_reference(value: object) -> bool:
-    """Whether ``value`` is a 1Password reference (``op://``), which bundler never resolves."""
-    return isinstance(value, str) and value.startswith(REFERENCE)
-
-
-def _hex_decode(text: str) -> bytes | None:
-    """ZeroClaw's ``hex_decode``: even length, ASCII, then each pair read as Rust's
-    ``u8::from_str_radix(pair, 16)`` reads it (either case, and a leading ``+`` accepted)."""
-    if len(text) % 2 or not text.isascii():
-        return None
-    out = bytearray()
-    for i in range(0, len(text), 2):
-        pair = text[i : i + 2]
-        digits = pair[1:] if pair[0] == "+" else pair
-        if not all(ch in _HEX_DIGITS for ch in digits):
-            return None
-        out.append(int(digits, 16))
-    return bytes(out)
-
-
-def parse_key_text(raw: bytes) -> SecretKey | str:
-    """The key in a ``.secret_key``'s bytes, or the reason it is none (pure).
-
-    Exactly what ZeroClaw accepts: UTF-8 text, trimmed of white space, hex of 32 bytes.
-    """
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return "is not text"
-    decoded = _hex_decode(text.strip(_WHITE_SPACE))
-    if decoded is None:
-        return "is not hex"
-    if len(decoded) != KEY_BYTES:
-        return f"holds {len(decoded)} bytes, not {KEY_BYTES}"
-    return SecretKey(decoded)
-
-
-def read_key_file(install_fd: int, install_root: Path) -> KeyFile:
-    """Read ``<install>/.secret_key`` below the open install folder, never following a link,
-    never blocking on a FIFO, at most :data:`KEY_FILE_LIMIT` bytes. Never raises for what the
-    file is: the answer's ``state`` says."""
-    where = escape_display(str(install_root / KEY_NAME))
-    modes: list[int] = []
-
-    def remember(st: os.stat_result) -> None:
-        modes.append(stat.S_IMODE(st.st_mode))
-
-    try:
-        raw = read_small_file(
-            KEY_NAME, KEY_FILE_LIMIT, dir_fd=install_fd, follow=False, check=remember
-        )
-    except FileNotFoundError:
-        return KeyFile("missing", where)
-    except NotSmallFile as err:
-        return KeyFile("unreadable", where, problem=err.reason)
-    except OSError as err:
-        if err.errno == errno.ELOOP:
-            return KeyFile("unreadable", where, problem="is a symbolic link")
-        return KeyFile(
-            "unreadable", where, problem=f"cannot be read ({err.strerror})", failed_io=True
-        )
-    parsed = parse_key_text(raw)
-    del raw
-    if isinstance(parsed, str):
-        return KeyFile("unreadable", where, mode=modes[0], problem=parsed)
-    return KeyFile("present", where, parsed, modes[0])
-
-
-def load_key(install_fd: int, install_root: Path) -> SecretKey | None:
-    """The install's key; None when there is none. A key file that is not one ZeroClaw would
-    read (a link, a FIFO, empty, not hex, not 32 bytes) is ``InvalidInput`` (exit 3) naming it:
-    ZeroClaw would not start either, and every value stored under it stays sealed."""
-    found = read_key_file(install_fd, install_root)
-    if found.state == "unreadable":
-        raise key_error(found)
-    return found.key
-
-
-def key_problem(found: KeyFile) -> str:
-    """The one line that says why ``found`` holds no usable key, and what to do."""
-    if found.failed_io:
-        return f"{found.where} {found.problem}; nothing was changed"
-    return (
-        f"{found.where} {found.problem}: ZeroClaw reads it as 64 hex digits (32 bytes); "
-        "restore the install's own key file"
-    )
-
-
-def key_error(found: KeyFile) -> InvalidInput | Refused:
-    """The error for an unreadable key: ``Refused`` (exit 1) when the system failed the read,
-    ``InvalidInput`` (exit 3) when the file is not a key ZeroClaw would read."""
-    if found.failed_io:
-        return Refused(key_problem(found), path=found.where)
-    return InvalidInput(key_problem(found), path=found.where)
-
-
-def _cipher(key: SecretKey) -> Any:
-    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
-
-    return ChaCha20Poly1305(key.raw)
-
-
-def encrypt(plain: str, key: SecretKey) -> str:
-    """``plain`` sealed as ZeroClaw seals it: ``enc2:`` and the hex of a fresh 12-byte nonce,
-    the ciphertext and its tag. (Whether a value is to be sealed at all is the caller's call:
-    ZeroClaw never seals an empty value, nor one already ``enc:``/``enc2:``/``op://``.)"""
-    nonce = os.urandom(NONCE_BYTES)
-    sealed: bytes = _cipher(key).encrypt(nonce, plain.encode("utf-8"), None)
-    return ENC2 + (nonce + sealed).hex()
-
-
-def decrypt(value: str, key: SecretKey) -> str:
-    """The plain text of the stored value ``value`` (``enc2:`` or ``enc:``) under ``key``.
-
-    Raises :class:`NotDecrypted` (its reason holds nothing of the value) when the hex is bad,
-    an ``enc2:`` value is shorter than a nonce and a tag or fails authentication (another key,
-    or altered), or the result is not UTF-8; ``ValueError`` for a value that is not stored
-    encrypted at all.
-    """
-    if value.startswith(ENC2):
-        blob = _hex_decode(value[len(ENC2) :])
-        if blob is None:
-            raise NotDecrypted("its enc2: value is not hex")
-        if len(blob) < NONCE_BYTES + TAG_BYTES:
-            raise NotDecrypted("its enc2: value is shorter than a nonce and a tag")
-        plain = _open_chacha(blob, key)
-        if plain is None:
-            raise NotDecrypted("it fails authentication (another key, or altered)")
-    elif value.startswith(ENC):
-        blob = _hex_decode(value[len(ENC) :])
-        if blob is None:
-            raise NotDecrypted("its enc: value is not hex")
-        pad = key.raw
-        plain = bytes(b ^ pad[i % KEY_BYTES] for i, b in enumerate(blob))
-    else:
-        raise ValueError("not a stored-encrypted value")
-    text = _utf8(plain)
-    if text is None:
-        # raised outside any handler: a decode error keeps the bytes it failed on
-        raise NotDecrypted("its plain text is not UTF-8 (another key, or altered)")
-    return text
-
-
-def _open_chacha(blob: bytes, key: SecretKey) -> bytes | None:
-    from cryptography.exceptions import InvalidTag
-
-    try:
-        opened: bytes = _cipher(key).decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], None)
-    except InvalidTag:
-        return None
-    return opened
-
-
-def _utf8(raw: bytes) -> str | None:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
-def try_decrypt(value: str, key: SecretKey | None) -> str | None:
-    """:func:`decrypt`, None when there is no key or the value does not open."""
-    if key is None:
-        return None
-    try:
-        return decrypt(value, key)
-    except NotDecrypted:
-        return None
-
-
-def key_spellings(key: SecretKey) -> list[str]:
-    """The key as a leaked copy would spell it: the file's hex in either case, base64 of the
-    raw bytes (standard and URL-safe, padded or not). The raw bytes are not text; the sweep's
-    byte targets take them from :attr:`SecretKey.raw`."""
-    raw = key.raw
-    hexed = raw.hex()
-    standard = base64.b64encode(raw).decode("ascii")
-    urlsafe = base64.urlsafe_b64encode(raw).decode("ascii")
-    spellings = [hexed, hexed.upper(), standard, standard.rstrip("="), urlsafe, urlsafe.rstrip("=")]
-    return list(dict.fromkeys(spellings))
-
-
-def create_key(
-    install_fd: int, install_root: Path, *, owner: tuple[int, int] | None = None
-) -> tuple[SecretKey, bool]:
-    """Make sure ``<install>/.secret_key`` exists: ``(the key on disk, whether this call made it)``.
-
-    An existing key is read (:func:`load_key`; a bad one refuses); else a new random one is
-    published (:func:`publish_key`).
-    """
-    existing = load_key(install_fd, install_root)
-    if existing is not None:
-        return existing, False
-    return publish_key(install_fd, install_root, SecretKey(os.urandom(KEY_BYTES)), owner=owner)
-
-
-def publish_key(
-    install_fd: int, install_root: Path, key: SecretKey, *, owner: tuple[int, int] | None = None
-) -> tuple[SecretKey, bool]:
-    """Publish ``key`` as ``<install>/.secret_key`` unless a key is there: ``(the key on disk,
-    whether it is ``key``)``. Written as ZeroClaw's master writes it, each step durable before
-    the next:
-
-    1. ``.secret_key.tmp-<token>``, created 0600 with ``O_EXCL`` and never through a link, gets
-       the hex, ``owner`` (uid, gid: the config's, best effort) and an fsync; the folder is
-       fsynced. A crash leaves only that temporary (``recover --install`` removes it), never a
-       torn key.
-    2. ``link(2)`` to ``.secret_key``, which never replaces a name: ``EEXIST`` means another
-       process published its key first, and that key is the answer. The folder is fsynced:
-       the key is durable under its name.
-    3. The temporary is removed and the folder fsynced.
-
-    ``Refused`` (nothing left behind) when a step before the link fails.
-    """
-    where = escape_display(str(install_root / KEY_NAME))
-    temp = f"{KEY_TEMP_PREFIX}{durable.random_token()}"
-    try:
-        _write_temp_key(install_fd, temp, key, owner)
-        try:
-            os.link(
-                temp, KEY_NAME, src_dir_fd=install_fd, dst_dir_fd=install_fd, follow_symlinks=False
-            )
-        except FileExistsError:
-            made = False
-        else:
-            made = True
-        durable.fsync_dir(install_fd)
-    except OSError as err:
-        with contextlib.suppress(OSError):
-            os.unlink(temp, dir_fd=install_fd)
-        raise Refused(
-            f"cannot create {where}: {err.strerror}; nothing was written", path=where
-        ) from None
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp, dir_fd=install_fd)
-        raise
-    with contextlib.suppress(OSError):
-        # the key is published: a temporary left here is litter recovery clears, not a failure
-        os.unlink(temp, dir_fd=install_fd)
-        durable.fsync_dir(install_fd)
-    if made:
-        return key, True
-    winner = load_key(install_fd, install_root)
-    if winner is None:  # published, then removed by someone else before this read
-        raise Refused(f"{where} vanished while it was created; run the command again", path=where)
-    return winner, winner == key
-
-
-def _write_temp_key(
-    install_fd: int, temp: str, key: SecretKey, owner: tuple[int, int] | None
-) -> None:
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(temp, flags, 0o600, dir_fd=install_fd)
-    try:
-        durable.write_all(fd, key.raw.hex().encode("ascii"))
-        info = os.fstat(fd)
-        if owner is not None and (info.st_uid, info.st_gid) != owner:
-            # not ours to give away when unprivileged: the key then stays ours, 0600
-            with contextlib.suppress(PermissionError):
-                os.fchown(fd, *owner)
-        os.fchmod(fd, 0o600)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    durable.fsync_dir(install_fd)
 
 
 # --- what the sweep looks for ------------------------------------------------------------------
@@ -523,21 +118,6 @@ def open_stored(views: Sequence[Any], found: KeyFile) -> OpenedConfig:
         result.targets += [SweepTarget(KEY_TARGET_PATH, spelling) for spelling in spellings]
     result.unswept = {reason: len(values) for reason, values in sorted(unswept.items())}
     return result
-
-
-def read_key_at(install_root: Path) -> KeyFile:
-    """:func:`read_key_file` for a caller holding no descriptor (a missing install: missing)."""
-    where = escape_display(str(install_root / KEY_NAME))
-    try:
-        fd = os.open(install_root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return KeyFile("missing", where)
-    except OSError as err:
-        return KeyFile("unreadable", where, problem=f"cannot be read ({err.strerror})")
-    try:
-        return read_key_file(fd, install_root)
-    finally:
-        os.close(fd)
 
 
 # --- what a writer stores ----------------------------------------------------------------------
@@ -794,9 +374,3 @@ def census(data: Any, found: KeyFile) -> tuple[int, int]:
             else:
                 opened += 1
     return opened, closed
-
-
-def key_leftovers(install_fd: int) -> list[str]:
-    """The temporary key files (``.secret_key.tmp-<token>``) a crash left before the key was
-    published; never the install's key (``recover --install`` removes them)."""
-    return sorted(name for name in os.listdir(install_fd) if name.startswith(KEY_TEMP_PREFIX))

@@ -32,7 +32,7 @@ ARCHIVE_PREFIX = "bundler-archive-"
 """The temporary folder's scratch of an archive written or read: the bundle an export to
 ``FILE.tar`` builds before packing it, the metadata ``bundle pull REF FILE.tar`` unpacks, and
 the archive or pulled copy that ``bundle verify|inspect|secrets-template|push`` and ``agents
-import`` read."""
+import`` read, and a data-home backup's parts on their way to or from a registry."""
 VERIFY_PREFIX = "bundler-verify-"
 """The temporary folder's scratch where ``bundle verify`` opens a copy of a bundle's memory."""
 CHECK_PREFIX = ".bundler-check-"
@@ -45,7 +45,8 @@ TEMPORARY_KINDS: tuple[tuple[str, str], ...] = (
     (
         ARCHIVE_PREFIX,
         "'bundle pull REF FILE.tar', or a command reading an archive or an oci:// reference "
-        "('bundle verify', 'inspect', 'secrets-template', 'push', 'agents import')",
+        "('bundle verify', 'inspect', 'secrets-template', 'push', 'agents import', "
+        "'home backup --to oci://', 'home restore oci://')",
     ),
     (VERIFY_PREFIX, "'bundle verify', 'inspect' or 'agents import' of a bundle with memory"),
     (CHECK_PREFIX, "'home verify-backup' or 'home restore'"),

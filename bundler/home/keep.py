@@ -22,9 +22,10 @@ from typing import Any
 
 from bundler.errors import BundlerError, UsageError, os_failure
 from bundler.fs import durable
-from bundler.home.backup import BACKUPS, verify_backup
 from bundler.home.homes import resolve_home
+from bundler.home.publish import BACKUPS
 from bundler.home.reuse import backup_order
+from bundler.home.verify import verify_backup
 from bundler.home.zipcheck import open_zip, read_index
 from bundler.rules.names import escape_display
 from bundler.rules.retention import Policy, kept_by

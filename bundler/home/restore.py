@@ -60,7 +60,6 @@ from bundler.fs.interrupts import commit_reached, signals_deferred
 from bundler.fs.safefs import open_dir_nofollow, rmtree_at
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.fs.snapshot import SIDECARS, integrity_ok
-from bundler.home.backup import check_contents, leftover_backups, remove_leftovers
 from bundler.home.homes import (
     README_NAME,
     HomeResolution,
@@ -74,6 +73,8 @@ from bundler.home.homes import (
     tree_size,
     user_home,
 )
+from bundler.home.publish import leftover_backups, remove_leftovers
+from bundler.home.verify import check_contents
 from bundler.home.zipcheck import (
     DATABASE,
     TREES,

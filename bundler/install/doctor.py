@@ -17,13 +17,8 @@ from bundler.bundle.history import recent_destinations
 from bundler.bundle.leftovers import abandoned_in, leftovers_beside, temporary_leftovers
 from bundler.bundle.publish import rename_exchange_works
 from bundler.config.file import find_install_root
-from bundler.config.secretstore import (
-    census,
-    encrypt_policy,
-    key_leftovers,
-    key_problem,
-    read_key_at,
-)
+from bundler.config.secretkey import key_leftovers, key_problem, read_key_at
+from bundler.config.secretstore import census, encrypt_policy
 from bundler.config.store import load_config
 from bundler.config.write import LOCK_NAME
 from bundler.errors import BundlerError, InvalidInput, os_failure
@@ -33,7 +28,7 @@ from bundler.home.homes import is_writable, resolve_home
 from bundler.home.restore import home_leftovers
 from bundler.home.volumes import load_volumes
 from bundler.install.journal import STAGING_PREFIX, UNPACK_PREFIX
-from bundler.install.undo import unfilled_secrets
+from bundler.install.receipts import unfilled_secrets
 from bundler.rules import hints, layout, sweep_hyperscan
 from bundler.rules.names import escape_display
 from bundler.rules.sweeper import ENGINE_VARIABLE, sweep_engine

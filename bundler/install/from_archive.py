@@ -16,7 +16,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from bundler.bundle.archive import unpacked
-from bundler.install.importer import ImportOptions, ImportReport, import_bundle
+from bundler.install.import_types import ImportOptions, ImportReport
+from bundler.install.importer import import_bundle
 from bundler.install.journal import UNPACK_PREFIX
 from bundler.rules import hints
 

@@ -20,10 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bundler.bundle.manifest import MAX_MANIFEST_BYTES
 from bundler.bundle.sealed import SEALED_NAME
-from bundler.bundle.verify import MAX_MANIFEST_BYTES
 from bundler.errors import InvalidInput, NotABundle
-from bundler.registry.http import OCI_MANIFEST
+from bundler.registry.distribution import OCI_MANIFEST
 from bundler.registry.reference import DIGEST
 from bundler.rules.units import human_size
 

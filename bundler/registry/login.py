@@ -31,8 +31,9 @@ from bundler.registry.auth import (
     run_helper,
     server_key,
 )
-from bundler.registry.http import Options, Session
+from bundler.registry.distribution import Session
 from bundler.registry.reference import parse_reference
+from bundler.registry.transport import Options
 from bundler.rules.names import escape_display
 
 

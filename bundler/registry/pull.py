@@ -51,8 +51,10 @@ from bundler.fs.durable import RENAME_NOREPLACE, open_dir, renameat2, write_all
 from bundler.fs.safefs import rmtree_at
 from bundler.fs.scratch import clear_dead_scratch, scratch_folder, temp_root
 from bundler.registry import artifact as art
-from bundler.registry.http import CHUNK, BlobStream, Options, Session
+from bundler.registry.distribution import Session
 from bundler.registry.reference import Reference
+from bundler.registry.streams import BlobStream
+from bundler.registry.transport import CHUNK, Options
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress, phase
 from bundler.rules.units import human_size
@@ -274,7 +276,7 @@ class _Arriving:
 
     def drain(self) -> None:
         """Read the rest of the blob without keeping it: raises the blob's own error when its
-        bytes are not the ones declared (:class:`bundler.registry.http.BlobStream`)."""
+        bytes are not the ones declared (:class:`bundler.registry.streams.BlobStream`)."""
         while self._blob.read(CHUNK):
             pass
 

@@ -6,7 +6,7 @@ the archive as its parts do: the ``metadata`` layer's root files first, then eac
 So each blob is streamed into the staging file where its members go and, chunk by chunk as it
 arrives, read by the hostile-archive reader in its listing mode (:func:`bundler.bundle.
 archive_read.list_tar`: every rule, no file written, each member's place and XXH3-128 recorded),
-while its sha256 is taken beside it (:class:`bundler.registry.http.BlobStream`). Listing bytes
+while its sha256 is taken beside it (:class:`bundler.registry.streams.BlobStream`). Listing bytes
 not yet checked is safe because it only reads them; the blob's end is read, and its digest
 checked, before anything is made of the listing, and a listing that refuses the blob first
 reads it to its end, so that bytes which are not the blob's are reported as that. When its
@@ -50,7 +50,7 @@ from bundler.fs.direct import WORTHWHILE, SequentialWriter
 from bundler.fs.durable import start_writeback, write_all
 from bundler.fs.scratch import temp_root
 from bundler.registry import artifact as art
-from bundler.registry.http import Options, Session
+from bundler.registry.distribution import Session
 from bundler.registry.pull import (
     PullReport,
     check_space,
@@ -64,6 +64,7 @@ from bundler.registry.pull import (
     unpack_layer,
 )
 from bundler.registry.reference import Reference
+from bundler.registry.transport import Options
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress, phase
 

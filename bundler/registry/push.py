@@ -8,7 +8,7 @@ artifact.
 Nothing is sent before the bundle is verified (every rule of ``bundle verify``): pull refuses
 what does not verify, so the registry must never hold it. The workspace, the bulk of a bundle,
 is read once: its files are judged from the bytes archived, as each layer's tar is made, and
-before the manifest (:func:`bundler.bundle.verify.confirm_read`).
+before the manifest (:func:`bundler.bundle.verify_report.confirm_read`).
 
 How the layers travel depends on what the repository holds. Into a repository without tags
 nothing can spare an upload, so each layer's tar is made once and streamed to the registry as it
@@ -35,14 +35,9 @@ from typing import Any, BinaryIO, cast
 import xxhash
 
 from bundler.bundle.archive_write import archive_order, bundle_entries, write_tar
-from bundler.bundle.manifest import MANIFEST_NAME, Manifest, parse_manifest
-from bundler.bundle.verify import (
-    MAX_MANIFEST_BYTES,
-    VerifyReport,
-    confirm_read,
-    unsound,
-    verify_deferring_workspace,
-)
+from bundler.bundle.manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES, Manifest, parse_manifest
+from bundler.bundle.verify import verify_deferring_workspace
+from bundler.bundle.verify_report import VerifyReport, confirm_read, unsound
 from bundler.errors import (
     ChangedMeanwhile,
     DestinationExists,
@@ -58,8 +53,9 @@ from bundler.fs import safefs
 from bundler.fs.durable import open_dir
 from bundler.fs.interrupts import commit_reached
 from bundler.registry import artifact as art
-from bundler.registry.http import Options, Session
+from bundler.registry.distribution import Session
 from bundler.registry.reference import Reference
+from bundler.registry.transport import Options
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress, phase
 

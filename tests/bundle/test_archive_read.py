@@ -20,17 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kit import tree_snapshot
 
-from bundler.bundle.archive_read import (
-    _NO_DEVICES,
-    _STANDARD_NUMBERS,
-    ArchiveLimits,
-    _plain_header,
-    list_tar,
-    parse_header,
-    read_tar,
-)
+from bundler.bundle.archive_read import ArchiveLimits, list_tar, read_tar
 from bundler.bundle.archive_write import archive_form, header_checksum
 from bundler.bundle.manifest import CHECKSUMS_NAME, checksums_by_path
+from bundler.bundle.tar_header import _NO_DEVICES, _STANDARD_NUMBERS, _plain_header, parse_header
 from bundler.errors import InvalidInput
 from bundler.fs.durable import open_dir
 

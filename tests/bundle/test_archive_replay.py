@@ -215,15 +215,27 @@ def test_an_interrupt_returns_only_once_every_worker_has_stopped(
     members = list_tar(io.BytesIO(data), ArchiveLimits())
     source_fd = source.put(data)
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    # the timer may fire after a fast replay returned: disarmed first, then stopped, and the
+    # interrupt caught around both, so a late signal can never escape into the test runner
+    armed = threading.Event()
+    armed.set()
+
+    def interrupt(*_: object) -> None:
+        if armed.is_set():
+            os.kill(os.getpid(), signal.SIGINT)
+
     try:
-        signal.signal(signal.SIGALRM, lambda *_: os.kill(os.getpid(), signal.SIGINT))
+        signal.signal(signal.SIGALRM, interrupt)
         signal.setitimer(signal.ITIMER_REAL, delay)
         try:
-            replay_into(source_fd, members, tmp_path / "out", workers=4)
+            try:
+                replay_into(source_fd, members, tmp_path / "out", workers=4)
+            finally:
+                armed.clear()
+                signal.setitimer(signal.ITIMER_REAL, 0)
         except KeyboardInterrupt:
             pass
         finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, signal.SIG_DFL)
         assert not unpack_workers()
         before = tree_snapshot(tmp_path / "out", sizes=True)

@@ -14,7 +14,7 @@ import pytest
 from e2e_helpers import leaks_in
 from installs import copy_example, encrypt_install, run_cli, stored_secrets
 
-from bundler.config.secretstore import KEY_NAME
+from bundler.config.secretkey import KEY_NAME
 
 KEY_PATH = "providers.models.anthropic.main.api_key"
 NOTE = Path("agents/researcher/workspace/notes/pasted.txt")

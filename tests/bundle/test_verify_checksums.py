@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bundler.bundle.checksum_check import read_checksums
 from bundler.bundle.manifest import _checksums_by_line, checksum_sort_key
 from bundler.bundle.manifest import _checksums_fast as _parse_checksums_fast
-from bundler.bundle.verify import _read_checksums
 from bundler.errors import InvalidInput
 
 DIGEST = "0123456789abcdef" * 2
@@ -40,7 +40,7 @@ def test_fast_reader_never_accepts_what_the_reference_refuses(
     if fast is not None:
         assert fast == expected
         assert list(fast) == list(expected or {})
-    listed, problem = _read_checksums(raw)
+    listed, problem = read_checksums(raw)
     assert listed == expected
     assert (problem is None) == (expected is not None)
 

@@ -11,13 +11,8 @@ import pytest
 import xxhash
 
 from bundler.bundle.manifest import CHECKSUMS_NAME, CONFIG_NAME, MANIFEST_NAME
-from bundler.bundle.verify import (
-    VerifyReport,
-    confirm_read,
-    unsound,
-    verify_bundle,
-    verify_deferring_workspace,
-)
+from bundler.bundle.verify import verify_bundle, verify_deferring_workspace
+from bundler.bundle.verify_report import VerifyReport, confirm_read, unsound
 
 
 @pytest.fixture

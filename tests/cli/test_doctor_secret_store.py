@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from installs import copy_example, encrypt_install, run_cli, stored_secrets
 
-from bundler.config.secretstore import KEY_NAME
+from bundler.config.secretkey import KEY_NAME
 
 
 def _doctor(root: Path) -> tuple[int, dict[str, list[dict[str, str]]], str]:

@@ -13,7 +13,8 @@ import pytest
 from e2e_helpers import leaks_in
 from installs import copy_example, encrypt_install, one_error, run_cli, stored_secrets
 
-from bundler.config.secretstore import KEY_NAME, SecretKey, decrypt, encrypt
+from bundler.config.secretcipher import decrypt, encrypt
+from bundler.config.secretkey import KEY_NAME, SecretKey
 
 PATH = "providers.models.anthropic.main.api_key"
 NEW = "sk-FAKE-new-value-0123456789abcdef"

@@ -13,7 +13,7 @@ import pytest
 from hostile_secret_store import HOSTILE_KEYS, HOSTILE_VALUES, HostileKey, HostileValue
 from installs import copy_example, encrypt_install, one_error, run_cli, stored_secrets
 
-from bundler.config.secretstore import KEY_NAME, SecretKey
+from bundler.config.secretkey import KEY_NAME, SecretKey
 
 PATH = "providers.models.anthropic.main.api_key"
 GIVEN = "sk-FAKE-given-hostile-0123456789ab"

@@ -12,16 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from bundler.config import secretstore
-from bundler.config.secretstore import (
+from bundler.config import secretkey
+from bundler.config.secretcipher import NotDecrypted, decrypt, encrypt, is_encrypted, is_reference
+from bundler.config.secretkey import (
     KEY_NAME,
-    NotDecrypted,
     SecretKey,
     create_key,
-    decrypt,
-    encrypt,
-    is_encrypted,
-    is_reference,
     load_key,
     publish_key,
     read_key_file,
@@ -238,9 +234,9 @@ def test_the_module_keeps_cryptography_out_of_its_import() -> None:
     import sys
 
     probe = (
-        "import sys, bundler.config.secretstore; "
+        "import sys, bundler.config.secretstore, bundler.config.secretcipher; "
         "print(any(m.startswith('cryptography') for m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
-    assert secretstore.KEY_BYTES == 32
+    assert secretkey.KEY_BYTES == 32

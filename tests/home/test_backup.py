@@ -20,8 +20,10 @@ from hostile_zips import clean_env, make_project, rows, run_cli, tree_state
 
 from bundler.errors import InvalidInput, Refused
 from bundler.fs.snapshot import integrity_ok
-from bundler.home.backup import backup_home, default_backup_name, verify_backup
+from bundler.home.backup import backup_home
+from bundler.home.publish import default_backup_name
 from bundler.home.restore import restore_home
+from bundler.home.verify import verify_backup
 
 NOBODY = 65534
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from hostile_zips import clean_env, make_project, run_cli
 
-from bundler.home.backup import verify_backup
+from bundler.home.verify import verify_backup
 
 WORDS = ["the", "agent", "said", "it", "would", "look", "into", "report", "and", "answer", "with"]
 

@@ -14,7 +14,8 @@ from pathlib import Path
 from faultinject import kill_at_each, ptrace_unavailable, sample, slow_sample_count, trace_calls
 from hostile_zips import clean_env, make_project, run_cli
 
-from bundler.home.backup import backup_home, verify_backup
+from bundler.home.backup import backup_home
+from bundler.home.verify import verify_backup
 from bundler.rules.retention import Policy, kept_by
 
 START = datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc)

@@ -14,8 +14,9 @@ from pathlib import Path
 import xxhash
 from hostile_zips import clean_env, make_project, rows, run_cli
 
-from bundler.home.backup import BackupReport, backup_home, verify_backup
+from bundler.home.backup import BackupReport, backup_home
 from bundler.home.restore import restore_home
+from bundler.home.verify import verify_backup
 
 
 def env_for(tmp_path: Path) -> dict[str, str]:

@@ -30,7 +30,7 @@ from hostile_zips import (
 )
 
 from bundler.errors import InvalidInput, Refused
-from bundler.home.backup import backup_home, verify_backup
+from bundler.home.backup import backup_home
 from bundler.home.restore import (
     STAGING_PREFIX,
     Journal,
@@ -40,6 +40,7 @@ from bundler.home.restore import (
     recover_home,
     restore_home,
 )
+from bundler.home.verify import verify_backup
 
 
 def env_for(tmp_path: Path) -> dict[str, str]:
@@ -581,7 +582,7 @@ def test_a_running_backups_temporaries_are_no_leftovers_a_dead_ones_are(tmp_path
     """doctor, recover --home and the next backup named a running backup's temporaries as
     'left by an interrupted backup' (and recover removed them). A backup holds its temporary
     zip locked for its whole run; an unlocked one is a dead run's."""
-    from bundler.home.backup import leftover_backups
+    from bundler.home.publish import leftover_backups
 
     _project, home = make_project(tmp_path)
     live = home / "backups" / ".backup-AAAAAAAAAAAA.zip"

@@ -36,7 +36,8 @@ from faultinject import (
 from installs import one_error, stored_secrets
 from kit import FAULT_SYSCALLS, SWAP_SYSCALLS, clean_env, cli_command, run_cli
 
-from bundler.config.secretstore import KEY_NAME, SecretKey, decrypt
+from bundler.config.secretcipher import decrypt
+from bundler.config.secretkey import KEY_NAME, SecretKey
 from bundler.rules.tomlcompat import loads
 
 SECRET = "sk-ant-KEYCRASH-zqxjzqxjzqxjzqxjzq"

@@ -38,10 +38,11 @@ from bundler.bundle.manifest import CHECKSUMS_NAME, parse_checksums, render_chec
 from bundler.errors import InvalidInput
 from bundler.fs.durable import open_dir
 from bundler.registry import artifact as art
-from bundler.registry.http import Options, Session
+from bundler.registry.distribution import Session
 from bundler.registry.network import NetworkFailure
 from bundler.registry.pull import BLOBS, pull_into
 from bundler.registry.reference import parse_reference
+from bundler.registry.transport import Options
 
 PASSWORD = "Hostile-Test-Password-9931"
 

@@ -12,8 +12,9 @@ import pytest
 from registry_server import Registry
 
 from bundler.errors import Refused
-from bundler.registry.http import Options, Session
+from bundler.registry.distribution import Session
 from bundler.registry.reference import parse_reference
+from bundler.registry.transport import Options
 
 BODY = bytes(range(256)) * 8192  # 2 MiB: more than one chunk of the sender
 DIGEST = f"sha256:{hashlib.sha256(BODY).hexdigest()}"
@@ -77,12 +78,12 @@ def test_a_declared_body_is_never_whole_until_its_digest_is_checked(chunks: list
     """Bytes of the declared length whose digest is not the declared one: everything but the
     last byte goes out, and that byte never does, so a registry cannot hold the whole wrong
     body even for a moment."""
-    from bundler.registry.http import _BodySink, _NotAsHashed
+    from bundler.registry.streams import BodySink, NotAsHashed
 
     other = "sha256:" + hashlib.sha256(b"other bytes").hexdigest()
     for digest, body, whole in ((DIGEST, BODY, True), (other, BODY, False)):
         conn = _Recorded()
-        sink = _BodySink(conn, lambda: Refused("broken"), len(body))  # type: ignore[arg-type]
+        sink = BodySink(conn, lambda: Refused("broken"), len(body))  # type: ignore[arg-type]
         for chunk in chunks:
             sink.write(chunk)
         assert bytes(conn.sent) == body[:-1]
@@ -90,6 +91,6 @@ def test_a_declared_body_is_never_whole_until_its_digest_is_checked(chunks: list
             sink.end(digest)
             assert bytes(conn.sent) == body
         else:
-            with pytest.raises(_NotAsHashed):
+            with pytest.raises(NotAsHashed):
                 sink.end(digest)
             assert bytes(conn.sent) == body[:-1]

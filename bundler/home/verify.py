@@ -1,0 +1,155 @@
+"""``bundler home verify-backup`` (04 §5.2): a backup zip checked completely, changing nothing.
+
+Every entry allowed, every digest matching ``backup.json``, and the database passing SQLite's
+``integrity_check`` from a private copy. ``home backup`` checks the zip it wrote with
+:func:`check_contents` before publishing it, and ``home restore`` before extracting.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bundler.errors import Malformed, os_failure
+from bundler.fs import durable
+from bundler.fs.scratch import CHECK_PREFIX, clear_dead_scratch, scratch_folder, temp_root
+from bundler.fs.snapshot import ROLLBACK_VERSIONS, integrity_ok, journal_versions
+from bundler.home.zipcheck import (
+    DATABASE,
+    BackupIndex,
+    check_local_header,
+    match_index,
+    open_zip,
+    read_index,
+    stream_entry,
+)
+from bundler.rules.names import escape_display
+from bundler.rules.progress import Progress, phase
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """What ``verify-backup`` found in a sound backup."""
+
+    path: Path
+    format: int
+    created_at: str
+    agent: str | None
+    entries: int
+    bytes: int
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``home verify-backup --json`` payload (without ``ok``)."""
+        return {
+            "backup": str(self.path),
+            "format": self.format,
+            "created_at": self.created_at,
+            "agent": self.agent,
+            "entries": self.entries,
+            "bytes": self.bytes,
+        }
+
+
+def check_contents(
+    archive: zipfile.ZipFile,
+    *,
+    check_database: bool,
+    scratch: Path | None = None,
+    progress: Progress | None = None,
+) -> tuple[BackupIndex, list[zipfile.ZipInfo]]:
+    """Check every digest of an opened backup and (optionally) the database's integrity.
+
+    The database is checked from a private temporary copy in ``scratch`` (else the system's
+    temporary folder), opened ``mode=ro&immutable=1`` with ``trusted_schema=OFF``. Returns the
+    index and the file entries; raises :class:`InvalidInput` naming the entry at fault.
+    ``progress`` sees one phase, ``checking``, with the index's files and sizes as totals.
+    """
+    index = read_index(archive)
+    files = match_index(index, archive.infolist())
+    for info in archive.infolist():
+        if info.filename.endswith("/"):
+            # folders hold no data to stream; their local headers are checked all the same
+            check_local_header(archive, info)
+    sizes = [index.files[info.filename].size for info in files]
+    with phase(progress, "checking", len(files), sum(sizes)):
+        for info in files:
+            listed = index.files[info.filename]
+            if info.filename == DATABASE and check_database:
+                _check_database(archive, info, listed.size, listed.xxh3_128, scratch)
+            else:
+                stream_entry(archive, info, listed.size, listed.xxh3_128, _discard)
+            if progress is not None:
+                progress(1, listed.size)
+    return index, files
+
+
+def _discard(_chunk: bytes) -> None:
+    return None
+
+
+def _check_database(
+    archive: zipfile.ZipFile, info: zipfile.ZipInfo, size: int, digest: str, scratch: Path | None
+) -> None:
+    parent = scratch if scratch is not None else Path(temp_root())
+    parent_fd = durable.open_dir(parent, follow=True)
+    try:
+        # a kill leaves the copy behind, unlocked: the next check removes it
+        clear_dead_scratch(parent_fd, CHECK_PREFIX)
+        with scratch_folder(parent_fd, CHECK_PREFIX, where=str(parent)) as (name, folder_fd):
+            _check_database_copy(archive, info, size, digest, parent / name, folder_fd)
+    finally:
+        os.close(parent_fd)
+
+
+def _check_database_copy(
+    archive: zipfile.ZipFile,
+    info: zipfile.ZipInfo,
+    size: int,
+    digest: str,
+    folder: Path,
+    folder_fd: int,
+) -> None:
+    """Stream the backup's chat.db into ``folder`` and check it as a backup's (one
+    snapshot in rollback-journal mode, passing integrity_check)."""
+    copy = folder / DATABASE
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(DATABASE, flags, 0o600, dir_fd=folder_fd)
+    with os.fdopen(fd, "wb") as sink:
+        stream_entry(archive, info, size, digest, sink.write)
+    # what a backup holds (backup-format.md); an empty file opens as an empty database
+    if journal_versions(copy) != ROLLBACK_VERSIONS:
+        raise Malformed(
+            "backup entry chat.db: not a SQLite database in rollback-journal mode, which is "
+            "what a backup holds (an empty file, or a header saying WAL)",
+            path=DATABASE,
+        )
+    if not integrity_ok(copy):
+        raise Malformed(
+            "backup entry chat.db: fails PRAGMA integrity_check (not a sound SQLite database)",
+            path=DATABASE,
+        )
+
+
+def verify_backup(path: Path, *, progress: Progress | None = None) -> VerifyReport:
+    """Check a backup zip completely, changing nothing (04 §5.2).
+
+    Every entry allowed (:func:`bundler.home.zipcheck.path_problem` and the directory rules), every
+    digest matching ``backup.json``, ``backup.json`` valid with a known ``format``, the database
+    passing ``integrity_check``. Raises :class:`InvalidInput` (exit 3) naming the entry at
+    fault, :class:`Refused` when the file cannot be opened. ``progress``: as
+    :func:`check_contents`.
+    """
+    try:
+        with open_zip(path) as archive:
+            index, files = check_contents(archive, check_database=True, progress=progress)
+    except OSError as exc:
+        shown = escape_display(str(path))
+        raise os_failure(
+            f"cannot read {shown} ({os.strerror(exc.errno or errno.EIO)})", exc, path=shown
+        ) from exc
+    total = sum(info.file_size for info in files)
+    return VerifyReport(path, index.format, index.created_at, index.agent, len(files), total)

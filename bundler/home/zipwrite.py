@@ -1,0 +1,384 @@
+"""One pass of ``home backup`` writing its zip (04 §5.1): the database snapshot, then the
+walk of ``files/`` and ``skills/`` in order, each file copied from the base when unchanged
+(:mod:`bundler.home.reuse`) or read and compressed afresh (:mod:`bundler.home.deflate`), and
+``backup.json`` last, once every digest is known.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import stat
+import time
+import zipfile
+import zlib
+from collections import deque
+from collections.abc import Callable
+from concurrent import futures
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from bundler import __version__
+from bundler.errors import ChangedMeanwhile, UnsuitablePath, os_failure
+from bundler.fs.copytree import digest_fd
+from bundler.fs.interrupts import handed_over, wait_for
+from bundler.fs.safefs import SkipCounts, open_dir_nofollow, walk
+from bundler.fs.tally import tally
+from bundler.home.deflate import (
+    DEFAULT_COMPRESSION,
+    LEVELS,
+    SAMPLE,
+    Packed,
+    deflate_large,
+    pack,
+    store_as_is,
+)
+from bundler.home.homes import HomeResolution
+from bundler.home.reuse import ZIP64_FROM, Base, copy_raw, end_entry, source_matches, start_entry
+from bundler.home.zipcheck import (
+    DATABASE,
+    FORMAT,
+    MANIFEST,
+    MAX_ENTRY_SIZE,
+    MAX_MTIME_NS,
+    STORE_ABOVE_RATIO,
+    TREES,
+    path_problem,
+)
+from bundler.rules.names import escape_display
+from bundler.rules.progress import Progress, phase
+from bundler.rules.units import human_size
+
+_PARALLEL_MAX = 16 << 20
+"""Files up to this size are read whole and compressed on a worker thread; larger ones are
+streamed through the main thread."""
+_IN_FLIGHT = 64 << 20
+"""At most this many bytes read but not yet written: what the parallel entries cost in memory."""
+_QUEUED = 256
+_MIN_DATE = (1980, 1, 1, 0, 0, 0)
+_MAX_DATE = (2107, 12, 31, 23, 59, 58)
+
+
+class StoreInstead(Exception):
+    """An entry compressed beyond STORE_ABOVE_RATIO: write the zip again with it stored."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+@dataclass
+class Plan:
+    """What one pass writes: chosen entries and what they are stored as."""
+
+    resolution: HomeResolution
+    home_fd: int
+    snapshot: Path
+    progress: Progress | None = None
+    force_stored: set[str] = field(default_factory=set)
+    base: Base | None = None
+    level: int = LEVELS[DEFAULT_COMPRESSION]
+    pool: ThreadPoolExecutor | None = None
+
+
+def _zip_time(mtime_ns: int) -> tuple[int, int, int, int, int, int]:
+    t = time.gmtime(mtime_ns // 1_000_000_000)
+    parts = (t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec)
+    # zip dates cover 1980-2107; backup.json carries the exact mtime anyway
+    return min(max(parts, _MIN_DATE), _MAX_DATE)
+
+
+def _zipinfo(name: str, st: os.stat_result | None, folder: bool) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(name, _zip_time(st.st_mtime_ns) if st else _zip_time(time.time_ns()))
+    info.create_system = 3  # unix: external_attr carries the mode
+    if folder:
+        bits = stat.S_IMODE(st.st_mode) & 0o777 if st else 0o700
+        info.external_attr = ((stat.S_IFDIR | bits) << 16) | 0x10
+    else:
+        bits = stat.S_IMODE(st.st_mode) & 0o777 if st else 0o600
+        info.external_attr = (stat.S_IFREG | bits) << 16
+    info.flag_bits |= 0x800  # names are UTF-8 (the walker admits nothing else)
+    return info
+
+
+Finish = Callable[["Packed | None"], None]
+
+
+class _InOrder:
+    """Entries written in walk order while their reading is done here and their compression on
+    worker threads (zlib releases the GIL): the zip is the same whatever the thread count."""
+
+    def __init__(
+        self,
+        archive: zipfile.ZipFile,
+        plan: Plan,
+        pool: ThreadPoolExecutor | None,
+        progress: Progress | None,
+    ) -> None:
+        self.archive = archive
+        self.plan = plan
+        self.pool = pool
+        self.progress = progress
+        self.entries: list[dict[str, Any]] = []
+        self.queue: deque[tuple[futures.Future[Packed] | None, Finish, int]] = deque()
+        self.in_flight = 0
+
+    def folder(self, info: zipfile.ZipInfo) -> None:
+        """A folder entry, after every entry before it."""
+        self._push(None, lambda _packed: self.archive.writestr(info, b""), 0)
+
+    def file(self, relpath: str, fd: int, st: os.stat_result) -> None:
+        """A file entry, after every entry before it; ``fd`` is read before this returns."""
+        plan = self.plan
+        if self.pool is None or st.st_size > _PARALLEL_MAX or relpath in plan.force_stored:
+            self.drain()
+            self._record(_add_file(self.archive, relpath, fd, st, plan))
+            return
+        _check_entry(relpath, st)
+        info = _zipinfo(relpath, st, folder=False)
+        base = plan.base
+        candidate = base.candidate(relpath, st) if base is not None else None
+        chunks: list[bytes] = []
+
+        def collect(_relpath: str, chunk: memoryview) -> None:
+            chunks.append(bytes(chunk))
+
+        size, digest = digest_fd(fd, relpath=relpath, observer=collect, expected=st.st_size)
+        data = b"".join(chunks)
+        future: futures.Future[Packed] | None = None
+        # unchanged: the size, XXH3-128 and CRC-32 of the source are those of the base's entry
+        if candidate is not None and not (
+            size == candidate.listed.size
+            and digest == candidate.listed.xxh3_128
+            and zlib.crc32(data) == candidate.info.CRC
+        ):
+            candidate = None
+        if candidate is None:
+            with handed_over():  # a worker started by this submit keeps the signals blocked
+                future = self.pool.submit(pack, data, plan.level)
+
+        def finish(packed: Packed | None) -> None:
+            if packed is None and base is not None and candidate is not None:
+                copy_raw(self.archive, base, candidate.info, info)
+            else:
+                assert packed is not None
+                payload = packed.payload
+                sink = start_entry(
+                    self.archive, info, packed.method, packed.crc, size, len(payload)
+                )
+                sink.write(payload)
+                end_entry(self.archive, info)
+            self._record(_listing(relpath, size, digest, st))
+
+        self._push(future, finish, len(data))
+
+    def drain(self) -> None:
+        """Write every queued entry."""
+        while self.queue:
+            self._write_oldest()
+
+    def _push(self, future: futures.Future[Packed] | None, finish: Finish, nbytes: int) -> None:
+        self.queue.append((future, finish, nbytes))
+        self.in_flight += nbytes
+        while self.queue and (self.in_flight > _IN_FLIGHT or len(self.queue) > _QUEUED):
+            self._write_oldest()
+
+    def _write_oldest(self) -> None:
+        future, finish, nbytes = self.queue.popleft()
+        packed = None
+        if future is not None:
+            done = future
+            wait_for(lambda timeout: not futures.wait([done], timeout).not_done)
+            packed = future.result()
+        finish(packed)
+        self.in_flight -= nbytes
+
+    def _record(self, entry: dict[str, Any]) -> None:
+        self.entries.append(entry)
+        if self.progress is not None:
+            self.progress(1, entry["size"])
+
+
+def _workers() -> int:
+    """Compression threads: one per core this process may use (none on a single core)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return cores if cores > 1 else 0
+
+
+def _check_entry(relpath: str, st: os.stat_result) -> None:
+    """Refuse a file restore would refuse (its name or its size)."""
+    problem = path_problem(relpath)
+    if problem:
+        raise UnsuitablePath(
+            f"{escape_display(relpath)} {problem}: restore would refuse it; rename or remove it",
+            path=escape_display(relpath),
+        )
+    if st.st_size > MAX_ENTRY_SIZE:
+        raise UnsuitablePath(
+            f"{escape_display(relpath)} is larger than {human_size(MAX_ENTRY_SIZE)}: "
+            "restore would refuse it",
+            path=escape_display(relpath),
+        )
+
+
+def _add_file(
+    archive: zipfile.ZipFile, relpath: str, fd: int, st: os.stat_result, plan: Plan
+) -> dict[str, Any]:
+    _check_entry(relpath, st)
+    info = _zipinfo(relpath, st, folder=False)
+    reused = _reuse(archive, relpath, fd, st, info, plan.base)
+    if reused is not None:
+        return _listing(relpath, *reused, st)
+    stored = relpath in plan.force_stored or plan.level == 0 or store_as_is(os.pread(fd, SAMPLE, 0))
+    if not stored:
+        size, digest = deflate_large(archive, relpath, fd, st, info, plan.pool, plan.level)
+        if size > STORE_ABOVE_RATIO * max(1, info.compress_size):
+            raise StoreInstead(relpath)
+        return _listing(relpath, size, digest, st)
+    info.compress_type = zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED
+    # where zipfile reads the level of a ZipInfo it writes (not in its type stubs)
+    setattr(info, "_compresslevel", plan.level)  # noqa: B010
+    try:
+        with archive.open(info, "w", force_zip64=st.st_size >= ZIP64_FROM) as sink:
+
+            def forward(_relpath: str, chunk: memoryview) -> None:
+                sink.write(chunk)
+
+            size, digest = digest_fd(fd, relpath=relpath, observer=forward)
+    except RuntimeError as exc:  # zipfile: an entry grew past 2 GiB without zip64
+        raise ChangedMeanwhile(
+            f"{escape_display(relpath)} grew while it was read ({exc}): try again",
+            path=escape_display(relpath),
+        ) from None
+    if not stored and size > STORE_ABOVE_RATIO * max(1, info.compress_size):
+        raise StoreInstead(relpath)
+    return _listing(relpath, size, digest, st)
+
+
+def _reuse(
+    archive: zipfile.ZipFile,
+    relpath: str,
+    fd: int,
+    st: os.stat_result,
+    info: zipfile.ZipInfo,
+    base: Base | None,
+) -> tuple[int, str] | None:
+    """Copy the base's entry for an unchanged source (:mod:`bundler.home.reuse`): its (size,
+    digest), or None with ``fd`` back at its start for a fresh entry."""
+    candidate = base.candidate(relpath, st) if base is not None else None
+    if base is None or candidate is None:
+        return None
+    matched = source_matches(fd, relpath, candidate)
+    if matched is None:
+        os.lseek(fd, 0, os.SEEK_SET)
+        return None
+    copy_raw(archive, base, candidate.info, info)
+    return matched
+
+
+def _listing(relpath: str, size: int, digest: str, st: os.stat_result) -> dict[str, Any]:
+    """The ``backup.json`` entry of a file written whole."""
+    entry: dict[str, Any] = {"path": relpath, "size": size, "xxh3_128": digest}
+    if relpath != DATABASE and 0 <= st.st_mtime_ns <= MAX_MTIME_NS:
+        # a time before 1970 or after 2262 is not carried (restore would refuse it): the file
+        # is still backed up, and restored with the time of the restore
+        entry["mtime_ns"] = st.st_mtime_ns
+    return entry
+
+
+def _open_tree(home_fd: int, name: str, home: Path) -> int | None:
+    try:
+        return open_dir_nofollow(home_fd, name)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        where = escape_display(str(home / name))
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise UnsuitablePath(
+                f"{where} is not a real folder (a symbolic link or a file): move it away",
+                path=where,
+            ) from None
+        raise os_failure(
+            f"cannot read {where} ({os.strerror(exc.errno or 0)})", exc, path=where
+        ) from None
+
+
+def write_zip(archive: zipfile.ZipFile, plan: Plan, skipped: SkipCounts) -> tuple[int, int]:
+    if plan.progress is None:
+        return _write_entries(archive, plan, skipped, None)
+    files, nbytes = tally([plan.resolution.home / tree for tree in TREES])
+    with contextlib.suppress(OSError):
+        nbytes += os.lstat(plan.snapshot).st_size
+        files += 1
+    with phase(plan.progress, "backing up", files, nbytes):
+        return _write_entries(archive, plan, skipped, plan.progress)
+
+
+def _write_trees(writer: _InOrder, plan: Plan, skipped: SkipCounts) -> list[str]:
+    """Queue the database and every entry of the trees in order; the folders, listed."""
+    folders: list[str] = []
+    db_fd = os.open(plan.snapshot, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        writer.file(DATABASE, db_fd, os.fstat(db_fd))
+    finally:
+        os.close(db_fd)
+    for tree in TREES:
+        root = _open_tree(plan.home_fd, tree, plan.resolution.home)
+        if root is None:
+            continue
+        try:
+            folders.append(tree)
+            writer.folder(_zipinfo(f"{tree}/", os.fstat(root), folder=True))
+            for entry in walk(root, prefix=f"{tree}/", on_skip=skipped.record):
+                if entry.kind == "dir":
+                    problem = path_problem(entry.relpath, folder=True)
+                    if problem:
+                        shown = escape_display(entry.relpath)
+                        raise UnsuitablePath(
+                            f"{shown} {problem}: restore would refuse it", path=shown
+                        )
+                    folders.append(entry.relpath)
+                    writer.folder(_zipinfo(f"{entry.relpath}/", entry.stat, True))
+                else:
+                    writer.file(entry.relpath, entry.fd, entry.stat)
+        finally:
+            os.close(root)
+    return folders
+
+
+def _write_entries(
+    archive: zipfile.ZipFile, plan: Plan, skipped: SkipCounts, progress: Progress | None
+) -> tuple[int, int]:
+    workers = _workers()
+    pool = ThreadPoolExecutor(max_workers=workers) if workers else None
+    plan.pool = pool
+    try:
+        writer = _InOrder(archive, plan, pool, progress)
+        folders = _write_trees(writer, plan, skipped)
+        writer.drain()
+    finally:
+        plan.pool = None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+    entries = writer.entries
+    index = {
+        "format": FORMAT,
+        "tool": f"bundler {__version__}",
+        "created_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "agent": plan.resolution.agent,
+        "entries": entries,
+        "folders": folders,
+    }
+    data = json.dumps(index, ensure_ascii=False, indent=1).encode("utf-8")
+    manifest = _zipinfo(MANIFEST, None, folder=False)
+    manifest.compress_type = zipfile.ZIP_DEFLATED
+    archive.writestr(manifest, data)
+    return len(entries), sum(int(item["size"]) for item in entries)
