@@ -15,7 +15,7 @@ from bundler.bundle.manifest import (
     checksums_by_path,
 )
 from bundler.bundle.sealed import MAX_SEALED_BYTES, SEALED_NAME
-from bundler.errors import InvalidInput
+from bundler.errors import InvalidInput, Tampered, TooLarge
 from bundler.fs.safefs import MAX_DEPTH, display_name
 from bundler.rules.names import has_control_chars
 
@@ -47,21 +47,26 @@ class ChecksumGate:
         self.listed: Mapping[str, str] | None = None
         self.before: list[str] = []  # file members met before checksums.xxh3
 
-    def problem(self, name: str, size: int) -> str | None:
-        """Why the file member ``name`` of ``size`` bytes is refused; None when it is not."""
+    def problem(self, name: str, size: int) -> tuple[type[InvalidInput], str] | None:
+        """Why the file member ``name`` of ``size`` bytes is refused, and the concept of it;
+        None when it is not."""
         if name == CHECKSUMS_NAME and size > MAX_CHECKSUMS_BYTES:
-            return f"declares {size} bytes, more than a bundle's holds ({MAX_CHECKSUMS_BYTES})"
+            return TooLarge, (
+                f"declares {size} bytes, more than a bundle's holds ({MAX_CHECKSUMS_BYTES})"
+            )
         if name in NEVER_LISTED:
             return None
         if name == SEALED_NAME:
             # bound by the manifest's [sealed] sha256, not by the checksums (02 §12)
             if size > MAX_SEALED_BYTES:
-                return f"declares {size} bytes, more than a sealed file holds ({MAX_SEALED_BYTES})"
+                return TooLarge, (
+                    f"declares {size} bytes, more than a sealed file holds ({MAX_SEALED_BYTES})"
+                )
             return None
         if self.listed is None:
             self.before.append(name)
             return None
-        return None if name in self.listed else f"is not listed in {CHECKSUMS_NAME}"
+        return None if name in self.listed else (Tampered, f"is not listed in {CHECKSUMS_NAME}")
 
     def learn(self, data: bytes) -> str | None:
         """Take ``data``, the archive's ``checksums.xxh3``, as the list: the first file member
@@ -71,10 +76,11 @@ class ChecksumGate:
         return next((name for name in self.before if name not in self.listed), None)
 
 
-def member_error(archive: str, member: str, why: str) -> InvalidInput:
-    """The refusal of ``member`` of the archive shown as ``archive``: ``why`` ends it."""
+def member_error(archive: str, member: str, why: str, made: type[InvalidInput]) -> InvalidInput:
+    """The refusal of ``member`` of the archive shown as ``archive``, of the concept ``made``:
+    ``why`` ends it."""
     shown = display_name(member.encode("utf-8", "surrogateescape"))
-    return InvalidInput(f"{archive}: member {shown} {why}", path=shown)
+    return made(f"{archive}: member {shown} {why}", path=shown)
 
 
 def name_problem(name: str) -> str | None:

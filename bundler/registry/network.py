@@ -25,9 +25,6 @@ UNREACHABLE = "unreachable"
 BUSY = "busy"
 
 
-NetworkFailure = RegistryUnreachable
-
-
 def cause_of(err: BaseException | None) -> str | None:
     """What ``err``, raised by a socket or ``http.client`` while talking to a registry, says of
     the network: :data:`CLOSED`, :data:`RESET`, :data:`TIMED_OUT` or :data:`UNREACHABLE`; None
@@ -66,4 +63,4 @@ def lost(netloc: str, cause: str, doing: str, *, waited: float) -> RegistryUnrea
     return RegistryUnreachable(f"{what} during {doing}; try again", host=host, cause=cause)
 
 
-__all__ = ["NetworkFailure", "cause_of", "lost", "shown_host"]
+__all__ = ["cause_of", "lost", "shown_host"]

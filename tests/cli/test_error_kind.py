@@ -16,6 +16,7 @@ from pathlib import Path
 import bundlefactory as bf
 import pytest
 from faultinject import ptrace_unavailable, run_with_fault, trace_calls
+from hostile_archives import cases as archive_cases
 from hostile_zips import build as build_zip
 from hostile_zips import clean_env as home_env
 from hostile_zips import make_project
@@ -223,6 +224,54 @@ def test_a_full_disk_is_no_space(tmp_path: Path) -> None:
     assert (error["kind"], error["code"], failed.returncode) == ("no_space", 1, 1), error
     assert "No space left on device" in error["message"]
     assert not (dest / "bundle").exists()
+
+
+def _tampered_copy(exported: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "copy"
+    shutil.copytree(exported, copy)
+    victim = next(p for p in sorted((copy / "workspace").rglob("*")) if p.is_file())
+    victim.write_bytes(victim.read_bytes() + b"tampered")
+    return copy
+
+
+def test_a_tampered_bundle_is_tampered_to_verify_inspect_and_import(
+    exported: Path, tmp_path: Path
+) -> None:
+    """A verify reports its faults as its result, an import stops at the first: both say the
+    kind of that fault, a content that does not match its digest."""
+    copy = _tampered_copy(exported, tmp_path)
+    target = tmp_path / "target"
+    target.mkdir()
+    for args in (
+        ["bundle", "verify", str(copy)],
+        ["bundle", "inspect", str(copy)],
+        ["--install", str(target), "agents", "import", str(copy), "--accept-risks"],
+    ):
+        done = run_cli([*args, "--json"])
+        assert (_failure(done)["kind"], done.returncode) == ("tampered", 3), args
+    assert sorted(p.name for p in target.iterdir()) == []
+
+
+def test_a_hostile_bundle_archive_says_what_is_wrong_with_it(
+    exported: Path, tmp_path: Path
+) -> None:
+    expected = {
+        "dotdot": "hostile",
+        "symlink": "hostile",
+        "char_device": "hostile",
+        "huge_declared_size": "too_large",
+        "member_not_in_checksums": "tampered",
+        "gnu_sparse": "unsupported",
+        "bad_checksum": "malformed",
+        "not_a_tar": "not_a_bundle",
+    }
+    cases = {case.name: case for case in archive_cases(exported)}
+    for name, kind in expected.items():
+        archive = tmp_path / f"{name}.tar"
+        archive.write_bytes(cases[name].data)
+        done = run_cli(["bundle", "unpack", str(archive), str(tmp_path / f"{name}-out"), "--json"])
+        assert (_failure(done)["kind"], done.returncode) == (kind, 3), (name, done.stdout)
+        assert not (tmp_path / f"{name}-out").exists()
 
 
 def _restore(tmp_path: Path, case: str) -> subprocess.CompletedProcess[str]:
