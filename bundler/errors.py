@@ -1,5 +1,11 @@
 """Exceptions a user can cause: each carries the exit code, the path at fault and a message.
 
+One class per concept (:class:`NotFound`, :class:`DestinationExists`, :class:`SecretFound`,
+:class:`RegistryUnreachable`, :class:`NoSpace`, :class:`Tampered`, :class:`Hostile`...), each a
+subclass of the base whose exit code it carries (:class:`UsageError` 2, :class:`InvalidInput` 3,
+:class:`Refused` 1), so a caller tells failures apart by class and ``--json`` by ``kind``, never
+by the words of the message, which may change.
+
 The CLI prints them on one line as ``error: <message>``; the library raises them unchanged.
 Messages never contain a secret value: callers name config paths, never values. Where a message
 must name something that can itself hold a secret (a file name the user chose), the operation
@@ -187,7 +193,8 @@ def os_failure(message: str, exc: OSError, *, path: str = "") -> Refused:
 
 
 class RefusedWithList(Refused):
-    """A refusal that found several things to fix at once (exit 1), e.g. every secret hit.
+    """A refusal that found several things to fix at once (exit 1): the base of
+    :class:`SecretFound`, which lists every secret hit.
 
     ``message`` is the one ``error:`` line (a summary and what to do); ``details`` are the
     human lines listed under it, one per thing; ``listing`` is the same list for ``--json``,
