@@ -67,7 +67,7 @@ from bundler.rules.secrets import ScanSecrets
 if TYPE_CHECKING:
     from bundler.bundle.archive import ArchiveReport
     from bundler.bundle.archive_listing import ListedMember
-    from bundler.bundle.archive_read import Digests
+    from bundler.bundle.archive_spill import SpilledDigests
     from bundler.bundle.export_report import ExportReport
     from bundler.bundle.inspect import InspectReport
     from bundler.bundle.verify_report import VerifyReport
@@ -83,6 +83,7 @@ if TYPE_CHECKING:
         RegistryPruneReport,
         RegistryRestoreReport,
     )
+    from bundler.registry.cache import CachePruneReport
     from bundler.registry.login import LoginReport, LogoutReport
     from bundler.registry.pull import PullReport
     from bundler.registry.push import PushReport
@@ -95,6 +96,7 @@ __all__ = [
     "BackupReport",
     "BundleKind",
     "BundlerError",
+    "CachePruneReport",
     "CannotAccess",
     "ChangedMeanwhile",
     "CredentialsRefused",
@@ -172,6 +174,7 @@ __all__ = [
     "open_bundle",
     "pack",
     "plan_import",
+    "prune_cache",
     "prune_registry_backups",
     "pull",
     "push",
@@ -188,6 +191,7 @@ __all__ = [
 # one costs nothing until a program asks for it
 _REPORTS = {
     "ArchiveReport": "bundler.bundle.archive",
+    "CachePruneReport": "bundler.registry.cache",
     "BackupReport": "bundler.home.backup",
     "DoctorReport": "bundler.install.doctor",
     "ExportReport": "bundler.bundle.export_report",
@@ -237,13 +241,16 @@ class RegistryOptions:
     only), and which CA file's certificates to trust besides the system's. ``username`` and
     ``password`` are credentials for this call alone; ``authfile`` the one credentials file to
     read; without them credentials are searched where podman, skopeo and docker keep them
-    (:mod:`bundler.registry.auth`)."""
+    (:mod:`bundler.registry.auth`). ``no_cache``: a pull (``pull``, and ``open_bundle`` of a
+    reference, under ``verify``, ``inspect`` and the import) neither reads nor writes the
+    layer cache (:mod:`bundler.registry.cache`); every blob is downloaded."""
 
     plain_http: bool = False
     ca_file: Path | None = None
     username: str | None = None
     password: str | None = field(default=None, repr=False)
     authfile: Path | None = None
+    no_cache: bool = False
 
     def _library(self) -> Options:
         from bundler.registry.transport import Options
@@ -343,21 +350,29 @@ class BackupOptions:
     """``home backup``'s options: the zip to create (default: a new one in the home's
     ``backups/``); the earlier backup whose unchanged entries are copied (``base``, default the
     newest in the target folder), or none (``full``); the deflate level of new entries
-    (``compression``: ``fast``, ``default``, ``best`` or ``none``)."""
+    (``compression``: ``fast``, ``default``, ``best`` or ``none``). ``encrypt_to`` (age or SSH
+    public keys, or ``@FILE`` of them) writes ``NAME.zip.age`` instead, the zip encrypted to
+    them; ``age_identities`` (age identity files or unprotected SSH private keys) then open an
+    encrypted base, which is otherwise not used (04 §5.6)."""
 
     to: Path | None = None
     base: Path | None = None
     full: bool = False
     compression: str = "default"
+    encrypt_to: tuple[str, ...] = ()
+    age_identities: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
 class RestoreOptions:
-    """``home restore``'s options: the home to restore into (default: the project's), and
-    whether to restore over a database that looks in use (``force``)."""
+    """``home restore``'s options: the home to restore into (default: the project's),
+    whether to restore over a database that looks in use (``force``), and the identities that
+    open an encrypted backup (``age_identities``: age identity files or unprotected SSH private
+    keys; 04 §5.6)."""
 
     home: Path | None = None
     force: bool = False
+    age_identities: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -440,8 +455,8 @@ class OpenBundle:
     scrub: Callable[[str], str] = str
     listed: list[ListedMember] = field(default_factory=list)
     """Members of the layers judged as they arrived and not written (a reference only)."""
-    digests: Digests | None = None
-    """The digests the pull recorded of those layers' files (a reference only)."""
+    digests: SpilledDigests | None = None
+    """The digests the pull recorded of its files, those layers' included (a reference only)."""
 
     @property
     def shown(self) -> str:
@@ -492,16 +507,25 @@ def open_bundle(
         with unpacked(Path(given)) as folder:
             yield OpenBundle(given, kind, folder)
         return
+    from bundler.bundle.archive_spill import SpilledDigests
     from bundler.registry.pull import pulled
     from bundler.registry.reference import parse_reference
 
     ref = parse_reference(given)
     listed: list[ListedMember] = []
-    digests: Digests = {}
     library = registry._library()
-    with pulled(
-        ref, library, progress=progress, list_only=list_only, listed=listed, digests=digests
-    ) as copy:
+    with (
+        SpilledDigests() as digests,
+        pulled(
+            ref,
+            library,
+            progress=progress,
+            list_only=list_only,
+            listed=listed,
+            digests=digests,
+            cache=not registry.no_cache,
+        ) as copy,
+    ):
         folder, digest, scrub = copy
         pinned = str(ref.with_digest(digest))
         yield OpenBundle(given, kind, folder, pinned, scrub, listed, digests)
@@ -714,11 +738,28 @@ def pull(
 
     ref = parse_reference(reference)
     puller = pull_archive if os.fspath(dest).endswith(ARCHIVE_SUFFIXES) else pull_bundle
-    report = puller(ref, dest, options.registry._library(), force=options.force, progress=progress)
+    report = puller(
+        ref,
+        dest,
+        options.registry._library(),
+        force=options.force,
+        progress=progress,
+        cache=not options.registry.no_cache,
+    )
     warning = ref.unpinned_warning(report.digest)
     if warning is not None:
         report.warnings.insert(0, warning)
     return report
+
+
+def prune_cache(max_bytes: int | None = None, *, dry_run: bool = False) -> CachePruneReport:
+    """Remove the least recently used blobs of the layer cache (``bundle cache --prune``)
+    until it holds at most ``max_bytes`` (default: ``$BUNDLER_CACHE_MAX_SIZE``, else 2 GiB);
+    a partial download another pull is writing is left. The report lists what was removed
+    (with ``dry_run``, what would be: ``bundle cache``) and what is kept."""
+    from bundler.registry.cache import prune
+
+    return prune(os.environ, max_bytes, dry_run=dry_run)
 
 
 def list_tags(reference: str, registry: RegistryOptions = RegistryOptions()) -> list[str]:
@@ -800,6 +841,8 @@ def backup(
         base=options.base,
         full=options.full,
         compression=options.compression,
+        encrypt_to=options.encrypt_to,
+        age_identities=options.age_identities,
     )
 
 
@@ -815,7 +858,12 @@ def restore(
     from bundler.home.restore import restore_home
 
     return restore_home(
-        project, backup_zip, home=options.home, force=options.force, progress=progress
+        project,
+        backup_zip,
+        home=options.home,
+        force=options.force,
+        progress=progress,
+        age_identities=options.age_identities,
     )
 
 

@@ -109,10 +109,11 @@ def _private_temporary_folder(
 
 @pytest.fixture(autouse=True, scope="session")
 def _session_state_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """The user state folder of what runs before any test's own (module fixtures exporting a
-    bundle): never the home folder of whoever runs the suite."""
+    """The user state and cache folders of what runs before any test's own (module fixtures
+    exporting or pulling a bundle): never the home folder of whoever runs the suite."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("session-state")))
+        patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("session-cache")))
         yield
 
 
@@ -122,8 +123,11 @@ def _private_state_folder(
 ) -> None:
     """Each test its own user state folder (``$XDG_STATE_HOME``, in this process and every CLI
     it starts), where an export records its destination for ``doctor``: a test must never
-    write into the home folder of whoever runs it, nor read another test's record."""
+    write into the home folder of whoever runs it, nor read another test's record. So with the
+    user cache folder (``$XDG_CACHE_HOME``), where a pull keeps the layers it fetched: no test
+    finds a layer another test pulled."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
 
 
 @pytest.fixture(params=["hyperscan", "python"])

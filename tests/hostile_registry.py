@@ -18,6 +18,8 @@ import socket
 import struct
 import threading
 import time
+import warnings
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -221,6 +223,52 @@ DROPPED_BLOBS: dict[str, Callable[[bytes], Hook]] = {
 the network's failure, never a verdict on the artifact."""
 
 
+def _ranged(
+    answer: Callable[[BaseHTTPRequestHandler, bytes, int], None],
+) -> Callable[[bytes], Hook]:
+    """A blob's hook that gives a ``Range`` request (``bytes=N-``) to ``answer(handler, body,
+    N)`` and serves any other request the whole, good ``body``."""
+
+    def hook(body: bytes) -> Hook:
+        def serve(handler: BaseHTTPRequestHandler) -> None:
+            asked = handler.headers.get("Range", "")
+            if asked.startswith("bytes=") and asked.endswith("-"):
+                answer(handler, body, int(asked[6:-1]))
+            else:
+                send(handler, 200, body)
+
+        return serve
+
+    return hook
+
+
+def _flipped(data: bytes) -> bytes:
+    return bytes([data[0] ^ 1]) + data[1:] if data else data
+
+
+def _from(at: int, body: bytes) -> dict[str, str]:
+    """The ``Content-Range`` of ``body`` from byte ``at`` to its end."""
+    return {"Content-Range": f"bytes {at}-{len(body) - 1}/{len(body)}"}
+
+
+RANGED_ANSWERS: dict[str, Callable[[bytes], Hook]] = {
+    "ignored_the_whole_blob_sent": _ranged(lambda h, body, _at: send(h, 200, body)),
+    "another_range_sent": _ranged(
+        lambda h, body, at: send(h, 206, body[at // 2 :], _from(at // 2, body))
+    ),
+    "not_satisfiable": _ranged(
+        lambda h, body, _at: send(h, 416, b"{}", {"Content-Range": f"bytes */{len(body)}"})
+    ),
+    "other_bytes_in_the_range": _ranged(
+        lambda h, body, at: send(h, 206, _flipped(body[at:]), _from(at, body))
+    ),
+    "a_range_with_no_content_range": _ranged(lambda h, body, at: send(h, 206, body[at:])),
+}
+"""A registry's answers to the ``Range`` request that resumes a dropped blob (whose first
+half the cache holds): each must end with the right blob, whole, or nothing kept, never a
+blob made of bytes that are not its digest's."""
+
+
 def _huge_auth_file(path: Path) -> None:
     with path.open("w", encoding="utf-8") as out:
         out.write('{"auths": {"x": {"auth": "')
@@ -301,6 +349,11 @@ PROXY_ANSWERS: dict[str, tuple[bytes, str]] = {
 CONNECT (nothing: it closes), and the words of the one-line refusal."""
 
 
+HOSTILE_TAG_NAMES: list[str] = ["../../../v2/", "a tag\r\nX-Injected: 1", "x?n=1#frag", ""]
+"""Names a tag list may hold that no registry can tag (a path, a header injection, a query,
+nothing): a client that looks tags up must put none into a request's address."""
+
+
 HOSTILE_REGISTRIES_CONFS: dict[str, str] = {
     "not_toml": "[[registry]\nlocation = 'x'\n",
     "registry_not_a_table_array": "registry = 5\n",
@@ -336,7 +389,17 @@ def _huge_tags(handler: BaseHTTPRequestHandler) -> None:
             handler.wfile.write(chunk)
 
 
+def _endless_empty_pages(handler: BaseHTTPRequestHandler) -> None:
+    """Pages of no tags, each naming a next page at an address never used before: a listing
+    that never ends unless the client stops at a page that brings nothing."""
+    query = handler.path.partition("?")[2]
+    page = int(query.removeprefix("page=") or 0) if query.startswith("page=") else 0
+    link = f'</v2/{REPO}/tags/list?page={page + 1}>; rel="next"'
+    send(handler, 200, b'{"tags": []}', {"Content-Type": "application/json", "Link": link})
+
+
 HOSTILE_TAG_LISTS: dict[str, tuple[Hook, str]] = {
+    "empty_pages_whose_next_page_is_always_new": (_endless_empty_pages, "no tags"),
     "link_loops_to_the_first_page": (
         _tags_page(b'{"tags": ["1"]}', f'</v2/{REPO}/tags/list>; rel="next"'),
         "loops back",
@@ -487,6 +550,48 @@ def _not_a_zip(fake: FakeRegistry, built: BuiltBackup) -> str:
     return _serve_backup(fake, junk)
 
 
+def _with_files_part(fake: FakeRegistry, built: BuiltBackup, extra: Callable[[Any], None]) -> str:
+    """The files part with ``extra`` writing more entries into it (a real zip)."""
+    buffer = io.BytesIO(_part(built, "files"))
+    with zipfile.ZipFile(buffer, "a") as part, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a duplicate name is the point of one case
+        extra(part)
+    changed = BuiltBackup(
+        built.index,
+        [(t, buffer.getvalue() if t == "files" else d) for t, d in built.parts],
+        built.created_at,
+    )
+    return _serve_backup(fake, changed)
+
+
+def _entry(name: str, data: bytes, mode: int = 0o100600, deflated: bool = False) -> Any:
+    info = zipfile.ZipInfo(name, (1980, 1, 1, 0, 0, 0))
+    info.create_system = 3
+    info.external_attr = mode << 16
+    info.compress_type = zipfile.ZIP_DEFLATED if deflated else zipfile.ZIP_STORED
+    return lambda part: part.writestr(info, data)
+
+
+def _climbing_entry(fake: FakeRegistry, built: BuiltBackup) -> str:
+    """The files part holds ``files/../../escaped``."""
+    return _with_files_part(fake, built, _entry("files/../../escaped", b"x\n"))
+
+
+def _symlink_entry(fake: FakeRegistry, built: BuiltBackup) -> str:
+    """The files part holds a symbolic link to /etc/passwd."""
+    return _with_files_part(fake, built, _entry("files/link", b"/etc/passwd", 0o120777))
+
+
+def _bomb_entry(fake: FakeRegistry, built: BuiltBackup) -> str:
+    """The files part holds 64 MiB of zeros deflated to a few KiB, listed nowhere."""
+    return _with_files_part(fake, built, _entry("files/bomb", bytes(64 << 20), deflated=True))
+
+
+def _entry_twice(fake: FakeRegistry, built: BuiltBackup) -> str:
+    """The files part holds files/a.txt a second time, with other bytes."""
+    return _with_files_part(fake, built, _entry("files/a.txt", b"other\n"))
+
+
 HOSTILE_BACKUP_ARTIFACTS: dict[str, tuple[Callable[[FakeRegistry, BuiltBackup], str], str]] = {
     "part_bytes_not_its_digest": (_tampered_part, "sha256"),
     "part_titles_swapped": (_titles_swapped, "not of that part"),
@@ -495,6 +600,10 @@ HOSTILE_BACKUP_ARTIFACTS: dict[str, tuple[Callable[[FakeRegistry, BuiltBackup], 
     "a_bundle_s_manifest": (_bundle_type, "not a data-home backup"),
     "a_part_title_that_climbs_out": (_title_escapes, "not a part"),
     "a_part_that_is_no_zip": (_not_a_zip, "zip"),
+    "an_entry_that_climbs_out": (_climbing_entry, "has a .. component"),
+    "a_symbolic_link_entry": (_symlink_entry, "symbolic link"),
+    "a_zip_bomb_entry_listed_nowhere": (_bomb_entry, "compression ratio"),
+    "an_entry_twice_in_one_part": (_entry_twice, "more than once"),
 }
 """A data-home backup's artifact as a registry must not serve it (made from a real backup):
 ``home restore REF`` refuses each with one line, exit 3, restoring nothing; what the value's

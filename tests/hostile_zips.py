@@ -428,6 +428,18 @@ def _too_many_entries(path: Path) -> str:
     return "1000000 entries"
 
 
+def _local_name_differs(path: Path) -> str:
+    """files/a.txt's local header names files/b.txt: zipfile would refuse to open it, another
+    tool would extract files/b.txt; every reader, threads included, refuses it up front."""
+    items = base_items()
+    write_zip(path, items, manifest_for(items))
+    data = bytearray(path.read_bytes())
+    at = _record_at(data, b"PK\x03\x04", "files/a.txt")
+    data[at + 30 : at + 30 + len("files/a.txt")] = b"files/b.txt"
+    path.write_bytes(bytes(data))
+    return "files/a.txt: has a local header name different from its directory record"
+
+
 def _not_a_zip(path: Path) -> str:
     path.write_bytes(b"this is not a zip file at all" * 10)
     return "not a zip file"
@@ -509,6 +521,7 @@ CASES: dict[str, Case] = {
     "no_database": _no_database,
     "declares_too_many_entries": _too_many_entries,
     "not_a_zip": _not_a_zip,
+    "local_name_differs": _local_name_differs,
     **NUMERIC_MANIFEST_CASES,
     **NUMERIC_ZIP_CASES,
 }
@@ -587,3 +600,46 @@ def rows(database: Path) -> int:
         return int(conn.execute("SELECT count(*) FROM msg").fetchone()[0])
     finally:
         conn.close()
+
+
+# --- encrypted backups (04 §5.6) ---------------------------------------------------------------
+
+AGE_MAGIC = b"age-encryption.org/v1\n"
+
+
+def hostile_age_backups(sound: bytes) -> dict[str, bytes]:
+    """Damaged forms of the sound encrypted backup ``sound`` (a ``.zip.age`` file), by name:
+    each must be refused by a reader holding the right identity, with nothing written. The
+    ``listed`` ones are also refused by ``home backups`` without a key (their header or length
+    already shows it); the others only a key can tell."""
+    header_end = sound.index(b"\n---") + 1
+    header_end = sound.index(b"\n", header_end) + 1
+    flipped = bytearray(sound)
+    flipped[header_end + 40] ^= 0x01
+    return {
+        "listed:garbage": os.urandom(4096),
+        "listed:zip-renamed": b"PK\x03\x04" + os.urandom(200),
+        "listed:header-only": sound[:header_end],
+        "key:cut-mid-chunk": sound[: header_end + 16 + 1000],
+        "listed:cut-in-a-tag": sound[: header_end + 16 + 65552 + 10],
+        "listed:cut-in-header": sound[: header_end // 2],
+        "listed:passphrase-stanza": AGE_MAGIC
+        + b"-> scrypt c2FsdHNhbHRzYWx0c2FsdA 18\n"
+        + b"x" * 43
+        + b"\n--- "
+        + b"A" * 43
+        + b"\n"
+        + os.urandom(16 + 100 + 16),
+        "key:cut-at-chunk-end": sound[: len(sound) - (len(sound) - header_end - 16) % 65552]
+        if (len(sound) - header_end - 16) > 65552
+        else sound[:header_end] + sound[header_end : header_end + 16 + 65552],
+        "key:flipped-payload-byte": bytes(flipped),
+        "key:mac-altered": _mac_altered(sound),
+    }
+
+
+def _mac_altered(sound: bytes) -> bytes:
+    """``sound`` with its header's MAC changed in one character (still base64 of 32 bytes)."""
+    at = sound.index(b"\n--- ") + len(b"\n--- ")
+    changed = b"B" if sound[at : at + 1] != b"B" else b"C"
+    return sound[:at] + changed + sound[at + 1 :]

@@ -209,3 +209,112 @@ class Registry:
             for m, p, s in self.requests()[mark:]
             if m == "PUT" and "/blobs/uploads/" in p and s == 201
         ]
+
+
+@dataclass
+class Relayed:
+    """One request the :class:`Relay` passed on: what was asked, the ``Range`` header, the
+    registry's status, and the body bytes that reached the client."""
+
+    method: str
+    path: str
+    range: str | None
+    status: int
+    sent: int
+
+
+class Relay:
+    """A real HTTP server in front of a real :class:`Registry`: every request is passed on (a
+    connection of its own) and its answer relayed, and each is recorded (:class:`Relayed`), so
+    a test counts the blobs a pull fetched and the bytes it was sent. ``cut[path] = n`` sends
+    only the first ``n`` bytes of that path's next body, then closes the connection (a registry
+    that dies mid-layer); ``slow[path] = s`` waits ``s`` seconds between 64 KiB pieces."""
+
+    def __init__(self, upstream: Registry) -> None:
+        import http.client
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.upstream = upstream
+        self.log: list[Relayed] = []
+        self.begun: list[str] = []
+        """The path of every request, as it arrives."""
+        self.cut: dict[str, int] = {}
+        self.slow: dict[str, float] = {}
+        self.lock = threading.Lock()
+        relay = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *_args: object) -> None:
+                pass
+
+            def _handle(self) -> None:
+                with relay.lock:
+                    relay.begun.append(self.path.split("?", 1)[0])
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                headers = {
+                    k: v
+                    for k, v in self.headers.items()
+                    if k.lower() not in ("host", "connection", "content-length")
+                }
+                conn = http.client.HTTPConnection(upstream.host, timeout=60)
+                try:
+                    conn.request(self.command, self.path, body=body, headers=headers)
+                    answer = conn.getresponse()
+                    data = answer.read()
+                finally:
+                    conn.close()
+                path = self.path.split("?", 1)[0]
+                with relay.lock:
+                    cut = relay.cut.pop(path, None)
+                    pause = relay.slow.get(path, 0.0)
+                self.send_response(answer.status)
+                for key, value in answer.getheaders():
+                    if key.lower() not in ("connection", "transfer-encoding", "content-length"):
+                        self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                sent = 0
+                if self.command != "HEAD":
+                    out = data if cut is None else data[:cut]
+                    for at in range(0, len(out), 64 << 10):
+                        self.wfile.write(out[at : at + (64 << 10)])
+                        self.wfile.flush()
+                        sent += len(out[at : at + (64 << 10)])
+                        if pause:
+                            time.sleep(pause)
+                with relay.lock:
+                    relay.log.append(
+                        Relayed(self.command, path, self.headers.get("Range"), answer.status, sent)
+                    )
+                if cut is not None:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    self.close_connection = True
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = _handle
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.host = f"127.0.0.1:{self.server.server_address[1]}"
+
+    def ref(self, repo: str) -> str:
+        return f"oci://{self.host}/{repo}"
+
+    def mark(self) -> int:
+        """A position in the log, to count from."""
+        with self.lock:
+            return len(self.log)
+
+    def blob_gets(self, since: int = 0) -> list[Relayed]:
+        """The blob GETs relayed after ``since``."""
+        with self.lock:
+            return [r for r in self.log[since:] if r.method == "GET" and "/blobs/sha256:" in r.path]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -234,7 +234,7 @@ def test_backup_restore_recover_and_doctor_give_the_cli_s_json(tmp_path: Path) -
 
 def test_every_report_says_itself_as_json() -> None:
     reports = [name for name in api.__all__ if name.endswith("Report")]
-    assert len(reports) == 17
+    assert len(reports) == 18
     for name in reports:
         assert callable(getattr(getattr(api, name), "as_json", None)), name
 
@@ -244,3 +244,31 @@ def test_the_api_tells_a_reference_as_the_registry_client_does() -> None:
     from bundler.registry.reference import SCHEME
 
     assert api.REFERENCE_SCHEME == SCHEME
+
+
+def test_prune_cache_is_bundle_cache_prune() -> None:
+    """The cache's files, made here as a pull leaves them (a blob named by its sha256 and a
+    partial download), pruned by the API as the command line prunes them, oldest first."""
+    import hashlib
+    import os
+
+    folder = Path(os.environ["XDG_CACHE_HOME"]) / "bundler" / "blobs" / "sha256"
+    folder.mkdir(parents=True)
+    old, new = b"old blob" * 100, b"new blob" * 10
+    for when, data in ((1_000_000, old), (2_000_000, new)):
+        path = folder / hashlib.sha256(data).hexdigest()
+        path.write_bytes(data)
+        os.utime(path, (when, when))
+    (folder / "not-ours").write_bytes(b"x" * 4096)
+    shown = _cli_json("bundle", "cache", "--max-size", str(len(new)))
+    assert shown["dry_run"] is True and len(list(folder.iterdir())) == 3
+    report = api.prune_cache(len(new))
+    payload = report.as_json()
+    assert {k: v for k, v in shown.items() if k not in ("ok", "dry_run", "warnings")} == {
+        k: v for k, v in payload.items() if k != "dry_run"
+    }
+    assert [r.digest for r in report.removed] == [f"sha256:{hashlib.sha256(old).hexdigest()}"]
+    assert (report.kept_files, report.kept_bytes) == (1, len(new))
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        [hashlib.sha256(new).hexdigest(), "not-ours"]
+    )

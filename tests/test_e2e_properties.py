@@ -45,6 +45,7 @@ from bundler.bundle.closure import plan_closure
 from bundler.bundle.export import export_agent
 from bundler.bundle.verify import verify_bundle
 from bundler.errors import BundlerError, Refused
+from bundler.install.import_types import ImportOptions
 from bundler.install.importer import import_bundle
 from bundler.rules import tomlcompat
 from bundler.rules.layout import skill_bundle_dir, workspace_dir
@@ -264,7 +265,9 @@ def _round_trip(
         assert not leaks_in(exported.stdout + exported.stderr, given.values())
     else:
         try:
-            report = import_bundle(target, bundle, secrets_file=secrets_file, accept_risks=True)
+            report = import_bundle(
+                target, bundle, ImportOptions(secrets_file=secrets_file, accept_risks=True)
+            )
         except BundlerError as err:
             assert not leaks_in(err.message, given.values())
             envelope = {"error": {"code": err.code, "path": err.path}}

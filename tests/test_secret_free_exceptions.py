@@ -27,6 +27,7 @@ from bundler.bundle.export import export_agent
 from bundler.config.secretcipher import encrypt
 from bundler.config.secretkey import KEY_NAME, SecretKey
 from bundler.errors import BundlerError
+from bundler.install.import_types import ImportOptions
 from bundler.install.importer import import_bundle
 
 ANTHROPIC_KEY = "sk-FAKE-anthropic-0000000000000000"
@@ -300,7 +301,9 @@ def test_no_import_refusal_holds_a_given_secret_in_its_exception(
 ) -> None:
     options = IMPORT_CASES[case](tmp_path, bundle)
     target = tmp_path / "target"
-    err = _refusal(lambda: import_bundle(target, bundle, accept_risks=True, **options))
+    err = _refusal(
+        lambda: import_bundle(target, bundle, ImportOptions(accept_risks=True, **options))
+    )
     assert _leaks(err) == [], (case, err.path)
 
 
@@ -323,7 +326,9 @@ def test_import_refused_after_reading_secrets_holds_none_of_them(
         config.write_bytes(config.read_bytes() + b"\n# \xff\n")
     err = _refusal(
         lambda: import_bundle(
-            target, used, as_alias="researcher", secrets_file=given, accept_risks=True
+            target,
+            used,
+            ImportOptions(as_alias="researcher", secrets_file=given, accept_risks=True),
         )
     )
     assert _leaks(err) == [], (refusal, err.path)
@@ -381,7 +386,9 @@ def test_a_config_that_cannot_be_read_is_reported_by_an_error_with_no_chain(
     raw = config.read_bytes()
     config.write_bytes(raw + (b"\n# \xff\n" if broken == "not-utf8" else b"\n[[[ broken\n"))
     exported = _refusal(lambda: export_agent(root, "researcher", tmp_path / "out", environ={}))
-    imported = _refusal(lambda: import_bundle(root, bundle, as_alias="other", accept_risks=True))
+    imported = _refusal(
+        lambda: import_bundle(root, bundle, ImportOptions(as_alias="other", accept_risks=True))
+    )
     for err in (exported, imported):
         assert err.code == 3, err.message
         assert err.__cause__ is None and err.__context__ is None, repr(err.__context__)
@@ -432,7 +439,9 @@ def test_an_import_refusing_a_given_sealed_value_holds_no_secret(
     foreign = encrypt(GIVEN, SecretKey(os.urandom(32)))
     err = _refusal(
         lambda: import_bundle(
-            root, bundle, as_alias="other", secrets=[f"{KEY_PATH}={foreign}"], accept_risks=True
+            root,
+            bundle,
+            ImportOptions(as_alias="other", secrets=[f"{KEY_PATH}={foreign}"], accept_risks=True),
         )
     )
     assert _leaks(err) == [] and not any(foreign[5:] in text for text in _texts(err))
@@ -519,7 +528,9 @@ def test_a_sealed_payload_refused_on_import_holds_none_of_its_values(
     _forge_payload(bundle, identity, change)
     target = tmp_path / "target"
     err = _refusal(
-        lambda: import_bundle(target, bundle, age_identities=[identity_file], accept_risks=True)
+        lambda: import_bundle(
+            target, bundle, ImportOptions(age_identities=[identity_file], accept_risks=True)
+        )
     )
     assert "secrets.age" in err.message
     assert _leaks(err) == []
@@ -534,7 +545,9 @@ def test_an_import_refused_after_the_seal_opened_holds_no_sealed_value(tmp_path:
         "[secrets]\nencrypt = 7\n"
     )  # refused once a value is stored
     err = _refusal(
-        lambda: import_bundle(target, bundle, age_identities=[identity_file], accept_risks=True)
+        lambda: import_bundle(
+            target, bundle, ImportOptions(age_identities=[identity_file], accept_risks=True)
+        )
     )
     assert _leaks(err) == []
 
@@ -564,3 +577,53 @@ def test_an_identity_file_that_is_no_identity_is_never_quoted(tmp_path: Path) ->
     bad.write_text(f"AGE-SECRET-KEY-1{ANTHROPIC_KEY}\n")
     err = _refusal(lambda: load_identities([bad], "--age-identity"))
     assert _leaks(err) == [] and "--age-identity" in err.message
+
+
+def _home_backup(tmp_path: Path) -> tuple[Path, Path, Any]:
+    """A project with a data home, its backup encrypted to a fresh age key (the identity)."""
+    import pyrage
+    from hostile_zips import make_project
+
+    from bundler.home.backup import backup_home
+
+    project, _home = make_project(tmp_path)
+    identity = pyrage.x25519.Identity.generate()
+    (tmp_path / "user").mkdir()
+    env = {"HOME": str(tmp_path / "user")}
+    sealed = backup_home(
+        project, to=tmp_path / "b.zip.age", environ=env, encrypt_to=[str(identity.to_public())]
+    ).path
+    return project, sealed, identity
+
+
+def test_an_encrypted_backup_refused_holds_no_key_material(tmp_path: Path) -> None:
+    import pyrage
+
+    from bundler.home.backup import backup_home
+    from bundler.home.restore import restore_home
+    from bundler.home.verify import verify_backup
+
+    project, sealed, identity = _home_backup(tmp_path)
+    other = pyrage.x25519.Identity.generate()
+    keys = [str(identity), str(other)]
+    wrong = tmp_path / "other.txt"
+    wrong.write_text(f"{other}\n")
+    cut = tmp_path / "cut.zip.age"
+    cut.write_bytes(sealed.read_bytes()[:-100])
+    right = tmp_path / "key.txt"
+    right.write_text(f"# a comment\n{identity}\n")
+    env = {"HOME": str(tmp_path / "user")}
+    refusals = [
+        _refusal(lambda: verify_backup(sealed, age_identities=[wrong])),
+        _refusal(lambda: restore_home(project, sealed, age_identities=[wrong], environ=env)),
+        _refusal(lambda: restore_home(project, cut, age_identities=[right], environ=env)),
+        _refusal(lambda: verify_backup(cut, age_identities=[right])),
+        _refusal(
+            lambda: backup_home(
+                project, to=tmp_path / "c.zip.age", encrypt_to=[str(other)], environ=env
+            )
+        ),
+    ]
+    for err in refusals:
+        texts = list(_texts(err))
+        assert not [k for k in keys for text in texts if k in text or k[16:40] in text], err

@@ -1,8 +1,11 @@
-"""The golden bundles ZeroClaw's own exporter writes (``../shared/interop/zeroclaw/bundles``).
+"""The golden bundles ZeroClaw's own exporter writes, kept in the repository
+(``tests/fixtures/zeroclaw-golden``, as rendered by the exporter of ZeroClaw's pull request), so
+that every checkout tests against them.
 
 Each folder holds the bundle plus ``NOTES.md`` and ``source-config.toml`` (the exporting
 install), which are not part of the bundle: :func:`golden_copy` copies the bundle alone.
-CI has ``../shared``; elsewhere the tests that use these skip, saying why.
+ZeroClaw's source is not in the repository: the tests that regenerate the config schema from it
+(``../shared/interop/zeroclaw``) skip where it is not checked out beside this one, saying why.
 """
 
 from __future__ import annotations
@@ -10,11 +13,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parent.parent
+GOLDEN = REPO / "tests" / "fixtures" / "zeroclaw-golden"
 KIT = REPO.parent / "shared" / "interop" / "zeroclaw"
-GOLDEN = KIT / "bundles"
 # ZeroClaw's config crate on master (what released builds write) and the pull request's copy
 # (the exporter, agent_bundle.rs: the reference for the bundle format)
 UPSTREAM_MASTER = KIT / "upstream-master"
@@ -24,10 +25,9 @@ NOT_IN_BUNDLE = ("NOTES.md", "source-config.toml")
 
 
 def golden_copy(name: str, tmp_path: Path) -> Path:
-    """A private copy of the golden bundle ``name`` without its notes; skips when absent."""
+    """A private copy of the golden bundle ``name`` without its notes."""
     source = GOLDEN / name
-    if not (source / "zeroclaw-agent.toml").is_file():
-        pytest.skip(f"golden ZeroClaw bundles not found at {GOLDEN} (../shared is not checked out)")
+    assert (source / "zeroclaw-agent.toml").is_file(), f"golden bundle {name} missing"
     target = tmp_path / name
     shutil.copytree(source, target, symlinks=True)
     for extra in NOT_IN_BUNDLE:

@@ -2,11 +2,14 @@
 """P6 (06 §1): ``bundler home backup`` vs ``sqlite3 chat.db "VACUUM INTO 't.db'"`` + ``zip -r -q``.
 
     python tools/bench.py backup [--root /tmp/bundler-bench-backup] [--rounds 3]
-                                 [--db-mb 200] [--files 5000] [--profile] [--incremental]
+                                 [--db-mb 200] [--files 5000] [--big-files 0]
+                                 [--content random|text|b64] [--profile] [--incremental]
 
 The home (seeded, generated once under ``--root`` and reused): a ``chat.db`` of about
 ``--db-mb`` MB of chat-like text rows (compressible, like real conversations), ``--files``
-files of 1-16 KiB random bytes in 50 folders (:mod:`reftree`), and a few skills. Each side
+files of 1-16 KiB in ``files/`` (random bytes in 50 folders, :mod:`reftree`, or with
+``--content text|b64`` the notes, code and logs or base64 JSON lines of :mod:`benchdata`, in 200
+folders) plus ``--big-files`` files of 8 MiB, and a few skills. Each side
 runs once untimed, then the two are timed alternately ``--rounds`` times; the median of the
 per-round ratios is reported (bar <= 1.3x, goal <= 1.0x). Both sides are whole processes and
 both write their zip to the same folder. ``--profile`` runs the backup once under cProfile in
@@ -14,9 +17,12 @@ this process and prints the top functions by cumulative time.
 
 ``--incremental`` measures instead, on the same home, a first backup into an empty folder, a
 second after 10 small files changed (which copies every unchanged entry from the first, 04
-§5.1.1; goal <= 0.25x the first) and a restore of the second, beside ``restic`` (backup, backup
+§5.1.1; goal <= 0.25x the first) and a restore of the second (with the first deleted, after
+``unzip -t`` and ``verify-backup`` of the second, untimed), beside ``restic`` (backup, backup
 again, restore) and ``borg`` (``create --compression lz4`` twice, ``extract``) when they are
-installed (each skipped with the reason when not), each side ending with ``sync -f``.
+installed (each skipped with the reason when not), each side ending with ``sync -f``. The
+sides take turns (the first goes last in the next round), and when run as root the page cache
+is dropped before each timed step (:func:`_cold`), so every side reads the home from the disk.
 """
 
 from __future__ import annotations
@@ -105,12 +111,18 @@ def _make_database(path: Path, megabytes: int, seed: int) -> None:
     conn.close()
 
 
-def ensure_home(root: Path, db_mb: int, files: int) -> Path:
+def ensure_home(
+    root: Path, db_mb: int, files: int, big_files: int = 0, content: str = "random"
+) -> Path:
     """The project folder (Agent.yaml + home/), generated once per parameter set."""
-    project = root / f"project-{db_mb}mb-{files}"
+    name = f"project-{db_mb}mb-{files}"
+    if big_files or content != "random":
+        name += f"-{big_files}big-{content}"
+    project = root / name
     if (project / "ready").exists():
         return project
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from benchdata import MAKERS
     from reftree import make_reference_tree
 
     if project.exists():
@@ -120,7 +132,10 @@ def ensure_home(root: Path, db_mb: int, files: int) -> Path:
     (project / "Agent.yaml").write_text("name: bench\ndata:\n  home: ./home\n")
     print(f"  generating a {db_mb} MB chat.db and {files} files under {project}", flush=True)
     _make_database(home / "chat.db", db_mb, seed=6)
-    make_reference_tree(home / "files", files=files, folders=50, big_files=0, seed=6)
+    if content == "random":
+        make_reference_tree(home / "files", files=files, folders=50, big_files=big_files, seed=6)
+    else:
+        MAKERS[content](home / "files", files, big_files, seed=6)
     for index in range(5):
         skill = home / "skills" / f"skill-{index}"
         skill.mkdir(parents=True)
@@ -193,13 +208,21 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--db-mb", type=int, default=200)
     parser.add_argument("--files", type=int, default=5000)
+    parser.add_argument("--big-files", type=int, default=0)
+    parser.add_argument("--content", choices=("random", "text", "b64"), default="random")
+    parser.add_argument(
+        "--compare",
+        default="restic,borg",
+        help="with --incremental: the tools measured beside bundler (default restic,borg)",
+    )
+    parser.add_argument("--compression", help="with --incremental: ours at this level")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--incremental", action="store_true")
     args = parser.parse_args(argv)
     if shutil.which("sqlite3") is None or shutil.which("zip") is None:
         print("  needs the sqlite3 and zip programs (apt install sqlite3 zip)")
         return 1
-    project = ensure_home(args.root, args.db_mb, args.files)
+    project = ensure_home(args.root, args.db_mb, args.files, args.big_files, args.content)
     out_dir = args.root / "out"
     out_dir.mkdir(exist_ok=True)
     out = out_dir / "backup.zip"
@@ -207,7 +230,10 @@ def main(argv: list[str]) -> int:
         _profile(project, out)
         return 0
     if args.incremental:
-        return _incremental(project, args.root / "incremental", args.rounds)
+        compare = [tool for tool in args.compare.split(",") if tool]
+        if args.compression:
+            _COMPRESSION[:] = ["--compression", args.compression]
+        return _incremental(project, args.root / "incremental", args.rounds, compare)
     ours, theirs = _ours(project, out), _baseline(project / "home", out)
     _time(ours, out)
     _time(theirs, out)
@@ -230,7 +256,32 @@ def main(argv: list[str]) -> int:
     return 0 if ratio <= BAR else 1
 
 
-def _run(argv: list[str], env: dict[str, str] | None = None) -> float:
+DROP_CACHES = Path("/proc/sys/vm/drop_caches")
+
+
+def _cold(warm: list[list[str]]) -> None:
+    """Where the machine allows it (root): write back and drop the page cache, then run the
+    ``warm`` commands (the programs and their modules, not the data) so that the step timed
+    next reads its home and its backups from the disk, whichever side ran before it."""
+    if not os.access(DROP_CACHES, os.W_OK):
+        return
+    os.sync()
+    DROP_CACHES.write_text("3\n")
+    for argv in warm:
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+
+
+_WARM_OURS = [
+    [sys.executable, "-c", "import bundler.cli, bundler.home.backup, bundler.home.restore"]
+]
+_WARM_RESTIC = [["restic", "version"]]
+_WARM_BORG = [["borg", "--version"]]
+
+
+def _run(
+    argv: list[str], env: dict[str, str] | None = None, warm: list[list[str]] | None = None
+) -> float:
+    _cold(warm or [])
     start = time.perf_counter()
     subprocess.run(argv, check=True, env=env, stdout=subprocess.DEVNULL)
     # what each side wrote reaches the disk before the clock stops (all under the same root)
@@ -246,20 +297,31 @@ def _touch_ten(project: Path, round_: int) -> None:
             sink.write(f"changed in round {round_}\n".encode())
 
 
+_COMPRESSION: list[str] = []  # --compression LEVEL for ours, when the benchmark is given one
+
+
 def _steps_ours(project: Path, work: Path, round_: int) -> tuple[float, float, float]:
     folder = work / "ours"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     cmd = [sys.executable, "-m", "bundler", "home", "backup", "--project", str(project)]
-    first = _run([*cmd, "--quiet", "--to", str(folder)])
+    cmd += _COMPRESSION
+    first = _run([*cmd, "--quiet", "--to", str(folder)], warm=_WARM_OURS)
     time.sleep(1.1)  # the default names are per second
     _touch_ten(project, round_)
-    second = _run([*cmd, "--quiet", "--to", str(folder)])
-    newest = max(folder.glob("backup-*.zip"))
+    second = _run([*cmd, "--quiet", "--to", str(folder)], warm=_WARM_OURS)
+    first_zip, newest = sorted(folder.glob("backup-*.zip"))
+    # each zip stands alone: the second is checked and restored with the first deleted (untimed)
+    first_zip.unlink()
+    subprocess.run(["unzip", "-tq", str(newest)], check=True, stdout=subprocess.DEVNULL)
+    check = [sys.executable, "-m", "bundler", "home", "verify-backup", str(newest), "--quiet"]
+    subprocess.run(check, check=True, stdout=subprocess.DEVNULL)
     target = work / "ours-restore"
     shutil.rmtree(target, ignore_errors=True)
     restore = [sys.executable, "-m", "bundler", "home", "restore", str(newest)]
-    took = _run([*restore, "--project", str(project), "--home", str(target), "--quiet"])
+    took = _run(
+        [*restore, "--project", str(project), "--home", str(target), "--quiet"], warm=_WARM_OURS
+    )
     return first, second, took
 
 
@@ -269,12 +331,13 @@ def _steps_restic(project: Path, work: Path, round_: int) -> tuple[float, float,
     env = {**os.environ, "RESTIC_PASSWORD": "bench", "RESTIC_REPOSITORY": str(repo)}
     subprocess.run(["restic", "init", "-q"], check=True, env=env, stdout=subprocess.DEVNULL)
     home = str(project / "home")
-    first = _run(["restic", "backup", "-q", "--exclude", f"{home}/backups", home], env)
+    backup = ["restic", "backup", "-q", "--exclude", f"{home}/backups", home]
+    first = _run(backup, env, _WARM_RESTIC)
     _touch_ten(project, round_)
-    second = _run(["restic", "backup", "-q", "--exclude", f"{home}/backups", home], env)
+    second = _run(backup, env, _WARM_RESTIC)
     target = work / "restic-restore"
     shutil.rmtree(target, ignore_errors=True)
-    took = _run(["restic", "restore", "-q", "latest", "--target", str(target)], env)
+    took = _run(["restic", "restore", "-q", "latest", "--target", str(target)], env, _WARM_RESTIC)
     return first, second, took
 
 
@@ -285,22 +348,25 @@ def _steps_borg(project: Path, work: Path, round_: int) -> tuple[float, float, f
     subprocess.run(["borg", "init", "-e", "none", str(repo)], check=True, env=env)
     home = str(project / "home")
     create = ["borg", "create", "--compression", "lz4", "--exclude", f"{home}/backups"]
-    first = _run([*create, f"{repo}::a", home], env)
+    first = _run([*create, f"{repo}::a", home], env, _WARM_BORG)
     _touch_ten(project, round_)
-    second = _run([*create, f"{repo}::b", home], env)
+    second = _run([*create, f"{repo}::b", home], env, _WARM_BORG)
     target = work / "borg-restore"
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir()
+    _cold(_WARM_BORG)
     start = time.perf_counter()
     subprocess.run(["borg", "extract", f"{repo}::b"], check=True, env=env, cwd=target)
     subprocess.run(["sync", "-f", str(target)], check=True)
     return first, second, time.perf_counter() - start
 
 
-def _incremental(project: Path, work: Path, rounds: int) -> int:
+def _incremental(project: Path, work: Path, rounds: int, compare: list[str]) -> int:
     """First backup, second after 10 changes, restore: ours beside restic's and borg's."""
     sides = {"bundler": _steps_ours}
     for tool, steps in (("restic", _steps_restic), ("borg", _steps_borg)):
+        if tool not in compare:
+            continue
         if shutil.which(tool) is None:
             package = "borgbackup" if tool == "borg" else tool
             print(f"  {tool}: skipped (not installed; apt install {package})")

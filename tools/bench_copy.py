@@ -119,7 +119,7 @@ def _median_ratio(times_a: list[float], times_b: list[float]) -> float:
 
 def _child(src: Path, dst: Path, durable: str, method: str) -> int:
     """The measured copy: open, copy (digests computed), make durable."""
-    from bundler.fs.copytree import copy_tree, make_durable
+    from bundler.fs.copytree import CopyOptions, copy_tree, make_durable
     from bundler.fs.safefs import open_source_root
 
     os.mkdir(dst, 0o700)
@@ -127,7 +127,7 @@ def _child(src: Path, dst: Path, durable: str, method: str) -> int:
     assert src_fd is not None
     dst_fd = os.open(dst, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        for _copied in copy_tree(src_fd, dst_fd, use_copy_file_range=method == "cfr"):
+        for _copied in copy_tree(src_fd, dst_fd, CopyOptions(use_copy_file_range=method == "cfr")):
             pass
         make_durable(dst_fd, method=durable)  # type: ignore[arg-type]
     finally:

@@ -22,6 +22,7 @@ where their peak Python allocations were made.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -92,16 +93,20 @@ def _pull_peak(bundle: Path, work: Path) -> float:
     """Push ``bundle`` to a local registry (unmeasured), then the peak of pulling it back."""
     from bench_registry import _registry  # a local CNCF registry for the run's length
 
-    pulled = work / "pulled"
+    pulled, cache = work / "pulled", work / "cache"
     registry = _registry(work)
+    # a layer cache of the run's own, empty: a first pull, and nothing left in the user's
+    os.environ["XDG_CACHE_HOME"] = str(cache)
     try:
         reference = f"oci://{registry.host}/bench/memory:1"  # type: ignore[attr-defined]
         _run(_cli("bundle", "push", str(bundle), reference, "--plain-http"))
         _fresh(pulled)
+        _fresh(cache)
         peak = _peak(_cli("bundle", "pull", reference, str(pulled), "--plain-http"))
     finally:
         registry.kill()  # type: ignore[attr-defined]
     _fresh(pulled)
+    _fresh(cache)
     return peak
 
 

@@ -1,23 +1,25 @@
-"""What a member of a bundle archive must be, and how it is made: the rules of its name, the
-gate that refuses a file ``checksums.xxh3`` does not list, and the making of its folder or file
-below a private folder. The reader and the replay of a listing share them."""
+"""What a member of a bundle archive must be, and how it is made: the rules of its name and of
+its place among the others, the gate that refuses a file ``checksums.xxh3`` does not list, and
+the making of its folder or file below a private folder. The reader and the replay of a listing
+share them."""
 
 from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from bundler.bundle.manifest import (
     CHECKSUMS_NAME,
     MAX_CHECKSUMS_BYTES,
     NEVER_LISTED,
-    checksums_by_path,
+    checksum_sort_text,
+    iter_checksums,
 )
 from bundler.bundle.sealed import MAX_SEALED_BYTES, SEALED_NAME
 from bundler.errors import InvalidInput, Tampered, TooLarge
 from bundler.fs.safefs import MAX_DEPTH, display_name
-from bundler.rules.names import has_control_chars
+from bundler.rules.names import escape_display, has_control_chars
 
 _DIR_MODE = 0o700
 
@@ -29,6 +31,10 @@ _MAX_COMPONENT_BYTES = 255
 
 
 _MAX_NAME_BYTES = 4096
+
+# checksums.xxh3 is parsed 64 KiB at a time, as verify reads it: the regex engine's state over
+# a block of lines grows with the block (a whole file of 200,000 lines in one: over 100 MB)
+_LINES_READ = 1 << 16
 
 
 class ChecksumGate:
@@ -43,9 +49,10 @@ class ChecksumGate:
     ``zeroclaw-agent.toml`` and ``checksums.xxh3`` itself are the files it never lists.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, gated: Callable[[str], bool] | None = None) -> None:
         self.listed: Mapping[str, str] | None = None
         self.before: list[str] = []  # file members met before checksums.xxh3
+        self.gated = gated  # the files judged here (all when None); the caller judges the rest
 
     def problem(self, name: str, size: int) -> tuple[type[InvalidInput], str] | None:
         """Why the file member ``name`` of ``size`` bytes is refused, and the concept of it;
@@ -63,17 +70,95 @@ class ChecksumGate:
                     f"declares {size} bytes, more than a sealed file holds ({MAX_SEALED_BYTES})"
                 )
             return None
+        if self.gated is not None and not self.gated(name):
+            return None
         if self.listed is None:
             self.before.append(name)
             return None
         return None if name in self.listed else (Tampered, f"is not listed in {CHECKSUMS_NAME}")
 
-    def learn(self, data: bytes) -> str | None:
-        """Take ``data``, the archive's ``checksums.xxh3``, as the list: the first file member
-        met before it that it does not list, or None. Raises :class:`InvalidInput` (naming the
-        line) when it is no checksums file, which no bundle's verification passes."""
-        self.listed = checksums_by_path(data)
+    def learn(self, data: Iterable[bytes]) -> str | None:
+        """Take ``data``, the archive's ``checksums.xxh3`` in pieces, as the list: the first
+        file member met before it that it does not list, or None. Raises :class:`InvalidInput`
+        (naming the line) when it is no checksums file, which no bundle's verification passes.
+        Every line is read; only those of the files judged here are kept."""
+        gated = self.gated
+        self.listed = {
+            path: digest
+            for _key, path, digest in iter_checksums(_blocks(data, _LINES_READ))
+            if gated is None or gated(path)
+        }
         return next((name for name in self.before if name not in self.listed), None)
+
+
+def _blocks(pieces: Iterable[bytes], size: int) -> Iterator[bytes]:
+    """The bytes of ``pieces`` again, in pieces of at most ``size``."""
+    for piece in pieces:
+        for at in range(0, len(piece), size):
+            yield piece[at : at + size]
+
+
+class MemberPlaces:
+    """What the rules of a member's place need of the members before it: whether a name was
+    seen, and as a folder or as a file.
+
+    Without ``recall``, every name is held, for an archive in any order. With it, an archive
+    whose members come in checksum order (02 §9.2; a layer bundler pushed) is judged from the
+    chain of members above the last one only, and nothing per member is held: a member seen
+    above a name sorts before it, and every member between them lies under it, so it is still
+    on the chain. Should the order break, ``recall`` gives the members seen so far (the caller
+    keeps them on disk) and every name is held from then on. The findings are the same.
+    """
+
+    def __init__(self, recall: Callable[[], Iterable[tuple[str, bool]]] | None) -> None:
+        self.kinds: dict[str, bool] | None = {} if recall is None else None  # name -> folder
+        self.recall = recall
+        self.chain: list[tuple[str, bool]] = []  # (name, folder) from the top to the last one
+        self.last = ""  # the last member's checksum order
+
+    def problem(self, name: str) -> str | None:
+        """Why ``name`` (which passed :func:`name_problem`) cannot come here, or None."""
+        kinds = self.kinds
+        if kinds is None:
+            assert self.recall is not None
+            if checksum_sort_text(name) > self.last:
+                return self._chained(name)
+            kinds = self.kinds = dict(self.recall())
+            self.chain = []
+        if name in kinds:
+            return "appears twice (or over a folder of the same name)"
+        parent = name.rpartition("/")[0]
+        if parent and parent not in kinds:
+            nearest = parent
+            while nearest and nearest not in kinds:
+                nearest = nearest.rpartition("/")[0]
+            if nearest and not kinds[nearest]:
+                return f"lies under {escape_display(nearest)}, which is a file"
+            return f"comes before its folder {escape_display(parent)}"
+        if parent and not kinds[parent]:
+            return f"lies under {escape_display(parent)}, which is a file"
+        return None
+
+    def _chained(self, name: str) -> str | None:
+        chain = self.chain
+        while chain and not name.startswith(f"{chain[-1][0]}/"):
+            chain.pop()
+        parent = name.rpartition("/")[0]
+        if not parent:
+            return None
+        if chain and chain[-1][0] == parent:
+            return None if chain[-1][1] else f"lies under {escape_display(parent)}, which is a file"
+        if chain and not chain[-1][1]:  # the nearest member above it, a file
+            return f"lies under {escape_display(chain[-1][0])}, which is a file"
+        return f"comes before its folder {escape_display(parent)}"
+
+    def add(self, name: str, is_dir: bool) -> None:
+        """``name``, admitted where :meth:`problem` found nothing wrong, is a member now."""
+        if self.kinds is not None:
+            self.kinds[name] = is_dir
+        else:
+            self.chain.append((name, is_dir))
+            self.last = checksum_sort_text(name)
 
 
 def member_error(archive: str, member: str, why: str, made: type[InvalidInput]) -> InvalidInput:

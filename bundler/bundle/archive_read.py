@@ -10,7 +10,7 @@ after its end: every tar program pads with zeros, and bytes no reader looks at w
 different archives pass for one bundle. Limits on the member
 count, each member's size, the total size and each extended header are checked from the header,
 before a byte of that member is written, and so is whether ``checksums.xxh3`` lists it
-(:class:`ChecksumGate`).
+(:class:`bundler.bundle.archive_members.ChecksumGate`).
 
 The block loop is our own, and a header is read by :func:`parse_header`: the plain headers
 bundle archives are made of (octal number fields, the unsigned checksum) by a fast path, every
@@ -38,17 +38,20 @@ verify_bundle`'s ``known_digests``).
 
 from __future__ import annotations
 
+import functools
 import os
 import tarfile
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 import xxhash
 
 from bundler.bundle.archive_listing import ListedMember
 from bundler.bundle.archive_members import (
     ChecksumGate,
+    MemberPlaces,
     create_file,
     create_problem,
     make_folder,
@@ -71,6 +74,7 @@ from bundler.errors import (
 )
 from bundler.fs.durable import write_all
 from bundler.fs.safefs import display_name, open_beneath
+from bundler.fs.scratch import temp_root
 from bundler.rules.names import escape_display
 from bundler.rules.units import human_size
 
@@ -131,6 +135,9 @@ def list_tar(
     *,
     name: str = "archive",
     digests: Digests | None = None,
+    record: Callable[[ListedMember], object] | None = None,
+    recall: Callable[[], Iterable[tuple[str, bool]]] | None = None,
+    gated: Callable[[str], bool] | None = None,
 ) -> list[ListedMember]:
     """Read the tar ``stream`` by every rule of :func:`read_tar`, writing nothing: its members,
     in archive order, with where each lies in the stream (from its start).
@@ -140,13 +147,33 @@ def list_tar(
     :func:`bundler.bundle.archive_replay.replay_tar`), so that an archive is judged while it
     arrives, and a bundle of many small files without making a file for each. ``digests``
     receives what :func:`read_tar` gives it.
+
+    ``record``, when given, receives each member as it is listed, and the list returned is
+    empty (a caller that keeps the listing on disk: :class:`bundler.bundle.archive_spill.
+    MemberFile`); ``recall`` then gives back (name, is a folder) of the members it has received,
+    so that an archive in checksum order is judged without holding them again
+    (:class:`bundler.bundle.archive_members.MemberPlaces`; without ``record``, the list is what
+    is recalled). ``gated`` names the files the :class:`ChecksumGate` judges (all when None):
+    for an archive that is one part of a bundle (a pulled layer), whose caller refuses any
+    member outside it, so that only the lines of ``checksums.xxh3`` it needs are held.
     """
-    lister = _Lister(stream, -1, limits, name, digests)
+    listed: list[ListedMember] = []
+    if record is None:
+        recall = _names_of(listed)
+    lister = _Lister(stream, -1, limits, name, digests, gated, recall)
+    lister.record = listed.append if record is None else record
     lister.run()
-    return lister.listed
+    return listed
+
+
+def _names_of(members: Iterable[ListedMember]) -> Callable[[], Iterator[tuple[str, bool]]]:
+    """A ``recall`` of list_tar's: (name, is a folder) of ``members``, read again each call."""
+    return lambda: ((member.name, member.is_dir) for member in members)
 
 
 class _Reader:
+    keeps_names = True  # read_tar answers with every member's name
+
     def __init__(
         self,
         stream: BinaryIO,
@@ -154,22 +181,25 @@ class _Reader:
         limits: ArchiveLimits,
         name: str,
         digests: Digests | None = None,
+        gated: Callable[[str], bool] | None = None,
+        recall: Callable[[], Iterable[tuple[str, bool]]] | None = None,
     ) -> None:
         self.stream = stream
         self.dest_fd = dest_fd
         self.limits = limits
         self.archive = display_name(os.fsencode(name))
         self.offset = 0
-        self.kinds: dict[str, bool] = {}  # member -> is a folder
-        self.names: list[str] = []
+        self.places = MemberPlaces(recall)
+        self.names: list[str] = []  # the members' names, for read_tar's answer
+        self.members = 0
         self.total = 0
         self.digests = digests
         self.umask = process_umask()
         self._parent: tuple[str, int] | None = None
         self.member_at = 0  # where the current member's first header block starts
         self.form_header = False  # whether its header is one block in archive form
-        self.gate = ChecksumGate()
-        self._kept: list[bytes] | None = None  # the data of checksums.xxh3, while it is read
+        self.gate = ChecksumGate(gated)
+        self._kept: IO[bytes] | None = None  # the data of checksums.xxh3, while it is read
         self._chunk = b""  # read from the stream, from self._at on not yet taken
         self._view = memoryview(self._chunk)
         self._at = 0
@@ -368,11 +398,11 @@ class _Reader:
 
     def _admit(self, name: str, is_dir: bool, size: int, mode: int) -> None:
         """The checks every member passes, whatever its headers were, then its making."""
-        problem = name_problem(name) or self._place_problem(name)
+        problem = name_problem(name) or self.places.problem(name)
         if problem is not None:
             raise self._fail(name, problem, Hostile)
         limits = self.limits
-        if len(self.names) >= limits.max_members:
+        if self.members >= limits.max_members:
             raise self._fail(
                 name, f"is one more than the {limits.max_members} members allowed", TooLarge
             )
@@ -392,19 +422,27 @@ class _Reader:
         if unlisted is not None:
             raise self._fail(name, unlisted[1], unlisted[0])
         self.total += size
-        self.kinds[name] = is_dir
-        self.names.append(name)
+        self.places.add(name, is_dir)
+        self.members += 1
+        if self.keeps_names:
+            self.names.append(name)
         if is_dir:
             self._mkdir(name)
         elif name == CHECKSUMS_NAME:
-            self._kept = []
-            self._write_file(name, size, mode)
-            kept, self._kept = b"".join(self._kept), None
-            self._learn_checksums(kept)
+            # its bytes wait in an unnamed file (a million lines are 75 MB), read back by the
+            # gate a block at a time; gone with the process however it ends
+            with tempfile.TemporaryFile(prefix="bundler-checksums-", dir=temp_root()) as kept:
+                self._kept = kept
+                try:
+                    self._write_file(name, size, mode)
+                finally:
+                    self._kept = None
+                kept.seek(0)
+                self._learn_checksums(iter(functools.partial(kept.read, _CHUNK), b""))
         else:
             self._write_file(name, size, mode)
 
-    def _learn_checksums(self, data: bytes) -> None:
+    def _learn_checksums(self, data: Iterable[bytes]) -> None:
         try:
             before = self.gate.learn(data)
         except InvalidInput as err:
@@ -431,21 +469,6 @@ class _Reader:
             return Unsupported, (
                 f"has the tar type {escape_display(kind.decode('latin-1'))}, not a file or folder"
             )
-        return None
-
-    def _place_problem(self, name: str) -> str | None:
-        if name in self.kinds:
-            return "appears twice (or over a folder of the same name)"
-        parent = name.rpartition("/")[0]
-        if parent and parent not in self.kinds:
-            nearest = parent
-            while nearest and nearest not in self.kinds:
-                nearest = nearest.rpartition("/")[0]
-            if nearest and not self.kinds[nearest]:
-                return f"lies under {escape_display(nearest)}, which is a file"
-            return f"comes before its folder {escape_display(parent)}"
-        if parent and not self.kinds[parent]:
-            return f"lies under {escape_display(parent)}, which is a file"
         return None
 
     # --- writing ------------------------------------------------------------------------
@@ -500,7 +523,7 @@ class _Reader:
             if fd is not None:
                 write_all(fd, view)
             if kept is not None:
-                kept.append(view.tobytes())
+                kept.write(view)
             if chunk.count(0, at + size, at + padded) != padded - size:
                 raise self._dirty_padding(name)
             self._at = at + padded
@@ -567,12 +590,12 @@ def _discard(_data: bytes | memoryview) -> None:
 
 
 def _keeping(
-    write: Callable[[bytes | memoryview], object], kept: list[bytes]
+    write: Callable[[bytes | memoryview], object], kept: IO[bytes]
 ) -> Callable[[bytes | memoryview], object]:
     """``write``, keeping a copy of each piece in ``kept`` (the data of ``checksums.xxh3``)."""
 
     def both(data: bytes | memoryview) -> object:
-        kept.append(bytes(data))
+        kept.write(data)
         return write(data)
 
     return both
@@ -581,11 +604,8 @@ def _keeping(
 class _Lister(_Reader):
     """The reader with every check and no writing: each member is recorded instead."""
 
-    listed: list[ListedMember]
-
-    def run(self) -> list[str]:
-        self.listed = []
-        return super().run()
+    keeps_names = False
+    record: Callable[[ListedMember], object]  # where each member goes, as it is listed
 
     def _mkdir(self, name: str) -> None:
         self._record(name, True, 0, 0, self.offset)
@@ -598,6 +618,6 @@ class _Lister(_Reader):
             self.digests[name] = (size, digest)
 
     def _record(self, name: str, is_dir: bool, mode: int, size: int, data_at: int) -> None:
-        self.listed.append(
+        self.record(
             ListedMember(name, is_dir, mode, size, self.member_at, data_at, self.form_header)
         )

@@ -11,14 +11,19 @@ modes, sizes and order passed every rule, and each member is made by the rules
 Why several threads: making a file is mostly the kernel's work (the inode, the folder entry,
 the pages written), done without the GIL, and on a bundle of many small files it is most of a
 pull into a folder. The folders are made first, in archive order, on the calling thread. Then
-each folder's files go to one worker, the next folder to whichever worker is free first, so
-no two threads add to one folder at once (the kernel would serialise them). Measured on this
-project's 2-core machine, a layer of 20,000 files unpacks in about 0.6 of the time one thread
-takes; :data:`MAX_WORKERS` bounds the threads on larger machines, where they were not measured.
+each run of one folder's files (consecutive in archive order: all of them, in an archive whose
+folders hold no subfolders) goes to one worker, the next run to whichever worker is free
+first, so that two threads rarely add to one folder at once (the kernel would serialise
+them). The runs are taken from the members as the workers ask, so a listing kept on disk
+(:class:`bundler.bundle.archive_spill.MemberFile`) is read once for the folders and once for
+the files, and nothing per member is held. Measured on this project's 2-core machine, a layer
+of 20,000 files unpacks in about 0.6 of the time one thread takes; :data:`MAX_WORKERS` bounds
+the threads on larger machines, where they were not measured.
 
-Each file's XXH3-128 is taken from the bytes written (``digests``), as :func:`read_tar` takes
-it: should the file no longer hold the bytes listed, the digests say so, and a verification
-comparing them with ``checksums.xxh3`` refuses the folder.
+Each file's XXH3-128 is taken from the bytes written (``digests``, or the slot of its place in
+``slots``), as :func:`read_tar` takes it: should the file no longer hold the bytes listed, the
+digests say so, and a verification comparing them with ``checksums.xxh3`` refuses the
+folder.
 
 A member that fails stops the making of every member after it in archive order (each worker
 at its next member, or its next chunk of a large one), while those before it are still made:
@@ -29,10 +34,12 @@ when no worker is left, so its caller may remove the folder at once.
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import threading
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import xxhash
 
@@ -51,6 +58,9 @@ from bundler.fs.interrupts import joined, signals_deferred, start_thread, wait_f
 from bundler.fs.safefs import display_name, open_beneath
 from bundler.rules.progress import Progress
 from bundler.rules.units import human_size
+
+if TYPE_CHECKING:
+    from bundler.bundle.archive_spill import DigestSlots
 
 CHUNK = 1 << 20
 """The most of a member's data read and written at once (one buffer per worker)."""
@@ -98,16 +108,60 @@ def replay_tar(
     filesystem, say); ``OSError`` when the system fails. On any exception part of the archive
     may have been made: the caller removes ``dest_fd``'s folder.
     """
-    replay = _Replay(source_fd, base, dest_fd, display_name(os.fsencode(name)), digests, progress)
-    replay.make_folders(member.name for member in members if member.is_dir)
-    files = [(index, member) for index, member in enumerate(members) if not member.is_dir]
-    count = default_workers() if workers is None else max(1, workers)
-    replay.make_files(files, count if len(files) >= PARALLEL_FROM else 1)
+    replay_members(
+        source_fd,
+        dest_fd,
+        members,
+        base=base,
+        name=name,
+        digests=digests,
+        workers=workers,
+        progress=progress,
+    )
     return [member.name for member in members]
 
 
+def replay_members(
+    source_fd: int,
+    dest_fd: int,
+    members: Iterable[ListedMember],
+    *,
+    base: int = 0,
+    name: str = "archive",
+    digests: Digests | None = None,
+    slots: DigestSlots | None = None,
+    workers: int | None = None,
+    progress: Progress | None = None,
+) -> None:
+    """:func:`replay_tar` of ``members`` that are read twice, in archive order, and never held:
+    a list, or a listing kept on disk (:class:`bundler.bundle.archive_spill.MemberFile`).
+    ``slots``, when given, receives each file's size and XXH3-128 at its member's place."""
+    replay = _Replay(
+        source_fd, base, dest_fd, display_name(os.fsencode(name)), digests, slots, progress
+    )
+    replay.make_folders(member.name for member in members if member.is_dir)
+    files = ((index, member) for index, member in enumerate(members) if not member.is_dir)
+    count = default_workers() if workers is None else max(1, workers)
+    replay.make_files(files, count)
+
+
 _Group = list[tuple[int, ListedMember]]
-"""One folder's files, each with its place in the archive."""
+"""A run of one folder's files, each with its place in the archive."""
+
+
+def _runs(files: Iterator[tuple[int, ListedMember]]) -> Iterator[_Group]:
+    """``files`` cut into runs of consecutive files of one folder."""
+    run: _Group = []
+    parent = ""
+    for place, member in files:
+        folder = member.name.rpartition("/")[0]
+        if run and folder != parent:
+            yield run
+            run = []
+        parent = folder
+        run.append((place, member))
+    if run:
+        yield run
 
 
 class _Replay:
@@ -118,6 +172,7 @@ class _Replay:
         dest_fd: int,
         archive: str,
         digests: Digests | None,
+        slots: DigestSlots | None,
         progress: Progress | None,
     ) -> None:
         self.source_fd = source_fd
@@ -125,6 +180,8 @@ class _Replay:
         self.dest_fd = dest_fd
         self.archive = archive
         self.digests = digests
+        self.slots = slots
+        self.hashed = digests is not None or slots is not None
         self.progress = progress
         self.umask = process_umask()
         self._lock = threading.Lock()
@@ -150,16 +207,23 @@ class _Replay:
 
     # --- the files, by the workers --------------------------------------------------------
 
-    def make_files(self, files: list[tuple[int, ListedMember]], workers: int) -> None:
-        """Make ``files`` on ``workers`` threads, this one included; raise the earliest
-        member's failure once every worker has stopped."""
-        groups: dict[str, _Group] = {}
-        for index, member in files:
-            groups.setdefault(member.name.rpartition("/")[0], []).append((index, member))
-        self._groups = iter(list(groups.values()))
+    def make_files(self, files: Iterator[tuple[int, ListedMember]], workers: int) -> None:
+        """Make ``files`` (each with its place in the archive, in archive order) on up to
+        ``workers`` threads, this one included; raise the earliest member's failure once every
+        worker has stopped."""
+        self._groups = _runs(files)
+        # the first runs tell whether the files are few enough for this thread alone
+        first: list[_Group] = []
+        count = 0
+        while count < PARALLEL_FROM and (group := next(self._groups, None)) is not None:
+            first.append(group)
+            count += len(group)
+        if count < PARALLEL_FROM:
+            workers = 1  # a thread costs more than it saves
+        self._groups = itertools.chain(first, self._groups)
         threads: list[threading.Thread] = []
         try:
-            for _ in range(min(workers, len(groups)) - 1):
+            for _ in range(workers - 1):
                 thread = threading.Thread(target=self._work_beside, name="bundler-unpack")
                 threads.append(thread)  # before it starts: an interrupt may come as it does
                 try:
@@ -234,6 +298,8 @@ class _Replay:
             os.close(fd)
         if self.digests is not None:
             self.digests[member.name] = (member.size, digest)
+        if self.slots is not None:
+            self.slots.put(place, member.size, digest)
         if self.progress is not None:
             with self._lock:
                 self.progress(1, member.size)
@@ -246,8 +312,8 @@ class _Replay:
         if left <= CHUNK:
             data = self._read_at(view[:left], at, member)
             write_all(fd, data)
-            return "" if self.digests is None else str(xxhash.xxh3_128_hexdigest(data))
-        hasher = None if self.digests is None else xxhash.xxh3_128()
+            return str(xxhash.xxh3_128_hexdigest(data)) if self.hashed else ""
+        hasher = xxhash.xxh3_128() if self.hashed else None
         while left and place <= self._limit:
             data = self._read_at(view[: min(left, CHUNK)], at, member, left)
             write_all(fd, data)

@@ -132,7 +132,8 @@ class ChecksumReader:
             )
 
     def found(self, rel: str, digest: str) -> None:
-        """One regular file the walk found, with its digest (:data:`DEFERRED` when unread)."""
+        """One regular file the walk found, with its digest
+        (:data:`bundler.bundle.walk.DEFERRED` when unread)."""
         # a walked path holds no control character and no lone surrogate
         key = checksum_sort_text(rel)
         while self._next is not None and self._next[0] < key:

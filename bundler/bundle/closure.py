@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 from bundler.bundle.manifest import Dropped, dropped_sort_key, render_config
 from bundler.errors import InvalidConfig, Malformed, NotFound, SecretFound
 from bundler.rules import layout, refs, schema
+from bundler.rules.config_view import array, table
 from bundler.rules.names import (
     did_you_mean,
     is_portable_skill_alias,
@@ -139,12 +140,7 @@ class FinishedClosure(NamedTuple):
 # --- small helpers -----------------------------------------------------------------------------
 
 
-def _table(value: Any) -> Mapping[str, Any]:
-    # a wrong type anywhere means "not there"; validation of the closure reports it
-    return value if isinstance(value, Mapping) else {}
-
-
-def is_populated(value: Any) -> bool:
+def is_populated(value: object) -> bool:
     """True when ``value`` says something: not absent, ``""``, ``[]``, ``{}`` or ``false``."""
     if value is None or value is False:
         return False
@@ -153,7 +149,7 @@ def is_populated(value: Any) -> bool:
     return True
 
 
-def _aliases(value: Any) -> list[str] | None:
+def _aliases(value: object) -> list[str] | None:
     """A bundle list trimmed, de-duplicated, without empty names; None when it is not a list."""
     if not isinstance(value, list):
         return None
@@ -410,7 +406,7 @@ class _Planner:
         return entry
 
     def agent(self) -> Node:
-        agents = _table(self.config.get("agents"))
+        agents = table(self.config.get("agents"))
         source = agents.get(self.alias)
         if not isinstance(source, Mapping):
             close = did_you_mean(self.alias, [str(alias) for alias in agents])
@@ -505,13 +501,13 @@ class _Planner:
             why = "the bundle's folder lies outside shared/: its content was not copied"
             self.drops.rows.append(Dropped(f"skills/{name}", HOST_SPECIFIC, why))
             return None
-        include = [item for item in _list(raw.get("include")) if isinstance(item, str)]
-        exclude = [item for item in _list(raw.get("exclude")) if isinstance(item, str)]
+        include = [item for item in array(raw.get("include")) if isinstance(item, str)]
+        exclude = [item for item in array(raw.get("exclude")) if isinstance(item, str)]
         return SkillSource(name, folder, include, exclude, True)
 
     def mcp_servers(self, found: refs.Reach) -> None:
         """Carry the servers the carried MCP bundles grant (01 §3.5) and cut unknown names (2.4)."""
-        bundles = _table(self.fragment.get("mcp_bundles"))
+        bundles = table(self.fragment.get("mcp_bundles"))
         if not bundles:
             return
         carried: list[Node] = []
@@ -578,7 +574,7 @@ class _Planner:
                 "it cannot travel; clear or move it and export again",
                 path=ciphertext[0],
             )
-        workspace_path = _table(agent_source_workspace(self.config, self.alias)).get("path")
+        workspace_path = table(agent_source_workspace(self.config, self.alias)).get("path")
         return ExportPlan(
             alias=self.alias,
             fragment=self.fragment,
@@ -592,13 +588,9 @@ class _Planner:
         )
 
 
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def agent_source_workspace(config: Mapping[str, Any], alias: str) -> Any:
     """The ``workspace`` table of agent ``alias`` in the source config (anything, unchecked)."""
-    return _table(_table(config.get("agents")).get(alias)).get("workspace")
+    return table(table(config.get("agents")).get(alias)).get("workspace")
 
 
 def plan_closure(config: Mapping[str, Any], alias: str, install_root: Path) -> ExportPlan:
@@ -680,7 +672,7 @@ def prove_closure(fragment_bytes: bytes) -> None:
         raise Malformed(
             f"closure invalid: config.toml does not parse back: {exc}", path="config.toml"
         ) from None
-    agents = _table(parsed.get("agents"))
+    agents = table(parsed.get("agents"))
     if len(agents) != 1:
         raise InvalidConfig(
             f"closure invalid: agents: the fragment holds {len(agents)} agents, not exactly one",

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from bundler.bundle import walk as bundle_walk
 from bundler.bundle.checksum_spool import ChecksumSpool
@@ -25,8 +24,9 @@ from bundler.bundle.manifest import (
 from bundler.bundle.sweep import ExportSweep
 from bundler.bundle.walk import past_entry_limit
 from bundler.errors import ChangedMeanwhile, NotFound, PolicyRefused, Refused, UnsuitablePath
-from bundler.fs.copytree import CopiedFile, copy_tree, digest_fd
+from bundler.fs.copytree import CopiedFile, CopyOptions, copy_tree, digest_fd
 from bundler.fs.safefs import (
+    Exclude,
     WorkspaceExclude,
     open_dir_nofollow,
     open_source_root,
@@ -96,19 +96,22 @@ class TreeCopy:
         *,
         section: str,
         counted: bool = True,
-        **extra: Any,
+        exclude: Exclude | None = None,
+        on_live_store: Callable[[str], None] | None = None,
     ) -> None:
+        """Copy the tree below ``src_fd`` into ``dst_fd`` as ``prefix``; ``counted`` says whether
+        its skips go into the report (a second walk of a tree already counted says no)."""
         skipped = self.report.skipped
-        for copied in copy_tree(
-            src_fd,
-            dst_fd,
+        options = CopyOptions(
             prefix=prefix,
+            exclude=exclude,
             on_skip=skipped.record if counted else None,
             on_non_portable=skipped.record_non_portable if counted else None,
+            on_live_store=on_live_store,
             on_folder=self._folder,
             observer=self.sweep.observer,
-            **extra,
-        ):
+        )
+        for copied in copy_tree(src_fd, dst_fd, options):
             self.made(copied.relpath)
             self.sweep.file_done(copied.relpath)
             self.checksums.add(section, copied)

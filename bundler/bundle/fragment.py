@@ -21,6 +21,7 @@ from typing import Any
 
 from bundler.errors import InvalidInput, UsageError
 from bundler.rules import refs, schema
+from bundler.rules.config_view import array, strings, table, table_at
 from bundler.rules.credentials import mask_credentials
 from bundler.rules.names import escape_display, non_portable_alias_reason, safe_relative_path
 from bundler.rules.paths import Segment, format_path, parse_path
@@ -196,9 +197,9 @@ def _walk_leaves(value: Any, segments: list[Segment]) -> Iterator[tuple[list[Seg
         yield segments, value
 
 
-def _server_segments(index: int, server: Any) -> list[Segment]:
+def _server_segments(index: int, server: object) -> list[Segment]:
     """An MCP server is addressed by its name (01 §6); by index when it has no usable name."""
-    name = server.get("name") if isinstance(server, dict) else None
+    name = table(server).get("name")
     return ["mcp", "servers", name if isinstance(name, str) and name else index]
 
 
@@ -252,12 +253,8 @@ def _ciphertext_problems(fragment: Mapping[str, Any]) -> Iterator[Problem]:
 # --------------------------------------------------------------------------- references
 
 
-def _unresolved(what: str, ref: Any) -> str:
+def _unresolved(what: str, ref: object) -> str:
     return f"{what} {escape_display(str(ref))!r} does not resolve inside the bundle's fragment"
-
-
-def _table(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def _unresolved_problem(ref: refs.Ref) -> Problem:
@@ -292,8 +289,8 @@ def _reach(
     """
     problems: list[Problem] = []
     for field in _BUNDLE_FIELDS:
-        names = agent.get(field, [])
-        for index, name in enumerate(names if isinstance(names, list) else []):
+        names = array(agent.get(field))
+        for index, name in enumerate(names):
             if (
                 not isinstance(name, str)
                 or not name
@@ -321,7 +318,7 @@ def reached_entries(config: Mapping[str, Any], root: str) -> set[tuple[str, ...]
     ``("risk_profiles", alias)``, ``("mcp", "servers", name)``… References that resolve nowhere
     are left out.
     """
-    agent = _table(_table(config.get("agents")).get(root))
+    agent = table(table(config.get("agents")).get(root))
     return _reach(config, root, agent, refs.MAX_FALLBACK_DEPTH).entries
 
 
@@ -359,7 +356,7 @@ def unresolved_edges(fragment: Mapping[str, Any], root_agent: str) -> list[Unres
     entry the target happens to have, which would change the agent's endpoint, credentials or
     tools without the bundle saying so.
     """
-    agent = _table(_table(fragment.get("agents")).get(root_agent))
+    agent = table(table(fragment.get("agents")).get(root_agent))
     found = refs.reach(fragment, root_agent, agent, fallback_depth=None)
     out: list[Unresolved] = []
     for ref in found.unresolved:
@@ -367,12 +364,11 @@ def unresolved_edges(fragment: Mapping[str, Any], root_agent: str) -> list[Unres
             depth = found.depth.get(ref.source, 0)
             out.append(Unresolved(tuple(ref.path[:-1]), ref.position, ref.value, depth))
     unconfigured = set(found.unconfigured)
-    names = agent.get("mcp_bundles", [])
-    carried = [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
-    bundles = _table(fragment.get("mcp_bundles"))
+    carried = strings(agent.get("mcp_bundles"))
+    bundles = table(fragment.get("mcp_bundles"))
     for bundle_name in dict.fromkeys(carried):
-        listed = _table(bundles.get(bundle_name)).get("servers", [])
-        for index, server_name in enumerate(listed if isinstance(listed, list) else []):
+        listed = array(table(bundles.get(bundle_name)).get("servers"))
+        for index, server_name in enumerate(listed):
             if isinstance(server_name, str) and server_name in unconfigured:
                 out.append(Unresolved(("mcp_bundles", bundle_name, "servers"), index, server_name))
     return out
@@ -439,12 +435,12 @@ def fragment_warnings(fragment: Mapping[str, Any], root_agent: str) -> list[Prob
 
 def _present_entries(fragment: Mapping[str, Any]) -> Iterator[tuple[str, ...]]:
     """Every entry the fragment holds, as the key tuple :func:`_reach` produces."""
-    for table in ("agents", "risk_profiles", "runtime_profiles", *_BUNDLE_FIELDS):
-        for alias in _table(fragment.get(table)):
-            yield (table, alias)
-    for category, families in _table(fragment.get("providers")).items():
-        for family, aliases in _table(families).items():
-            for alias in _table(aliases):
+    for kind in ("agents", "risk_profiles", "runtime_profiles", *_BUNDLE_FIELDS):
+        for alias in table(fragment.get(kind)):
+            yield (kind, alias)
+    for category, families in table(fragment.get("providers")).items():
+        for family, aliases in table(families).items():
+            for alias in table(aliases):
                 yield ("providers", category, family, alias)
 
 
@@ -488,7 +484,7 @@ def _agent_problems(root: str, agent: Mapping[str, Any]) -> Iterator[Problem]:
             "must be false (an export always sets it so)",
         )
     identity = agent.get("identity")
-    aieos_path = identity.get("aieos_path", "") if isinstance(identity, dict) else ""
+    aieos_path = table(identity).get("aieos_path", "")
     if isinstance(aieos_path, str) and aieos_path:
         normal = safe_relative_path(aieos_path)
         if (
@@ -504,7 +500,7 @@ def _agent_problems(root: str, agent: Mapping[str, Any]) -> Iterator[Problem]:
 
 
 def _risk_profile_problems(fragment: Mapping[str, Any]) -> Iterator[Problem]:
-    for alias, profile in _table(fragment.get("risk_profiles")).items():
+    for alias, profile in table(fragment.get("risk_profiles")).items():
         if isinstance(profile, dict) and "approval_route" in profile:
             yield Problem(
                 display_path(["risk_profiles", alias, "approval_route"]),
@@ -514,8 +510,8 @@ def _risk_profile_problems(fragment: Mapping[str, Any]) -> Iterator[Problem]:
 
 def _skill_directory_problems(fragment: Mapping[str, Any]) -> Iterator[Problem]:
     """A carried ``directory`` must be a fresh child of the skills root (:mod:`skillfolder`)."""
-    for alias, bundle in _table(fragment.get("skill_bundles")).items():
-        directory = bundle.get("directory", "") if isinstance(bundle, dict) else ""
+    for alias, bundle in table(fragment.get("skill_bundles")).items():
+        directory = table(bundle).get("directory", "")
         if not isinstance(directory, str) or not directory:
             continue
         used = used_folders(fragment, _FRAGMENT_ROOT, except_bundle=alias)
@@ -525,10 +521,10 @@ def _skill_directory_problems(fragment: Mapping[str, Any]) -> Iterator[Problem]:
 
 
 def _server_problems(fragment: Mapping[str, Any], agent: Mapping[str, Any]) -> Iterator[Problem]:
-    servers = _table(fragment.get("mcp")).get("servers", [])
+    servers = array(table(fragment.get("mcp")).get("servers"))
     names: list[str] = []
-    for index, server in enumerate(servers if isinstance(servers, list) else []):
-        name = server.get("name") if isinstance(server, dict) else None
+    for index, server in enumerate(servers):
+        name = table(server).get("name")
         if not isinstance(name, str) or not name:
             yield Problem(display_path(["mcp", "servers", index]), "an MCP server without a name")
             continue
@@ -537,17 +533,13 @@ def _server_problems(fragment: Mapping[str, Any], agent: Mapping[str, Any]) -> I
                 display_path(["mcp", "servers", name]), "a second MCP server with the same name"
             )
         names.append(name)
-    bundles = _table(fragment.get("mcp_bundles"))
-    carried = (
-        [n for n in agent.get("mcp_bundles", []) if isinstance(n, str)]
-        if isinstance(agent.get("mcp_bundles"), list)
-        else []
-    )
+    bundles = table(fragment.get("mcp_bundles"))
+    carried = strings(agent.get("mcp_bundles"))
     # a listed server name that names no carried server is a warning (fragment_warnings):
     # ZeroClaw's exporter keeps it; a name that is not a string is no name at all
     for bundle_name in carried:
-        listed = _table(bundles.get(bundle_name)).get("servers", [])
-        for index, server_name in enumerate(listed if isinstance(listed, list) else []):
+        listed = table(bundles.get(bundle_name)).get("servers", [])
+        for index, server_name in enumerate(array(listed)):
             if not isinstance(server_name, str):
                 path = ["mcp_bundles", bundle_name, "servers", str(index)]
                 yield Problem(
@@ -567,7 +559,7 @@ def check_form(fragment: Mapping[str, Any], root_agent: str) -> list[Problem]:
     strings; non-empty secrets.
     """
     problems: list[Problem] = list(_top_level_problems(fragment))
-    agents = _table(fragment.get("agents"))
+    agents = table(fragment.get("agents"))
     for alias in agents:
         if alias != root_agent:
             problems.append(
@@ -597,9 +589,9 @@ def check_form(fragment: Mapping[str, Any], root_agent: str) -> list[Problem]:
                         f"not in the closure of agents.{escape_display(root_agent)}",
                     )
                 )
-        servers = _table(fragment.get("mcp")).get("servers", [])
-        for index, server in enumerate(servers if isinstance(servers, list) else []):
-            name = server.get("name") if isinstance(server, dict) else None
+        servers = array(table(fragment.get("mcp")).get("servers"))
+        for index, server in enumerate(servers):
+            name = table(server).get("name")
             if isinstance(name, str) and name and ("mcp", "servers", name) not in closure.entries:
                 problems.append(
                     Problem(
@@ -706,9 +698,9 @@ def required_secret_problems(fragment: Mapping[str, Any], paths: Sequence[Any]) 
     return problems
 
 
-def agent_of(fragment: Mapping[str, Any], root_agent: str) -> dict[str, Any]:
+def agent_of(fragment: Mapping[str, Any], root_agent: str) -> Mapping[str, Any]:
     """The root agent's table, or an empty one."""
-    return _table(_table(fragment.get("agents")).get(root_agent))
+    return table_at(fragment, "agents", root_agent)
 
 
 def portable_alias_problems(root_agent: str) -> list[Problem]:
@@ -742,7 +734,7 @@ def family_default_endpoint(category: str, family: str, entry: Mapping[str, Any]
         return None
     default: str = node["x-default-endpoint"]
     choice = entry.get("endpoint")
-    choices = _table(_table(node.get("properties")).get("endpoint")).get("x-endpoint-uris")
+    choices = table(table(node.get("properties")).get("endpoint")).get("x-endpoint-uris")
     if isinstance(choice, str) and isinstance(choices, dict):
         if choice not in choices:
             return None
@@ -775,7 +767,7 @@ def secret_endpoint(fragment: Mapping[str, Any], segments: Sequence[str]) -> str
 def _secret_endpoint(fragment: Mapping[str, Any], segments: Sequence[str]) -> str:
     if len(segments) >= 5 and segments[0] == "providers":
         category, family, alias = segments[1], segments[2], segments[3]
-        entry = _table(lookup(fragment, ["providers", category, family, alias])[1])
+        entry = table(lookup(fragment, ["providers", category, family, alias])[1])
         uri = entry.get("uri")
         if isinstance(uri, str) and uri:
             return uri
@@ -786,8 +778,7 @@ def _secret_endpoint(fragment: Mapping[str, Any], segments: Sequence[str]) -> st
             return "(no such server)"
         if server.get("transport", "stdio") in ("http", "sse"):
             return str(server.get("url", ""))
-        args = server.get("args", [])
-        args = args if isinstance(args, list) else []
+        args = array(server.get("args"))
         words = [str(server.get("command", ""))] + [str(a) for a in args]
         return "local process: " + " ".join(words)
     return "(unknown)"

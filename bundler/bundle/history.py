@@ -29,7 +29,14 @@ from bundler.fs import durable
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.rules import layout
 
-__all__ = ["KEEP", "RECORD_NAME", "recent_destinations", "record_destination", "state_folder"]
+__all__ = [
+    "KEEP",
+    "RECORD_NAME",
+    "make_private",
+    "recent_destinations",
+    "record_destination",
+    "state_folder",
+]
 
 RECORD_NAME = "export-destinations.json"
 KEEP = 16
@@ -92,8 +99,9 @@ def recent_destinations(install_root: Path | None = None) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def _make_private(folder: Path) -> None:
-    """Create ``folder`` and its missing parents, each 0700 (the XDG rule for a state folder).
+def make_private(folder: Path) -> None:
+    """Create ``folder`` and its missing parents, each 0700 (the XDG rule for a state or cache
+    folder).
 
     Nothing is created below a folder of another user: with ``sudo`` keeping the caller's
     ``HOME``, root would otherwise leave a folder there that the user can no longer write.
@@ -120,7 +128,7 @@ def record_destination(dest: str) -> None:
     written, or belongs to another user (the caller goes on: the export does not depend on it).
     """
     folder = state_folder()
-    _make_private(folder)
+    make_private(folder)
     state_fd = durable.open_dir(folder, follow=True)
     try:
         if os.fstat(state_fd).st_uid != os.geteuid():

@@ -18,12 +18,14 @@ from bundler.bundle.manifest import MANIFEST_NAME
 from bundler.bundle.sealed import sealed_summary
 from bundler.bundle.verify import verify_bundle
 from bundler.bundle.verify_report import VerifyReport
+from bundler.rules.config_view import array, array_of_tables, table
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress
 from bundler.rules.units import human_size
 
 if TYPE_CHECKING:
     from bundler.bundle.archive_listing import ListedMember
+    from bundler.bundle.walk import KnownDigests
 
 # --------------------------------------------------------------------------- inspect
 
@@ -156,32 +158,28 @@ def _escaped(value: Any) -> str:
 def _closure_entries(fragment: Mapping[str, Any]) -> dict[str, list[str]]:
     entries: dict[str, list[str]] = {}
     agents = fragment.get("agents")
-    entries["agent"] = [_escaped(a) for a in agents] if isinstance(agents, dict) else []
-    providers = fragment.get("providers")
-    for category, families in providers.items() if isinstance(providers, dict) else []:
-        for family, aliases in families.items() if isinstance(families, dict) else []:
-            for alias in aliases if isinstance(aliases, dict) else []:
+    entries["agent"] = [_escaped(a) for a in table(agents)]
+    for category, families in table(fragment.get("providers")).items():
+        for family, aliases in table(families).items():
+            for alias in table(aliases):
                 entries.setdefault(f"provider ({_escaped(category)})", []).append(
                     _escaped(f"{family}.{alias}")
                 )
-    for table in _ENTRY_TABLES:
-        value = fragment.get(table)
-        if isinstance(value, dict) and value:
-            entries[table.replace("_", " ").rstrip("s")] = [_escaped(alias) for alias in value]
+    for name in _ENTRY_TABLES:
+        if value := table(fragment.get(name)):
+            entries[name.replace("_", " ").rstrip("s")] = [_escaped(alias) for alias in value]
     servers = fragment_rules.lookup(fragment, ["mcp", "servers"])[1]
     if isinstance(servers, list) and servers:
-        entries["mcp server"] = [
-            _escaped(s.get("name", "?") if isinstance(s, dict) else "?") for s in servers
-        ]
+        entries["mcp server"] = [_escaped(table(s).get("name", "?")) for s in servers]
     return entries
 
 
-def _secret_rows(fragment: Mapping[str, Any], paths: Any) -> list[tuple[str, str]]:
+def _secret_rows(fragment: Mapping[str, Any], paths: object) -> list[tuple[str, str]]:
     from bundler.errors import UsageError
     from bundler.rules.paths import parse_path
 
     rows: list[tuple[str, str]] = []
-    for path in paths if isinstance(paths, list) else []:
+    for path in array(paths):
         try:
             endpoint = fragment_rules.secret_endpoint(fragment, parse_path(str(path)))
         except UsageError:
@@ -190,25 +188,22 @@ def _secret_rows(fragment: Mapping[str, Any], paths: Any) -> list[tuple[str, str
     return rows
 
 
-def _escaped_rows(rows: Any) -> list[dict[str, str]]:
-    out: list[dict[str, str]] = []
-    for row in rows if isinstance(rows, list) else []:
-        if isinstance(row, dict):
-            out.append(
-                {
-                    key: _escaped(row.get(key, ""))
-                    for key in ("path", "reason", "kind", "detail")
-                    if key in row
-                }
-            )
-    return out
+def _escaped_rows(rows: object) -> list[dict[str, str]]:
+    return [
+        {
+            key: _escaped(row.get(key, ""))
+            for key in ("path", "reason", "kind", "detail")
+            if key in row
+        }
+        for row in array_of_tables(rows)
+    ]
 
 
 def inspect_bundle(
     path: Path,
     *,
     progress: Progress | None = None,
-    known_digests: Mapping[str, tuple[int, str]] | None = None,
+    known_digests: KnownDigests | None = None,
     listed: Sequence[ListedMember] = (),
 ) -> InspectReport:
     """Verify ``path`` and describe it for a person (03 §2); raises like :func:`verify_bundle`.

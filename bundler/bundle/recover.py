@@ -107,7 +107,11 @@ def recover_destination(dest: Path, dry_run: bool = False) -> list[str]:
             f"cannot open {escape_display(parent_given)}: {err.strerror}", err, path=str(dest)
         ) from None
     try:
-        return _recover_in(parent_fd, parent, name, dry_run) + _clear_temporary(dry_run)
+        return (
+            _recover_in(parent_fd, parent, name, dry_run)
+            + _clear_backup_temporaries(dest, dry_run)
+            + _clear_temporary(dry_run)
+        )
     except OSError as err:  # a leftover we may not remove (immutable, no permission, EMFILE)
         where = escape_display(os.fsdecode(err.filename)) if err.filename else ""
         raise os_failure(
@@ -120,6 +124,17 @@ def recover_destination(dest: Path, dry_run: bool = False) -> list[str]:
         ) from None
     finally:
         os.close(parent_fd)
+
+
+def _clear_backup_temporaries(dest: Path, dry_run: bool) -> list[str]:
+    """When ``dest`` is a folder: remove what a backup killed while writing into it (``home
+    backup --to DIR``) left there, by :mod:`bundler.home.publish`'s rule (04 §5.1): its hidden
+    temporaries of a run that holds no lock, never a finished backup nor a running one's."""
+    if not os.path.isdir(dest):
+        return []
+    from bundler.home.publish import remove_leftovers_in  # sqlite3, for backups only
+
+    return remove_leftovers_in(dest, dry_run=dry_run)
 
 
 def _clear_temporary(dry_run: bool) -> list[str]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,8 +48,9 @@ from bundler.bundle.verify_claims import (
     withhold_smuggled,
 )
 from bundler.bundle.verify_report import VerifyReport, unique_problems
-from bundler.bundle.walk import BundleTree, BundleWalker
+from bundler.bundle.walk import BundleTree, BundleWalker, KnownDigests
 from bundler.errors import EnvironmentFailure, NotABundle
+from bundler.rules.config_view import table_at
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress, known_total
 
@@ -122,7 +123,7 @@ def verify_bundle(
     progress: Progress | None = None,
     defer_workspace_digests: bool = False,
     not_here: tuple[str, ...] = (),
-    known_digests: Mapping[str, tuple[int, str]] | None = None,
+    known_digests: KnownDigests | None = None,
     listed: Sequence[ListedMember] = (),
     per_file: bool = False,
 ) -> VerifyReport:
@@ -145,7 +146,8 @@ def verify_bundle(
     files listed under them are not looked for, the manifest's totals and the memory store are
     not judged (``report.not_here`` says so), and every other rule holds as always.
 
-    ``known_digests`` (bundle path -> (size, XXH3-128 hex)) is only for a folder bundler itself
+    ``known_digests`` (bundle path -> (size, XXH3-128 hex), asked in walk order: a dict, or
+    :class:`bundler.bundle.archive_spill.SpilledDigests`) is only for a folder bundler itself
     has just written into its private staging, with each digest computed from the bytes as they
     were written (:func:`bundler.bundle.archive_read.read_tar`'s ``digests``): a regular file
     listed there with that size is not read back, its recorded digest is compared with
@@ -182,8 +184,9 @@ def verify_deferring_workspace(
     path: Path, *, progress: Progress | None = None, per_file: bool = False
 ) -> VerifyReport:
     """:func:`verify_bundle` for a caller that reads every workspace file itself and judges
-    those bytes (import's staging copies them, push archives them; :func:`confirm_read`):
-    every other rule is checked here, and the workspace is read once, by the caller.
+    those bytes (import's staging copies them, push archives them;
+    :func:`bundler.bundle.verify_report.confirm_read`): every other rule is checked here, and
+    the workspace is read once, by the caller.
 
     A bundle found unsound is verified once more in full, so that the refusal names everything
     at fault, workspace files whose contents explain the rest included.
@@ -199,7 +202,7 @@ def _verify_open(
     report: VerifyReport,
     private: Callable[[], Path],
     progress: Progress | None,
-    known_digests: Mapping[str, tuple[int, str]] | None = None,
+    known_digests: KnownDigests | None = None,
     listed_members: Sequence[ListedMember] = (),
     per_file: bool = False,
 ) -> None:
@@ -226,7 +229,7 @@ def _verify_checksummed(
     report: VerifyReport,
     private: Callable[[], Path],
     progress: Progress | None,
-    known_digests: Mapping[str, tuple[int, str]] | None,
+    known_digests: KnownDigests | None,
     listed_members: Sequence[ListedMember],
     per_file: bool,
     checksums_fd: int | None,
@@ -284,8 +287,7 @@ def _verify_checksummed(
 
     if progress is not None:
         # the manifest's claims, checked below: a lie only makes the bar wrong
-        contents = (manifest or {}).get("contents")
-        claims = contents if isinstance(contents, dict) else {}
+        claims = table_at(manifest, "contents")
         progress.start(
             "verifying", known_total(claims.get("files")), known_total(claims.get("bytes"))
         )

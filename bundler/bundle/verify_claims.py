@@ -18,6 +18,7 @@ from bundler.bundle.rootfile import parse_toml
 from bundler.bundle.verify_report import VerifyReport
 from bundler.bundle.walk import BundleTree
 from bundler.errors import InvalidInput, Tampered
+from bundler.rules.config_view import array, array_of_tables, strings, table
 from bundler.rules.names import escape_display, is_portable_skill_alias
 from bundler.rules.secrets import sweep_targets
 
@@ -127,8 +128,7 @@ def _compare_flags(
     to the operator with the rest. ``detail`` is wording for people and is never compared. Paths
     of a ZeroClaw-written manifest are compared as ZeroClaw joins them.
     """
-    claimed = manifest.get("risk_flags", [])
-    claimed_flags = [f for f in claimed if isinstance(f, dict)] if isinstance(claimed, list) else []
+    claimed_flags = array_of_tables(manifest.get("risk_flags"))
     raw = zeroclaw_written(manifest)
     claimed_by_key = {_flag_key(f, raw=raw): f for f in claimed_flags}
     writer_by_key = {_flag_key(f, raw=raw): f for f in writer_flags}
@@ -174,8 +174,7 @@ def recompute(
     root = str(manifest.get("root_agent", ""))
     version = report.format_version or 1
     agent = fragment_rules.agent_of(fragment, root)
-    named = agent.get("skill_bundles", [])
-    named = [n for n in named if isinstance(n, str)] if isinstance(named, list) else []
+    named = strings(agent.get("skill_bundles"))
     with_skills = {bundle for (bundle, _skill), has in tree.skill_dirs.items() if has}
     for (bundle, skill), has in sorted(tree.skill_dirs.items()):
         if not has:
@@ -188,10 +187,8 @@ def recompute(
             continue
         else:
             entry = fragment_rules.lookup(fragment, ["skill_bundles", bundle])[1]
-            include = entry.get("include", []) if isinstance(entry, dict) else []
-            exclude = entry.get("exclude", []) if isinstance(entry, dict) else []
-            include = include if isinstance(include, list) else []
-            exclude = exclude if isinstance(exclude, list) else []
+            include = array(table(entry).get("include"))
+            exclude = array(table(entry).get("exclude"))
             if skill in exclude or (include and skill not in include):
                 report.errors.append(
                     Problem(
@@ -351,7 +348,7 @@ def _contentless_skill_aliases(fragment: dict[str, Any], root: str) -> list[Prob
             "host_specific: configured without content (the alias is not a portable folder "
             "name); rename or re-bind it on the target",
         )
-        for alias in (named if isinstance(named, list) else [])
+        for alias in array(named)
         if isinstance(alias, str) and not is_portable_skill_alias(alias)
     ]
 

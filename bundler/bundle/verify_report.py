@@ -19,7 +19,7 @@ from bundler.rules.names import escape_display
 
 @dataclass
 class VerifyReport:
-    """The outcome of :func:`verify_bundle`.
+    """The outcome of :func:`bundler.bundle.verify.verify_bundle`.
 
     ``errors`` and ``warnings`` hold every finding. ``risk_flags`` and ``skill_bundles`` are
     recomputed from the bundle (``None``/empty when the fragment could not be read):
@@ -33,7 +33,8 @@ class VerifyReport:
     (name, is a folder) in checksum order: what an archive of a sound bundle holds
     (:func:`bundler.bundle.archive_write.archive_order`). ``workspace_digests_deferred``:
     the contents of ``workspace/`` were not compared with their digests (the caller does).
-    ``not_here``: top folders that were not there to be read (see :func:`verify_bundle`).
+    ``not_here``: top folders that were not there to be read (see
+    :func:`bundler.bundle.verify.verify_bundle`).
     ``reference``: the registry reference pinned to its digest when ``path`` is a private pulled
     copy; the report names the bundle by it.
     """
@@ -91,8 +92,9 @@ class VerifyReport:
 def confirm_read(report: VerifyReport, read: Mapping[str, str]) -> None:
     """What a caller read of a verified bundle against what was verified, added to
     ``report.errors``; ``read`` holds the XXH3-128 of each file as the caller read it, by
-    bundle path. This is the check :func:`verify_deferring_workspace` leaves to its caller for
-    the workspace, whose contents it did not read: each file against ``checksums.xxh3``.
+    bundle path. This is the check :func:`bundler.bundle.verify.verify_deferring_workspace`
+    leaves to its caller for the workspace, whose contents it did not read: each file against
+    ``checksums.xxh3``.
     ``report`` must have been made with ``per_file``.
 
     A workspace file verification found and the caller did not read, or read and verification

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from bundler.bundle.fragment import Problem
 from bundler.bundle.manifest import (
@@ -66,6 +66,17 @@ _SKIP_MESSAGES = {
 
 DEFERRED = ""
 """The digest recorded for a file whose contents the caller checks itself (never a real one)."""
+
+
+class KnownDigests(Protocol):
+    """The (size, XXH3-128 hex) of files a caller has just written, by bundle path: a dict, or
+    digests kept on disk that answer a walk in its order
+    (:class:`bundler.bundle.archive_spill.SpilledDigests`). The walk asks of each regular file
+    it meets, in walk order, and may ask of one file twice in a row."""
+
+    def get(self, rel: str, /) -> tuple[int, str] | None:
+        """The file's recorded size and digest, or None when none was recorded."""
+
 
 # --------------------------------------------------------------------------- the tree
 
@@ -129,7 +140,7 @@ class BundleWalker:
         warnings: list[Problem],
         private_dir: Callable[[], Path],
         progress: Progress | None,
-        known_digests: Mapping[str, tuple[int, str]] | None = None,
+        known_digests: KnownDigests | None = None,
         defer_under: str = "",
         listed: Sequence[ListedMember] = (),
         *,

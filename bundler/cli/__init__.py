@@ -31,6 +31,7 @@ from bundler.cli.output import (
 from bundler.cli.registry_args import (
     CREDENTIALS_HELP,
     add_authfile_option,
+    add_cache_option,
     add_connection_options,
     add_registry_options,
 )
@@ -60,6 +61,7 @@ HANDLERS: dict[tuple[str, ...], str] = {
     ("bundle", "push"): "bundler.cli.registry_cmds:push",
     ("bundle", "pull"): "bundler.cli.registry_cmds:pull",
     ("bundle", "tags"): "bundler.cli.registry_cmds:tags",
+    ("bundle", "cache"): "bundler.cli.registry_cmds:cache",
     ("bundle", "pack"): "bundler.cli.bundle_cmds:pack",
     ("bundle", "unpack"): "bundler.cli.bundle_cmds:unpack",
     ("recover",): "bundler.cli.recover_cmds:recover",
@@ -126,6 +128,7 @@ EXAMPLES: dict[tuple[str, ...], list[list[str]]] = {
     ("bundle", "pull"): [
         ["oci://registry.example/agents/researcher@sha256:<digest>", "./researcher.bundle"],
     ],
+    ("bundle", "cache"): [[], ["--prune"], ["--prune", "--max-size", "500MiB", "--json"]],
     ("bundle", "tags"): [
         ["oci://registry.example/agents/researcher"],
         ["oci://localhost:5000/agents/r", "--plain-http", "--json"],
@@ -247,6 +250,17 @@ def _global_options(suppress: bool) -> argparse.ArgumentParser:
     return parent
 
 
+def _age_identity(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--age-identity FILE`` (repeatable) of the home commands reading an encrypted backup."""
+    parser.add_argument(
+        "--age-identity",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help=f"{what} with FILE: an age identity file or an SSH private key (repeatable)",
+    )
+
+
 def build_parser(groups_wanted: Container[str] | None = None) -> argparse.ArgumentParser:
     """The command tree of 05 §1; the commands of a group only when ``groups_wanted`` holds it.
 
@@ -349,6 +363,7 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
             help="the bundle folder or archive, or oci://HOST/REPO[:TAG|@DIGEST] (not with --undo)",
         )
         add_registry_options(imp)
+        add_cache_option(imp)
         imp.add_argument(
             "--undo",
             metavar="RECEIPT",
@@ -416,6 +431,7 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
                 help="the bundle folder or archive, or oci://HOST/REPO[:TAG|@DIGEST]",
             )
             add_registry_options(reader)
+            add_cache_option(reader)
         pack = command(bundle, "pack", "write a bundle folder as one deterministic tar file")
         pack.add_argument("dir", metavar="DIR", help="the bundle folder")
         pack.add_argument("file", metavar="FILE", help="the archive to create (FILE.tar)")
@@ -443,7 +459,22 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
         pull.add_argument("dest", metavar="DIR", help="the bundle folder to create")
         pull.add_argument("--force", action="store_true", help="replace an existing bundle folder")
         add_registry_options(pull)
+        add_cache_option(pull)
         pull.epilog = f"{CREDENTIALS_HELP}\n\n{pull.epilog}"
+        cache = command(
+            bundle,
+            "cache",
+            "show the layer cache of pulled blobs, or prune it (least recently used first)",
+        )
+        cache.add_argument(
+            "--prune", action="store_true", help="remove blobs until the cache fits its bound"
+        )
+        cache.add_argument(
+            "--max-size",
+            metavar="SIZE",
+            help="the bound: bytes, or with a unit (500MiB, 2GiB); default "
+            "$BUNDLER_CACHE_MAX_SIZE, else 2GiB",
+        )
         tags = command(bundle, "tags", "list the tags of a repository in an OCI registry")
         tags.add_argument("ref", metavar="REF", help="oci://HOST[:PORT]/REPO")
         add_registry_options(tags)
@@ -457,9 +488,11 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
         template.add_argument("--force", action="store_true", help="replace an existing FILE")
 
     recover = command(
-        groups, "recover", "repair what an interrupted export, import or restore left"
+        groups, "recover", "repair what an interrupted export, import, backup or restore left"
     )
-    recover.add_argument("dest", nargs="?", metavar="DEST", help="an export destination")
+    recover.add_argument(
+        "dest", nargs="?", metavar="DEST", help="an export destination, or a home backup's --to DIR"
+    )
     recover.add_argument("--home", metavar="DIR", help="a data home with an interrupted restore")
     recover.add_argument(
         "--scan", metavar="DIR", help="list leftovers among DIR's children, changing nothing"
@@ -542,10 +575,19 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
             action="store_true",
             help="compress every entry afresh, copying nothing from an earlier backup",
         )
-        add_registry_options(backup)
-        command(home, "verify-backup", "check a backup zip, changing nothing").add_argument(
-            "file", metavar="FILE", help="the backup zip"
+        backup.add_argument(
+            "--encrypt-to",
+            action="append",
+            default=[],
+            metavar="RECIPIENT",
+            help="write NAME.zip.age, encrypted to RECIPIENT: an age public key (age1...), an "
+            "ssh-ed25519 or ssh-rsa public key, or @FILE of them (repeatable)",
         )
+        _age_identity(backup, "with --encrypt-to: open an encrypted base")
+        add_registry_options(backup)
+        verify = command(home, "verify-backup", "check a backup zip, changing nothing")
+        verify.add_argument("file", metavar="FILE", help="the backup zip (or .zip.age)")
+        _age_identity(verify, "open an encrypted backup")
         listed = command(home, "backups", "list the backups of the home (or of --to DIR)", project)
         listed.add_argument(
             "--to",
@@ -555,6 +597,7 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
         listed.add_argument(
             "--verify", action="store_true", help="check each backup fully, as verify-backup does"
         )
+        _age_identity(listed, "with --verify: open the encrypted backups")
         add_registry_options(listed)
         prune = command(
             home, "prune", "remove the backups a retention policy does not keep", project
@@ -581,8 +624,10 @@ def build_parser(groups_wanted: Container[str] | None = None) -> argparse.Argume
         restore.add_argument(
             "file",
             metavar="FILE",
-            help="the backup zip to restore, or oci://HOST/REPO@sha256:DIGEST (or :TAG)",
+            help="the backup zip (or .zip.age) to restore, or oci://HOST/REPO@sha256:DIGEST "
+            "(or :TAG)",
         )
+        _age_identity(restore, "open an encrypted backup")
         restore.add_argument(
             "--home", dest="target_home", metavar="DIR", help="restore into this data home instead"
         )

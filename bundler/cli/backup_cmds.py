@@ -13,6 +13,7 @@ from bundler.home import backup as backups
 from bundler.home import keep
 from bundler.home.restore import restore_home
 from bundler.home.verify import verify_backup as check_backup
+from bundler.install.bind_secrets import passphrase_prompter
 from bundler.rules.names import escape_display
 from bundler.rules.retention import Policy
 from bundler.rules.units import human_size
@@ -36,6 +37,9 @@ def backup(args: argparse.Namespace, out: Output) -> Result:
             base=Path(args.base) if args.base else None,
             full=args.full,
             compression=args.compression,
+            encrypt_to=args.encrypt_to,
+            age_identities=[Path(name) for name in args.age_identity],
+            age_passphrase=passphrase_prompter(),
         )
     warnings = [*report.warnings, *_left_out(report.skipped)]
     shown = escape_display(str(report.path))
@@ -68,11 +72,12 @@ def _backup_to_registry(args: argparse.Namespace, out: Output) -> Result:
             f"{given} goes with a local backup: a registry keeps each unchanged part once, "
             "so a backup to oci:// needs no base"
         )
-    if getattr(args, "encrypt_to", None):
+    if args.encrypt_to:
         raise UsageError(
             "--encrypt-to with oci://: encryption of a backup sent to a registry is not "
             "supported yet; back up to a file with --encrypt-to, or to the registry unencrypted"
         )
+    _no_age_identity(args)
     options = api.RegistryBackupOptions(
         compression=args.compression, registry=registry_options(args)
     )
@@ -92,10 +97,25 @@ def _backup_to_registry(args: argparse.Namespace, out: Output) -> Result:
     )
 
 
+def _no_age_identity(args: argparse.Namespace) -> None:
+    """Refuse ``--age-identity`` with ``oci://``: it opens an encrypted backup file, and a
+    backup on a registry is never encrypted (04 §5.5)."""
+    if args.age_identity:
+        raise UsageError(
+            "--age-identity with oci://: it opens an encrypted backup file, and a backup on a "
+            "registry is not encrypted; give it without --age-identity"
+        )
+
+
 def verify_backup(args: argparse.Namespace, out: Output) -> Result:
     """Check a backup zip, changing nothing; any failure is exit 3 (InvalidInput)."""
     with out.progress() as progress:
-        report = check_backup(Path(args.file), progress=progress)
+        report = check_backup(
+            Path(args.file),
+            progress=progress,
+            age_identities=[Path(name) for name in args.age_identity],
+            age_passphrase=passphrase_prompter(),
+        )
     shown = escape_display(str(report.path))
     agent = escape_display(report.agent) if report.agent else "(no name)"
     return Result(
@@ -118,6 +138,7 @@ def restore(args: argparse.Namespace, out: Output) -> Result:
     if _is_reference(args.file):
         from bundler import api
 
+        _no_age_identity(args)
         options = api.RegistryRestoreOptions(
             home=target, force=args.force, registry=registry_options(args)
         )
@@ -130,9 +151,14 @@ def restore(args: argparse.Namespace, out: Output) -> Result:
         no_registry_options(args, "a backup zip")
         with out.progress() as progress:
             report = restore_home(
-                Path(args.project), Path(args.file), home=target, force=args.force,
+                Path(args.project),
+                Path(args.file),
+                home=target,
+                force=args.force,
                 progress=progress,
-            )  # fmt: skip
+                age_identities=[Path(name) for name in args.age_identity],
+                age_passphrase=passphrase_prompter(),
+            )
         warnings = report.warnings
     shown = escape_display(str(report.home))
     lines = [f"restored {report.entries} files ({human_size(report.bytes)}) into {shown}"]
@@ -153,13 +179,19 @@ def list_backups(args: argparse.Namespace, out: Output) -> Result:
         return _registry_backups(args)
     no_registry_options(args, "a folder of backups")
     folder = keep.backups_folder(Path(args.project), Path(args.to) if args.to else None)
-    listing = keep.list_backups(folder, verify=args.verify)
+    listing = keep.list_backups(
+        folder,
+        verify=args.verify,
+        age_identities=[Path(name) for name in args.age_identity],
+        age_passphrase=passphrase_prompter(),
+    )
     lines = []
     for item in listing.backups:
         checked = {None: "", True: ", verified", False: ", FAILS verification"}[item.verified]
         lines.append(
             f"{item.created_at}  {escape_display(item.path.name)}  {human_size(item.size)}, "
-            f"{item.files} files, {'encrypted' if item.encrypted else 'not encrypted'}{checked}"
+            f"{'? files' if item.files is None else f'{item.files} files'}, "
+            f"{'encrypted' if item.encrypted else 'not encrypted'}{checked}"
         )
     return Result(
         payload={
@@ -180,6 +212,7 @@ def _registry_backups(args: argparse.Namespace) -> Result:
             "--verify checks local backup zips; a backup in a registry is checked whole when "
             "it is restored"
         )
+    _no_age_identity(args)
     listing = api.registry_backups(args.to, registry_options(args))
     lines = [
         f"{item.created_at}  {escape_display(item.tag)}  {human_size(item.bytes)}, "

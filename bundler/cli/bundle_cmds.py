@@ -27,7 +27,6 @@ agent); the memory store is read for its content, so it is unpacked like the res
 if TYPE_CHECKING:
     from bundler.bundle.archive import ArchiveReport
     from bundler.bundle.archive_listing import ListedMember
-    from bundler.bundle.archive_read import Digests
     from bundler.bundle.inspect import InspectReport
 
 # bundler.bundle.archive (the archive reader and writer, and the publisher) is imported by the
@@ -124,15 +123,18 @@ def _rich(report: InspectReport, shown: str) -> None:
 
 def inspect(args: argparse.Namespace, out: Output) -> Result:
     """Show what a bundle holds and grants: a table on a terminal, plain lines otherwise."""
+    from bundler.bundle.archive_spill import SpilledDigests
     from bundler.bundle.inspect import inspect_bundle  # not for verify's start-up
 
     # a reference is judged as its pulled folder would be: the workspace, the bulk of an
     # agent, is listed as it arrives (every rule, each file's digest) and never written
     listed: list[ListedMember] = []
-    digests: Digests = {}
-    with bundle_folder(
-        args, args.dir, out, list_only=LISTED_BY_INSPECT, listed=listed, digests=digests
-    ) as (folder, pinned):
+    with (
+        SpilledDigests() as digests,
+        bundle_folder(
+            args, args.dir, out, list_only=LISTED_BY_INSPECT, listed=listed, digests=digests
+        ) as (folder, pinned),
+    ):
         if pinned is None and is_archive(folder):
             from bundler.bundle.archive import unpacked
 

@@ -12,6 +12,7 @@ from bundler.config.store import load_config, set_config_value
 from bundler.errors import EXIT_INVALID, NoAnswer, NotFound, UsageError
 from bundler.install.receipts import unfilled_secrets
 from bundler.rules import hints, layout
+from bundler.rules.config_view import table
 from bundler.rules.findings import Finding
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
@@ -222,8 +223,8 @@ def agents_list(args: argparse.Namespace, out: Output) -> Result:
     targets, _encrypted = sweep_targets(loaded.file_data, loaded.data)
     held = {target.value for target in targets}
     rows: list[dict[str, Any]] = []
-    for alias, entry in (agents if isinstance(agents, dict) else {}).items():
-        entry = entry if isinstance(entry, dict) else {}
+    for alias, raw_entry in table(agents).items():
+        entry = table(raw_entry)
         provider = entry.get("model_provider", "")
         rows.append(
             {

@@ -222,7 +222,8 @@ class Output:
         if isinstance(err, RefusedWithList):
             # the error stays one line; what it found follows, one thing a line
             _print([f"error: {message}"], sys.stderr)
-            _print_as_is("\n".join(f"  {line}" for line in err.details), sys.stderr)
+            if err.details:  # one hit is said on the one line, with nothing under it
+                _print_as_is("\n".join(f"  {line}" for line in err.details), sys.stderr)
         elif isinstance(err.message, hints.Hinted) and "\n" not in err.message:
             # the error itself stays one line; the command to paste follows on its own
             _print(hints.lines("error: ", err.message), sys.stderr)

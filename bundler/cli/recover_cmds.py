@@ -1,4 +1,4 @@
-"""``bundler recover``: one entry point for what an export, import or restore left behind."""
+"""``bundler recover``: one entry point for what an export, import, backup or restore left."""
 
 from __future__ import annotations
 

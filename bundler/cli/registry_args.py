@@ -19,7 +19,7 @@ from bundler.errors import UsageError
 if TYPE_CHECKING:
     from bundler.api import RegistryOptions
     from bundler.bundle.archive_listing import ListedMember
-    from bundler.bundle.archive_read import Digests
+    from bundler.bundle.archive_spill import SpilledDigests
 
 # bundler.registry.reference.SCHEME, spelled out here so that a local BUNDLE loads no registry
 # module (the reference parser compiles its grammar at import); a test checks the two agree
@@ -70,6 +70,15 @@ def add_registry_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_cache_option(parser: argparse.ArgumentParser) -> None:
+    """``--no-cache``: for a command that pulls an ``oci://`` REF."""
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="neither read nor write the layer cache of pulled blobs: download every layer",
+    )
+
+
 def read_password_stdin() -> str:
     """The password piped to standard input: its first line (a trailing newline dropped)."""
     import sys
@@ -106,6 +115,7 @@ def registry_options(args: argparse.Namespace) -> RegistryOptions:
         username=username,
         password=password,
         authfile=None if authfile is None else Path(authfile),
+        no_cache=bool(getattr(args, "no_cache", False)),
     )
 
 
@@ -119,6 +129,7 @@ def no_registry_options(args: argparse.Namespace, what: str) -> None:
             ("--authfile", "authfile"),
             ("--username", "username"),
             ("--password-stdin", "password_stdin"),
+            ("--no-cache", "no_cache"),
         )
         if getattr(args, name, None)
     ]
@@ -134,7 +145,7 @@ def bundle_folder(
     *,
     list_only: frozenset[str] = frozenset(),
     listed: list[ListedMember] | None = None,
-    digests: Digests | None = None,
+    digests: SpilledDigests | None = None,
 ) -> Iterator[tuple[Path, str | None]]:
     """The folder to read for a BUNDLE argument: the folder itself, or, for ``oci://``, a
     private pulled copy (removed after the block) and the reference pinned to its digest;
@@ -158,7 +169,7 @@ def bundle_folder(
         if listed is not None:
             listed.extend(got.listed)
         if digests is not None and got.digests is not None:
-            digests.update(got.digests)
+            digests.take(got.digests)
         yield got.folder, got.reference
 
 

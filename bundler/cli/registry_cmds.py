@@ -14,6 +14,7 @@ from bundler.cli.registry_args import read_password_stdin, registry_options
 from bundler.errors import UsageError
 from bundler.registry.reference import parse_reference
 from bundler.rules.names import escape_display
+from bundler.rules.units import human_size, parse_size
 
 
 def push(args: argparse.Namespace, out: Output) -> Result:
@@ -115,3 +116,25 @@ def tags(args: argparse.Namespace, out: Output) -> Result:
     found = list_tags(args.ref, registry_options(args))
     text = [escape_display(tag) for tag in found]
     return Result(payload={"reference": args.ref, "tags": found}, text=text, verbatim=True)
+
+
+def cache(args: argparse.Namespace, out: Output) -> Result:
+    """Show the layer cache (what a prune would remove), or prune it (``--prune``)."""
+    from bundler.api import prune_cache
+
+    bound = None
+    if args.max_size is not None:
+        bound = parse_size(args.max_size)
+        if bound is None:
+            raise UsageError(
+                f"--max-size {escape_display(args.max_size)} is no size; give bytes or a size "
+                "with a unit, such as 500MiB"
+            )
+    report = prune_cache(bound, dry_run=not args.prune)
+    text = [report.summary()]
+    text += [
+        f"  {'would remove' if report.dry_run else 'removed'} {item.digest[:19]}… "
+        f"({human_size(item.size)}{', partial download' if item.partial else ''})"
+        for item in report.removed
+    ]
+    return Result(payload=report.as_json(), text=text)

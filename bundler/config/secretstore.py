@@ -311,8 +311,9 @@ class SecretWriter:
         return stored
 
     def publish(self) -> tuple[bool, dict[str, str]]:
-        """Put the pending key on disk (:func:`publish_key`): ``(whether this made the key, the
-        values to replace when another process's key is used instead)``. Nothing to do without a
+        """Put the pending key on disk (:func:`bundler.config.secretkey.publish_key`):
+        ``(whether this made the key, the values to replace when another process's key is used
+        instead)``. Nothing to do without a
         pending key."""
         if self.pending is None:
             return False, {}

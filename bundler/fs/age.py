@@ -278,7 +278,7 @@ def _unlock_ssh(raw: bytes, path: Path, where: str, ask: AskPassphrase | None) -
     if ask is None:
         raise NoAnswer(
             f"{where} is protected by a passphrase and there is no terminal to ask for it; "
-            "run the import on a terminal, or give an age identity",
+            "run the command on a terminal, or give an age identity",
             path=str(path),
         )
     from cryptography.exceptions import UnsupportedAlgorithm

@@ -19,8 +19,8 @@ import errno
 import os
 import stat
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, replace
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Literal
 
 import xxhash
 
@@ -236,19 +236,18 @@ class CopyOptions:
 
 
 def copy_tree(
-    src_root_fd: int, dst_dir_fd: int, options: CopyOptions | None = None, **fields: Any
+    src_root_fd: int, dst_dir_fd: int, options: CopyOptions | None = None
 ) -> Generator[CopiedFile, None, None]:
     """Copy the tree below ``src_root_fd`` into the existing folder ``dst_dir_fd``.
 
     Yields one :class:`CopiedFile` per copied regular file, in checksum order (02 §9.2), each
     after its bytes and metadata are written (not yet durable: call :func:`make_durable`).
-    ``options`` (:class:`CopyOptions`) says how; its fields may also be given as keywords
-    (``prefix="workspace/"``), which replace those of ``options``.
+    ``options`` (:class:`CopyOptions`) says how; None copies with its defaults.
 
     Raises :class:`Refused` for whatever the walk refuses and for write failures (ENOSPC, EIO,
     a name already present in the destination). Neither root descriptor is closed.
     """
-    chosen = replace(options or CopyOptions(), **fields)
+    chosen = options or CopyOptions()
     copier = _Copier(dst_dir_fd, chosen)
     try:
         for entry in walk(

@@ -7,6 +7,9 @@ regular files and folders of ``files/`` and ``skills/`` read with the no-follow 
 The zip is written by :mod:`bundler.home.zipwrite`, checked as :mod:`bundler.home.verify` checks
 it, and published without ever replacing a file (:mod:`bundler.home.publish`).
 
+An encrypted backup (``--encrypt-to``, 04 §5.6, :mod:`bundler.home.backup_age`) is the same zip,
+built in a private folder of the home's ``backups/`` and published as ``NAME.zip.age``.
+
 The home is only read: the database is never written (see :mod:`bundler.fs.snapshot`), and the
 only new entry in the home is the zip in ``backups/`` (plus transient hidden files there).
 """
@@ -17,10 +20,10 @@ import contextlib
 import errno
 import os
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,24 +31,47 @@ from bundler.errors import (
     DestinationExists,
     InvalidInput,
     NotFound,
+    Refused,
     UnsuitablePath,
     UsageError,
     os_failure,
 )
 from bundler.fs import durable
+from bundler.fs.age import AskPassphrase, Recipient, parse_recipients
 from bundler.fs.interrupts import signals_deferred, wait_for
 from bundler.fs.safefs import SkipCounts
+from bundler.fs.scratch import scratch_folder
 from bundler.fs.snapshot import check_snapshot, snapshot_database
+from bundler.home.backup_age import (
+    AGE_SUFFIX,
+    decrypt_into,
+    encrypt_into,
+    is_encrypted,
+    load_identities,
+)
 from bundler.home.deflate import DEFAULT_COMPRESSION, LEVELS
 from bundler.home.homes import HomeResolution, home_busy, lock_home, open_home_dir, resolve_home
-from bundler.home.publish import BACKUPS, leftover_backups, publish_name, run_locked, temp_file
+from bundler.home.publish import (
+    BACKUPS,
+    TEMP_PREFIX,
+    leftover_backups,
+    leftover_backups_in,
+    publish_name,
+    run_locked,
+    temp_file,
+)
 from bundler.home.reuse import BaseUnusable, newest_backup, open_base
 from bundler.home.verify import check_contents
 from bundler.home.zipcheck import TREES, open_zip
 from bundler.home.zipwrite import Plan, StoreInstead, write_zip
 from bundler.rules import hints
 from bundler.rules.names import escape_display
-from bundler.rules.progress import Progress
+from bundler.rules.progress import Progress, phase
+
+_PRIVATE_BASE = "base.zip"
+
+_WRITE_BUFFER = 1 << 20
+"""The zip's write buffer: small entries, one after another, reach the file in few writes."""
 
 
 @dataclass(frozen=True)
@@ -150,6 +176,9 @@ def backup_home(
     base: Path | None = None,
     full: bool = False,
     compression: str = DEFAULT_COMPRESSION,
+    encrypt_to: Sequence[str] = (),
+    age_identities: Sequence[Path] = (),
+    age_passphrase: AskPassphrase | None = None,
 ) -> BackupReport:
     """Back up the data home of ``project`` to one verified zip (04 §5.1).
 
@@ -161,12 +190,25 @@ def backup_home(
     existing ``to``, and I/O failures; :class:`InvalidInput` for a bad ``Agent.yaml``.
     ``progress`` sees two phases: ``backing up`` (its totals counted first) and ``checking``
     the written zip. ``compression`` names the deflate level of entries compressed afresh
-    (:data:`LEVELS`); a copied entry keeps the base's.
+    (:data:`LEVELS`); a copied entry keeps the base's. ``encrypt_to`` (``--encrypt-to``:
+    public keys, or ``@FILE`` of them, :mod:`bundler.fs.age`) writes ``NAME.zip.age`` instead,
+    the zip encrypted to them (04 §5.6, :mod:`bundler.home.backup_age`); ``progress`` then sees
+    an ``encrypting`` phase too. ``age_identities`` (with ``encrypt_to`` only) open an encrypted
+    base, decrypted privately; without them an encrypted base is not used.
     """
     if compression not in LEVELS:
         raise UsageError(
             f"--compression {escape_display(compression)}: choose one of {', '.join(LEVELS)}"
         )
+    recipients: list[Recipient] = []
+    if encrypt_to:
+        recipients = parse_recipients(encrypt_to, "--encrypt-to")
+    elif age_identities:
+        raise UsageError(
+            "--age-identity goes with --encrypt-to: it opens an encrypted base of an encrypted "
+            "backup"
+        )
+    identities = load_identities(age_identities, age_passphrase) if age_identities else []
     resolution = resolve_home(project, environ=environ)
     home = resolution.home
     if not os.path.lexists(resolution.database):
@@ -180,19 +222,42 @@ def backup_home(
             raise home_busy(home)
         stale = leftover_backups(home)
         folder, requested = _target(resolution, to)
+        if requested is not None and bool(recipients) != requested.endswith(AGE_SUFFIX):
+            # the name says what the file is: age -d for one, unzip for the other
+            raise UsageError(
+                f"--to {escape_display(requested)}: an encrypted backup's name ends with "
+                f"{AGE_SUFFIX} (NAME.zip.age), a plain one's does not; encrypt with "
+                "--encrypt-to",
+                path=escape_display(requested),
+            )
+        # a --to folder outside the home keeps what a run killed while writing there left
+        elsewhere = os.path.realpath(folder) != os.path.realpath(home / BACKUPS)
+        stale_there = leftover_backups_in(folder) if elsewhere else []
         target_fd = _open_target(folder, create=requested is None)
         try:
             base_path = _base_path(folder, requested, base, full)
-            report = _backup_into(
-                resolution,
-                home_fd,
-                folder,
-                target_fd,
-                requested,
-                progress,
-                base_path,
-                LEVELS[compression],
-            )
+            if recipients:
+                report = _backup_encrypted(
+                    resolution,
+                    home_fd,
+                    _Destination(folder, target_fd, requested),
+                    progress,
+                    base_path,
+                    LEVELS[compression],
+                    recipients,
+                    identities,
+                )
+            else:
+                report = _backup_into(
+                    resolution,
+                    home_fd,
+                    folder,
+                    target_fd,
+                    requested,
+                    progress,
+                    base_path,
+                    LEVELS[compression],
+                )
             # a backup cannot tell a dead run's temporaries from a live one's: it names them
             shown = escape_display(str(home))
             report.warnings.extend(
@@ -202,6 +267,14 @@ def backup_home(
                     hints.command("recover", "--home", str(home)),
                 )
                 for names in stale
+            )
+            report.warnings.extend(
+                hints.Hinted(
+                    f"{', '.join(escape_display(n) for n in names)} in "
+                    f"{escape_display(str(folder))}: left by an interrupted backup",
+                    hints.command("recover", str(folder)),
+                )
+                for names in stale_there
             )
             return report
         except OSError as exc:
@@ -240,7 +313,11 @@ def _backup_into(
     progress: Progress | None,
     base_path: Path | None,
     level: int,
+    publish: Callable[[str], Path] | None = None,
 ) -> BackupReport:
+    """Write, check and publish one backup zip in ``target_fd`` (the folder ``folder``);
+    ``publish`` instead gives the checked temporary zip's name to a publisher of its own,
+    which returns the published file's path."""
     token = durable.random_token()
     warnings: list[str] = []
     with (
@@ -274,10 +351,13 @@ def _backup_into(
                 warnings.append(f"{shown} is not used as the base: {exc.message}")
                 plan.base = None
                 entries, total, skipped = _write_until_done(plan, target_fd, zip_name, warnings)
-        final = publish_name(target_fd, zip_name, requested)
+        if publish is None:
+            published = folder / publish_name(target_fd, zip_name, requested)
+        else:
+            published = publish(zip_name)
         used = plan.base
         report = BackupReport(
-            folder / final,
+            published,
             entries,
             total,
             skipped,
@@ -296,6 +376,134 @@ def _backup_into(
     return report
 
 
+@dataclass(frozen=True)
+class _Destination:
+    """Where a backup is published: the folder, open, and the name asked for (None: the
+    default timestamped name)."""
+
+    folder: Path
+    fd: int
+    requested: str | None
+
+
+def _backup_encrypted(
+    resolution: HomeResolution,
+    home_fd: int,
+    dest: _Destination,
+    progress: Progress | None,
+    base_path: Path | None,
+    level: int,
+    recipients: Sequence[Recipient],
+    identities: Sequence[Any],
+) -> BackupReport:
+    """The backup zip built, checked and encrypted to ``recipients`` as ``NAME.zip.age`` in the
+    destination (04 §5.6). The zip and the snapshot are written only inside a locked 0700
+    scratch folder ``.backup-<token>/`` of the home's ``backups/`` (the home holds those bytes
+    in clear already; a dead one is what ``recover --home`` removes), then streamed through age
+    into the hidden ``.backup-<token>.zip.age`` beside the destination, fsynced, read back
+    (header and length), and linked to its name as a plain backup is. The scratch folder goes
+    when the backup ends however it ends; only a kill leaves it.
+
+    An encrypted base is decrypted into the scratch folder with ``identities`` and used from
+    there (04 §5.1.1); without them, or when they do not open it, the backup is full, with a
+    warning."""
+    staging_parent = resolution.home / BACKUPS
+    try:
+        parent_fd = _open_target(staging_parent, create=True)
+    except Refused as exc:
+        shown = escape_display(str(staging_parent))
+        raise exc.restated(
+            f"cannot use {shown}: an encrypted backup builds its zip there, inside the home, "
+            "before encrypting it wherever --to says; make the home writable",
+            path=shown,
+        ) from None
+    try:
+        with scratch_folder(
+            parent_fd,
+            TEMP_PREFIX,
+            where=str(staging_parent),
+            durable=True,
+            fix=hints.command("recover", "--home", str(resolution.home)),
+        ) as (work, work_fd):
+            token = work[len(TEMP_PREFIX) :]
+
+            def publish(zip_name: str) -> Path:
+                flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+                src = os.open(zip_name, flags, dir_fd=work_fd)
+                try:
+                    with (
+                        temp_file(dest.fd, token, f".zip{AGE_SUFFIX}") as temp,
+                        run_locked(dest.fd, temp),
+                    ):
+                        dst = os.open(
+                            temp, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dest.fd
+                        )
+                        try:
+                            size = os.fstat(src).st_size
+                            with phase(progress, "encrypting", 1, size):
+                                encrypt_into(src, dst, recipients, progress)
+                        finally:
+                            os.close(dst)
+                        suffix = f".zip{AGE_SUFFIX}"
+                        return dest.folder / publish_name(dest.fd, temp, dest.requested, suffix)
+                finally:
+                    os.close(src)
+
+            notes: list[str] = []
+            private_base = base_path
+            if base_path is not None and identities and is_encrypted(base_path):
+                name = _decrypt_base(base_path, identities, work_fd, notes, progress)
+                private_base = None if name is None else staging_parent / work / name
+            report = _backup_into(
+                resolution,
+                home_fd,
+                staging_parent / work,
+                work_fd,
+                None,
+                progress,
+                private_base,
+                level,
+                publish=publish,
+            )
+            if private_base is not None and private_base != base_path:
+                shown = escape_display(str(base_path))
+                report.warnings[:] = [w.replace(str(private_base), shown) for w in report.warnings]
+                if report.base == private_base:
+                    report = replace(report, base=base_path)
+            report.warnings[:0] = notes
+    finally:
+        os.close(parent_fd)
+    try:
+        durable.fsync_dir(dest.fd)
+    except OSError as exc:  # after the commit point: a warning, the backup stands
+        report.warnings.append(
+            f"the backup is published, but its name was not flushed ({exc.strerror}); "
+            "a power loss may undo it"
+        )
+    return report
+
+
+def _decrypt_base(
+    base: Path,
+    identities: Sequence[Any],
+    work_fd: int,
+    notes: list[str],
+    progress: Progress | None,
+) -> str | None:
+    """The encrypted ``base`` decrypted into the scratch folder ``work_fd`` as ``base.zip``
+    (its name there), or None with a note in ``notes`` when ``identities`` do not open it."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(_PRIVATE_BASE, flags, 0o600, dir_fd=work_fd)
+    try:
+        decrypt_into(base, fd, identities, progress)
+    except (InvalidInput, Refused) as exc:
+        notes.append(f"{escape_display(str(base))} is not used as the base: {exc.message}")
+        return None
+    finally:
+        os.close(fd)
+    return _PRIVATE_BASE
+
+
 def _write_until_done(
     plan: Plan, target_fd: int, zip_name: str, warnings: list[str]
 ) -> tuple[int, int, SkipCounts]:
@@ -309,7 +517,7 @@ def _write_until_done(
             plan.base.reused = 0
         try:
             with (
-                os.fdopen(os.dup(fd), "w+b") as raw,
+                os.fdopen(os.dup(fd), "w+b", buffering=_WRITE_BUFFER) as raw,
                 zipfile.ZipFile(raw, "w", allowZip64=True) as archive,
             ):
                 entries, total = write_zip(archive, plan, skipped)

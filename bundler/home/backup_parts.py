@@ -28,11 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from bundler.errors import Hostile, Malformed
+from bundler.errors import Hostile, Malformed, TooLarge
 from bundler.home.reuse import end_entry, start_entry
 from bundler.home.zipcheck import (
     DATABASE,
     MANIFEST,
+    MAX_ENTRIES,
     check_local_header,
     open_zip,
     path_problem,
@@ -167,12 +168,18 @@ def _copy(read: Callable[[int], bytes], sink: IO[bytes], count: int, name: str) 
         count -= len(chunk)
 
 
-def assemble_backup(parts: list[tuple[str, Path]], index: Path, out: Path) -> None:
+def assemble_backup(
+    parts: list[tuple[str, Path]], index: Path, out: Path, *, max_entries: int = MAX_ENTRIES
+) -> None:
     """Write the backup zip ``out`` (new, 0600) from part zips (title, path) and the
     ``backup.json`` file ``index``: each part read with the backup reader's directory rules,
     each entry checked to belong to its part and copied raw, ``backup.json`` last. Raises
     :class:`InvalidInput` naming the part at fault; the backup itself is checked by its
-    reader afterwards."""
+    reader afterwards.
+
+    The parts together may hold no more entries than one backup zip may (``max_entries``):
+    each part is within the limit on its own, and without a running count many parts would be
+    copied, and every name held, before the assembled zip met its reader's limit."""
     flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(out, flags, 0o600)
     seen: set[str] = set()
@@ -180,6 +187,11 @@ def assemble_backup(parts: list[tuple[str, Path]], index: Path, out: Path) -> No
         for title, path in parts:
             with open_zip(path) as part:
                 infos = part.infolist()
+                if len(seen) + len(infos) > max_entries:
+                    raise TooLarge(
+                        f"backup part {escape_display(title)} takes the backup past "
+                        f"{max_entries} entries, more than a backup may hold"
+                    )
                 titles = part_titles([info.filename for info in infos])
                 for info in infos:
                     name = info.filename

@@ -157,3 +157,13 @@ def deflate_large(
     sink.seek(end)
     end_entry(archive, info)
     return size, hasher.hexdigest()
+
+
+def workers() -> int:
+    """Threads compressing or checking a backup's entries: one per core this process may use
+    (none on a single core)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return cores if cores > 1 else 0

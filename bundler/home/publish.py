@@ -5,7 +5,8 @@ The zip is written ``0600`` under a hidden temporary name in the target folder, 
 fsynced, then *linked* to its final name (``link`` never replaces an existing file; where links
 are unsupported ``renameat2`` with ``RENAME_NOREPLACE``), and the folder is fsynced. A crash
 leaves at most a hidden ``.backup-*`` file, never a truncated zip under the final name;
-``bundler recover --home`` removes it.
+``bundler recover --home`` removes it from the home's ``backups/``, ``bundler recover DIR``
+from a ``--to DIR`` (one rule for both: :func:`_dead_runs`).
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
+import stat
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
 from bundler.errors import DestinationExists
 from bundler.fs import durable
+from bundler.fs.durable import held_by_another
 from bundler.fs.interrupts import commit_reached, signals_deferred
 from bundler.fs.safefs import open_dir_nofollow, rmtree_at
 from bundler.fs.snapshot import SNAPSHOT_PREFIX
@@ -30,10 +34,11 @@ BACKUPS = "backups"
 TEMP_PREFIX = ".backup-"
 
 
-def default_backup_name(now: datetime, attempt: int = 1) -> str:
-    """``backup-YYYYMMDD-HHMMSS.zip`` in UTC; ``-2``, ``-3``... for later attempts (04 §5.1)."""
+def default_backup_name(now: datetime, attempt: int = 1, suffix: str = ".zip") -> str:
+    """``backup-YYYYMMDD-HHMMSS.zip`` in UTC; ``-2``, ``-3``... for later attempts (04 §5.1);
+    ``suffix`` ``.zip.age`` for an encrypted backup (04 §5.6)."""
     stamp = now.astimezone(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return f"backup-{stamp}.zip" if attempt == 1 else f"backup-{stamp}-{attempt}.zip"
+    return f"backup-{stamp}{suffix}" if attempt == 1 else f"backup-{stamp}-{attempt}{suffix}"
 
 
 @contextlib.contextmanager
@@ -82,7 +87,7 @@ def _publish(dir_fd: int, temp: str, final: str) -> None:
         os.unlink(temp, dir_fd=dir_fd)
 
 
-def publish_name(target_fd: int, zip_name: str, requested: str | None) -> str:
+def publish_name(target_fd: int, zip_name: str, requested: str | None, suffix: str = ".zip") -> str:
     if requested is not None:
         try:
             _publish(target_fd, zip_name, requested)
@@ -93,8 +98,13 @@ def publish_name(target_fd: int, zip_name: str, requested: str | None) -> str:
             ) from None
         return requested
     now = datetime.now(timezone.utc)
+    twin = ".zip.age" if suffix == ".zip" else ".zip"
     for attempt in range(1, 1000):
-        name = default_backup_name(now, attempt)
+        name = default_backup_name(now, attempt, suffix)
+        # one time, one backup, encrypted or not: the folder's order (newest, retention)
+        # never has to break a tie
+        if _exists_at(target_fd, default_backup_name(now, attempt, twin)):
+            continue
         try:
             _publish(target_fd, zip_name, name)
         except FileExistsError:
@@ -103,70 +113,135 @@ def publish_name(target_fd: int, zip_name: str, requested: str | None) -> str:
     raise DestinationExists("too many backups with the same timestamp: try again in a second")
 
 
+def _exists_at(dir_fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+# what a backup names its temporaries (:func:`temp_file`: ``durable.random_token()``, 12
+# characters) and what SQLite may set beside the snapshot: nothing else is taken for one
+_TEMP_NAME = re.compile(
+    r"\.backup-([A-Za-z0-9]{12})(\.(?:db(?:-journal|-wal|-shm)?|zip|zip\.age))?"
+)
+
+
 def leftover_backups(home: Path) -> list[list[str]]:
     """What interrupted backups left in ``<home>/backups``, grouped by run (the ``.db`` and the
-    ``.zip`` of one token are one leftover); changes nothing. A running backup's temporaries
+    ``.zip`` of one token are one leftover, and so are an encrypted backup's scratch folder
+    ``.backup-<token>/`` and its ``.zip.age``); changes nothing. A running backup's temporaries
     are not leftovers: its zip is locked (:func:`run_locked`), and while any backup runs a
     snapshot folder may be its own, so none is named then."""
+    fd = _open_backups(home)
+    if fd is None:
+        return []
+    try:
+        return [[f"{BACKUPS}/{name}" for name in run] for run in _dead_runs(fd, scratch=True)]
+    finally:
+        os.close(fd)
+
+
+def leftover_backups_in(folder: Path) -> list[list[str]]:
+    """What interrupted backups left in ``folder``, a ``--to DIR`` (or the folder of a ``--to
+    FILE``) outside the home, grouped by run as :func:`leftover_backups` does, names relative
+    to ``folder``; changes nothing. Only what a backup writes there is taken: a regular file
+    named ``.backup-<token>.db|.zip|.zip.age`` whose run holds no lock, or a snapshot folder
+    while no backup runs there (never a scratch folder: those are made in the home only)."""
+    try:
+        fd = durable.open_dir(folder, follow=True)
+    except OSError:
+        return []
+    try:
+        return _dead_runs(fd, scratch=False)
+    finally:
+        os.close(fd)
+
+
+def _open_backups(home: Path) -> int | None:
     try:
         home_fd = durable.open_dir(home, follow=True)
     except OSError:
-        return []
+        return None
     try:
-        fd = open_dir_nofollow(home_fd, BACKUPS)
+        return open_dir_nofollow(home_fd, BACKUPS)
     except OSError:
-        return []
+        return None
     finally:
         os.close(home_fd)
-    try:
-        runs: dict[str, list[str]] = {}
-        snapshots: list[list[str]] = []
-        for name in sorted(os.listdir(fd)):
-            if name.startswith(TEMP_PREFIX):
-                token = name[len(TEMP_PREFIX) :].split(".", 1)[0]
-                runs.setdefault(token, []).append(f"{BACKUPS}/{name}")
-            elif name.startswith(SNAPSHOT_PREFIX):
-                snapshots.append([f"{BACKUPS}/{name}"])
-        alive = {t for t in runs if durable.held_by_another(f"{TEMP_PREFIX}{t}.zip", dir_fd=fd)}
-    finally:
-        os.close(fd)
+
+
+def _dead_runs(fd: int, *, scratch: bool) -> list[list[str]]:
+    """The rule of :func:`leftover_backups`, for the folder ``fd``; ``scratch``: an encrypted
+    backup's scratch folder ``.backup-<token>/`` may be there (the home's ``backups/``)."""
+    runs: dict[str, list[str]] = {}
+    snapshots: list[list[str]] = []
+    for name in sorted(os.listdir(fd)):
+        matched = _TEMP_NAME.fullmatch(name)
+        if matched is not None:
+            folder = matched.group(2) is None  # an encrypted backup's scratch folder
+            wanted = stat.S_IFDIR if folder else stat.S_IFREG
+            if (scratch or not folder) and _kind_at(fd, name) == wanted:
+                runs.setdefault(matched.group(1), []).append(name)
+        elif name.startswith(SNAPSHOT_PREFIX) and _kind_at(fd, name) == stat.S_IFDIR:
+            snapshots.append([name])
+    # an encrypted backup's run also locks its scratch folder and its .zip.age
+    alive = {t for t, names in runs.items() if any(held_by_another(n, dir_fd=fd) for n in names)}
     dead = [names for token, names in runs.items() if token not in alive]
     return dead if alive else dead + snapshots
+
+
+def _kind_at(dir_fd: int, name: str) -> int | None:
+    try:
+        return stat.S_IFMT(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return None
 
 
 def remove_leftovers(home: Path, *, dry_run: bool) -> list[str]:
     """Remove what an interrupted backup left in ``<home>/backups`` (:func:`leftover_backups`:
     hidden ``.backup-*`` files and ``.bundler-snap-*`` folders, never a finished zip nor a
     running backup's)."""
-    actions: list[str] = []
-    leftovers = [path.split("/", 1)[1] for run in leftover_backups(home) for path in run]
-    if not leftovers:
-        return actions
+    fd = _open_backups(home)
+    if fd is None:
+        return []
     try:
-        home_fd = durable.open_dir(home, follow=True)
-    except OSError:
-        return actions
-    try:
-        fd = open_dir_nofollow(home_fd, BACKUPS)
-    except OSError:
-        return actions
-    finally:
-        os.close(home_fd)
-    try:
-        for name in leftovers:
-            shown = f"{BACKUPS}/{escape_display(name)}"
-            actions.append(
-                step(
-                    "remove",
-                    os.path.join(os.path.abspath(home), BACKUPS, name),
-                    f"{shown} (interrupted backup)",
-                    dry_run=dry_run,
-                )
-            )
-            if not dry_run:
-                rmtree_at(fd, name)
-        if actions and not dry_run:
-            durable.fsync_dir(fd)
+        where = os.path.join(os.path.abspath(home), BACKUPS)
+        return _remove_runs(fd, where, f"{BACKUPS}/", _dead_runs(fd, scratch=True), dry_run)
     finally:
         os.close(fd)
+
+
+def remove_leftovers_in(folder: Path, *, dry_run: bool) -> list[str]:
+    """Remove what an interrupted backup left in ``folder`` (:func:`leftover_backups_in`),
+    for ``bundler recover DIR``."""
+    try:
+        fd = durable.open_dir(folder, follow=True)
+    except OSError:
+        return []
+    try:
+        where = os.path.abspath(folder)
+        return _remove_runs(fd, where, "", _dead_runs(fd, scratch=False), dry_run)
+    finally:
+        os.close(fd)
+
+
+def _remove_runs(
+    fd: int, where: str, shown_prefix: str, runs: list[list[str]], dry_run: bool
+) -> list[str]:
+    actions: list[str] = []
+    for name in (name for run in runs for name in run):
+        actions.append(
+            step(
+                "remove",
+                os.path.join(where, name),
+                f"{shown_prefix}{escape_display(name)} (interrupted backup)",
+                dry_run=dry_run,
+            )
+        )
+        if not dry_run:
+            rmtree_at(fd, name)
+    if actions and not dry_run:
+        durable.fsync_dir(fd)
     return actions

@@ -18,6 +18,12 @@ leaves a home that ``recover_home`` turns into the old state or the new one, who
 4. **Commit**: ``state = "committed"``; then the journal is removed and the staging folder
    (with the previous before-restore set) deleted.
 
+An encrypted backup (04 §5.6) cannot be checked before it is decrypted, and is decrypted only
+into the staging folder: its identities are tried on its first chunk (changing nothing), then
+step 2 comes first, the check runs on ``<staging>/backup.zip`` (the database's copy in the
+staging too), and the zip is unlinked once extracted; a check that fails there discards the
+staging folder as a failed extraction does.
+
 Recovery (:func:`recover_home`) reads the journal: ``committed``, or the last step done, rolls
 forward (delete the staging folder); otherwise every step is undone in reverse order, each only
 when its effect is visible (source absent, destination present), which makes recovery itself
@@ -30,11 +36,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import functools
 import os
 import stat
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,19 +52,22 @@ from bundler.errors import (
     InvalidInput,
     Locked,
     Malformed,
+    NoSpace,
     NotABundle,
     RecoveryNeeded,
     TooLarge,
     UnsuitablePath,
-    Unsupported,
     os_failure,
 )
 from bundler.fs import durable
+from bundler.fs.age import AskPassphrase
 from bundler.fs.copytree import make_durable
 from bundler.fs.interrupts import commit_reached, signals_deferred
 from bundler.fs.safefs import open_dir_nofollow, rmtree_at
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.fs.snapshot import SIDECARS, integrity_ok
+from bundler.home.backup_age import PLAIN_NAME, decrypt_into, identities_for, renamed
+from bundler.home.extract import CREATE_NEW, extract
 from bundler.home.homes import (
     README_NAME,
     HomeResolution,
@@ -79,22 +87,19 @@ from bundler.home.zipcheck import (
     DATABASE,
     TREES,
     BackupIndex,
-    check_free_space,
     open_zip,
-    restored_mode,
-    stream_entry,
 )
 from bundler.rules import hints, tomlcompat
 from bundler.rules.actions import Action, step
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress, phase
+from bundler.rules.units import human_size
 
 STAGING_PREFIX = ".restore-"
 JOURNAL = "journal.toml"
 KEPT = ".before-restore"
 PREVIOUS = "previous"
 _JOURNAL_FORMAT = 1
-_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @dataclass(frozen=True)
@@ -308,6 +313,8 @@ def restore_home(
     force: bool = False,
     environ: Mapping[str, str] | None = None,
     progress: Progress | None = None,
+    age_identities: Sequence[Path] = (),
+    age_passphrase: AskPassphrase | None = None,
 ) -> RestoreReport:
     """Restore a backup zip into the data home of ``project`` (or into ``home``) (04 §5.3).
 
@@ -316,9 +323,17 @@ def restore_home(
     ``-shm`` or ``-journal`` beside it) raises :class:`Refused` (exit 1) unless ``force``.
     What was there is kept as ``*.before-restore`` for one restore. ``progress`` sees two
     phases: ``checking`` the zip, then ``restoring`` its files, totals from the zip's index.
+
+    An encrypted backup (``NAME.zip.age``, 04 §5.6) needs ``age_identities``
+    (``age_passphrase`` asks for a protected SSH key's): they are tried on its first chunk
+    before anything changes, then it is decrypted into the restore's own staging folder and
+    checked there (a ``decrypting`` phase first), so no plain byte of it is written elsewhere.
     """
     resolution = _target(project, home, environ)
+    identities = identities_for(zip_path, age_identities, age_passphrase)
     try:
+        if identities is not None:
+            return _restore_encrypted(resolution, zip_path, identities, force, progress)
         return _restore(resolution, zip_path, force, progress)
     except OSError as exc:
         shown = escape_display(str(resolution.home))
@@ -348,41 +363,124 @@ def _restore(
             os.close(probe_fd)
         index, files = check_contents(archive, check_database=True, progress=progress)
         total = sum(info.file_size for info in files)
-        busy = _busy(target)
-        if busy and not force:
-            raise Locked(
-                f"{escape_display(str(target / busy[0]))} exists: chat.db looks open by a server "
-                "or chat; stop it and try again (or restore with --force)",
-                path=escape_display(str(target / busy[0])),
-            )
-        if not force:
-            _refuse_foreign(target)
-        created = not os.path.lexists(target)
-        if created:
-            init_home(resolution)
-        home_fd = durable.open_dir(target, follow=True)
+        _refuse_in_use(target, force)
+
+        def fill(staging_fd: int, _staging: str) -> None:
+            _extract_all(archive, index, files, staging_fd, progress)
+
+        kept, created, warnings = _in_home(resolution, fill)
+    return RestoreReport(target, len(files), total, kept, created, warnings)
+
+
+def _refuse_in_use(target: Path, force: bool) -> None:
+    """Without ``force``: refuse a home whose database looks open, or a folder that is not a
+    data home (:func:`_refuse_foreign`)."""
+    busy = _busy(target)
+    if busy and not force:
+        raise Locked(
+            f"{escape_display(str(target / busy[0]))} exists: chat.db looks open by a server "
+            "or chat; stop it and try again (or restore with --force)",
+            path=escape_display(str(target / busy[0])),
+        )
+    if not force:
+        _refuse_foreign(target)
+
+
+def _in_home(
+    resolution: HomeResolution, fill: Callable[[int, str], None]
+) -> tuple[list[str], bool, list[str]]:
+    """Create the home when absent, lock it, stage with ``fill`` and swap
+    (:func:`_stage_and_swap`); returns the kept names, whether the home was created, and the
+    warnings."""
+    target = resolution.home
+    created = not os.path.lexists(target)
+    if created:
+        init_home(resolution)
+    home_fd = durable.open_dir(target, follow=True)
+    try:
+        if not lock_home(home_fd):
+            raise home_busy(target)
+        swap = _Swap(home_fd, target, [])
         try:
-            if not lock_home(home_fd):
-                raise home_busy(target)
-            swap = _Swap(home_fd, target, [])
-            try:
-                if created:
-                    # first start made empty files/ and skills/; the restored ones replace them
-                    for tree in TREES:
-                        with contextlib.suppress(OSError):
-                            os.rmdir(tree, dir_fd=home_fd)
-                _clear_interrupted(home_fd, target, swap.warnings)
-                kept = _stage_and_swap(archive, index, files, swap, progress)
-            except BaseException:
-                # refused before its commit: the home it made goes too, as it was (told by the
-                # flag the commit sets, not by where the exception came from: an interrupt can
-                # be delivered just after a restore that stands)
-                if created and not swap.committed:
-                    _remove_created_home(target)
-                raise
+            if created:
+                # first start made empty files/ and skills/; the restored ones replace them
+                for tree in TREES:
+                    with contextlib.suppress(OSError):
+                        os.rmdir(tree, dir_fd=home_fd)
+            _clear_interrupted(home_fd, target, swap.warnings)
+            kept = _stage_and_swap(swap, fill)
+        except BaseException:
+            # refused before its commit: the home it made goes too, as it was (told by the
+            # flag the commit sets, not by where the exception came from: an interrupt can
+            # be delivered just after a restore that stands)
+            if created and not swap.committed:
+                _remove_created_home(target)
+            raise
+    finally:
+        os.close(home_fd)
+    return kept, created, swap.warnings
+
+
+def _restore_encrypted(
+    resolution: HomeResolution,
+    sealed: Path,
+    identities: Sequence[Any],
+    force: bool,
+    progress: Progress | None,
+) -> RestoreReport:
+    """Restore the encrypted backup ``sealed``: decrypted into ``backup.zip`` of the staging
+    folder (0700, locked, its journal saying ``extracting``: what a crash leaves there is
+    removed by ``recover --home`` and by the next restore), checked there as a zip is (the
+    database's copy checked in the staging too), extracted beside it, and unlinked before
+    the swap begins. A check that fails removes the staging folder, and the home when this
+    restore created it: nothing else was written."""
+    target = resolution.home
+    probe = _nearest_existing(target)
+    probe_fd = durable.open_dir(probe if probe.is_dir() else probe.parent, follow=True)
+    try:
+        # the decrypted zip is about as large as the file, and is held beside what it restores
+        check_free_space(os.stat(sealed).st_size, probe_fd, escape_display(str(probe)))
+    finally:
+        os.close(probe_fd)
+    _refuse_in_use(target, force)
+    counted: list[int] = []
+
+    def fill(staging_fd: int, staging: str) -> None:
+        fd = os.open(PLAIN_NAME, CREATE_NEW, 0o600, dir_fd=staging_fd)
+        try:
+            decrypt_into(sealed, fd, identities, progress)
         finally:
-            os.close(home_fd)
-    return RestoreReport(target, len(files), total, kept, created, swap.warnings)
+            os.close(fd)
+        plain = target / staging / PLAIN_NAME
+        try:
+            with open_zip(plain) as archive:
+                declared = sum(info.file_size for info in archive.infolist())
+                check_free_space(declared, staging_fd, escape_display(str(target)))
+                index, files = check_contents(
+                    archive, check_database=True, scratch=target / staging, progress=progress
+                )
+                # the open zip is read through its descriptor: the name goes now, the bytes
+                # when it is closed
+                os.unlink(PLAIN_NAME, dir_fd=staging_fd)
+                _extract_all(archive, index, files, staging_fd, progress)
+        except InvalidInput as exc:
+            raise renamed(exc, plain, sealed) from None
+        counted.extend((len(files), sum(index.files[i.filename].size for i in files)))
+
+    kept, created, warnings = _in_home(resolution, fill)
+    return RestoreReport(target, counted[0], counted[1], kept, created, warnings)
+
+
+def check_free_space(total: int, dir_fd: int, where: str) -> None:
+    """Refuse (exit 1) when ``total`` bytes do not fit in the filesystem of ``dir_fd``."""
+    vfs = os.fstatvfs(dir_fd)
+    free = vfs.f_bavail * vfs.f_frsize
+    if total > free:
+        raise NoSpace(
+            f"the backup needs {human_size(total)} but {where} has {human_size(free)} free: free "
+            "some space",
+            path=where,
+        )
 
 
 def _remove_created_home(home: Path) -> None:
@@ -507,70 +605,6 @@ def home_leftovers(home: Path) -> list[str]:
     return lines
 
 
-def _extract(
-    archive: zipfile.ZipFile,
-    index: BackupIndex,
-    files: list[zipfile.ZipInfo],
-    staging_fd: int,
-    progress: Progress | None,
-) -> None:
-    """Write every folder and file of the zip below ``staging_fd``, re-checking each digest."""
-    for tree in TREES:
-        os.mkdir(tree, 0o700, dir_fd=staging_fd)
-    for info in archive.infolist():
-        if info.filename.endswith("/") and info.filename[:-1] not in TREES:
-            parent_fd, name = _parent(staging_fd, info.filename[:-1])
-            try:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(name, 0o700, dir_fd=parent_fd)
-                os.chmod(name, restored_mode(info), dir_fd=parent_fd, follow_symlinks=False)
-            finally:
-                os.close(parent_fd)
-    for info in files:
-        listed = index.files[info.filename]
-        parent_fd, name = _parent(staging_fd, info.filename)
-        try:
-            fd = os.open(name, _CREATE, 0o600, dir_fd=parent_fd)
-        finally:
-            os.close(parent_fd)
-        try:
-            sink = functools.partial(durable.write_all, fd)
-            stream_entry(archive, info, listed.size, listed.xxh3_128, sink)
-            os.fchmod(fd, restored_mode(info))
-            if listed.mtime_ns is not None:
-                try:
-                    os.utime(fd, ns=(listed.mtime_ns, listed.mtime_ns))
-                except OverflowError:
-                    # parse_index bounds it to 64 bits; a 32-bit time_t holds less
-                    raise _invalid_time(info.filename) from None
-        finally:
-            os.close(fd)
-        if progress is not None:
-            progress(1, listed.size)
-
-
-def _invalid_time(name: str) -> InvalidInput:
-    shown = escape_display(name)
-    return Unsupported(f"backup entry {shown}: has an mtime_ns this system cannot set", path=shown)
-
-
-def _parent(root_fd: int, rel: str) -> tuple[int, str]:
-    """The folder holding ``rel`` below ``root_fd`` (created 0700 where missing), no-follow."""
-    parts = rel.split("/")
-    fd = os.dup(root_fd)
-    try:
-        for part in parts[:-1]:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(part, 0o700, dir_fd=fd)
-            child = open_dir_nofollow(fd, part)
-            fd, parent = child, fd
-            os.close(parent)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, parts[-1]
-
-
 @dataclass
 class _Swap:
     """Where a restore swaps (the home, open), what it warns of, and whether it committed."""
@@ -581,13 +615,22 @@ class _Swap:
     committed: bool = False
 
 
-def _stage_and_swap(
+def _extract_all(
     archive: zipfile.ZipFile,
     index: BackupIndex,
     files: list[zipfile.ZipInfo],
-    swap: _Swap,
+    staging_fd: int,
     progress: Progress | None,
-) -> list[str]:
+) -> None:
+    """:func:`bundler.home.extract.extract` in a ``restoring`` phase with the index's totals."""
+    total = sum(index.files[info.filename].size for info in files)
+    with phase(progress, "restoring", len(files), total):
+        extract(archive, index, files, staging_fd, progress)
+
+
+def _stage_and_swap(swap: _Swap, fill: Callable[[int, str], None]) -> list[str]:
+    """Make the staging folder, have ``fill`` (given its descriptor and name) write the
+    restored ``chat.db``, ``files/`` and ``skills/`` into it, then swap them in."""
     home_fd, home, warnings = swap.home_fd, swap.home, swap.warnings
     token = durable.random_token()
     staging = f"{STAGING_PREFIX}{token}"
@@ -612,9 +655,7 @@ def _stage_and_swap(
     try:
         try:
             journal.write(staging_fd)
-            total = sum(index.files[info.filename].size for info in files)
-            with phase(progress, "restoring", len(files), total):
-                _extract(archive, index, files, staging_fd, progress)
+            fill(staging_fd, staging)
             os.mkdir(PREVIOUS, 0o700, dir_fd=staging_fd)
             make_durable(staging_fd)
             if not integrity_ok(home / staging / DATABASE):

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import struct
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ from typing import IO
 
 from bundler.errors import BundlerError
 from bundler.fs.digest import digest_fd
+from bundler.home.backup_age import is_encrypted
 from bundler.home.zipcheck import (
     DATABASE,
     STORE_ABOVE_RATIO,
@@ -40,8 +40,7 @@ from bundler.home.zipcheck import (
 )
 from bundler.rules.names import escape_display
 
-_NAME = re.compile(r"backup-(\d{8})-(\d{6})(?:-(\d{1,3}))?\.zip")
-_LOCAL = struct.Struct("<4sHHHHHIIIHH")
+_NAME = re.compile(r"backup-(\d{8})-(\d{6})(?:-(\d{1,3}))?\.zip(?:\.age)?")
 _CHUNK = 1 << 20
 ZIP64_FROM = 1 << 30
 """Entries from this size on are written with ZIP64 headers (backup-format.md)."""
@@ -56,8 +55,9 @@ class BaseUnusable(Exception):
 
 
 def backup_order(name: str) -> tuple[str, str, int] | None:
-    """The sort key of a default backup name (``backup-YYYYMMDD-HHMMSS[-N].zip``), or None for
-    any other name: the newest backup of a folder is the one with the largest key."""
+    """The sort key of a default backup name (``backup-YYYYMMDD-HHMMSS[-N].zip``, or
+    ``.zip.age`` encrypted), or None for any other name: the newest backup of a folder is the
+    one with the largest key."""
     match = _NAME.fullmatch(name)
     if match is None:
         return None
@@ -65,7 +65,8 @@ def backup_order(name: str) -> tuple[str, str, int] | None:
 
 
 def newest_backup(folder: Path) -> Path | None:
-    """The newest default-named backup zip in ``folder`` (a regular file), or None."""
+    """The newest default-named backup in ``folder`` (a regular file, maybe encrypted), or
+    None."""
     try:
         names = os.listdir(folder)
     except OSError:
@@ -119,6 +120,13 @@ class Base:
 def open_base(path: Path, warnings: list[str]) -> Iterator[Base | None]:
     """The base at ``path`` opened and checked, or None (with a warning naming why)."""
     shown = escape_display(str(path))
+    if is_encrypted(path):
+        warnings.append(
+            f"{shown} is encrypted and is not used as the base: every entry is compressed "
+            "afresh (an encrypted backup given --age-identity decrypts its base privately)"
+        )
+        yield None
+        return
     try:
         with open_zip(path) as archive:
             base = Base(path, archive)
@@ -160,14 +168,18 @@ def copy_raw(
     if source is None:
         raise BaseUnusable("the zip is closed")
     try:
-        check_local_header(base.archive, old)
+        data_at = check_local_header(source.fileno(), old)
     except BundlerError as exc:
         raise BaseUnusable(exc.message) from None
-    source.seek(old.header_offset)
-    _sig, *_fields, name_len, extra_len = _LOCAL.unpack(source.read(_LOCAL.size))
-    data_at = old.header_offset + _LOCAL.size + name_len + extra_len
     sink = start_entry(archive, new, old.compress_type, old.CRC, old.file_size, old.compress_size)
-    _copy_bytes(source, data_at, sink, old.compress_size, old.filename)
+    if old.compress_size <= _CHUNK:
+        # through the zip's write buffer: many small entries, one write call
+        data = os.pread(source.fileno(), old.compress_size, data_at)
+        if len(data) < old.compress_size:
+            raise BaseUnusable(f"entry {escape_display(old.filename)} ends early")
+        sink.write(data)
+    else:
+        _copy_bytes(source, data_at, sink, old.compress_size, old.filename)
     end_entry(archive, new)
     base.reused += 1
 
@@ -197,8 +209,11 @@ def start_entry(
     info.flag_bits = 0  # sizes in the local header, no data descriptor
     if zip64 is None:
         zip64 = size >= ZIP64_FROM or size * 1.05 > zipfile.ZIP64_LIMIT
-    sink.seek(archive.start_dir)
-    info.header_offset = sink.tell()
+    if sink.tell() != archive.start_dir:
+        # a seek flushes the write buffer: one write call per entry, where the buffer would
+        # gather many small entries into one
+        sink.seek(archive.start_dir)
+    info.header_offset = archive.start_dir
     sink.write(info.FileHeader(zip64))
     return sink
 

@@ -2,22 +2,33 @@
 
 Every entry allowed, every digest matching ``backup.json``, and the database passing SQLite's
 ``integrity_check`` from a private copy. ``home backup`` checks the zip it wrote with
-:func:`check_contents` before publishing it, and ``home restore`` before extracting.
+:func:`check_contents` before publishing it, and ``home restore`` before extracting. An
+encrypted backup (``NAME.zip.age``, 04 §5.6) is checked as the zip it decrypts to, in a private
+folder beside it (:func:`bundler.home.backup_age.decrypted_copy`).
 """
 
 from __future__ import annotations
 
 import errno
+import functools
+import io
 import os
 import zipfile
+from collections.abc import Sequence
+from concurrent import futures
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bundler.errors import Malformed, os_failure
+from bundler.errors import InvalidInput, Malformed, os_failure
 from bundler.fs import durable
+from bundler.fs.age import AskPassphrase
+from bundler.fs.interrupts import handed_over, wait_for
 from bundler.fs.scratch import CHECK_PREFIX, clear_dead_scratch, scratch_folder, temp_root
 from bundler.fs.snapshot import ROLLBACK_VERSIONS, integrity_ok, journal_versions
+from bundler.home.backup_age import decrypted_copy, identities_for, renamed
+from bundler.home.deflate import workers
 from bundler.home.zipcheck import (
     DATABASE,
     BackupIndex,
@@ -41,6 +52,7 @@ class VerifyReport:
     agent: str | None
     entries: int
     bytes: int
+    encrypted: bool = False
 
     def as_json(self) -> dict[str, Any]:
         """The ``home verify-backup --json`` payload (without ``ok``)."""
@@ -51,6 +63,7 @@ class VerifyReport:
             "agent": self.agent,
             "entries": self.entries,
             "bytes": self.bytes,
+            "encrypted": self.encrypted,
         }
 
 
@@ -76,15 +89,88 @@ def check_contents(
             check_local_header(archive, info)
     sizes = [index.files[info.filename].size for info in files]
     with phase(progress, "checking", len(files), sum(sizes)):
-        for info in files:
-            listed = index.files[info.filename]
-            if info.filename == DATABASE and check_database:
-                _check_database(archive, info, listed.size, listed.xxh3_128, scratch)
-            else:
-                stream_entry(archive, info, listed.size, listed.xxh3_128, _discard)
-            if progress is not None:
-                progress(1, listed.size)
+        if workers() and isinstance(archive.fp, io.BufferedReader):
+            _check_in_parallel(archive, index, files, check_database, scratch, progress)
+        else:
+            for info in files:
+                listed = index.files[info.filename]
+                if info.filename == DATABASE and check_database:
+                    _check_database(archive, info, listed.size, listed.xxh3_128, scratch)
+                else:
+                    stream_entry(archive, info, listed.size, listed.xxh3_128, _discard)
+                if progress is not None:
+                    progress(1, listed.size)
     return index, files
+
+
+_BATCH_ENTRIES = 64
+_BATCH = 4 << 20
+"""Entries are checked on the workers in batches of up to :data:`_BATCH_ENTRIES` entries or
+this many compressed bytes: one hand-over and one wait for many small entries."""
+
+Job = tuple[zipfile.ZipInfo, int, str]
+
+
+def _finished(future: futures.Future[InvalidInput | None], timeout: float) -> bool:
+    return not futures.wait([future], timeout).not_done
+
+
+def _check_batch(fd: int, jobs: list[Job]) -> InvalidInput | None:
+    """What a worker does: check each entry of a batch in order; the first failure, or None."""
+    for info, size, digest in jobs:
+        try:
+            stream_entry(fd, info, size, digest, _discard)
+        except InvalidInput as exc:
+            return exc
+    return None
+
+
+def _check_in_parallel(
+    archive: zipfile.ZipFile,
+    index: BackupIndex,
+    files: list[zipfile.ZipInfo],
+    check_database: bool,
+    scratch: Path | None,
+    progress: Progress | None,
+) -> None:
+    """Check the entries on one worker thread per core (inflate and XXH3 release the GIL),
+    each reading with ``pread``, the database's integrity here meanwhile; failures are raised
+    in the zip's order, so the entry named is the one a check in order would name."""
+    assert archive.fp is not None
+    fd = archive.fp.fileno()
+    steps: list[list[Job]] = []  # an empty step: the database, checked on this thread
+    packed = 0
+    for info in files:
+        listed = index.files[info.filename]
+        if info.filename == DATABASE and check_database:
+            steps.append([])
+        else:
+            if not steps or not steps[-1] or len(steps[-1]) >= _BATCH_ENTRIES or packed >= _BATCH:
+                steps.append([])
+                packed = 0
+            steps[-1].append((info, listed.size, listed.xxh3_128))
+            packed += info.compress_size
+    pool = ThreadPoolExecutor(max_workers=workers())
+    try:
+        with handed_over():  # the workers started by these submits keep the signals blocked
+            pending = [pool.submit(_check_batch, fd, jobs) if jobs else None for jobs in steps]
+        for jobs, future in zip(steps, pending, strict=True):
+            if future is None:
+                info = archive.getinfo(DATABASE)
+                listed = index.files[DATABASE]
+                _check_database(archive, info, listed.size, listed.xxh3_128, scratch)
+                done: list[Job] = [(info, listed.size, listed.xxh3_128)]
+            else:
+                wait_for(functools.partial(_finished, future))
+                failed = future.result()
+                if failed is not None:
+                    raise failed
+                done = jobs
+            if progress is not None:
+                for _info, size, _digest in done:
+                    progress(1, size)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _discard(_chunk: bytes) -> None:
@@ -134,22 +220,70 @@ def _check_database_copy(
         )
 
 
-def verify_backup(path: Path, *, progress: Progress | None = None) -> VerifyReport:
+def verify_backup(
+    path: Path,
+    *,
+    progress: Progress | None = None,
+    age_identities: Sequence[Path] = (),
+    age_passphrase: AskPassphrase | None = None,
+) -> VerifyReport:
     """Check a backup zip completely, changing nothing (04 §5.2).
 
     Every entry allowed (:func:`bundler.home.zipcheck.path_problem` and the directory rules), every
     digest matching ``backup.json``, ``backup.json`` valid with a known ``format``, the database
     passing ``integrity_check``. Raises :class:`InvalidInput` (exit 3) naming the entry at
     fault, :class:`Refused` when the file cannot be opened. ``progress``: as
-    :func:`check_contents`.
+    :func:`check_contents`. An encrypted backup (``NAME.zip.age``, 04 §5.6) is opened with
+    ``age_identities`` (``age_passphrase`` asks for a protected SSH key's) and decrypted into a
+    private folder beside it (:func:`bundler.home.backup_age.decrypted_copy`), which is removed.
     """
+    identities = identities_for(path, age_identities, age_passphrase)
+    if identities is None:
+        return _verify_zip(path, path, None, progress)
+    return verify_encrypted(path, identities, progress=progress)
+
+
+def verify_encrypted(
+    path: Path, identities: Sequence[Any], *, progress: Progress | None = None
+) -> VerifyReport:
+    """:func:`verify_backup` of the encrypted backup ``path`` with identities already loaded
+    (:func:`bundler.home.backup_age.load_identities`)."""
     try:
-        with open_zip(path) as archive:
-            index, files = check_contents(archive, check_database=True, progress=progress)
+        with decrypted_copy(path, identities, progress) as (plain, scratch):
+            return _verify_zip(plain, path, scratch, progress)
     except OSError as exc:
         shown = escape_display(str(path))
+        raise os_failure(
+            f"cannot decrypt {shown} ({os.strerror(exc.errno or errno.EIO)})", exc, path=shown
+        ) from exc
+
+
+def _verify_zip(
+    path: Path, shown_as: Path, scratch: Path | None, progress: Progress | None
+) -> VerifyReport:
+    """:func:`verify_backup` of the zip ``path``, reported as ``shown_as`` (the encrypted file
+    it was decrypted from), the database checked in ``scratch``."""
+    try:
+        with open_zip(path) as archive:
+            index, files = check_contents(
+                archive, check_database=True, scratch=scratch, progress=progress
+            )
+    except InvalidInput as exc:
+        if path == shown_as:
+            raise
+        raise renamed(exc, path, shown_as) from None
+    except OSError as exc:
+        shown = escape_display(str(shown_as))
         raise os_failure(
             f"cannot read {shown} ({os.strerror(exc.errno or errno.EIO)})", exc, path=shown
         ) from exc
     total = sum(info.file_size for info in files)
-    return VerifyReport(path, index.format, index.created_at, index.agent, len(files), total)
+    return VerifyReport(
+        shown_as,
+        index.format,
+        index.created_at,
+        index.agent,
+        len(files),
+        total,
+        encrypted=path != shown_as,
+    )

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 import xxhash
 
@@ -32,7 +32,6 @@ from bundler.errors import (
     Hostile,
     InvalidInput,
     Malformed,
-    NoSpace,
     NotABundle,
     Tampered,
     TooLarge,
@@ -664,7 +663,7 @@ def read_index(archive: zipfile.ZipFile) -> BackupIndex:
 
 
 def stream_entry(
-    archive: zipfile.ZipFile,
+    archive: zipfile.ZipFile | int,
     info: zipfile.ZipInfo,
     size: int,
     digest: str | None,
@@ -672,14 +671,16 @@ def stream_entry(
 ) -> None:
     """Feed the entry's bytes to ``sink``, stopping hard past ``size``; check the digest.
 
-    Raises :class:`InvalidInput` naming the entry when it holds more or fewer bytes than
-    ``size``, when its digest is not ``digest``, or when zipfile finds it corrupt (CRC, header).
+    ``archive`` may be the zip's descriptor: it is then read with ``pread``, which moves no
+    shared file position, so threads read entries side by side. Raises :class:`InvalidInput`
+    naming the entry when it holds more or fewer bytes than ``size``, when its digest is not
+    ``digest``, or when zipfile finds it corrupt (CRC, header).
     """
-    check_local_header(archive, info)
+    start = check_local_header(archive, info)
     hasher = xxhash.xxh3_128()
     total = 0
     try:
-        with archive.open(info) as source:
+        with _opened(archive, info, start) as source:
             while True:
                 chunk = source.read(min(_CHUNK, size - total + 1))
                 if not chunk:
@@ -703,6 +704,26 @@ def stream_entry(
         )
     if digest is not None and hasher.hexdigest() != digest:
         raise _invalid(info.filename, "does not match its xxh3_128 digest in backup.json", Tampered)
+
+
+def _opened(
+    archive: zipfile.ZipFile | int, info: zipfile.ZipInfo, start: int
+) -> IO[bytes] | zipfile.ZipExtFile:
+    if isinstance(archive, zipfile.ZipFile):
+        return archive.open(info)
+    return zipfile.ZipExtFile(_At(archive, start), "r", info)
+
+
+class _At:
+    """A zip's bytes from an offset on, through ``pread``."""
+
+    def __init__(self, fd: int, at: int) -> None:
+        self.fd, self.at = fd, at
+
+    def read(self, count: int) -> bytes:
+        data = os.pread(self.fd, count, self.at)
+        self.at += len(data)
+        return data
 
 
 def _dos_stamp(date_time: tuple[int, int, int, int, int, int]) -> tuple[int, int]:
@@ -751,46 +772,40 @@ def _local_problem(raw: bytes, tail: bytes, info: zipfile.ZipInfo) -> str | None
     return None
 
 
-def check_local_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> None:
-    """Refuse an entry whose local header says something else than its directory record.
+def check_local_header(archive: zipfile.ZipFile | int, info: zipfile.ZipInfo) -> int:
+    """Refuse an entry whose local header says something else than its directory record;
+    where its data starts. ``archive``: as :func:`stream_entry`.
 
-    zipfile reads only the name from the local header; another tool reads the rest, so a
-    backup whose two headers disagree would mean different things to different readers.
+    zipfile reads only the name from the local header (and refuses one that is not the
+    directory's); another tool reads the rest, so a backup whose two headers disagree would
+    mean different things to different readers.
     """
-    fp = archive.fp
-    if fp is None:
-        return
-    fp.seek(info.header_offset)
-    raw = fp.read(_LOCAL_HEADER.size)
+    read = _reader(archive)
+    raw = read(info.header_offset, _LOCAL_HEADER.size)
     if len(raw) < _LOCAL_HEADER.size or raw[:4] != b"PK\x03\x04":
         raise _invalid(info.filename, "has no local header where the directory says", Malformed)
     name_len, extra_len = struct.unpack_from("<HH", raw, 26)
-    tail = fp.read(name_len + extra_len)
+    tail = read(info.header_offset + _LOCAL_HEADER.size, name_len + extra_len)
     problem = _local_problem(raw, tail, info)
+    encoding = "utf-8" if info.flag_bits & _UTF8_FLAG else "cp437"
+    if not problem and tail[:name_len].decode(encoding, "replace") != info.orig_filename:
+        problem = "has a local header name different from its directory record"
     if problem:
         # a local header that says other than the directory is read one way by zipfile and
         # another way by another tool
         raise _invalid(info.filename, problem, Hostile)
+    return int(info.header_offset + _LOCAL_HEADER.size + name_len + extra_len)
 
 
-def restored_mode(info: zipfile.ZipInfo) -> int:
-    """Permission bits for an extracted entry: never setuid, setgid, sticky or group/other write.
+def _reader(archive: zipfile.ZipFile | int) -> Callable[[int, int], bytes]:
+    if not isinstance(archive, zipfile.ZipFile):
+        return lambda at, count: os.pread(archive, count, at)
+    fp = archive.fp
+    if fp is None:
+        raise ValueError("the zip is closed")
 
-    The owner keeps read and write (and search on folders) so the restored home stays usable.
-    """
-    bits = (info.external_attr >> 16) & 0o777
-    if info.filename.endswith("/"):
-        return ((bits or 0o700) & 0o755) | 0o700
-    return ((bits or 0o600) & 0o755) | 0o600
+    def read(at: int, count: int) -> bytes:
+        fp.seek(at)
+        return fp.read(count)
 
-
-def check_free_space(total: int, dir_fd: int, where: str) -> None:
-    """Refuse (exit 1) when ``total`` bytes do not fit in the filesystem of ``dir_fd``."""
-    vfs = os.fstatvfs(dir_fd)
-    free = vfs.f_bavail * vfs.f_frsize
-    if total > free:
-        raise NoSpace(
-            f"the backup needs {human_size(total)} but {where} has {human_size(free)} free: free "
-            "some space",
-            path=where,
-        )
+    return read

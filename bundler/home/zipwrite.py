@@ -37,6 +37,7 @@ from bundler.home.deflate import (
     deflate_large,
     pack,
     store_as_is,
+    workers,
 )
 from bundler.home.homes import HomeResolution
 from bundler.home.reuse import ZIP64_FROM, Base, copy_raw, end_entry, source_matches, start_entry
@@ -60,6 +61,10 @@ streamed through the main thread."""
 _IN_FLIGHT = 64 << 20
 """At most this many bytes read but not yet written: what the parallel entries cost in memory."""
 _QUEUED = 256
+_BATCH_FILES = 32
+_BATCH = 1 << 20
+"""A worker is handed small files in batches of up to :data:`_BATCH_FILES` files or this many
+bytes."""
 _MIN_DATE = (1980, 1, 1, 0, 0, 0)
 _MAX_DATE = (2107, 12, 31, 23, 59, 58)
 
@@ -109,9 +114,26 @@ def _zipinfo(name: str, st: os.stat_result | None, folder: bool) -> zipfile.ZipI
 Finish = Callable[["Packed | None"], None]
 
 
+class _Batch:
+    """Files read whole and handed to one worker together: one hand-over, one wait and one
+    future for many small files, where a file each cost more than compressing a small one."""
+
+    def __init__(self) -> None:
+        self.jobs: list[bytes] = []
+        self.nbytes = 0
+        self.future: futures.Future[list[Packed]] | None = None
+        self.results: list[Packed] | None = None
+
+
+def _pack_all(jobs: list[bytes], level: int) -> list[Packed]:
+    """What a worker does with a batch: each file packed alone, as :func:`pack` packs one."""
+    return [pack(data, level) for data in jobs]
+
+
 class _InOrder:
     """Entries written in walk order while their reading is done here and their compression on
-    worker threads (zlib releases the GIL): the zip is the same whatever the thread count."""
+    worker threads (zlib releases the GIL), small files in batches: each file is packed alone,
+    so the zip is the same whatever the thread count and however the files were batched."""
 
     def __init__(
         self,
@@ -125,12 +147,13 @@ class _InOrder:
         self.pool = pool
         self.progress = progress
         self.entries: list[dict[str, Any]] = []
-        self.queue: deque[tuple[futures.Future[Packed] | None, Finish, int]] = deque()
+        self.queue: deque[tuple[_Batch | None, int, Finish, int]] = deque()
         self.in_flight = 0
+        self.batch: _Batch | None = None
 
     def folder(self, info: zipfile.ZipInfo) -> None:
         """A folder entry, after every entry before it."""
-        self._push(None, lambda _packed: self.archive.writestr(info, b""), 0)
+        self._push(None, 0, lambda _packed: self.archive.writestr(info, b""), 0)
 
     def file(self, relpath: str, fd: int, st: os.stat_result) -> None:
         """A file entry, after every entry before it; ``fd`` is read before this returns."""
@@ -149,8 +172,7 @@ class _InOrder:
             chunks.append(bytes(chunk))
 
         size, digest = digest_fd(fd, relpath=relpath, observer=collect, expected=st.st_size)
-        data = b"".join(chunks)
-        future: futures.Future[Packed] | None = None
+        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         # unchanged: the size, XXH3-128 and CRC-32 of the source are those of the base's entry
         if candidate is not None and not (
             size == candidate.listed.size
@@ -158,9 +180,12 @@ class _InOrder:
             and zlib.crc32(data) == candidate.info.CRC
         ):
             candidate = None
+        batch, slot = None, 0
         if candidate is None:
-            with handed_over():  # a worker started by this submit keeps the signals blocked
-                future = self.pool.submit(pack, data, plan.level)
+            batch = self.batch = self.batch or _Batch()
+            slot = len(batch.jobs)
+            batch.jobs.append(data)
+            batch.nbytes += len(data)
 
         def finish(packed: Packed | None) -> None:
             if packed is None and base is not None and candidate is not None:
@@ -175,26 +200,42 @@ class _InOrder:
                 end_entry(self.archive, info)
             self._record(_listing(relpath, size, digest, st))
 
-        self._push(future, finish, len(data))
+        self._push(batch, slot, finish, len(data))
+        if batch is not None and (len(batch.jobs) >= _BATCH_FILES or batch.nbytes >= _BATCH):
+            self._submit()
 
     def drain(self) -> None:
         """Write every queued entry."""
         while self.queue:
             self._write_oldest()
 
-    def _push(self, future: futures.Future[Packed] | None, finish: Finish, nbytes: int) -> None:
-        self.queue.append((future, finish, nbytes))
+    def _submit(self) -> None:
+        """Hand the open batch to a worker."""
+        batch, self.batch = self.batch, None
+        if batch is None:
+            return
+        assert self.pool is not None
+        with handed_over():  # a worker started by this submit keeps the signals blocked
+            batch.future = self.pool.submit(_pack_all, batch.jobs, self.plan.level)
+
+    def _push(self, batch: _Batch | None, slot: int, finish: Finish, nbytes: int) -> None:
+        self.queue.append((batch, slot, finish, nbytes))
         self.in_flight += nbytes
         while self.queue and (self.in_flight > _IN_FLIGHT or len(self.queue) > _QUEUED):
             self._write_oldest()
 
     def _write_oldest(self) -> None:
-        future, finish, nbytes = self.queue.popleft()
+        batch, slot, finish, nbytes = self.queue.popleft()
         packed = None
-        if future is not None:
-            done = future
-            wait_for(lambda timeout: not futures.wait([done], timeout).not_done)
-            packed = future.result()
+        if batch is not None:
+            if batch.future is None:  # the open batch: its first entry is due now
+                self._submit()
+            if batch.results is None:
+                done = batch.future
+                assert done is not None
+                wait_for(lambda timeout: not futures.wait([done], timeout).not_done)
+                batch.results = done.result()
+            packed = batch.results[slot]
         finish(packed)
         self.in_flight -= nbytes
 
@@ -202,15 +243,6 @@ class _InOrder:
         self.entries.append(entry)
         if self.progress is not None:
             self.progress(1, entry["size"])
-
-
-def _workers() -> int:
-    """Compression threads: one per core this process may use (none on a single core)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return cores if cores > 1 else 0
 
 
 def _check_entry(relpath: str, st: os.stat_result) -> None:
@@ -357,8 +389,8 @@ def _write_trees(writer: _InOrder, plan: Plan, skipped: SkipCounts) -> list[str]
 def _write_entries(
     archive: zipfile.ZipFile, plan: Plan, skipped: SkipCounts, progress: Progress | None
 ) -> tuple[int, int]:
-    workers = _workers()
-    pool = ThreadPoolExecutor(max_workers=workers) if workers else None
+    threads = workers()
+    pool = ThreadPoolExecutor(max_workers=threads) if threads else None
     plan.pool = pool
     try:
         writer = _InOrder(archive, plan, pool, progress)

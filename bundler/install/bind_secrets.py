@@ -254,7 +254,7 @@ def passphrase_prompter() -> Callable[[str], str] | None:
         return ask_secret(
             f"passphrase for {shown} (not echoed): ",
             shown,
-            "run the import again on a terminal, or give an age identity",
+            "run the command again on a terminal, or give an age identity",
         )
 
     return ask

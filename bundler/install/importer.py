@@ -14,7 +14,6 @@ import os
 import shutil
 import stat
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -134,17 +133,16 @@ def _drop_unresolved(report: VerifyReport) -> list[str]:
 
 @io_errors_refused("import")
 def import_bundle(
-    install_root: Path, bundle: Path, options: ImportOptions | None = None, **fields: Any
+    install_root: Path, bundle: Path, options: ImportOptions | None = None
 ) -> ImportReport:
     """Import the bundle folder ``bundle`` into the install at ``install_root`` (03 §3).
 
-    ``options`` says what was asked (:class:`ImportOptions`); its fields may also be given as
-    keywords (``accept_risks=True``), which replace those of ``options``. Raises
+    ``options`` says what was asked (:class:`ImportOptions`; None: the defaults). Raises
     :class:`InvalidInput` (exit 3) when the bundle fails verification or the merged config is
     invalid, :class:`Refused` (exit 1) for refusals and failures before the commit (the
     install is then byte-identical to before), :class:`UsageError` for malformed options.
     """
-    chosen = replace(options or ImportOptions(), **fields)
+    chosen = options or ImportOptions()
     install_root = Path(os.path.abspath(install_root))
     given, warnings = collect_secrets(chosen.secrets, chosen.secrets_file)
     # every error made from here on withholds the given values (a bundle path may hold one)

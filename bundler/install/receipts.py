@@ -40,6 +40,7 @@ from bundler.install.journal import (
     is_path_list,
 )
 from bundler.rules import tomlcompat
+from bundler.rules.config_view import strings
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path, parse_path
 
@@ -352,10 +353,7 @@ def unfilled_secrets(install_root: Path, config: Mapping[str, Any]) -> list[tupl
             data = load_receipt(folder / name)
         except BundlerError:
             continue
-        missing = data.get("secrets_missing")
-        for path in missing if isinstance(missing, list) else []:
-            if not isinstance(path, str):
-                continue
+        for path in strings(data.get("secrets_missing")):
             try:
                 segments = parse_path(path)
             except BundlerError:

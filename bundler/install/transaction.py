@@ -1,7 +1,7 @@
 """The transaction an import or undo drives through its journal, and its completion (03 §3.2).
 
-What is durable after each step of 03 §3.2, and so what :func:`recover_install` finds after a
-crash at any point:
+What is durable after each step of 03 §3.2, and so what
+:func:`bundler.install.recovery.recover_install` finds after a crash at any point:
 
 1. **Stage.** ``.bundler-import-<token>/`` (0700) is created and its folder entry fsynced
    *before* anything else; the copies in it are fsynced (``copytree.make_durable``), then

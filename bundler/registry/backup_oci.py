@@ -49,7 +49,7 @@ from bundler.registry import backup_artifact as bart
 from bundler.registry.artifact import Descriptor, manifest_digest
 from bundler.registry.distribution import Session
 from bundler.registry.pull import private_bundle_folder
-from bundler.registry.reference import Reference
+from bundler.registry.reference import Reference, is_tag
 from bundler.registry.transport import Options
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress, phase
@@ -185,6 +185,23 @@ def backup_to_registry(
         session = Session(ref, options, push=True, environ=environ)
         try:
             with withholding(session.auth.scrub):
+                uploaded: list[str] = []
+                skipped: list[str] = []
+                if not session.blob_exists(config.digest):
+                    _upload(session, config, folder / _INDEX)
+                sizes = sum(layer.size for layer in layers)
+                with phase(progress, "uploading", len(layers), sizes):
+                    for part, layer in zip(parts, layers, strict=True):
+                        if session.blob_exists(layer.digest):
+                            skipped.append(layer.title)
+                        else:
+                            _upload(session, layer, part.path)
+                            uploaded.append(layer.title)
+                        if progress is not None:
+                            progress(1, layer.size)
+                # the tag is chosen only now, just before the manifest is stored: chosen before
+                # the uploads, another backup of the same second (another machine's, at the
+                # same minute of a schedule) could take it meanwhile and lose it to this one
                 tag = _free_tag(session, index.created_at)
                 report = RegistryBackupReport(
                     str(dataclasses.replace(ref, tag=tag)),
@@ -192,20 +209,10 @@ def backup_to_registry(
                     made.entries,
                     made.bytes,
                     made.skipped,
+                    uploaded,
+                    skipped,
                     warnings=[*made.warnings, *session.notes],
                 )
-                if not session.blob_exists(config.digest):
-                    _upload(session, config, folder / _INDEX)
-                sizes = sum(layer.size for layer in layers)
-                with phase(progress, "uploading", len(layers), sizes):
-                    for part, layer in zip(parts, layers, strict=True):
-                        if session.blob_exists(layer.digest):
-                            report.skipped.append(layer.title)
-                        else:
-                            _upload(session, layer, part.path)
-                            report.uploaded.append(layer.title)
-                        if progress is not None:
-                            progress(1, layer.size)
                 _store_manifest(session, tag, document, report)
                 return report
         finally:
@@ -290,7 +297,8 @@ class RegistryBackupListing:
         }
 
 
-def _list(session: Session) -> RegistryBackupListing:
+def _list(session: Session) -> tuple[RegistryBackupListing, list[str]]:
+    """The repository's backups, and every tag it has (a backup's or not)."""
     ref = session.ref
     tags = session.list_tags()
     if tags is None:
@@ -303,10 +311,15 @@ def _list(session: Session) -> RegistryBackupListing:
     for tag in sorted(tags, key=lambda t: bart.tag_order(t) or ("", "", 0)):
         if bart.tag_order(tag) is None:
             continue
-        data, media = session.get_manifest(tag)
         try:
+            data, media = session.get_manifest(tag)
             artifact = bart.parse_manifest(data, media)
+        except Refused:
+            if session.manifest_digest(tag) is None:
+                continue  # deleted since the tag list named it (a prune elsewhere)
+            raise
         except InvalidInput as exc:
+            # one tag nobody reads (too large, not a backup's) hides no other backup
             warnings.append(
                 f"{escape_display(tag)} is not a backup this tool reads ({exc.message})"
             )
@@ -322,7 +335,7 @@ def _list(session: Session) -> RegistryBackupListing:
             )
         )
     found.sort(key=lambda item: (item.created_at, bart.tag_order(item.tag)))
-    return RegistryBackupListing(str(ref).rsplit(":", 1)[0], found, warnings)
+    return RegistryBackupListing(str(ref).rsplit(":", 1)[0], found, warnings), tags
 
 
 def list_registry_backups(
@@ -333,7 +346,7 @@ def list_registry_backups(
     warning."""
     _repository_only(ref, "home backups --to")
     with Session(ref, options, environ=environ) as session, withholding(session.auth.scrub):
-        listing = _list(session)
+        listing, _tags = _list(session)
         listing.warnings.extend(session.notes)
         return listing
 
@@ -388,7 +401,7 @@ def prune_registry_backups(
         Session(ref, options, push=True, environ=environ) as session,
         withholding(session.auth.scrub),
     ):
-        listing = _list(session)
+        listing, tags = _list(session)
         # a backup is a manifest: tags naming the same one are kept or removed together (the
         # registry deletes a manifest with every tag that names it)
         backups: dict[str, list[RegistryListed]] = {}
@@ -396,23 +409,58 @@ def prune_registry_backups(
             backups.setdefault(item.digest, []).append(item)
         groups = list(backups.values())
         keep = kept_by(groups, lambda tags: tags[0].taken(), policy)
-        kept = [(item, keep[i]) for i, tags in enumerate(groups) if i in keep for item in tags]
-        doomed = [tags for i, tags in enumerate(groups) if i not in keep]
+        kept = [(item, keep[i]) for i, group in enumerate(groups) if i in keep for item in group]
+        doomed = [group for i, group in enumerate(groups) if i not in keep]
         warnings = [*listing.warnings, *session.notes]
+        if doomed:
+            doomed = _not_tagged_otherwise(session, doomed, tags, listing, warnings)
         if dry_run:
-            removed = [item for tags in doomed for item in tags]
+            removed = [item for group in doomed for item in group]
             return RegistryPruneReport(listing.reference, kept, removed, dry_run, warnings)
         removed = []
-        for tags in doomed:
+        for group in doomed:
             # a tag moved since it was listed names another backup, maybe one kept
-            moved = [item for item in tags if session.manifest_digest(item.tag) != item.digest]
+            moved = [item for item in group if session.manifest_digest(item.tag) != item.digest]
             if moved:
                 shown = ", ".join(escape_display(item.tag) for item in moved)
                 warnings.append(f"{shown} moved meanwhile: that backup is left alone")
                 continue
-            _delete(session, tags[0], removed)
-            removed.extend(tags)
+            _delete(session, group[0], removed)
+            removed.extend(group)
         return RegistryPruneReport(listing.reference, kept, removed, dry_run, warnings)
+
+
+def _not_tagged_otherwise(
+    session: Session,
+    doomed: list[list[RegistryListed]],
+    tags: list[str],
+    listing: RegistryBackupListing,
+    warnings: list[str],
+) -> list[list[RegistryListed]]:
+    """``doomed`` without the backups a tag no backup made also names (one tagged by hand,
+    ``latest``...): deleting the manifest would delete that tag with it, so such a backup is
+    left alone, with a warning naming the tag."""
+    listed = {item.tag for item in listing.backups}
+    named: dict[str, list[str]] = {}
+    for tag in tags:
+        if tag not in listed and is_tag(tag):
+            digest = session.manifest_digest(tag)
+            if digest == "unknown":  # a registry that does not say: the bytes do
+                digest = manifest_digest(session.get_manifest(tag)[0])
+            if digest is not None:
+                named.setdefault(digest, []).append(tag)
+    left = []
+    for group in doomed:
+        others = named.get(group[0].digest)
+        if others:
+            shown = ", ".join(escape_display(tag) for tag in sorted(others))
+            warnings.append(
+                f"{escape_display(group[0].tag)} is also tagged {shown}, which no backup made: "
+                "that backup is left alone (deleting it would delete that tag)"
+            )
+        else:
+            left.append(group)
+    return left
 
 
 def _delete(session: Session, item: RegistryListed, removed: list[RegistryListed]) -> None:

@@ -43,6 +43,7 @@ from bundler.errors import (
     UsageError,
 )
 from bundler.registry.challenge import Authenticated
+from bundler.registry.hashing import Hash
 from bundler.registry.network import BUSY, CLOSED, cause_of, lost
 from bundler.registry.reference import DIGEST, parse_reference
 from bundler.registry.streams import BlobStream, BodySink, NotAsHashed, Spooled, not_declared
@@ -253,7 +254,8 @@ class Session(Authenticated):
         """Every tag of the repository, following the ``Link`` pagination (distribution spec):
         None when the repository does not exist. A page larger than
         :data:`MAX_TAG_PAGE_BYTES`, more than ``max_tags`` tags, a next page that loops back,
-        or one on another host or scheme is :class:`InvalidInput`."""
+        a next page named by a page of no tags, or one on another host or scheme is
+        :class:`InvalidInput`."""
         url: str | None = self.url(f"{self.base_path()}/tags/list")
         seen: set[str] = set()
         tags: list[str] = []
@@ -287,6 +289,13 @@ class Session(Authenticated):
                     f"{escape_display(self.ref.repository)}; refused"
                 )
             url = self._next_page(url, link)
+            if url is not None and not page:
+                # each page must bring a tag: then ``max_tags`` bounds the pages read, where
+                # empty pages at ever new addresses would be read forever
+                raise Hostile(
+                    f"registry {self.shown}: a page of its tag list holds no tags yet names a "
+                    "next page; refused"
+                )
             if url is not None and url in seen:
                 raise Hostile(
                     f"registry {self.shown}: the tag list's next page loops back to one already "
@@ -491,22 +500,51 @@ class Session(Authenticated):
                 sink.write(chunk)
 
     def open_blob(
-        self, digest: str, size: int, progress: Callable[[int], None] | None = None
+        self,
+        digest: str,
+        size: int,
+        progress: Callable[[int], None] | None = None,
+        *,
+        resume: tuple[int, Hash] | None = None,
     ) -> BlobStream:
         """The blob ``digest`` as a stream to read (:class:`BlobStream`): at most ``size``
-        bytes, and the read that finds its end checks them against ``digest``."""
+        bytes, and the read that finds its end checks them against ``digest``.
+
+        ``resume`` (count, sha256 of the blob's first count bytes, which the caller holds)
+        asks the registry for the rest only, with a ``Range`` request; the stream's ``start``
+        says what was sent: ``count``, or 0 when the whole blob came (a mirror's, or a
+        registry that ignores the range or answers another one)."""
         for mirror in self.mirrors:
             spooled = self._from_mirror(mirror, digest, size, progress)
             if spooled is not None:
                 return spooled
-        response, netloc = self._get_blob(digest)
+        start, hashed = resume if resume is not None and 0 < resume[0] < size else (0, None)
+        response, netloc = self._get_blob(digest, start)
+        if start and response.status == 206:
+            if response.getheader("Content-Range") != f"bytes {start}-{size - 1}/{size}":
+                # not the range asked for: the whole blob, from the start
+                self.drop_response(response)
+                start, hashed = 0, None
+                response, netloc = self._get_blob(digest, 0)
+        elif start:
+            start, hashed = 0, None  # the range was ignored: this is the whole blob
         declared = response.getheader("Content-Length")
-        if declared is not None and (not declared.isdigit() or int(declared) != size):
+        if declared is not None and (not declared.isdigit() or int(declared) != size - start):
             self.drop_response(response)
             raise not_declared(
                 self.shown, digest, "its length is not the size the manifest declares"
             )
-        return BlobStream(self, response, netloc, digest, size, declared is not None, progress)
+        return BlobStream(
+            self,
+            response,
+            netloc,
+            digest,
+            size,
+            declared is not None,
+            progress,
+            start=start,
+            hashed=hashed,
+        )
 
     def _from_mirror(
         self,
@@ -544,10 +582,13 @@ class Session(Authenticated):
         spool.seek(0)
         return Spooled(self, spool, digest, size, progress)
 
-    def _get_blob(self, digest: str) -> tuple[http.client.HTTPResponse, str]:
-        """The answer to the blob's GET, redirects followed, and the host it came from."""
+    def _get_blob(self, digest: str, start: int = 0) -> tuple[http.client.HTTPResponse, str]:
+        """The answer to the blob's GET, redirects followed, and the host it came from; from
+        byte ``start`` on (a ``Range`` request, which may be answered with the whole blob)
+        when it is not 0."""
         url = self.url(f"{self.base_path()}/blobs/{digest}")
-        response = self.request("GET", "", url=url)
+        ranged = {"Range": f"bytes={start}-"} if start else {}
+        response = self.request("GET", "", url=url, headers=ranged)
         hops = 0
         while response.status in _REDIRECTS:
             location = response.getheader("Location") or ""
@@ -565,11 +606,15 @@ class Session(Authenticated):
                 )
             url, parts = given
             if parts.netloc == self.ref.netloc:
-                response = self.request("GET", "", url=url)
+                response = self.request("GET", "", url=url, headers=ranged)
             else:
                 # blob storage on another host gets no credential of ours
-                response = self._send("GET", url, {}, None)
-        if response.status != 200:
+                response = self._send("GET", url, dict(ranged), None)
+        if response.status == 416 and start:
+            # the registry cannot serve that range: the whole blob, then
+            self._read(response, MAX_SMALL_BYTES)
+            return self._get_blob(digest, 0)
+        if response.status != 200 and not (start and response.status == 206):
             if response.status == 404:
                 self._read(response, MAX_SMALL_BYTES)
                 raise Tampered(

@@ -23,6 +23,7 @@ import hashlib
 import queue
 import sys
 import threading
+from typing import Any
 
 from bundler.fs.interrupts import handed_over, joined, start_thread, wait_for
 
@@ -36,13 +37,18 @@ SWITCH_INTERVAL = 0.0002
 """The interpreter's switch interval (seconds) while a hashing thread runs."""
 
 
+Hash = Any
+"""A ``hashlib.sha256()`` object (its type is private to ``hashlib``)."""
+
+
 class Sha256:
     """A sha256 fed chunk by chunk (:meth:`update`), in a thread for a stream of ``expected``
-    bytes of at least :data:`THREADED_BYTES`. Call :meth:`close` when done with it (also on
+    bytes of at least :data:`THREADED_BYTES`; ``start``, when given, is a sha256 already fed
+    with what comes before. Call :meth:`close` when done with it (also on
     failure): it stops the thread."""
 
-    def __init__(self, expected: int) -> None:
-        self._hash = hashlib.sha256()
+    def __init__(self, expected: int, start: Hash | None = None) -> None:
+        self._hash = hashlib.sha256() if start is None else start
         self._queue: queue.Queue[bytes | None] | None = None
         self._thread: threading.Thread | None = None
         self._interval = sys.getswitchinterval()

@@ -1,6 +1,7 @@
 """``bundle pull REF DIR``: an artifact from a registry into a bundle folder, checked twice.
 
-Each blob is streamed into the staging folder, never more than its descriptor's size, and read
+Each blob is streamed into the staging folder (through the layer cache, :mod:`bundler.registry.
+cache`, into the cache, or read back from it), never more than its descriptor's size, and read
 as it arrives by the hostile-archive reader's listing (:func:`list_arriving`: every rule of
 :func:`bundler.bundle.archive_read.read_tar`, nothing written), so that judging a layer of many
 members costs no time after its last byte. Its sha256 is checked before a byte of it is
@@ -11,17 +12,22 @@ into place with ``RENAME_NOREPLACE``: a layer may hold only its own part (the ro
 bundle's own checksums and rules are verified (:func:`bundler.bundle.verify.verify_bundle`) and
 only then is the folder published by the staging + swap of :mod:`bundler.bundle.publish`.
 
-The blob file is scratch: it is removed once unpacked and never synced (only the bundle is made
-durable, once, by the publication). The unpacker records each file's XXH3-128 from the bytes it
-writes, and the verification compares those with ``checksums.xxh3`` instead of reading every
-file of the private staging folder back (``known_digests``); every other check of the bundle is
-unchanged.
+The blob file (without the cache) is scratch: it is removed once unpacked and never synced
+(only the bundle is made durable, once, by the publication). The unpacker records each file's
+XXH3-128 from the bytes it writes, and the verification compares those with ``checksums.xxh3``
+instead of reading every file of the private staging folder back (``known_digests``); every
+other check of the bundle is unchanged. Each layer's listing, from its download to its
+unpacking, and those digests, until the verification has read them, are kept on disk
+(:mod:`bundler.bundle.archive_spill`: unnamed files in the private blob folder, read back in
+the order each step needs), so a pull holds nothing per file and its memory does not grow with
+the bundle (06 P4).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import io
 import os
 import stat
@@ -33,7 +39,8 @@ from typing import Any, BinaryIO, cast
 from bundler.bundle.archive import SCRATCH_PREFIX
 from bundler.bundle.archive_listing import ListedMember
 from bundler.bundle.archive_read import ArchiveLimits, Digests, list_tar
-from bundler.bundle.archive_replay import replay_tar
+from bundler.bundle.archive_replay import replay_members
+from bundler.bundle.archive_spill import MemberFile, SpilledDigests
 from bundler.bundle.manifest import MANIFEST_NAME
 from bundler.bundle.publish import Staging, admit, lstat_at, stage_build_publish
 from bundler.bundle.sealed import SEALED_NAME
@@ -51,6 +58,7 @@ from bundler.fs.durable import RENAME_NOREPLACE, open_dir, renameat2, write_all
 from bundler.fs.safefs import rmtree_at
 from bundler.fs.scratch import clear_dead_scratch, scratch_folder, temp_root
 from bundler.registry import artifact as art
+from bundler.registry.cache import BlobCache, CachedBlob, layer_cache, read_through, retried
 from bundler.registry.distribution import Session
 from bundler.registry.reference import Reference
 from bundler.registry.streams import BlobStream
@@ -96,25 +104,61 @@ def fetch_manifest(session: Session) -> tuple[art.Artifact, str]:
     return art.parse_manifest(data, media), digest
 
 
-def fetch_config(session: Session, artifact: art.Artifact) -> bytes:
-    """The config blob (the bundle's ``zeroclaw-agent.toml``), checked against its digest."""
-    sink = io.BytesIO()
-    session.download_blob(artifact.config.digest, artifact.config.size, sink)
-    return sink.getvalue()
+def fetch_config(session: Session, artifact: art.Artifact, cache: BlobCache | None = None) -> bytes:
+    """The config blob (the bundle's ``zeroclaw-agent.toml``), checked against its digest;
+    through the layer ``cache`` when given."""
+    config = artifact.config
+    if cache is None:
+        sink = io.BytesIO()
+        session.download_blob(config.digest, config.size, sink)
+        return sink.getvalue()
+
+    def whole(blob: CachedBlob) -> bytes:
+        return b"".join(iter(lambda: blob.read(CHUNK), b""))
+
+    return read_through(cache, session, config.digest, config.size, None, whole)
 
 
-def check_space(dir_fd: int, artifact: art.Artifact, *, unpacked: bool) -> None:
-    """Refuse before a byte is fetched when the filesystem of ``dir_fd`` cannot hold what the
-    pull writes there: each layer once for an archive; for a folder (``unpacked``) a layer's
-    blob and its unpacked copy side by side for a moment, so the largest twice."""
+def check_space(
+    dir_fd: int,
+    artifact: art.Artifact,
+    *,
+    unpacked: bool,
+    cache: BlobCache | None = None,
+    fetched: list[art.Descriptor] | None = None,
+) -> None:
+    """Refuse before a byte is fetched when the filesystems written cannot hold what the pull
+    writes: at ``dir_fd`` each of ``artifact``'s layers once (an archive's members, or a
+    folder's files); for a folder (``unpacked``) pulled without the ``cache``, also the blob
+    of the layer being unpacked beside its files, so the largest twice. With the cache, the
+    bytes of the ``fetched`` layers (default: the artifact's) that it does not hold yet, on
+    its filesystem; one sum when the two are the same filesystem."""
     sizes = [layer.size for layer in artifact.layers]
-    needed = sum(sizes) + (max(sizes) if unpacked else 0)
+    here = sum(sizes) + (max(sizes, default=0) if unpacked and cache is None else 0)
+    there = 0
+    if cache is not None:
+        layers = artifact.layers if fetched is None else fetched
+        there = sum(layer.size - cache.present(layer.digest, layer.size) for layer in layers)
     st = os.fstatvfs(dir_fd)
+    same = cache is not None and os.fstat(cache.fd).st_dev == os.fstat(dir_fd).st_dev
+    needed = here + there if same else here
     if needed > st.f_bavail * st.f_frsize:
         raise NoSpace(
             f"the artifact needs about {human_size(needed)} and the destination's filesystem "
             f"has {human_size(st.f_bavail * st.f_frsize)} free; free some space and try again"
+            + (" (the layer cache shares it: 'bundler bundle cache --prune' or --no-cache)")
+            * (same and there > 0)
         )
+    if cache is not None and not same:
+        free = os.fstatvfs(cache.fd)
+        if there > free.f_bavail * free.f_frsize:
+            raise NoSpace(
+                f"the layers to download need about {human_size(there)} in the layer cache "
+                f"{escape_display(str(cache.path))}, whose filesystem has "
+                f"{human_size(free.f_bavail * free.f_frsize)} free; prune it ('bundler bundle "
+                "cache --prune --max-size SIZE') or pull with --no-cache",
+                path=str(cache.path),
+            )
 
 
 def pull_into(
@@ -124,26 +168,29 @@ def pull_into(
     progress: Progress | None = None,
     list_only: frozenset[str] = frozenset(),
     listed: list[ListedMember] | None = None,
-    digests: Digests | None = None,
+    digests: SpilledDigests | None = None,
+    cache: BlobCache | None = None,
 ) -> tuple[art.Artifact, str]:
-    """Fetch the artifact ``session.ref`` names into the empty folder ``staging_fd``.
+    """Fetch the artifact ``session.ref`` names into the empty folder ``staging_fd``, each
+    blob through the layer ``cache`` when given (:mod:`bundler.registry.cache`).
 
     On return the folder holds the bundle (not yet verified as a bundle); on an exception it
     holds some of it and the caller removes it. ``digests``, when given, receives the size and
-    XXH3-128 of every file as it was unpacked, by bundle path (for ``verify_bundle``'s
-    ``known_digests``).
+    XXH3-128 of every file as it was unpacked (for ``verify_bundle``'s ``known_digests``),
+    kept on disk with each layer's listing (:mod:`bundler.bundle.archive_spill`): nothing per
+    file of an unpacked layer stays in memory.
 
     Layers titled in ``list_only`` are downloaded and judged by every rule as they arrive, but
     nothing of them is written: their members go to ``listed`` (given with ``list_only``) and
-    their digests to ``digests``, which ``verify_bundle`` judges as if the folder held them
-    (its ``listed``), so the verdict is the one a pulled folder gets.
+    their digests to ``digests.listed``, which ``verify_bundle`` judges as if the folder held
+    them (its ``listed``), so the verdict is the one a pulled folder gets.
     """
     artifact, digest = fetch_manifest(session)
     kept = dataclasses.replace(
         artifact, layers=[x for x in artifact.layers if x.title not in list_only]
     )
-    check_space(staging_fd, kept, unpacked=True)
-    config = fetch_config(session, artifact)
+    check_space(staging_fd, kept, unpacked=True, cache=cache, fetched=artifact.layers)
+    config = fetch_config(session, artifact, cache)
     os.mkdir(BLOBS, 0o700, dir_fd=staging_fd)
     blobs_fd = os.open(BLOBS, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=staging_fd)
     total = sum(layer.size for layer in artifact.layers)
@@ -152,9 +199,16 @@ def pull_into(
             for index, layer in enumerate(artifact.layers):
                 if layer.title in list_only:
                     assert listed is not None, "list_only needs a list for the members"
-                    listed += list_part(session, layer, _discard, progress, digests)
+                    known = None if digests is None else digests.listed
+                    listed += retried(
+                        functools.partial(
+                            list_part, session, layer, _discard, progress, known, cache
+                        )
+                    )
                 else:
-                    _fetch_layer(session, staging_fd, blobs_fd, index, layer, progress, digests)
+                    _fetch_layer(
+                        session, staging_fd, blobs_fd, index, layer, progress, digests, cache
+                    )
     finally:
         os.close(blobs_fd)
     os.rmdir(BLOBS, dir_fd=staging_fd)
@@ -174,13 +228,32 @@ def _fetch_layer(
     index: int,
     layer: art.Descriptor,
     progress: Progress | None,
-    digests: Digests | None,
+    digests: SpilledDigests | None,
+    cache: BlobCache | None,
 ) -> None:
+    if cache is not None:
+        # unpacked from the cached blob once it is checked: nothing of it is copied here
+
+        def use(blob: CachedBlob) -> None:
+            # each reading lists into a file of its own, and ``digests`` takes it only once
+            # the files are made, after the check: a stale copy's listing goes with its file
+            with MemberFile(blobs_fd) as members:
+                _list_blob(blob, layer, _discard, members, None)
+                unpack_layer(
+                    blob.fd, 0, members, staging_fd, blobs_fd, index, layer, session, digests
+                )
+
+        read_through(cache, session, layer.digest, layer.size, _chunks(progress), use)
+        if progress is not None:
+            progress(1, 0)
+        return
     blob = f"{index}"
     fd = os.open(blob, _FILE_FLAGS, 0o600, dir_fd=blobs_fd)
     try:
-        members = list_arriving(session, layer, lambda data: write_all(fd, data), progress)
-        unpack_layer(fd, 0, members, staging_fd, blobs_fd, index, layer, session, digests)
+        with MemberFile(blobs_fd) as members:
+            write = functools.partial(write_all, fd)
+            list_arriving(session, layer, write, members, progress)
+            unpack_layer(fd, 0, members, staging_fd, blobs_fd, index, layer, session, digests)
     finally:
         os.close(fd)
     os.unlink(blob, dir_fd=blobs_fd)
@@ -190,37 +263,76 @@ def list_arriving(
     session: Session,
     layer: art.Descriptor,
     write: Callable[[bytes], object],
+    members: MemberFile | list[ListedMember],
     progress: Progress | None,
     digests: Digests | None = None,
-) -> list[ListedMember]:
-    """Download the blob of ``layer``, giving each chunk as it arrives to ``write`` (where the
-    blob is kept) and then to the hostile-archive reader's listing (:func:`bundler.bundle.
-    archive_read.list_tar`, which writes nothing): the layer's members, once the whole blob
-    has arrived and its sha256 is the manifest's.
+    cache: BlobCache | None = None,
+    trust: bool = True,
+) -> None:
+    """Download the blob of ``layer`` (through the layer ``cache`` when given: ``trust`` as
+    :meth:`bundler.registry.cache.BlobCache.blob` takes it, a :class:`bundler.registry.cache.
+    StaleCopy` the caller's to retry, :func:`bundler.registry.cache.retried`, with a new
+    ``members``), giving each chunk as it arrives to ``write`` (where the blob is kept) and then
+    to the hostile-archive reader's listing (:func:`bundler.bundle.archive_read.list_tar`, which
+    writes nothing), whose members are appended to ``members`` in archive order (and read again
+    from there should the reader need them); on return the whole blob has arrived and its
+    sha256 is the manifest's.
 
     Listing bytes not yet checked is safe because it only reads them; nothing is made of the
     listing before the blob's end is read and checked. A listing that refuses the blob first
     reads it to its end, so that bytes which are not the blob's are reported as that (the
     registry's fault), not as what they made of the tar. ``digests`` receives the listing's.
+
+    A layer holds only its part (:func:`refuse_outside`, which its caller applies), so the
+    reader's checksum gate judges only what may follow ``checksums.xxh3`` in its layer
+    (:func:`_gated`) and holds only those lines.
     """
-    chunks = None if progress is None else (lambda n: progress(0, n))
-    # a layer is one blob: its chunks are bytes done, the whole layer one "file"
-    with session.open_blob(layer.digest, layer.size, chunks) as blob:
-        arriving = _Arriving(blob, write)
-        try:
-            members = list_tar(
-                cast(BinaryIO, arriving),
-                ArchiveLimits(max_total_bytes=max(layer.size, 1)),
-                name=f"layer {layer.title}",
-                digests=digests,
-            )
-        except InvalidInput:
-            arriving.drain()
-            raise
-        arriving.finish()
+    chunks = _chunks(progress)
+    if cache is not None:
+        with cache.blob(session, layer.digest, layer.size, chunks, trust=trust) as cached:
+            _list_blob(cached, layer, write, members, digests)
+    else:
+        with session.open_blob(layer.digest, layer.size, chunks) as blob:
+            _list_blob(blob, layer, write, members, digests)
     if progress is not None:
         progress(1, 0)
-    return members
+
+
+def _chunks(progress: Progress | None) -> Callable[[int], None] | None:
+    # a layer is one blob: its chunks are bytes done, the whole layer one "file"
+    return None if progress is None else (lambda n: progress(0, n))
+
+
+def _list_blob(
+    blob: BlobStream | CachedBlob,
+    layer: art.Descriptor,
+    write: Callable[[bytes], object],
+    members: MemberFile | list[ListedMember],
+    digests: Digests | None,
+) -> None:
+    """:func:`list_arriving`'s listing of the open ``blob`` into ``members``, read to its end
+    (which checks it). ``digests`` receives the listing's only once the blob proved to be the
+    digest's: a cached copy that was not is read again from the registry, and what its listing
+    found is none of the blob's (``members``, which the listing fills as it goes, is the
+    caller's to drop: :func:`bundler.registry.cache.retried` starts each try with a new one)."""
+    found: Digests | None = None if digests is None else {}
+    arriving = _Arriving(blob, write)
+    try:
+        list_tar(
+            cast(BinaryIO, arriving),
+            ArchiveLimits(max_total_bytes=max(layer.size, 1)),
+            name=f"layer {layer.title}",
+            digests=found,
+            record=members.append,
+            recall=lambda: ((member.name, member.is_dir) for member in members),
+            gated=functools.partial(_gated, layer.title),
+        )
+    except InvalidInput:
+        arriving.drain()
+        raise
+    arriving.finish()
+    if digests is not None and found is not None:
+        digests.update(found)
 
 
 def list_part(
@@ -229,10 +341,13 @@ def list_part(
     write: Callable[[bytes], object],
     progress: Progress | None,
     digests: Digests | None,
+    cache: BlobCache | None = None,
+    trust: bool = True,
 ) -> list[ListedMember]:
     """:func:`list_arriving` for a layer that is not unpacked: its members, each refused when
     it lies outside the layer's part (:func:`refuse_outside`), as unpacking would refuse it."""
-    members = list_arriving(session, layer, write, progress, digests)
+    members: list[ListedMember] = []
+    list_arriving(session, layer, write, members, progress, digests, cache, trust)
     for member in members:
         top = member.name.partition("/")[0]
         refuse_outside(session, layer.title, top, is_file=not member.is_dir and top == member.name)
@@ -256,7 +371,7 @@ class _Arriving:
     """A blob as the listing reads it: each chunk, as it arrives, is first given to ``write``,
     then to the reader (which asks for large chunks and takes its pieces from them)."""
 
-    def __init__(self, blob: BlobStream, write: Callable[[bytes], object]) -> None:
+    def __init__(self, blob: BlobStream | CachedBlob, write: Callable[[bytes], object]) -> None:
         self._blob = blob
         self._write = write
 
@@ -284,28 +399,40 @@ class _Arriving:
 def unpack_layer(
     blob_fd: int,
     base: int,
-    members: list[ListedMember],
+    members: MemberFile | list[ListedMember],
     staging_fd: int,
     work_fd: int,
     index: int,
     layer: art.Descriptor,
     session: Session,
-    digests: Digests | None,
+    digests: SpilledDigests | None,
 ) -> None:
     """Unpack the checked blob of ``layer``, at ``base`` in the file ``blob_fd``, whose listing
     is ``members`` (:func:`list_arriving`), into a folder of its own in ``work_fd``, then move
-    its part into the bundle folder ``staging_fd`` (:func:`_move_part`)."""
+    its part into the bundle folder ``staging_fd`` (:func:`_move_part`). ``digests`` (given
+    with a listing kept on disk) receives the digests of the files made, kept beside it."""
     unpack = f".bundler-layer-{index}"
     os.mkdir(unpack, 0o700, dir_fd=work_fd)
     unpack_fd = os.open(unpack, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=work_fd)
     try:
-        replay_tar(
-            blob_fd, unpack_fd, members, base=base, name=f"layer {layer.title}", digests=digests
-        )
+        slots = None
+        if digests is not None:
+            assert isinstance(members, MemberFile), "digests are kept beside a listing on disk"
+            slots = digests.record(members, work_fd)
+        name = f"layer {layer.title}"
+        replay_members(blob_fd, unpack_fd, members, base=base, name=name, slots=slots)
         _move_part(unpack_fd, staging_fd, layer.title, session)
     finally:
         os.close(unpack_fd)
     rmtree_at(work_fd, unpack)
+
+
+def _gated(title: str, path: str) -> bool:
+    """Whether the reader's checksum gate judges the file ``path`` of the layer ``title``:
+    only the ``metadata`` layer may carry ``checksums.xxh3``, and only its own part, root
+    files, may follow it there; a member outside its layer's part is refused by
+    :func:`refuse_outside`, and every file by the bundle's verification."""
+    return title == art.METADATA and "/" not in path
 
 
 def refuse_outside(session: Session, title: str, top: str, *, is_file: bool) -> None:
@@ -371,16 +498,19 @@ def pull_bundle(
     force: bool = False,
     progress: Progress | None = None,
     environ: dict[str, str] | None = None,
+    cache: bool = True,
 ) -> PullReport:
-    """Pull ``ref`` into the bundle folder ``dest`` (created, or replaced with ``force``)."""
+    """Pull ``ref`` into the bundle folder ``dest`` (created, or replaced with ``force``),
+    through the layer cache unless ``cache`` is false."""
     session = Session(ref, options, environ=environ)
     report = PullReport(str(ref), "", "")
-    digests: Digests = {}
+    digests = SpilledDigests()
 
     def build(staging: Staging) -> None:
-        _artifact, report.digest = pull_into(
-            session, staging.fd, progress=progress, digests=digests
-        )
+        with layer_cache(session, cache) as blobs:
+            _artifact, report.digest = pull_into(
+                session, staging.fd, progress=progress, digests=digests, cache=blobs
+            )
         folder = Path(staging.admission.parent_path) / staging.name
         # the flush (its disk) and the verification (the processor) overlap
         verified = staging.flush_during(lambda: verify_bundle(folder, known_digests=digests))
@@ -404,6 +534,7 @@ def pull_bundle(
             err,
         ) from None
     finally:
+        digests.close()
         session.close()
 
 
@@ -415,14 +546,16 @@ def pulled(
     progress: Progress | None = None,
     environ: dict[str, str] | None = None,
     list_only: frozenset[str] = frozenset(),
-    digests: Digests | None = None,
+    digests: SpilledDigests | None = None,
     listed: list[ListedMember] | None = None,
+    cache: bool = True,
 ) -> Iterator[tuple[Path, str, Callable[[str], str]]]:
     """A private copy of the artifact's bundle for the duration of the block: (folder, digest,
     scrub). ``scrub`` withholds the credentials the registry was sent: what it served is its
     text, so whatever the caller shows of the copy goes through it.
 
     ``digests`` receives what :func:`pull_into` records (for a caller that verifies the copy).
+    Every blob goes through the layer cache (the listed ones too) unless ``cache`` is false.
 
     For ``bundle verify|inspect REF`` and ``agents import REF``, which then read the folder as
     they read any bundle; ``list_only`` names layers judged as they arrive and not written,
@@ -437,14 +570,16 @@ def pulled(
         session = stack.enter_context(Session(ref, options, environ=environ))
         with withholding(session.auth.scrub):
             try:
-                _artifact, digest = pull_into(
-                    session,
-                    fd,
-                    progress=progress,
-                    list_only=list_only,
-                    listed=listed,
-                    digests=digests,
-                )
+                with layer_cache(session, cache) as blobs:
+                    _artifact, digest = pull_into(
+                        session,
+                        fd,
+                        progress=progress,
+                        list_only=list_only,
+                        listed=listed,
+                        digests=digests,
+                        cache=blobs,
+                    )
             except OSError as err:
                 raise os_failure(
                     f"pulling {escape_display(str(ref))} failed ({err.strerror or err})", err

@@ -32,6 +32,7 @@ the swap is still what makes the archive durable, and nothing else is claimed of
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from pathlib import Path
@@ -50,6 +51,7 @@ from bundler.fs.direct import WORTHWHILE, SequentialWriter
 from bundler.fs.durable import start_writeback, write_all
 from bundler.fs.scratch import temp_root
 from bundler.registry import artifact as art
+from bundler.registry.cache import BlobCache, layer_cache, retried
 from bundler.registry.distribution import Session
 from bundler.registry.pull import (
     PullReport,
@@ -84,17 +86,22 @@ def pull_archive(
     force: bool = False,
     progress: Progress | None = None,
     environ: dict[str, str] | None = None,
+    cache: bool = True,
 ) -> PullReport:
     """Pull ``ref`` into the bundle archive ``dest`` (created, or an archive replaced with
-    ``force``), verified before it is published."""
+    ``force``), verified before it is published; each blob through the layer cache unless
+    ``cache`` is false."""
     cleared = clear_abandoned_or_warn(dest)
     admission = admit(dest, force=force, protected=[], archive_check=looks_like_archive, label="")
     report = PullReport(str(ref), "", "")
     with Session(ref, options, environ=environ) as session, withholding(session.auth.scrub):
 
         def build(staging: Staging) -> None:
-            with private_bundle_folder("to pull into") as (folder, folder_fd):
-                _Puller(session, staging.fd, folder, folder_fd, progress, report).run()
+            with (
+                private_bundle_folder("to pull into") as (folder, folder_fd),
+                layer_cache(session, cache) as blobs,
+            ):
+                _Puller(session, staging.fd, folder, folder_fd, progress, report, blobs).run()
 
         try:
             with admission:
@@ -121,8 +128,10 @@ class _Puller:
         folder_fd: int,
         progress: Progress | None,
         report: PullReport,
+        cache: BlobCache | None,
     ) -> None:
         self.session = session
+        self.cache = cache
         self.out_fd = out_fd
         self.folder = folder
         self.folder_fd = folder_fd
@@ -139,8 +148,8 @@ class _Puller:
         artifact, self.report.digest = fetch_manifest(session)
         # the layers go into the archive one after the other; the parts unpacked for verify
         # and a layer written anew go to the temporary folder, not here
-        check_space(self.out_fd, artifact, unpacked=False)
-        config = fetch_config(session, artifact)
+        check_space(self.out_fd, artifact, unpacked=False, cache=self.cache)
+        config = fetch_config(session, artifact, self.cache)
         layers = sorted(artifact.layers, key=_archive_order)
         total = sum(layer.size for layer in layers)
         with phase(self.progress, "downloading", len(layers), total):
@@ -166,15 +175,7 @@ class _Puller:
         """Download ``layer`` where its members go, listing it as it arrives, and leave the
         staging file ending with its members in archive form."""
         start = self.end
-        if layer.size >= WORTHWHILE:
-            with SequentialWriter(self.out_fd, start) as sink:
-                members = list_part(self.session, layer, sink.write, self.progress, self.digests)
-                sink.finish()
-        else:
-            os.lseek(self.out_fd, start, os.SEEK_SET)
-            self.position = start
-            self.kicked = min(self.kicked, start)
-            members = list_part(self.session, layer, self.write, self.progress, self.digests)
+        members = retried(functools.partial(self._receive, start, layer))
         if layer.title in UNPACKED:
             unpack_layer(
                 self.out_fd,
@@ -195,6 +196,24 @@ class _Puller:
             end = self._rewrite(start, layer.size, ordered)
         self.end = start + end
         os.ftruncate(self.out_fd, self.end)
+
+    def _receive(self, start: int, layer: art.Descriptor, trust: bool) -> list[ListedMember]:
+        """Write the blob of ``layer`` at ``start`` as it arrives (through the layer cache,
+        ``trust`` as :func:`bundler.registry.cache.retried` gives it: a second try writes
+        from ``start`` again), listing it: its members."""
+        if layer.size >= WORTHWHILE:
+            with SequentialWriter(self.out_fd, start) as sink:
+                members = list_part(
+                    self.session, layer, sink.write, self.progress, self.digests, self.cache, trust
+                )
+                sink.finish()
+            return members
+        os.lseek(self.out_fd, start, os.SEEK_SET)
+        self.position = start
+        self.kicked = min(self.kicked, start)
+        return list_part(
+            self.session, layer, self.write, self.progress, self.digests, self.cache, trust
+        )
 
     def _rewrite(self, start: int, size: int, members: list[ListedMember]) -> int:
         """Move the layer at ``start`` aside and write its ``members`` anew in its place: the

@@ -74,6 +74,12 @@ class Reference:
         return f"{SCHEME}{self.netloc}/{self.repository}{tail}"
 
 
+def is_tag(text: str) -> bool:
+    """Whether ``text`` is a tag a registry can hold (the distribution specification's
+    grammar): a tag list's other names go into no request."""
+    return _TAG.fullmatch(text) is not None
+
+
 def is_reference(text: str) -> bool:
     """True when ``text`` names a registry artifact rather than a local path."""
     return text.startswith(SCHEME)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import BinaryIO
 
 from bundler.errors import InvalidInput, Refused, RegistryRefused, RegistryUnreachable, Tampered
-from bundler.registry.hashing import Sha256
+from bundler.registry.hashing import Hash, Sha256
 from bundler.registry.network import (
     CLOSED,
     TIMED_OUT,
@@ -55,15 +55,22 @@ class BlobStream:
         size: int,
         length_declared: bool,
         progress: Callable[[int], None] | None,
+        *,
+        start: int = 0,
+        hashed: Hash | None = None,
     ) -> None:
         self._session = session
         self._response = response
         self._netloc = netloc
         self._digest = digest
-        self._left = size
+        self.start = start
+        """Where the bytes sent start in the blob: 0, or the end of what ``hashed`` (the
+        sha256 of the blob's first ``start`` bytes) hashed, for the rest of a blob that an
+        answer to a ``Range`` request sends."""
+        self._left = size - start
         self._length_declared = length_declared
         self._progress = progress
-        self._hash = Sha256(size)
+        self._hash = Sha256(size - start, hashed)
         self._checked = False
         self._sock = socket_of(response)
         self._timings = retry.timings(session.auth.environ)
@@ -184,6 +191,7 @@ class Spooled(BlobStream):
         progress: Callable[[int], None] | None,
     ) -> None:
         self._session = session
+        self.start = 0
         self._spool = spool
         self._digest = digest
         self._progress = progress

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from bundler.rules.config_view import table
+
 __all__ = [
     "agent_dir",
     "config_file",
@@ -72,15 +74,10 @@ def resolve_config_path(value: str, install_root: Path) -> Path:
     return path if path.is_absolute() else install_root / path
 
 
-def _table(value: Any) -> Mapping[str, Any]:
-    # a hostile or half-written config may hold anything anywhere; a wrong type means "unset"
-    return value if isinstance(value, Mapping) else {}
-
-
 def workspace_dir(config: Mapping[str, Any], alias: str, install_root: Path) -> Path:
     """The workspace folder of agent ``alias``: ``agents.<alias>.workspace.path`` or the default."""
-    agent = _table(_table(config.get("agents")).get(alias))
-    path = _table(agent.get("workspace")).get("path")
+    agent = table(table(config.get("agents")).get(alias))
+    path = table(agent.get("workspace")).get("path")
     if isinstance(path, str) and path:
         return resolve_config_path(path, install_root)
     return default_workspace_dir(install_root, alias)
@@ -88,7 +85,7 @@ def workspace_dir(config: Mapping[str, Any], alias: str, install_root: Path) -> 
 
 def skill_bundle_dir(config: Mapping[str, Any], bundle_alias: str, install_root: Path) -> Path:
     """The folder of skill bundle ``bundle_alias``: its ``directory`` or the default."""
-    bundle = _table(_table(config.get("skill_bundles")).get(bundle_alias))
+    bundle = table(table(config.get("skill_bundles")).get(bundle_alias))
     directory = bundle.get("directory")
     if isinstance(directory, str) and directory:
         return resolve_config_path(directory, install_root)

@@ -26,6 +26,7 @@ from itertools import repeat
 from typing import Any, NamedTuple
 
 from bundler.rules import schema
+from bundler.rules.config_view import array, table
 
 EntryKey = tuple[str, str]
 
@@ -61,19 +62,10 @@ CARRIED_TARGETS = frozenset(
 )
 
 
-def _table(value: Any) -> Mapping[str, Any]:
-    # a wrong type anywhere means "not there"; the schema check reports it
-    return value if isinstance(value, Mapping) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 # --- the split -------------------------------------------------------------------------------
 
 
-def split_provider_ref(ref: Any) -> tuple[str, str] | None:
+def split_provider_ref(ref: object) -> tuple[str, str] | None:
     """``"<family>.<alias>"`` as ``(family, alias)``; None when ``ref`` is not of that form.
 
     The one place a dotted reference is split (providers and channels alike). Exactly one dot
@@ -88,7 +80,7 @@ def split_provider_ref(ref: Any) -> tuple[str, str] | None:
     return family, alias
 
 
-def split_ref(target: str, ref: Any) -> tuple[str, ...] | None:
+def split_ref(target: str, ref: object) -> tuple[str, ...] | None:
     """The key below table ``target`` that ``ref`` names, or None when it names nothing.
 
     ``(family, alias)`` for a two-tier table (providers, channels), ``(alias,)`` otherwise; an
@@ -105,7 +97,7 @@ def split_ref(target: str, ref: Any) -> tuple[str, ...] | None:
 def families(category: str) -> frozenset[str]:
     """The provider families the schema knows in ``providers.<category>`` (a closed set)."""
     node = schema.config_schema()["properties"]["providers"]["properties"].get(category, {})
-    return frozenset(_table(node.get("properties")))
+    return frozenset(table(node.get("properties")))
 
 
 # --- entries ---------------------------------------------------------------------------------
@@ -129,7 +121,7 @@ def iter_entries(config: Mapping[str, Any], kind: str) -> Iterator[tuple[str, di
     """
     if kind == "mcp.servers":
         seen: set[str] = set()
-        for server in _list(_table(config.get("mcp")).get("servers")):
+        for server in array(table(config.get("mcp")).get("servers")):
             if (
                 isinstance(server, dict)
                 and isinstance(server.get("name"), str)
@@ -138,9 +130,9 @@ def iter_entries(config: Mapping[str, Any], kind: str) -> Iterator[tuple[str, di
                 seen.add(server["name"])
                 yield server["name"], server
         return
-    node: Any = config
+    node: object = config
     for part in kind.split("."):
-        node = node.get(part) if isinstance(node, dict) else None
+        node = table(node).get(part)
     if not isinstance(node, dict):
         return
     if kind in PROVIDER_KINDS:
@@ -155,9 +147,9 @@ def iter_entries(config: Mapping[str, Any], kind: str) -> Iterator[tuple[str, di
             yield alias, entry
 
 
-def value_at(entry: Any, rel: Sequence[str]) -> Any:
+def value_at(entry: object, rel: Sequence[str]) -> Any:
     """The value at ``rel`` below ``entry``, or None when a step is missing."""
-    node: Any = entry
+    node: object = entry
     for part in rel:
         if not isinstance(node, dict) or part not in node:
             return None
@@ -281,7 +273,7 @@ def entry_refs(kind: str, name: str, entry: Mapping[str, Any]) -> Iterator[Ref]:
             segments = ref_field.segments
             value = entry[key] if len(segments) == 1 else value_at(entry, segments)
             if ref_field.is_list:
-                for index, item in enumerate(_list(value)):
+                for index, item in enumerate(array(value)):
                     yield Ref(source, ref_field, index, item)
             elif value is not None:
                 yield Ref(source, ref_field, None, value)
@@ -306,9 +298,9 @@ def entry_of(
         return first_servers(config, set(key[:1])).get(key[0]) if key else None
     if target in PROVIDER_KINDS and key[0] not in families(target.split(".", 1)[1]):
         return None
-    node: Any = config
+    node: object = config
     for part in (*target.split("."), *key):
-        node = node.get(part) if isinstance(node, Mapping) else None
+        node = table(node).get(part)
     return node if isinstance(node, Mapping) else None
 
 
@@ -322,11 +314,11 @@ def granted_servers(mcp_bundles: Mapping[str, Any], bundle_names: Iterable[Any])
     ``servers`` in first-seen order, without duplicates and without excluded names. An unknown
     bundle, a list that is not a list and a name that is not a string grant nothing.
     """
-    bundles = [_table(mcp_bundles.get(n)) for n in bundle_names if isinstance(n, str)]
-    excluded = {s for b in bundles for s in _list(b.get("exclude")) if isinstance(s, str)}
+    bundles = [table(mcp_bundles.get(n)) for n in bundle_names if isinstance(n, str)]
+    excluded = {s for b in bundles for s in array(b.get("exclude")) if isinstance(s, str)}
     granted: dict[str, None] = {}
     for bundle in bundles:
-        for server in _list(bundle.get("servers")):
+        for server in array(bundle.get("servers")):
             if isinstance(server, str) and server not in excluded:
                 granted.setdefault(server)
     return list(granted)
@@ -340,13 +332,13 @@ def first_servers(config: Mapping[str, Any], wanted: set[str]) -> dict[str, Mapp
     the first entry with exactly that name.
     """
     found: dict[str, Mapping[str, Any]] = {}
-    servers = _list(_table(config.get("mcp")).get("servers"))
+    servers = array(table(config.get("mcp")).get("servers"))
     if not wanted or not servers:
         return found
     try:
         names: list[Any] = list(map(dict.get, servers, repeat("name")))
     except TypeError:  # an entry that is not a table: read the names one by one
-        names = [s.get("name") if isinstance(s, dict) else None for s in servers]
+        names = [table(s).get("name") for s in servers]
     for name in wanted:
         try:
             found[name] = servers[names.index(name)]
@@ -414,8 +406,8 @@ def reach(
                 if found is not None:
                     queue.append((ref.target, ref.value, found))
     _fallbacks(config, out, fallback_depth)
-    names = _list(agent.get("mcp_bundles"))
-    out.granted = granted_servers(_table(config.get("mcp_bundles")), names)
+    names = array(agent.get("mcp_bundles"))
+    out.granted = granted_servers(table(config.get("mcp_bundles")), names)
     out.servers = first_servers(config, set(out.granted))
     return out
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bundler.rules import schema
+from bundler.rules.config_view import array, array_of_tables, strings, table
 from bundler.rules.credentials import mask_credentials
 from bundler.rules.paths import format_path
 
@@ -77,20 +78,12 @@ def risk_sort_key(flag: RiskFlag) -> tuple[str, str]:
     return (flag.path, flag.kind)
 
 
-def _table(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _strings(value: Any) -> list[str]:
-    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
-
-
-def _nonempty(value: Any) -> bool:
+def _nonempty(value: object) -> bool:
     return isinstance(value, list) and len(value) > 0
 
 
-def _listing(value: Any) -> str:
-    return ", ".join(_strings(value))
+def _listing(value: object) -> str:
+    return ", ".join(strings(value))
 
 
 def _host_path(path: str, value: str) -> RiskFlag:
@@ -118,10 +111,10 @@ def effective_auto_approve(alias: str, profile: Mapping[str, Any]) -> list[str]:
     """
     defaults = default_auto_approve()
     listed = profile.get("auto_approve", defaults)
-    names = _strings(listed) if isinstance(listed, list) else []
+    names = strings(listed)
     if alias == DEFAULT_PROFILE:
         names += [name for name in defaults if name not in names]
-    asked = set(_strings(profile.get("always_ask")))
+    asked = set(strings(profile.get("always_ask")))
     return [name for name in dict.fromkeys(names) if name not in asked]
 
 
@@ -162,7 +155,7 @@ def _risk_profile_flags(alias: str, profile: Mapping[str, Any], out: list[RiskFl
         add(
             SANDBOX_DISABLED,
             "firejail_args",
-            f"custom sandbox arguments: {' '.join(_strings(profile.get('firejail_args')))}",
+            f"custom sandbox arguments: {' '.join(strings(profile.get('firejail_args')))}",
         )
     if profile.get("block_high_risk_commands") is False:
         add(APPROVAL_BYPASS, "block_high_risk_commands", "high-risk commands are not blocked")
@@ -199,7 +192,7 @@ def _risk_profile_flags(alias: str, profile: Mapping[str, Any], out: list[RiskFl
             "folders outside the workspace the agent may use: "
             + _listing(profile.get("allowed_roots")),
         )
-    if _table(profile.get("delegation_policy")).get("mode") == "allow":
+    if table(profile.get("delegation_policy")).get("mode") == "allow":
         add(
             DELEGATION_ENABLED,
             "delegation_policy/mode",
@@ -218,7 +211,7 @@ def _server_flags(server: Mapping[str, Any], out: list[RiskFlag]) -> None:
     transport = server.get("transport", "stdio")
     if transport == "stdio":
         command = server.get("command")
-        words = [command if isinstance(command, str) else "", *_strings(server.get("args"))]
+        words = [command if isinstance(command, str) else "", *strings(server.get("args"))]
         out.append(
             RiskFlag(
                 PROCESS_SPAWN,
@@ -296,7 +289,7 @@ def _provider_flags(
                 path("extra_args"),
                 "flags given to the provider's subprocess, which can relax ZeroClaw's sandbox "
                 "defaults (--sandbox, --permission-mode): "
-                + " ".join(_strings(provider.get("extra_args"))),
+                + " ".join(strings(provider.get("extra_args"))),
             )
         )
     if provider.get("requires_openai_auth") is True:
@@ -324,13 +317,13 @@ def compute_risk_flags(
     (:func:`bundler.rules.credentials.mask_credentials`).
     """
     out: list[RiskFlag] = []
-    for alias, profile in _table(fragment.get("risk_profiles")).items():
+    for alias, profile in table(fragment.get("risk_profiles")).items():
         if isinstance(profile, Mapping):
             _risk_profile_flags(str(alias), profile, out)
-    for alias, agent in _table(fragment.get("agents")).items():
+    for alias, agent in table(fragment.get("agents")).items():
         if (
             isinstance(agent, Mapping)
-            and _table(agent.get("workspace")).get("unrestricted_filesystem") is True
+            and table(agent.get("workspace")).get("unrestricted_filesystem") is True
         ):
             out.append(
                 RiskFlag(
@@ -339,24 +332,15 @@ def compute_risk_flags(
                     "the agent may use the whole filesystem (unrestricted_filesystem = true)",
                 )
             )
-    for server in (
-        _table(fragment.get("mcp")).get("servers", [])
-        if isinstance(_table(fragment.get("mcp")).get("servers"), list)
-        else []
-    ):
-        if isinstance(server, Mapping):
-            _server_flags(server, out)
-    for category, families in _table(fragment.get("providers")).items():
-        for family, providers in _table(families).items():
-            for alias, provider in _table(providers).items():
+    for server in array_of_tables(table(fragment.get("mcp")).get("servers")):
+        _server_flags(server, out)
+    for category, families in table(fragment.get("providers")).items():
+        for family, providers in table(families).items():
+            for alias, provider in table(providers).items():
                 if isinstance(provider, Mapping):
                     _provider_flags(str(category), str(family), str(alias), provider, out)
-    for alias, bundle in _table(fragment.get("knowledge_bundles")).items():
-        for i, source in enumerate(
-            _table(bundle).get("sources", [])
-            if isinstance(_table(bundle).get("sources"), list)
-            else []
-        ):
+    for alias, bundle in table(fragment.get("knowledge_bundles")).items():
+        for i, source in enumerate(array(table(bundle).get("sources"))):
             if isinstance(source, str) and source and not _URL_SCHEME.match(source):
                 out.append(
                     _host_path(format_path(["knowledge_bundles", str(alias), "sources", i]), source)

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bundler.rules import schema
+from bundler.rules.config_view import array, strings, table
 from bundler.rules.credentials import mask_credentials
 from bundler.rules.paths import format_path
 from bundler.rules.risk import (
@@ -36,14 +37,6 @@ from bundler.rules.risk import (
 )
 
 __all__ = ["zeroclaw_risk_flags"]
-
-
-def _table(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _strings(value: Any) -> list[str]:
-    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
 
 
 def _setting(profile: Mapping[str, Any], key: str) -> Any:
@@ -78,7 +71,7 @@ def _profile_flags(alias: str, profile: Mapping[str, Any], out: list[RiskFlag]) 
             "require_approval_for_medium_risk",
             "medium-risk operations run without an approval prompt",
         )
-    passthrough = _strings(_setting(profile, "shell_env_passthrough"))
+    passthrough = strings(_setting(profile, "shell_env_passthrough"))
     if passthrough:  # :713
         add(
             ENV_PASSTHROUGH,
@@ -86,14 +79,14 @@ def _profile_flags(alias: str, profile: Mapping[str, Any], out: list[RiskFlag]) 
             "host environment variables are forwarded into shell subprocesses: "
             + ", ".join(passthrough),
         )
-    roots = _strings(_setting(profile, "allowed_roots"))
+    roots = strings(_setting(profile, "allowed_roots"))
     if roots:  # :723
         add(
             EXTRA_FILESYSTEM_ROOTS,
             "allowed_roots",
             "extra filesystem roots are granted beyond the workspace: " + ", ".join(roots),
         )
-    if _table(profile.get("delegation_policy")).get("mode") == "allow":  # :733, permits()
+    if table(profile.get("delegation_policy")).get("mode") == "allow":  # :733, permits()
         add(
             DELEGATION_ENABLED,
             "delegation_policy.mode",
@@ -108,7 +101,7 @@ def _server_flags(server: Mapping[str, Any], out: list[RiskFlag]) -> None:
         return
     if server.get("transport", "stdio") == "stdio":
         command = server.get("command")
-        words = [command if isinstance(command, str) else "", *_strings(server.get("args"))]
+        words = [command if isinstance(command, str) else "", *strings(server.get("args"))]
         out.append(
             RiskFlag(
                 PROCESS_SPAWN,
@@ -116,7 +109,7 @@ def _server_flags(server: Mapping[str, Any], out: list[RiskFlag]) -> None:
                 f"starts a local process on the target host: {' '.join(words)}",
             )
         )
-    resources = _strings(server.get("pinned_resources"))
+    resources = strings(server.get("pinned_resources"))
     if resources:
         out.append(
             RiskFlag(
@@ -147,13 +140,13 @@ def zeroclaw_risk_flags(
                 "the bundle carries this skill bundle's content from the exporting install",
             )
         )
-    agent = _table(_table(fragment.get("agents")).get(root_agent))
+    agent = table(table(fragment.get("agents")).get(root_agent))
     profile_alias = agent.get("risk_profile")
     if isinstance(profile_alias, str):
-        profile = _table(fragment.get("risk_profiles")).get(profile_alias.strip())
+        profile = table(fragment.get("risk_profiles")).get(profile_alias.strip())
         if isinstance(profile, Mapping):
             _profile_flags(profile_alias.strip(), profile, out)
-    if _table(agent.get("workspace")).get("unrestricted_filesystem") is True:
+    if table(agent.get("workspace")).get("unrestricted_filesystem") is True:
         out.append(
             RiskFlag(
                 FILESYSTEM_ESCAPE,
@@ -161,8 +154,8 @@ def zeroclaw_risk_flags(
                 "the agent can read and write anywhere the host filesystem permits",
             )
         )
-    servers = _table(fragment.get("mcp")).get("servers")
-    for server in servers if isinstance(servers, list) else []:
+    servers = table(fragment.get("mcp")).get("servers")
+    for server in array(servers):
         if isinstance(server, Mapping):
             _server_flags(server, out)
     unique: dict[tuple[str, str], RiskFlag] = {}

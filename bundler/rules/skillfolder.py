@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bundler.rules import layout
+from bundler.rules.config_view import table
 from bundler.rules.names import has_control_chars, non_portable_reason
 from bundler.rules.paths import format_path
 
@@ -86,12 +87,12 @@ def used_folders(
         return os.path.relpath(layout.normalise(path), root)
 
     bundles = config.get("skill_bundles")
-    for alias in bundles if isinstance(bundles, dict) else {}:
+    for alias in table(bundles):
         if alias != except_bundle and isinstance(alias, str):
             folder = layout.skill_bundle_dir(config, alias, install_root)
             found[format_path(["skill_bundles", alias])] = relative(folder)
     agents = config.get("agents")
-    for alias in agents if isinstance(agents, dict) else {}:
+    for alias in table(agents):
         if isinstance(alias, str):
             folder = layout.workspace_dir(config, alias, install_root)
             found[format_path(["agents", alias, "workspace"])] = relative(folder)

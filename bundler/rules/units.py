@@ -6,7 +6,10 @@ command reads alike; ``--json`` keeps exact byte counts, which is what a script 
 
 from __future__ import annotations
 
+import re
+
 _UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB")
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(?:([KMGTP])(?:i?B)?|B)?\s*", re.IGNORECASE)
 
 
 def human_size(count: int) -> str:
@@ -25,4 +28,17 @@ def human_size(count: int) -> str:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-__all__ = ["human_size"]
+def parse_size(text: str) -> int | None:
+    """A size a person typed, in bytes: a number of bytes, or one with an IEC unit (``2GiB``,
+    ``500 MiB``, ``1.5G``; ``K``, ``M``, ``G``, ``T`` and ``P`` are powers of 1024 with or
+    without ``iB``, as ``du`` and ``sort -S`` read them). None when it is no size."""
+    found = _SIZE.fullmatch(text)
+    if found is None:
+        return None
+    number, unit = found.groups()
+    scale = 1 if unit is None else 1024 ** ("KMGTP".index(unit.upper()) + 1)
+    value = float(number) * scale if "." in number else int(number) * scale
+    return int(value)
+
+
+__all__ = ["human_size", "parse_size"]

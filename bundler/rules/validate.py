@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from bundler.rules import layout, refs, schema
+from bundler.rules.config_view import array, table
 from bundler.rules.fallbackgraph import shortest_depths, strong_components
 
 # the finding vocabulary and the schema checker live in their own modules; their names stay
@@ -73,14 +74,6 @@ _CATEGORYLESS_BACKENDS = frozenset({"markdown", "none"})
 # --- helpers for a config whose every value may have any type ------------------------------
 
 
-def _table(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def _is_http_url(value: str) -> bool:
     if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
         return False
@@ -124,8 +117,8 @@ class _Run:
         family, alias = parts
         if family not in refs.families(category):
             return INVALID_VALUE, f"names an unknown {category} provider family"
-        providers = _table(self.config.get("providers"))
-        if alias not in _table(_table(providers.get(category)).get(family)):
+        providers = table(self.config.get("providers"))
+        if alias not in table(table(providers.get(category)).get(family)):
             return DANGLING_REFERENCE, f"names no existing providers.{category} entry"
         return None
 
@@ -151,9 +144,9 @@ class _Run:
             parts = refs.split_provider_ref(value)
             if parts is None:
                 self.error(INVALID_FORMAT, ref.path, "must be <type>.<alias>")
-            elif parts[1] not in _table(_table(self.config.get("channels")).get(parts[0])):
+            elif parts[1] not in table(table(self.config.get("channels")).get(parts[0])):
                 self.error(DANGLING_REFERENCE, ref.path, "names no existing channels entry")
-        elif value not in _table(self.config.get(target)):
+        elif value not in table(self.config.get(target)):
             self.error(DANGLING_REFERENCE, ref.path, f"names no existing {target} entry")
 
     def check_refs_of(self, kind: str, alias: str, entry: Mapping[str, Any]) -> None:
@@ -163,7 +156,7 @@ class _Run:
     # -- rule 2: agents -------------------------------------------------------------------
 
     def agents(self) -> None:
-        agents = _table(self.config.get("agents"))
+        agents = table(self.config.get("agents"))
         backend_default = schema.default_of(schema.resolve(["agents", "_", "memory", "backend"])[1])
         backends: dict[str, str | None] = {}
         for alias, entry in agents.items():
@@ -196,7 +189,7 @@ class _Run:
 
     def delegates(self, agents: Mapping[str, Any], alias: str, entry: Mapping[str, Any]) -> None:
         seen: set[str] = set()
-        for index, item in enumerate(_list(entry.get("delegates"))):
+        for index, item in enumerate(array(entry.get("delegates"))):
             target = item.get("agent") if isinstance(item, dict) else item
             if not isinstance(target, str):
                 continue
@@ -216,15 +209,15 @@ class _Run:
         alias: str,
         entry: Mapping[str, Any],
     ) -> None:
-        workspace = _table(entry.get("workspace"))
-        for target in _table(workspace.get("access")):
+        workspace = table(entry.get("workspace"))
+        for target in table(workspace.get("access")):
             segments = ["agents", alias, "workspace", "access", target]
             if target == alias:
                 self.error(INVALID_VALUE, segments, "an agent cannot grant access to itself")
             elif target not in agents:
                 self.error(DANGLING_REFERENCE, segments, "is not an agent of this config")
         backend = backends.get(alias)
-        for index, item in enumerate(_list(workspace.get("read_memory_from"))):
+        for index, item in enumerate(array(workspace.get("read_memory_from"))):
             restricted = isinstance(item, dict)
             target = item.get("agent") if restricted else item
             if not isinstance(target, str):
@@ -253,7 +246,7 @@ class _Run:
     # -- rule 3: runtime profiles -----------------------------------------------------------
 
     def runtime_profiles(self) -> None:
-        for alias, entry in _table(self.config.get("runtime_profiles")).items():
+        for alias, entry in table(self.config.get("runtime_profiles")).items():
             if isinstance(entry, dict):
                 self.check_refs_of("runtime_profiles", alias, entry)
 
@@ -262,7 +255,7 @@ class _Run:
     def skill_bundles(self) -> None:
         shared = layout.shared_dir(self.install_root)
         owners: dict[str, str] = {}
-        for alias, entry in _table(self.config.get("skill_bundles")).items():
+        for alias, entry in table(self.config.get("skill_bundles")).items():
             skill_problem = non_portable_skill_alias_reason(alias)
             if skill_problem is not None:
                 self.warn(
@@ -297,15 +290,15 @@ class _Run:
     # -- rule 5: MCP ----------------------------------------------------------------------------
 
     def mcp(self) -> None:
-        mcp = _table(self.config.get("mcp"))
-        servers = _list(mcp.get("servers"))
+        mcp = table(self.config.get("mcp"))
+        servers = array(mcp.get("servers"))
         names = {
             entry.get("name")
             for entry in servers
             if isinstance(entry, dict) and isinstance(entry.get("name"), str)
         }
-        for bundle, entry in _table(self.config.get("mcp_bundles")).items():
-            for index, name in enumerate(_list(_table(entry).get("servers"))):
+        for bundle, entry in table(self.config.get("mcp_bundles")).items():
+            for index, name in enumerate(array(table(entry).get("servers"))):
                 if isinstance(name, str) and name not in names:
                     self.warn(
                         UNKNOWN_MCP_SERVER,
@@ -421,9 +414,9 @@ class _Run:
             for kind in ("agents", "runtime_profiles")
         }
         for kind in ("agents", "runtime_profiles"):
-            for entry in _table(self.config.get(kind)).values():
+            for entry in table(self.config.get(kind)).values():
                 for field in fields[kind]:
-                    ref = refs.value_at(_table(entry), field.segments)
+                    ref = refs.value_at(table(entry), field.segments)
                     if isinstance(ref, str) and ref:
                         roots.append(ref)
         return roots

@@ -1,7 +1,7 @@
 """Skill-bundle aliases follow ZeroClaw on export (spec bundle-format-1 "Portable names").
 
 The source install is the one ZeroClaw's golden bundle g was exported from
-(``../shared/interop/zeroclaw/bundles/g-skill-aliases/source-config.toml``).
+(``tests/fixtures/zeroclaw-golden/g-skill-aliases/source-config.toml``).
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pytest
 from installs import run_cli
 from zeroclaw_golden import GOLDEN
 
@@ -19,8 +18,6 @@ from bundler.rules import tomlcompat
 
 def g_install(tmp_path: Path) -> Path:
     source = GOLDEN / "g-skill-aliases"
-    if not (source / "source-config.toml").is_file():
-        pytest.skip(f"golden ZeroClaw bundles not found at {GOLDEN} (../shared is not checked out)")
     install = tmp_path / "install"
     (install / "agents" / "librarian").mkdir(parents=True)
     shutil.copy(source / "source-config.toml", install / "config.toml")

@@ -42,8 +42,6 @@ def test_a_golden_folder_as_shipped_is_refused_in_one_line_naming_its_notes_and_
     """The golden folders hold NOTES.md and source-config.toml beside the bundle (03 §1 allows
     neither): verify refuses, in one line that names both and says how to get a bundle."""
     folder = GOLDEN / "a-minimal"
-    if not (folder / "zeroclaw-agent.toml").is_file():
-        pytest.skip(f"golden ZeroClaw bundles not found at {GOLDEN} (../shared is not checked out)")
     # as a shell completes it, with a trailing slash, which the message leaves out
     result = run_cli(["bundle", "verify", f"{folder}/"])
     assert result.returncode == 3, result.stderr

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bundler.errors import Refused
-from bundler.fs.copytree import copy_tree
+from bundler.fs.copytree import CopyOptions, copy_tree
 from bundler.fs.safefs import SkipCounts, WorkspaceExclude, open_source_root, rmtree_at
 from tests.race_helpers import (
     MARKER_MEMORY,
@@ -55,9 +55,9 @@ def race_copies(tmp_path: Path, iterations: int, seed: int) -> collections.Count
                         for _ in copy_tree(
                             root_fd,
                             dst_fd,
-                            prefix="workspace/",
-                            exclude=exclude,
-                            on_skip=counts.record,
+                            CopyOptions(
+                                prefix="workspace/", exclude=exclude, on_skip=counts.record
+                            ),
                         )
                     )
                     outcomes["completed"] += 1

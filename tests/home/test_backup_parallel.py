@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import os
 import random
+import struct
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
+import pytest
 from hostile_zips import clean_env, make_project, run_cli
 
+from bundler.errors import InvalidInput
 from bundler.home.verify import verify_backup
 
 WORDS = ["the", "agent", "said", "it", "would", "look", "into", "report", "and", "answer", "with"]
@@ -119,3 +122,33 @@ def test_compression_levels_change_the_bytes_never_the_content(tmp_path: Path) -
     assert sizes["best"] < sizes["fast"] < sizes["none"]
     done = run_cli("home", "backup", "--project", str(project), "--compression", "max", env=env)
     assert done.returncode == 2
+
+
+def test_damaged_entries_checked_on_every_core_name_the_first_in_zip_order(
+    tmp_path: Path,
+) -> None:
+    """The check of a zip runs on one thread per core; the entry it names is still the first
+    damaged one in the zip, as a check in order would name it."""
+    assert len(os.sched_getaffinity(0)) >= 2, "this test checks on several threads"
+    project, home = make_project(tmp_path)
+    rng = random.Random(11)
+    for i in range(300):
+        (home / "files" / f"r{i:03d}.bin").write_bytes(rng.randbytes(3000))
+    user = tmp_path / "user"
+    user.mkdir()
+    path = tmp_path / "b.zip"
+    backup_cli(project, clean_env(user), "--full", "--to", str(path))
+    with zipfile.ZipFile(path) as archive:
+        infos = [i for i in archive.infolist() if i.filename.endswith(".bin")]
+    data = bytearray(path.read_bytes())
+    for info in (infos[250], infos[20]):  # one in a later batch, one in the first
+        assert info.compress_type == zipfile.ZIP_STORED
+        name_len, extra_len = struct.unpack_from("<HH", data, info.header_offset + 26)
+        data[info.header_offset + 30 + name_len + extra_len + 100] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(InvalidInput) as caught:
+        verify_backup(path)
+    assert f"backup entry {infos[20].filename}:" in caught.value.message
+    assert infos[250].filename not in caught.value.message
+    done = run_cli("home", "verify-backup", str(path), env=clean_env(user))
+    assert done.returncode == 3 and infos[20].filename in done.stderr, done.stderr

@@ -600,3 +600,36 @@ def test_a_running_backups_temporaries_are_no_leftovers_a_dead_ones_are(tmp_path
     finally:
         os.close(holder)
     assert len(leftover_backups(home)) == 1  # the unlocked run's .db and .zip, together
+
+
+def _folder_modes(home: Path) -> dict[str, int]:
+    folders = [home / tree for tree in ("files", "skills")]
+    folders += [p for tree in folders for p in tree.rglob("*") if p.is_dir()]
+    return {str(p.relative_to(home)): stat.S_IMODE(p.lstat().st_mode) for p in folders}
+
+
+def test_restore_into_a_new_home_gives_back_the_folder_modes_the_backup_recorded(
+    tmp_path: Path,
+) -> None:
+    """The trees' own folders too: ``files/`` 0755 and ``skills/`` 0750 come back as they were
+    backed up, not as the staging folder made them."""
+    project, home = make_project(tmp_path)
+    (home / "files" / "shared").mkdir()
+    (home / "files" / "shared" / "x.txt").write_bytes(b"x")
+    (home / "skills" / "private").mkdir()
+    os.chmod(home / "files", 0o755)
+    os.chmod(home / "files" / "shared", 0o750)
+    os.chmod(home / "skills", 0o750)
+    os.chmod(home / "skills" / "private", 0o700)
+    env = env_for(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    made = run_cli("home", "backup", "--project", str(project), "--to", str(out), env=env)
+    assert made.returncode == 0, made.stderr
+    (zip_path,) = out.iterdir()
+    target = tmp_path / "new-home"
+    done = run_cli("home", "restore", str(zip_path), "--home", str(target), env=env)
+    assert done.returncode == 0, done.stderr
+    before = _folder_modes(home)
+    assert before["files"] == 0o755 and before["skills"] == 0o750, before
+    assert _folder_modes(target) == before

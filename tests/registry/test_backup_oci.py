@@ -12,7 +12,8 @@ import sqlite3
 import sys
 import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -27,10 +28,12 @@ from faultinject import (
 )
 from hostile_registry import (
     HOSTILE_BACKUP_ARTIFACTS,
+    HOSTILE_TAG_NAMES,
     REPO,
     BuiltBackup,
     FakeRegistry,
     build_backup,
+    send,
 )
 from hostile_zips import clean_env, content_state, make_project, run_cli, tree_state
 from kit import one_error
@@ -255,6 +258,82 @@ def test_prune_dry_run_lists_what_the_policy_removes_and_the_run_removes_only_th
     assert left == sorted([tags[1], tags[2], "backup-20000101-000001"])
 
 
+def test_a_backup_never_moves_a_tag_another_backup_took_while_its_parts_were_uploading(
+    registry: Registry, project: tuple[Path, Path, dict[str, str]]
+) -> None:
+    """Two machines backing up to one repository at the same second of a schedule pick the
+    same tag: the one whose parts take longer must not store its manifest over the other's
+    (that backup would lose its only tag). Here the other backup's manifest is stored under
+    the tag the moment this push's first blob is in, while a 48 MiB part is still on its way."""
+    import threading
+    import urllib.request
+
+    from bundler.registry import backup_artifact as bart
+
+    made_project, home, env = project
+    first = _backup(registry, made_project, env)
+    first_ref = parse_reference(str(first["pinned"]))
+    (home / "files" / "big.bin").write_bytes(os.urandom(48 << 20))
+    mark = registry.mark()
+    taken: list[str] = []
+
+    def take_the_tag() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not registry.uploads_since(mark):
+            time.sleep(0.005)
+        digest = registry.uploads_since(mark)[0].rsplit("digest=", 1)[1].replace("%3A", ":")
+        url = f"http://{registry.host}/v2/{REPOSITORY}/blobs/{digest}"
+        with urllib.request.urlopen(url) as answer:  # the index, uploaded first
+            created = json.loads(answer.read())["created_at"]
+        tag = bart.backup_tag(created)
+        with Session(first_ref, Options(plain_http=True), push=True) as session:
+            data, _media = session.get_manifest(str(first["digest"]))
+            session.put_manifest(tag, data)
+        taken.append(tag)
+
+    thief = threading.Thread(target=take_the_tag)
+    thief.start()
+    second = _backup(registry, made_project, env)
+    thief.join()
+    assert taken, "the other backup never took a tag"
+    second_tag = str(second["backup"]).rsplit(":", 1)[1]
+    assert second_tag != taken[0]
+    by_tag = {str(item["tag"]): item["digest"] for item in _listed(registry, made_project, env)}
+    assert by_tag[taken[0]] == first["digest"]
+    assert by_tag[second_tag] == second["digest"]
+
+
+def test_prune_never_deletes_a_backup_that_a_tag_no_backup_made_also_names(
+    registry: Registry, project: tuple[Path, Path, dict[str, str]]
+) -> None:
+    """Deleting a manifest deletes every tag naming it: a backup the user also tagged by
+    hand (``keep-forever``) would go with its own tag, so prune leaves it, and says why."""
+    made_project, home, env = project
+    pushed = []
+    for n in range(3):
+        (home / "files" / f"n{n}.txt").write_text(f"{n}\n")
+        pushed.append(_backup(registry, made_project, env))
+    tags = [str(p["backup"]).rsplit(":", 1)[1] for p in pushed]
+    _tag_alias(registry, tags[0], "keep-forever")
+    prune = [
+        "home", "prune", "--project", str(made_project), "--to", registry.ref(REPOSITORY),
+        "--keep-last", "1", "--plain-http", "--json",
+    ]  # fmt: skip
+    dry = run_cli(*prune, "--dry-run", env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert [item["tag"] for item in json.loads(dry.stdout)["removed"]] == [tags[1]]
+    done = run_cli(*prune, env=env)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert [item["tag"] for item in report["removed"]] == [tags[1]]
+    assert any(tags[0] in w and "keep-forever" in w for w in report["warnings"]), report
+    left = sorted(str(item["tag"]) for item in _listed(registry, made_project, env))
+    assert left == sorted([tags[0], tags[2]])
+    ref = parse_reference(registry.ref(f"{REPOSITORY}:keep-forever"))
+    with Session(ref, Options(plain_http=True)) as session:
+        assert session.manifest_digest("keep-forever") == pushed[0]["digest"]
+
+
 def test_prune_on_a_registry_that_refuses_deletion_is_one_line_exit_1_nothing_removed(
     tmp_path: Path, project: tuple[Path, Path, dict[str, str]]
 ) -> None:
@@ -305,6 +384,40 @@ def test_backup_to_a_registry_refuses_base_full_and_a_tag(
     assert registry.requests()[mark:] == []
 
 
+def test_a_registry_backup_is_never_encrypted_so_the_age_options_are_refused(
+    registry: Registry, project: tuple[Path, Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """``--encrypt-to`` with ``oci://`` is not supported yet (04 §5.5), and ``--age-identity``
+    opens an encrypted backup file, which a registry never holds: each is one usage line, exit
+    2, before any request."""
+    import pyrage
+
+    made_project, home, env = project
+    identity = pyrage.x25519.Identity.generate()
+    key = tmp_path / "key.txt"
+    key.write_text(f"{identity}\n")
+    recipient = str(identity.to_public())
+    repository = registry.ref(REPOSITORY)
+    pinned = registry.ref(f"{REPOSITORY}@sha256:{'0' * 64}")
+    before = tree_state(home)
+    mark = registry.mark()
+    for args, named in (
+        (["backup", "--to", repository, "--encrypt-to", recipient], "--encrypt-to"),
+        (["backup", "--to", repository, "--age-identity", str(key)], "--age-identity"),
+        (["backups", "--to", repository, "--age-identity", str(key)], "--age-identity"),
+        (["restore", pinned, "--age-identity", str(key)], "--age-identity"),
+    ):
+        done = run_cli(
+            "home", *args, "--project", str(made_project), "--plain-http", env=env,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert one_error(done.stderr), done.stderr
+        assert f"{named} with oci://" in done.stderr
+        assert str(identity) not in done.stderr + done.stdout
+    assert registry.requests()[mark:] == []
+    assert tree_state(home) == before
+
+
 # --- hostile registries -----------------------------------------------------------------------
 
 
@@ -336,6 +449,82 @@ def test_the_served_artifact_restores_when_nothing_is_wrong(
     ref = fake.ref(f"{REPO}@{digest_of(fake.manifest)}")
     done = run_cli("home", "restore", ref, "--project", str(made_project), "--plain-http", env=env)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_backup_tag_removed_between_listing_and_reading_is_left_out_of_the_listing(
+    fake: FakeRegistry, built: BuiltBackup, project: tuple[Path, Path, dict[str, str]]
+) -> None:
+    """A prune elsewhere may delete a tag after the tag list named it: the listing (and so a
+    prune) goes on without it, rather than failing on a tag it never asked for."""
+    made_project, _home, env = project
+    gone, there = "backup-20260101-000000", "backup-20260102-000000"
+    tags = json.dumps({"tags": [gone, there]}).encode()
+    fake.hooks[f"/v2/{REPO}/tags/list"] = lambda h: send(h, 200, tags)
+    fake.hooks[f"/v2/{REPO}/manifests/{gone}"] = lambda h: send(
+        h, 404, b'{"errors":[{"code":"MANIFEST_UNKNOWN"}]}'
+    )
+    manifest = built.manifest()
+    fake.hooks[f"/v2/{REPO}/manifests/{there}"] = lambda h: send(
+        h, 200, manifest, {"Content-Type": "application/vnd.oci.image.manifest.v1+json"}
+    )
+    done = run_cli(
+        "home", "backups", "--project", str(made_project), "--to", f"oci://{fake.host}/{REPO}",
+        "--plain-http", "--json", env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert [item["tag"] for item in json.loads(done.stdout)["backups"]] == [there]
+
+
+def test_a_backup_tag_whose_manifest_is_too_large_is_a_warning_and_the_rest_are_listed(
+    fake: FakeRegistry, built: BuiltBackup, project: tuple[Path, Path, dict[str, str]]
+) -> None:
+    """One backup-named tag nobody can read (its manifest beyond 4 MiB) is left out with a
+    warning, as an unreadable manifest is: it does not hide every other backup, nor stop a
+    prune of them."""
+    made_project, _home, env = project
+    huge, there = "backup-20260101-000000", "backup-20260102-000000"
+    tags = json.dumps({"tags": [huge, there]}).encode()
+    fake.hooks[f"/v2/{REPO}/tags/list"] = lambda h: send(h, 200, tags)
+    media = {"Content-Type": "application/vnd.oci.image.manifest.v1+json"}
+    fake.hooks[f"/v2/{REPO}/manifests/{huge}"] = lambda h: send(h, 200, b" " * (5 << 20), media)
+    manifest = built.manifest()
+    fake.hooks[f"/v2/{REPO}/manifests/{there}"] = lambda h: send(h, 200, manifest, media)
+    done = run_cli(
+        "home", "backups", "--project", str(made_project), "--to", f"oci://{fake.host}/{REPO}",
+        "--plain-http", env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert there in done.stdout and huge not in done.stdout
+    assert f"warning: {huge} is not a backup this tool reads" in done.stderr, done.stderr
+
+
+def _serving(manifest: bytes) -> Callable[[BaseHTTPRequestHandler], None]:
+    media = {"Content-Type": "application/vnd.oci.image.manifest.v1+json"}
+    return lambda handler: send(handler, 200, manifest, media)
+
+
+def test_prune_asks_the_registry_about_no_tag_its_list_names_that_is_not_a_valid_tag(
+    fake: FakeRegistry, built: BuiltBackup, project: tuple[Path, Path, dict[str, str]]
+) -> None:
+    """Prune looks up the tags no backup made (one may name a doomed backup): a tag list
+    holding names no registry can tag (a path, a space, a newline) has them left out, never
+    put into a request's address."""
+    made_project, _home, env = project
+    old, new = "backup-20260101-000000", "backup-20260102-000000"
+    tags = json.dumps({"tags": [old, new, *HOSTILE_TAG_NAMES]}).encode()
+    fake.hooks[f"/v2/{REPO}/tags/list"] = lambda h: send(h, 200, tags)
+    for tag, when in ((old, "2026-01-01T00:00:00Z"), (new, "2026-01-02T00:00:00Z")):
+        fake.hooks[f"/v2/{REPO}/manifests/{tag}"] = _serving(
+            BuiltBackup(built.index, built.parts, when).manifest()
+        )
+    done = run_cli(
+        "home", "prune", "--project", str(made_project), "--to", f"oci://{fake.host}/{REPO}",
+        "--keep-last", "1", "--dry-run", "--plain-http", "--json", env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert [item["tag"] for item in json.loads(done.stdout)["removed"]] == [old]
+    asked = [path for _method, path, _headers in fake.requests]
+    assert not [path for path in asked if "X-Injected" in path or "/../" in path or "#" in path]
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE_BACKUP_ARTIFACTS))

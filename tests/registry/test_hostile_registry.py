@@ -4,6 +4,7 @@ with one line, leaves nothing behind, shows no traceback and no credential."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import json
 import os
@@ -21,6 +22,7 @@ import pytest
 from hostile_registry import (
     DROPPED_BLOBS,
     HOSTILE_AUTH_FILES,
+    RANGED_ANSWERS,
     REPO,
     TAG,
     Built,
@@ -232,6 +234,54 @@ def test_a_connection_dropped_mid_blob_is_a_network_failure_not_a_bad_artifact(
     message = refused(fake, tmp_path, dest_name=dest_name, code=1)
     assert f"the connection to {fake.host} closed" in message, message
     assert "try again" in message and "manifest" not in message, message
+
+
+def cached_blobs() -> dict[str, bytes]:
+    """The layer cache's files by name."""
+    folder = Path(os.environ["XDG_CACHE_HOME"]) / "bundler" / "blobs" / "sha256"
+    return {p.name: p.read_bytes() for p in folder.iterdir()} if folder.exists() else {}
+
+
+@pytest.mark.parametrize("case", RANGED_ANSWERS)
+def test_a_resumed_blob_is_the_digest_s_whatever_the_range_answer(
+    fake: FakeRegistry, built: Built, tmp_path: Path, case: str, dest_name: str
+) -> None:
+    """A pull dropped mid-blob leaves the bytes received in the cache; the rerun's Range
+    request is answered badly (ignored, another range, refused, other bytes): the pull still
+    gives the artifact, and every file the cache keeps is the blob its name says."""
+    basic_auth(fake)
+    path = layer_path(fake, built, "workspace")
+    digest = path.rsplit("/", 1)[1]
+    good = fake.blobs[digest]
+    fake.hooks[path] = DROPPED_BLOBS["closed_mid_blob"](good)
+    refused(fake, tmp_path, dest_name=dest_name, code=1)
+    assert len(cached_blobs()[f"{digest[7:]}.partial"]) == len(good) // 2
+    fake.hooks[path] = RANGED_ANSWERS[case](good)
+    done = run_cli(
+        ["bundle", "pull", fake.ref(), str(tmp_path / dest_name), "--plain-http"],
+        env=env_for(tmp_path, fake.host),
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    ranged = [h.get("Range") for _m, p, h in fake.requests if p == path]
+    assert ranged[1] == f"bytes={len(good) // 2}-", ranged
+    kept = cached_blobs()
+    assert kept[digest[7:]] == good
+    assert all(f"sha256:{hashlib.sha256(data).hexdigest()}"[7:] == name
+               for name, data in kept.items()), sorted(kept)  # fmt: skip
+
+
+@pytest.mark.parametrize("case", ["does_not_match_its_digest", "runs_on_past_its_declared_size"])
+def test_a_blob_that_fails_its_digest_leaves_nothing_in_the_cache(
+    fake: FakeRegistry, built: Built, tmp_path: Path, case: str, dest_name: str
+) -> None:
+    part, status, served, length, _fragment = BROKEN_BLOBS[case]
+    path = layer_path(fake, built, part)
+    digest = path.rsplit("/", 1)[1]
+    body = served(fake.blobs[digest])
+    fake.hooks[path] = lambda h: send(h, status, body, length=length)
+    refused(fake, tmp_path, dest_name=dest_name, code=3)
+    assert [name for name in cached_blobs() if name.startswith(digest[7:])] == []
 
 
 def test_a_dropped_connection_is_one_exception_type_a_retry_can_catch(
@@ -735,8 +785,10 @@ def test_a_refused_pull_leaves_an_existing_bundle_untouched(
     fake: FakeRegistry, built: Built, tmp_path: Path
 ) -> None:
     dest = tmp_path / "out"
+    # not through the cache, which would serve the second pull the good workspace blob
     good = run_cli(
-        ["bundle", "pull", fake.ref(), str(dest), "--plain-http"], env=env_for(tmp_path, fake.host)
+        ["bundle", "pull", fake.ref(), str(dest), "--plain-http", "--no-cache"],
+        env=env_for(tmp_path, fake.host),
     )
     assert good.returncode == 0, good.stderr
     before = tree_snapshot(dest)

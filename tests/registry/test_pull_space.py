@@ -1,7 +1,8 @@
 """The room a pull takes, measured on small tmpfs mounts against a real distribution registry:
 the free space ``bundle pull`` asks of its destination's filesystem is what it writes there
-(each layer once for an archive, the largest twice for a folder: a blob beside its unpacked
-copy for a moment), and ``bundle inspect REF`` keeps no copy of the workspace it judges."""
+(each layer once; for a folder pulled with ``--no-cache`` the largest twice: a blob beside its
+unpacked copy for a moment; through the layer cache the blobs go to the cache's filesystem),
+and ``bundle inspect REF`` keeps no copy of the workspace it judges."""
 
 from __future__ import annotations
 
@@ -79,16 +80,44 @@ def test_pull_into_an_archive_asks_for_room_for_each_layer_once(
     assert sorted(os.listdir(small_disk)) == ["pulled.tar"]
 
 
-def test_pull_into_a_folder_still_asks_for_the_blob_beside_its_copy(
+def test_pull_into_a_folder_without_the_cache_still_asks_for_the_blob_beside_its_copy(
     registry: Registry, bundle: Path, small_disk: Path
 ) -> None:
-    """A folder holds a layer's blob and its unpacked files at once: refused before a byte is
-    fetched, naming what it needs, nothing left behind."""
+    """Without the cache a folder holds a layer's blob and its unpacked files at once: refused
+    before a byte is fetched, naming what it needs, nothing left behind."""
     ref = pushed(registry, bundle)
-    done = run_cli(["bundle", "pull", ref, str(small_disk / "folder"), "--plain-http"])
+    done = run_cli(
+        ["bundle", "pull", ref, str(small_disk / "folder"), "--plain-http", "--no-cache"]
+    )
     assert done.returncode == 1 and one_error(done.stderr), done.stderr
     assert "needs about" in done.stderr and "free some space" in done.stderr
     assert os.listdir(small_disk) == []
+
+
+def test_pull_into_a_folder_through_the_cache_asks_only_for_the_files(
+    registry: Registry, bundle: Path, small_disk: Path
+) -> None:
+    """Through the layer cache (another filesystem here) the blobs are written there and the
+    folder's files are unpacked from them: the destination needs room for the files alone."""
+    ref = pushed(registry, bundle)
+    done = run_cli(["bundle", "pull", ref, str(small_disk / "folder"), "--plain-http"])
+    assert done.returncode == 0, done.stderr
+    assert sorted(os.listdir(small_disk)) == ["folder"]
+
+
+def test_a_cache_on_the_destination_s_filesystem_is_counted_with_it(
+    registry: Registry, bundle: Path, small_disk: Path
+) -> None:
+    """The cache on the destination's filesystem: the blobs it lacks and the files are written
+    there both, and the check counts both, naming the cache's part and what frees it."""
+    ref = pushed(registry, bundle)
+    done = run_cli(
+        ["bundle", "pull", ref, str(small_disk / "folder"), "--plain-http"],
+        env={"XDG_CACHE_HOME": str(small_disk / "cache")},
+    )
+    assert done.returncode == 1 and one_error(done.stderr), done.stderr
+    assert "the layer cache shares it" in done.stderr and "--no-cache" in done.stderr
+    assert sorted(os.listdir(small_disk)) == ["cache"]
 
 
 def test_inspect_of_a_reference_judges_the_workspace_without_keeping_it(

@@ -4,6 +4,8 @@ through to the registry. Against the real docker-registry and the scripted hosti
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -120,6 +122,10 @@ def test_a_mirror_serving_other_bytes_falls_through_to_the_registry(
         assert "sha256 does not match" in done.stderr and mirror.host in done.stderr
         assert blob_gets(registry) > before
         assert not list(Path("/tmp").glob("bundler-mirror-*"))
+        # the layer cache kept the registry's blobs, none of the mirror's bytes
+        cache = Path(os.environ["XDG_CACHE_HOME"]) / "bundler" / "blobs" / "sha256"
+        kept = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in cache.iterdir()}
+        assert kept and all(name == digest for name, digest in kept.items()), kept
     finally:
         mirror.close()
 
