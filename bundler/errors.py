@@ -1,5 +1,11 @@
 """Exceptions a user can cause: each carries the exit code, the path at fault and a message.
 
+One class per concept (:class:`NotFound`, :class:`DestinationExists`, :class:`SecretFound`,
+:class:`RegistryUnreachable`, :class:`NoSpace`, :class:`Tampered`, :class:`Hostile`...), each a
+subclass of the base whose exit code it carries (:class:`UsageError` 2, :class:`InvalidInput` 3,
+:class:`Refused` 1), so a caller tells failures apart by class and ``--json`` by ``kind``, never
+by the words of the message, which may change.
+
 The CLI prints them on one line as ``error: <message>``; the library raises them unchanged.
 Messages never contain a secret value: callers name config paths, never values. Where a message
 must name something that can itself hold a secret (a file name the user chose), the operation
@@ -14,6 +20,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import TypeVar
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -39,9 +46,28 @@ class BundlerError(Exception):
     def __str__(self) -> str:
         return self.message
 
+    def restated(self: _E, message: str, *, path: str | None = None) -> _E:
+        """A new error of this one's class saying ``message``: for a layer that adds what it
+        knows (the archive an entry is in, a cleanup left incomplete) without losing the
+        concept, the exit code or the data the class carries. The new message is withheld like
+        any other; raise it ``from`` this one."""
+        new = type(self).__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        for scrub in _SCRUBBERS.get():
+            message = scrub(message)
+        BaseException.__init__(new, message)
+        new.message = message
+        if path is not None:
+            new.path = withheld(path)
+        return new
+
+
+_E = TypeVar("_E", bound=BundlerError)
+
 
 class UsageError(BundlerError):
-    """Unknown command or option, missing or conflicting arguments (exit 2)."""
+    """An unknown command or option, missing or conflicting arguments, an argument of the wrong
+    form (a reference, a config path, a recipient) (exit 2). Fix the command line (``--help``)."""
 
     code = EXIT_USAGE
 
@@ -50,6 +76,60 @@ class InvalidInput(BundlerError):
     """What validation or verification finds in a config, Agent.yaml, bundle or backup (exit 3)."""
 
     code = EXIT_INVALID
+
+
+# --- what is wrong with the input (exit 3) ------------------------------------------------------
+# Each names what the input is and what is wrong with it; the user fixes or replaces the input.
+
+
+class NotABundle(InvalidInput):
+    """The input is not the kind of thing the command reads: a folder with no manifest, a file
+    that is no tar archive or zip, an OCI artifact of another kind, a backup, receipt or journal
+    bundler did not write. Name the right input."""
+
+
+class Malformed(InvalidInput):
+    """The input is of the right kind but does not parse or breaks its format: TOML, JSON or
+    YAML that does not parse, text that is not UTF-8, a manifest or checksum line that breaks its
+    schema, a zip record that contradicts another. Fix the file, or export it again."""
+
+
+class InvalidConfig(InvalidInput):
+    """A config parses but breaks a rule of its validation (01 §5): config.toml, Agent.yaml, an
+    environment override, a value given to ``config set`` or ``--bind``, or the config an import
+    or an undo would write. Nothing changed; fix what the message names."""
+
+
+class Tampered(InvalidInput):
+    """The input is not what was recorded of it: a digest or checksum that does not match, a
+    manifest digest other than the one asked for, a file changed, added or gone since it was
+    verified. Take the bundle, backup or artifact again from a source you trust."""
+
+
+class Hostile(InvalidInput):
+    """The input asks for what bundler never does: an entry named with an absolute path or
+    ``..``, a link, a device or other special file, two entries on one path, a part that
+    writes outside its place, a redirect to another host or to plain HTTP. Refused whole;
+    do not use the input."""
+
+
+class TooLarge(InvalidInput):
+    """The input is beyond one of bundler's limits: too many bytes, entries, tags, nested
+    levels or expanded values. The limits keep a hostile input from exhausting memory or disk;
+    a real bundle, backup or config stays far below them."""
+
+
+class Undecryptable(InvalidInput):
+    """An encrypted value that the key at hand does not open: a secret stored under another
+    install's key, a value given already encrypted under another key, a sealed ``secrets.age``
+    for another identity, a stored secret with no key file to open it. Give the plain value,
+    the right key or identity, or restore the install's own key file."""
+
+
+class Unsupported(InvalidInput):
+    """The input uses a format version newer than this bundler, or a feature it does not read
+    (an encrypted zip entry, a passphrase-less key kind). Use a newer bundler, or write the
+    input without the feature."""
 
 
 class Refused(BundlerError):
@@ -72,7 +152,10 @@ _ENVIRONMENT_HINTS = {
     errno.ENOMEM: "free some memory and try again",
     errno.ENOBUFS: "free some memory and try again",
     errno.EIO: "check the disk and try again",
+    errno.ENOSPC: "free some space and try again",
+    errno.EDQUOT: "free some space (the disk quota is reached) and try again",
 }
+_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 def environment_hint(exc: OSError) -> str | None:
@@ -88,11 +171,30 @@ def environment_failure(verb: str, what: str, exc: OSError) -> EnvironmentFailur
     if hint is None:
         return None
     reason = os.strerror(exc.errno) if exc.errno else str(exc)
-    return EnvironmentFailure(f"cannot {verb} {what} ({reason}): {hint}", path=what)
+    made = NoSpace if exc.errno in _FULL else EnvironmentFailure
+    return made(f"cannot {verb} {what} ({reason}): {hint}", path=what)
+
+
+def os_failure(message: str, exc: OSError, *, path: str = "") -> Refused:
+    """The refusal ``message`` for a read or write the system failed with ``exc``, of the
+    concept its errno names: :class:`NoSpace` for a full disk or quota,
+    :class:`EnvironmentFailure` for too few descriptors or too little memory or a disk error,
+    :class:`NotFound` for a name that is not there, :class:`CannotAccess` for the rest
+    (permissions, a read-only file system...). So a caller tells a full disk from a missing
+    permission by the class, never by the words."""
+    number = exc.errno or 0
+    if number in _FULL:
+        return NoSpace(message, path=path)
+    if number in _ENVIRONMENT_HINTS:
+        return EnvironmentFailure(message, path=path)
+    if number == errno.ENOENT:
+        return NotFound(message, path=path)
+    return CannotAccess(message, path=path)
 
 
 class RefusedWithList(Refused):
-    """A refusal that found several things to fix at once (exit 1), e.g. every secret hit.
+    """A refusal that found several things to fix at once (exit 1): the base of
+    :class:`SecretFound`, which lists every secret hit.
 
     ``message`` is the one ``error:`` line (a summary and what to do); ``details`` are the
     human lines listed under it, one per thing; ``listing`` is the same list for ``--json``,
@@ -112,6 +214,127 @@ class RefusedWithList(Refused):
         self.details = [withheld(line) for line in details]
         self.key = key
         self.listing = [{name: withheld(value) for name, value in row.items()} for row in listing]
+
+
+# --- what the environment or the state refuses (exit 1) ---------------------------------------
+# The previous state is intact or recoverable; the user changes the environment and runs again.
+
+
+class NoSpace(EnvironmentFailure):
+    """The file system is full (or the user's quota is): free space, or write elsewhere, and run
+    again. What was being written is discarded."""
+
+
+class CannotAccess(Refused):
+    """The system refused to open, read, write, list or create a file or folder bundler needed:
+    permissions, a read-only file system, a name the system will not take. Fix what the message
+    names (its permissions, the path given) and run again."""
+
+
+class NotFound(Refused):
+    """What the command names does not exist: a bundle, archive, install, config entry, agent,
+    project folder, repository, receipt or import to undo. Name one that exists."""
+
+
+class DestinationExists(Refused):
+    """What the command would create exists already, and bundler never replaces it unasked: a
+    folder or file, a bundle, a backup, a tag naming another artifact, an agent alias, a skill.
+    Choose another name, move it away, or pass ``--force`` where the message offers it."""
+
+
+class UnsuitablePath(Refused):
+    """A path names something bundler will not use there: a symbolic link, a file where a folder
+    is needed or a folder where a file is, a special file, a file far larger than the kind it
+    must be (a pattern file, a credentials file), a destination inside what it would read or
+    write. Name another path."""
+
+
+class ChangedMeanwhile(Refused):
+    """Something changed while bundler read or wrote it: a file grew or was replaced, a folder
+    appeared, config.toml was edited by someone else. Nothing was published; stop what writes
+    there and run again."""
+
+
+class Locked(Refused):
+    """Another bundler process holds the lock of what this one would change (a restore, a
+    recovery or a backup of the same data home). Wait for it to finish and run again."""
+
+
+class RecoveryNeeded(Refused):
+    """An interrupted or failed operation left its journal, or an undo that could not be
+    completed: the state needs ``bundler recover`` (the message gives the command) before
+    anything else changes it; or the journal is damaged and recovery refuses to guess."""
+
+
+class Damaged(Refused):
+    """A file of the user's that bundler must read, not an input it judges, is damaged: a
+    database failing its integrity check, a journal that recovery cannot read without guessing.
+    Nothing was done; repair it (or restore it from a backup) and run again."""
+
+
+class NoAnswer(Refused):
+    """bundler needed an answer from the user (a passphrase, a value) and none came: there is no
+    terminal, standard input is closed, nothing was typed. Run the command at a terminal, or give
+    the answer by the option or the pipe the message names."""
+
+
+class PolicyRefused(Refused):
+    """A rule of bundler's own refuses the request: a risk not accepted, an override that would
+    turn a guarded field on, a memory backend locked by written memory, a registry blocked in
+    registries.conf, credentials over plain HTTP, a name that is not portable. Do what the message
+    says, or pass the option that accepts it."""
+
+
+class SecretFound(RefusedWithList):
+    """An export found a known secret value where it would travel (in a carried file, a file
+    name, or an encrypted value outside a secret field); nothing was published. Remove the value,
+    keep the file behind with ``--exclude``, or pass ``--scan-secrets warn``. ``listing`` (the
+    ``--json`` ``secret_hits``) names every hit, never the value."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str = "",
+        details: list[str] | None = None,
+        listing: list[dict[str, str]] | None = None,
+    ) -> None:
+        super().__init__(
+            message, details=details or [], key="secret_hits", listing=listing or [], path=path
+        )
+
+
+class JailError(Refused):
+    """A file tool's path (04 §2.1) is refused: outside its volume, through a link, a write to a
+    read-only volume, a volume that is not there. The message names the path as the agent wrote
+    it, never a machine path; the agent names another path."""
+
+
+class RegistryUnreachable(Refused):
+    """The connection to a registry closed, was reset or timed out, or none could be made, or
+    the registry answered that it is overloaded every time it was asked: nothing the registry
+    sent is judged, and trying again may succeed.
+
+    ``host`` is the registry's host and port as the message names it (``""`` when none is
+    known); ``cause`` what happened (see :mod:`bundler.registry.network`)."""
+
+    def __init__(self, message: str, *, host: str = "", cause: str = "", path: str = "") -> None:
+        super().__init__(message, path=path)
+        self.host = host
+        self.cause = cause
+
+
+class CredentialsRefused(Refused):
+    """Credentials were refused or cannot be had: a registry refused the user name and password
+    or asked for some and none were found, a credentials file or a credential helper fails, a
+    passphrase does not open a key. Log in again (``bundler login``), give the right key, or
+    fix what the message names."""
+
+
+class RegistryRefused(Refused):
+    """The registry answered, and refused the request or answered in a way bundler does not
+    follow: an HTTP error, a certificate not trusted, an upload or token service elsewhere, a
+    token that cannot be sent. Trying again alone does not help; fix what the message names."""
 
 
 class Interrupted(BaseException):

@@ -42,7 +42,7 @@ from bundler.api.source import (
     name_as_given,
     opened,
 )
-from bundler.errors import Refused, UsageError
+from bundler.errors import NotFound, UsageError
 from bundler.rules.progress import Progress
 
 if TYPE_CHECKING:
@@ -258,7 +258,7 @@ def list_tags(reference: str, registry: RegistryOptions = RegistryOptions()) -> 
     with Session(ref, registry._library()) as session, withholding(session.auth.scrub):
         found = session.list_tags()
         if found is None:
-            raise Refused(
+            raise NotFound(
                 f"registry {session.shown} has no repository {ref.repository}; check its name"
             )
         return sorted(found)

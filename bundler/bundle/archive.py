@@ -29,7 +29,7 @@ from bundler.bundle.publish import Staging, admit, stage_build_publish
 from bundler.bundle.recover import clear_abandoned_or_warn
 from bundler.bundle.verify import verify_bundle
 from bundler.bundle.verify_report import VerifyReport, unsound
-from bundler.errors import InvalidInput, Refused, environment_failure
+from bundler.errors import NotABundle, NotFound, environment_failure, os_failure
 from bundler.fs.direct import WORTHWHILE, SequentialWriter
 from bundler.fs.durable import open_dir
 from bundler.fs.scratch import ARCHIVE_PREFIX, clear_dead_scratch, scratch_folder, temp_root
@@ -84,9 +84,9 @@ def _open_archive(archive: Path) -> BinaryIO:
     try:
         fd = os.open(archive, _READ_FLAGS)
     except FileNotFoundError:
-        raise Refused(f"{shown}: no such archive", path=str(archive)) from None
+        raise NotFound(f"{shown}: no such archive", path=str(archive)) from None
     except OSError as err:
-        raise Refused(f"cannot read {shown} ({err.strerror})", path=str(archive)) from None
+        raise os_failure(f"cannot read {shown} ({err.strerror})", err, path=str(archive)) from None
     return os.fdopen(fd, "rb", buffering=1 << 20)
 
 
@@ -137,8 +137,8 @@ def _read_into(
         failed = environment_failure("unpack", shown, err)
         if failed is not None:  # too few descriptors, no memory: its hint says what to do
             raise failed from None
-        raise Refused(
-            f"cannot unpack {shown} ({err.strerror}); nothing was kept", path=str(archive)
+        raise os_failure(
+            f"cannot unpack {shown} ({err.strerror}); nothing was kept", err, path=str(archive)
         ) from None
 
 
@@ -164,14 +164,14 @@ def _refuse_other_files(stream: BinaryIO, archive: Path) -> None:
         head = peek(tarfile.BLOCKSIZE)[: tarfile.BLOCKSIZE] if peek is not None else b""
     except OSError as err:  # a file that stats as regular and cannot be read (/proc/self/mem)
         shown = escape_display(str(archive))
-        raise Refused(f"cannot read {shown} ({err.strerror})", path=str(archive)) from None
+        raise os_failure(f"cannot read {shown} ({err.strerror})", err, path=str(archive)) from None
     if len(head) < tarfile.BLOCKSIZE or head == bytes(tarfile.BLOCKSIZE):
         return
     try:
         tarfile.TarInfo.frombuf(head, "utf-8", "surrogateescape")
     except tarfile.HeaderError:
         shown = escape_display(str(archive))
-        raise InvalidInput(f"{shown} is not a tar archive", path=shown) from None
+        raise NotABundle(f"{shown} is not a tar archive", path=shown) from None
 
 
 def unpack_into(
@@ -349,9 +349,10 @@ def unpacked(
             bundle_fd = open_dir("bundle", dir_fd=fd)
             stack.callback(os.close, bundle_fd)
         except OSError as err:
-            raise Refused(
+            raise os_failure(
                 f"cannot unpack {escape_display(str(archive))} in {escape_display(where)} "
                 f"({err.strerror})",
+                err,
                 path=where,
             ) from None
         _read_into(stream, archive, bundle_fd, None)

@@ -17,7 +17,7 @@ from bundler.bundle.manifest import (
     iter_checksums,
 )
 from bundler.bundle.sealed import MAX_SEALED_BYTES, SEALED_NAME
-from bundler.errors import InvalidInput
+from bundler.errors import InvalidInput, Tampered, TooLarge
 from bundler.fs.safefs import MAX_DEPTH, display_name
 from bundler.rules.names import escape_display, has_control_chars
 
@@ -54,23 +54,28 @@ class ChecksumGate:
         self.before: list[str] = []  # file members met before checksums.xxh3
         self.gated = gated  # the files judged here (all when None); the caller judges the rest
 
-    def problem(self, name: str, size: int) -> str | None:
-        """Why the file member ``name`` of ``size`` bytes is refused; None when it is not."""
+    def problem(self, name: str, size: int) -> tuple[type[InvalidInput], str] | None:
+        """Why the file member ``name`` of ``size`` bytes is refused, and the concept of it;
+        None when it is not."""
         if name == CHECKSUMS_NAME and size > MAX_CHECKSUMS_BYTES:
-            return f"declares {size} bytes, more than a bundle's holds ({MAX_CHECKSUMS_BYTES})"
+            return TooLarge, (
+                f"declares {size} bytes, more than a bundle's holds ({MAX_CHECKSUMS_BYTES})"
+            )
         if name in NEVER_LISTED:
             return None
         if name == SEALED_NAME:
             # bound by the manifest's [sealed] sha256, not by the checksums (02 §12)
             if size > MAX_SEALED_BYTES:
-                return f"declares {size} bytes, more than a sealed file holds ({MAX_SEALED_BYTES})"
+                return TooLarge, (
+                    f"declares {size} bytes, more than a sealed file holds ({MAX_SEALED_BYTES})"
+                )
             return None
         if self.gated is not None and not self.gated(name):
             return None
         if self.listed is None:
             self.before.append(name)
             return None
-        return None if name in self.listed else f"is not listed in {CHECKSUMS_NAME}"
+        return None if name in self.listed else (Tampered, f"is not listed in {CHECKSUMS_NAME}")
 
     def learn(self, data: Iterable[bytes]) -> str | None:
         """Take ``data``, the archive's ``checksums.xxh3`` in pieces, as the list: the first
@@ -156,10 +161,11 @@ class MemberPlaces:
             self.last = checksum_sort_text(name)
 
 
-def member_error(archive: str, member: str, why: str) -> InvalidInput:
-    """The refusal of ``member`` of the archive shown as ``archive``: ``why`` ends it."""
+def member_error(archive: str, member: str, why: str, made: type[InvalidInput]) -> InvalidInput:
+    """The refusal of ``member`` of the archive shown as ``archive``, of the concept ``made``:
+    ``why`` ends it."""
     shown = display_name(member.encode("utf-8", "surrogateescape"))
-    return InvalidInput(f"{archive}: member {shown} {why}", path=shown)
+    return made(f"{archive}: member {shown} {why}", path=shown)
 
 
 def name_problem(name: str) -> str | None:

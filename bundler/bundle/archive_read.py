@@ -63,7 +63,15 @@ from bundler.bundle.archive_write import FILE_MODE_BITS, archive_form
 from bundler.bundle.manifest import CHECKSUMS_NAME
 from bundler.bundle.tar_header import Header, parse_header, parse_pax
 from bundler.bundle.walk import MAX_ENTRIES
-from bundler.errors import InvalidInput
+from bundler.errors import (
+    Hostile,
+    InvalidInput,
+    Malformed,
+    NotABundle,
+    Tampered,
+    TooLarge,
+    Unsupported,
+)
 from bundler.fs.durable import write_all
 from bundler.fs.safefs import display_name, open_beneath
 from bundler.fs.scratch import temp_root
@@ -198,8 +206,8 @@ class _Reader:
 
     # --- the stream ---------------------------------------------------------------------
 
-    def _invalid(self, why: str) -> InvalidInput:
-        return InvalidInput(f"{self.archive} {why}", path=self.archive)
+    def _invalid(self, why: str, made: type[InvalidInput] = Malformed) -> InvalidInput:
+        return made(f"{self.archive} {why}", path=self.archive)
 
     def _read_some(self, size: int) -> bytes:
         """At most ``size`` bytes, ``b""`` only at the stream's end. The stream is read in
@@ -277,7 +285,7 @@ class _Reader:
                 block += more
             if len(block) < BLOCK:
                 if at == 0 and not block:
-                    raise self._invalid("is empty, not a tar archive")
+                    raise self._invalid("is empty, not a tar archive", NotABundle)
                 if block:
                     raise self._invalid(f"is truncated in the header at byte {at}")
                 raise self._invalid(
@@ -298,7 +306,7 @@ class _Reader:
                 info = parse_header(block)
             except tarfile.HeaderError:
                 if at == 0:
-                    raise self._invalid("is not a tar archive") from None
+                    raise self._invalid("is not a tar archive", NotABundle) from None
                 raise self._invalid(
                     f"has a damaged header at byte {at} (a member's size may be wrong)"
                 ) from None
@@ -320,7 +328,8 @@ class _Reader:
         if info.size > self.limits.max_header_bytes:
             raise self._invalid(
                 f"has an extended header of {human_size(info.size)} at byte {at} "
-                f"(at most {human_size(self.limits.max_header_bytes)})"
+                f"(at most {human_size(self.limits.max_header_bytes)})",
+                TooLarge,
             )
         data = self._read_exact(info.size, lambda: f"in the extended header at byte {at}")
         self._skip_padding(
@@ -377,36 +386,41 @@ class _Reader:
             name = name[:-1]
         kind = self._kind_problem(info, pax)
         if kind is not None:
-            raise self._fail(name, kind)
+            raise self._fail(name, kind[1], kind[0])
         size = info.size
         if "size" in pax:
             if not pax["size"].isdigit() or len(pax["size"]) > 20:
-                raise self._fail(name, "has a malformed pax size")
+                raise self._fail(name, "has a malformed pax size", Malformed)
             size = int(pax["size"])
         if is_dir and size:
-            raise self._fail(name, "is a folder that declares data")
+            raise self._fail(name, "is a folder that declares data", Malformed)
         self._admit(name, is_dir, size, info.mode & FILE_MODE_BITS)
 
     def _admit(self, name: str, is_dir: bool, size: int, mode: int) -> None:
         """The checks every member passes, whatever its headers were, then its making."""
         problem = name_problem(name) or self.places.problem(name)
         if problem is not None:
-            raise self._fail(name, problem)
+            raise self._fail(name, problem, Hostile)
         limits = self.limits
         if self.members >= limits.max_members:
-            raise self._fail(name, f"is one more than the {limits.max_members} members allowed")
+            raise self._fail(
+                name, f"is one more than the {limits.max_members} members allowed", TooLarge
+            )
         if size > limits.max_member_bytes:
             raise self._fail(
                 name,
                 f"declares {human_size(size)}, more than {human_size(limits.max_member_bytes)}",
+                TooLarge,
             )
         if self.total + size > limits.max_total_bytes:
             raise self._fail(
-                name, f"takes the archive past {human_size(limits.max_total_bytes)} unpacked"
+                name,
+                f"takes the archive past {human_size(limits.max_total_bytes)} unpacked",
+                TooLarge,
             )
         unlisted = None if is_dir else self.gate.problem(name, size)
         if unlisted is not None:
-            raise self._fail(name, unlisted)
+            raise self._fail(name, unlisted[1], unlisted[0])
         self.total += size
         self.places.add(name, is_dir)
         self.members += 1
@@ -432,25 +446,27 @@ class _Reader:
         try:
             before = self.gate.learn(data)
         except InvalidInput as err:
-            raise self._fail(CHECKSUMS_NAME, f"cannot be read: {err.message}") from None
+            raise self._fail(CHECKSUMS_NAME, f"cannot be read: {err.message}", type(err)) from None
         if before is not None:
-            raise self._fail(before, f"is not listed in {CHECKSUMS_NAME}")
+            raise self._fail(before, f"is not listed in {CHECKSUMS_NAME}", Tampered)
 
-    def _fail(self, name: str, why: str) -> InvalidInput:
-        return member_error(self.archive, name, why)
+    def _fail(self, name: str, why: str, made: type[InvalidInput]) -> InvalidInput:
+        return member_error(self.archive, name, why, made)
 
-    def _kind_problem(self, info: Header, pax: dict[str, bytes]) -> str | None:
+    def _kind_problem(
+        self, info: Header, pax: dict[str, bytes]
+    ) -> tuple[type[InvalidInput], str] | None:
         kind = info.type
         if kind in _LINK_TYPES or kind == tarfile.GNUTYPE_LONGLINK or "linkpath" in pax:
-            return f"is {_LINK_TYPES.get(kind, 'a link')}: a bundle holds none"
+            return Hostile, f"is {_LINK_TYPES.get(kind, 'a link')}: a bundle holds none"
         if kind in _SPECIAL_TYPES:
-            return f"is {_SPECIAL_TYPES[kind]}: a bundle holds only files and folders"
+            return Hostile, f"is {_SPECIAL_TYPES[kind]}: a bundle holds only files and folders"
         if kind == tarfile.GNUTYPE_SPARSE or any(key.startswith("GNU.sparse.") for key in pax):
-            return "is a sparse file: pack the bundle with 'bundler bundle pack'"
+            return Unsupported, "is a sparse file: pack the bundle with 'bundler bundle pack'"
         if kind == tarfile.XGLTYPE:
-            return "is a global pax header, which bundle archives do not use"
+            return Unsupported, "is a global pax header, which bundle archives do not use"
         if kind not in _FILE_TYPES and kind != tarfile.DIRTYPE:
-            return (
+            return Unsupported, (
                 f"has the tar type {escape_display(kind.decode('latin-1'))}, not a file or folder"
             )
         return None
@@ -530,6 +546,7 @@ class _Reader:
                 raise self._fail(
                     name,
                     f"is cut short: the archive ends {human_size(size - len(data))} before it does",
+                    Malformed,
                 )
             if len(data) < padded:
                 write(memoryview(data)[:size])
@@ -545,7 +562,9 @@ class _Reader:
             piece = self._read_view(left)
             if not piece:
                 raise self._fail(
-                    name, f"is cut short: the archive ends {human_size(left)} before it does"
+                    name,
+                    f"is cut short: the archive ends {human_size(left)} before it does",
+                    Malformed,
                 )
             if hasher is not None:
                 hasher.update(piece)
@@ -559,11 +578,11 @@ class _Reader:
         return "" if hasher is None else str(hasher.hexdigest())
 
     def _dirty_padding(self, name: str) -> InvalidInput:
-        return self._fail(name, "is padded with bytes that are not zeros")
+        return self._fail(name, "is padded with bytes that are not zeros", Malformed)
 
     def _create_error(self, err: OSError, name: str) -> BaseException:
         why = create_problem(err)
-        return err if why is None else self._fail(name, why)
+        return err if why is None else self._fail(name, why, Hostile)
 
 
 def _discard(_data: bytes | memoryview) -> None:

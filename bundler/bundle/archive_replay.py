@@ -52,6 +52,7 @@ from bundler.bundle.archive_members import (
     process_umask,
 )
 from bundler.bundle.archive_read import Digests
+from bundler.errors import Hostile, Malformed
 from bundler.fs.durable import write_all
 from bundler.fs.interrupts import joined, signals_deferred, start_thread, wait_for
 from bundler.fs.safefs import display_name, open_beneath
@@ -336,10 +337,11 @@ class _Replay:
                     self.archive,
                     member.name,
                     f"is cut short: the archive ends {human_size(missing)} before it does",
+                    Malformed,
                 )
             got += count
         return into
 
     def _create_error(self, err: OSError, name: str) -> BaseException:
         why = create_problem(err)
-        return err if why is None else member_error(self.archive, name, why)
+        return err if why is None else member_error(self.archive, name, why, Hostile)

@@ -24,7 +24,7 @@ from zlib import adler32
 import xxhash
 
 from bundler.bundle.sealed import SEALED_NAME
-from bundler.errors import InvalidInput
+from bundler.errors import Hostile, InvalidInput, Tampered
 from bundler.fs import safefs
 from bundler.fs.durable import write_all
 from bundler.rules.names import escape_display
@@ -56,7 +56,7 @@ _SKIP_REASONS = {
 
 
 def _refuse_skip(kind: safefs.SkipKind, path: str) -> None:
-    raise InvalidInput(
+    raise Hostile(
         f"{path} is {_SKIP_REASONS[kind]}: a bundle holds only files and folders; "
         "run 'bundler bundle verify' on it",
         path=path,
@@ -455,7 +455,7 @@ def _write_member(
 
 def _changed(name: str) -> InvalidInput:
     shown = escape_display(name)
-    return InvalidInput(
+    return Tampered(
         f"{shown} changed size while it was being archived: stop what writes to the bundle and "
         "try again",
         path=shown,

@@ -19,9 +19,9 @@ from bundler.bundle.manifest import (
     checksums_by_path,
     iter_checksums,
 )
-from bundler.bundle.rootfile import TooLarge, cannot_read, read_chunks
+from bundler.bundle.rootfile import PastLimit, cannot_read, read_chunks
 from bundler.bundle.walk import DEFERRED
-from bundler.errors import InvalidInput
+from bundler.errors import InvalidInput, Tampered, TooLarge
 from bundler.rules.names import escape_display
 from bundler.rules.units import human_size
 
@@ -36,11 +36,13 @@ def read_checksums(raw: bytes) -> tuple[dict[str, str] | None, Problem | None]:
 
 def checksums_line_problem(exc: InvalidInput) -> Problem:
     where = exc.path or CHECKSUMS_NAME  # "checksums.xxh3:<line>"
-    return Problem(where, exc.message.removeprefix(f"{where}: "))
+    return Problem(where, exc.message.removeprefix(f"{where}: "), type(exc))
 
 
 def not_matching(rel: str) -> Problem:
-    return Problem(escape_display(rel), f"content does not match its digest in {CHECKSUMS_NAME}")
+    return Problem(
+        escape_display(rel), f"content does not match its digest in {CHECKSUMS_NAME}", Tampered
+    )
 
 
 class ChecksumReader:
@@ -86,8 +88,10 @@ class ChecksumReader:
                     tops.add(path.partition("/")[0])
         except InvalidInput as exc:
             problem: Problem | None = checksums_line_problem(exc)
-        except TooLarge:
-            return Problem(CHECKSUMS_NAME, f"larger than {human_size(MAX_CHECKSUMS_BYTES)}")
+        except PastLimit:
+            return Problem(
+                CHECKSUMS_NAME, f"larger than {human_size(MAX_CHECKSUMS_BYTES)}", TooLarge
+            )
         except OSError as exc:
             return cannot_read(CHECKSUMS_NAME, exc)
         else:
@@ -105,14 +109,16 @@ class ChecksumReader:
             return
         try:
             self._next = next(self._lines, None)
-        except (InvalidInput, TooLarge):
+        except (InvalidInput, PastLimit):
             self._changed()
         except OSError as exc:
             self.problem = cannot_read(CHECKSUMS_NAME, exc)
             self._next = None
 
     def _changed(self) -> None:
-        self.problem = Problem(CHECKSUMS_NAME, "changed while it was verified: verify again")
+        self.problem = Problem(
+            CHECKSUMS_NAME, "changed while it was verified: verify again", Tampered
+        )
         self._next = None
 
     def _listed_not_found(self, path: str) -> None:
@@ -121,6 +127,7 @@ class ChecksumReader:
                 Problem(
                     escape_display(path),
                     f"listed in {CHECKSUMS_NAME} but not a regular file of the bundle",
+                    Tampered,
                 )
             )
 
@@ -138,7 +145,9 @@ class ChecksumReader:
             if expected != digest and digest != DEFERRED:
                 self.compared.append(not_matching(rel))
         else:
-            self.compared.append(Problem(escape_display(rel), f"not listed in {CHECKSUMS_NAME}"))
+            self.compared.append(
+                Problem(escape_display(rel), f"not listed in {CHECKSUMS_NAME}", Tampered)
+            )
 
     def finish(self, errors: list[Problem], *, walked_all: bool) -> None:
         """Add the findings to ``errors``; listed paths not found only when the walk saw the

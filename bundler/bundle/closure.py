@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from bundler.bundle.manifest import Dropped, dropped_sort_key, render_config
-from bundler.errors import InvalidInput, Refused
+from bundler.errors import InvalidConfig, Malformed, NotFound, SecretFound
 from bundler.rules import layout, refs, schema
 from bundler.rules.config_view import array, table
 from bundler.rules.names import (
@@ -288,7 +288,7 @@ def _check_root_families(found: refs.Reach) -> None:
         category = ref.target.split(".", 1)[1]
         if key is not None and key[0] not in refs.families(category):
             where = format_path(ref.path)
-            raise InvalidInput(
+            raise InvalidConfig(
                 f"{where}: unknown provider family {format_path([key[0]])} in {ref.target}",
                 path=where,
             )
@@ -410,7 +410,7 @@ class _Planner:
         source = agents.get(self.alias)
         if not isinstance(source, Mapping):
             close = did_you_mean(self.alias, [str(alias) for alias in agents])
-            raise Refused(
+            raise NotFound(
                 f"unknown agent {format_path([self.alias])}: the config has no such agent{close}",
                 path=format_path(["agents", self.alias]),
             )
@@ -569,7 +569,7 @@ class _Planner:
         required = scrub(self.fragment)
         ciphertext = find_ciphertext(self.fragment)
         if ciphertext:
-            raise Refused(
+            raise SecretFound(
                 f"{ciphertext[0]} holds an encrypted value (enc:/enc2:) outside a secret field: "
                 "it cannot travel; clear or move it and export again",
                 path=ciphertext[0],
@@ -669,16 +669,16 @@ def prove_closure(fragment_bytes: bytes) -> None:
     try:
         parsed = loads(fragment_bytes.decode("utf-8"))
     except (UnicodeDecodeError, TOMLDecodeError) as exc:
-        raise InvalidInput(
+        raise Malformed(
             f"closure invalid: config.toml does not parse back: {exc}", path="config.toml"
         ) from None
     agents = table(parsed.get("agents"))
     if len(agents) != 1:
-        raise InvalidInput(
+        raise InvalidConfig(
             f"closure invalid: agents: the fragment holds {len(agents)} agents, not exactly one",
             path="agents",
         )
     errors, _warnings = validate(parsed, PROOF_ROOT)
     if errors:
         first = errors[0]
-        raise InvalidInput(f"closure invalid: {first.path}: {first.message}", path=first.path)
+        raise InvalidConfig(f"closure invalid: {first.path}: {first.message}", path=first.path)

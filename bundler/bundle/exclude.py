@@ -20,7 +20,7 @@ from pathlib import Path
 
 from bundler.bundle.closure import PRIVATE_DATA
 from bundler.bundle.manifest import Dropped
-from bundler.errors import Refused
+from bundler.errors import UnsuitablePath, os_failure
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.rules.exclusions import (
     IGNORE_FILE,
@@ -48,13 +48,14 @@ def command_line_patterns(exclude: Sequence[str], exclude_from: Sequence[Path]) 
         try:
             data = read_small_file(path, MAX_PATTERN_FILE_BYTES, streams=True)
         except NotSmallFile as why:
-            raise Refused(
+            raise UnsuitablePath(
                 f"--exclude-from {shown} {why.reason}; name a short file of patterns", path=shown
             ) from None
         except OSError as err:
-            raise Refused(
+            raise os_failure(
                 f"--exclude-from {shown}: cannot read it ({err.strerror}); "
                 "name a readable pattern file",
+                err,
                 path=shown,
             ) from None
         patterns += parse_text(data, shown)
@@ -74,14 +75,14 @@ def workspace_patterns(root_fd: int, shown: str) -> list[Pattern]:
     except FileNotFoundError:
         return []
     except NotSmallFile as why:
-        raise Refused(
+        raise UnsuitablePath(
             f"{shown} {why.reason}: make it a short file of patterns and try again", path=shown
         ) from None
     except OSError as err:
         what = (
             "is a symbolic link" if err.errno == errno.ELOOP else f"cannot be read ({err.strerror})"
         )
-        raise Refused(
+        raise UnsuitablePath(
             f"{shown} {what}: make it a regular file of patterns and try again", path=shown
         ) from None
     return parse_text(data, WORKSPACE_IGNORE, shown=shown)

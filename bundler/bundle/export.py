@@ -57,7 +57,7 @@ from bundler.bundle.sweep import ExportSweep
 from bundler.config.secretkey import read_key_at
 from bundler.config.secretstore import open_stored
 from bundler.config.store import load_config
-from bundler.errors import BundlerError, Refused, UsageError, withholding
+from bundler.errors import BundlerError, PolicyRefused, UsageError, withholding
 from bundler.fs import age, durable
 from bundler.fs.copytree import CopiedFile
 from bundler.fs.safefs import open_beneath
@@ -413,7 +413,7 @@ def _check_memory_backend(config: Mapping[str, Any], alias: str) -> None:
         backend = schema.default_of(node)
     if backend != "sqlite":
         where = format_path(["agents", alias, "memory", "backend"])
-        raise Refused(
+        raise PolicyRefused(
             f"--include-memory carries only SQLite memory, and {escape_display(where)} is "
             f"{escape_display(str(backend))}; export without --include-memory",
             path=where,

@@ -23,7 +23,7 @@ from bundler.bundle.manifest import (
 )
 from bundler.bundle.sweep import ExportSweep
 from bundler.bundle.walk import past_entry_limit
-from bundler.errors import Refused
+from bundler.errors import ChangedMeanwhile, NotFound, PolicyRefused, Refused, UnsuitablePath
 from bundler.fs.copytree import CopiedFile, CopyOptions, copy_tree, digest_fd
 from bundler.fs.safefs import (
     Exclude,
@@ -76,7 +76,7 @@ class TreeCopy:
         reader refuses is ever published, and a huge tree is refused without being copied."""
         self.entries += 1
         if past_entry_limit(self.entries):
-            raise Refused(
+            raise PolicyRefused(
                 f"the bundle would hold more than {bundle_walk.MAX_ENTRIES} files and folders "
                 f"({self.entries} counted at {escape_display(relpath)}), which no bundler "
                 "accepts; keep some workspace paths behind with --exclude PATTERN (or a "
@@ -182,7 +182,7 @@ class TreeCopy:
                     raise _no_brain(plan) from None
                 if err.errno not in (errno.ELOOP, errno.ENOTDIR):
                     raise refuse_unreadable("workspace/memory", err) from err
-                raise Refused(
+                raise UnsuitablePath(
                     f"{escape_display(str(plan.workspace))}/memory is not a folder or is a "
                     f"symbolic link ({err.strerror}): point the config at the real workspace",
                     path="workspace/memory",
@@ -293,7 +293,7 @@ class TreeCopy:
         except OSError as err:
             if err.errno not in _CHANGED_ERRNOS:
                 raise refuse_unreadable(prefix.rstrip("/"), err) from err
-            raise Refused(
+            raise ChangedMeanwhile(
                 f"{escape_display(prefix)} changed while it was being exported ({err.strerror}); "
                 "stop the agent and try again",
                 path=prefix,
@@ -332,7 +332,7 @@ def _only_memory_snapshot(rel: str, _st: os.stat_result) -> bool:
 
 def _no_brain(plan: ExportPlan) -> Refused:
     where = escape_display(str(plan.workspace))
-    return Refused(
+    return NotFound(
         f"--include-memory: there is no {where}/memory/brain.db to carry; export without it",
         path="workspace/memory/brain.db",
     )

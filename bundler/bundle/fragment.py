@@ -12,13 +12,14 @@ checked before parsing so a hostile file cannot exhaust the parser.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bundler.errors import UsageError
+from bundler.errors import InvalidInput, UsageError
 from bundler.rules import refs, schema
 from bundler.rules.config_view import array, strings, table, table_at
 from bundler.rules.credentials import mask_credentials
@@ -50,10 +51,18 @@ _FRAGMENT_ROOT = Path("/nonexistent/bundler-fragment-install")
 
 @dataclass(frozen=True)
 class Problem:
-    """One finding: ``path`` names the bundle entry or config path at fault (already escaped)."""
+    """One finding: ``path`` names the bundle entry or config path at fault (already escaped);
+    ``concept`` is what kind of fault it is (a content that does not match its digest is
+    :class:`~bundler.errors.Tampered`, a link :class:`~bundler.errors.Hostile`...), the error
+    an operation that stops at it raises and the ``kind`` its ``--json`` reports."""
 
     path: str
     message: str
+    concept: type[InvalidInput] = dataclasses.field(default=InvalidInput, compare=False)
+
+    def error(self, message: str) -> InvalidInput:
+        """The error that stops an operation at this finding, saying ``message``."""
+        return self.concept(message, path=self.path)
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}"

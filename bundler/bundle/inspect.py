@@ -18,7 +18,6 @@ from bundler.bundle.manifest import MANIFEST_NAME
 from bundler.bundle.sealed import sealed_summary
 from bundler.bundle.verify import verify_bundle
 from bundler.bundle.verify_report import VerifyReport
-from bundler.errors import InvalidInput
 from bundler.rules.config_view import array, array_of_tables, table
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress
@@ -220,7 +219,7 @@ def inspect_bundle(
     if manifest is None:
         first = checked.errors[0] if checked.errors else Problem(MANIFEST_NAME, "unreadable")
         # the entry path is relative to the bundle: name both
-        raise InvalidInput(f"{escape_display(str(path))}: {first}", path=first.path)
+        raise first.error(f"{escape_display(str(path))}: {first}")
     report = InspectReport(verify=checked, root_agent=_escaped(manifest.get("root_agent", "")))
     report.format_version = checked.format_version
     provenance = manifest.get("provenance")

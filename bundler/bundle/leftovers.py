@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bundler.errors import Refused, UsageError
+from bundler.errors import UsageError, os_failure
 from bundler.fs.durable import held_by_another, open_dir
 from bundler.rules import hints
 from bundler.rules.names import escape_display
@@ -161,8 +161,8 @@ def explain_leftovers(folder: Path) -> list[tuple[str, str, str]]:
     try:
         fd = open_dir(folder, follow=True)
     except OSError as err:
-        raise Refused(
-            f"cannot scan {escape_display(str(folder))}: {err.strerror}", path=str(folder)
+        raise os_failure(
+            f"cannot scan {escape_display(str(folder))}: {err.strerror}", err, path=str(folder)
         ) from None
     try:
         absolute = os.path.abspath(folder)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from bundler.errors import InvalidInput, UsageError
+from bundler.errors import Hostile, InvalidInput, Malformed, TooLarge, Unsupported, UsageError
 from bundler.rules import layout, schema, schemacheck
 from bundler.rules.names import escape_display, has_control_chars
 from bundler.rules.risk import RiskFlag
@@ -229,9 +229,9 @@ def manifest_schema_error(table: Any, *, reference: bool = False) -> tuple[str, 
     return _json_path(table, first.segments) or "(top level)", _schema_message(first, found)
 
 
-def _fail(message: str, path: str = "") -> InvalidInput:
+def _fail(message: str, path: str = "", made: type[InvalidInput] = Malformed) -> InvalidInput:
     where = f"{MANIFEST_NAME}: {path}: " if path else f"{MANIFEST_NAME}: "
-    return InvalidInput(escape_display(where + message), path=path or MANIFEST_NAME)
+    return made(escape_display(where + message), path=path or MANIFEST_NAME)
 
 
 def _json_path(table: Any, segments: Iterable[str | int]) -> str:
@@ -260,7 +260,7 @@ def parse_manifest(data: bytes) -> Manifest:
     except TOMLDecodeError as exc:
         raise _fail(f"does not parse: {exc}") from None
     except RecursionError:
-        raise _fail("is nested too deeply") from None
+        raise _fail("is nested too deeply", made=TooLarge) from None
     version = table.get("format_version")
     if type(version) is not int:
         raise _fail("must be an integer", "format_version")
@@ -269,6 +269,7 @@ def parse_manifest(data: bytes) -> Manifest:
             raise _fail(
                 f"format {version} was made by a newer tool; upgrade bundler to read it",
                 "format_version",
+                Unsupported,
             )
         raise _fail(f"unknown format {version}", "format_version")
     schema_error = manifest_schema_error(table)
@@ -494,9 +495,9 @@ def iter_checksums(chunks: Iterable[bytes]) -> Iterator[ChecksumLine]:
         except UnicodeDecodeError:
             utf8 = False
     if not utf8:
-        raise InvalidInput(f"{CHECKSUMS_NAME}: is not UTF-8", path=CHECKSUMS_NAME)
+        raise Malformed(f"{CHECKSUMS_NAME}: is not UTF-8", path=CHECKSUMS_NAME)
     if pending:
-        raise InvalidInput(f"{CHECKSUMS_NAME}: the last line has no newline", path=CHECKSUMS_NAME)
+        raise Malformed(f"{CHECKSUMS_NAME}: the last line has no newline", path=CHECKSUMS_NAME)
     if fault is not None:
         raise fault
 
@@ -532,20 +533,18 @@ def _block_by_line(text: str, previous: str, before: int) -> list[ChecksumLine]:
         where = f"{CHECKSUMS_NAME}:{number}"
         match = _CHECKSUM_LINE.fullmatch(line)
         if match is None:
-            raise InvalidInput(
-                f"{where}: not a '<32 lower-case hex digits>  <path>' line", path=where
-            )
+            raise Malformed(f"{where}: not a '<32 lower-case hex digits>  <path>' line", path=where)
         digest, path = match.groups()
         if not _is_bundle_path(path):
-            raise InvalidInput(
+            raise Hostile(
                 f"{where}: {escape_display(path)} is not a normalised relative path", path=where
             )
         # a safe path holds no control character: its sort text orders it (02 §9.2)
         key = checksum_sort_text(path)
         if key == previous:
-            raise InvalidInput(f"{where}: {escape_display(path)} is listed twice", path=where)
+            raise Malformed(f"{where}: {escape_display(path)} is listed twice", path=where)
         if key < previous:
-            raise InvalidInput(f"{where}: {escape_display(path)} is out of order", path=where)
+            raise Malformed(f"{where}: {escape_display(path)} is out of order", path=where)
         previous = key
         out.append((key, path, digest))
     return out
@@ -565,9 +564,9 @@ def _checksums_by_line(data: bytes) -> dict[str, str]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise InvalidInput(f"{CHECKSUMS_NAME}: is not UTF-8", path=CHECKSUMS_NAME) from None
+        raise Malformed(f"{CHECKSUMS_NAME}: is not UTF-8", path=CHECKSUMS_NAME) from None
     if text and not text.endswith("\n"):
-        raise InvalidInput(f"{CHECKSUMS_NAME}: the last line has no newline", path=CHECKSUMS_NAME)
+        raise Malformed(f"{CHECKSUMS_NAME}: the last line has no newline", path=CHECKSUMS_NAME)
     return {path: digest for _key, path, digest in _block_by_line(text, "", 0)}
 
 

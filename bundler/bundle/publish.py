@@ -48,7 +48,17 @@ from bundler.bundle.leftovers import (
     staging_name,
 )
 from bundler.bundle.manifest import MANIFEST_NAME
-from bundler.errors import BundlerError, Interrupted, Refused, environment_hint
+from bundler.errors import (
+    BundlerError,
+    ChangedMeanwhile,
+    DestinationExists,
+    Interrupted,
+    NotFound,
+    Refused,
+    UnsuitablePath,
+    environment_hint,
+    os_failure,
+)
 from bundler.fs.copytree import make_durable
 from bundler.fs.durable import (
     RENAME_EXCHANGE,
@@ -210,21 +220,21 @@ def admit(
     try:
         parent_fd = open_dir(parent, follow=False)
     except FileNotFoundError:
-        raise Refused(
+        raise NotFound(
             f"{display}: the parent folder {escape_display(parent_given)} does not exist; "
             "create it first",
             path=os.fspath(out),
         ) from None
     except OSError as err:
-        raise Refused(
-            f"{display}: cannot open the parent folder: {err.strerror}", path=os.fspath(out)
+        raise os_failure(
+            f"{display}: cannot open the parent folder: {err.strerror}", err, path=os.fspath(out)
         ) from None
     try:
         dest_real = os.path.join(parent, name)
         for source in protected:
             source_real = os.path.realpath(os.fspath(source))
             if paths_overlap(dest_real, source_real):
-                raise Refused(
+                raise UnsuitablePath(
                     f"{display} overlaps {escape_display(source_real)}, which the export "
                     "reads; "
                     "choose a folder outside the install and its agents' folders",
@@ -269,16 +279,18 @@ def _open_destination(
     if st is None:
         return None
     if stat.S_ISLNK(st.st_mode):
-        raise Refused(
+        raise UnsuitablePath(
             f"{display} is a symbolic link; name a real {noun} (its target was not touched)",
             path=raw,
         )
     if not (stat.S_ISDIR if folder else stat.S_ISREG)(st.st_mode):
-        raise Refused(f"{display} exists and is not a {noun}; {advice}", path=raw)
+        raise UnsuitablePath(f"{display} exists and is not a {noun}; {advice}", path=raw)
     fd = os.open(name, DIR_FLAGS if folder else _FILE_FLAGS, dir_fd=parent_fd)
     try:
         if _identity(os.fstat(fd)) != _identity(st):
-            raise Refused(f"{display} changed while it was being checked; try again", path=raw)
+            raise ChangedMeanwhile(
+                f"{display} changed while it was being checked; try again", path=raw
+            )
     except BaseException:
         os.close(fd)
         raise
@@ -297,9 +309,9 @@ def _classify_file(
     finally:
         os.close(fd)
     if not is_archive:
-        raise Refused(f"{display} is not a bundle archive; {_NEW_FILE}", path=raw)
+        raise DestinationExists(f"{display} is not a bundle archive; {_NEW_FILE}", path=raw)
     if not force:
-        raise Refused(
+        raise DestinationExists(
             f"{display} already holds a bundle archive; pass --force to replace it", path=raw
         )
     return DestKind.ARCHIVE, _identity(st)
@@ -321,9 +333,11 @@ def _classify(
         return DestKind.EMPTY, _identity(st)
     if MANIFEST_NAME in names:
         if not force:
-            raise Refused(f"{display} already holds a bundle; pass --force to replace it", path=raw)
+            raise DestinationExists(
+                f"{display} already holds a bundle; pass --force to replace it", path=raw
+            )
         return DestKind.BUNDLE, _identity(st)
-    raise Refused(f"{display} is not a bundle; choose an empty or new folder", path=raw)
+    raise DestinationExists(f"{display} is not a bundle; choose an empty or new folder", path=raw)
 
 
 class Staging:
@@ -469,7 +483,7 @@ class Staging:
             os.close(fd)
 
     def _dest_refused(self, why: str) -> Refused:
-        return Refused(
+        return ChangedMeanwhile(
             f"{labelled(self.admission.label, escape_display(self.admission.dest_path))} {why}; "
             "nothing was published",
             path=self.admission.dest_path,
@@ -647,12 +661,11 @@ class Staging:
 def io_failure(dest: str, what: str, err: OSError) -> Refused:
     """A one-line error for an I/O failure before the swap: the destination is unchanged."""
     reason = err.strerror or str(err)
-    if err.errno in (errno.ENOSPC, errno.EDQUOT):
-        hint = "free some space and try again"
-    else:  # too few descriptors or too little memory is not the disk's fault
-        hint = environment_hint(err) or "check the disk and try again"
-    return Refused(
+    # a full disk, too few descriptors or too little memory each has its own hint
+    hint = environment_hint(err) or "check the disk and try again"
+    return os_failure(
         f"{what} beside {escape_display(dest)} ({reason}); the destination is unchanged: {hint}",
+        err,
         path=dest,
     )
 
@@ -687,8 +700,8 @@ def stage_build_publish(admission: Admission, build: Callable[[Staging], None]) 
                 hints.command("recover", admission.dest_path),
             )
             if isinstance(err, Interrupted):
-                raise Interrupted(message) from err
-            raise type(err)(message, path=err.path, code=err.code) from err
+                raise Interrupted(message, signal_name=err.signal_name) from err
+            raise err.restated(message) from err
         raise
     except BaseException:
         if staging is not None and not staging.published:

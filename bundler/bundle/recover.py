@@ -33,7 +33,7 @@ from bundler.bundle.publish import (
     rename_noreplace,
     unlink_missing_ok,
 )
-from bundler.errors import Refused
+from bundler.errors import os_failure
 from bundler.fs.durable import fsync_dir, open_dir
 from bundler.fs.scratch import dead_temporary_scratch
 from bundler.rules import hints
@@ -103,8 +103,8 @@ def recover_destination(dest: Path, dry_run: bool = False) -> list[str]:
     try:
         parent_fd = open_dir(parent, follow=False)
     except OSError as err:
-        raise Refused(
-            f"cannot open {escape_display(parent_given)}: {err.strerror}", path=str(dest)
+        raise os_failure(
+            f"cannot open {escape_display(parent_given)}: {err.strerror}", err, path=str(dest)
         ) from None
     try:
         return (
@@ -114,11 +114,12 @@ def recover_destination(dest: Path, dry_run: bool = False) -> list[str]:
         )
     except OSError as err:  # a leftover we may not remove (immutable, no permission, EMFILE)
         where = escape_display(os.fsdecode(err.filename)) if err.filename else ""
-        raise Refused(
+        raise os_failure(
             f"recovering {escape_display(str(dest))} stopped"
             + (f" at {where}" if where else "")
             + f" ({err.strerror or err}); what is left is listed by 'bundler doctor': fix the "
             "cause and run recover again",
+            err,
             path=str(dest),
         ) from None
     finally:

@@ -17,7 +17,15 @@ from typing import Any
 
 from bundler.bundle import fragment as fragment_rules
 from bundler.bundle.fragment import Problem
-from bundler.errors import InvalidInput, Refused, environment_failure
+from bundler.errors import (
+    Hostile,
+    Malformed,
+    NotABundle,
+    NotFound,
+    TooLarge,
+    environment_failure,
+    os_failure,
+)
 from bundler.rules import tomlcompat
 from bundler.rules.names import escape_display
 from bundler.rules.tomlcompat import toml_error_reason
@@ -32,22 +40,22 @@ def open_bundle_root(path: Path) -> int:
     try:
         return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
-        raise Refused(f"{shown}: no such bundle folder", path=str(path)) from None
+        raise NotFound(f"{shown}: no such bundle folder", path=str(path)) from None
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
             if os.path.islink(path):
                 message = f"{shown} is a symbolic link: verify the real folder"
             else:
                 message = f"{shown} is not a folder: a bundle is a folder"
-            raise InvalidInput(message, path=str(path)) from None
+            raise NotABundle(message, path=str(path)) from None
         failed = environment_failure("read", shown, exc)
         if failed is not None:
             raise failed from None
         reason = os.strerror(exc.errno) if exc.errno else str(exc)
-        raise Refused(f"cannot read {shown} ({reason})", path=str(path)) from None
+        raise os_failure(f"cannot read {shown} ({reason})", exc, path=str(path)) from None
 
 
-class TooLarge(Exception):
+class PastLimit(Exception):
     """A root file grew past its limit while it was read."""
 
 
@@ -60,16 +68,16 @@ def open_root_file(root_fd: int, name: str, limit: int) -> tuple[int | None, Pro
         return None, None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            return None, Problem(name, "a symbolic link (a bundle holds none)")
+            return None, Problem(name, "a symbolic link (a bundle holds none)", Hostile)
         return None, cannot_read(name, exc)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            problem = Problem(name, "not a regular file")
+            problem = Problem(name, "not a regular file", Hostile)
         elif st.st_nlink > 1:
-            problem = Problem(name, "a hard link (a bundle holds none)")
+            problem = Problem(name, "a hard link (a bundle holds none)", Hostile)
         elif st.st_size > limit:
-            problem = Problem(name, f"larger than {human_size(limit)}")
+            problem = Problem(name, f"larger than {human_size(limit)}", TooLarge)
         else:
             return fd, None
     except OSError as exc:
@@ -79,13 +87,13 @@ def open_root_file(root_fd: int, name: str, limit: int) -> tuple[int | None, Pro
 
 
 def read_chunks(fd: int, limit: int, size: int = 1 << 20) -> Iterator[bytes]:
-    """The file's bytes from its start in pieces of ``size``; raises :class:`TooLarge` past
+    """The file's bytes from its start in pieces of ``size``; raises :class:`PastLimit` past
     ``limit`` and :class:`OSError` as the reads do."""
     offset = 0
     while chunk := os.pread(fd, size, offset):
         offset += len(chunk)
         if offset > limit:
-            raise TooLarge
+            raise PastLimit
         yield chunk
 
 
@@ -96,8 +104,8 @@ def read_root_file(root_fd: int, name: str, limit: int) -> tuple[bytes | None, P
         return None, problem
     try:
         return b"".join(read_chunks(fd, limit)), None
-    except TooLarge:
-        return None, Problem(name, f"larger than {human_size(limit)}")
+    except PastLimit:
+        return None, Problem(name, f"larger than {human_size(limit)}", TooLarge)
     except OSError as exc:
         return None, cannot_read(name, exc)
     finally:
@@ -118,13 +126,15 @@ def parse_toml(name: str, raw: bytes) -> tuple[dict[str, Any] | None, Problem | 
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        return None, Problem(name, "not valid UTF-8")
+        return None, Problem(name, "not valid UTF-8", Malformed)
     depth = fragment_rules.nesting_depth(text)
     if depth > fragment_rules.MAX_NESTING:
         return None, Problem(
-            name, f"nested {depth} levels deep (at most {fragment_rules.MAX_NESTING})"
+            name, f"nested {depth} levels deep (at most {fragment_rules.MAX_NESTING})", TooLarge
         )
     try:
         return tomlcompat.loads(text), None
     except (tomlcompat.TOMLDecodeError, RecursionError) as exc:
-        return None, Problem(name, f"not valid TOML ({escape_display(toml_error_reason(exc))})")
+        return None, Problem(
+            name, f"not valid TOML ({escape_display(toml_error_reason(exc))})", Malformed
+        )

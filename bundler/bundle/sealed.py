@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from bundler.bundle import fragment as fragment_rules
 from bundler.bundle.fragment import Problem
 from bundler.bundle.manifest import MANIFEST_NAME
-from bundler.errors import InvalidInput, Refused
+from bundler.errors import Damaged, InvalidInput, Malformed, Tampered, Undecryptable
 from bundler.fs import age
 from bundler.rules.names import escape_display
 from bundler.rules.paths import parse_path
@@ -90,7 +90,7 @@ def sealed_values(
             elif found.state == "unreadable":
                 reason = found.problem
             if reason:
-                raise Refused(
+                raise Damaged(
                     f"--seal-to: {escape_display(path)} is stored encrypted and does not "
                     f"decrypt under {found.where} ({reason}); nothing was exported",
                     path=path,
@@ -155,21 +155,31 @@ def check_sealed(
     table = (manifest or {}).get(SEALED_TABLE)
     if table is None:
         if present:
-            return [Problem(SEALED_NAME, f"present, but {MANIFEST_NAME} has no [sealed] table")]
+            return [
+                Problem(
+                    SEALED_NAME, f"present, but {MANIFEST_NAME} has no [sealed] table", Tampered
+                )
+            ]
         return []
     where = f"{MANIFEST_NAME}: {SEALED_TABLE}"
     problem = _table_problem(table, manifest or {})
     if problem is not None:
-        return [Problem(where, problem)]
+        return [Problem(where, problem, Malformed)]
     if not present:
-        return [Problem(SEALED_NAME, f"missing, though {MANIFEST_NAME} has a [sealed] table")]
+        return [
+            Problem(SEALED_NAME, f"missing, though {MANIFEST_NAME} has a [sealed] table", Tampered)
+        ]
     if data is None:
         return []  # the walk said why it could not be read
     if hashlib.sha256(data).hexdigest() != table["sha256"]:
-        return [Problem(SEALED_NAME, f"its sha256 does not match {MANIFEST_NAME}'s sealed.sha256")]
+        return [
+            Problem(
+                SEALED_NAME, f"its sha256 does not match {MANIFEST_NAME}'s sealed.sha256", Tampered
+            )
+        ]
     header = age.parse_header(data)
     if isinstance(header, str):
-        return [Problem(SEALED_NAME, f"not an age file: {header}")]
+        return [Problem(SEALED_NAME, f"not an age file: {header}", Malformed)]
     if header.recipients != table["recipients"]:
         return [
             Problem(
@@ -237,11 +247,11 @@ def open_sealed(
     """
     table = manifest.get(SEALED_TABLE)
     if not isinstance(table, dict) or hashlib.sha256(data).hexdigest() != table.get("sha256"):
-        raise _refuse("it changed since the bundle was verified")
+        raise _refuse("it changed since the bundle was verified", Tampered)
     try:
         plain = age.decrypt(data, identities)
     except age.NotOpened as err:
-        raise _refuse(f"cannot be decrypted: {err.reason}") from None
+        raise _refuse(f"cannot be decrypted: {err.reason}", Undecryptable) from None
     try:
         document = json.loads(plain.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -278,5 +288,5 @@ def open_sealed(
     return {str(path): str(value) for path, value in secrets.items()}
 
 
-def _refuse(why: str) -> InvalidInput:
-    return InvalidInput(f"{SEALED_NAME}: {why}; nothing changed", path=SEALED_NAME)
+def _refuse(why: str, made: type[InvalidInput] = Malformed) -> InvalidInput:
+    return made(f"{SEALED_NAME}: {why}; nothing changed", path=SEALED_NAME)

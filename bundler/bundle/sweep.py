@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from bundler.bundle.manifest import CONFIG_NAME, MANIFEST_NAME
-from bundler.errors import Refused, RefusedWithList
+from bundler.errors import SecretFound
 from bundler.fs.interrupts import handed_over, joined, start_thread, wait_for
 from bundler.rules.names import escape_display
 from bundler.rules.secrets import WITHHELD
@@ -167,30 +167,34 @@ class ExportSweep:
             return
         if len(self.hits) == 1:
             hit = self.hits[0]
-            raise Refused(
+            raise SecretFound(
                 f"{self._where(hit)}; {self._fix(hit)} (or pass --scan-secrets warn) and export "
                 "again",
                 path=hit.file,
+                listing=self._listing(),
             )
         files = len({hit.file for hit in self.hits})
-        raise RefusedWithList(
+        raise SecretFound(
             f"{len(self.hits)} known secrets found in {files} carried files or names (listed "
             "below); nothing was published: remove each value, rename what holds one in its "
             "name, or keep the file behind with --exclude, then export again (or pass "
             "--scan-secrets warn)",
             details=[f"{self._where(hit)}; {self._fix(hit)}" for hit in self.hits],
-            key="secret_hits",
-            listing=[
-                {
-                    "file": hit.file,
-                    "secret_path": hit.secret_path,
-                    "encoding": hit.encoding,
-                    "in": "name" if hit in self._in_names else "content",
-                }
-                for hit in self.hits
-            ],
+            listing=self._listing(),
             path=self.hits[0].file,
         )
+
+    def _listing(self) -> list[dict[str, str]]:
+        """Every hit as ``--json`` lists it in ``secret_hits``: where, never the value."""
+        return [
+            {
+                "file": hit.file,
+                "secret_path": hit.secret_path,
+                "encoding": hit.encoding,
+                "in": "name" if hit in self._in_names else "content",
+            }
+            for hit in self.hits
+        ]
 
     def _where(self, hit: Hit) -> str:
         shown = escape_display(hit.file)

@@ -49,7 +49,7 @@ from bundler.bundle.verify_claims import (
 )
 from bundler.bundle.verify_report import VerifyReport, unique_problems
 from bundler.bundle.walk import BundleTree, BundleWalker, KnownDigests
-from bundler.errors import EnvironmentFailure
+from bundler.errors import EnvironmentFailure, NotABundle
 from bundler.rules.config_view import table_at
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress, known_total
@@ -172,7 +172,7 @@ def verify_bundle(
     except EnvironmentFailure as exc:
         # the entry is named within the bundle: name the bundle as well
         shown = escape_display(str(path))
-        raise EnvironmentFailure(f"{shown}: {exc.message}", path=exc.path) from exc
+        raise exc.restated(f"{shown}: {exc.message}") from exc
     finally:
         os.close(root_fd)
         if progress is not None:
@@ -240,7 +240,7 @@ def _verify_checksummed(
     if problem is not None:
         report.errors.append(problem)
     elif raw_manifest is None:
-        report.errors.append(Problem(MANIFEST_NAME, "missing: not a bundle"))
+        report.errors.append(Problem(MANIFEST_NAME, "missing: not a bundle", NotABundle))
     else:
         legacy = checksums_fd is None and checksums_problem is None
         report.manifest_digest = xxhash.xxh3_128(raw_manifest).hexdigest()

@@ -17,7 +17,7 @@ from bundler.bundle.manifest import CHECKSUMS_NAME, CONFIG_NAME, MANIFEST_NAME, 
 from bundler.bundle.rootfile import parse_toml
 from bundler.bundle.verify_report import VerifyReport
 from bundler.bundle.walk import BundleTree
-from bundler.errors import BundlerError, InvalidInput
+from bundler.errors import InvalidInput, Tampered
 from bundler.rules.config_view import array, array_of_tables, strings, table
 from bundler.rules.names import escape_display, is_portable_skill_alias
 from bundler.rules.secrets import sweep_targets
@@ -26,9 +26,9 @@ from bundler.rules.secrets import sweep_targets
 _EMPTY_INSTALL = Path("/nonexistent/bundler-verify-empty-install")
 
 
-def _manifest_error(exc: BundlerError) -> Problem:
+def _manifest_error(exc: InvalidInput) -> Problem:
     message = exc.message.removeprefix(f"{MANIFEST_NAME}: ")
-    return Problem(MANIFEST_NAME, message)
+    return Problem(MANIFEST_NAME, message, type(exc))
 
 
 def read_manifest(raw: bytes, *, legacy: bool) -> tuple[dict[str, Any] | None, list[Problem]]:
@@ -286,8 +286,8 @@ def withhold_smuggled(report: VerifyReport, fragment: dict[str, Any]) -> None:
     from bundler.rules.sweeper import withholder
 
     scrub = withholder(targets)
-    report.errors = [Problem(scrub(p.path), scrub(p.message)) for p in report.errors]
-    report.warnings = [Problem(scrub(p.path), scrub(p.message)) for p in report.warnings]
+    report.errors = [Problem(scrub(p.path), scrub(p.message), p.concept) for p in report.errors]
+    report.warnings = [Problem(scrub(p.path), scrub(p.message), p.concept) for p in report.warnings]
 
 
 def read_raw_secret_paths(manifest: dict[str, Any], fragment: dict[str, Any]) -> None:
@@ -371,11 +371,13 @@ def no_checksums(report: VerifyReport, manifest: Mapping[str, Any], version: int
         "checksums" in contents or "checksums_xxh3_128" in contents
     )
     if version != 1:
-        report.errors.append(Problem(CHECKSUMS_NAME, "missing"))
+        report.errors.append(Problem(CHECKSUMS_NAME, "missing", Tampered))
     elif promised:
         report.errors.append(
             Problem(
-                CHECKSUMS_NAME, "missing, though the manifest's [contents] names it and its digest"
+                CHECKSUMS_NAME,
+                "missing, though the manifest's [contents] names it and its digest",
+                Tampered,
             )
         )
     else:

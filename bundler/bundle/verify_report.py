@@ -12,7 +12,7 @@ from typing import Any
 from bundler.bundle.checksum_check import not_matching
 from bundler.bundle.fragment import Problem
 from bundler.bundle.manifest import CHECKSUMS_NAME, MANIFEST_NAME
-from bundler.errors import InvalidInput
+from bundler.errors import InvalidInput, Tampered
 from bundler.rules import hints
 from bundler.rules.names import escape_display
 
@@ -121,7 +121,9 @@ def confirm_read(report: VerifyReport, read: Mapping[str, str]) -> None:
 
 
 def _changed_while_read(rel: str) -> Problem:
-    return Problem(escape_display(rel), "changed while it was read: verify the bundle again")
+    return Problem(
+        escape_display(rel), "changed while it was read: verify the bundle again", Tampered
+    )
 
 
 def unsound(report: VerifyReport, source: str) -> InvalidInput:
@@ -131,9 +133,7 @@ def unsound(report: VerifyReport, source: str) -> InvalidInput:
     every = hints.command("bundle", "verify", os.path.abspath(source))
     more = len(report.errors) - 1
     tail = f" (and {more} more; every one: {every})" if more else ""
-    return InvalidInput(
-        f"{escape_display(source)} is not a sound bundle: {first}{tail}", path=first.path
-    )
+    return first.error(f"{escape_display(source)} is not a sound bundle: {first}{tail}")
 
 
 def unique_problems(problems: Sequence[Problem]) -> list[Problem]:

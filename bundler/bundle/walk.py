@@ -27,7 +27,7 @@ from bundler.bundle.manifest import (
     checksum_sort_text,
 )
 from bundler.bundle.sealed import SEALED_NAME
-from bundler.errors import BundlerError, EnvironmentFailure
+from bundler.errors import BundlerError, EnvironmentFailure, Hostile, InvalidInput, TooLarge
 from bundler.fs import safefs
 from bundler.fs.digest import digest_fd
 from bundler.rules.layout import MAX_CONFIG_TOML_BYTES
@@ -169,10 +169,10 @@ class BundleWalker:
         self.extra_count = 0
         self.extras_at = 0  # where in the errors their one line goes: the first one's place
 
-    def error(self, path: str, message: str) -> None:
+    def error(self, path: str, message: str, concept: type[InvalidInput] = InvalidInput) -> None:
         # walk paths exclude control characters but may hold bidi controls: escape here, once
         if self.listed < MAX_LISTED_TREE_ERRORS:
-            self.errors.append(Problem(escape_display(path), escape_display(message)))
+            self.errors.append(Problem(escape_display(path), escape_display(message), concept))
         self.listed += 1
 
     def count(self, path: str) -> None:
@@ -183,12 +183,13 @@ class BundleWalker:
                 Problem(
                     escape_display(path),
                     f"the bundle has more than {MAX_ENTRIES} entries; stopped here",
+                    TooLarge,
                 )
             )
             raise TooManyEntries
 
     def on_skip(self, kind: safefs.SkipKind, path: str) -> None:
-        self.error(path, _SKIP_MESSAGES[kind])
+        self.error(path, _SKIP_MESSAGES[kind], Hostile)
         self.count(path)
 
     def exclude(self, rel: str, st: os.stat_result) -> bool:
@@ -435,7 +436,7 @@ class BundleWalker:
             self.error(CONFIG_NAME, exc.message)
             return
         if size > limit:
-            self.error(CONFIG_NAME, f"larger than {human_size(limit)}")
+            self.error(CONFIG_NAME, f"larger than {human_size(limit)}", TooLarge)
         else:
             self.tree.config = b"".join(kept)
             if self.on_config is not None:

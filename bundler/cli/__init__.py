@@ -47,6 +47,7 @@ from bundler.errors import (
     Refused,
     UsageError,
     environment_hint,
+    os_failure,
 )
 
 # command words -> "module:function" of its handler
@@ -186,7 +187,7 @@ _NO_THREAD = "can't start new thread"
 thread: its stack could not be mapped (a small ``ulimit -v``) or there are too many."""
 
 
-def _system_failure(err: OSError) -> EnvironmentFailure | None:
+def _system_failure(err: OSError) -> Refused | None:
     """The one-line error for an ``OSError`` the system, not an input, caused; None for any
     other (a bug, which keeps its traceback)."""
     hint = environment_hint(err)
@@ -195,13 +196,14 @@ def _system_failure(err: OSError) -> EnvironmentFailure | None:
     name = err.filename if isinstance(err.filename, str) else ""
     at = f" at {escape_display(name)}" if name else ""
     reason = err.strerror or os.strerror(err.errno or 0)
-    return EnvironmentFailure(f"the system failed the command{at} ({reason}): {hint}", path=name)
+    # a full disk is NoSpace, the rest EnvironmentFailure: the errno names the concept
+    return os_failure(f"the system failed the command{at} ({reason}): {hint}", err, path=name)
 
 
 def _out_of_memory(what: str) -> Refused:
     """The one-line error for a command the system ran short of memory for (exit 1)."""
     said = f" ({what})" if what else ""
-    return Refused(
+    return EnvironmentFailure(
         f"not enough memory{said}: free some memory, or raise this process's limits "
         "(ulimit -v, ulimit -u), and try again"
     )

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from bundler.api.display import escape_display, human_size
 from bundler.cli.output import Output, Result
 from bundler.cli.registry_args import opened_bundle
-from bundler.errors import EXIT_INVALID
+from bundler.errors import EXIT_INVALID, error_kind
 
 if TYPE_CHECKING:
     from bundler.api import ArchiveReport, InspectReport
@@ -69,6 +69,7 @@ def verify(args: argparse.Namespace, out: Output) -> Result:
         warnings=[],
         error_message=_error_lines(lines[0], lines[1:], out.json_mode),
         error_path=first.path,
+        error_kind=error_kind(first.concept),
     )
 
 
@@ -137,6 +138,7 @@ def inspect(args: argparse.Namespace, out: Output) -> Result:
         warnings=warnings,
         error_message=_error_lines(lines[0], lines[1:], out.json_mode),
         error_path=report.verify.errors[0].path,
+        error_kind=error_kind(report.verify.errors[0].concept),
     )
 
 
@@ -158,6 +160,7 @@ def secrets_template(args: argparse.Namespace, out: Output) -> Result:
             code=EXIT_INVALID,
             error_message=_error_lines(lines[0], lines[1:], out.json_mode),
             error_path=report.errors[0].path if report.errors else str(args.dir),
+            error_kind=error_kind(report.errors[0].concept) if report.errors else "",
         )
     payload: dict[str, Any] = made.as_json()
     if args.out is None:

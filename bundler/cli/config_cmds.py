@@ -11,7 +11,7 @@ from bundler.api.display import escape_display
 from bundler.cli.output import Output, Result
 from bundler.config.file import find_install_root
 from bundler.config.store import load_config, set_config_value
-from bundler.errors import EXIT_INVALID, Refused, UsageError
+from bundler.errors import EXIT_INVALID, NoAnswer, NotFound, UsageError
 from bundler.install.receipts import unfilled_secrets
 from bundler.rules import layout
 from bundler.rules.config_view import table
@@ -103,7 +103,7 @@ def get(args: argparse.Namespace, out: Output) -> Result:
     state, value = effective_value(loaded.data, segments)
     if state == "absent":
         close = _did_you_mean(loaded.data, segments)
-        raise Refused(f"{path} is not set in {layout.config_file(root)}{close}", path=path)
+        raise NotFound(f"{path} is not set in {layout.config_file(root)}{close}", path=path)
     is_default = state == "default"
     shown: Any = value
     if args.reveal:
@@ -150,7 +150,7 @@ def _read_value_from_stdin(path: str, args: argparse.Namespace, out: Output) -> 
     """
     if "stdin" in out.closed:
         # its stand-in reads as empty, which would set the field to "" without a word
-        raise Refused(
+        raise NoAnswer(
             f"no value for {escape_display(path)}: standard input is closed; pipe the value "
             "in, or run the command at a terminal and type it",
             path=path,

@@ -45,6 +45,9 @@ class Result:
     warnings: list[str] = field(default_factory=list)
     error_message: str = ""
     error_path: str = ""
+    # the kind of the failure, when the findings say more than the exit code (a verify whose
+    # first fault is a digest that does not match: tampered)
+    error_kind: str = ""
     quiet_text: list[str] | None = None
     # not prose (a script, a man page, a file's content, a value, a table): printed as it is
     verbatim: bool = False
@@ -120,7 +123,7 @@ class Output:
             document: dict[str, Any] = {"ok": result.code == 0, **result.payload}
             if result.code != 0:
                 document["error"] = {
-                    "kind": kind_of_code(result.code),
+                    "kind": result.error_kind or kind_of_code(result.code),
                     "code": result.code,
                     "message": result.error_message or "failed",
                     "path": result.error_path,
@@ -218,7 +221,8 @@ class Output:
         if isinstance(err, RefusedWithList):
             # the error stays one line; what it found follows, one thing a line
             _print([f"error: {message}"], sys.stderr)
-            _print_as_is("\n".join(f"  {line}" for line in err.details), sys.stderr)
+            if err.details:  # one hit is said on the one line, with nothing under it
+                _print_as_is("\n".join(f"  {line}" for line in err.details), sys.stderr)
         elif isinstance(err.message, display.Hinted) and "\n" not in err.message:
             # the error itself stays one line; the command to paste follows on its own
             _print(display.lines("error: ", err.message), sys.stderr)

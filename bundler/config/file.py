@@ -24,7 +24,14 @@ from typing import Any
 
 import xxhash
 
-from bundler.errors import InvalidInput, Refused, UsageError
+from bundler.errors import (
+    Malformed,
+    NotFound,
+    Refused,
+    UnsuitablePath,
+    UsageError,
+    os_failure,
+)
 from bundler.rules import hints, layout, tomlcompat
 from bundler.rules.layout import MAX_CONFIG_TOML_BYTES
 from bundler.rules.names import escape_display
@@ -84,7 +91,7 @@ def no_config(install_root: Path) -> Refused:
     """The refusal of a command that needs ``config.toml`` and found none: which install it
     looked at and how to name another (a new user has often forgotten ``--install``)."""
     where = str(layout.config_file(install_root))
-    return Refused(f"no config.toml in {hints.looked_at(install_root)}", path=where)
+    return NotFound(f"no config.toml in {hints.looked_at(install_root)}", path=where)
 
 
 @dataclass(frozen=True)
@@ -148,7 +155,7 @@ def read_config_file(
     except FileNotFoundError:
         linked = False
     except OSError as err:
-        raise Refused(f"cannot open {where}: {err.strerror}", path=where) from None
+        raise os_failure(f"cannot open {where}: {err.strerror}", err, path=where) from None
     if linked:
         real = Path(os.path.realpath(f"/proc/self/fd/{install_fd}/{name}"))
         try:
@@ -159,7 +166,7 @@ def read_config_file(
                 raise no_config(install_root) from None
             # a link into a missing folder cannot be read, nor written beside
             shown = escape_display(str(real.parent))
-            raise Refused(f"cannot open {shown}: {err.strerror}", path=where) from None
+            raise os_failure(f"cannot open {shown}: {err.strerror}", err, path=where) from None
         stack.callback(os.close, dir_fd)
         name = real.name
     try:
@@ -169,21 +176,21 @@ def read_config_file(
             raise no_config(install_root) from None
         return ConfigFile("", None, 0o600, os.getuid(), os.getgid(), dir_fd, name, where)
     except OSError as err:
-        raise Refused(f"cannot open {where}: {err.strerror}", path=where) from None
+        raise os_failure(f"cannot open {where}: {err.strerror}", err, path=where) from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise Refused(f"{where} is not a regular file", path=where)
+            raise UnsuitablePath(f"{where} is not a regular file", path=where)
         raw = _read_limited(fd, where)
     except OSError as err:
-        raise Refused(f"cannot read {where}: {err.strerror}", path=where) from None
+        raise os_failure(f"cannot read {where}: {err.strerror}", err, path=where) from None
     finally:
         os.close(fd)
     text = tomlcompat.decode_utf8(raw)
     if text is None:
         # raised outside any handler: the decode error holds the file's bytes (secrets) in its
         # args, and an error raised inside one would keep it as __context__, even "from None"
-        raise InvalidInput(f"{where}: not UTF-8 at byte {_first_bad_byte(raw)}", path=where)
+        raise Malformed(f"{where}: not UTF-8 at byte {_first_bad_byte(raw)}", path=where)
     identity = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
     return ConfigFile(
         text, identity, stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid, dir_fd, name, where
@@ -207,7 +214,9 @@ def _read_limited(fd: int, where: str) -> bytes:
     while chunk := os.read(fd, 1 << 20):
         held += len(chunk)
         if held > MAX_CONFIG_TOML_BYTES:
-            raise Refused(f"{where} is larger than {human_size(MAX_CONFIG_TOML_BYTES)}", path=where)
+            raise UnsuitablePath(
+                f"{where} is larger than {human_size(MAX_CONFIG_TOML_BYTES)}", path=where
+            )
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -226,7 +235,7 @@ def open_install_root(install_root: Path, *, for_writing: bool = False) -> Itera
         fd = None
     except OSError as err:
         where = layout.config_file(install_root)
-        raise Refused(f"cannot open {where}: {err.strerror}", path=str(where)) from None
+        raise os_failure(f"cannot open {where}: {err.strerror}", err, path=str(where)) from None
     try:
         yield fd
     finally:
@@ -267,7 +276,7 @@ def parse_config_text(text: str, where: str) -> dict[str, Any]:
         reason = "nested too deeply"
     # raised outside the handler: newer parsers keep the whole document (secrets) on the
     # decode error (``doc``), which would stay reachable as __context__, even "from None"
-    raise InvalidInput(f"{where}: invalid TOML: {reason}", path=where)
+    raise Malformed(f"{where}: invalid TOML: {reason}", path=where)
 
 
 @dataclass

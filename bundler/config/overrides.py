@@ -16,7 +16,7 @@ from typing import Any
 from bundler.config.file import LoadedConfig
 from bundler.config.guards import guarded_changes
 from bundler.config.memorylock import backend_locked
-from bundler.errors import InvalidInput, Refused
+from bundler.errors import InvalidConfig, InvalidInput, PolicyRefused
 from bundler.rules import schema
 from bundler.rules.paths import format_path
 from bundler.rules.schemacheck import check_value
@@ -52,21 +52,23 @@ def _apply(loaded: LoadedConfig, environ: Mapping[str, str]) -> None:
     touched: list[tuple[str, list[str]]] = []
     for name, raw_segments in overrides:
         if not all(raw_segments):
-            raise InvalidInput(f"environment variable {name}: empty config path segment", path=name)
+            raise InvalidConfig(
+                f"environment variable {name}: empty config path segment", path=name
+            )
         segments, node, _secret = schema.resolve(raw_segments)
         path = format_path(segments)
         if node is None:
-            raise InvalidInput(
+            raise InvalidConfig(
                 f"environment variable {name}: {path} is not a config field", path=name
             )
         try:
             value = parse_value(environ[name], node, path)
         except InvalidInput as err:
-            raise InvalidInput(f"environment variable {name}: {err.message}", path=name) from None
+            raise InvalidConfig(f"environment variable {name}: {err.message}", path=name) from None
         problems = check_value(node, value, segments)
         if problems:
             first = problems[0]
-            raise InvalidInput(
+            raise InvalidConfig(
                 f"environment variable {name}: {first.path} {first.message}", path=name
             )
         _set_plain(data, segments, value, name)
@@ -85,7 +87,7 @@ def _set_plain(data: dict[str, Any], segments: list[str], value: Any, variable: 
         if isinstance(container, list):
             index = list_index(container, segment, node)
             if index is None:
-                raise InvalidInput(
+                raise InvalidConfig(
                     f"environment variable {variable}: no entry "
                     f"{format_path(segments[: depth + 1])}",
                     path=variable,
@@ -103,7 +105,7 @@ def _set_plain(data: dict[str, Any], segments: list[str], value: Any, variable: 
                 container[segment] = [] if child and child.get("type") == "array" else {}
             container = container[segment]
         else:
-            raise InvalidInput(
+            raise InvalidConfig(
                 f"environment variable {variable}: {format_path(segments[:depth])} is not a table",
                 path=variable,
             )
@@ -124,7 +126,7 @@ def _check_override_guards(
             touched[0][0],
         )
         if change.is_unrestricted and change.new is True:
-            raise Refused(
+            raise PolicyRefused(
                 f"environment variable {variable}: an override may not turn {change.path} on; "
                 "use 'bundler config set' (audited)",
                 path=variable,
@@ -132,7 +134,7 @@ def _check_override_guards(
         if not change.is_unrestricted and backend_locked(
             change, [loaded.file_data, after], loaded.install_root
         ):
-            raise Refused(
+            raise PolicyRefused(
                 f"environment variable {variable}: memory backend is locked: agent "
                 f"{format_path([change.alias])} has written memory",
                 path=variable,

@@ -22,7 +22,14 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bundler.errors import InvalidInput, Refused
+from bundler.errors import (
+    CannotAccess,
+    ChangedMeanwhile,
+    InvalidInput,
+    Malformed,
+    Refused,
+    os_failure,
+)
 from bundler.fs import durable
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.rules.names import escape_display
@@ -195,8 +202,8 @@ def key_error(found: KeyFile) -> InvalidInput | Refused:
     """The error for an unreadable key: ``Refused`` (exit 1) when the system failed the read,
     ``InvalidInput`` (exit 3) when the file is not a key ZeroClaw would read."""
     if found.failed_io:
-        return Refused(key_problem(found), path=found.where)
-    return InvalidInput(key_problem(found), path=found.where)
+        return CannotAccess(key_problem(found), path=found.where)
+    return Malformed(key_problem(found), path=found.where)
 
 
 def key_spellings(key: SecretKey) -> list[str]:
@@ -259,8 +266,8 @@ def publish_key(
     except OSError as err:
         with contextlib.suppress(OSError):
             os.unlink(temp, dir_fd=install_fd)
-        raise Refused(
-            f"cannot create {where}: {err.strerror}; nothing was written", path=where
+        raise os_failure(
+            f"cannot create {where}: {err.strerror}; nothing was written", err, path=where
         ) from None
     except BaseException:
         with contextlib.suppress(OSError):
@@ -274,7 +281,9 @@ def publish_key(
         return key, True
     winner = load_key(install_fd, install_root)
     if winner is None:  # published, then removed by someone else before this read
-        raise Refused(f"{where} vanished while it was created; run the command again", path=where)
+        raise ChangedMeanwhile(
+            f"{where} vanished while it was created; run the command again", path=where
+        )
     return winner, winner == key
 
 

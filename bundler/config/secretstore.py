@@ -38,7 +38,7 @@ from bundler.config.secretkey import (
     publish_key,
     read_key_file,
 )
-from bundler.errors import InvalidInput
+from bundler.errors import InvalidConfig, InvalidInput, Undecryptable
 from bundler.rules import schema
 from bundler.rules.paths import format_path
 from bundler.rules.secrets import SECRET_MIN_LENGTH, SweepTarget, iter_leaves
@@ -135,7 +135,7 @@ def encrypt_policy(file_data: Mapping[str, Any], environ: Mapping[str, str]) -> 
     table = file_data.get("secrets")
     policy: Any = table.get("encrypt", True) if isinstance(table, Mapping) else True
     if not isinstance(policy, bool):
-        raise InvalidInput(
+        raise InvalidConfig(
             "secrets.encrypt must be true or false in config.toml", path="secrets.encrypt"
         )
     raw = environ.get(POLICY_VARIABLE)
@@ -174,7 +174,7 @@ def store_value(value: str, key: SecretKey | None, *, policy: bool, path: str, w
         return value
     if is_encrypted(value):
         if key is None:
-            raise InvalidInput(
+            raise Undecryptable(
                 f"{path}: the value given is stored-encrypted, and there is no {where} to "
                 "decrypt it; give the plain value",
                 path=path,
@@ -187,7 +187,7 @@ def store_value(value: str, key: SecretKey | None, *, policy: bool, path: str, w
             if value.startswith(ENC2):
                 return value
             return encrypt(plain, key) if policy else plain
-        raise InvalidInput(
+        raise Undecryptable(
             f"{path}: the value given is stored-encrypted but does not decrypt under {where} "
             f"({reason}); give the plain value, or one encrypted under this install's key",
             path=path,
@@ -347,7 +347,7 @@ def reveal(value: Any, found: KeyFile, path: str) -> Any:
     if found.state == "unreadable":
         raise key_error(found)
     if found.key is None:
-        raise InvalidInput(
+        raise Undecryptable(
             f"{path} is stored encrypted and there is no {found.where} to decrypt it",
             path=path,
         )
@@ -355,7 +355,7 @@ def reveal(value: Any, found: KeyFile, path: str) -> Any:
         return decrypt(value, found.key)
     except NotDecrypted as err:
         reason = err.reason
-    raise InvalidInput(f"{path} does not decrypt under {found.where}: {reason}", path=path)
+    raise Undecryptable(f"{path} does not decrypt under {found.where}: {reason}", path=path)
 
 
 def census(data: Any, found: KeyFile) -> tuple[int, int]:

@@ -54,7 +54,14 @@ from bundler.config.write import (
     config_lock,
     write_config,
 )
-from bundler.errors import InvalidInput, Refused, UsageError
+from bundler.errors import (
+    InvalidConfig,
+    Malformed,
+    NotFound,
+    PolicyRefused,
+    Refused,
+    UsageError,
+)
 from bundler.rules import hints, layout, schema
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
@@ -273,7 +280,7 @@ def _edit_config(
         if not _only_the_path_changed(before, after, segments, expected()):
             # where tomlkit put the new text is what TOML's reading of it decides; a key
             # appended in the wrong table silently moves others (a table of dotted keys)
-            raise Refused(
+            raise PolicyRefused(
                 f"config {verb} {canonical} refused: in this config.toml's layout the edit "
                 "would also move or change other entries; edit config.toml by hand",
                 path=canonical,
@@ -281,7 +288,7 @@ def _edit_config(
         changes = guarded_changes(before, after)
         for change in changes:
             if not change.is_unrestricted and backend_locked(change, [before, after], install_root):
-                raise Refused(
+                raise PolicyRefused(
                     f"{change.path}: memory backend is locked: the workspace's memory/ folder "
                     "holds this agent's memory; export it first or keep the backend",
                     path=change.path,
@@ -290,7 +297,7 @@ def _edit_config(
         if errors:
             shown = "; ".join(finding.line() for finding in errors[:5])
             more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
-            raise InvalidInput(
+            raise InvalidConfig(
                 f"config {verb} {canonical} refused, the result would be invalid: {shown}{more}",
                 path=canonical,
             )
@@ -330,7 +337,7 @@ def _parse_document(text: str, where: str) -> tomlkit.TOMLDocument:
     try:
         return tomlkit.parse(text)
     except Exception as err:  # tomlkit has no single error base; the text already parsed above
-        raise InvalidInput(
+        raise Malformed(
             f"{where}: cannot edit this TOML: {type(err).__name__}", path=where
         ) from None
 
@@ -354,7 +361,7 @@ def _set_in_document(
         if isinstance(container, (list, AoT, Array)):
             index = list_index(list(container), segment, node)
             if index is None:
-                raise Refused(
+                raise NotFound(
                     f"{canonical}: no entry {format_path(segments[: depth + 1])}; add it to "
                     "config.toml first",
                     path=canonical,
@@ -372,7 +379,7 @@ def _set_in_document(
             else:
                 return _add_missing(container, rest, value, dotted=dotted)
         else:
-            raise Refused(
+            raise NotFound(
                 f"{canonical}: {format_path(segments[:depth])} is not a table", path=canonical
             )
         node = schema.child(node, segment)

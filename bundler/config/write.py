@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from bundler.config.file import ConfigFile, ConfigIdentity, open_install_root, read_config_file
-from bundler.errors import Refused
+from bundler.errors import ChangedMeanwhile, NotFound, Refused, os_failure
 from bundler.fs import durable
 from bundler.fs.durable import fsync_dir, open_dir
 from bundler.fs.interrupts import commit_reached, signals_deferred
@@ -85,8 +85,8 @@ def config_lock(install_root: Path) -> Iterator[None]:
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as err:
-            raise Refused(
-                f"cannot open the config lock {path}: {err.strerror}", path=str(path)
+            raise os_failure(
+                f"cannot open the config lock {path}: {err.strerror}", err, path=str(path)
             ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -174,7 +174,7 @@ def check_config_unchanged(config: ConfigFile) -> None:
     else:
         now = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
     if now != config.identity:
-        raise Refused(
+        raise ChangedMeanwhile(
             f"{config.where} changed since it was read; nothing was written, run the command again",
             path=config.where,
         )
@@ -215,13 +215,15 @@ def write_config(config: ConfigFile, new_text: str) -> list[str]:
         try:
             stage_config(config, temp_name, new_text)
         except OSError as err:
-            raise Refused(
-                f"cannot write beside {target}: {err.strerror}", path=config.where
+            raise os_failure(
+                f"cannot write beside {target}: {err.strerror}", err, path=config.where
             ) from None
         try:
             commit_config(config, temp_name)
         except OSError as err:
-            raise Refused(f"cannot replace {target}: {err.strerror}", path=config.where) from None
+            raise os_failure(
+                f"cannot replace {target}: {err.strerror}", err, path=config.where
+            ) from None
     except BaseException:
         # an interrupt included: the staged file goes (after the commit it is config.toml)
         _unlink_quietly(temp_name, config.dir_fd)
@@ -268,7 +270,7 @@ def _config_for_writing(install_root: Path) -> Iterator[ConfigFile]:
     with open_install_root(install_root, for_writing=True) as install_fd, ExitStack() as stack:
         if install_fd is None:
             where = layout.config_file(install_root)
-            raise Refused(
+            raise NotFound(
                 f"the install folder does not exist: {hints.looked_at(install_root)}",
                 path=str(where),
             )
@@ -283,8 +285,8 @@ def stage_config_text(install_root: Path, new_text: str) -> StagedConfig:
             stage_config(config, temp_name, new_text)
         except OSError as err:
             target = escape_display(_real_path(config))
-            raise Refused(
-                f"cannot write beside {target}: {err.strerror}", path=config.where
+            raise os_failure(
+                f"cannot write beside {target}: {err.strerror}", err, path=config.where
             ) from None
         directory = Path(os.path.realpath(f"/proc/self/fd/{config.dir_fd}"))
         return StagedConfig(directory, temp_name, config.name)
@@ -306,7 +308,9 @@ def commit_staged_config(
         except OSError as err:
             _unlink_quietly(staged.temp_name, config.dir_fd)
             target = escape_display(_real_path(config))
-            raise Refused(f"cannot replace {target}: {err.strerror}", path=config.where) from None
+            raise os_failure(
+                f"cannot replace {target}: {err.strerror}", err, path=config.where
+            ) from None
         return flush_committed(config)
 
 
@@ -356,7 +360,9 @@ def append_audit(install_root: Path, path: str, old: Any, new: Any, via: str) ->
         finally:
             os.close(dir_fd)
     except OSError as err:
-        raise Refused(f"cannot append to {audit}: {err.strerror}", path=str(audit)) from None
+        raise os_failure(
+            f"cannot append to {audit}: {err.strerror}", err, path=str(audit)
+        ) from None
 
 
 def _enter_or_create(dir_fd: int, name: str) -> int:

@@ -28,7 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bundler.errors import InvalidInput, Refused, UsageError
+from bundler.errors import (
+    CredentialsRefused,
+    InvalidInput,
+    Malformed,
+    NoAnswer,
+    UsageError,
+)
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.rules.names import escape_display
 
@@ -260,7 +266,7 @@ def _identities_in(raw: bytes, path: Path, where: str, ask: AskPassphrase | None
 
 
 def _not_identity(where: str, path: Path) -> InvalidInput:
-    return InvalidInput(
+    return Malformed(
         f"{where} is not an identity: expected an age identity file (age-keygen) or an SSH "
         "private key (ssh-ed25519 or ssh-rsa)",
         path=str(path),
@@ -270,7 +276,7 @@ def _not_identity(where: str, path: Path) -> InvalidInput:
 def _unlock_ssh(raw: bytes, path: Path, where: str, ask: AskPassphrase | None) -> bytes:
     """The passphrase-protected SSH key ``raw`` opened, re-encoded unencrypted in memory only."""
     if ask is None:
-        raise Refused(
+        raise NoAnswer(
             f"{where} is protected by a passphrase and there is no terminal to ask for it; "
             "run the command on a terminal, or give an age identity",
             path=str(path),
@@ -280,7 +286,7 @@ def _unlock_ssh(raw: bytes, path: Path, where: str, ask: AskPassphrase | None) -
 
     passphrase = ask(escape_display(str(path)))
     if not passphrase:
-        raise Refused(f"{where}: no passphrase given; nothing changed", path=str(path))
+        raise NoAnswer(f"{where}: no passphrase given; nothing changed", path=str(path))
     secret = passphrase.encode("utf-8")
     del passphrase
     try:
@@ -303,7 +309,7 @@ def _unlock_ssh(raw: bytes, path: Path, where: str, ask: AskPassphrase | None) -
                 serialization.NoEncryption(),
             )
         )
-    raise Refused(f"{where}: {reason}; nothing changed", path=str(path))
+    raise CredentialsRefused(f"{where}: {reason}; nothing changed", path=str(path))
 
 
 class NotOpened(Exception):

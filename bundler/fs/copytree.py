@@ -24,7 +24,7 @@ from typing import Literal
 
 import xxhash
 
-from bundler.errors import Refused
+from bundler.errors import Refused, os_failure
 from bundler.fs import durable
 from bundler.fs.digest import BUFFER_SIZE as BUFFER_SIZE
 from bundler.fs.digest import Observer as Observer
@@ -293,8 +293,9 @@ def make_durable(root_fd: int, *, method: DurableMethod = "auto") -> str:
     except OSError as exc:
         reason = os.strerror(exc.errno) if exc.errno else str(exc)
         where = "the copy" if current == "." else current
-        raise Refused(
+        raise os_failure(
             f"could not make {where} durable ({reason}): check the disk and try again",
+            exc,
             path=current,
         ) from exc
     return chosen

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import xxhash
 
-from bundler.errors import Refused, environment_failure
+from bundler.errors import Refused, environment_failure, os_failure
 
 BUFFER_SIZE = 1 << 20
 
@@ -67,7 +67,9 @@ def failure(verb: str, relpath: str, exc: OSError) -> Refused:
         return failed
     reason = os.strerror(exc.errno) if exc.errno else str(exc)
     hint = "free some space" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "check the disk"
-    return Refused(f"cannot {verb} {relpath} ({reason}): {hint} and try again", path=relpath)
+    return os_failure(
+        f"cannot {verb} {relpath} ({reason}): {hint} and try again", exc, path=relpath
+    )
 
 
 def read_failure(relpath: str, exc: OSError) -> Refused:

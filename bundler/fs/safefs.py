@@ -27,7 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, NamedTuple
 
-from bundler.errors import Refused, environment_failure
+from bundler.errors import (
+    ChangedMeanwhile,
+    Refused,
+    UnsuitablePath,
+    environment_failure,
+    os_failure,
+)
 from bundler.rules.names import decode_name, escape_display, is_portable_name
 
 MAX_DEPTH = 256
@@ -133,14 +139,15 @@ def refuse_unreadable(relpath: str, exc: OSError) -> Refused:
     if failed is not None:
         return failed
     reason = os.strerror(exc.errno) if exc.errno else str(exc)
-    return Refused(
+    return os_failure(
         f"cannot read {relpath} ({reason}): make it readable or remove it, then try again",
+        exc,
         path=relpath,
     )
 
 
 def _refuse_changed(relpath: str) -> Refused:
-    return Refused(
+    return ChangedMeanwhile(
         f"{relpath} turned into a symbolic link while it was being read: the source is being "
         "changed; stop the agent and try again",
         path=relpath,
@@ -273,7 +280,7 @@ def walk(
             if exclude is not None and exclude(rel, lst):
                 continue
             if depth > MAX_DEPTH:
-                raise Refused(
+                raise UnsuitablePath(
                     f"{relpath} is more than {MAX_DEPTH} levels deep: "
                     "flatten the tree and try again",
                     path=relpath,
@@ -418,9 +425,9 @@ def _open_component(parent_fd: int, name: str, shown: str, target: Path) -> int 
         if exc.errno == errno.ELOOP:
             where = "" if shown == str(target) else f"(above {target}) "
             what = f"{where}is a symbolic link"
-            raise Refused(f"{shown} {what}: {SYMLINK_MESSAGE}", path=shown) from exc
+            raise UnsuitablePath(f"{shown} {what}: {SYMLINK_MESSAGE}", path=shown) from exc
         if exc.errno == errno.ENOTDIR:
-            raise Refused(
+            raise UnsuitablePath(
                 f"{shown} is not a folder: point the config at a folder and try again", path=shown
             ) from exc
         raise refuse_unreadable(shown, exc) from exc
@@ -554,7 +561,7 @@ def _holds_regular_skill_md(bundle_fd: int, name: str, lst: os.stat_result, relp
         if exc.errno == errno.ELOOP:
             raise _refuse_changed(relpath) from exc
         if exc.errno == errno.ESTALE:
-            raise Refused(
+            raise ChangedMeanwhile(
                 f"{relpath} was replaced while it was being read: the source is being changed; "
                 "stop the agent and try again",
                 path=relpath,

@@ -43,7 +43,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from bundler.errors import Refused
+from bundler.errors import (
+    CannotAccess,
+    Damaged,
+    EnvironmentFailure,
+    NotFound,
+    UnsuitablePath,
+    os_failure,
+)
 
 Method = Literal["vacuum", "backup"]
 Path_kind = Literal["quiet", "leftover", "live"]
@@ -283,11 +290,15 @@ def _check_source(source: Path, shown: str) -> None:
     try:
         st = os.lstat(source)
     except FileNotFoundError:
-        raise Refused(f"{shown} does not exist: there is no database to copy", path=shown) from None
+        raise NotFound(
+            f"{shown} does not exist: there is no database to copy", path=shown
+        ) from None
     if stat.S_ISLNK(st.st_mode):
-        raise Refused(f"{shown} is a symbolic link: point to the real database file", path=shown)
+        raise UnsuitablePath(
+            f"{shown} is a symbolic link: point to the real database file", path=shown
+        )
     if not stat.S_ISREG(st.st_mode):
-        raise Refused(f"{shown} is not a regular file", path=shown)
+        raise UnsuitablePath(f"{shown} is not a regular file", path=shown)
 
 
 def _read_quiet(source: Path, dest: Path, method: Method) -> bool:
@@ -377,7 +388,7 @@ def snapshot_database(
 def check_snapshot(source: Path, dest: Path) -> None:
     """Raise :class:`Refused` naming ``source`` unless its snapshot ``dest`` passes the check."""
     if not integrity_ok(dest):
-        raise Refused(
+        raise Damaged(
             f"{source} fails PRAGMA integrity_check: repair the database before copying it",
             path=str(source),
         )
@@ -449,7 +460,7 @@ def _failure(source: Path, dest: Path, shown: str, exc: sqlite3.Error) -> BaseEx
     code = _sqlite_code(exc)
     primary = code & 0xFF
     if primary in (_CORRUPT, _NOTADB):
-        return Refused(
+        return Damaged(
             f"{shown} is not a readable SQLite database ({exc}): repair or remove it", path=shown
         )
     if primary == _NOMEM:
@@ -457,13 +468,17 @@ def _failure(source: Path, dest: Path, shown: str, exc: sqlite3.Error) -> BaseEx
     unreadable = _unreadable(source)
     if unreadable is not None:
         reason = unreadable.strerror or str(unreadable)
-        return Refused(
-            f"cannot read {shown} ({reason}): make it readable and try again", path=shown
+        return os_failure(
+            f"cannot read {shown} ({reason}): make it readable and try again",
+            unreadable,
+            path=shown,
         )
     if code in _IOERR_READS:
-        return Refused(f"cannot read {shown} ({exc}): check the disk and try again", path=shown)
+        return EnvironmentFailure(
+            f"cannot read {shown} ({exc}): check the disk and try again", path=shown
+        )
     if primary == _FULL:
         return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(dest))
     if primary in (_IOERR, _CANTOPEN):
         return OSError(errno.EIO, f"{exc} writing the copy of {shown}", str(dest))
-    return Refused(f"cannot copy {shown} ({exc})", path=shown)
+    return CannotAccess(f"cannot copy {shown} ({exc})", path=shown)

@@ -19,7 +19,15 @@ from typing import Any
 
 import yaml
 
-from bundler.errors import InvalidInput, Refused
+from bundler.errors import (
+    Hostile,
+    InvalidConfig,
+    InvalidInput,
+    Malformed,
+    NotFound,
+    TooLarge,
+    os_failure,
+)
 from bundler.rules import schema
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
@@ -51,7 +59,7 @@ def key_path(segments: list[str | int] | tuple[str | int, ...]) -> str:
 
 def _error(where: list[str | int] | tuple[str | int, ...], what: str) -> InvalidInput:
     path = key_path(where)
-    return InvalidInput(f"{FILE_NAME}: {path}: {what}", path=f"{FILE_NAME}:{path}")
+    return InvalidConfig(f"{FILE_NAME}: {path}: {what}", path=f"{FILE_NAME}:{path}")
 
 
 class _Loader(yaml.SafeLoader):
@@ -97,11 +105,9 @@ def _read(path: Path) -> bytes | None:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise InvalidInput(f"{FILE_NAME}: is not a regular file", path=FILE_NAME)
+            raise Hostile(f"{FILE_NAME}: is not a regular file", path=FILE_NAME)
         if info.st_size > MAX_BYTES:
-            raise InvalidInput(
-                f"{FILE_NAME}: is larger than {human_size(MAX_BYTES)}", path=FILE_NAME
-            )
+            raise TooLarge(f"{FILE_NAME}: is larger than {human_size(MAX_BYTES)}", path=FILE_NAME)
         chunks: list[bytes] = []
         total = 0
         while True:
@@ -110,7 +116,7 @@ def _read(path: Path) -> bytes | None:
                 break
             total += len(chunk)
             if total > MAX_BYTES:
-                raise InvalidInput(
+                raise TooLarge(
                     f"{FILE_NAME}: is larger than {human_size(MAX_BYTES)}", path=FILE_NAME
                 )
             chunks.append(chunk)
@@ -131,13 +137,11 @@ def _check_shape(document: Any) -> None:
         value, depth = stack.pop()
         budget -= 1
         if budget < 0:
-            raise InvalidInput(
+            raise TooLarge(
                 f"{FILE_NAME}: expands to more than {MAX_NODES} values (aliases?)", path=FILE_NAME
             )
         if depth > MAX_DEPTH:
-            raise InvalidInput(
-                f"{FILE_NAME}: is nested deeper than {MAX_DEPTH} levels", path=FILE_NAME
-            )
+            raise TooLarge(f"{FILE_NAME}: is nested deeper than {MAX_DEPTH} levels", path=FILE_NAME)
         if isinstance(value, dict):
             stack.extend((item, depth + 1) for item in value.values())
         elif isinstance(value, list):
@@ -149,7 +153,7 @@ def parse_agent_yaml(data: bytes) -> dict[str, Any]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise InvalidInput(
+        raise Malformed(
             f"{FILE_NAME}: is not valid UTF-8 (byte {err.start})", path=FILE_NAME
         ) from None
     try:
@@ -158,17 +162,17 @@ def parse_agent_yaml(data: bytes) -> dict[str, Any]:
         mark = err.problem_mark or err.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = escape_display(str(err.problem or err.context or "invalid YAML"))
-        raise InvalidInput(f"{FILE_NAME}: {problem}{where}", path=FILE_NAME) from None
+        raise Malformed(f"{FILE_NAME}: {problem}{where}", path=FILE_NAME) from None
     except yaml.YAMLError:
-        raise InvalidInput(f"{FILE_NAME}: is not valid YAML", path=FILE_NAME) from None
+        raise Malformed(f"{FILE_NAME}: is not valid YAML", path=FILE_NAME) from None
     except RecursionError:
-        raise InvalidInput(
+        raise TooLarge(
             f"{FILE_NAME}: is nested deeper than {MAX_DEPTH} levels", path=FILE_NAME
         ) from None
     if document is None:
         return {}
     if not isinstance(document, dict):
-        raise InvalidInput(f"{FILE_NAME}: must be a mapping at the top level", path=FILE_NAME)
+        raise Malformed(f"{FILE_NAME}: must be a mapping at the top level", path=FILE_NAME)
     _check_shape(document)
     validate_agent_yaml(document)
     return document
@@ -184,13 +188,14 @@ def load_agent_yaml(project: Path, *, required: bool = True) -> dict[str, Any]:
     try:
         is_dir = project.is_dir()
     except OSError as err:  # a name too long, a folder we may not search: is_dir raises those
-        raise Refused(
+        raise os_failure(
             f"cannot examine the project folder {escape_display(str(project))} "
             f"({err.strerror}); pass --project DIR (the folder holding Agent.yaml)",
+            err,
             path=str(project),
         ) from None
     if not is_dir:
-        raise Refused(
+        raise NotFound(
             f"project folder {escape_display(str(project))} does not exist; "
             "pass --project DIR (the folder holding Agent.yaml)",
             path=str(project),
@@ -198,7 +203,7 @@ def load_agent_yaml(project: Path, *, required: bool = True) -> dict[str, Any]:
     data = _read(project / FILE_NAME)
     if data is None:
         if required:
-            raise Refused(
+            raise NotFound(
                 f"no {FILE_NAME} in {escape_display(str(project))}; "
                 "pass --project DIR (the folder holding Agent.yaml)",
                 path=str(project / FILE_NAME),

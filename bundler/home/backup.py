@@ -27,7 +27,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bundler.errors import InvalidInput, Refused, UsageError
+from bundler.errors import (
+    DestinationExists,
+    InvalidInput,
+    NotFound,
+    Refused,
+    UnsuitablePath,
+    UsageError,
+    os_failure,
+)
 from bundler.fs import durable
 from bundler.fs.age import AskPassphrase, Recipient, parse_recipients
 from bundler.fs.interrupts import signals_deferred, wait_for
@@ -111,14 +119,14 @@ def _target(resolution: HomeResolution, to: Path | None) -> tuple[Path, str | No
         _refuse_inside_trees(home, folder, shown)
         return folder, None
     if to.name in ("", ".", ".."):
-        raise Refused(f"--to {shown} must name a file", path=shown)
+        raise UnsuitablePath(f"--to {shown} must name a file", path=shown)
     if os.path.lexists(to):
-        raise Refused(
+        raise DestinationExists(
             f"{shown} exists; a backup never replaces a file: choose a new name", path=shown
         )
     parent = Path(os.path.realpath(to.parent))
     if not parent.is_dir():
-        raise Refused(f"the folder of {shown} does not exist: create it first", path=shown)
+        raise NotFound(f"the folder of {shown} does not exist: create it first", path=shown)
     _refuse_inside_trees(home, parent, shown)
     return parent, to.name
 
@@ -129,7 +137,7 @@ def _refuse_inside_trees(home: Path, folder: Path, shown: str) -> None:
     for tree in TREES:
         real_tree = Path(os.path.realpath(home / tree))
         if folder == real_tree or real_tree in folder.parents:
-            raise Refused(
+            raise UnsuitablePath(
                 f"{shown} is inside the home's {tree}/: a backup must not contain itself",
                 path=shown,
             )
@@ -145,16 +153,17 @@ def _open_target(folder: Path, create: bool) -> int:
         except FileExistsError:
             pass
         except OSError as exc:  # a read-only home, a home the user may not write in
-            raise Refused(
+            raise os_failure(
                 f"cannot create {shown} for the backup ({os.strerror(exc.errno or 0)}); back "
                 "up elsewhere with --to FILE or --to DIR, or fix the permissions of its folder",
+                exc,
                 path=shown,
             ) from None
     try:
         return durable.open_dir(folder, follow=not create)
     except OSError as exc:
-        raise Refused(
-            f"cannot use {shown} for the backup ({os.strerror(exc.errno or 0)})", path=shown
+        raise os_failure(
+            f"cannot use {shown} for the backup ({os.strerror(exc.errno or 0)})", exc, path=shown
         ) from None
 
 
@@ -204,7 +213,7 @@ def backup_home(
     home = resolution.home
     if not os.path.lexists(resolution.database):
         shown = escape_display(str(resolution.database))
-        raise Refused(
+        raise NotFound(
             f"{shown} does not exist: a home without a database is not backed up", path=shown
         )
     home_fd = open_home_dir(home)
@@ -270,9 +279,10 @@ def backup_home(
             return report
         except OSError as exc:
             shown = escape_display(str(folder))
-            raise Refused(
+            raise os_failure(
                 f"backup failed ({os.strerror(exc.errno or errno.EIO)}) writing in {shown}; "
                 "no backup was published",
+                exc,
                 path=shown,
             ) from exc
         finally:
@@ -290,7 +300,7 @@ def _base_path(folder: Path, requested: str | None, base: Path | None, full: boo
         return newest_backup(folder) if requested is None else None
     shown = escape_display(str(base))
     if not os.path.isfile(base):
-        raise Refused(f"--base {shown} is not an existing backup zip", path=shown)
+        raise NotFound(f"--base {shown} is not an existing backup zip", path=shown)
     return Path(os.path.abspath(base))
 
 
@@ -400,9 +410,9 @@ def _backup_encrypted(
     staging_parent = resolution.home / BACKUPS
     try:
         parent_fd = _open_target(staging_parent, create=True)
-    except Refused:
+    except Refused as exc:
         shown = escape_display(str(staging_parent))
-        raise Refused(
+        raise exc.restated(
             f"cannot use {shown}: an encrypted backup builds its zip there, inside the home, "
             "before encrypting it wherever --to says; make the home writable",
             path=shown,

@@ -32,7 +32,14 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from bundler.errors import InvalidInput, Refused, UsageError
+from bundler.errors import (
+    InvalidInput,
+    NotABundle,
+    Undecryptable,
+    UnsuitablePath,
+    UsageError,
+    os_failure,
+)
 from bundler.fs import age, durable
 from bundler.fs.scratch import CHECK_PREFIX, clear_dead_scratch, scratch_folder
 from bundler.rules.names import escape_display
@@ -204,18 +211,19 @@ def decrypt_into(
     try:
         fd = os.open(path, _OPEN)
     except OSError as exc:
-        raise Refused(
+        raise os_failure(
             f"cannot open {shown} ({os.strerror(exc.errno or 0)}): name an existing backup",
+            exc,
             path=shown,
         ) from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise Refused(f"{shown} is not a regular file", path=shown)
+            raise UnsuitablePath(f"{shown} is not a regular file", path=shown)
         os.set_blocking(fd, True)
         problem = header_problem(fd, st.st_size)
         if problem is not None:
-            raise InvalidInput(f"{shown} is not an encrypted backup: {problem}", path=shown)
+            raise NotABundle(f"{shown} is not an encrypted backup: {problem}", path=shown)
         writer = _Writer(dst_fd) if writer is None else writer
         reader = _Reader(fd, progress)
         try:
@@ -237,7 +245,7 @@ def decrypt_into(
 
 
 def _not_opened(shown: str, reason: str) -> InvalidInput:
-    return InvalidInput(f"{shown} cannot be decrypted: {reason}", path=shown)
+    return Undecryptable(f"{shown} cannot be decrypted: {reason}", path=shown)
 
 
 def header_problem(fd: int, size: int) -> str | None:
@@ -293,7 +301,7 @@ def renamed(exc: InvalidInput, plain: Path, path: Path) -> InvalidInput:
     """``exc``, raised by a check of the decrypted copy ``plain``, naming the encrypted
     backup ``path`` instead of the private copy."""
     shown = f"{escape_display(str(path))} (decrypted)"
-    return InvalidInput(exc.message.replace(str(plain), shown), path=escape_display(str(path)))
+    return exc.restated(exc.message.replace(str(plain), shown), path=escape_display(str(path)))
 
 
 @contextlib.contextmanager
@@ -310,8 +318,9 @@ def decrypted_copy(
     try:
         parent_fd = durable.open_dir(parent, follow=True)
     except OSError as exc:
-        raise Refused(
+        raise os_failure(
             f"cannot open {shown} ({os.strerror(exc.errno or 0)}) to decrypt the backup in",
+            exc,
             path=shown,
         ) from None
     with contextlib.ExitStack() as stack:
@@ -321,10 +330,11 @@ def decrypted_copy(
             made = scratch_folder(parent_fd, CHECK_PREFIX, where=str(parent))
             name, folder_fd = stack.enter_context(made)
         except OSError as exc:
-            raise Refused(
+            raise os_failure(
                 f"cannot decrypt the backup beside itself in {shown} "
                 f"({os.strerror(exc.errno or 0)}): the plain zip is only ever written in a "
                 "private folder there; copy the backup to a folder you can write in",
+                exc,
                 path=shown,
             ) from None
         flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from bundler.errors import InvalidInput
+from bundler.errors import Hostile, Malformed, TooLarge
 from bundler.home.reuse import end_entry, start_entry
 from bundler.home.zipcheck import (
     DATABASE,
@@ -163,7 +163,7 @@ def _copy(read: Callable[[int], bytes], sink: IO[bytes], count: int, name: str) 
     while count:
         chunk = read(min(_CHUNK, count))
         if not chunk:
-            raise InvalidInput(f"backup entry {escape_display(name)}: its data ends early")
+            raise Malformed(f"backup entry {escape_display(name)}: its data ends early")
         sink.write(chunk)
         count -= len(chunk)
 
@@ -188,7 +188,7 @@ def assemble_backup(
             with open_zip(path) as part:
                 infos = part.infolist()
                 if len(seen) + len(infos) > max_entries:
-                    raise InvalidInput(
+                    raise TooLarge(
                         f"backup part {escape_display(title)} takes the backup past "
                         f"{max_entries} entries, more than a backup may hold"
                     )
@@ -198,12 +198,12 @@ def assemble_backup(
                     if titles.get(name, "") != title and not (
                         title == SKILLS and name.startswith(SKILL_PREFIX)
                     ):
-                        raise InvalidInput(
+                        raise Hostile(
                             f"backup part {escape_display(title)} holds "
                             f"{escape_display(name)}, which is not of that part"
                         )
                     if name in seen:
-                        raise InvalidInput(f"backup entry {escape_display(name)} is in two parts")
+                        raise Hostile(f"backup entry {escape_display(name)} is in two parts")
                     seen.add(name)
                     _copy_entry(part, info, backup)
         info = zipfile.ZipInfo(MANIFEST, FIXED_DATE)

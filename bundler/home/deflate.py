@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import xxhash
 
-from bundler.errors import Refused
+from bundler.errors import ChangedMeanwhile
 from bundler.fs.digest import read_into
 from bundler.fs.interrupts import handed_over, wait_for
 from bundler.home.reuse import ZIP64_FROM, end_entry, start_entry
@@ -149,7 +149,7 @@ def deflate_large(
         write_oldest()
     if not zip64 and max(size, packed) > zipfile.ZIP64_LIMIT:
         shown = escape_display(relpath)
-        raise Refused(f"{shown} grew past 4 GiB while it was read: try again", path=shown)
+        raise ChangedMeanwhile(f"{shown} grew past 4 GiB while it was read: try again", path=shown)
     end = sink.tell()
     info.CRC, info.file_size, info.compress_size = crc, size, packed
     sink.seek(info.header_offset)

@@ -13,7 +13,7 @@ import functools
 import os
 import zipfile
 
-from bundler.errors import InvalidInput
+from bundler.errors import InvalidInput, Unsupported
 from bundler.fs import durable
 from bundler.fs.safefs import open_dir_nofollow
 from bundler.home.zipcheck import TREES, BackupIndex, stream_entry
@@ -99,7 +99,7 @@ def _extract_file(
 
 def _invalid_time(name: str) -> InvalidInput:
     shown = escape_display(name)
-    return InvalidInput(f"backup entry {shown}: has an mtime_ns this system cannot set", path=shown)
+    return Unsupported(f"backup entry {shown}: has an mtime_ns this system cannot set", path=shown)
 
 
 def _parent(root_fd: int, rel: str) -> tuple[int, str]:

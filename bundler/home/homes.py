@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bundler.errors import InvalidInput, Refused
+from bundler.errors import InvalidConfig, Locked, Refused, UnsuitablePath, os_failure
 from bundler.fs.durable import fsync_dir, lock_now, open_dir, temporary_name, write_synced
 from bundler.home.agentyaml import agent_name, load_agent_yaml
 from bundler.rules.names import escape_display
@@ -78,15 +78,15 @@ def safe_folder_name(name: str) -> str:
     longer than 255 bytes is :class:`InvalidInput`."""
     folder = "".join(ch if ch in _SAFE_CHARS else "-" for ch in name)
     if not folder:
-        raise InvalidInput("Agent.yaml: name: must not be empty", path="Agent.yaml:name")
+        raise InvalidConfig("Agent.yaml: name: must not be empty", path="Agent.yaml:name")
     if set(folder) == {"."}:
-        raise InvalidInput(
+        raise InvalidConfig(
             "Agent.yaml: name: a name made only of dots cannot be a folder name; "
             "choose another name or set data.home",
             path="Agent.yaml:name",
         )
     if len(folder) > _NAME_MAX:
-        raise InvalidInput(
+        raise InvalidConfig(
             f"Agent.yaml: name: longer than {_NAME_MAX} characters; "
             "choose a shorter name or set data.home",
             path="Agent.yaml:name",
@@ -107,7 +107,7 @@ def expand_path(text: str, *, base: Path, home: Path, where: str) -> Path:
     """``text`` as an absolute path: ``~`` and ``~/x`` against ``home``, ``~user`` from the
     password database, a relative path against ``base``. Lexically normalised, not resolved."""
     if "\0" in text:
-        raise InvalidInput(f"{_shown(where)}: contains a NUL character", path=where)
+        raise InvalidConfig(f"{_shown(where)}: contains a NUL character", path=where)
     if text == "~" or text.startswith("~/"):
         path = str(home) + text[1:]
     elif text.startswith("~"):
@@ -115,7 +115,7 @@ def expand_path(text: str, *, base: Path, home: Path, where: str) -> Path:
         try:
             path = os.path.join(pwd.getpwnam(user).pw_dir, rest)
         except KeyError:
-            raise InvalidInput(
+            raise InvalidConfig(
                 f"{_shown(where)}: no user named '{escape_display(user)}'",
                 path=where,
             ) from None
@@ -154,7 +154,7 @@ def home_problem(home: Path, user: Path) -> str | None:
 def _check_home(home: Path, user: Path, where: str) -> None:
     problem = home_problem(home, user)
     if problem is not None:
-        raise InvalidInput(f"{_shown(where)}: {problem}", path=where)
+        raise InvalidConfig(f"{_shown(where)}: {problem}", path=where)
 
 
 def _lexists(path: Path) -> bool:
@@ -240,7 +240,7 @@ def lock_home(home_fd: int, *, shared: bool = False) -> bool:
 def home_busy(home: Path) -> Refused:
     """The refusal when :func:`lock_home` says another restore, recovery or backup runs."""
     shown = escape_display(str(home))
-    return Refused(
+    return Locked(
         f"a restore, recovery or backup of {shown} is running; wait for it to finish", path=shown
     )
 
@@ -254,7 +254,7 @@ def _mkdir_private(parent_fd: int, name: str) -> bool:
         info = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
         if not stat.S_ISDIR(info.st_mode):
             kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a folder"
-            raise Refused(
+            raise UnsuitablePath(
                 f"data home: {escape_display(name)} is {kind}; move it away and run "
                 "'bundler home init' again",
                 path=name,
@@ -335,13 +335,14 @@ def init_home(resolution: HomeResolution) -> list[str]:
         actions = _make_home(home)
         home_fd = open_dir(home, follow=True)
     except NotADirectoryError:
-        raise Refused(
+        raise UnsuitablePath(
             f"data home {escape_display(str(home))} is not a folder", path=str(home)
         ) from None
     except OSError as err:
-        raise Refused(
+        raise os_failure(
             f"cannot create data home {escape_display(str(home))}: "
             f"{os.strerror(err.errno or errno.EIO)}",
+            err,
             path=str(home),
         ) from None
     try:
@@ -353,9 +354,10 @@ def init_home(resolution: HomeResolution) -> list[str]:
             actions.append(f"wrote {README_NAME}")
         fsync_dir(home_fd)
     except OSError as err:
-        raise Refused(
+        raise os_failure(
             f"cannot initialise data home {escape_display(str(home))}: "
             f"{os.strerror(err.errno or errno.EIO)}",
+            err,
             path=str(home),
         ) from None
     finally:
@@ -451,6 +453,6 @@ def open_home_dir(home: Path) -> int:
         return open_dir(home, follow=True)
     except OSError as exc:
         shown = escape_display(str(home))
-        raise Refused(
-            f"cannot open the data home {shown} ({os.strerror(exc.errno or 0)})", path=shown
+        raise os_failure(
+            f"cannot open the data home {shown} ({os.strerror(exc.errno or 0)})", exc, path=shown
         ) from None

@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from bundler.errors import BundlerError, Refused, UsageError
+from bundler.errors import BundlerError, UsageError, os_failure
 from bundler.fs import durable
 from bundler.fs.age import AskPassphrase
 from bundler.home.backup_age import AGE_SUFFIX, header_problem, load_identities
@@ -124,7 +124,9 @@ def list_backups(
     try:
         names = os.listdir(folder)
     except OSError as exc:
-        raise Refused(f"cannot list {shown} ({os.strerror(exc.errno or 0)})", path=shown) from None
+        raise os_failure(
+            f"cannot list {shown} ({os.strerror(exc.errno or 0)})", exc, path=shown
+        ) from None
     found: list[Listed] = []
     warnings: list[str] = []
     for name in sorted(names, key=lambda n: backup_order(n) or ("", "", 0)):

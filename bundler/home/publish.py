@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bundler.errors import Refused
+from bundler.errors import DestinationExists
 from bundler.fs import durable
 from bundler.fs.durable import held_by_another
 from bundler.fs.interrupts import commit_reached, signals_deferred
@@ -92,7 +92,7 @@ def publish_name(target_fd: int, zip_name: str, requested: str | None, suffix: s
         try:
             _publish(target_fd, zip_name, requested)
         except FileExistsError:
-            raise Refused(
+            raise DestinationExists(
                 f"{escape_display(requested)} appeared meanwhile; a backup never replaces a file",
                 path=escape_display(requested),
             ) from None
@@ -110,7 +110,7 @@ def publish_name(target_fd: int, zip_name: str, requested: str | None, suffix: s
         except FileExistsError:
             continue
         return name
-    raise Refused("too many backups with the same timestamp: try again in a second")
+    raise DestinationExists("too many backups with the same timestamp: try again in a second")
 
 
 def _exists_at(dir_fd: int, name: str) -> bool:

@@ -46,7 +46,19 @@ from typing import Any
 
 import tomli_w
 
-from bundler.errors import InvalidInput, Refused
+from bundler.errors import (
+    DestinationExists,
+    Hostile,
+    InvalidInput,
+    Locked,
+    Malformed,
+    NoSpace,
+    NotABundle,
+    RecoveryNeeded,
+    TooLarge,
+    UnsuitablePath,
+    os_failure,
+)
 from bundler.fs import durable
 from bundler.fs.age import AskPassphrase
 from bundler.fs.copytree import make_durable
@@ -191,7 +203,7 @@ def parse_journal(data: bytes, token: str) -> Journal:
     try:
         document = tomlcompat.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, tomlcompat.TOMLDecodeError) as exc:
-        raise InvalidInput(f"{where} is not valid TOML ({exc})", path=where) from None
+        raise Malformed(f"{where} is not valid TOML ({exc})", path=where) from None
     state = document.get("state")
     step = document.get("step", -1)
     raw_moves = document.get("moves", [])
@@ -202,7 +214,7 @@ def parse_journal(data: bytes, token: str) -> Journal:
     for move in raw_moves:
         pair = (str(move[0]), str(move[1])) if isinstance(move, list) and len(move) == 2 else None
         if pair is None or pair not in allowed:
-            raise InvalidInput(f"{where} names a move a restore never makes: remove it", path=where)
+            raise Hostile(f"{where} names a move a restore never makes: remove it", path=where)
         moves.append(pair)
     version = document.get("format")
     if (
@@ -214,7 +226,7 @@ def parse_journal(data: bytes, token: str) -> Journal:
         or not _is_int(step)
         or not -1 <= step < max(len(moves), 1)
     ):
-        raise InvalidInput(f"{where} is not a journal this tool wrote: remove it", path=where)
+        raise NotABundle(f"{where} is not a journal this tool wrote: remove it", path=where)
     return Journal(token, str(state), step, moves)
 
 
@@ -264,7 +276,7 @@ def _target(project: Path, home: Path | None, environ: Mapping[str, str] | None)
         resolution = resolve_home(project, environ=environ)
         if resolution.database != resolution.home / DATABASE:
             shown = escape_display(str(resolution.database))
-            raise Refused(
+            raise UnsuitablePath(
                 f"the database is {shown} (BXAGENTS_DB), outside the home: restore with "
                 "--home DIR or unset BXAGENTS_DB",
                 path=shown,
@@ -275,7 +287,7 @@ def _target(project: Path, home: Path | None, environ: Mapping[str, str] | None)
     problem = home_problem(target, user_home(env))
     if problem is not None:
         shown = escape_display(str(target))
-        raise Refused(f"--home {shown}: {problem}; name a data home", path=shown)
+        raise UnsuitablePath(f"--home {shown}: {problem}; name a data home", path=shown)
     return HomeResolution(target, 0, "--home", target / DATABASE)
 
 
@@ -325,12 +337,13 @@ def restore_home(
         return _restore(resolution, zip_path, force, progress)
     except OSError as exc:
         shown = escape_display(str(resolution.home))
-        raise Refused(
+        raise os_failure(
             hints.Hinted(
                 f"restore into {shown} failed ({os.strerror(exc.errno or errno.EIO)}); nothing "
                 "was swapped (if in doubt, check with recover)",
                 hints.command("recover", "--home", str(resolution.home)),
             ),
+            exc,
             path=shown,
         ) from exc
 
@@ -364,7 +377,7 @@ def _refuse_in_use(target: Path, force: bool) -> None:
     data home (:func:`_refuse_foreign`)."""
     busy = _busy(target)
     if busy and not force:
-        raise Refused(
+        raise Locked(
             f"{escape_display(str(target / busy[0]))} exists: chat.db looks open by a server "
             "or chat; stop it and try again (or restore with --force)",
             path=escape_display(str(target / busy[0])),
@@ -463,7 +476,7 @@ def check_free_space(total: int, dir_fd: int, where: str) -> None:
     vfs = os.fstatvfs(dir_fd)
     free = vfs.f_bavail * vfs.f_frsize
     if total > free:
-        raise Refused(
+        raise NoSpace(
             f"the backup needs {human_size(total)} but {where} has {human_size(free)} free: free "
             "some space",
             path=where,
@@ -503,7 +516,7 @@ def _refuse_foreign(target: Path) -> None:
         os.close(fd)
     if names and not looks_like_data_home(names, head):
         shown = escape_display(str(target))
-        raise Refused(
+        raise DestinationExists(
             f"{shown} is not a data home (no chat.db, files/ with skills/, or README.md of one) "
             "and is not empty: a restore would move its contents aside and delete them at the "
             "next restore; name a data home or an empty folder (or restore with --force)",
@@ -554,7 +567,7 @@ def _clear_interrupted(home_fd: int, home: Path, warnings: list[str]) -> None:
                 continue
         finally:
             os.close(staging_fd)
-        raise Refused(
+        raise RecoveryNeeded(
             hints.Hinted(
                 f"an interrupted restore is in {shown}/{escape_display(name)}: recover it first",
                 hints.command("recover", "--home", str(home)),
@@ -646,17 +659,16 @@ def _stage_and_swap(swap: _Swap, fill: Callable[[int, str], None]) -> list[str]:
             os.mkdir(PREVIOUS, 0o700, dir_fd=staging_fd)
             make_durable(staging_fd)
             if not integrity_ok(home / staging / DATABASE):
-                raise InvalidInput(
-                    "backup entry chat.db: fails PRAGMA integrity_check", path=DATABASE
-                )
+                raise Malformed("backup entry chat.db: fails PRAGMA integrity_check", path=DATABASE)
             present = {name for item in current_items() for name in item if _exists(home_fd, name)}
             journal.moves = plan_moves(token, present)
         except BaseException as exc:
             _discard_staging(home_fd, staging, staging_fd)
             if isinstance(exc, OSError):
-                raise Refused(
+                raise os_failure(
                     f"restore failed while extracting ({os.strerror(exc.errno or errno.EIO)}); "
                     "the home is unchanged",
+                    exc,
                     path=escape_display(str(home)),
                 ) from exc
             raise
@@ -728,7 +740,7 @@ def _roll_back_after_failure(
         _finish(home_fd, staging, staging_fd)
     except OSError:
         shown = escape_display(str(home))
-        raise Refused(
+        raise RecoveryNeeded(
             hints.Hinted(
                 f"restore failed ({exc}) and could not be undone in {shown}",
                 hints.command("recover", "--home", str(home)),
@@ -736,9 +748,10 @@ def _roll_back_after_failure(
             path=shown,
         ) from exc
     if isinstance(exc, OSError):
-        raise Refused(
+        raise os_failure(
             f"restore failed ({os.strerror(exc.errno or errno.EIO)}); the home holds its "
             "previous state",
+            exc,
             path=escape_display(str(home)),
         ) from exc
 
@@ -753,7 +766,8 @@ def _read_journal(staging_fd: int, token: str) -> Journal | None:
         return None
     except NotSmallFile as why:
         where = f"{STAGING_PREFIX}{token}/{JOURNAL}"
-        raise InvalidInput(f"{where} {why.reason}", path=where) from None
+        made = TooLarge if why.too_large else Hostile
+        raise made(f"{where} {why.reason}", path=where) from None
     return parse_journal(data, token)
 
 
@@ -830,8 +844,9 @@ def recover_home(home: Path, dry_run: bool = False) -> list[str]:
             try:
                 actions.append(_recover_one(home_fd, name, dry_run).under(os.path.abspath(home)))
             except OSError as exc:
-                raise Refused(
+                raise os_failure(
                     f"cannot recover {escape_display(name)} ({os.strerror(exc.errno or 0)})",
+                    exc,
                     path=escape_display(name),
                 ) from None
     finally:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bundler.errors import InvalidInput, Refused
+from bundler.errors import DestinationExists, InvalidInput, Malformed, TooLarge, os_failure
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.home.homes import (
     home_sizes,
@@ -138,7 +138,7 @@ def save_skill_file(
         if s.origin == "agent" and s.name == name
     ]
     if existing and not force:
-        raise Refused(
+        raise DestinationExists(
             f"the agent already has a skill {escape_display(name)}; pass --force to replace it",
             path=name,
         )
@@ -149,17 +149,18 @@ def _read_skill_file(path: str) -> str:
     try:
         data = read_small_file(path, MAX_SKILL_FILE, streams=True)
     except NotSmallFile as why:
-        raise InvalidInput(
+        raise (TooLarge if why.too_large else InvalidInput)(
             f"--file {escape_display(path)} {why.reason} (a skill holds at most 20,000 characters)",
             path=path,
         ) from None
     except OSError as err:
-        raise Refused(
+        raise os_failure(
             f"--file {escape_display(path)}: cannot be read ({os.strerror(err.errno or 0)})",
+            err,
             path=path,
         ) from None
     if len(data) > MAX_SKILL_FILE:
-        raise InvalidInput(
+        raise TooLarge(
             f"--file {escape_display(path)}: is larger than {human_size(MAX_SKILL_FILE)} "
             "(a skill holds at most 20,000 characters)",
             path=path,
@@ -167,4 +168,4 @@ def _read_skill_file(path: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise InvalidInput(f"--file {escape_display(path)}: is not UTF-8 text", path=path) from None
+        raise Malformed(f"--file {escape_display(path)}: is not UTF-8 text", path=path) from None

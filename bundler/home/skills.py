@@ -20,7 +20,14 @@ from typing import Literal
 
 import yaml
 
-from bundler.errors import InvalidInput, Refused
+from bundler.errors import (
+    DestinationExists,
+    InvalidConfig,
+    NotFound,
+    PolicyRefused,
+    UnsuitablePath,
+    os_failure,
+)
 from bundler.fs.durable import atomic_write, fsync_dir, open_dir
 from bundler.home.agentyaml import agent_can_save_skills
 from bundler.home.homes import HomeResolution, resolve_home, resolve_home_with_config
@@ -213,23 +220,23 @@ def render_skill(name: str, description: str, content: str) -> str:
 def check_skill(name: str, description: str, content: str) -> None:
     """The limits of 04 §3 that depend on the arguments alone (pure)."""
     if SKILL_NAME_RE.fullmatch(name) is None:
-        raise InvalidInput(
+        raise InvalidConfig(
             f"skill name '{escape_display(name)}': must match [A-Za-z0-9_-][A-Za-z0-9._-]{{0,127}}",
             path=f"skills/{escape_display(name)}",
         )
     if len(description) > MAX_DESCRIPTION:
-        raise InvalidInput(
+        raise InvalidConfig(
             f"skill {name}: description is {len(description)} characters; "
             f"at most {MAX_DESCRIPTION}",
             path=f"skills/{name}",
         )
     if has_control_chars(description):
-        raise InvalidInput(
+        raise InvalidConfig(
             f"skill {name}: description must be one line without control characters",
             path=f"skills/{name}",
         )
     if len(content) > MAX_CONTENT:
-        raise InvalidInput(
+        raise InvalidConfig(
             f"skill {name}: content is {len(content)} characters; at most {MAX_CONTENT}",
             path=f"skills/{name}",
         )
@@ -255,7 +262,7 @@ def _open_or_make(parent_fd: int, name: str, shown: str) -> tuple[int, bool]:
         except OSError:
             is_link = False
         reason = "a symbolic link" if is_link else "not a folder"
-        raise Refused(f"{shown} is {reason}; remove it first", path=shown) from None
+        raise UnsuitablePath(f"{shown} is {reason}; remove it first", path=shown) from None
     if made:
         # mkdir's mode is filtered by the umask; skill folders are exactly private
         try:
@@ -297,19 +304,19 @@ def save_skill(
     resolution, document = resolve_home_with_config(project, environ=environ)
     project = Path(os.path.abspath(project))
     if not agent_can_save_skills(document):
-        raise Refused(
+        raise PolicyRefused(
             "Agent.yaml: skills.agentCanSave is false; the agent cannot save skills",
             path="Agent.yaml:skills.agentCanSave",
         )
     if name in _taken_names(project):
-        raise Refused(
+        raise DestinationExists(
             f"skill {name}: an installed or project skill has this name; choose another",
             path=f"skills/{name}",
         )
     try:
         home_fd = open_dir(resolution.home, follow=True)
     except OSError:
-        raise Refused(
+        raise NotFound(
             f"data home {escape_display(str(resolution.home))} does not exist; "
             "run 'bundler home init' first",
             path=str(resolution.home),
@@ -324,9 +331,10 @@ def save_skill(
             # the rename (the commit point) happened; only a later fsync failed
             warning = f"skill {name}: saved, but flushing it to disk failed ({reason})"
             return SavedSkill(saved, [warning])
-        raise Refused(
+        raise os_failure(
             f"skill {name}: could not be written ({reason}); the previous SKILL.md, if any, "
             "is intact",
+            err,
             path=f"skills/{name}",
         ) from None
     finally:
@@ -343,7 +351,7 @@ def _write_skill(home_fd: int, name: str, data: bytes) -> None:
             fsync_dir(home_fd)
         own = _own_skill_names(skills_fd)
         if name not in own and len(own) >= MAX_AGENT_SKILLS:
-            raise Refused(
+            raise PolicyRefused(
                 f"skill {name}: the agent already keeps {MAX_AGENT_SKILLS} skills; "
                 "replace or delete one",
                 path=f"skills/{name}",

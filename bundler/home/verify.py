@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bundler.errors import InvalidInput, Refused
+from bundler.errors import InvalidInput, Malformed, os_failure
 from bundler.fs import durable
 from bundler.fs.age import AskPassphrase
 from bundler.fs.interrupts import handed_over, wait_for
@@ -208,13 +208,13 @@ def _check_database_copy(
         stream_entry(archive, info, size, digest, sink.write)
     # what a backup holds (backup-format.md); an empty file opens as an empty database
     if journal_versions(copy) != ROLLBACK_VERSIONS:
-        raise InvalidInput(
+        raise Malformed(
             "backup entry chat.db: not a SQLite database in rollback-journal mode, which is "
             "what a backup holds (an empty file, or a header saying WAL)",
             path=DATABASE,
         )
     if not integrity_ok(copy):
-        raise InvalidInput(
+        raise Malformed(
             "backup entry chat.db: fails PRAGMA integrity_check (not a sound SQLite database)",
             path=DATABASE,
         )
@@ -253,8 +253,8 @@ def verify_encrypted(
             return _verify_zip(plain, path, scratch, progress)
     except OSError as exc:
         shown = escape_display(str(path))
-        raise Refused(
-            f"cannot decrypt {shown} ({os.strerror(exc.errno or errno.EIO)})", path=shown
+        raise os_failure(
+            f"cannot decrypt {shown} ({os.strerror(exc.errno or errno.EIO)})", exc, path=shown
         ) from exc
 
 
@@ -274,8 +274,8 @@ def _verify_zip(
         raise renamed(exc, path, shown_as) from None
     except OSError as exc:
         shown = escape_display(str(shown_as))
-        raise Refused(
-            f"cannot read {shown} ({os.strerror(exc.errno or errno.EIO)})", path=shown
+        raise os_failure(
+            f"cannot read {shown} ({os.strerror(exc.errno or errno.EIO)})", exc, path=shown
         ) from exc
     total = sum(info.file_size for info in files)
     return VerifyReport(

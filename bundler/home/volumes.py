@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from bundler.errors import InvalidInput, Refused
+from bundler.errors import InvalidConfig, InvalidInput, JailError
 from bundler.fs.durable import open_dir
 from bundler.home.homes import (
     HomeResolution,
@@ -57,7 +57,7 @@ class Volume:
 
 def _volume_error(name: str, rule: str, what: str) -> InvalidInput:
     where = f"volumes.{escape_display(name)}"
-    return InvalidInput(f"Agent.yaml: {where}: {what} (rule: {rule})", path=f"Agent.yaml:{where}")
+    return InvalidConfig(f"Agent.yaml: {where}: {what} (rule: {rule})", path=f"Agent.yaml:{where}")
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
@@ -130,7 +130,7 @@ def volumes_from(
     has_allowed_paths = isinstance(bxai, dict) and "allowedPaths" in bxai
     if has_allowed_paths:
         if raw:
-            raise InvalidInput(
+            raise InvalidConfig(
                 "Agent.yaml: volumes: cannot be combined with toolOptions.bxai.allowedPaths "
                 "(rule: exclusive); remove one of them",
                 path="Agent.yaml:volumes",
@@ -140,9 +140,9 @@ def volumes_from(
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise InvalidInput("Agent.yaml: volumes: must be a mapping", path="Agent.yaml:volumes")
+        raise InvalidConfig("Agent.yaml: volumes: must be a mapping", path="Agent.yaml:volumes")
     if len(raw) > MAX_VOLUMES:
-        raise InvalidInput(
+        raise InvalidConfig(
             f"Agent.yaml: volumes: at most {MAX_VOLUMES} volumes besides files "
             f"(found {len(raw)}) (rule: names)",
             path="Agent.yaml:volumes",
@@ -190,11 +190,6 @@ def load_volumes(project: Path, *, environ: Mapping[str, str] | None = None) -> 
 def list_allowed_directories(volumes: list[Volume]) -> list[dict[str, str]]:
     """``listAllowedDirectories``: name, mode and description of each volume, never a path."""
     return [{"name": v.name, "mode": v.mode, "description": v.description} for v in volumes]
-
-
-class JailError(Refused):
-    """A tool path that is refused: outside its volume, through a link, or a write to ``ro``.
-    The message names the volume path as the agent wrote it, never a machine path."""
 
 
 @dataclass

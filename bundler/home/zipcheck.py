@@ -28,7 +28,17 @@ from typing import IO, Any, BinaryIO
 
 import xxhash
 
-from bundler.errors import InvalidInput, Refused
+from bundler.errors import (
+    Hostile,
+    InvalidInput,
+    Malformed,
+    NotABundle,
+    Tampered,
+    TooLarge,
+    UnsuitablePath,
+    Unsupported,
+    os_failure,
+)
 from bundler.rules import schema
 from bundler.rules.names import CONTROL_CHARS, escape_display
 from bundler.rules.units import human_size
@@ -77,9 +87,9 @@ def show(name: str) -> str:
     return escape_display(name)
 
 
-def _invalid(name: str, what: str) -> InvalidInput:
+def _invalid(name: str, what: str, made: type[InvalidInput]) -> InvalidInput:
     shown = show(name)
-    return InvalidInput(f"backup entry {shown}: {what}", path=shown)
+    return made(f"backup entry {shown}: {what}", path=shown)
 
 
 # --- names -----------------------------------------------------------------------------------
@@ -158,40 +168,49 @@ def check_infos(infos: Sequence[zipfile.ZipInfo]) -> None:
     Every numeric field of each record is checked here, before anything uses it.
     """
     if len(infos) > MAX_ENTRIES:
-        raise InvalidInput(f"backup holds {len(infos)} entries, more than {MAX_ENTRIES}")
+        raise TooLarge(f"backup holds {len(infos)} entries, more than {MAX_ENTRIES}")
     seen: set[str] = set()
     paths: list[str] = []  # every entry's, in the directory's order
     files: list[str] = []
     for info in infos:
         name = info.orig_filename
         if "\x00" in name or info.filename != name:
-            raise _invalid(name, "has a NUL character in its name")
+            raise _invalid(name, "has a NUL character in its name", Hostile)
         if not info.flag_bits & _UTF8_FLAG and not name.isascii():
-            raise _invalid(name, "has a name that is not marked as UTF-8")
+            raise _invalid(name, "has a name that is not marked as UTF-8", Malformed)
         if info.flag_bits & _ENCRYPTED_FLAG:
-            raise _invalid(name, "is encrypted")
+            raise _invalid(name, "is encrypted", Unsupported)
         folder = name.endswith("/")
         path = name[:-1] if folder else name
-        problem = path_problem(path, folder=folder) or _kind_problem(info) or _record_problem(info)
+        problem = path_problem(path, folder=folder) or _kind_problem(info)
         if problem:
-            raise _invalid(name, problem)
+            raise _invalid(name, problem, Hostile)
+        problem = _record_problem(info)
+        if problem:
+            raise _invalid(name, problem, Malformed)
         if path in seen:
-            raise _invalid(name, "appears more than once")
+            raise _invalid(name, "appears more than once", Hostile)
         seen.add(path)
         paths.append(path)
         if folder:
             if info.file_size or info.compress_size or info.CRC:
-                raise _invalid(name, "is a folder entry that holds data")
+                raise _invalid(name, "is a folder entry that holds data", Malformed)
             continue
         files.append(path)
         if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-            raise _invalid(name, f"uses unsupported compression method {info.compress_type}")
+            raise _invalid(
+                name, f"uses unsupported compression method {info.compress_type}", Unsupported
+            )
         if info.file_size > MAX_ENTRY_SIZE:
-            raise _invalid(name, f"is larger than {human_size(MAX_ENTRY_SIZE)}")
+            raise _invalid(name, f"is larger than {human_size(MAX_ENTRY_SIZE)}", TooLarge)
         if info.file_size > MAX_RATIO * info.compress_size:
-            raise _invalid(name, f"has a compression ratio beyond {MAX_RATIO}:1 (a zip bomb?)")
+            raise _invalid(
+                name, f"has a compression ratio beyond {MAX_RATIO}:1 (a zip bomb?)", Hostile
+            )
         if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
-            raise _invalid(name, "is stored with a size different from its stored length")
+            raise _invalid(
+                name, "is stored with a size different from its stored length", Malformed
+            )
     file_set = set(files)
     for path in paths:
         # a file that is also the folder of another entry (a file's or a folder's) cannot be
@@ -199,7 +218,7 @@ def check_infos(infos: Sequence[zipfile.ZipInfo]) -> None:
         parts = path.split("/")
         for depth in range(1, len(parts)):
             if "/".join(parts[:depth]) in file_set:
-                raise _invalid(path, "lies below an entry that is a file")
+                raise _invalid(path, "lies below an entry that is a file", Hostile)
 
 
 # --- the central directory, read before zipfile is asked --------------------------------------
@@ -221,7 +240,7 @@ class EndRecord:
 
 
 def _not_a_backup_zip(what: str) -> InvalidInput:
-    return InvalidInput(f"not a zip file this tool reads ({what})")
+    return Malformed(f"not a zip file this tool reads ({what})")
 
 
 def read_end_record(fp: BinaryIO) -> EndRecord:
@@ -237,7 +256,7 @@ def read_end_record(fp: BinaryIO) -> EndRecord:
     tail = fp.read(tail_len)
     at = tail.rfind(_EOCD)
     if at < 0 or at + 22 > len(tail):
-        raise InvalidInput("not a zip file (no end of central directory record)")
+        raise NotABundle("not a zip file (no end of central directory record)")
     disk, cd_disk, on_disk, count, cd_size, cd_offset, comment = struct.unpack_from(
         "<HHHHIIH", tail, at + 4
     )
@@ -252,11 +271,11 @@ def read_end_record(fp: BinaryIO) -> EndRecord:
         if locator_disk != 0 or disks != 1:
             raise _not_a_backup_zip("the zip64 locator names more than one disk")
         if offset + 56 > locator_at:
-            raise InvalidInput("not a zip file (bad zip64 end of central directory locator)")
+            raise Malformed("not a zip file (bad zip64 end of central directory locator)")
         fp.seek(offset)
         record = fp.read(56)
         if record[:4] != _EOCD64:
-            raise InvalidInput("not a zip file (bad zip64 end of central directory record)")
+            raise Malformed("not a zip file (bad zip64 end of central directory record)")
         length, _made, _needed, disk, cd_disk, on_disk, count, cd_size, cd_offset = (
             struct.unpack_from("<QHHIIQQQQ", record, 4)
         )
@@ -266,7 +285,7 @@ def read_end_record(fp: BinaryIO) -> EndRecord:
     end = EndRecord(int(count), int(cd_size), int(cd_offset))
     if end.bound > MAX_ENTRIES + 1:
         # first: what the record declares is refused before anything else is believed
-        raise InvalidInput(f"the zip declares more than {MAX_ENTRIES} entries")
+        raise TooLarge(f"the zip declares more than {MAX_ENTRIES} entries")
     if disk != 0 or cd_disk != 0:
         raise _not_a_backup_zip(f"spans several disks (disk {disk}, directory on disk {cd_disk})")
     if on_disk != count:
@@ -283,9 +302,7 @@ def declared_entry_bound(fp: BinaryIO) -> int:
     return read_end_record(fp).bound
 
 
-def _check_directory_ends(
-    fp: BinaryIO, infos: Sequence[zipfile.ZipInfo], end: EndRecord, path: Path
-) -> None:
+def _check_directory_ends(fp: BinaryIO, infos: Sequence[zipfile.ZipInfo], end: EndRecord) -> None:
     """Refuse a last directory record whose declared lengths run past the directory.
 
     zipfile reads the records from an in-memory copy of the directory and accepts a short read
@@ -302,15 +319,14 @@ def _check_directory_ends(
     fp.seek(at)
     record = fp.read(_CENTRAL_RECORD_MIN)
     if len(record) < _CENTRAL_RECORD_MIN:
-        raise InvalidInput(f"{path}: the central directory is shorter than its records")
+        raise Malformed("the central directory is shorter than its records")
     name_len, extra_len, comment_len = struct.unpack_from("<HHH", record, 28)
     if at + _CENTRAL_RECORD_MIN + name_len + extra_len + comment_len != (
         end.directory_offset + end.directory_size
     ):
-        raise InvalidInput(
-            f"{path}: not a zip file this tool reads (the last record of the central directory "
-            "does not end where the directory ends)",
-            path=str(path),
+        raise Malformed(
+            "not a zip file this tool reads (the last record of the central directory does not "
+            "end where the directory ends)"
         )
 
 
@@ -324,45 +340,41 @@ def open_zip(path: Path) -> Iterator[zipfile.ZipFile]:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError as exc:
-        raise Refused(
+        raise os_failure(
             f"cannot open {path} ({os.strerror(exc.errno or 0)}): name an existing backup zip",
+            exc,
             path=str(path),
         ) from exc
     # checked before fdopen, which refuses a folder with an error of its own
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-        raise Refused(f"{path} is not a regular file", path=str(path))
+        raise UnsuitablePath(f"{path} is not a regular file", path=str(path))
     with os.fdopen(fd, "rb") as fp:
+        # every fault found in the zip, by this module or by the caller's block (an entry,
+        # backup.json), is raised without the zip's name and named with it here, once
         try:
             end = read_end_record(fp)
-        except InvalidInput as exc:
-            raise InvalidInput(f"{path}: {exc.message}", path=str(path)) from None
-        try:
-            with _opened_archive(fp, path) as archive:
+            with _opened_archive(fp) as archive:
                 infos = archive.infolist()
                 if len(infos) != end.count:
-                    raise InvalidInput(
-                        f"{path}: the end of central directory record declares {end.count} "
-                        f"entries, the directory holds {len(infos)}",
-                        path=str(path),
+                    raise Malformed(
+                        f"the end of central directory record declares {end.count} entries, "
+                        f"the directory holds {len(infos)}"
                     )
                 check_infos(infos)
-                _check_directory_ends(fp, infos, end, path)
+                _check_directory_ends(fp, infos, end)
                 yield archive
         except InvalidInput as exc:
-            if exc.message.startswith(f"{path}: "):
-                raise
-            # what is wrong inside the zip (an entry, backup.json) is named with the zip itself
-            raise InvalidInput(f"{path}: {exc.message}", path=exc.path or str(path)) from None
+            raise exc.restated(f"{path}: {exc.message}", path=exc.path or str(path)) from None
 
 
-def _opened_archive(fp: BinaryIO, path: Path) -> zipfile.ZipFile:
+def _opened_archive(fp: BinaryIO) -> zipfile.ZipFile:
     try:
         return zipfile.ZipFile(fp)
     except UnicodeDecodeError as exc:
         raw = exc.object if isinstance(exc.object, bytes) else b""
         name = raw.decode("utf-8", "backslashreplace")
-        raise _invalid(name, "has a name that is not valid UTF-8") from None
+        raise _invalid(name, "has a name that is not valid UTF-8", Malformed) from None
     except (
         zipfile.BadZipFile,
         zipfile.LargeZipFile,
@@ -370,7 +382,7 @@ def _opened_archive(fp: BinaryIO, path: Path) -> zipfile.ZipFile:
         ValueError,
         NotImplementedError,  # a directory record needing a zip version beyond 6.3
     ) as exc:
-        raise InvalidInput(f"{path}: not a readable zip file ({exc})", path=str(path)) from None
+        raise Malformed(f"not a readable zip file ({exc})") from None
 
 
 # --- backup.json -----------------------------------------------------------------------------
@@ -402,14 +414,14 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
         if key in result:
-            raise InvalidInput(f"{MANIFEST}: key {show(key)} appears twice", path=MANIFEST)
+            raise Malformed(f"{MANIFEST}: key {show(key)} appears twice", path=MANIFEST)
         result[key] = value
     return result
 
 
 def _parse_int(text: str) -> int:
     if len(text.lstrip("-")) > _MAX_INT_DIGITS:
-        raise InvalidInput(
+        raise TooLarge(
             f"{MANIFEST}: holds an integer of {len(text)} digits (at most {_MAX_INT_DIGITS})",
             path=MANIFEST,
         )
@@ -418,7 +430,7 @@ def _parse_int(text: str) -> int:
 
 def _refuse_constant(name: str) -> Any:
     # json accepts NaN and Infinity, which JSON itself does not have
-    raise InvalidInput(f"{MANIFEST}: {name} is not a JSON number", path=MANIFEST)
+    raise Malformed(f"{MANIFEST}: {name} is not a JSON number", path=MANIFEST)
 
 
 def _is_int(value: Any) -> bool:
@@ -430,7 +442,7 @@ def _bounded(value: Any, low: int, high: int, where: str) -> int:
     """``value`` checked for type and range here, where numbers become what reaches
     ``os.utime`` and size sums: the schema says the same, this does not depend on it."""
     if not _is_int(value) or not low <= value <= high:
-        raise InvalidInput(
+        raise Malformed(
             f"{MANIFEST}: {where} must be an integer from {low} to {high}",
             path=f"{MANIFEST}:{where}",
         )
@@ -451,14 +463,14 @@ def parse_index(data: bytes) -> BackupIndex:
             parse_constant=_refuse_constant,
         )
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise InvalidInput(f"{MANIFEST}: not valid UTF-8 JSON ({exc})", path=MANIFEST) from None
+        raise Malformed(f"{MANIFEST}: not valid UTF-8 JSON ({exc})", path=MANIFEST) from None
     if not isinstance(document, dict):
-        raise InvalidInput(f"{MANIFEST}: must be a JSON object", path=MANIFEST)
+        raise Malformed(f"{MANIFEST}: must be a JSON object", path=MANIFEST)
     version = document.get("format")
     if "format" in document and not _is_int(version):
         raise _schema_error("format", "type")
     if isinstance(version, int) and version > FORMAT:
-        raise InvalidInput(
+        raise Unsupported(
             f"{MANIFEST}: format {version} is newer than this bundler knows ({FORMAT}): "
             "restore it with a newer bundler",
             path=f"{MANIFEST}:format",
@@ -477,17 +489,17 @@ def parse_index(data: bytes) -> BackupIndex:
         if problem is None and path == MANIFEST:
             problem = "lists backup.json itself"
         if problem:
-            raise InvalidInput(f"{MANIFEST}: entry {show(path)} {problem}", path=show(path))
+            raise Hostile(f"{MANIFEST}: entry {show(path)} {problem}", path=show(path))
         if path in files:
-            raise InvalidInput(f"{MANIFEST}: entry {show(path)} is listed twice", path=show(path))
+            raise Malformed(f"{MANIFEST}: entry {show(path)} is listed twice", path=show(path))
         files[path] = Listed(path, size, item["xxh3_128"], mtime_ns)
     folders = tuple(document.get("folders", ()))
     for folder in folders:
         problem = path_problem(folder, folder=True)
         if problem:
-            raise InvalidInput(f"{MANIFEST}: folder {show(folder)} {problem}", path=show(folder))
+            raise Hostile(f"{MANIFEST}: folder {show(folder)} {problem}", path=show(folder))
     if DATABASE not in files:
-        raise InvalidInput(f"{MANIFEST}: lists no chat.db: not a data-home backup", path=MANIFEST)
+        raise NotABundle(f"{MANIFEST}: lists no chat.db: not a data-home backup", path=MANIFEST)
     return BackupIndex(
         document["format"],
         document["tool"],
@@ -507,7 +519,7 @@ _FLAT_KEYWORDS = frozenset(
 
 def _schema_error(where: str, rule: str) -> InvalidInput:
     # the validator's message may quote the value; name the field and the rule instead
-    return InvalidInput(
+    return Malformed(
         f"{MANIFEST}: {show(where)} breaks the schema rule '{rule}'",
         path=f"{MANIFEST}:{show(where)}",
     )
@@ -565,7 +577,7 @@ def _check_items(key: str, values: list[Any], items: dict[str, Any]) -> None:
         for name, field_value in value.items():
             rules = fields.get(name)
             if rules is None:
-                raise InvalidInput(
+                raise Malformed(
                     f"{MANIFEST}: {key}/{index} has unknown key {show(name)}",
                     path=f"{MANIFEST}:{key}/{index}",
                 )
@@ -594,7 +606,7 @@ def _validate_schema(document: dict[str, Any]) -> None:
         if error.validator == "additionalProperties" and isinstance(error.instance, dict):
             known = error.schema.get("properties", {})
             unknown = sorted(key for key in error.instance if key not in known)
-            raise InvalidInput(
+            raise Malformed(
                 f"{MANIFEST}: {show(where)} has unknown key {show(unknown[0])}",
                 path=f"{MANIFEST}:{show(where)}",
             )
@@ -618,19 +630,19 @@ def match_index(index: BackupIndex, infos: Sequence[zipfile.ZipInfo]) -> list[zi
             continue
         if name.endswith("/"):
             if name[:-1] not in folders:
-                raise _invalid(name, "is not listed in backup.json")
+                raise _invalid(name, "is not listed in backup.json", Tampered)
             present.add(name)
             continue
         listed = index.files.get(name)
         if listed is None:
-            raise _invalid(name, "is not listed in backup.json")
+            raise _invalid(name, "is not listed in backup.json", Tampered)
         if listed.size != info.file_size:
-            raise _invalid(name, "has a size different from the one backup.json lists")
+            raise _invalid(name, "has a size different from the one backup.json lists", Tampered)
         present.add(name)
         files.append(info)
     for path in (*index.files, *(f"{folder}/" for folder in index.folders)):
         if path not in present:
-            raise _invalid(path, "is listed in backup.json but missing from the zip")
+            raise _invalid(path, "is listed in backup.json but missing from the zip", Tampered)
     return files
 
 
@@ -639,9 +651,9 @@ def read_index(archive: zipfile.ZipFile) -> BackupIndex:
     try:
         info = archive.getinfo(MANIFEST)
     except KeyError:
-        raise InvalidInput(f"the zip holds no {MANIFEST}: not a data-home backup") from None
+        raise NotABundle(f"the zip holds no {MANIFEST}: not a data-home backup") from None
     if info.file_size > MAX_MANIFEST_BYTES:
-        raise _invalid(MANIFEST, f"is larger than {human_size(MAX_MANIFEST_BYTES)}")
+        raise _invalid(MANIFEST, f"is larger than {human_size(MAX_MANIFEST_BYTES)}", TooLarge)
     chunks: list[bytes] = []
     stream_entry(archive, info, info.file_size, None, chunks.append)
     return parse_index(b"".join(chunks))
@@ -676,21 +688,22 @@ def stream_entry(
                 total += len(chunk)
                 if total > size:
                     raise _invalid(
-                        info.filename, f"holds more than its declared {human_size(size)}"
+                        info.filename, f"holds more than its declared {human_size(size)}", Malformed
                     )
                 hasher.update(chunk)
                 sink(chunk)
     except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, ValueError) as exc:
-        raise _invalid(info.filename, f"cannot be read ({exc})") from None
+        raise _invalid(info.filename, f"cannot be read ({exc})", Tampered) from None
     if total != size:
         # the difference, exact: two sizes a few bytes apart read alike once rounded
         short = "less" if total < size else "more"
         raise _invalid(
             info.filename,
             f"holds {human_size(abs(total - size))} {short} than its declared {human_size(size)}",
+            Malformed,
         )
     if digest is not None and hasher.hexdigest() != digest:
-        raise _invalid(info.filename, "does not match its xxh3_128 digest in backup.json")
+        raise _invalid(info.filename, "does not match its xxh3_128 digest in backup.json", Tampered)
 
 
 def _opened(
@@ -770,7 +783,7 @@ def check_local_header(archive: zipfile.ZipFile | int, info: zipfile.ZipInfo) ->
     read = _reader(archive)
     raw = read(info.header_offset, _LOCAL_HEADER.size)
     if len(raw) < _LOCAL_HEADER.size or raw[:4] != b"PK\x03\x04":
-        raise _invalid(info.filename, "has no local header where the directory says")
+        raise _invalid(info.filename, "has no local header where the directory says", Malformed)
     name_len, extra_len = struct.unpack_from("<HH", raw, 26)
     tail = read(info.header_offset + _LOCAL_HEADER.size, name_len + extra_len)
     problem = _local_problem(raw, tail, info)
@@ -778,7 +791,9 @@ def check_local_header(archive: zipfile.ZipFile | int, info: zipfile.ZipInfo) ->
     if not problem and tail[:name_len].decode(encoding, "replace") != info.orig_filename:
         problem = "has a local header name different from its directory record"
     if problem:
-        raise _invalid(info.filename, problem)
+        # a local header that says other than the directory is read one way by zipfile and
+        # another way by another tool
+        raise _invalid(info.filename, problem, Hostile)
     return int(info.header_offset + _LOCAL_HEADER.size + name_len + extra_len)
 
 

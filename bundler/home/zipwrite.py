@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bundler import __version__
-from bundler.errors import Refused
+from bundler.errors import ChangedMeanwhile, UnsuitablePath, os_failure
 from bundler.fs.copytree import digest_fd
 from bundler.fs.interrupts import handed_over, wait_for
 from bundler.fs.safefs import SkipCounts, open_dir_nofollow, walk
@@ -249,12 +249,12 @@ def _check_entry(relpath: str, st: os.stat_result) -> None:
     """Refuse a file restore would refuse (its name or its size)."""
     problem = path_problem(relpath)
     if problem:
-        raise Refused(
+        raise UnsuitablePath(
             f"{escape_display(relpath)} {problem}: restore would refuse it; rename or remove it",
             path=escape_display(relpath),
         )
     if st.st_size > MAX_ENTRY_SIZE:
-        raise Refused(
+        raise UnsuitablePath(
             f"{escape_display(relpath)} is larger than {human_size(MAX_ENTRY_SIZE)}: "
             "restore would refuse it",
             path=escape_display(relpath),
@@ -286,7 +286,7 @@ def _add_file(
 
             size, digest = digest_fd(fd, relpath=relpath, observer=forward)
     except RuntimeError as exc:  # zipfile: an entry grew past 2 GiB without zip64
-        raise Refused(
+        raise ChangedMeanwhile(
             f"{escape_display(relpath)} grew while it was read ({exc}): try again",
             path=escape_display(relpath),
         ) from None
@@ -334,11 +334,13 @@ def _open_tree(home_fd: int, name: str, home: Path) -> int | None:
     except OSError as exc:
         where = escape_display(str(home / name))
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise Refused(
+            raise UnsuitablePath(
                 f"{where} is not a real folder (a symbolic link or a file): move it away",
                 path=where,
             ) from None
-        raise Refused(f"cannot read {where} ({os.strerror(exc.errno or 0)})", path=where) from None
+        raise os_failure(
+            f"cannot read {where} ({os.strerror(exc.errno or 0)})", exc, path=where
+        ) from None
 
 
 def write_zip(archive: zipfile.ZipFile, plan: Plan, skipped: SkipCounts) -> tuple[int, int]:
@@ -372,7 +374,9 @@ def _write_trees(writer: _InOrder, plan: Plan, skipped: SkipCounts) -> list[str]
                     problem = path_problem(entry.relpath, folder=True)
                     if problem:
                         shown = escape_display(entry.relpath)
-                        raise Refused(f"{shown} {problem}: restore would refuse it", path=shown)
+                        raise UnsuitablePath(
+                            f"{shown} {problem}: restore would refuse it", path=shown
+                        )
                     folders.append(entry.relpath)
                     writer.folder(_zipinfo(f"{entry.relpath}/", entry.stat, True))
                 else:

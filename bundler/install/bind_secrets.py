@@ -17,7 +17,15 @@ from typing import Any, Protocol
 import tomli_w
 
 from bundler.bundle import fragment
-from bundler.errors import BundlerError, InvalidInput, Refused, UsageError
+from bundler.errors import (
+    BundlerError,
+    Malformed,
+    PolicyRefused,
+    TooLarge,
+    UnsuitablePath,
+    UsageError,
+    os_failure,
+)
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.rules import hints, tomlcompat
 from bundler.rules.names import escape_display, is_text
@@ -81,7 +89,7 @@ def flatten_secrets(
             out[format_path(segments)] = value
         else:
             path = format_path(segments)
-            raise InvalidInput(f"{source}: {escape_display(path)} must be a string", path=path)
+            raise Malformed(f"{source}: {escape_display(path)} must be a string", path=path)
     return out
 
 
@@ -160,7 +168,7 @@ def load_secrets_file(path: Path) -> dict[str, str]:
 
     def private_to_its_owner(st: os.stat_result) -> None:
         if st.st_mode & 0o044:
-            raise Refused(
+            raise PolicyRefused(
                 f"secrets file {shown} is readable by group or others; chmod 600 it", path=str(path)
             )
 
@@ -168,18 +176,19 @@ def load_secrets_file(path: Path) -> dict[str, str]:
         raw = read_small_file(path, _MAX_SECRETS_FILE_BYTES, check=private_to_its_owner)
     except NotSmallFile as why:
         if why.too_large:
-            raise InvalidInput(f"secrets file {shown} {why.reason}", path=str(path)) from None
-        raise Refused(f"secrets file {shown} {why.reason}", path=str(path)) from None
+            raise TooLarge(f"secrets file {shown} {why.reason}", path=str(path)) from None
+        raise UnsuitablePath(f"secrets file {shown} {why.reason}", path=str(path)) from None
     except OSError as exc:
-        raise Refused(
+        raise os_failure(
             f"cannot read secrets file {shown} ({os.strerror(exc.errno or errno.EIO)})",
+            exc,
             path=str(path),
         ) from None
     # the parser's message may quote a line of the file, which holds secrets: say only where.
     # Raised outside any handler, so that no decode error (holding the bytes) is chained to it.
     table = _parse_secrets(raw)
     if table is None:
-        raise InvalidInput(
+        raise Malformed(
             f'secrets file {shown} is not a TOML table of path = "value"', path=str(path)
         )
     return flatten_secrets(table, source=f"secrets file {shown}")

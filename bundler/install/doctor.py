@@ -21,7 +21,7 @@ from bundler.config.secretkey import key_leftovers, key_problem, read_key_at
 from bundler.config.secretstore import census, encrypt_policy
 from bundler.config.store import load_config
 from bundler.config.write import LOCK_NAME
-from bundler.errors import BundlerError, InvalidInput, Refused
+from bundler.errors import BundlerError, InvalidInput, os_failure
 from bundler.fs.durable import held_by_another, open_dir
 from bundler.fs.scratch import ARCHIVE_PREFIX, dead_scratch
 from bundler.home.homes import is_writable, resolve_home
@@ -258,9 +258,10 @@ def destination_findings(path: Path) -> DoctorReport:
     try:
         works = rename_exchange_works(path)
     except OSError as err:
-        raise Refused(
+        raise os_failure(
             f"--path {shown}: cannot check it ({err.strerror}); name an existing folder "
             "where exports go",
+            err,
             path=str(path),
         ) from None
     if works:

@@ -22,7 +22,7 @@ from typing import Any, ParamSpec, TypeVar
 import xxhash
 
 from bundler.config.write import LOCK_NAME
-from bundler.errors import Refused
+from bundler.errors import NotFound, UnsuitablePath, os_failure
 from bundler.fs import copytree, durable, safefs
 from bundler.rules import hints, layout, schema
 from bundler.rules.names import escape_display
@@ -55,8 +55,8 @@ def io_errors_refused(action: str) -> Callable[[Callable[P, R]], Callable[P, R]]
                 reason = os.strerror(err.errno) if err.errno else str(err)
                 where = escape_display(os.fsdecode(err.filename)) if err.filename else ""
                 at = f" at {where}" if where else ""
-                raise Refused(
-                    f"{action} failed{at} ({reason}); nothing was committed", path=where
+                raise os_failure(
+                    f"{action} failed{at} ({reason}); nothing was committed", err, path=where
                 ) from None
 
         return wrapper
@@ -145,12 +145,12 @@ def open_install(install_root: Path, *, create: bool) -> Iterator[int]:
     try:
         fd = os.open(install_root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except FileNotFoundError:
-        raise Refused(
+        raise NotFound(
             f"the install folder does not exist: {hints.looked_at(install_root)}",
             path=str(install_root),
         ) from None
     except NotADirectoryError:
-        raise Refused(f"{install_root} is not a folder", path=str(install_root)) from None
+        raise UnsuitablePath(f"{install_root} is not a folder", path=str(install_root)) from None
     try:
         yield fd
     except BaseException:
@@ -196,7 +196,7 @@ def lstat_rel(install_fd: int, rel: str) -> os.stat_result | None:
         return None
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise Refused(
+            raise UnsuitablePath(
                 f"{escape_display(head)} is a symbolic link or not a folder: import refuses to "
                 "write through it",
                 path=head,

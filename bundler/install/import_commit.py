@@ -14,7 +14,7 @@ import tomli_w
 from bundler.bundle.verify_report import VerifyReport
 from bundler.config.guards import UNRESTRICTED
 from bundler.config.secretstore import replace_sealed
-from bundler.errors import BundlerError, Refused
+from bundler.errors import BundlerError, RecoveryNeeded, os_failure
 from bundler.fs import copytree, durable
 from bundler.install import merge
 from bundler.install.files import entry_digest, field_digests, lstat_rel, missing_parents, xxh
@@ -204,7 +204,7 @@ def transact(run: ImportRun, result: ImportReport, new_text: str, staged: list[S
                 line for line in leftovers if line.startswith("left ") or line.startswith("(")
             ]
             if problems:
-                raise Refused(
+                raise RecoveryNeeded(
                     hints.Hinted(
                         "import failed and could not be fully undone",
                         hints.command("recover", "--install", str(install_root)),
@@ -215,8 +215,8 @@ def transact(run: ImportRun, result: ImportReport, new_text: str, staged: list[S
                 raise
             if isinstance(err, OSError):
                 reason = os.strerror(err.errno) if err.errno else str(err)
-                raise Refused(
-                    f"import failed ({reason}); nothing changed", path=str(install_root)
+                raise os_failure(
+                    f"import failed ({reason}); nothing changed", err, path=str(install_root)
                 ) from err
             raise
         txn.close()

@@ -14,7 +14,7 @@ from typing import Any
 from bundler.bundle import fragment
 from bundler.bundle.verify_claims import zeroclaw_written
 from bundler.bundle.verify_report import VerifyReport
-from bundler.errors import Refused, withheld
+from bundler.errors import PolicyRefused, withheld
 from bundler.install import merge
 from bundler.install.bind_secrets import Prompter
 from bundler.rules import hints
@@ -59,7 +59,7 @@ def consent(
     if integrity_unproven:
         parts.append("no checksums (its integrity cannot be proven)")
     what = " and ".join(parts)
-    raise Refused(
+    raise PolicyRefused(
         hints.Hinted(
             f"the bundle carries {what}; nothing changed; pass --accept-risks "
             "or answer y at a terminal once you have reviewed them",

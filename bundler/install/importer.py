@@ -24,7 +24,15 @@ from bundler.bundle.verify_report import VerifyReport
 from bundler.config.file import read_config_file
 from bundler.config.secretstore import SecretWriter
 from bundler.config.write import LOCK_NAME, config_lock
-from bundler.errors import InvalidInput, Refused, UsageError, withheld, withholding
+from bundler.errors import (
+    DestinationExists,
+    InvalidConfig,
+    Tampered,
+    UnsuitablePath,
+    UsageError,
+    withheld,
+    withholding,
+)
 from bundler.fs import age
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.install import merge
@@ -166,9 +174,8 @@ def _import(
         every = hints.command("bundle", "verify", chosen.argument(bundle))
         more = f" (and {rest} more; every one: {every})" if rest > 0 else ""
         where = escape_display(str(bundle))
-        raise InvalidInput(
-            f"bundle {where} failed verification: {shown}{more}", path=report.errors[0].path
-        )
+        # the first fault says what kind of refusal this is (tampered, hostile...)
+        raise report.errors[0].error(f"bundle {where} failed verification: {shown}{more}")
     manifest = report.manifest or {}
     sealed = _unseal(bundle, report, chosen)
     # given values win; a sealed value fills only what was not given (as if given itself)
@@ -206,7 +213,7 @@ def _unseal(bundle: Path, report: VerifyReport, chosen: ImportOptions) -> dict[s
     try:
         data = read_small_file(bundle / SEALED_NAME, MAX_SEALED_BYTES, follow=False)
     except (OSError, NotSmallFile):
-        raise InvalidInput(
+        raise Tampered(
             f"{SEALED_NAME}: cannot be read again after verification; nothing changed",
             path=SEALED_NAME,
         ) from None
@@ -288,7 +295,7 @@ def _check_target(target: Mapping[str, Any], install_root: Path) -> None:
     if findings:
         shown = escape_display(str(install_root / CONFIG))
         more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
-        raise InvalidInput(
+        raise InvalidConfig(
             f"{shown} is invalid: {findings[0].line()}{more}; fix it first "
             "('bundler config validate' lists every error); nothing changed",
             path=str(install_root / CONFIG),
@@ -326,7 +333,7 @@ def _check_skill_folders(
             reason = skill_folder_problem(directory, used)
         if reason is not None:
             path = format_path(["skill_bundles", alias])
-            raise Refused(
+            raise DestinationExists(
                 f"{escape_display(path)}: its folder {escape_display(directory)} {reason}; "
                 "nothing changed (move or rename the local entry, or bind this one to it)",
                 path=path,
@@ -421,7 +428,7 @@ def _lay_out(run: ImportRun, plan: merge.MergePlan) -> tuple[ImportReport, str, 
     if errors:
         shown = "; ".join(f.line() for f in errors[:5])
         more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
-        raise InvalidInput(
+        raise InvalidConfig(
             f"the merged config would be invalid: {shown}{more}; nothing changed",
             path=errors[0].path,
         )
@@ -455,7 +462,7 @@ def _lay_out(run: ImportRun, plan: merge.MergePlan) -> tuple[ImportReport, str, 
                 install_root,
             )
             if folder.startswith(".."):
-                raise Refused(
+                raise UnsuitablePath(
                     f"skill_bundles.{escape_display(placement.target_alias)}: its folder is "
                     "outside the install",
                     path=f"skill_bundles.{placement.target_alias}",
@@ -478,7 +485,7 @@ def _probe(run: ImportRun, result: ImportReport, staged: list[Staged]) -> None:
     install_root = run.install_root
     for item in staged:
         if target_state(run.install_fd, item.target) == "occupied":
-            raise Refused(
+            raise DestinationExists(
                 f"{escape_display(str(install_root / item.target))} exists and is not empty; "
                 "nothing changed (import with --as, or move it away)",
                 path=str(install_root / item.target),

@@ -27,7 +27,13 @@ import tomlkit
 import tomlkit.items
 
 from bundler.config.file import toml_error_reason
-from bundler.errors import InvalidInput, Refused, UsageError
+from bundler.errors import (
+    DestinationExists,
+    InvalidConfig,
+    NotFound,
+    PolicyRefused,
+    UsageError,
+)
 from bundler.rules import hints, refs, schema, tomlcompat
 from bundler.rules.names import (
     did_you_mean,
@@ -244,10 +250,10 @@ def _canonical(path: str, what: str) -> tuple[str, ...]:
 def _fragment_agent(fragment: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     agents = fragment.get("agents")
     if not isinstance(agents, dict) or len(agents) != 1:
-        raise InvalidInput("bundle config.toml must hold exactly one agent", path="config.toml")
+        raise InvalidConfig("bundle config.toml must hold exactly one agent", path="config.toml")
     ((alias, entry),) = agents.items()
     if not isinstance(entry, dict):
-        raise InvalidInput(f"agents.{escape_display(alias)} is not a table", path="config.toml")
+        raise InvalidConfig(f"agents.{escape_display(alias)} is not a table", path="config.toml")
     return alias, entry
 
 
@@ -266,13 +272,13 @@ def _parse_binds(
             )
         kind, name, _ = located
         if (kind, name) not in fragment_keys:
-            raise Refused(
+            raise NotFound(
                 f"--bind {escape_display(raw_path)}: the bundle has no such entry "
                 "(see 'bundler bundle inspect')",
                 path=raw_path,
             )
         if not any(other == local for other, _ in iter_entries(target, kind)):
-            raise Refused(
+            raise NotFound(
                 f"--bind {escape_display(raw_path)}={escape_display(local)}: bind to an existing "
                 f"entry; there is no {kind} entry {escape_display(local)} in {where}",
                 path=raw_path,
@@ -365,7 +371,7 @@ def plan_merge(
     agent = as_alias if as_alias is not None else source_agent
     alias_problem = non_portable_alias_reason(agent)
     if alias_problem is not None:
-        raise Refused(
+        raise PolicyRefused(
             f"agent alias {escape_display(agent)} is not a portable alias "
             f"({escape_display(alias_problem)}); choose another with --as",
             path=f"agents.{format_segment(agent)}",
@@ -373,7 +379,7 @@ def plan_merge(
     target_agents = target_config.get("agents")
     if isinstance(target_agents, dict) and agent in target_agents:
         hint = "choose another with --as NEW" if as_alias is None else "choose a free one"
-        raise Refused(
+        raise DestinationExists(
             f"agent alias {escape_display(agent)} is taken ({hint}) in {where}",
             path=f"agents.{format_segment(agent)}",
         )
@@ -491,7 +497,7 @@ def _place_skill(plan: MergePlan, old: str, new: str, value: dict[str, Any], ren
     # an unportable alias arrives only as the bundle wrote it, without content (verify refuses
     # content under it); a rename must still give a folder name
     if renamed and not is_portable_skill_alias(new):
-        raise Refused(
+        raise PolicyRefused(
             f"skill bundle alias {escape_display(new)} is not a portable alias; "
             "import with a shorter --as",
             path=f"skill_bundles.{format_segment(new)}",
@@ -623,13 +629,13 @@ def render_config_text(old_text: str, plan: MergePlan) -> tuple[str, list[str]]:
     try:
         reparsed = tomlcompat.loads(text)
     except tomlcompat.TOMLDecodeError as err:
-        raise Refused(
+        raise PolicyRefused(
             f"config.toml: cannot append the imported entries ({toml_error_reason(err)}); "
             "nothing changed",
             path="config.toml",
         ) from None
     if not tomlcompat.same_data(reparsed, plan.merged):
-        raise Refused(
+        raise PolicyRefused(
             "config.toml: the edited file would not equal the merged config; nothing changed",
             path="config.toml",
         )

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import xxhash
 
-from bundler.errors import InvalidInput, Refused
+from bundler.errors import ChangedMeanwhile, InvalidInput, Malformed, Tampered, os_failure
 from bundler.fs import durable
 from bundler.install.files import READ_FLAGS
 from bundler.rules.names import escape_display, has_control_chars
@@ -69,7 +69,7 @@ class ListingWriter:
         bundle after verification) is refused, as it could end a line early."""
         path, size, digest = entry
         if has_control_chars(path):
-            raise InvalidInput(
+            raise Tampered(
                 f"{escape_display(path)}: appeared in the bundle after verification with a "
                 "control character in its name; verify it again",
                 path=path,
@@ -144,7 +144,7 @@ def publish(staging_fd: int, dir_fd: int, receipt_name: str, digest: str, size: 
                 copied += len(chunk)
                 durable.write_all(out, chunk)
             if (hasher.hexdigest(), copied) != (digest, size):
-                raise Refused(
+                raise ChangedMeanwhile(
                     f"the staged file listing of the receipt {escape_display(receipt_name)} "
                     "changed since the import wrote it; the import itself is complete, but undo "
                     "will only be able to take its files while their folders are unchanged",
@@ -175,15 +175,16 @@ def read_listing(receipt: Path, digest: str, size: int, counts: Sequence[int]) -
         fd = os.open(path, READ_FLAGS)
     except OSError as exc:
         why = "is missing" if isinstance(exc, FileNotFoundError) else "cannot be read"
-        raise Refused(
+        raise os_failure(
             f"{shown} {why}: undo needs the receipt's file listing beside it to tell the files "
             "still as imported from those written since; nothing was done (put it back beside "
             "the receipt)",
+            exc,
             path=str(path),
         ) from None
 
-    def damaged(problem: str) -> InvalidInput:
-        return InvalidInput(
+    def damaged(problem: str, made: type[InvalidInput] = Malformed) -> InvalidInput:
+        return made(
             f"{shown} is damaged ({problem}): it is not the file listing of "
             f"{escape_display(str(receipt))}; nothing was done",
             path=str(path),
@@ -215,8 +216,9 @@ def read_listing(receipt: Path, digest: str, size: int, counts: Sequence[int]) -
             if not chunk:
                 break
     except OSError as exc:
-        raise Refused(
+        raise os_failure(
             f"cannot read {shown} ({os.strerror(exc.errno or 0)}); nothing was done",
+            exc,
             path=str(path),
         ) from None
     finally:
@@ -224,7 +226,7 @@ def read_listing(receipt: Path, digest: str, size: int, counts: Sequence[int]) -
     if rest:
         raise damaged("its last line is not complete")
     if hasher.hexdigest() != digest or total != size:
-        raise damaged("its digest is not the one the receipt names")
+        raise damaged("its digest is not the one the receipt names", Tampered)
     if any(len(files) != count for files, count in zip(folders, counts, strict=True)):
         raise damaged("it lists fewer files than the receipt's folders")
     return folders

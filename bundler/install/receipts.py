@@ -17,7 +17,17 @@ from typing import Any
 
 from bundler.bundle.walk import MAX_ENTRIES
 from bundler.config.file import read_config_file
-from bundler.errors import BundlerError, InvalidInput, Refused
+from bundler.errors import (
+    BundlerError,
+    Hostile,
+    Malformed,
+    NotABundle,
+    NotFound,
+    Refused,
+    TooLarge,
+    Unsupported,
+    os_failure,
+)
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.install import merge, receipt_files
 from bundler.install.files import entry_digest, field_digests, open_install, tree_at
@@ -75,25 +85,26 @@ def load_receipt(receipt: Path) -> dict[str, Any]:
     try:
         raw = read_small_file(receipt, MAX_RECEIPT_BYTES)
     except NotSmallFile as why:
-        raise InvalidInput(
+        raise (TooLarge if why.too_large else NotABundle)(
             f"{shown} {why.reason}: it is not an import receipt", path=str(receipt)
         ) from None
     except OSError as exc:
-        raise Refused(
+        raise os_failure(
             f"cannot read receipt {shown} ({os.strerror(exc.errno or errno.EIO)})",
+            exc,
             path=str(receipt),
         ) from None
     try:
         data = tomlcompat.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomlcompat.TOMLDecodeError):
-        raise InvalidInput(f"{shown} is not an import receipt", path=str(receipt)) from None
+        raise NotABundle(f"{shown} is not an import receipt", path=str(receipt)) from None
     if data.get("format") != RECEIPT_FORMAT or not isinstance(data.get("entries"), list):
-        raise InvalidInput(
+        raise Unsupported(
             f"{shown} is not an import receipt this version understands", path=str(receipt)
         )
     problem = _receipt_problem(data)
     if problem is not None:
-        raise InvalidInput(
+        raise Malformed(
             f"{shown} is damaged ({problem}): it is not a receipt bundler wrote; nothing was done",
             path=str(receipt),
         )
@@ -198,7 +209,7 @@ def read_receipt_files(receipt: Path, data: Mapping[str, Any]) -> None:
     )
     for folder, files in zip(folders, lists, strict=True):
         if not _is_file_list([list(file) for file in files]):
-            raise InvalidInput(
+            raise Hostile(
                 f"{escape_display(f'{receipt}{receipt_files.SUFFIX}')} is damaged (a path is not "
                 "inside its folder): it is not a listing bundler wrote; nothing was done",
                 path=f"{receipt}{receipt_files.SUFFIX}",
@@ -280,9 +291,10 @@ def receipt_names(folder: Path) -> list[str]:
         return []
     except OSError as err:
         shown = escape_display(str(folder))
-        raise Refused(
+        raise os_failure(
             f"cannot read the import receipts in {shown} ({os.strerror(err.errno or 0)}); fix "
             "its permissions, or run as the user who imported",
+            err,
             path=str(folder),
         ) from None
 
@@ -366,7 +378,7 @@ def resolve_receipt(install_root: Path, which: str) -> Path:
         if info.state != "undone":
             return info.path
     shown = escape_display(str(install_root))
-    raise Refused(
+    raise NotFound(
         f"no import left to undo in {shown} (see 'bundler agents imports')",
         path=str(install_root),
     )

@@ -10,7 +10,7 @@ from pathlib import Path
 from bundler.config.file import read_config_file
 from bundler.config.secretkey import key_leftovers
 from bundler.config.write import config_lock
-from bundler.errors import Refused
+from bundler.errors import Damaged, RecoveryNeeded
 from bundler.fs import durable, safefs, scratch
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.install.files import io_errors_refused, open_install
@@ -52,7 +52,7 @@ def _journal_of(install_root: Path, install_fd: int, name: str) -> Journal | Non
         except ValueError as err:
             problem = str(err)
     shown = escape_display(name)
-    raise Refused(
+    raise Damaged(
         f"the journal of {shown} in {escape_display(str(install_root))} is damaged ({problem}); "
         f"nothing was done, as recovery would have to guess: check config.toml and the "
         f"folders the import added by hand, then remove {shown}",
@@ -82,7 +82,7 @@ def clear_abandoned(install_root: Path, install_fd: int, config_dir_fd: int) -> 
     for name in sorted(n for n in os.listdir(install_fd) if n.startswith(STAGING_PREFIX)):
         shown = escape_display(str(install_root))
         if _journal_of(install_root, install_fd, name) is not None:
-            raise Refused(
+            raise RecoveryNeeded(
                 hints.Hinted(
                     f"an interrupted import or undo left {escape_display(name)} with its "
                     f"journal in {shown}: recover it first",
@@ -194,7 +194,7 @@ def recover_install(install_root: Path, dry_run: bool = False) -> list[str]:
                     0
                 ]
             else:
-                raise Refused(
+                raise Damaged(
                     f"{escape_display(name)}: config.toml matches neither the state before nor "
                     f"after this {journal.kind}; it lists targets "
                     f"{', '.join(escape_display(m['dst']) for m in journal.moves) or 'none'}; "

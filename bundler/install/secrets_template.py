@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bundler.errors import Refused
+from bundler.errors import DestinationExists, os_failure
 from bundler.rules.names import escape_display
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ def _refuse_replacing_another_file(dir_fd: int, target: Path) -> None:
     except (NotSmallFile, OSError):
         raw = None
     if raw is None or not is_secrets_file(raw):
-        raise Refused(
+        raise DestinationExists(
             f"{shown} exists and is not a secrets file; --force replaces only one: choose "
             "another file, or remove it yourself first",
             path=str(target),
@@ -105,8 +105,8 @@ def _write_private(target: Path, text: str, *, force: bool) -> None:
     try:
         dir_fd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
-        raise Refused(
-            f"cannot write {shown} ({os.strerror(exc.errno or errno.EIO)})", path=str(target)
+        raise os_failure(
+            f"cannot write {shown} ({os.strerror(exc.errno or errno.EIO)})", exc, path=str(target)
         ) from None
     # paths in the text keep their bytes, as the command they are pasted into needs them
     data = text.encode("utf-8", "surrogateescape")
@@ -117,14 +117,14 @@ def _write_private(target: Path, text: str, *, force: bool) -> None:
         else:
             durable.create_synced(dir_fd, target.name, data, mode=0o600)
     except FileExistsError:
-        raise Refused(
+        raise DestinationExists(
             f"{shown} exists (it may hold secrets already filled in); choose another file, "
             "or add --force to replace it",
             path=str(target),
         ) from None
     except OSError as exc:
-        raise Refused(
-            f"cannot write {shown} ({os.strerror(exc.errno or errno.EIO)})", path=str(target)
+        raise os_failure(
+            f"cannot write {shown} ({os.strerror(exc.errno or errno.EIO)})", exc, path=str(target)
         ) from None
     finally:
         os.close(dir_fd)

@@ -21,7 +21,7 @@ from bundler.bundle.manifest import (
     checksum_sort_text,
     iter_checksums,
 )
-from bundler.errors import InvalidInput
+from bundler.errors import InvalidInput, Tampered
 from bundler.fs import copytree, safefs
 from bundler.install import merge
 from bundler.install.files import (
@@ -60,7 +60,7 @@ class ListedChecksums:
         try:
             self.fd = os.open(CHECKSUMS_NAME, READ_FLAGS, dir_fd=bundle_fd)
         except FileNotFoundError:
-            raise InvalidInput(
+            raise Tampered(
                 "checksums.xxh3 vanished after verification; verify the bundle again",
                 path=CHECKSUMS_NAME,
             ) from None
@@ -96,21 +96,21 @@ class ListedChecksums:
 
 
 def _changed() -> InvalidInput:
-    return InvalidInput(
+    return Tampered(
         f"{CHECKSUMS_NAME} changed after verification; verify the bundle again",
         path=CHECKSUMS_NAME,
     )
 
 
 def _vanished(path: str) -> InvalidInput:
-    return InvalidInput(
+    return Tampered(
         f"{escape_display(path)}: vanished from the bundle after verification; verify it again",
         path=path,
     )
 
 
 def _not_matching(path: str) -> InvalidInput:
-    return InvalidInput(
+    return Tampered(
         f"{escape_display(path)}: content does not match its digest in {CHECKSUMS_NAME}; "
         "nothing was imported",
         path=path,
@@ -118,7 +118,7 @@ def _not_matching(path: str) -> InvalidInput:
 
 
 def _refuse_skip(kind: safefs.SkipKind, path: str) -> None:
-    raise InvalidInput(
+    raise Tampered(
         f"{path}: appeared in the bundle after verification ({kind.value}); verify it again",
         path=path,
     )
@@ -156,7 +156,7 @@ def stage_folder(
             try:
                 src_fd = safefs.open_beneath(bundle_fd, source)
             except OSError:
-                raise InvalidInput(
+                raise Tampered(
                     f"{escape_display(source)}: missing or not a folder in the bundle; verify "
                     "it again",
                     path=source,

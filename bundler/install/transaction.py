@@ -41,7 +41,7 @@ from pathlib import Path
 
 from bundler.config.file import ConfigFile
 from bundler.config.write import append_audit, commit_config, stage_config
-from bundler.errors import Refused
+from bundler.errors import ChangedMeanwhile
 from bundler.fs import durable, safefs
 from bundler.fs.interrupts import signals_deferred
 from bundler.install.files import (
@@ -102,7 +102,7 @@ class Transaction:
         for move in self.journal.moves:
             state = target_state(self.install_fd, move["dst"])
             if state == "occupied":
-                raise Refused(
+                raise ChangedMeanwhile(
                     f"{escape_display(move['dst'])} appeared or was filled meanwhile; nothing "
                     "changed",
                     path=move["dst"],

@@ -27,7 +27,15 @@ import tomlkit
 from bundler.config.file import parse_config_text, read_config_file
 from bundler.config.guards import UNRESTRICTED
 from bundler.config.write import config_lock
-from bundler.errors import BundlerError, InvalidInput, Refused
+from bundler.errors import (
+    BundlerError,
+    InvalidConfig,
+    InvalidInput,
+    NotFound,
+    PolicyRefused,
+    RecoveryNeeded,
+    os_failure,
+)
 from bundler.fs import durable
 from bundler.install import merge
 from bundler.install.files import (
@@ -214,7 +222,7 @@ def undo_import(install_root: Path, receipt: Path, *, dry_run: bool = False) -> 
         folders = [folder for folder in data.get("folders", []) if isinstance(folder, dict)]
         state, changed = receipt_state(current, install_fd, data)
         if state == "undone":
-            raise Refused(
+            raise NotFound(
                 f"{escape_display(str(receipt))} is already undone: nothing it added is in the "
                 "install",
                 path=str(receipt),
@@ -234,7 +242,7 @@ def undo_import(install_root: Path, receipt: Path, *, dry_run: bool = False) -> 
         new_text = _undone_text(config.text, current, paths, data)
         errors, _ = validate(parse_config_text(new_text or "", config.where), install_root)
         if errors:
-            raise InvalidInput(
+            raise InvalidConfig(
                 "cannot undo: the config without the imported entries would be invalid: "
                 f"{errors[0].line()}",
                 path=errors[0].path,
@@ -293,15 +301,16 @@ def undo_import(install_root: Path, receipt: Path, *, dry_run: bool = False) -> 
                 try:
                     txn.rollback()
                 except OSError:
-                    raise Refused(
+                    raise RecoveryNeeded(
                         hints.Hinted(
                             "undo failed", hints.command("recover", "--install", str(install_root))
                         ),
                         path=str(install_root),
                     ) from err
                 if isinstance(err, OSError):
-                    raise Refused(
+                    raise os_failure(
                         f"undo failed ({os.strerror(err.errno or errno.EIO)}); nothing changed",
+                        err,
                         path=str(install_root),
                     ) from err
                 raise
@@ -393,7 +402,7 @@ def _undone_text(
     for candidate in sorted(candidates, key=lambda c: xxh(c.encode("utf-8")) != old_digest):
         if _pruned(parse_config_text(candidate, CONFIG)) == expected:
             return candidate
-    raise Refused(
+    raise PolicyRefused(
         "cannot undo: config.toml could not be edited to remove exactly the imported entries",
         path=CONFIG,
     )

@@ -22,7 +22,7 @@ from typing import Any
 
 from bundler.bundle.manifest import MAX_MANIFEST_BYTES
 from bundler.bundle.sealed import SEALED_NAME
-from bundler.errors import InvalidInput
+from bundler.errors import InvalidInput, NotABundle
 from bundler.registry.distribution import OCI_MANIFEST
 from bundler.registry.reference import DIGEST
 from bundler.rules.units import human_size
@@ -110,7 +110,7 @@ def manifest_digest(data: bytes) -> str:
 
 
 def _refuse(why: str) -> InvalidInput:
-    return InvalidInput(f"the registry's manifest is not a bundle artifact: {why}")
+    return NotABundle(f"the registry's manifest is not a bundle artifact: {why}")
 
 
 def _descriptor(value: Any, what: str, media_type: str | None, limit: int) -> Descriptor:

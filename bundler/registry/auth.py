@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bundler.errors import Refused
+from bundler.errors import CredentialsRefused, os_failure
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.rules.names import escape_display, is_text
 
@@ -258,7 +258,7 @@ class Auth:
             try:
                 decoded = base64.b64decode(raw, validate=True).decode("utf-8")
             except ValueError:  # not base64 (binascii.Error), not ASCII, not UTF-8 inside
-                raise Refused(
+                raise CredentialsRefused(
                     f"{escape_display(str(path))}: the 'auth' of {escape_display(self.netloc)} "
                     "is not base64 of user:password; log in again "
                     f"('bundler login {escape_display(self.netloc)}')",
@@ -272,7 +272,7 @@ class Auth:
         elif isinstance(user, str) and isinstance(password, str) and password:
             found = Credentials(user, password)
         if found is not None and not _is_text(found):
-            raise Refused(
+            raise CredentialsRefused(
                 f"{escape_display(str(path))}: the credentials of {escape_display(self.netloc)} "
                 f"are not valid text; log in again ('bundler login {escape_display(self.netloc)}')",
                 path=str(path),
@@ -290,12 +290,14 @@ class Auth:
             answer = json.loads(out)
             user, secret = answer["Username"], answer["Secret"]
         except (ValueError, KeyError, TypeError, RecursionError):
-            raise Refused(f"{program} answered something that is not its JSON form") from None
+            raise CredentialsRefused(
+                f"{program} answered something that is not its JSON form"
+            ) from None
         if not isinstance(user, str) or not isinstance(secret, str) or not secret:
             return None
         found = Credentials(user, secret, identity_token=user == "<token>")
         if not _is_text(found):
-            raise Refused(
+            raise CredentialsRefused(
                 f"{program} answered credentials that are not valid text; fix it or remove it "
                 f"from {escape_display(str(path))}"
             )
@@ -305,7 +307,7 @@ class Auth:
 def helper_program(name: str, path: Path) -> str:
     """``docker-credential-NAME`` for the helper ``name`` that the file ``path`` names."""
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-        raise Refused(
+        raise CredentialsRefused(
             f"{escape_display(str(path))}: credential helper name {escape_display(name)} is "
             "not a plain name",
             path=str(path),
@@ -329,13 +331,13 @@ def run_helper(
             env=dict(environ),
         )
     except FileNotFoundError:
-        raise Refused(
+        raise CredentialsRefused(
             f"{shown} names the credential helper {program}, which is not installed; install "
             "it or remove it from that file",
             path=str(path),
         ) from None
     except OSError as err:  # not executable, not a program (no #! line), ...
-        raise Refused(
+        raise CredentialsRefused(
             f"cannot run the credential helper {program} ({err.strerror or err}); fix it or "
             f"remove it from {shown}",
             path=str(path),
@@ -353,7 +355,7 @@ def run_helper(
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise Refused(f"{program} did not answer in {HELPER_TIMEOUT:.0f} s")
+                raise CredentialsRefused(f"{program} did not answer in {HELPER_TIMEOUT:.0f} s")
             ready, _, _ = select.select([fd], [], [], left)
             if not ready:
                 continue
@@ -362,14 +364,16 @@ def run_helper(
                 break
             out += chunk
             if len(out) > MAX_HELPER_OUTPUT:
-                raise Refused(
+                raise CredentialsRefused(
                     f"{program} answered more than {MAX_HELPER_OUTPUT >> 10} KiB, which is no "
                     "credential; fix it or remove it from " + shown
                 )
         try:
             code = proc.wait(max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            raise Refused(f"{program} did not answer in {HELPER_TIMEOUT:.0f} s") from None
+            raise CredentialsRefused(
+                f"{program} did not answer in {HELPER_TIMEOUT:.0f} s"
+            ) from None
         return code, bytes(out)
     finally:
         if proc.poll() is None:
@@ -394,15 +398,17 @@ def read_credentials_file(path: Path) -> dict[str, object] | None:
     except FileNotFoundError:
         return None
     except NotSmallFile as why:
-        raise Refused(
+        raise CredentialsRefused(
             f"{shown} {why.reason}; it is not a credentials file: fix or remove it",
             path=str(path),
         ) from None
     except OSError as err:
-        raise Refused(f"cannot read {shown} ({err.strerror})", path=str(path)) from None
+        raise os_failure(f"cannot read {shown} ({err.strerror})", err, path=str(path)) from None
     try:
         config = json.loads(data)
     except (ValueError, RecursionError):
         # never quote the parser's message: it shows the text around the error, a credential
-        raise Refused(f"{shown} is not valid JSON; fix or remove it", path=str(path)) from None
+        raise CredentialsRefused(
+            f"{shown} is not valid JSON; fix or remove it", path=str(path)
+        ) from None
     return config if isinstance(config, dict) else None

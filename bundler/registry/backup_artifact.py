@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from bundler.errors import InvalidInput
+from bundler.errors import InvalidInput, NotABundle
 from bundler.home.backup_parts import MAX_PARTS, title_problem
 from bundler.home.zipcheck import MAX_MANIFEST_BYTES
 from bundler.registry.artifact import CREATED, TITLE, Descriptor, manifest_document
@@ -87,7 +87,7 @@ def render_manifest(artifact: BackupArtifact) -> bytes:
 
 
 def _refuse(why: str) -> InvalidInput:
-    return InvalidInput(f"the registry's manifest is not a data-home backup: {why}")
+    return NotABundle(f"the registry's manifest is not a data-home backup: {why}")
 
 
 def _descriptor(value: Any, what: str, media_type: str, limit: int) -> Descriptor:

@@ -27,7 +27,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from bundler.errors import Interrupted, InvalidInput, Refused, UsageError, withholding
+from bundler.errors import (
+    DestinationExists,
+    Interrupted,
+    InvalidInput,
+    NoSpace,
+    NotFound,
+    Refused,
+    Tampered,
+    UsageError,
+    os_failure,
+    withholding,
+)
 from bundler.fs.interrupts import commit_reached
 from bundler.fs.safefs import SkipCounts
 from bundler.home.backup import backup_home
@@ -152,9 +163,10 @@ def backup_to_registry(
             with open(folder / _INDEX, "wb") as sink:
                 sink.write(index_bytes)
         except OSError as err:
-            raise Refused(
+            raise os_failure(
                 f"cutting the backup into parts in {escape_display(str(folder.parent))} failed "
-                f"({err.strerror or err}); free some space there or set TMPDIR; nothing was sent"
+                f"({err.strerror or err}); free some space there or set TMPDIR; nothing was sent",
+                err,
             ) from None
         index = parse_index(index_bytes)
         config = Descriptor(
@@ -231,7 +243,7 @@ def _free_tag(session: Session, created_at: str) -> str:
         tag = bart.backup_tag(created_at, attempt)
         if session.manifest_digest(tag) is None:
             return tag
-    raise Refused("too many backups with the same timestamp in the repository: try again")
+    raise DestinationExists("too many backups with the same timestamp in the repository: try again")
 
 
 def _upload(session: Session, blob: Descriptor, path: Path) -> None:
@@ -290,7 +302,7 @@ def _listed_backups(session: Session) -> tuple[RegistryBackupListing, list[str]]
     ref = session.ref
     tags = session.list_tags()
     if tags is None:
-        raise Refused(
+        raise NotFound(
             f"registry {session.shown} has no repository {escape_display(ref.repository)}; "
             "check its name"
         )
@@ -462,7 +474,7 @@ def _delete(session: Session, item: RegistryListed, removed: list[RegistryListed
             else f"{len(removed)} backups were removed before it, each whole; every kept "
             "backup is intact"
         )
-        raise Refused(f"{err.message}; {done}") from None
+        raise err.restated(f"{err.message}; {done}") from None
 
 
 # --- restore ----------------------------------------------------------------------------------
@@ -487,7 +499,7 @@ def _check_space(folder: Path, artifact: bart.BackupArtifact) -> None:
     needed = 2 * (artifact.index.size + sum(part.size for part in artifact.parts))
     st = os.statvfs(folder)
     if needed > st.f_bavail * st.f_frsize:
-        raise Refused(
+        raise NoSpace(
             f"the backup needs about {human_size(needed)} in the temporary folder, which has "
             f"{human_size(st.f_bavail * st.f_frsize)} free; free some space or set TMPDIR"
         )
@@ -529,7 +541,7 @@ def restore_from_registry(
             )
         except InvalidInput as exc:
             # the scratch copy's path means nothing to the user: the reference does
-            raise InvalidInput(
+            raise exc.restated(
                 exc.message.replace(str(folder / _ZIP), shown), path=str(pinned)
             ) from None
     warning = ref.unpinned_warning(digest)
@@ -544,7 +556,7 @@ def _pull(session: Session, folder: Path, progress: Progress | None) -> str:
     data, media = session.get_manifest(ref.target)
     digest = manifest_digest(data)
     if ref.digest is not None and digest != ref.digest:
-        raise InvalidInput(
+        raise Tampered(
             f"registry {session.shown} served a manifest whose digest is not "
             f"{ref.digest[:19]}…; refused"
         )
@@ -573,9 +585,9 @@ def _pull(session: Session, folder: Path, progress: Progress | None) -> str:
         message = exc.message
         for blob, path in blobs[1:]:  # the scratch names mean nothing: the parts' titles do
             message = message.replace(str(path), f"part {escape_display(blob.title)}")
-        raise InvalidInput(f"{where}: {message}", path=where) from None
+        raise exc.restated(f"{where}: {message}", path=where) from None
     except OSError as err:
-        raise Refused(
-            f"pulling {escape_display(str(ref))} failed ({err.strerror or err})"
+        raise os_failure(
+            f"pulling {escape_display(str(ref))} failed ({err.strerror or err})", err
         ) from None
     return digest

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bundler.bundle.history import make_private
-from bundler.errors import InvalidInput, Refused, UsageError
+from bundler.errors import InvalidInput, UsageError, os_failure
 from bundler.fs.durable import locked_by_another, open_dir, write_all_at
 from bundler.registry.distribution import Session
 from bundler.registry.hashing import Sha256
@@ -210,10 +210,11 @@ class BlobCache:
             try:
                 fd = os.open(name, _PARTIAL_FLAGS, 0o600, dir_fd=self.fd)
             except OSError as err:
-                raise Refused(
+                raise os_failure(
                     f"the layer cache holds {escape_display(str(self.path / name))}, which "
                     f"bundler cannot use ({err.strerror or err}); remove it, or pull with "
-                    "--no-cache"
+                    "--no-cache",
+                    err,
                 ) from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
@@ -484,8 +485,9 @@ def prune(
     except FileNotFoundError:
         return CachePruneReport(str(path), bound, dry_run=dry_run)
     except OSError as err:
-        raise Refused(
+        raise os_failure(
             f"cannot open the layer cache {escape_display(str(path))} ({err.strerror or err})",
+            err,
             path=str(path),
         ) from None
     with BlobCache(path, fd) as cache:

@@ -13,7 +13,7 @@ import http.client
 import json
 import urllib.parse
 
-from bundler.errors import Refused
+from bundler.errors import CredentialsRefused, PolicyRefused, RegistryRefused
 from bundler.registry.auth import (
     Auth,
     Challenge,
@@ -31,14 +31,10 @@ from bundler.registry.transport import (
 from bundler.rules.names import escape_display
 
 
-class Denied(Refused):
-    """The registry refused the credentials, or asked for some and none were found."""
-
-
 class Authenticated(Transport):
     """A :class:`Transport` whose requests answer the registry's challenge: a 401 is met once
     with the credentials :mod:`bundler.registry.auth` finds (or a token they buy), and a 403,
-    or a second 401, is :class:`Denied`."""
+    or a second 401, is :class:`~bundler.errors.CredentialsRefused`."""
 
     _authorization: str | None = None
     """The ``Authorization`` header every later request to the registry carries."""
@@ -67,7 +63,7 @@ class Authenticated(Transport):
             if creds is None or creds.identity_token:
                 return False
             if not self._may_send_credentials(self.scheme, self.ref.netloc):
-                raise Refused(
+                raise PolicyRefused(
                     f"registry {self.shown} asks for a password over plain HTTP; bundler sends "
                     "credentials over HTTP only to loopback hosts: use HTTPS"
                 )
@@ -83,10 +79,14 @@ class Authenticated(Transport):
         realm = challenge.params.get("realm", "")
         given = web_address("", realm)  # absolute only: the registry names its token service
         if given is None:
-            raise Refused(f"registry {self.shown} names no usable token service in its challenge")
+            raise RegistryRefused(
+                f"registry {self.shown} names no usable token service in its challenge"
+            )
         parts = given[1]
         if parts.scheme == "http" and self.scheme == "https":
-            raise Refused(f"registry {self.shown} sends us to a token service over plain HTTP")
+            raise RegistryRefused(
+                f"registry {self.shown} sends us to a token service over plain HTTP"
+            )
         scope = challenge.params.get("scope") or self.scope
         query = {"scope": scope} if scope else {}
         if "service" in challenge.params:
@@ -107,9 +107,9 @@ class Authenticated(Transport):
         response = self._send(method, url, headers, body)
         data = self._read(response, MAX_SMALL_BYTES)
         if response.status in (401, 403):
-            raise Denied(self._denied_message())
+            raise CredentialsRefused(self._denied_message())
         if response.status != 200:
-            raise Refused(
+            raise RegistryRefused(
                 f"the token service of registry {self.shown} answered {response.status}; "
                 "try again later"
             )
@@ -119,10 +119,12 @@ class Authenticated(Transport):
         except (ValueError, AttributeError, RecursionError):
             token = None
         if not isinstance(token, str) or not token or len(token) > 16384:
-            raise Refused(f"the token service of registry {self.shown} sent no usable token")
+            raise RegistryRefused(
+                f"the token service of registry {self.shown} sent no usable token"
+            )
         if not is_header_token(token):
             # never shown: it is a credential, however malformed
-            raise Refused(
+            raise RegistryRefused(
                 f"the token service of registry {self.shown} sent a token with characters no "
                 "request header can carry; refused"
             )
@@ -159,12 +161,12 @@ class Authenticated(Transport):
             if response.status != 401:
                 if response.status == 403:
                     self._read(response, MAX_SMALL_BYTES)
-                    raise Denied(self._denied_message())
+                    raise CredentialsRefused(self._denied_message())
                 return response
             if answered or netloc != self.ref.netloc or not self._answer(response):
                 self._read(response, MAX_SMALL_BYTES)
-                raise Denied(self._denied_message())
+                raise CredentialsRefused(self._denied_message())
             if start is None and body is not None:
-                raise Denied(self._denied_message())
+                raise CredentialsRefused(self._denied_message())
             answered = True
             rewind(body, start)

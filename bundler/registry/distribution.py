@@ -28,10 +28,23 @@ import urllib.parse
 from collections.abc import Callable
 from typing import BinaryIO, cast
 
-from bundler.errors import InvalidInput, Refused, UsageError
-from bundler.registry.challenge import Authenticated, Denied
+from bundler.errors import (
+    ChangedMeanwhile,
+    CredentialsRefused,
+    Hostile,
+    InvalidInput,
+    Malformed,
+    NotFound,
+    Refused,
+    RegistryRefused,
+    RegistryUnreachable,
+    Tampered,
+    TooLarge,
+    UsageError,
+)
+from bundler.registry.challenge import Authenticated
 from bundler.registry.hashing import Hash
-from bundler.registry.network import BUSY, CLOSED, NetworkFailure, cause_of, lost
+from bundler.registry.network import BUSY, CLOSED, cause_of, lost
 from bundler.registry.reference import DIGEST, parse_reference
 from bundler.registry.streams import BlobStream, BodySink, NotAsHashed, Spooled, not_declared
 from bundler.registry.transport import (
@@ -93,7 +106,7 @@ class Session(Authenticated):
         hint = "try again, or check the repository name and your access"
         if response.status == 400 and self.scheme == "http":
             hint = "it may speak HTTPS only: try without --plain-http"
-        return Refused(
+        return RegistryRefused(
             f"registry {self.shown}: {what} failed (HTTP {response.status}{code}); {hint}"
         )
 
@@ -108,8 +121,8 @@ class Session(Authenticated):
         :class:`Refused` unless it lets them in."""
         try:
             response = self.request("GET", "/v2/")
-        except Denied:
-            raise Refused(
+        except CredentialsRefused:  # the registry's answer to the credentials given
+            raise CredentialsRefused(
                 f"registry {self.shown} refused the user name and password; nothing was written"
             ) from None
         self._read(response, MAX_SMALL_BYTES)
@@ -138,7 +151,7 @@ class Session(Authenticated):
         )
         if response.status == 404:
             self._read(response, MAX_SMALL_BYTES)
-            raise Refused(self._missing())
+            raise NotFound(self._missing())
         if response.status in _REDIRECTS:
             raise self.fail(response, "reading the manifest (a redirect where none belongs)")
         if response.status != 200:
@@ -147,13 +160,13 @@ class Session(Authenticated):
         declared = response.getheader("Content-Length")
         if declared is not None and declared.isdigit() and int(declared) > MAX_MANIFEST_BYTES:
             self._drop(self.scheme, self.ref.netloc)
-            raise InvalidInput(
+            raise TooLarge(
                 f"registry {self.shown}: the manifest is larger than 4 MiB; it is not a bundle's"
             )
         data = self._read(response, MAX_MANIFEST_BYTES)
         if len(data) > MAX_MANIFEST_BYTES:
             self._drop(self.scheme, self.ref.netloc)
-            raise InvalidInput(
+            raise TooLarge(
                 f"registry {self.shown}: the manifest is larger than 4 MiB; it is not a bundle's"
             )
         return data, media
@@ -205,7 +218,7 @@ class Session(Authenticated):
         if response.status in (400, 405) and (
             response.status == 405 or "UNSUPPORTED" in failure.message
         ):
-            raise Refused(
+            raise RegistryRefused(
                 f"registry {self.shown} does not allow deleting manifests (HTTP "
                 f"{response.status}); enable deletion there (the CNCF distribution registry: "
                 "storage.delete.enabled: true)"
@@ -234,7 +247,7 @@ class Session(Authenticated):
         try:
             tags = json.loads(data).get("tags")
         except (ValueError, AttributeError, RecursionError):
-            raise Refused(f"registry {self.shown} sent an unreadable tag list") from None
+            raise RegistryRefused(f"registry {self.shown} sent an unreadable tag list") from None
         return not tags
 
     def list_tags(self, *, max_tags: int = MAX_TAGS) -> list[str] | None:
@@ -257,7 +270,7 @@ class Session(Authenticated):
             link = response.getheader("Link")
             data = self._read(response, MAX_TAG_PAGE_BYTES)
             if len(data) > MAX_TAG_PAGE_BYTES:
-                raise InvalidInput(
+                raise TooLarge(
                     f"registry {self.shown} sent a page of tags larger than "
                     f"{MAX_TAG_PAGE_BYTES >> 20} MiB; refused"
                 )
@@ -268,10 +281,10 @@ class Session(Authenticated):
             if page is None:
                 page = []
             if not isinstance(page, list) or not all(isinstance(t, str) for t in page):
-                raise InvalidInput(f"registry {self.shown} sent an unreadable tag list")
+                raise Malformed(f"registry {self.shown} sent an unreadable tag list")
             tags += page
             if len(tags) > max_tags:
-                raise InvalidInput(
+                raise TooLarge(
                     f"registry {self.shown} lists more than {max_tags} tags for "
                     f"{escape_display(self.ref.repository)}; refused"
                 )
@@ -279,12 +292,12 @@ class Session(Authenticated):
             if url is not None and not page:
                 # each page must bring a tag: then ``max_tags`` bounds the pages read, where
                 # empty pages at ever new addresses would be read forever
-                raise InvalidInput(
+                raise Hostile(
                     f"registry {self.shown}: a page of its tag list holds no tags yet names a "
                     "next page; refused"
                 )
             if url is not None and url in seen:
-                raise InvalidInput(
+                raise Hostile(
                     f"registry {self.shown}: the tag list's next page loops back to one already "
                     "read; refused"
                 )
@@ -303,7 +316,7 @@ class Session(Authenticated):
                 urllib.parse.urlsplit(url).scheme,
                 self.ref.netloc,
             ):
-                raise InvalidInput(
+                raise Hostile(
                     f"registry {self.shown} sends the next page of its tag list to another "
                     "host or to no web address; refused"
                 )
@@ -324,7 +337,7 @@ class Session(Authenticated):
         location = response.getheader("Location") or ""
         given = web_address(self.url(base), location) if location else None
         if given is None or (given[1].scheme, given[1].netloc) != (self.scheme, self.ref.netloc):
-            raise Refused(
+            raise RegistryRefused(
                 f"registry {self.shown} sent its upload elsewhere; bundler uploads only to the "
                 "registry named in the reference"
             )
@@ -387,16 +400,16 @@ class Session(Authenticated):
             try:
                 response, _raw = self._send_produced("PUT", url, (digest, size), produce)
             except NotAsHashed:
-                raise Refused(
+                raise ChangedMeanwhile(
                     f"registry {self.shown}: the bytes made to send blob {digest[:19]}… are "
                     "not the ones hashed before (a file changed meanwhile); nothing was "
                     "stored, push again"
                 ) from None
-            except NetworkFailure as err:
+            except RegistryUnreachable as err:
                 failed += 1
                 if self._wait(failed, None, began, timings) is None:
                     raise
-                lost_error: NetworkFailure | None = err
+                lost_error: RegistryUnreachable | None = err
             else:
                 if response.status not in retry.RETRY_STATUSES:
                     break
@@ -408,7 +421,7 @@ class Session(Authenticated):
             if wait is None:
                 if lost_error is not None:
                     raise lost_error
-                raise NetworkFailure(
+                raise RegistryUnreachable(
                     f"the registry {self.shown} answered the upload of blob {digest[:19]}… as "
                     f"busy {failed} times in {time.monotonic() - began:.0f} s; try again later",
                     host=self.shown,
@@ -474,7 +487,7 @@ class Session(Authenticated):
             raise
         if response.status in (401, 403):
             self._read(response, MAX_SMALL_BYTES)
-            raise Denied(self._denied_message())
+            raise CredentialsRefused(self._denied_message())
         return response, raw
 
     def download_blob(
@@ -582,12 +595,12 @@ class Session(Authenticated):
             self._read(response, MAX_SMALL_BYTES)
             hops += 1
             if hops > MAX_REDIRECTS or not location:
-                raise Refused(f"registry {self.shown} redirects a blob download too often")
+                raise RegistryRefused(f"registry {self.shown} redirects a blob download too often")
             given = web_address(url, location)
             if given is None or (
                 given[1].scheme == "http" and urllib.parse.urlsplit(url).scheme == "https"
             ):
-                raise Refused(
+                raise RegistryRefused(
                     f"registry {self.shown} redirects a blob download to plain HTTP or a "
                     "non-web address; refused"
                 )
@@ -604,7 +617,7 @@ class Session(Authenticated):
         if response.status != 200 and not (start and response.status == 206):
             if response.status == 404:
                 self._read(response, MAX_SMALL_BYTES)
-                raise InvalidInput(
+                raise Tampered(
                     f"registry {self.shown} has no blob {digest[:19]}… that the manifest names; "
                     "push the bundle again"
                 )

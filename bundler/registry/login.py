@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from bundler.errors import Refused, UsageError
+from bundler.errors import CredentialsRefused, UnsuitablePath, UsageError, os_failure
 from bundler.fs.durable import atomic_write, fsync_dir, open_dir
 from bundler.registry.auth import (
     Credentials,
@@ -105,7 +105,7 @@ def login(
         data = json.dumps({"ServerURL": name, "Username": creds.username, "Secret": creds.secret})
         code, _ = run_helper(helper, "store", data.encode("utf-8"), env, path)
         if code != 0:
-            raise Refused(
+            raise CredentialsRefused(
                 f"the credential helper {helper} named in {escape_display(str(path))} could not "
                 "store the login; nothing was written"
             )
@@ -152,7 +152,7 @@ def logout(
 
 def _existing(path: Path) -> dict[str, object]:
     if path.is_symlink():
-        raise Refused(
+        raise UnsuitablePath(
             f"{escape_display(str(path))} is a symbolic link, which bundler does not replace; "
             "name the file to write with --authfile",
             path=str(path),
@@ -177,7 +177,7 @@ def _write(path: Path, config: Mapping[str, object]) -> None:
     """Replace ``path`` with ``config`` (0600), creating its folder (0700) when missing."""
     shown = escape_display(str(path))
     if path.is_symlink():
-        raise Refused(
+        raise UnsuitablePath(
             f"{shown} is a symbolic link, which bundler does not replace; name the file to "
             "write with --authfile",
             path=str(path),
@@ -193,7 +193,7 @@ def _write(path: Path, config: Mapping[str, object]) -> None:
             os.close(dir_fd)
     except OSError as err:
         reason = err.strerror or errno.errorcode.get(err.errno or 0, str(err))
-        raise Refused(f"cannot write {shown} ({reason})", path=str(path)) from None
+        raise os_failure(f"cannot write {shown} ({reason})", err, path=str(path)) from None
 
 
 __all__ = ["LoginReport", "LogoutReport", "checked_host", "login", "logout"]

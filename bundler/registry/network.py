@@ -2,18 +2,20 @@
 
 A registry that dies mid-pull, a proxy that resets the connection, an answer that stops coming:
 none of these says anything of the artifact, and a second attempt may well succeed. They are
-:class:`NetworkFailure` (exit 1, "try again"). What arrived and is wrong (a digest that does not
-match, a body longer than declared, a manifest that does not parse) is the registry's content,
-:class:`bundler.errors.InvalidInput` (exit 3), never this: trying again would fetch the same
-bytes. A layer that retries catches :class:`NetworkFailure` alone, and ``cause`` tells it what
-happened.
+:class:`~bundler.errors.RegistryUnreachable` (exit 1, "try again"). What arrived and is wrong
+(a digest that does not match, a body longer than declared, a manifest that does not parse) is
+the registry's content, :class:`bundler.errors.InvalidInput` (exit 3), never this: trying again
+would fetch the same bytes. A layer that retries catches
+:class:`~bundler.errors.RegistryUnreachable` alone, and ``cause`` (one of :data:`CLOSED`,
+:data:`RESET`, :data:`TIMED_OUT`, :data:`UNREACHABLE`, or :data:`BUSY`: the registry answered
+that it is overloaded, every time it was asked) tells it what happened.
 """
 
 from __future__ import annotations
 
 import http.client
 
-from bundler.errors import Refused
+from bundler.errors import RegistryUnreachable
 from bundler.rules.names import escape_display
 
 CLOSED = "closed"
@@ -21,21 +23,6 @@ RESET = "reset"
 TIMED_OUT = "timed out"
 UNREACHABLE = "unreachable"
 BUSY = "busy"
-
-
-class NetworkFailure(Refused):
-    """The connection to a registry closed, was reset or timed out, or none could be made
-    (exit 1): nothing the registry sent is judged by it, and trying again may succeed.
-
-    ``host`` is the registry's host and port as the message names it; ``cause`` one of
-    :data:`CLOSED`, :data:`RESET`, :data:`TIMED_OUT`, :data:`UNREACHABLE`, or :data:`BUSY`
-    (the registry answered that it is overloaded, every time it was asked).
-    """
-
-    def __init__(self, message: str, *, host: str, cause: str) -> None:
-        super().__init__(message)
-        self.host = host
-        self.cause = cause
 
 
 def cause_of(err: BaseException | None) -> str | None:
@@ -62,7 +49,7 @@ def shown_host(netloc: str) -> str:
     return escape_display(netloc.rpartition("@")[2])
 
 
-def lost(netloc: str, cause: str, doing: str, *, waited: float) -> NetworkFailure:
+def lost(netloc: str, cause: str, doing: str, *, waited: float) -> RegistryUnreachable:
     """The failure of ``cause`` (see :func:`cause_of`) during ``doing`` ("the download of blob
     sha256:…") with the registry at ``netloc``, in the words a person reads; ``waited`` is
     the timeout, in seconds, that a :data:`TIMED_OUT` ran out."""
@@ -73,7 +60,7 @@ def lost(netloc: str, cause: str, doing: str, *, waited: float) -> NetworkFailur
         what = f"the connection to {host} closed (reset)"
     else:
         what = f"the connection to {host} closed"
-    return NetworkFailure(f"{what} during {doing}; try again", host=host, cause=cause)
+    return RegistryUnreachable(f"{what} during {doing}; try again", host=host, cause=cause)
 
 
-__all__ = ["NetworkFailure", "cause_of", "lost", "shown_host"]
+__all__ = ["cause_of", "lost", "shown_host"]

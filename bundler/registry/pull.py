@@ -45,7 +45,15 @@ from bundler.bundle.manifest import MANIFEST_NAME
 from bundler.bundle.publish import Staging, admit, lstat_at, stage_build_publish
 from bundler.bundle.sealed import SEALED_NAME
 from bundler.bundle.verify import verify_bundle
-from bundler.errors import InvalidInput, Refused, withholding
+from bundler.errors import (
+    Hostile,
+    InvalidInput,
+    NoSpace,
+    NotABundle,
+    Tampered,
+    os_failure,
+    withholding,
+)
 from bundler.fs.durable import RENAME_NOREPLACE, open_dir, renameat2, write_all
 from bundler.fs.safefs import rmtree_at
 from bundler.fs.scratch import clear_dead_scratch, scratch_folder, temp_root
@@ -96,7 +104,7 @@ def fetch_manifest(session: Session) -> tuple[art.Artifact, str]:
     data, media = session.get_manifest(session.ref.target)
     digest = art.manifest_digest(data)
     if session.ref.digest is not None and digest != session.ref.digest:
-        raise InvalidInput(
+        raise Tampered(
             f"registry {session.shown} served a manifest whose digest is not "
             f"{session.ref.digest[:19]}…; refused"
         )
@@ -142,7 +150,7 @@ def check_space(
     same = cache is not None and os.fstat(cache.fd).st_dev == os.fstat(dir_fd).st_dev
     needed = here + there if same else here
     if needed > st.f_bavail * st.f_frsize:
-        raise Refused(
+        raise NoSpace(
             f"the artifact needs about {human_size(needed)} and the destination's filesystem "
             f"has {human_size(st.f_bavail * st.f_frsize)} free; free some space and try again"
             + (" (the layer cache shares it: 'bundler bundle cache --prune' or --no-cache)")
@@ -151,7 +159,7 @@ def check_space(
     if cache is not None and not same:
         free = os.fstatvfs(cache.fd)
         if there > free.f_bavail * free.f_frsize:
-            raise Refused(
+            raise NoSpace(
                 f"the layers to download need about {human_size(there)} in the layer cache "
                 f"{escape_display(str(cache.path))}, whose filesystem has "
                 f"{human_size(free.f_bavail * free.f_frsize)} free; prune it ('bundler bundle "
@@ -213,7 +221,7 @@ def pull_into(
     os.rmdir(BLOBS, dir_fd=staging_fd)
     refuse_listed_taken(session, staging_fd, [x for x in artifact.layers if x.title in list_only])
     if read_small(staging_fd, MANIFEST_NAME, len(config) + 1) != config:
-        raise InvalidInput(
+        raise NotABundle(
             f"registry {session.shown}: the artifact's config is not the bundle's "
             f"{MANIFEST_NAME}; refused"
         )
@@ -445,7 +453,7 @@ def refuse_outside(session: Session, title: str, top: str, *, is_file: bool) -> 
     else:
         own = top == title
     if not own:
-        raise InvalidInput(
+        raise Hostile(
             f"registry {session.shown}: layer {escape_display(title)} holds "
             f"{escape_display(top)}, which is not its part; refused"
         )
@@ -453,7 +461,7 @@ def refuse_outside(session: Session, title: str, top: str, *, is_file: bool) -> 
 
 def overwrite_refused(session: Session, title: str, name: str) -> InvalidInput:
     """The refusal of a layer whose part another layer already carries."""
-    return InvalidInput(
+    return Hostile(
         f"registry {session.shown}: layer {escape_display(title)} would overwrite "
         f"{escape_display(name)} of another layer; refused"
     )
@@ -484,7 +492,7 @@ def read_small(dir_fd: int, name: str, limit: int) -> bytes | None:
 
 def first_error(report: Any) -> InvalidInput:
     first = report.errors[0]
-    return InvalidInput(
+    return Tampered(
         f"the pulled bundle does not verify: {first}; nothing was written", path=first.path
     )
 
@@ -527,9 +535,10 @@ def pull_bundle(
             report.warnings = [*session.notes, *outcome.warnings]
             return report
     except OSError as err:
-        raise Refused(
+        raise os_failure(
             f"pulling {escape_display(str(ref))} failed ({err.strerror or err}); nothing was "
-            "published"
+            "published",
+            err,
         ) from None
     finally:
         digests.close()
@@ -579,8 +588,8 @@ def pulled(
                         cache=blobs,
                     )
             except OSError as err:
-                raise Refused(
-                    f"pulling {escape_display(str(ref))} failed ({err.strerror or err})"
+                raise os_failure(
+                    f"pulling {escape_display(str(ref))} failed ({err.strerror or err})", err
                 ) from None
         yield folder, digest, session.auth.scrub
 
@@ -604,8 +613,9 @@ def private_bundle_folder(purpose: str) -> Iterator[tuple[Path, int]]:
             fd = os.open("bundle", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=scratch_fd)
             stack.callback(os.close, fd)
         except OSError as err:
-            raise Refused(
+            raise os_failure(
                 f"cannot make a private folder in {escape_display(where)} {purpose} "
-                f"({err.strerror or err}); set TMPDIR to a writable folder"
+                f"({err.strerror or err}); set TMPDIR to a writable folder",
+                err,
             ) from None
         yield Path(where) / name / "bundle", fd

@@ -46,7 +46,7 @@ from bundler.bundle.manifest import MANIFEST_NAME, checksum_sort_text
 from bundler.bundle.publish import Staging, admit, stage_build_publish
 from bundler.bundle.recover import clear_abandoned_or_warn
 from bundler.bundle.verify import verify_bundle
-from bundler.errors import InvalidInput, Refused, withholding
+from bundler.errors import NotABundle, os_failure, withholding
 from bundler.fs.direct import WORTHWHILE, SequentialWriter
 from bundler.fs.durable import start_writeback, write_all
 from bundler.fs.scratch import temp_root
@@ -107,9 +107,10 @@ def pull_archive(
             with admission:
                 outcome = stage_build_publish(admission, build)
         except OSError as err:
-            raise Refused(
+            raise os_failure(
                 f"pulling {escape_display(str(ref))} failed ({err.strerror or err}); nothing "
-                "was published"
+                "was published",
+                err,
             ) from None
     report.bundle = admission.dest_path
     report.warnings = [*cleared, *session.notes, *outcome.warnings]
@@ -156,7 +157,7 @@ class _Puller:
                 self._layer(index, layer)
         refuse_listed_taken(session, self.folder_fd, [x for x in layers if x.title not in UNPACKED])
         if read_small(self.folder_fd, MANIFEST_NAME, len(config) + 1) != config:
-            raise InvalidInput(
+            raise NotABundle(
                 f"registry {session.shown}: the artifact's config is not the bundle's "
                 f"{MANIFEST_NAME}; refused"
             )

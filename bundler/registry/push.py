@@ -38,7 +38,17 @@ from bundler.bundle.archive_write import archive_order, bundle_entries, write_ta
 from bundler.bundle.manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES, Manifest, parse_manifest
 from bundler.bundle.verify import verify_deferring_workspace
 from bundler.bundle.verify_report import VerifyReport, confirm_read, unsound
-from bundler.errors import Interrupted, InvalidInput, Refused, UsageError, withholding
+from bundler.errors import (
+    ChangedMeanwhile,
+    DestinationExists,
+    Interrupted,
+    NotABundle,
+    Refused,
+    TooLarge,
+    UsageError,
+    os_failure,
+    withholding,
+)
 from bundler.fs import safefs
 from bundler.fs.durable import open_dir
 from bundler.fs.interrupts import commit_reached
@@ -103,7 +113,7 @@ def _read_config(root_fd: int, shown: str) -> bytes:
     try:
         fd = os.open(MANIFEST_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=root_fd)
     except FileNotFoundError:
-        raise InvalidInput(
+        raise NotABundle(
             f"{shown} has no {MANIFEST_NAME}: it is not a bundle", path=shown
         ) from None
     try:
@@ -111,7 +121,7 @@ def _read_config(root_fd: int, shown: str) -> bytes:
     finally:
         os.close(fd)
     if len(data) > MAX_MANIFEST_BYTES:
-        raise InvalidInput(f"{shown}: {MANIFEST_NAME} is too large", path=shown)
+        raise TooLarge(f"{shown}: {MANIFEST_NAME} is too large", path=shown)
     return data
 
 
@@ -167,7 +177,7 @@ def push_bundle(
     try:
         root_fd = open_dir(source, follow=False)
     except OSError as err:
-        raise Refused(f"cannot open the bundle folder {shown} ({err.strerror})") from None
+        raise os_failure(f"cannot open the bundle folder {shown} ({err.strerror})", err) from None
     try:
         report = _verify(source, named, root_fd, progress)
         session = Session(ref, options, push=True, environ=environ)
@@ -188,7 +198,9 @@ def _verify(source: Path, named: str, root_fd: int, progress: Progress | None) -
     if not report.ok:
         raise unsound(report, named)
     if not safefs.same_object(os.fstat(root_fd), os.stat(source, follow_symlinks=False)):
-        raise Refused(f"{escape_display(named)} was replaced while it was verified; push it again")
+        raise ChangedMeanwhile(
+            f"{escape_display(named)} was replaced while it was verified; push it again"
+        )
     report.path = Path(named)  # what later refusals name
     return report
 
@@ -213,7 +225,7 @@ def _push(
     config_bytes = _read_config(root_fd, shown)
     if xxhash.xxh3_128(config_bytes).hexdigest() != verified.manifest_digest:
         # the config blob is the manifest: the one verified, not one written since
-        raise Refused(f"{shown}: {MANIFEST_NAME} changed while it was read; push it again")
+        raise ChangedMeanwhile(f"{shown}: {MANIFEST_NAME} changed while it was read; push it again")
     manifest = parse_manifest(config_bytes)
     # the entries verified, not a second walk: what is pushed is what was judged
     parts = _parts(verified.entries)
@@ -256,7 +268,7 @@ def _document(manifest: Manifest, config: art.Descriptor, layers: list[_Layer]) 
 
 
 def _refuse_existing_tag(session: Session, existing: str) -> Refused:
-    return Refused(
+    return DestinationExists(
         f"{escape_display(str(session.ref))} already names another artifact ({existing[:19]}…); "
         "pass --force to move the tag, or push to a new tag"
     )

@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from bundler.errors import InvalidInput, Refused
+from bundler.errors import Malformed, UnsuitablePath, os_failure
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.rules.names import escape_display
 from bundler.rules.registries_conf import RegistriesConf, parse_files
@@ -56,13 +56,15 @@ def load(environ: Mapping[str, str], system: Path = SYSTEM_DIR) -> RegistriesCon
         except FileNotFoundError:
             continue
         except NotSmallFile as why:
-            raise Refused(f"{shown} {why.reason}; fix or remove it", path=str(path)) from None
+            raise UnsuitablePath(
+                f"{shown} {why.reason}; fix or remove it", path=str(path)
+            ) from None
         except OSError as err:
-            raise Refused(f"cannot read {shown} ({err.strerror})", path=str(path)) from None
+            raise os_failure(f"cannot read {shown} ({err.strerror})", err, path=str(path)) from None
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
-            raise InvalidInput(
+            raise Malformed(
                 f"{shown} is not UTF-8 text; fix or remove it", path=str(path)
             ) from None
         texts.append((str(path), text))

@@ -13,12 +13,11 @@ import time
 from collections.abc import Callable
 from typing import BinaryIO
 
-from bundler.errors import InvalidInput, Refused
+from bundler.errors import InvalidInput, Refused, RegistryRefused, RegistryUnreachable, Tampered
 from bundler.registry.hashing import Hash, Sha256
 from bundler.registry.network import (
     CLOSED,
     TIMED_OUT,
-    NetworkFailure,
     cause_of,
     lost,
     shown_host,
@@ -35,16 +34,14 @@ _TAIL = 64 << 10
 def not_declared(shown: str, digest: str, why: str) -> InvalidInput:
     """The error for a blob from registry ``shown`` that is not the one its descriptor
     declares."""
-    return InvalidInput(
-        f"registry {shown}: blob {digest[:19]}… refused: {why}; nothing was written"
-    )
+    return Tampered(f"registry {shown}: blob {digest[:19]}… refused: {why}; nothing was written")
 
 
 class BlobStream:
     """A blob as the registry sends it, read chunk by chunk: never more than its declared
     size, and :meth:`read` raises :class:`InvalidInput` instead of giving the end when the
     bytes that arrived were not the ones declared (longer, another sha256), and
-    :class:`NetworkFailure` when the connection to ``netloc`` (the host that sends the blob)
+    :class:`RegistryUnreachable` when the connection to ``netloc`` (the host that sends the blob)
     closed, was reset or timed out before they all arrived. Bytes read before the
     end are not yet checked: a caller acts on them only in ways it can undo. Use it as a
     context manager: leaving early drops the connection, whose stream would be out of step."""
@@ -110,7 +107,7 @@ class BlobStream:
             self._progress(len(chunk))
         return chunk
 
-    def _lost(self, cause: str) -> NetworkFailure:
+    def _lost(self, cause: str) -> RegistryUnreachable:
         doing = f"the download of blob {self._digest[:19]}…"
         return lost(self._netloc, cause, doing, waited=TIMEOUT)
 
@@ -150,7 +147,7 @@ class BlobStream:
             return self._watched_read(size)
         except TimeoutError:
             host = shown_host(self._netloc)
-            raise NetworkFailure(
+            raise RegistryUnreachable(
                 f"{host} sent less than {self._timings.stall_rate >> 10} KiB/s for "
                 f"{self._timings.stall_window:g} s during the download of blob "
                 f"{self._digest[:19]}…; try again",
@@ -161,7 +158,7 @@ class BlobStream:
             cause = cause_of(err)
             if cause is not None:
                 raise self._lost(cause) from None
-            raise Refused(
+            raise RegistryRefused(
                 f"registry {self._session.shown}: the download of blob {self._digest[:19]}… "
                 f"broke off ({escape_display(failure_reason(err))}); nothing was kept, try again"
             ) from None

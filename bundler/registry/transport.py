@@ -27,7 +27,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import BinaryIO, TypeVar
 
-from bundler.errors import Refused
+from bundler.errors import (
+    PolicyRefused,
+    Refused,
+    RegistryRefused,
+    RegistryUnreachable,
+    UnsuitablePath,
+)
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.registry import settings
 from bundler.registry.auth import Auth, Credentials
@@ -35,7 +41,6 @@ from bundler.registry.network import (
     BUSY,
     CLOSED,
     TIMED_OUT,
-    NetworkFailure,
     cause_of,
     lost,
     shown_host,
@@ -105,7 +110,7 @@ class Transport:
         self.conf = settings.load(env) if conf is None else conf
         found = self.conf.settings_for(ref.netloc)
         if found is not None and found.blocked:
-            raise Refused(
+            raise PolicyRefused(
                 f"registry {escape_display(ref.netloc)} is blocked in "
                 f"{escape_display(found.source)}; remove blocked = true there to use it",
                 path=found.source,
@@ -146,7 +151,7 @@ class Transport:
             pem = read_small_file(ca_file, MAX_CA_FILE_BYTES, streams=True)
             return ssl.create_default_context(cadata=pem.decode("ascii"))
         except (OSError, ssl.SSLError, NotSmallFile, UnicodeDecodeError):
-            raise Refused(
+            raise UnsuitablePath(
                 f"--ca-file {escape_display(ca_file)} is not a readable PEM certificate file",
                 path=ca_file,
             ) from None
@@ -198,7 +203,7 @@ class Transport:
         parts = urllib.parse.urlsplit(f"//{netloc}")
         proxy = proxy_for(scheme, parts.hostname or "", parts.port, self.auth.environ)
         if proxy is not None and proxy.scheme != "http":
-            raise Refused(
+            raise PolicyRefused(
                 f"${proxy.variable} names a proxy reached over HTTPS, which bundler cannot use; "
                 "name its http:// address"
             )
@@ -238,7 +243,7 @@ class Transport:
                 if status in ("401", "407")  # tinyproxy answers a CONNECT 401
                 else "check the proxy and NO_PROXY"
             )
-            return Refused(
+            return RegistryRefused(
                 f"the proxy {shown} refused the connection to registry "
                 f"{shown_host(parts.netloc)} (HTTP {status}); {hint}"
             )
@@ -248,9 +253,9 @@ class Transport:
             f"({escape_display(failure_reason(err))}); check the proxy, then try again"
         )
         return (
-            Refused(message)
+            RegistryRefused(message)
             if cause is None
-            else NetworkFailure(message, host=shown_host(parts.netloc), cause=cause)
+            else RegistryUnreachable(message, host=shown_host(parts.netloc), cause=cause)
         )
 
     def _drop(self, scheme: str, netloc: str) -> None:
@@ -284,7 +289,7 @@ class Transport:
                 rewind(body, start)
             except ssl.SSLCertVerificationError:
                 self._drop(parts.scheme, parts.netloc)
-                raise Refused(
+                raise RegistryRefused(
                     f"registry {escape_display(parts.netloc)}: its TLS certificate is not "
                     "trusted; pass --ca-file FILE with the CA that signed it",
                 ) from None
@@ -314,7 +319,7 @@ class Transport:
 
     @staticmethod
     def _unreachable(netloc: str, reason: str, cause: str | None) -> Refused:
-        """A request that found no answer: a :class:`NetworkFailure` when ``cause`` (of
+        """A request that found no answer: a :class:`RegistryUnreachable` when ``cause`` (of
         :func:`cause_of`) names the network's failure, else the registry's (a TLS handshake
         refused, an answer that is no HTTP)."""
         host = shown_host(netloc)
@@ -323,7 +328,9 @@ class Transport:
             "check that it runs and the address, then try again"
         )
         return (
-            Refused(message) if cause is None else NetworkFailure(message, host=host, cause=cause)
+            RegistryRefused(message)
+            if cause is None
+            else RegistryUnreachable(message, host=host, cause=cause)
         )
 
     @staticmethod
@@ -367,7 +374,7 @@ class Transport:
         A GET, a HEAD, or a PUT whose body can be sent again is retried on a busy answer (429,
         502, 503, 504) or a connection that failed before an answer, as
         :mod:`bundler.rules.retry` bounds it; after the last try it is a
-        :class:`NetworkFailure` saying to try again."""
+        :class:`RegistryUnreachable` saying to try again."""
         start = body_start(body)
         repeatable = method in ("GET", "HEAD") or (
             method == "PUT" and (start is not None or body is None)
@@ -380,11 +387,11 @@ class Transport:
         while True:
             try:
                 response = self._request_once(method, path, headers, body, url, start)
-            except NetworkFailure as err:
+            except RegistryUnreachable as err:
                 failed += 1
                 wait = self._wait(failed, None, began, timings)
                 if wait is None:
-                    raise NetworkFailure(
+                    raise RegistryUnreachable(
                         f"{err} (tried {failed} times in {time.monotonic() - began:.0f} s)",
                         host=err.host,
                         cause=err.cause,
@@ -397,7 +404,7 @@ class Transport:
                 self._read(response, MAX_SMALL_BYTES)
                 wait = self._wait(failed, header, began, timings)
                 if wait is None:
-                    raise NetworkFailure(
+                    raise RegistryUnreachable(
                         f"the registry {self.shown} answered {response.status} (busy or "
                         f"overloaded) {failed} times in {time.monotonic() - began:.0f} s; "
                         "try again later",
@@ -439,7 +446,7 @@ class Transport:
         A small document must arrive whole within the small-document deadline
         (:mod:`bundler.rules.retry`): read piece by piece, each wait bounded by what is left
         of it, so a registry sending a byte a second cannot hold the command; past it, a
-        :class:`NetworkFailure`."""
+        :class:`RegistryUnreachable`."""
         allowed = retry.timings(self.auth.environ).small_deadline
         deadline = time.monotonic() + allowed
         sock = socket_of(response)
@@ -461,7 +468,7 @@ class Transport:
                 got += len(piece)
         except TimeoutError:
             self.drop_response(response)
-            raise NetworkFailure(
+            raise RegistryUnreachable(
                 f"registry {self.shown} did not send a small answer (a manifest, a token, an "
                 f"error) within {allowed:g} s; try again",
                 host=self.shown,

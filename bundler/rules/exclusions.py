@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from pathspec import GitIgnoreSpec
 
-from bundler.errors import BundlerError, InvalidInput, UsageError
+from bundler.errors import BundlerError, InvalidInput, Malformed, UsageError
 
 IGNORE_FILE = ".bundlerignore"
 # a pattern file is a short list of lines; a bigger one is a mistake (a binary, a log)
@@ -88,7 +88,7 @@ def parse_text(data: bytes, origin: str, *, shown: str = "") -> list[Pattern]:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         where = shown or origin
-        raise InvalidInput(
+        raise Malformed(
             f"{where} {_not_utf8(err)}: save it as UTF-8 and try again", path=where
         ) from None
     return parse_lines(text.splitlines(), origin, shown=shown)

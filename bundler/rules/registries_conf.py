@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bundler.errors import InvalidInput
+from bundler.errors import InvalidInput, Malformed
 from bundler.rules.names import escape_display
 from bundler.rules.tomlcompat import TOMLDecodeError, loads, toml_error_reason
 
@@ -101,7 +101,7 @@ class RegistriesConf:
 
 
 def _bad(source: str, where: str, what: str) -> InvalidInput:
-    return InvalidInput(
+    return Malformed(
         f"{escape_display(source)}: {where} {what}; fix or remove it "
         "(see containers-registries.conf(5))",
         path=source,
@@ -177,7 +177,7 @@ def parse_into(conf: RegistriesConf, text: str, source: str) -> None:
     try:
         document = loads(text)
     except TOMLDecodeError as exc:
-        raise InvalidInput(
+        raise Malformed(
             f"{escape_display(source)} is not valid TOML ({toml_error_reason(exc)}); fix it "
             "or remove it",
             path=source,

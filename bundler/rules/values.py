@@ -19,7 +19,7 @@ from typing import Any
 import tomlkit
 from tomlkit.items import Item
 
-from bundler.errors import InvalidInput
+from bundler.errors import InvalidInput, Malformed
 from bundler.rules import schema, tomlcompat
 from bundler.rules.credentials import MASK, is_opaque_secret_key
 from bundler.rules.findings import describe
@@ -304,7 +304,7 @@ def parse_value(
     )
     if set(parsed) != {"value"} or wrong_type or out_of_toml:
         expected = "a value" if node is None else describe(node)
-        raise InvalidInput(
+        raise Malformed(
             f"{path}: expected {expected}, written in TOML form: {toml_form_example(node)}",
             path=path,
         )
@@ -314,7 +314,7 @@ def parse_value(
 def not_text(path: str, what: str) -> InvalidInput:
     """The error for a value at ``path`` that is not UTF-8 text (``what``: where it came from,
     such as "the value typed"); it names the path, never the value."""
-    return InvalidInput(
+    return Malformed(
         f"{path}: {what} is not UTF-8 text (it is not shown); give it as UTF-8", path=path
     )
 

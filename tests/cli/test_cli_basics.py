@@ -79,7 +79,7 @@ def test_json_failure_envelope_names_the_missing_config(tmp_path: Path) -> None:
         "ok": False,
         "error": {
             "code": 1,
-            "kind": "refused",
+            "kind": "not_found",
             "message": f"no config.toml in {tmp_path}{LOOKED_AT}",
             "path": str(tmp_path / "config.toml"),
         },

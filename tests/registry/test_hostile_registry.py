@@ -37,11 +37,10 @@ from kit import one_error, run_cli, tree_snapshot
 from xxhash import xxh3_128_hexdigest
 
 from bundler.bundle.manifest import CHECKSUMS_NAME, parse_checksums, render_checksums
-from bundler.errors import InvalidInput
+from bundler.errors import InvalidInput, RegistryUnreachable
 from bundler.fs.durable import open_dir
 from bundler.registry import artifact as art
 from bundler.registry.distribution import Session
-from bundler.registry.network import NetworkFailure
 from bundler.registry.pull import BLOBS, pull_into
 from bundler.registry.reference import parse_reference
 from bundler.registry.transport import Options
@@ -289,7 +288,7 @@ def test_a_dropped_connection_is_one_exception_type_a_retry_can_catch(
     fake: FakeRegistry, built: Built
 ) -> None:
     """The classification is made once, in the registry layer: what a dropped connection
-    raises is a NetworkFailure saying what happened; bytes that arrived wrong are not one."""
+    raises is a RegistryUnreachable saying what happened; bytes that arrived wrong are not one."""
     path = layer_path(fake, built, "workspace")
     digest = path.rsplit("/", 1)[1]
     good = fake.blobs[digest]
@@ -297,13 +296,13 @@ def test_a_dropped_connection_is_one_exception_type_a_retry_can_catch(
     with session:
         for case, cause in (("closed_mid_blob", "closed"), ("reset_mid_blob", "reset")):
             fake.hooks[path] = DROPPED_BLOBS[case](good)
-            with pytest.raises(NetworkFailure) as caught:
+            with pytest.raises(RegistryUnreachable) as caught:
                 session.download_blob(digest, len(good), io.BytesIO())
             assert (caught.value.cause, caught.value.host) == (cause, fake.host)
         fake.hooks[path] = lambda h: send(h, 200, good[:-1] + bytes([good[-1] ^ 1]))
         with pytest.raises(InvalidInput, match="sha256") as wrong:
             session.download_blob(digest, len(good), io.BytesIO())
-        assert not isinstance(wrong.value, NetworkFailure)
+        assert not isinstance(wrong.value, RegistryUnreachable)
 
 
 def test_a_blob_that_stalls_mid_body_is_refused_after_the_timeout(
@@ -327,7 +326,10 @@ def test_a_blob_that_stalls_mid_body_is_refused_after_the_timeout(
     environ = {"BUNDLER_REGISTRY_TIME_SCALE": "0.01"}
     session = Session(parse_reference(fake.ref()), Options(plain_http=True), environ=environ)
     try:
-        with session, pytest.raises(NetworkFailure, match=r"less than 1 KiB/s for 0.6 s") as caught:
+        with (
+            session,
+            pytest.raises(RegistryUnreachable, match=r"less than 1 KiB/s for 0.6 s") as caught,
+        ):
             session.download_blob(path.rsplit("/", 1)[1], len(good), io.BytesIO())
         assert caught.value.cause == "timed out"
     finally:
