@@ -1,4 +1,4 @@
-"""Shared fixtures. Builders live in ``tests/installs.py``; keep this file small."""
+"""Shared fixtures. Builders live in ``tests/support/installs.py``; keep this file small."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from installs import MINIMAL_CONFIG, make_install  # noqa: E402
-from registry_server import Registry, require_registry  # noqa: E402
+from support.installs import MINIMAL_CONFIG, make_install  # noqa: E402
+from support.registry_server import Registry, require_registry  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_INSTALL = REPO_ROOT / "examples" / "install"
@@ -36,7 +36,7 @@ def registry(tmp_path: Path) -> Iterator[Registry]:
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A format 1 bundle made once per module by the real exporter from a small install."""
-    import bundlefactory as bf
+    from support import bundlefactory as bf
 
     base = tmp_path_factory.mktemp("exported")
     install = bf.write_install(base / "install")
@@ -46,7 +46,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def two_bundles(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(old, new): two different bundles of one agent, made by the real exporter."""
-    import bundlefactory as bf
+    from support import bundlefactory as bf
 
     base = tmp_path_factory.mktemp("bundles")
     install = bf.write_install(base / "install")
@@ -59,8 +59,8 @@ def two_bundles(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 @pytest.fixture(scope="module")
 def packed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A sound bundle archive (``bundle pack`` of a bundle the real exporter made)."""
-    import bundlefactory as bf
-    from kit import run_cli
+    from support import bundlefactory as bf
+    from support.kit import run_cli
 
     base = tmp_path_factory.mktemp("packed")
     bundle = bf.export_bundle(bf.write_install(base / "install"), base / "bundle")

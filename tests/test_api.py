@@ -14,11 +14,11 @@ import os
 import shutil
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from installs import copy_example
-from kit import run_cli, tree_snapshot
-from registry_server import Registry
+from support import bundlefactory as bf
+from support.installs import copy_example
+from support.kit import run_cli, tree_snapshot
+from support.registry_server import Registry
 
 import bundler
 from bundler import api

@@ -9,11 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from installs import make_install, opened_config
-from kit import clean_env
-from registry_server import Registry
+from support import bundlefactory as bf
+from support.installs import make_install, opened_config
+from support.kit import clean_env
+from support.registry_server import Registry
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "api.md"
 EXAMPLE = re.compile(r"<!-- example: (\w+) -->\n```python\n(.*?)```", re.S)
@@ -84,7 +84,7 @@ def test_the_progress_example_verifies_and_prints_the_cli_s_json(
 ) -> None:
     import json
 
-    from kit import run_cli
+    from support.kit import run_cli
 
     bundle = exported if form == "folder" else packed
     shown = _run(tmp_path, "progress", bundle)

@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
-from e2e_helpers import bundler_cli, leaks_in, tree_leaks
-from installs import copy_example
+from support.e2e_helpers import bundler_cli, leaks_in, tree_leaks
+from support.installs import copy_example
 
 SEARCH_URL = 'url = "https://search.example.com/mcp"'
 OPENAI_URI = 'uri = "https://api.openai.com/v1"'

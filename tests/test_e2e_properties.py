@@ -1,6 +1,6 @@
 """06 §3 S4 end to end, on disk, through the library and the real CLI.
 
-Random installs (``tests/strategies.py``: every secret is 16+ characters of an alphabet used
+Random installs (``tests/support/strategies.py``: every secret is 16+ characters of an alphabet used
 nowhere else) are written to disk with real workspace files, skill folders and hostile entries
 (a symlink out to a secret-bearing file, a FIFO, a hard link, secrets in the uncarried memory
 folder), and sometimes a secret planted in a carried file (raw, base64 or in its name). For
@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_helpers import (
+from hypothesis import HealthCheck, Phase, event, given, settings
+from hypothesis import strategies as st
+from support.e2e_helpers import (
     FIXED_EPOCH,
     bundler_cli,
     leaks_in,
@@ -35,11 +37,9 @@ from e2e_helpers import (
     write_config,
     write_secrets_file,
 )
-from hypothesis import HealthCheck, Phase, event, given, settings
-from hypothesis import strategies as st
-from installs import opened_config
-from kit import one_error
-from strategies import Install, installs
+from support.installs import opened_config
+from support.kit import one_error
+from support.strategies import Install, installs
 
 from bundler.bundle.closure import plan_closure
 from bundler.bundle.export import export_agent

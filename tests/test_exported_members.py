@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from kit import clean_env
+from support.kit import clean_env
 
 import bundler
 from bundler import api

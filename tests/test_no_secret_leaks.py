@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 import tomli_w
 import xxhash
-from e2e_helpers import (
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support.e2e_helpers import (
     FIXED_EPOCH,
     bundler_cli,
     leaks_in,
@@ -26,7 +28,7 @@ from e2e_helpers import (
     write_config,
     write_secrets_file,
 )
-from faultinject import (
+from support.faultinject import (
     Call,
     FaultRun,
     kill_at_each,
@@ -35,12 +37,10 @@ from faultinject import (
     slow_sample_count,
     trace_calls,
 )
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from installs import copy_example, opened_config
-from kit import clean_env, cli_command
-from race_helpers import run_as_nobody
-from strategies import installs
+from support.installs import copy_example, opened_config
+from support.kit import clean_env, cli_command
+from support.race_helpers import run_as_nobody
+from support.strategies import installs
 
 from bundler.bundle.export import export_agent
 from bundler.errors import BundlerError

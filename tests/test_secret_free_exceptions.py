@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_helpers import leaks_in, write_secrets_file
-from installs import copy_example, encrypt_install
-from race_helpers import run_as_nobody
+from support.e2e_helpers import leaks_in, write_secrets_file
+from support.installs import copy_example, encrypt_install
+from support.race_helpers import run_as_nobody
 
 from bundler.bundle.export import export_agent
 from bundler.config.secretcipher import encrypt
@@ -582,7 +582,7 @@ def test_an_identity_file_that_is_no_identity_is_never_quoted(tmp_path: Path) ->
 def _home_backup(tmp_path: Path) -> tuple[Path, Path, Any]:
     """A project with a data home, its backup encrypted to a fresh age key (the identity)."""
     import pyrage
-    from hostile_zips import make_project
+    from support.hostile_zips import make_project
 
     from bundler.home.backup import backup_home
 

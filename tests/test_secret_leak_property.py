@@ -1,6 +1,7 @@
 """The no-leak property (06 §3 S4) through the real CLI: wherever a secret is put, none leaks.
 
-Random installs (``tests/strategies.py``: secrets are 16+ characters of an alphabet used nowhere
+Random installs (``tests/support/strategies.py``: secrets are 16+ characters of an alphabet used
+nowhere
 else), one secret sometimes turned into a value holding a space (``Bearer <secret>``, as an
 HTTP header is). Into the exported agent's workspace and skill folders go plants: the secret,
 raw or encoded (base64 at each alignment, URL-encoded, JSON-escaped), as a file name, an empty
@@ -28,11 +29,11 @@ from typing import Any
 
 import pytest
 import tomli_w
-from e2e_helpers import FIXED_EPOCH, bundler_cli, leaks_in, tree_leaks
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
-from kit import one_error, run_cli
-from strategies import Install, installs
+from support.e2e_helpers import FIXED_EPOCH, bundler_cli, leaks_in, tree_leaks
+from support.kit import one_error, run_cli
+from support.strategies import Install, installs
 
 from bundler.config.secretcipher import encrypt
 from bundler.config.secretkey import KEY_NAME, SecretKey

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_helpers import bundler_cli, leaks_in, tree_leaks
-from installs import copy_example
-from kit import run_cli
+from support.e2e_helpers import bundler_cli, leaks_in, tree_leaks
+from support.installs import copy_example
+from support.kit import run_cli
 
 from bundler.rules.names import escape_display
 

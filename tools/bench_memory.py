@@ -34,7 +34,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from bench_export import _ensure_install, _export, _fresh, _run  # noqa: E402
 from bench_import import _import  # noqa: E402
-from kit import PEAK_RSS  # noqa: E402
+from support.kit import PEAK_RSS  # noqa: E402
 
 BAR_MEMORY_MB = 80.0
 

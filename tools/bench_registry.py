@@ -50,7 +50,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 def _registry(root: Path) -> object:
     sys.path.insert(0, str(REPO_ROOT / "tests"))
-    from registry_server import Registry
+    from support.registry_server import Registry
 
     base = root / "registry"
     if base.exists():

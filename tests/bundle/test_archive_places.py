@@ -11,9 +11,9 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-import hostile_archives
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import hostile_archives
 
 from bundler.bundle.archive_listing import ListedMember
 from bundler.bundle.archive_members import MemberPlaces

@@ -1,6 +1,6 @@
 """The archive reader: hostile input, refused before anything of it is written.
 
-The corpus is ``tests/hostile_archives.py``; the CLI side (one error line, exit 3, nothing
+The corpus is ``tests/support/hostile_archives.py``; the CLI side (one error line, exit 3, nothing
 left behind) is in ``tests/cli/test_archive_cli.py``.
 """
 
@@ -13,12 +13,12 @@ import tarfile
 from pathlib import Path
 from typing import BinaryIO, cast
 
-import bundlefactory as bf
-import hostile_archives
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kit import tree_snapshot
+from support import bundlefactory as bf
+from support import hostile_archives
+from support.kit import tree_snapshot
 
 from bundler.bundle.archive_read import ArchiveLimits, list_tar, read_tar
 from bundler.bundle.archive_write import archive_form, header_checksum

@@ -17,10 +17,10 @@ import types
 from collections.abc import Iterator
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
 import xxhash
-from kit import tree_snapshot
+from support import bundlefactory as bf
+from support.kit import tree_snapshot
 
 from bundler.bundle.archive import unpack_into
 from bundler.bundle.archive_listing import ListedMember

@@ -9,9 +9,9 @@ import os
 import subprocess
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from kit import tree_snapshot
+from support import bundlefactory as bf
+from support.kit import tree_snapshot
 
 from bundler.bundle.archive_listing import ListedMember
 from bundler.bundle.archive_read import ArchiveLimits, Digests, list_tar

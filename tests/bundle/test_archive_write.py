@@ -14,10 +14,10 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import bundlefactory as bf
 
 from bundler.bundle.archive_write import (
     FormMember,

@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from hostile_patterns import BAD_PATTERNS
-from kit import one_error
+from support import bundlefactory as bf
+from support.hostile_patterns import BAD_PATTERNS
+from support.kit import one_error
 from test_export_kit import bundler, export_cmd, hidden_leftovers, make_install, run, workspace
 
 

@@ -864,7 +864,7 @@ def test_non_portable_agent_alias_is_reported_as_warning() -> None:
 
 
 def test_raw_required_secret_path_is_accepted_by_config_set(tmp_path: Path) -> None:
-    from installs import MINIMAL_CONFIG, make_install, opened_config, run_cli
+    from support.installs import MINIMAL_CONFIG, make_install, opened_config, run_cli
 
     text = (
         MINIMAL_CONFIG

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from strategies import Install, installs
+from support.strategies import Install, installs
 
 from bundler.bundle.closure import finish_plan, plan_closure
 from bundler.bundle.fragment import check_form

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from faultinject import (
+from support.faultinject import (
     Call,
     Fault,
     kill_at_each,
@@ -26,7 +26,7 @@ from faultinject import (
     sample,
     trace_calls,
 )
-from kit import FAULT_SYSCALLS, SWAP_SYSCALLS, cli_command, one_error
+from support.kit import FAULT_SYSCALLS, SWAP_SYSCALLS, cli_command, one_error
 from test_export_kit import bundle_bytes, bundler, cli_env, hidden_leftovers
 
 KILL_SYSCALLS = [*SWAP_SYSCALLS, "openat", "fsync", "write", "mkdir"]
@@ -221,7 +221,7 @@ def test_a_fault_in_the_direct_writes_of_a_long_pack_keeps_the_old_archive(
     """A bundle of 48 MB is packed with direct writes on a thread of its own (bundler.fs.
     direct). A fault in its second pwritev2 is one error line, exit 1, the old archive left as
     it was; a kill there leaves what recover clears; either way the old archive or the new."""
-    import bundlefactory as bf
+    from support import bundlefactory as bf
 
     bundles = (bf.big_bundle(tmp_path, "old", b"old-"), bf.big_bundle(tmp_path, "new", b"new!"))
     scenario = _pack_scenario(tmp_path, bundles, True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from faultinject import (
+from support.faultinject import (
     Call,
     Fault,
     FaultRun,
@@ -27,8 +27,8 @@ from faultinject import (
     slow_sample_count,
     trace_calls,
 )
-from installs import one_error
-from kit import FAULT_SYSCALLS, SWAP_SYSCALLS
+from support.installs import one_error
+from support.kit import FAULT_SYSCALLS, SWAP_SYSCALLS
 from test_export_kit import (
     bundle_bytes,
     bundler,

@@ -14,9 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from faultinject import Call, kill_at_each, sample, trace_log
-from kit import cli_command, one_error
-from registry_server import Registry
+from support.faultinject import Call, kill_at_each, sample, trace_log
+from support.kit import cli_command, one_error
+from support.registry_server import Registry
 from test_crash_archive import (
     KILL_SYSCALLS,
     Scenario,

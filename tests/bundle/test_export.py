@@ -13,9 +13,9 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import kit
 import pytest
-from kit import cli_command, run_cli
+from support import kit
+from support.kit import cli_command, run_cli
 from test_export_kit import (
     API_KEY,
     OPENAI_KEY,
@@ -561,7 +561,7 @@ def test_export_is_read_only_on_the_install(install: Path, tmp_path: Path) -> No
 
 
 def _strace_or_skip() -> None:
-    from faultinject import ptrace_unavailable
+    from support.faultinject import ptrace_unavailable
 
     reason = ptrace_unavailable()
     if reason is not None:

@@ -11,8 +11,8 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-from e2e_helpers import leaks_in
-from installs import copy_example, encrypt_install, run_cli, stored_secrets
+from support.e2e_helpers import leaks_in
+from support.installs import copy_example, encrypt_install, run_cli, stored_secrets
 
 from bundler.config.secretkey import KEY_NAME
 

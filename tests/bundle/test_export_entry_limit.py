@@ -15,9 +15,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from kit import clean_env, one_error
+from support import bundlefactory as bf
+from support.kit import clean_env, one_error
 
 from bundler import api
 from bundler.bundle import walk

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from kit import one_error
+from support.kit import one_error
 from test_export_kit import (
     API_KEY,
     GITHUB_TOKEN,

@@ -12,9 +12,9 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import kit
 import xxhash
-from kit import cli_command
+from support import kit
+from support.kit import cli_command
 
 from bundler.rules.tomlcompat import loads
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from installs import run_cli
-from zeroclaw_golden import GOLDEN
+from support.installs import run_cli
+from support.zeroclaw_golden import GOLDEN
 
 from bundler.bundle.verify import verify_bundle
 from bundler.rules import tomlcompat

@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from faultinject import FaultRun, ptrace_unavailable, run_with_fault, trace_calls
-from kit import cli_command
+from support.faultinject import FaultRun, ptrace_unavailable, run_with_fault, trace_calls
+from support.kit import cli_command
 from test_export_kit import (
     cli_env,
     export_cmd,

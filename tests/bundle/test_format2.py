@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bundlefactory import reseal
-from kit import run_cli
-from race_helpers import run_as_nobody
+from support.bundlefactory import reseal
+from support.kit import run_cli
+from support.race_helpers import run_as_nobody
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "install"

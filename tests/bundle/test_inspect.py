@@ -9,9 +9,9 @@ import select
 import subprocess
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from kit import clean_env, cli_command, run_cli
+from support import bundlefactory as bf
+from support.kit import clean_env, cli_command, run_cli
 
 from bundler.bundle.fragment import family_default_endpoint, secret_endpoint
 from bundler.bundle.inspect import inspect_bundle

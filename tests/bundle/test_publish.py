@@ -9,7 +9,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from kit import tree_snapshot
+from support.kit import tree_snapshot
 
 from bundler.bundle.leftovers import (
     decode_record,

@@ -15,8 +15,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from kit import run_cli
-from zeroclaw_golden import NAMES, golden_copy
+from support.kit import run_cli
+from support.zeroclaw_golden import NAMES, golden_copy
 
 from bundler.bundle.verify import verify_bundle
 from bundler.rules import tomlcompat

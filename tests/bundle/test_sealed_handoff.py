@@ -13,16 +13,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-import hostile_bundles
 import pytest
-from hostile_secret_store import (
+from support import hostile_bundles
+from support.hostile_secret_store import (
     AGE_SECRET_KEY_LINE,
     HOSTILE_IDENTITIES,
     HOSTILE_RECIPIENTS,
     HostileIdentity,
 )
-from installs import encrypt_install, make_install, opened_config, stored_secrets
-from kit import clean_env, one_error, run_cli, tree_snapshot
+from support.installs import encrypt_install, make_install, opened_config, stored_secrets
+from support.kit import clean_env, one_error, run_cli, tree_snapshot
 
 from bundler.rules.tomlcompat import loads
 
@@ -305,7 +305,7 @@ def test_a_payload_cut_short_is_refused_on_import(source: Path, tmp_path: Path) 
 def test_a_sealed_file_verify_refuses_is_refused_by_import_with_nothing_changed(
     tmp_path: Path, case: str
 ) -> None:
-    import bundlefactory as bf
+    from support import bundlefactory as bf
 
     bundle = bf.build_bundle(tmp_path / "b")
     expected = hostile_bundles.CASES[case](bundle)

@@ -1,7 +1,7 @@
 """``bundler bundle verify`` (03 §1, §5; 06 §3 S1): valid bundles pass, hostile ones are refused.
 
 Bundles are real folders; hostile ones are built for real (FIFOs, sockets, hard links, symlinks,
-undecodable names) by ``tests/hostile_bundles.py``. The CLI runs in a real process.
+undecodable names) by ``tests/support/hostile_bundles.py``. The CLI runs in a real process.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import bundlefactory as bf
-import hostile_bundles
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kit import run_cli
+from support import bundlefactory as bf
+from support import hostile_bundles
+from support.kit import run_cli
 
 from bundler.bundle.verify import verify_bundle
 
@@ -471,9 +471,9 @@ def test_an_interrupt_during_verify_is_an_interrupt_not_a_fault_of_the_bundle(
     """Interrupted was a BundlerError, which the walk records as a file's fault and carries on
     after: Ctrl-C during 'bundle verify' said the bundle was unsound (the file it was reading
     'interrupted', then 'listed but not a regular file'), exit 3."""
-    from faultinject import ptrace_unavailable, run_with_fault, trace_calls
-    from installs import one_error
-    from kit import cli_command
+    from support.faultinject import ptrace_unavailable, run_with_fault, trace_calls
+    from support.installs import one_error
+    from support.kit import cli_command
 
     reason = ptrace_unavailable()
     if reason is not None:

@@ -18,10 +18,10 @@ import resource
 import subprocess
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from faultinject import ptrace_unavailable, run_with_fault, trace_calls
-from kit import clean_env, cli_command, one_error, run_cli
+from support import bundlefactory as bf
+from support.faultinject import ptrace_unavailable, run_with_fault, trace_calls
+from support.kit import clean_env, cli_command, one_error, run_cli
 
 
 @pytest.fixture(scope="module")

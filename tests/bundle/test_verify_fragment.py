@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import bundlefactory as bf
 import tomli_w
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import bundlefactory as bf
 
 from bundler.bundle import fragment as rules
 from bundler.rules import refs, tomlcompat

@@ -9,8 +9,8 @@ import os
 import tarfile
 from pathlib import Path
 
-import bundlefactory as bf
-from kit import one_error, run_cli
+from support import bundlefactory as bf
+from support.kit import one_error, run_cli
 
 from bundler.bundle.archive_read import ArchiveLimits, Digests, read_tar
 from bundler.bundle.manifest import CONFIG_NAME

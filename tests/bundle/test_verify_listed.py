@@ -10,8 +10,8 @@ import os
 import shutil
 from pathlib import Path
 
-import bundlefactory as bf
-import hostile_bundles
+from support import bundlefactory as bf
+from support import hostile_bundles
 from test_verify_known_digests import facts
 
 from bundler.bundle.archive_listing import ListedMember

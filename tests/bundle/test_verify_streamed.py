@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kit import run_cli_peak
+from support import bundlefactory as bf
+from support.kit import run_cli_peak
 
 from bundler.bundle.manifest import _checksums_by_line, checksum_sort_key, iter_checksums
 from bundler.bundle.verify import verify_bundle

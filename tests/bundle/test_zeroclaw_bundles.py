@@ -1,6 +1,7 @@
 """ZeroClaw-written bundles verify (03 §1.1), with the warnings each NOTES.md names.
 
-The bundles come from ``../shared/interop/zeroclaw/bundles`` (see ``tests/zeroclaw_golden.py``);
+The bundles come from ``../shared/interop/zeroclaw/bundles`` (see
+``tests/support/zeroclaw_golden.py``);
 the CLI runs in a real process.
 """
 
@@ -10,8 +11,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from kit import run_cli
-from zeroclaw_golden import GOLDEN, NAMES, NOT_IN_BUNDLE, golden_copy
+from support.kit import run_cli
+from support.zeroclaw_golden import GOLDEN, NAMES, NOT_IN_BUNDLE, golden_copy
 
 from bundler.bundle.verify import verify_bundle
 from bundler.rules.paths import parse_path

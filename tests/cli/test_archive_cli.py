@@ -16,11 +16,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import bundlefactory as bf
-import hostile_archives
 import pytest
-from faultinject import ptrace_unavailable, trace_log
-from kit import clean_env, cli_command, one_error, run_cli, tree_snapshot
+from support import bundlefactory as bf
+from support import hostile_archives
+from support.faultinject import ptrace_unavailable, trace_log
+from support.kit import clean_env, cli_command, one_error, run_cli, tree_snapshot
 
 from bundler.bundle.history import recent_destinations
 
@@ -339,8 +339,8 @@ def test_a_long_bundle_is_packed_past_the_page_cache_to_the_same_bytes(tmp_path:
     """A bundle of 48 MB is packed with direct writes (a second, O_DIRECT descriptor of the
     staging file, aligned pwritev2 calls); the archive is the same bytes, and unpacks to the
     bundle."""
-    from faultinject import ptrace_unavailable, trace_log
-    from kit import clean_env, cli_command
+    from support.faultinject import ptrace_unavailable, trace_log
+    from support.kit import clean_env, cli_command
 
     reason = ptrace_unavailable()
     if reason is not None:

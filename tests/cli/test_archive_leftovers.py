@@ -17,10 +17,16 @@ import subprocess
 import time
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from faultinject import ptrace_unavailable, run_with_fault, sample, slow_sample_count, trace_calls
-from kit import cli_command, run_cli, tree_snapshot
+from support import bundlefactory as bf
+from support.faultinject import (
+    ptrace_unavailable,
+    run_with_fault,
+    sample,
+    slow_sample_count,
+    trace_calls,
+)
+from support.kit import cli_command, run_cli, tree_snapshot
 
 FAST_SAMPLE = 6
 

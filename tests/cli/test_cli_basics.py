@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLE_INSTALL
-from installs import run_cli
+from support.installs import run_cli
 
 from bundler import __version__
 from bundler.cli import HANDLERS

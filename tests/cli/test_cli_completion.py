@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from kit import run_cli
+from support.kit import run_cli
 
 from bundler.cli import HANDLERS
 

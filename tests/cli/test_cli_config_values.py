@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from installs import copy_example, one_error, run_cli
+from support import bundlefactory as bf
+from support.installs import copy_example, one_error, run_cli
 
 from bundler.rules import tomlcompat
 

@@ -8,9 +8,9 @@ import json
 import re
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from installs import copy_example, one_error, run_cli
+from support import bundlefactory as bf
+from support.installs import copy_example, one_error, run_cli
 
 from bundler.cli import HANDLERS
 

@@ -13,10 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from installs import opened_config
-from kit import run_cli
+from support import bundlefactory as bf
+from support.installs import opened_config
+from support.kit import run_cli
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -191,7 +191,7 @@ def test_recover_scan_hints_are_quoted_lines_of_their_own(
 def test_error_hint_follows_the_one_error_line_and_pastes(
     tmp_path: Path, homes: tuple[Path, dict[str, str]]
 ) -> None:
-    from hostile_zips import make_project
+    from support.hostile_zips import make_project
 
     from bundler.home.backup import backup_home
     from bundler.home.restore import STAGING_PREFIX

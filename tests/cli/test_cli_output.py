@@ -16,9 +16,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from hostile_zips import make_project
-from installs import copy_example
-from kit import clean_env, one_error, run_cli
+from support.hostile_zips import make_project
+from support.installs import copy_example
+from support.kit import clean_env, one_error, run_cli
 
 from bundler.rules.units import human_size
 

@@ -10,9 +10,9 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from kit import one_error, run_cli
+from support import bundlefactory as bf
+from support.kit import one_error, run_cli
 
 # {p} is the bad path; {i} a readable install, {b} a sound bundle
 COMMANDS = [

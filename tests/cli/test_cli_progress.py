@@ -18,10 +18,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from hostile_zips import clean_env, make_project
-from kit import cli_command, run_cli
+from support import bundlefactory as bf
+from support.hostile_zips import clean_env, make_project
+from support.kit import cli_command, run_cli
 
 from bundler.cli.progress_bar import DELAY_SECONDS
 from bundler.home.backup import backup_home

@@ -7,10 +7,10 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-import bundlefactory as bf
-from hostile_zips import make_project
-from installs import MINIMAL_CONFIG, make_install
-from kit import run_cli
+from support import bundlefactory as bf
+from support.hostile_zips import make_project
+from support.installs import MINIMAL_CONFIG, make_install
+from support.kit import run_cli
 
 
 def cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:

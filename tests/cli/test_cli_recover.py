@@ -9,9 +9,9 @@ import os
 import subprocess
 from pathlib import Path
 
-import bundlefactory as bf
-from installs import MINIMAL_CONFIG, make_install
-from kit import run_cli
+from support import bundlefactory as bf
+from support.installs import MINIMAL_CONFIG, make_install
+from support.kit import run_cli
 
 PAST = ("removed ", "restored ", "completed ", "rolled back ", "moved back ", "left alone: ")
 

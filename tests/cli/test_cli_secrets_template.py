@@ -10,11 +10,11 @@ import shlex
 import stat
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from faultinject import ptrace_unavailable, run_with_fault, trace_calls
-from installs import one_error, opened_config, run_cli
-from kit import clean_env, cli_command
+from support import bundlefactory as bf
+from support.faultinject import ptrace_unavailable, run_with_fault, trace_calls
+from support.installs import one_error, opened_config, run_cli
+from support.kit import clean_env, cli_command
 
 from bundler.rules import tomlcompat
 

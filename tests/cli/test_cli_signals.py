@@ -8,9 +8,9 @@ import os
 from pathlib import Path
 
 import pytest
-from faultinject import ptrace_unavailable, run_with_fault, trace_calls
-from hostile_zips import clean_env, make_project, run_cli
-from kit import cli_command, one_error
+from support.faultinject import ptrace_unavailable, run_with_fault, trace_calls
+from support.hostile_zips import clean_env, make_project, run_cli
+from support.kit import cli_command, one_error
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,9 +8,9 @@ import re
 import subprocess
 from pathlib import Path
 
-import bundlefactory as bf
-from hostile_zips import make_project
-from kit import run_cli
+from support import bundlefactory as bf
+from support.hostile_zips import make_project
+from support.kit import run_cli
 
 
 def cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:

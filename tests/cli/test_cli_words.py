@@ -16,11 +16,11 @@ import re
 from pathlib import Path
 
 import pytest
-from hostile_zips import clean_env as user_env
-from hostile_zips import make_project
-from installs import copy_example, run_cli
-from race_helpers import can_mount_tmpfs, unmount
-from zeroclaw_golden import golden_copy
+from support.hostile_zips import clean_env as user_env
+from support.hostile_zips import make_project
+from support.installs import copy_example, run_cli
+from support.race_helpers import can_mount_tmpfs, unmount
+from support.zeroclaw_golden import golden_copy
 
 RAW_BYTES = re.compile(r"\b\d{4,} bytes\b")
 

@@ -14,7 +14,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from installs import make_install, opened_config, run_cli
+from support.installs import make_install, opened_config, run_cli
 
 from bundler.rules import tomlcompat
 

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from installs import copy_example
-from kit import clean_env, cli_command, one_error
+from support.installs import copy_example
+from support.kit import clean_env, cli_command, one_error
 
 REDIRECTION = {"stdin": "<&-", "stdout": ">&-", "stderr": "2>&-"}
 

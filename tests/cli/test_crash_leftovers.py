@@ -19,10 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from bundlefactory import export_bundle, write_install
-from faultinject import slow_sample_count
-from hostile_zips import clean_env, make_project
-from kit import cli_command, run_cli
+from support.bundlefactory import export_bundle, write_install
+from support.faultinject import slow_sample_count
+from support.hostile_zips import clean_env, make_project
+from support.kit import cli_command, run_cli
 
 from bundler.home.backup import backup_home
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kit import run_cli, tree_snapshot
+from support.kit import run_cli, tree_snapshot
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from installs import copy_example, encrypt_install, run_cli, stored_secrets
+from support.installs import copy_example, encrypt_install, run_cli, stored_secrets
 
 from bundler.config.secretkey import KEY_NAME
 

@@ -13,15 +13,15 @@ import socket
 import subprocess
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from faultinject import ptrace_unavailable, run_with_fault, trace_calls
-from hostile_archives import cases as archive_cases
-from hostile_zips import build as build_zip
-from hostile_zips import clean_env as home_env
-from hostile_zips import make_project
-from installs import make_install
-from kit import clean_env, cli_command, run_cli
+from support import bundlefactory as bf
+from support.faultinject import ptrace_unavailable, run_with_fault, trace_calls
+from support.hostile_archives import cases as archive_cases
+from support.hostile_zips import build as build_zip
+from support.hostile_zips import clean_env as home_env
+from support.hostile_zips import make_project
+from support.installs import make_install
+from support.kit import clean_env, cli_command, run_cli
 
 import bundler
 from bundler import errors

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from faultinject import (
+from support import bundlefactory as bf
+from support.faultinject import (
     Call,
     FaultRun,
     kill_at_each,
@@ -23,7 +23,7 @@ from faultinject import (
     slow_sample_count,
     trace_calls,
 )
-from kit import SWAP_SYSCALLS, clean_env, cli_command, one_error, run_cli
+from support.kit import SWAP_SYSCALLS, clean_env, cli_command, one_error, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST_SAMPLE = 6

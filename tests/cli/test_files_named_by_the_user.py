@@ -15,9 +15,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from faultinject import ptrace_unavailable, run_with_fault, trace_calls
-from installs import copy_example
-from kit import clean_env, cli_command, one_error, run_cli
+from support.faultinject import ptrace_unavailable, run_with_fault, trace_calls
+from support.installs import copy_example
+from support.kit import clean_env, cli_command, one_error, run_cli
 
 from bundler.bundle.leftovers import encode_record
 from bundler.errors import Refused

@@ -13,8 +13,8 @@ import re
 from pathlib import Path
 
 import pytest
-from bundlefactory import export_bundle, write_install
-from installs import copy_example, one_error, run_cli
+from support.bundlefactory import export_bundle, write_install
+from support.installs import copy_example, one_error, run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 WAY = "to use another install, give --install DIR or set ZEROCLAW_CONFIG_DIR"

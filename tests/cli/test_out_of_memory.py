@@ -14,11 +14,11 @@ import resource
 import subprocess
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from faultinject import ptrace_unavailable, run_with_fault, trace_calls
-from hostile_zips import make_project
-from kit import clean_env, cli_command, one_error
+from support import bundlefactory as bf
+from support.faultinject import ptrace_unavailable, run_with_fault, trace_calls
+from support.hostile_zips import make_project
+from support.kit import clean_env, cli_command, one_error
 
 
 def test_a_thread_the_system_refuses_fails_the_export_on_one_line_and_leaves_nothing(

@@ -17,10 +17,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from faultinject import ptrace_unavailable, run_with_fault, trace_calls
-from kit import clean_env, cli_command, run_cli
+from support import bundlefactory as bf
+from support.faultinject import ptrace_unavailable, run_with_fault, trace_calls
+from support.kit import clean_env, cli_command, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 

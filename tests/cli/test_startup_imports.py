@@ -15,8 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bundlefactory import build_bundle
-from kit import clean_env
+from support.bundlefactory import build_bundle
+from support.kit import clean_env
 
 # heavy libraries no start-up of these commands needs: the schema checker is compiled, progress
 # bars are drawn only on a terminal, TOML is edited (tomlkit) and YAML read only by other commands

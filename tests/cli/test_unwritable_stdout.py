@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from hostile_zips import make_project
-from installs import copy_example
-from kit import clean_env, cli_command, one_error
+from support.hostile_zips import make_project
+from support.installs import copy_example
+from support.kit import clean_env, cli_command, one_error
 
 
 def run_to(stdout: int, args: Sequence[str], home: Path) -> subprocess.CompletedProcess[str]:

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLE_INSTALL
-from faultinject import ptrace_unavailable, run_with_fault, trace_calls
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from installs import MINIMAL_CONFIG, make_install
-from kit import Terminal, clean_env, cli_command, one_error, run_cli, tree_snapshot
+from support.faultinject import ptrace_unavailable, run_with_fault, trace_calls
+from support.installs import MINIMAL_CONFIG, make_install
+from support.kit import Terminal, clean_env, cli_command, one_error, run_cli, tree_snapshot
 
 from bundler.config import store as cfg
 from bundler.config.file import find_install_root, read_config_snapshot

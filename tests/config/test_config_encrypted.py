@@ -10,8 +10,8 @@ import stat
 from pathlib import Path
 
 import pytest
-from e2e_helpers import leaks_in
-from installs import copy_example, encrypt_install, one_error, run_cli, stored_secrets
+from support.e2e_helpers import leaks_in
+from support.installs import copy_example, encrypt_install, one_error, run_cli, stored_secrets
 
 from bundler.config.secretcipher import decrypt, encrypt
 from bundler.config.secretkey import KEY_NAME, SecretKey
@@ -158,7 +158,7 @@ def test_two_writers_racing_on_a_keyless_install_end_with_one_key_that_opens_bot
 ) -> None:
     import subprocess
 
-    from kit import clean_env, cli_command
+    from support.kit import clean_env, cli_command
 
     root = copy_example(tmp_path)
     other = "providers.models.openai.backup.api_key"

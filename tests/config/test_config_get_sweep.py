@@ -14,9 +14,9 @@ import random
 from pathlib import Path
 
 import pytest
-from e2e_helpers import bundler_cli
-from faultinject import slow_sample_count
-from installs import copy_example
+from support.e2e_helpers import bundler_cli
+from support.faultinject import slow_sample_count
+from support.installs import copy_example
 
 from bundler.rules.secrets import sweep_targets
 from bundler.rules.tomlcompat import TOMLDecodeError, loads

@@ -9,9 +9,9 @@ import json
 from typing import Any
 
 import tomli_w
-from hostile_configs import base_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.hostile_configs import base_config
 
 from bundler.cli import main
 

@@ -13,9 +13,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hostile_configs import HOSTILE_SET_INPUTS, HostileSetInput
-from installs import copy_example
-from kit import Terminal, clean_env, cli_command, one_error, run_cli
+from support.hostile_configs import HOSTILE_SET_INPUTS, HostileSetInput
+from support.installs import copy_example
+from support.kit import Terminal, clean_env, cli_command, one_error, run_cli
 
 SECRET = "providers.models.anthropic.main.api_key"
 PLAIN = "providers.models.anthropic.main.model"

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from installs import MINIMAL_CONFIG, copy_example, make_install, run_cli
+from support.installs import MINIMAL_CONFIG, copy_example, make_install, run_cli
 
 CONFIG = MINIMAL_CONFIG.replace(
     'model = "claude"\n', 'model = "claude"   # keep me\ntemperature = 0.5\n'

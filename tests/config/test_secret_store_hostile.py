@@ -1,4 +1,5 @@
-"""The secret store's hostile inputs (``tests/hostile_secret_store.py``) met by every command that
+"""The secret store's hostile inputs (``tests/support/hostile_secret_store.py``) met by every
+command that
 reads the key or opens a value: one ``error:`` line, exit 3, the key file or the config path
 named, nothing changed, no value printed."""
 
@@ -8,10 +9,10 @@ import json
 import os
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from hostile_secret_store import HOSTILE_KEYS, HOSTILE_VALUES, HostileKey, HostileValue
-from installs import copy_example, encrypt_install, one_error, run_cli, stored_secrets
+from support import bundlefactory as bf
+from support.hostile_secret_store import HOSTILE_KEYS, HOSTILE_VALUES, HostileKey, HostileValue
+from support.installs import copy_example, encrypt_install, one_error, run_cli, stored_secrets
 
 from bundler.config.secretkey import KEY_NAME, SecretKey
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 import xxhash
+from support.race_helpers import can_mount_tmpfs, unmount
 
 from bundler.errors import Refused
 from bundler.fs.copytree import CopiedFile, CopyOptions, copy_tree, digest_fd, make_durable
 from bundler.fs.safefs import SkipCounts, WorkspaceExclude, open_source_root
-from tests.race_helpers import can_mount_tmpfs, unmount
 
 
 @pytest.fixture

@@ -13,17 +13,17 @@ import os
 from pathlib import Path
 
 import pytest
-
-from bundler.errors import Refused
-from bundler.fs.copytree import CopyOptions, copy_tree
-from bundler.fs.safefs import SkipCounts, WorkspaceExclude, open_source_root, rmtree_at
-from tests.race_helpers import (
+from support.race_helpers import (
     MARKER_MEMORY,
     MARKER_OUTSIDE,
     build_race_tree,
     racer,
     tree_contains,
 )
+
+from bundler.errors import Refused
+from bundler.fs.copytree import CopyOptions, copy_tree
+from bundler.fs.safefs import SkipCounts, WorkspaceExclude, open_source_root, rmtree_at
 
 
 def sample(full: int) -> int:

@@ -74,7 +74,7 @@ def test_every_filesystem_gets_the_same_bytes(tmp_path: Path, where: str) -> Non
 def test_long_runs_are_written_by_direct_writes_on_a_second_descriptor(tmp_path: Path) -> None:
     """Seen from the system calls: the file is opened again with O_DIRECT, and the aligned
     buffers are written through it with pwritev at aligned offsets."""
-    from faultinject import ptrace_unavailable, trace_log
+    from support.faultinject import ptrace_unavailable, trace_log
 
     reason = ptrace_unavailable()
     if reason is not None:

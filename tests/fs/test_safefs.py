@@ -8,6 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.race_helpers import (
+    can_mount_tmpfs,
+    fd_count,
+    make_socket,
+    run_as_nobody,
+    unmount,
+)
 
 from bundler.errors import Refused
 from bundler.fs.safefs import (
@@ -22,13 +29,6 @@ from bundler.fs.safefs import (
     rmtree_at,
     select_skills,
     walk,
-)
-from tests.race_helpers import (
-    can_mount_tmpfs,
-    fd_count,
-    make_socket,
-    run_as_nobody,
-    unmount,
 )
 
 

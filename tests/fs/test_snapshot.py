@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kit import tree_snapshot
+from support.kit import tree_snapshot
 
 from bundler.errors import Refused
 from bundler.fs.snapshot import integrity_ok, open_readonly, snapshot_database, store_in_use
@@ -315,7 +315,7 @@ def test_lock_probe_sees_the_dms_lock_of_a_wal_reader_on_the_shm(tmp_path: Path)
 
 def test_home_backup_with_a_reader_attached_reads_live_and_changes_no_byte(tmp_path: Path) -> None:
     """Through the CLI: a WAL home with a reader attached (the lock probe says "in use")."""
-    from hostile_zips import clean_env, make_project, run_cli
+    from support.hostile_zips import clean_env, make_project, run_cli
 
     project, home = make_project(tmp_path)
     db = home / "chat.db"

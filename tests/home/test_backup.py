@@ -14,9 +14,9 @@ import zipfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import kit
 import pytest
-from hostile_zips import clean_env, make_project, rows, run_cli, tree_state
+from support import kit
+from support.hostile_zips import clean_env, make_project, rows, run_cli, tree_state
 
 from bundler.errors import InvalidInput, Refused
 from bundler.fs.snapshot import integrity_ok

@@ -17,7 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from hostile_zips import (
+from support.hostile_zips import (
     clean_env,
     content_state,
     hostile_age_backups,
@@ -25,7 +25,7 @@ from hostile_zips import (
     run_cli,
     tree_state,
 )
-from kit import Terminal, one_error
+from support.kit import Terminal, one_error
 
 AGE = "/usr/bin/age"
 MARKER_BYTES = 96 << 10

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
-from faultinject import (
+from support.faultinject import (
     Call,
     FaultRun,
     kill_at_each,
@@ -21,8 +21,8 @@ from faultinject import (
     slow_sample_count,
     trace_calls,
 )
-from hostile_zips import run_cli
-from kit import cli_command
+from support.hostile_zips import run_cli
+from support.kit import cli_command
 from test_backup_encrypted import age_key, backup_cli, found_in, setup
 
 # the calls that make, fill, flush, publish and remove the run's files and folders

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hostile_zips import clean_env, make_project, run_cli
+from support.hostile_zips import clean_env, make_project, run_cli
 
 
 def test_backup_and_doctor_name_an_interrupted_backup_once(tmp_path: Path) -> None:

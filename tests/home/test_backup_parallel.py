@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from hostile_zips import clean_env, make_project, run_cli
+from support.hostile_zips import clean_env, make_project, run_cli
 
 from bundler.errors import InvalidInput
 from bundler.home.verify import verify_backup

@@ -7,7 +7,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from hostile_zips import clean_env, make_project
+from support.hostile_zips import clean_env, make_project
 
 from bundler.errors import InvalidInput
 from bundler.home.backup import backup_home

@@ -11,8 +11,14 @@ import zipfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from faultinject import kill_at_each, ptrace_unavailable, sample, slow_sample_count, trace_calls
-from hostile_zips import clean_env, make_project, run_cli
+from support.faultinject import (
+    kill_at_each,
+    ptrace_unavailable,
+    sample,
+    slow_sample_count,
+    trace_calls,
+)
+from support.hostile_zips import clean_env, make_project, run_cli
 
 from bundler.home.backup import backup_home
 from bundler.home.verify import verify_backup

@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 
 import xxhash
-from hostile_zips import clean_env, make_project, rows, run_cli
+from support.hostile_zips import clean_env, make_project, rows, run_cli
 
 from bundler.home.backup import BackupReport, backup_home
 from bundler.home.restore import restore_home

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from hostile_agent_yaml import clean_env, run_cli, snapshot_tree
-from race_helpers import run_as_nobody
+from support.hostile_agent_yaml import clean_env, run_cli, snapshot_tree
+from support.race_helpers import run_as_nobody
 
 from bundler.errors import InvalidInput, Refused
 from bundler.home.homes import (

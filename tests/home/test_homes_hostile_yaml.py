@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from hostile_agent_yaml import CASES, Case, clean_env, materialise, run_cli, snapshot_tree
+from support.hostile_agent_yaml import CASES, Case, clean_env, materialise, run_cli, snapshot_tree
 
 from bundler.cli import main
 from bundler.errors import InvalidInput

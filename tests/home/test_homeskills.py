@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from hostile_agent_yaml import clean_env, run_cli, snapshot_tree
+from support.hostile_agent_yaml import clean_env, run_cli, snapshot_tree
 
 from bundler.errors import InvalidInput, Refused
 from bundler.home.homes import init_home, resolve_home

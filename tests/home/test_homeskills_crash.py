@@ -9,9 +9,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from faultinject import ptrace_unavailable, run_with_fault, sample, trace_calls
-from hostile_agent_yaml import clean_env
-from kit import cli_command
+from support.faultinject import ptrace_unavailable, run_with_fault, sample, trace_calls
+from support.hostile_agent_yaml import clean_env
+from support.kit import cli_command
 
 from bundler.home.homes import init_home, resolve_home
 

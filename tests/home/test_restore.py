@@ -10,9 +10,9 @@ import subprocess
 import zipfile
 from pathlib import Path
 
-import kit
 import pytest
-from hostile_zips import (
+from support import kit
+from support.hostile_zips import (
     CASES,
     NUMERIC_MANIFEST_CASES,
     NUMERIC_ZIP_CASES,

@@ -17,7 +17,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from faultinject import (
+from support.faultinject import (
     Call,
     FaultRun,
     kill_at_each,
@@ -27,9 +27,9 @@ from faultinject import (
     slow_sample_count,
     trace_calls,
 )
-from hostile_zips import clean_env, content_state, make_project, run_cli
-from installs import one_error
-from kit import FAULT_SYSCALLS, RENAME_SYSCALLS, SWAP_SYSCALLS, cli_command
+from support.hostile_zips import clean_env, content_state, make_project, run_cli
+from support.installs import one_error
+from support.kit import FAULT_SYSCALLS, RENAME_SYSCALLS, SWAP_SYSCALLS, cli_command
 
 from bundler.home.backup import backup_home
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hostile_zips import clean_env, content_state, make_project, run_cli
+from support.hostile_zips import clean_env, content_state, make_project, run_cli
 
 from bundler.home.backup import backup_home
 from bundler.rules.units import human_size

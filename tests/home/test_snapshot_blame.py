@@ -21,11 +21,11 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from faultinject import ptrace_unavailable, run_with_fault, trace_calls
-from hostile_zips import clean_env, make_project
-from kit import cli_command, one_error
+from support import bundlefactory as bf
+from support.faultinject import ptrace_unavailable, run_with_fault, trace_calls
+from support.hostile_zips import clean_env, make_project
+from support.kit import cli_command, one_error
 
 BLAME = "repair or remove it"
 

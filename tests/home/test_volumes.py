@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from hostile_agent_yaml import clean_env, run_cli, snapshot_tree
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.hostile_agent_yaml import clean_env, run_cli, snapshot_tree
 
 from bundler.errors import InvalidInput
 from bundler.home.homes import init_home, resolve_home, safe_folder_name

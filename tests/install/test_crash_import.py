@@ -17,9 +17,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from faultinject import (
+from support import bundlefactory as bf
+from support.faultinject import (
     Call,
     FaultRun,
     kill_at_each,
@@ -30,8 +30,15 @@ from faultinject import (
     slow_sample_count,
     trace_calls,
 )
-from installs import one_error
-from kit import FAULT_SYSCALLS, RENAME_SYSCALLS, SWAP_SYSCALLS, clean_env, cli_command, run_cli
+from support.installs import one_error
+from support.kit import (
+    FAULT_SYSCALLS,
+    RENAME_SYSCALLS,
+    SWAP_SYSCALLS,
+    clean_env,
+    cli_command,
+    run_cli,
+)
 
 R1_SYSCALLS = SWAP_SYSCALLS
 R2_SYSCALLS = FAULT_SYSCALLS

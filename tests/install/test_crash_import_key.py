@@ -20,10 +20,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from e2e_helpers import leaks_in
-from faultinject import (
+from support import bundlefactory as bf
+from support.e2e_helpers import leaks_in
+from support.faultinject import (
     Call,
     FaultRun,
     kill_at_each,
@@ -33,8 +33,8 @@ from faultinject import (
     slow_sample_count,
     trace_calls,
 )
-from installs import one_error, stored_secrets
-from kit import FAULT_SYSCALLS, SWAP_SYSCALLS, clean_env, cli_command, run_cli
+from support.installs import one_error, stored_secrets
+from support.kit import FAULT_SYSCALLS, SWAP_SYSCALLS, clean_env, cli_command, run_cli
 
 from bundler.config.secretcipher import decrypt
 from bundler.config.secretkey import KEY_NAME, SecretKey

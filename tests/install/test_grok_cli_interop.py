@@ -15,7 +15,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from installs import make_install, run_cli
+from support.installs import make_install, run_cli
 
 from bundler.rules import schema, tomlcompat
 

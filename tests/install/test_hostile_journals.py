@@ -15,11 +15,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import bundlefactory as bf
 import pytest
 import tomli_w
-from installs import run_cli
-from kit import one_error, tree_snapshot
+from support import bundlefactory as bf
+from support.installs import run_cli
+from support.kit import one_error, tree_snapshot
 
 from bundler.install.journal import Journal
 

@@ -10,10 +10,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import bundlefactory as bf
 import pytest
-from installs import opened_config, run_cli
-from kit import Terminal, clean_env, cli_command, one_error
+from support import bundlefactory as bf
+from support.installs import opened_config, run_cli
+from support.kit import Terminal, clean_env, cli_command, one_error
 
 from bundler.config.file import MAX_CONFIG_TOML_BYTES
 from bundler.errors import UsageError
@@ -456,7 +456,7 @@ def test_hostile_bundles_refused_by_import_install_byte_identical(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The whole corpus through the real CLI entry point (in process: the corpus is large)."""
-    import hostile_bundles
+    from support import hostile_bundles
 
     from bundler.cli import main
 
@@ -492,7 +492,7 @@ def test_hostile_bundles_refused_by_import_install_byte_identical(
 def test_hostile_bundle_in_a_real_process_exit_3_no_traceback(
     case: str, tmp_path: Path, empty_install: Path
 ) -> None:
-    import hostile_bundles
+    from support import hostile_bundles
 
     bundle = bf.build_bundle(tmp_path / "bundle")
     expected = hostile_bundles.CASES[case](bundle)
@@ -656,7 +656,7 @@ def test_reused_skill_bundle_with_different_local_files_is_listed(
 def test_slow_hostile_bundles_refused_by_import(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import hostile_bundles
+    from support import hostile_bundles
 
     from bundler.cli import main
 

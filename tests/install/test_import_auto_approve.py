@@ -11,7 +11,7 @@ import json
 import shutil
 from pathlib import Path
 
-from installs import make_install, run_cli
+from support.installs import make_install, run_cli
 
 from bundler.rules import schema
 

@@ -10,10 +10,10 @@ import os
 import stat
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from e2e_helpers import leaks_in, write_secrets_file
-from installs import copy_example, encrypt_install, one_error, run_cli, stored_secrets
+from support import bundlefactory as bf
+from support.e2e_helpers import leaks_in, write_secrets_file
+from support.installs import copy_example, encrypt_install, one_error, run_cli, stored_secrets
 
 from bundler.config.secretcipher import decrypt, encrypt
 from bundler.config.secretkey import KEY_NAME, SecretKey

@@ -19,12 +19,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import bundlefactory as bf
 import pytest
-from faultinject import ptrace_unavailable, run_with_fault
-from hostile_configs import BASE_SECRETS, CANARY, WRONGLY_TYPED, hostile_configs
-from installs import one_error, run_cli
-from kit import clean_env, cli_command
+from support import bundlefactory as bf
+from support.faultinject import ptrace_unavailable, run_with_fault
+from support.hostile_configs import BASE_SECRETS, CANARY, WRONGLY_TYPED, hostile_configs
+from support.installs import one_error, run_cli
+from support.kit import clean_env, cli_command
 
 from bundler.rules import tomlcompat
 

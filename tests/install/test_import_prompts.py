@@ -9,11 +9,11 @@ import re
 import shlex
 from pathlib import Path
 
-import bundlefactory as bf
 import pexpect  # the test extra installs it
 import pytest
-from installs import opened_config
-from kit import clean_env, cli_command
+from support import bundlefactory as bf
+from support.installs import opened_config
+from support.kit import clean_env, cli_command
 
 TYPED = "sk-TYPED-at-the-terminal-0123456789"
 GIVEN = "sk-ant-GIVEN-on-the-command-line-987"

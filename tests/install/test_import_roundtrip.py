@@ -11,8 +11,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from installs import copy_example, opened_config
-from kit import run_cli
+from support.installs import copy_example, opened_config
+from support.kit import run_cli
 
 from bundler.rules import tomlcompat
 

@@ -9,12 +9,12 @@ import os
 import sys
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
 import tomllib
 import xxhash
-from installs import run_cli
-from kit import run_cli_peak
+from support import bundlefactory as bf
+from support.installs import run_cli
+from support.kit import run_cli_peak
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bundle"))
 

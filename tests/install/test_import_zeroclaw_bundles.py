@@ -11,8 +11,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from installs import copy_example, opened_config, run_cli
-from zeroclaw_golden import NAMES, golden_copy
+from support.installs import copy_example, opened_config, run_cli
+from support.zeroclaw_golden import NAMES, golden_copy
 
 from bundler.rules import tomlcompat
 

@@ -9,10 +9,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from installs import run_cli
-from kit import one_error, tree_snapshot
+from support import bundlefactory as bf
+from support.installs import run_cli
+from support.kit import one_error, tree_snapshot
 
 NOBODY = 65534
 

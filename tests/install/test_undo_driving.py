@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
+from support import bundlefactory as bf
 from test_undo import USER_CONFIG, bundler, imported
 
 

@@ -16,12 +16,12 @@ import subprocess
 import time
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
 import tomli_w
-from faultinject import ptrace_unavailable
-from installs import run_cli
-from kit import clean_env, cli_command, one_error, tree_snapshot
+from support import bundlefactory as bf
+from support.faultinject import ptrace_unavailable
+from support.installs import run_cli
+from support.kit import clean_env, cli_command, one_error, tree_snapshot
 
 from bundler.rules import tomlcompat
 

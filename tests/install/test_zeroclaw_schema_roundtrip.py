@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kit import run_cli
+from support.e2e_helpers import tree_leaks, write_config
+from support.kit import run_cli
 
 from bundler.rules import schema, tomlcompat
 from bundler.rules.paths import format_path
-from tests.e2e_helpers import tree_leaks, write_config
 
 ROOT_FAMILY = "openai"
 ALIAS = "p"

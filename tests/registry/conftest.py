@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from registry_server import Registry, require_registry
+from support.registry_server import Registry, require_registry
 
 
 @pytest.fixture

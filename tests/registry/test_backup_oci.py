@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
-from faultinject import (
+from support.faultinject import (
     Call,
     FaultRun,
     kill_at_each,
@@ -26,7 +26,7 @@ from faultinject import (
     slow_sample_count,
     trace_calls,
 )
-from hostile_registry import (
+from support.hostile_registry import (
     HOSTILE_BACKUP_ARTIFACTS,
     HOSTILE_TAG_NAMES,
     REPO,
@@ -35,9 +35,9 @@ from hostile_registry import (
     build_backup,
     send,
 )
-from hostile_zips import clean_env, content_state, make_project, run_cli, tree_state
-from kit import one_error
-from registry_server import Registry
+from support.hostile_zips import clean_env, content_state, make_project, run_cli, tree_state
+from support.kit import one_error
+from support.registry_server import Registry
 
 from bundler.registry.distribution import Session
 from bundler.registry.reference import parse_reference
@@ -444,7 +444,7 @@ def test_the_served_artifact_restores_when_nothing_is_wrong(
     made_project, _home, env = project
     fake.manifest = built.manifest()
     fake.blobs = built.blobs()
-    from hostile_registry import digest_of
+    from support.hostile_registry import digest_of
 
     ref = fake.ref(f"{REPO}@{digest_of(fake.manifest)}")
     done = run_cli("home", "restore", ref, "--project", str(made_project), "--plain-http", env=env)

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from kit import run_cli
-from registry_server import Registry
+from support import bundlefactory as bf
+from support.kit import run_cli
+from support.registry_server import Registry
 
 FORMS = ("folder", "archive", "reference")
 

@@ -10,10 +10,10 @@ import os
 import stat
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from kit import one_error, run_cli
-from registry_server import PASSWORD, USER, Registry
+from support import bundlefactory as bf
+from support.kit import one_error, run_cli
+from support.registry_server import PASSWORD, USER, Registry
 
 
 @pytest.fixture

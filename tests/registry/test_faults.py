@@ -9,10 +9,10 @@ import subprocess
 import time
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from kit import clean_env, cli_command, one_error, run_cli, tree_snapshot
-from registry_server import Registry
+from support import bundlefactory as bf
+from support.kit import clean_env, cli_command, one_error, run_cli, tree_snapshot
+from support.registry_server import Registry
 
 
 def start(args: list[str]) -> subprocess.Popen[str]:
@@ -118,7 +118,7 @@ def test_sigint_once_the_tag_is_stored_is_a_warning_and_the_digest_is_printed(
     to the registry is closed) said 'interrupted; cleaned up', exit 130, and the digest was
     never printed, though the tag named the new artifact. It is noted now: exit 0, the
     digest, a warning. One during the manifest's upload says what it cannot know."""
-    from faultinject import ptrace_unavailable, run_with_fault, trace_calls
+    from support.faultinject import ptrace_unavailable, run_with_fault, trace_calls
 
     reason = ptrace_unavailable()
     if reason is not None:
@@ -156,7 +156,7 @@ def test_a_fault_in_the_unpacking_workers_publishes_nothing_and_a_rerun_complete
     members from the blob with preadv (the preadv2 system call): a failure there (every
     thread's third read) is one error line, exit 1, nothing published and no worker left
     behind; after a kill, ``recover`` clears the staging; either way a rerun completes."""
-    from faultinject import ptrace_unavailable, run_with_fault
+    from support.faultinject import ptrace_unavailable, run_with_fault
 
     reason = ptrace_unavailable()
     if reason is not None:

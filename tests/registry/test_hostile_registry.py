@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from hostile_registry import (
+from support import bundlefactory as bf
+from support.hostile_registry import (
     DROPPED_BLOBS,
     HOSTILE_AUTH_FILES,
     RANGED_ANSWERS,
@@ -32,8 +32,8 @@ from hostile_registry import (
     send,
     send_garbled,
 )
-from installs import copy_example
-from kit import one_error, run_cli, tree_snapshot
+from support.installs import copy_example
+from support.kit import one_error, run_cli, tree_snapshot
 from xxhash import xxh3_128_hexdigest
 
 from bundler.bundle.manifest import CHECKSUMS_NAME, parse_checksums, render_checksums

@@ -20,11 +20,20 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-import bundlefactory as bf
 import pytest
-from faultinject import slow_sample_count
-from hostile_registry import REPO, TAG, Built, FakeRegistry, build, digest_of, send, send_garbled
-from kit import one_error, run_cli
+from support import bundlefactory as bf
+from support.faultinject import slow_sample_count
+from support.hostile_registry import (
+    REPO,
+    TAG,
+    Built,
+    FakeRegistry,
+    build,
+    digest_of,
+    send,
+    send_garbled,
+)
+from support.kit import one_error, run_cli
 
 PASSWORD = "Sweep-Secret-Password-6120"
 BASIC = base64.b64encode(f"user:{PASSWORD}".encode()).decode()

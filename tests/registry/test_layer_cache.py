@@ -14,10 +14,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from kit import clean_env, cli_command, run_cli, tree_snapshot
-from registry_server import Registry, Relay
+from support import bundlefactory as bf
+from support.kit import clean_env, cli_command, run_cli, tree_snapshot
+from support.registry_server import Registry, Relay
 
 LARGE = 3 << 20
 """A workspace file of random bytes that makes the workspace layer most of the artifact."""

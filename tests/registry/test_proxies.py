@@ -24,11 +24,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from hostile_registry import PROXY_ANSWERS
-from kit import one_error, run_cli
-from registry_server import PASSWORD, USER, Registry, free_port, require_registry
+from support import bundlefactory as bf
+from support.hostile_registry import PROXY_ANSWERS
+from support.kit import one_error, run_cli
+from support.registry_server import PASSWORD, USER, Registry, free_port, require_registry
 
 PROXY_USER = "proxyuser"
 PROXY_PASSWORD = "Proxy-Secret-7731"

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import bundlefactory as bf
-from kit import run_cli, run_cli_peak, tree_snapshot
-from registry_server import Registry
+from support import bundlefactory as bf
+from support.kit import run_cli, run_cli_peak, tree_snapshot
+from support.registry_server import Registry
 
 
 def _spread(bundle: Path, count: int) -> None:

@@ -11,11 +11,11 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from kit import one_error, run_cli
-from race_helpers import can_mount_tmpfs, unmount
-from registry_server import Registry
+from support import bundlefactory as bf
+from support.kit import one_error, run_cli
+from support.race_helpers import can_mount_tmpfs, unmount
+from support.registry_server import Registry
 
 LARGE = 6 << 20
 """The workspace file that makes the workspace layer most of the artifact."""

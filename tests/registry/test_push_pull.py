@@ -9,11 +9,11 @@ import shutil
 import tarfile
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from installs import opened_config
-from kit import clean_env, cli_command, one_error, run_cli, tree_snapshot
-from registry_server import Registry
+from support import bundlefactory as bf
+from support.installs import opened_config
+from support.kit import clean_env, cli_command, one_error, run_cli, tree_snapshot
+from support.registry_server import Registry
 
 
 @pytest.fixture
@@ -263,7 +263,7 @@ def test_a_long_layer_pulled_into_an_archive_is_written_past_the_page_cache_as_p
     second, O_DIRECT descriptor of the staging file), starting where the metadata layer's
     members end (not on a block boundary); the archive is the bytes 'bundle pack' gives, on
     ext4 and on tmpfs alike."""
-    from faultinject import ptrace_unavailable, trace_log
+    from support.faultinject import ptrace_unavailable, trace_log
 
     reason = ptrace_unavailable()
     if reason is not None:
@@ -399,7 +399,7 @@ def test_a_sealed_bundle_round_trips_with_its_own_sealed_layer(
     and the archive back byte for byte, and an import by reference opens the seal."""
     import urllib.request
 
-    import hostile_bundles
+    from support import hostile_bundles
 
     sealed = bundle
     identity = hostile_bundles.seal_bundle(sealed)

@@ -9,11 +9,11 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from hostile_registry import HOSTILE_REGISTRIES_CONFS, FakeRegistry, build
-from kit import one_error, run_cli, tree_snapshot
-from registry_server import PASSWORD, USER, Registry
+from support import bundlefactory as bf
+from support.hostile_registry import HOSTILE_REGISTRIES_CONFS, FakeRegistry, build
+from support.kit import one_error, run_cli, tree_snapshot
+from support.registry_server import PASSWORD, USER, Registry
 
 
 @pytest.fixture

@@ -10,10 +10,20 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from hostile_registry import BUSY_STORMS, REPO, TAG, Built, FakeRegistry, build, busy, drip, send
-from kit import one_error, run_cli
+from support import bundlefactory as bf
+from support.hostile_registry import (
+    BUSY_STORMS,
+    REPO,
+    TAG,
+    Built,
+    FakeRegistry,
+    build,
+    busy,
+    drip,
+    send,
+)
+from support.kit import one_error, run_cli
 
 from bundler.rules import retry
 

@@ -7,11 +7,11 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import bundlefactory as bf
 import pytest
-from hostile_registry import HOSTILE_TAG_LISTS, REPO, FakeRegistry, send
-from kit import one_error, run_cli
-from registry_server import Registry
+from support import bundlefactory as bf
+from support.hostile_registry import HOSTILE_TAG_LISTS, REPO, FakeRegistry, send
+from support.kit import one_error, run_cli
+from support.registry_server import Registry
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import BinaryIO
 
 import pytest
-from registry_server import Registry
+from support.registry_server import Registry
 
 from bundler.errors import Refused
 from bundler.registry.distribution import Session

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
-from strategies import Install, installs
+from support.strategies import Install, installs
 
 from bundler.bundle.closure import finish_plan, plan_closure
 from bundler.bundle.fragment import _present_entries, _reach, check_form

@@ -11,8 +11,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from bundlefactory import reseal
-from kit import run_cli
+from support.bundlefactory import reseal
+from support.kit import run_cli
 
 from bundler.rules import tomlcompat
 

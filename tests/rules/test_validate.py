@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hostile_configs import BASE_SECRETS, CANARY, base_config
+from support.hostile_configs import BASE_SECRETS, CANARY, base_config
 
 from bundler.rules.findings import (
     DANGLING_REFERENCE,

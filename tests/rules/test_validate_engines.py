@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hostile_configs import HostileConfig, base_config, hostile_configs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.hostile_configs import HostileConfig, base_config, hostile_configs
 
 from bundler.rules import schema, tomlcompat
 from bundler.rules.findings import Finding

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from hostile_configs import BASE_SECRETS, CANARY, HostileConfig, hostile_configs
-from installs import make_install, run_cli
+from support.hostile_configs import BASE_SECRETS, CANARY, HostileConfig, hostile_configs
+from support.installs import make_install, run_cli
 
 CASES = list(hostile_configs())
 

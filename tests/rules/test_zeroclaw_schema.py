@@ -18,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from zeroclaw_golden import UPSTREAM_MASTER, UPSTREAM_PR
+from support.zeroclaw_golden import UPSTREAM_MASTER, UPSTREAM_PR
 
 from bundler.rules import schema
 

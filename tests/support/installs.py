@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 # the CLI runner and the one-error-line check live in the shared kit; re-exported for callers
-from kit import one_error, run_cli
+from support.kit import one_error, run_cli
 
 __all__ = [
     "EXAMPLES",
@@ -66,7 +66,7 @@ def make_install(
     return root
 
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def copy_example(tmp_path: Path, which: str = "install") -> Path:

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import kit
 import xxhash
+
+from support import kit
 
 
 def sqlite_bytes(rows: int = 20) -> bytes:

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import tomli_w
-from installs import run_cli
+
+from support.installs import run_cli
 
 # fixed time so two exports of the same inputs are byte-identical (02 §9.2)
 FIXED_EPOCH = "1700000000"

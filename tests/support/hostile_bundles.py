@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import bundlefactory as bf
+from support import bundlefactory as bf
 
 Case = Callable[[Path], str]
 CASES: dict[str, Case] = {}

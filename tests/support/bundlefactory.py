@@ -21,11 +21,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import kit
 import tomli_w
 import xxhash
 
 from bundler.rules import tomlcompat
+from support import kit
 
 ROOT_AGENT = "researcher"
 SKILL_BUNDLE = "research_tools"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "fixtures" / "zeroclaw-golden"
 KIT = REPO.parent / "shared" / "interop" / "zeroclaw"
 # ZeroClaw's config crate on master (what released builds write) and the pull request's copy
