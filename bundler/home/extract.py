@@ -1,5 +1,11 @@
-"""Writing a checked backup's folders and files into a staging folder (04 §5.3.2), each file's
-digest checked again as it streams, its mode and time set as the backup lists them.
+"""Writing a backup's folders and files into a restore's staging folder (04 §5.3.2), each
+file's size and digest checked as it streams, its mode and time set as the backup lists them.
+
+This is the restore's one pass over the zip's contents: an entry is inflated once, into the
+staging folder, hashed as it is written; an entry that disagrees with ``backup.json`` (its
+CRC, size or digest) raises :class:`InvalidInput`, and the caller discards the staging folder,
+which nothing outside the restore has seen. Entries are written on one worker thread per core
+(inflate, XXH3 and ``write`` release the GIL), each reading the zip with ``pread``.
 
 A backup lists the files of a folder one after another (the walk's order), so one open
 descriptor of that folder serves them all: creating a file costs one ``openat``, not one for
@@ -10,13 +16,18 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import io
 import os
 import zipfile
+from concurrent import futures
+from concurrent.futures import ThreadPoolExecutor
 
 from bundler.errors import InvalidInput, Unsupported
 from bundler.fs import durable
+from bundler.fs.interrupts import handed_over, wait_for
 from bundler.fs.safefs import open_dir_nofollow
-from bundler.home.zipcheck import TREES, BackupIndex, stream_entry
+from bundler.home.deflate import workers
+from bundler.home.zipcheck import TREES, BackupIndex, Listed, stream_entry
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress
 
@@ -42,7 +53,9 @@ def extract(
     staging_fd: int,
     progress: Progress | None,
 ) -> None:
-    """Write every folder and file of the zip below ``staging_fd``, re-checking each digest."""
+    """Write every folder and file of the zip below ``staging_fd``, checking each file's size
+    and digest against ``index`` as it is written (:class:`InvalidInput` at the first that
+    disagrees, in the zip's order)."""
     for tree in TREES:
         os.mkdir(tree, 0o700, dir_fd=staging_fd)
     for info in archive.infolist():
@@ -55,31 +68,86 @@ def extract(
                 os.chmod(name, restored_mode(info), dir_fd=parent_fd, follow_symlinks=False)
             finally:
                 os.close(parent_fd)
-    # the files of a folder follow one another in a backup: its descriptor serves them all
+    fp = archive.fp
+    if not workers() or not isinstance(fp, io.BufferedReader):
+        jobs = [(info, index.files[info.filename]) for info in files]
+        _write_batch(archive, staging_fd, jobs, progress)
+        return
+    _write_in_parallel(fp.fileno(), index, files, staging_fd, progress)
+
+
+_BATCH_ENTRIES = 64
+_BATCH = 4 << 20
+"""Files are handed to the workers in batches of up to :data:`_BATCH_ENTRIES` entries or this
+many compressed bytes: one hand-over and one wait for many small files."""
+
+Job = tuple[zipfile.ZipInfo, Listed]
+
+
+def _write_in_parallel(
+    fd: int,
+    index: BackupIndex,
+    files: list[zipfile.ZipInfo],
+    staging_fd: int,
+    progress: Progress | None,
+) -> None:
+    """Write the files on one worker per core; a failure is raised in the zip's order (the
+    entry named is the one a pass in order would name), the batches after it cancelled."""
+    batches: list[list[Job]] = []
+    packed = 0
+    for info in files:
+        if not batches or len(batches[-1]) >= _BATCH_ENTRIES or packed >= _BATCH:
+            batches.append([])
+            packed = 0
+        batches[-1].append((info, index.files[info.filename]))
+        packed += info.compress_size
+    pool = ThreadPoolExecutor(max_workers=workers())
+    try:
+        with handed_over():  # the workers started by these submits keep the signals blocked
+            pending = [pool.submit(_write_batch, fd, staging_fd, jobs) for jobs in batches]
+        for jobs, future in zip(batches, pending, strict=True):
+            wait_for(functools.partial(_finished, future))
+            future.result()
+            if progress is not None:
+                for _info, listed in jobs:
+                    progress(1, listed.size)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _finished(future: futures.Future[None], timeout: float) -> bool:
+    return not futures.wait([future], timeout).not_done
+
+
+def _write_batch(
+    archive: zipfile.ZipFile | int,
+    staging_fd: int,
+    jobs: list[Job],
+    progress: Progress | None = None,
+) -> None:
+    """Write each file of ``jobs`` in order; the files of a folder follow one another in a
+    backup, so its descriptor serves them all."""
     folder, parent_fd = "", -1
     try:
-        for info in files:
+        for info, listed in jobs:
             if info.filename.rpartition("/")[0] != folder or parent_fd < 0:
                 if parent_fd >= 0:
                     fd, parent_fd = parent_fd, -1
                     os.close(fd)
                 parent_fd, _name = _parent(staging_fd, info.filename)
                 folder = info.filename.rpartition("/")[0]
-            _extract_file(archive, index, info, parent_fd, progress)
+            _extract_file(archive, listed, info, parent_fd)
+            if progress is not None:
+                progress(1, listed.size)
     finally:
         if parent_fd >= 0:
             os.close(parent_fd)
 
 
 def _extract_file(
-    archive: zipfile.ZipFile,
-    index: BackupIndex,
-    info: zipfile.ZipInfo,
-    parent_fd: int,
-    progress: Progress | None,
+    archive: zipfile.ZipFile | int, listed: Listed, info: zipfile.ZipInfo, parent_fd: int
 ) -> None:
-    """Write one file of the zip into the open folder ``parent_fd``, re-checking its digest."""
-    listed = index.files[info.filename]
+    """Write one file of the zip into the open folder ``parent_fd``, checking its digest."""
     fd = os.open(info.filename.rpartition("/")[2], CREATE_NEW, 0o600, dir_fd=parent_fd)
     try:
         sink = functools.partial(durable.write_all, fd)
@@ -93,8 +161,6 @@ def _extract_file(
                 raise _invalid_time(info.filename) from None
     finally:
         os.close(fd)
-    if progress is not None:
-        progress(1, listed.size)
 
 
 def _invalid_time(name: str) -> InvalidInput:

@@ -3,10 +3,15 @@
 Order of work, so that nothing changes before every check has passed and a crash at any point
 leaves a home that ``recover_home`` turns into the old state or the new one, whole:
 
-1. **Check** (changes nothing): the whole zip as ``verify-backup`` does (every entry rule, every
-   digest, the database's integrity from a private copy), the free space, the busy refusal.
+1. **Check** (changes nothing): the zip's structure as ``verify-backup`` checks it (every
+   directory and local-header rule, ``backup.json`` read and matched with the directory), the
+   free space, the busy refusal.
 2. **Stage**: create ``<home>/.restore-<token>/`` (0700) holding ``journal.toml``
-   (``state = "extracting"``), extract into it while re-checking every digest, make it durable.
+   (``state = "extracting"``), extract into it, each entry inflated once and its size, CRC and
+   digest checked as it is written (:mod:`bundler.home.extract`), check the extracted database
+   (rollback-journal mode, integrity_check), make it durable. Whatever fails here discards the
+   staging folder, which holds nothing of the home's: nothing outside it was written, so a
+   zip refused at this step changes the home no more than one refused at step 1.
 3. **Swap**: a list of renames, recorded in the journal (``state = "swapping"``, with ``step``
    rewritten and fsynced before each rename; folders fsynced after each):
 
@@ -65,7 +70,7 @@ from bundler.fs.copytree import make_durable
 from bundler.fs.interrupts import commit_reached, signals_deferred
 from bundler.fs.safefs import open_dir_nofollow, rmtree_at
 from bundler.fs.smallfile import NotSmallFile, read_small_file
-from bundler.fs.snapshot import SIDECARS, integrity_ok
+from bundler.fs.snapshot import SIDECARS
 from bundler.home.backup_age import PLAIN_NAME, decrypt_into, identities_for, renamed
 from bundler.home.extract import CREATE_NEW, extract
 from bundler.home.homes import (
@@ -82,7 +87,7 @@ from bundler.home.homes import (
     user_home,
 )
 from bundler.home.publish import leftover_backups, remove_leftovers
-from bundler.home.verify import check_contents
+from bundler.home.verify import check_database_file, check_structure
 from bundler.home.zipcheck import (
     DATABASE,
     TREES,
@@ -318,11 +323,12 @@ def restore_home(
 ) -> RestoreReport:
     """Restore a backup zip into the data home of ``project`` (or into ``home``) (04 §5.3).
 
-    Every check runs before anything changes: a hostile or damaged zip raises
-    :class:`InvalidInput` (exit 3) naming the entry; a database that looks in use (a ``-wal``,
-    ``-shm`` or ``-journal`` beside it) raises :class:`Refused` (exit 1) unless ``force``.
-    What was there is kept as ``*.before-restore`` for one restore. ``progress`` sees two
-    phases: ``checking`` the zip, then ``restoring`` its files, totals from the zip's index.
+    Every check passes before anything of the home changes: a hostile or damaged zip raises
+    :class:`InvalidInput` (exit 3) naming the entry, its contents refused as they are
+    extracted into the restore's private staging folder, which is then discarded; a database
+    that looks in use (a ``-wal``, ``-shm`` or ``-journal`` beside it) raises :class:`Refused`
+    (exit 1) unless ``force``. What was there is kept as ``*.before-restore`` for one restore.
+    ``progress`` sees one phase, ``restoring`` its files, totals from the zip's index.
 
     An encrypted backup (``NAME.zip.age``, 04 §5.6) needs ``age_identities``
     (``age_passphrase`` asks for a protected SSH key's): they are tried on its first chunk
@@ -361,7 +367,7 @@ def _restore(
             check_free_space(declared, probe_fd, escape_display(str(probe)))
         finally:
             os.close(probe_fd)
-        index, files = check_contents(archive, check_database=True, progress=progress)
+        index, files = check_structure(archive)
         total = sum(info.file_size for info in files)
         _refuse_in_use(target, force)
 
@@ -430,9 +436,9 @@ def _restore_encrypted(
 ) -> RestoreReport:
     """Restore the encrypted backup ``sealed``: decrypted into ``backup.zip`` of the staging
     folder (0700, locked, its journal saying ``extracting``: what a crash leaves there is
-    removed by ``recover --home`` and by the next restore), checked there as a zip is (the
-    database's copy checked in the staging too), extracted beside it, and unlinked before
-    the swap begins. A check that fails removes the staging folder, and the home when this
+    removed by ``recover --home`` and by the next restore), its structure checked there,
+    extracted beside it (each entry checked as it is written), and unlinked before the swap
+    begins. A check that fails removes the staging folder, and the home when this
     restore created it: nothing else was written."""
     target = resolution.home
     probe = _nearest_existing(target)
@@ -456,9 +462,7 @@ def _restore_encrypted(
             with open_zip(plain) as archive:
                 declared = sum(info.file_size for info in archive.infolist())
                 check_free_space(declared, staging_fd, escape_display(str(target)))
-                index, files = check_contents(
-                    archive, check_database=True, scratch=target / staging, progress=progress
-                )
+                index, files = check_structure(archive)
                 # the open zip is read through its descriptor: the name goes now, the bytes
                 # when it is closed
                 os.unlink(PLAIN_NAME, dir_fd=staging_fd)
@@ -632,6 +636,8 @@ def _stage_and_swap(swap: _Swap, fill: Callable[[int, str], None]) -> list[str]:
     """Make the staging folder, have ``fill`` (given its descriptor and name) write the
     restored ``chat.db``, ``files/`` and ``skills/`` into it, then swap them in."""
     home_fd, home, warnings = swap.home_fd, swap.home, swap.warnings
+    # the home's folder as found: a restore refused while extracting puts its times back
+    found = os.fstat(home_fd)
     token = durable.random_token()
     staging = f"{STAGING_PREFIX}{token}"
     journal = Journal(token)
@@ -656,14 +662,18 @@ def _stage_and_swap(swap: _Swap, fill: Callable[[int, str], None]) -> list[str]:
         try:
             journal.write(staging_fd)
             fill(staging_fd, staging)
+            check_database_file(home / staging / DATABASE)
             os.mkdir(PREVIOUS, 0o700, dir_fd=staging_fd)
             make_durable(staging_fd)
-            if not integrity_ok(home / staging / DATABASE):
-                raise Malformed("backup entry chat.db: fails PRAGMA integrity_check", path=DATABASE)
             present = {name for item in current_items() for name in item if _exists(home_fd, name)}
             journal.moves = plan_moves(token, present)
         except BaseException as exc:
             _discard_staging(home_fd, staging, staging_fd)
+            # the staging folder was the only change, and it is gone: the home is as found,
+            # its folder's times too (the lock held on it keeps other restores and
+            # recoveries out meanwhile)
+            with contextlib.suppress(OSError):
+                os.utime(home_fd, ns=(found.st_atime_ns, found.st_mtime_ns))
             if isinstance(exc, OSError):
                 raise os_failure(
                     f"restore failed while extracting ({os.strerror(exc.errno or errno.EIO)}); "

@@ -2,7 +2,9 @@
 
 Every entry allowed, every digest matching ``backup.json``, and the database passing SQLite's
 ``integrity_check`` from a private copy. ``home backup`` checks the zip it wrote with
-:func:`check_contents` before publishing it, and ``home restore`` before extracting. An
+:func:`check_contents` before publishing it; ``home restore`` checks the structure
+(:func:`check_structure`) before it extracts, and the contents as it extracts them
+(:mod:`bundler.home.extract`). An
 encrypted backup (``NAME.zip.age``, 04 §5.6) is checked as the zip it decrypts to, in a private
 folder beside it (:func:`bundler.home.backup_age.decrypted_copy`).
 """
@@ -81,12 +83,7 @@ def check_contents(
     index and the file entries; raises :class:`InvalidInput` naming the entry at fault.
     ``progress`` sees one phase, ``checking``, with the index's files and sizes as totals.
     """
-    index = read_index(archive)
-    files = match_index(index, archive.infolist())
-    for info in archive.infolist():
-        if info.filename.endswith("/"):
-            # folders hold no data to stream; their local headers are checked all the same
-            check_local_header(archive, info)
+    index, files = check_structure(archive)
     sizes = [index.files[info.filename].size for info in files]
     with phase(progress, "checking", len(files), sum(sizes)):
         if workers() and isinstance(archive.fp, io.BufferedReader):
@@ -100,6 +97,19 @@ def check_contents(
                     stream_entry(archive, info, listed.size, listed.xxh3_128, _discard)
                 if progress is not None:
                     progress(1, listed.size)
+    return index, files
+
+
+def check_structure(archive: zipfile.ZipFile) -> tuple[BackupIndex, list[zipfile.ZipInfo]]:
+    """Every check of an opened backup but its contents: ``backup.json`` read and matched with
+    the directory, the folders' local headers; the index and the file entries, whose bytes the
+    caller checks (:func:`check_contents`, or a restore as it writes them)."""
+    index = read_index(archive)
+    files = match_index(index, archive.infolist())
+    for info in archive.infolist():
+        if info.filename.endswith("/"):
+            # folders hold no data to stream; their local headers are checked all the same
+            check_local_header(archive, info)
     return index, files
 
 
@@ -206,6 +216,12 @@ def _check_database_copy(
     fd = os.open(DATABASE, flags, 0o600, dir_fd=folder_fd)
     with os.fdopen(fd, "wb") as sink:
         stream_entry(archive, info, size, digest, sink.write)
+    check_database_file(copy)
+
+
+def check_database_file(copy: Path) -> None:
+    """Refuse (:class:`Malformed`) a backup's database, written out at ``copy``, that is not
+    what a backup holds: one snapshot in rollback-journal mode, passing integrity_check."""
     # what a backup holds (backup-format.md); an empty file opens as an empty database
     if journal_versions(copy) != ROLLBACK_VERSIONS:
         raise Malformed(
