@@ -504,7 +504,7 @@ def recover(
         from bundler.install.recovery import recover_install
 
         return RecoveryReport(recover_install(path, dry_run=options.dry_run))
-    from bundler.home.restore import recover_home
+    from bundler.home.restore_journal import recover_home
 
     return RecoveryReport(recover_home(path, dry_run=options.dry_run))
 

@@ -18,7 +18,6 @@ writes it again.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import json
@@ -26,6 +25,7 @@ import os
 from pathlib import Path
 
 from bundler.fs import durable
+from bundler.fs.privatedir import make_private
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.rules import layout
 
@@ -41,7 +41,6 @@ __all__ = [
 RECORD_NAME = "export-destinations.json"
 KEEP = 16
 _MAX_BYTES = 1 << 20
-_FOLDER_MODE = 0o700
 
 
 def state_folder() -> Path:
@@ -97,27 +96,6 @@ def recent_destinations(install_root: Path | None = None) -> list[str]:
     if install_root is not None:
         found += _read_in(layout.state_dir(install_root))
     return list(dict.fromkeys(found))
-
-
-def make_private(folder: Path) -> None:
-    """Create ``folder`` and its missing parents, each 0700 (the XDG rule for a state or cache
-    folder).
-
-    Nothing is created below a folder of another user: with ``sudo`` keeping the caller's
-    ``HOME``, root would otherwise leave a folder there that the user can no longer write.
-    """
-    missing: list[Path] = []
-    existing = folder
-    while not os.path.lexists(existing):
-        missing.append(existing)
-        existing = existing.parent
-    if os.stat(existing).st_uid != os.geteuid():
-        if missing:
-            raise PermissionError(errno.EPERM, "the folder belongs to another user", str(existing))
-        return
-    for path in reversed(missing):
-        with contextlib.suppress(FileExistsError):  # another export made it meanwhile
-            os.mkdir(path, _FOLDER_MODE)
 
 
 def record_destination(dest: str) -> None:

@@ -11,7 +11,8 @@ An encrypted backup (``--encrypt-to``, 04 §5.6, :mod:`bundler.home.backup_age`)
 built in a private folder of the home's ``backups/`` and published as ``NAME.zip.age``.
 
 The home is only read: the database is never written (see :mod:`bundler.fs.snapshot`), and the
-only new entry in the home is the zip in ``backups/`` (plus transient hidden files there).
+only new entry in the home is the zip in ``backups/`` (plus transient hidden files there). The
+files' stats a next backup compares go to the user's cache (:mod:`bundler.home.reuse_index`).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from bundler.home.publish import (
     temp_file,
 )
 from bundler.home.reuse import BaseUnusable, newest_backup, open_base
+from bundler.home.reuse_index import load_index, save_index
 from bundler.home.verify import check_contents
 from bundler.home.zipcheck import TREES, open_zip
 from bundler.home.zipwrite import Plan, StoreInstead, write_zip
@@ -334,6 +336,8 @@ def _backup_into(
             with signals_deferred():  # its worker, started here, keeps them blocked
                 checked = pool.submit(check_snapshot, resolution.database, folder / db_name)
             plan = Plan(resolution, home_fd, folder / db_name, progress, base=base, level=level)
+            if base is not None:
+                plan.known = load_index(resolution.home)
             entries, total, skipped = _write_until_done(plan, target_fd, zip_name, warnings)
             wait_for(lambda timeout: not futures.wait([checked], timeout).not_done)
             checked.result()
@@ -342,7 +346,10 @@ def _backup_into(
         while True:
             try:
                 with open_zip(folder / zip_name) as archive:
-                    check_contents(archive, check_database=False, progress=progress)
+                    trusted = frozenset(plan.trusted)
+                    check_contents(
+                        archive, check_database=False, progress=progress, trusted=trusted
+                    )
                 break
             except InvalidInput as exc:
                 if plan.base is None or not plan.base.reused:
@@ -355,6 +362,8 @@ def _backup_into(
             published = folder / publish_name(target_fd, zip_name, requested)
         else:
             published = publish(zip_name)
+        # after the commit point: the next backup of this home reads only what changed since
+        save_index(resolution.home, plan.made)
         used = plan.base
         report = BackupReport(
             published,

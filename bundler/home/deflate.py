@@ -96,13 +96,15 @@ def _deflate_block(block: bytes, window: bytes, last: bool, level: int) -> bytes
 def deflate_large(
     archive: zipfile.ZipFile, relpath: str, fd: int, st: os.stat_result, info: zipfile.ZipInfo,
     pool: ThreadPoolExecutor | None, level: int,
-) -> tuple[int, str]:  # fmt: skip
+) -> tuple[int, str, str]:  # fmt: skip
     """Deflate a file too large to read whole in :data:`_BLOCK` blocks, on the workers when
-    there are some, writing them in order; (size, digest). The local header is written again
-    once the CRC and sizes are known, as zipfile does for a seekable zip."""
+    there are some, writing them in order; (size, digest, XXH3-128 of the deflated bytes).
+    The local header is written again once the CRC and sizes are known, as zipfile does for a
+    seekable zip."""
     zip64 = st.st_size >= ZIP64_FROM
     sink = start_entry(archive, info, zipfile.ZIP_DEFLATED, 0, 0, 0, zip64=zip64)
     hasher = xxhash.xxh3_128()
+    raw = xxhash.xxh3_128()
     crc = size = packed = 0
     pending: deque[futures.Future[bytes] | bytes] = deque()
     buffer = bytearray(_BLOCK)
@@ -124,6 +126,7 @@ def deflate_large(
             wait_for(lambda timeout: not futures.wait([job], timeout).not_done)
             done = job.result()
         sink.write(done)
+        raw.update(done)
         packed += len(done)
 
     window = b""
@@ -156,7 +159,7 @@ def deflate_large(
     sink.write(info.FileHeader(zip64))
     sink.seek(end)
     end_entry(archive, info)
-    return size, hasher.hexdigest()
+    return size, hasher.hexdigest(), raw.hexdigest()
 
 
 def workers() -> int:

@@ -27,7 +27,8 @@ from bundler.fs import durable
 from bundler.fs.interrupts import handed_over, wait_for
 from bundler.fs.safefs import open_dir_nofollow
 from bundler.home.deflate import workers
-from bundler.home.zipcheck import TREES, BackupIndex, Listed, stream_entry
+from bundler.home.zipcheck import TREES, stream_entry
+from bundler.home.zipindex import BackupIndex, Listed
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress
 

@@ -32,7 +32,8 @@ from bundler.home.homes import resolve_home
 from bundler.home.publish import BACKUPS
 from bundler.home.reuse import backup_order
 from bundler.home.verify import verify_backup, verify_encrypted
-from bundler.home.zipcheck import open_zip, read_index
+from bundler.home.zipcheck import open_zip
+from bundler.home.zipindex import read_index
 from bundler.rules.names import escape_display
 from bundler.rules.retention import Policy, kept_by
 

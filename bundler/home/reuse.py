@@ -7,11 +7,13 @@ file is read and hashed, and its size, XXH3-128 and CRC-32 must equal what the b
 stores (and its mtime the listed ``mtime_ns``). The copied bytes are then checked once more by
 the new zip's own read-back (every entry inflated, its CRC and digest matched against the
 source's), so a base whose bytes were tampered with cannot put a wrong byte into a published
-backup: the backup is written again without it, with a warning.
+backup: the backup is written again without it, with a warning. A file the home's index says
+is unchanged (:mod:`bundler.home.reuse_index`) is not read: its copied bytes are hashed as they
+pass and must be the bytes a read-back checked, or the base is dropped the same way.
 
 The base is opened with every directory rule of :func:`bundler.home.zipcheck.open_zip` and its
-``backup.json`` checked (:func:`~bundler.home.zipcheck.read_index`,
-:func:`~bundler.home.zipcheck.match_index`); one that fails is not used, with a warning.
+``backup.json`` checked (:func:`~bundler.home.zipindex.read_index`,
+:func:`~bundler.home.zipindex.match_index`); one that fails is not used, with a warning.
 """
 
 from __future__ import annotations
@@ -26,18 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+import xxhash
+
 from bundler.errors import BundlerError
 from bundler.fs.digest import digest_fd
 from bundler.home.backup_age import is_encrypted
-from bundler.home.zipcheck import (
-    DATABASE,
-    STORE_ABOVE_RATIO,
-    Listed,
-    check_local_header,
-    match_index,
-    open_zip,
-    read_index,
-)
+from bundler.home.zipcheck import DATABASE, STORE_ABOVE_RATIO, check_local_header, open_zip
+from bundler.home.zipindex import Listed, match_index, read_index
 from bundler.rules.names import escape_display
 
 _NAME = re.compile(r"backup-(\d{8})-(\d{6})(?:-(\d{1,3}))?\.zip(?:\.age)?")
@@ -156,13 +153,18 @@ def source_matches(fd: int, relpath: str, candidate: Candidate) -> tuple[int, st
 
 
 def copy_raw(
-    archive: zipfile.ZipFile, base: Base, old: zipfile.ZipInfo, new: zipfile.ZipInfo
-) -> None:
+    archive: zipfile.ZipFile,
+    base: Base,
+    old: zipfile.ZipInfo,
+    new: zipfile.ZipInfo,
+    expect: str | None = None,
+) -> str:
     """Append ``new`` to ``archive`` with the compressed bytes of the base's ``old`` entry,
-    neither inflated nor deflated; ``new`` takes the method, CRC and sizes of ``old``.
+    neither inflated nor deflated; ``new`` takes the method, CRC and sizes of ``old``. The
+    XXH3-128 of the bytes copied, taken as they pass through this process.
 
-    Raises :class:`BaseUnusable` when the base's local header disagrees with its directory or
-    its data ends early.
+    Raises :class:`BaseUnusable` when the base's local header disagrees with its directory,
+    its data ends early, or its bytes do not hash to ``expect`` (when given).
     """
     source = base.archive.fp
     if source is None:
@@ -172,16 +174,24 @@ def copy_raw(
     except BundlerError as exc:
         raise BaseUnusable(exc.message) from None
     sink = start_entry(archive, new, old.compress_type, old.CRC, old.file_size, old.compress_size)
-    if old.compress_size <= _CHUNK:
+    hasher = xxhash.xxh3_128()
+    done = 0
+    while done < old.compress_size:
         # through the zip's write buffer: many small entries, one write call
-        data = os.pread(source.fileno(), old.compress_size, data_at)
-        if len(data) < old.compress_size:
+        data = os.pread(source.fileno(), min(_CHUNK, old.compress_size - done), data_at + done)
+        if not data:
             raise BaseUnusable(f"entry {escape_display(old.filename)} ends early")
+        hasher.update(data)
         sink.write(data)
-    else:
-        _copy_bytes(source, data_at, sink, old.compress_size, old.filename)
+        done += len(data)
+    raw = hasher.hexdigest()
+    if expect is not None and raw != expect:
+        raise BaseUnusable(
+            f"entry {escape_display(old.filename)} holds other bytes than the ones a backup checked"
+        )
     end_entry(archive, new)
     base.reused += 1
+    return raw
 
 
 def start_entry(
@@ -226,29 +236,3 @@ def end_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> None:
     archive.start_dir = sink.tell()
     archive.filelist.append(info)
     archive.NameToInfo[info.filename] = info
-
-
-def _copy_bytes(source: IO[bytes], at: int, sink: IO[bytes], count: int, name: str) -> None:
-    """Copy ``count`` bytes from offset ``at`` of ``source`` to the end of ``sink``: in the
-    kernel where it can (``copy_file_range``, no trip through this process), else read and
-    written."""
-    sink.flush()
-    start = sink.tell()
-    done = 0
-    with contextlib.suppress(OSError):  # another filesystem, an old kernel: copied below
-        while done < count:
-            copied = os.copy_file_range(
-                source.fileno(), sink.fileno(), count - done, at + done, start + done
-            )
-            if not copied:
-                raise BaseUnusable(f"entry {escape_display(name)} ends early")
-            done += copied
-    sink.seek(start + done)
-    source.seek(at + done)
-    remaining = count - done
-    while remaining:
-        chunk = source.read(min(_CHUNK, remaining))
-        if not chunk:
-            raise BaseUnusable(f"entry {escape_display(name)} ends early")
-        sink.write(chunk)
-        remaining -= len(chunk)

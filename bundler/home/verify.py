@@ -31,15 +31,8 @@ from bundler.fs.scratch import CHECK_PREFIX, clear_dead_scratch, scratch_folder,
 from bundler.fs.snapshot import ROLLBACK_VERSIONS, integrity_ok, journal_versions
 from bundler.home.backup_age import decrypted_copy, identities_for, renamed
 from bundler.home.deflate import workers
-from bundler.home.zipcheck import (
-    DATABASE,
-    BackupIndex,
-    check_local_header,
-    match_index,
-    open_zip,
-    read_index,
-    stream_entry,
-)
+from bundler.home.zipcheck import DATABASE, check_local_header, open_zip, stream_entry
+from bundler.home.zipindex import BackupIndex, match_index, read_index
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress, phase
 
@@ -75,6 +68,7 @@ def check_contents(
     check_database: bool,
     scratch: Path | None = None,
     progress: Progress | None = None,
+    trusted: frozenset[str] = frozenset(),
 ) -> tuple[BackupIndex, list[zipfile.ZipInfo]]:
     """Check every digest of an opened backup and (optionally) the database's integrity.
 
@@ -82,8 +76,17 @@ def check_contents(
     temporary folder), opened ``mode=ro&immutable=1`` with ``trusted_schema=OFF``. Returns the
     index and the file entries; raises :class:`InvalidInput` naming the entry at fault.
     ``progress`` sees one phase, ``checking``, with the index's files and sizes as totals.
+    ``trusted`` names entries whose bytes are not inflated: a backup's, copied from its base
+    and hashing to bytes that were checked (:mod:`bundler.home.reuse_index`); their local
+    headers are checked all the same.
     """
     index, files = check_structure(archive)
+    every = files
+    if trusted:
+        for info in files:
+            if info.filename in trusted:
+                check_local_header(archive, info)
+        files = [info for info in files if info.filename not in trusted]
     sizes = [index.files[info.filename].size for info in files]
     with phase(progress, "checking", len(files), sum(sizes)):
         if workers() and isinstance(archive.fp, io.BufferedReader):
@@ -97,7 +100,7 @@ def check_contents(
                     stream_entry(archive, info, listed.size, listed.xxh3_128, _discard)
                 if progress is not None:
                     progress(1, listed.size)
-    return index, files
+    return index, every
 
 
 def check_structure(archive: zipfile.ZipFile) -> tuple[BackupIndex, list[zipfile.ZipInfo]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import os
 import stat
@@ -22,6 +23,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+import xxhash
 
 from bundler import __version__
 from bundler.errors import ChangedMeanwhile, UnsuitablePath, os_failure
@@ -40,7 +43,16 @@ from bundler.home.deflate import (
     workers,
 )
 from bundler.home.homes import HomeResolution
-from bundler.home.reuse import ZIP64_FROM, Base, copy_raw, end_entry, source_matches, start_entry
+from bundler.home.reuse import (
+    ZIP64_FROM,
+    Base,
+    Candidate,
+    copy_raw,
+    end_entry,
+    source_matches,
+    start_entry,
+)
+from bundler.home.reuse_index import Known, stat_key
 from bundler.home.zipcheck import (
     DATABASE,
     FORMAT,
@@ -89,6 +101,32 @@ class Plan:
     base: Base | None = None
     level: int = LEVELS[DEFAULT_COMPRESSION]
     pool: ThreadPoolExecutor | None = None
+    known: dict[str, Known] = field(default_factory=dict)
+    """The home's index (:mod:`bundler.home.reuse_index`): files not read when unchanged."""
+    made: dict[str, Known] = field(default_factory=dict)
+    """What this pass made of each file it could tell was stable while read: the next index."""
+    trusted: set[str] = field(default_factory=set)
+    """Entries whose copied bytes hashed to bytes a backup's read-back already checked."""
+
+    def unchanged(self, relpath: str, st: os.stat_result) -> tuple[Candidate, Known] | None:
+        """The base's entry and the index's record for a file the index says is unchanged
+        (restic's rule: size, times, inode and device as when its entry was made) and whose
+        entry the base holds as it was made (digest, CRC, method, sizes); else None."""
+        known = self.known.get(relpath)
+        if known is None or self.base is None or known.stat != stat_key(st):
+            return None
+        found = self.base.candidate(relpath, st)
+        if found is None:
+            return None
+        info = found.info
+        if (found.listed.xxh3_128, info.CRC, info.compress_type, info.compress_size) != (
+            known.digest,
+            known.crc,
+            known.method,
+            known.packed,
+        ):
+            return None
+        return found, known
 
 
 def _zip_time(mtime_ns: int) -> tuple[int, int, int, int, int, int]:
@@ -156,8 +194,12 @@ class _InOrder:
         self._push(None, 0, lambda _packed: self.archive.writestr(info, b""), 0)
 
     def file(self, relpath: str, fd: int, st: os.stat_result) -> None:
-        """A file entry, after every entry before it; ``fd`` is read before this returns."""
+        """A file entry, after every entry before it; ``fd`` is read before this returns (-1:
+        a file the walk left unopened, unchanged by the index, :meth:`Plan.unchanged`)."""
         plan = self.plan
+        if fd < 0:
+            self._unchanged(relpath, st)
+            return
         if self.pool is None or st.st_size > _PARALLEL_MAX or relpath in plan.force_stored:
             self.drain()
             self._record(_add_file(self.archive, relpath, fd, st, plan))
@@ -172,6 +214,7 @@ class _InOrder:
             chunks.append(bytes(chunk))
 
         size, digest = digest_fd(fd, relpath=relpath, observer=collect, expected=st.st_size)
+        stable = stat_key(os.fstat(fd)) == stat_key(st)
         data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         # unchanged: the size, XXH3-128 and CRC-32 of the source are those of the base's entry
         if candidate is not None and not (
@@ -189,7 +232,7 @@ class _InOrder:
 
         def finish(packed: Packed | None) -> None:
             if packed is None and base is not None and candidate is not None:
-                copy_raw(self.archive, base, candidate.info, info)
+                raw = copy_raw(self.archive, base, candidate.info, info)
             else:
                 assert packed is not None
                 payload = packed.payload
@@ -198,11 +241,34 @@ class _InOrder:
                 )
                 sink.write(payload)
                 end_entry(self.archive, info)
+                raw = xxhash.xxh3_128_hexdigest(payload)
+            if stable:
+                _remember(plan, relpath, st, digest, info, raw)
             self._record(_listing(relpath, size, digest, st))
 
         self._push(batch, slot, finish, len(data))
         if batch is not None and (len(batch.jobs) >= _BATCH_FILES or batch.nbytes >= _BATCH):
             self._submit()
+
+    def _unchanged(self, relpath: str, st: os.stat_result) -> None:
+        """Queue the base's entry for a file the index says is unchanged, copied without
+        reading the file; its bytes must hash to those the index recorded."""
+        _check_entry(relpath, st)
+        plan, base = self.plan, self.plan.base
+        found = plan.unchanged(relpath, st)
+        assert found is not None and base is not None  # what the walk asked, answered again
+        candidate, known = found
+        info = _zipinfo(relpath, st, folder=False)
+
+        def finish(_packed: Packed | None) -> None:
+            copy_raw(self.archive, base, candidate.info, info, expect=known.raw)
+            # the bytes are those a backup's read-back inflated and checked (their CRC and
+            # digest): the same bytes inflate the same, so this one's read-back skips them
+            plan.trusted.add(relpath)
+            plan.made[relpath] = known
+            self._record(_listing(relpath, candidate.listed.size, known.digest, st))
+
+        self._push(None, 0, finish, 0)
 
     def drain(self) -> None:
         """Write every queued entry."""
@@ -261,6 +327,16 @@ def _check_entry(relpath: str, st: os.stat_result) -> None:
         )
 
 
+def _remember(
+    plan: Plan, relpath: str, st: os.stat_result, digest: str, info: zipfile.ZipInfo, raw: str
+) -> None:
+    """Record for the next index what this pass made of a file whose stat did not move while
+    it was read (the database snapshot, made afresh by each backup, is never unchanged)."""
+    if relpath != DATABASE:
+        known = Known(stat_key(st), digest, info.CRC, info.compress_type, info.compress_size, raw)
+        plan.made[relpath] = known
+
+
 def _add_file(
     archive: zipfile.ZipFile, relpath: str, fd: int, st: os.stat_result, plan: Plan
 ) -> dict[str, Any]:
@@ -268,12 +344,17 @@ def _add_file(
     info = _zipinfo(relpath, st, folder=False)
     reused = _reuse(archive, relpath, fd, st, info, plan.base)
     if reused is not None:
-        return _listing(relpath, *reused, st)
+        size, digest, raw = reused
+        if stat_key(os.fstat(fd)) == stat_key(st):
+            _remember(plan, relpath, st, digest, info, raw)
+        return _listing(relpath, size, digest, st)
     stored = relpath in plan.force_stored or plan.level == 0 or store_as_is(os.pread(fd, SAMPLE, 0))
     if not stored:
-        size, digest = deflate_large(archive, relpath, fd, st, info, plan.pool, plan.level)
+        size, digest, raw = deflate_large(archive, relpath, fd, st, info, plan.pool, plan.level)
         if size > STORE_ABOVE_RATIO * max(1, info.compress_size):
             raise StoreInstead(relpath)
+        if stat_key(os.fstat(fd)) == stat_key(st):
+            _remember(plan, relpath, st, digest, info, raw)
         return _listing(relpath, size, digest, st)
     info.compress_type = zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED
     # where zipfile reads the level of a ZipInfo it writes (not in its type stubs)
@@ -285,6 +366,9 @@ def _add_file(
                 sink.write(chunk)
 
             size, digest = digest_fd(fd, relpath=relpath, observer=forward)
+        if stored and stat_key(os.fstat(fd)) == stat_key(st):
+            # stored: the entry's bytes are the file's, whose XXH3-128 is its digest
+            _remember(plan, relpath, st, digest, info, digest)
     except RuntimeError as exc:  # zipfile: an entry grew past 2 GiB without zip64
         raise ChangedMeanwhile(
             f"{escape_display(relpath)} grew while it was read ({exc}): try again",
@@ -302,9 +386,10 @@ def _reuse(
     st: os.stat_result,
     info: zipfile.ZipInfo,
     base: Base | None,
-) -> tuple[int, str] | None:
+) -> tuple[int, str, str] | None:
     """Copy the base's entry for an unchanged source (:mod:`bundler.home.reuse`): its (size,
-    digest), or None with ``fd`` back at its start for a fresh entry."""
+    digest, XXH3-128 of the bytes copied), or None with ``fd`` back at its start for a fresh
+    entry."""
     candidate = base.candidate(relpath, st) if base is not None else None
     if base is None or candidate is None:
         return None
@@ -312,8 +397,7 @@ def _reuse(
     if matched is None:
         os.lseek(fd, 0, os.SEEK_SET)
         return None
-    copy_raw(archive, base, candidate.info, info)
-    return matched
+    return (*matched, copy_raw(archive, base, candidate.info, info))
 
 
 def _listing(relpath: str, size: int, digest: str, st: os.stat_result) -> dict[str, Any]:
@@ -354,6 +438,11 @@ def write_zip(archive: zipfile.ZipFile, plan: Plan, skipped: SkipCounts) -> tupl
         return _write_entries(archive, plan, skipped, plan.progress)
 
 
+def _unopened(plan: Plan, prefix: str, rel: str, lst: os.stat_result) -> bool:
+    """Whether the walk leaves a file unopened: the index says it is unchanged."""
+    return plan.unchanged(prefix + rel, lst) is not None
+
+
 def _write_trees(writer: _InOrder, plan: Plan, skipped: SkipCounts) -> list[str]:
     """Queue the database and every entry of the trees in order; the folders, listed."""
     folders: list[str] = []
@@ -369,7 +458,8 @@ def _write_trees(writer: _InOrder, plan: Plan, skipped: SkipCounts) -> list[str]
         try:
             folders.append(tree)
             writer.folder(_zipinfo(f"{tree}/", os.fstat(root), folder=True))
-            for entry in walk(root, prefix=f"{tree}/", on_skip=skipped.record):
+            unopened = functools.partial(_unopened, plan, f"{tree}/")
+            for entry in walk(root, prefix=f"{tree}/", on_skip=skipped.record, unopened=unopened):
                 if entry.kind == "dir":
                     problem = path_problem(entry.relpath, folder=True)
                     if problem:
@@ -389,6 +479,8 @@ def _write_trees(writer: _InOrder, plan: Plan, skipped: SkipCounts) -> list[str]
 def _write_entries(
     archive: zipfile.ZipFile, plan: Plan, skipped: SkipCounts, progress: Progress | None
 ) -> tuple[int, int]:
+    plan.made.clear()
+    plan.trusted.clear()
     threads = workers()
     pool = ThreadPoolExecutor(max_workers=threads) if threads else None
     plan.pool = pool

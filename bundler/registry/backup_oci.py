@@ -44,7 +44,7 @@ from bundler.fs.safefs import SkipCounts
 from bundler.home.backup import backup_home
 from bundler.home.backup_parts import assemble_backup, split_backup
 from bundler.home.restore import RestoreReport, restore_home
-from bundler.home.zipcheck import parse_index
+from bundler.home.zipindex import parse_index
 from bundler.registry import backup_artifact as bart
 from bundler.registry.artifact import Descriptor, manifest_digest
 from bundler.registry.distribution import Session

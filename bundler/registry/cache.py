@@ -4,7 +4,7 @@ what is missing.
 Where: ``<cache>/blobs/sha256/``, ``<cache>`` being the user's cache folder for bundler
 (``platformdirs.user_cache_dir``: ``$XDG_CACHE_HOME/bundler``, by default ``~/.cache/bundler``;
 on macOS ``~/Library/Caches/bundler``), created 0700 with its missing parents and never below a
-folder of another user (:func:`bundler.bundle.history.make_private`). Its files are 0600:
+folder of another user (:func:`bundler.fs.privatedir.make_private`). Its files are 0600:
 
 * ``<hex>``: a whole blob, whose sha256 was ``<hex>`` when it was given that name;
 * ``<hex>.partial``: a blob being downloaded, or what a dropped download left of it: the bytes
@@ -42,9 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bundler.bundle.history import make_private
 from bundler.errors import InvalidInput, UsageError, os_failure
 from bundler.fs.durable import locked_by_another, open_dir, write_all_at
+from bundler.fs.privatedir import make_private
 from bundler.registry.distribution import Session
 from bundler.registry.hashing import Sha256
 from bundler.registry.streams import BlobStream

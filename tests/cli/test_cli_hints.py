@@ -194,7 +194,7 @@ def test_error_hint_follows_the_one_error_line_and_pastes(
     from support.hostile_zips import make_project
 
     from bundler.home.backup import backup_home
-    from bundler.home.restore import STAGING_PREFIX
+    from bundler.home.restore_journal import STAGING_PREFIX
 
     home_dir, env = homes
     project, home = make_project(tmp_path / "my project")

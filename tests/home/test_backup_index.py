@@ -1,4 +1,4 @@
-"""backup.json parsing (zipcheck.parse_index): the fast item check agrees with jsonschema."""
+"""backup.json parsing (zipindex.parse_index): the fast item check agrees with jsonschema."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bundler.errors import InvalidInput
-from bundler.home.zipcheck import parse_index, path_problem
+from bundler.home.zipcheck import path_problem
+from bundler.home.zipindex import parse_index
 from bundler.rules import schema
 
 VALID_DIGEST = "0123456789abcdef" * 2

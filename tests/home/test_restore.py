@@ -31,14 +31,14 @@ from support.hostile_zips import (
 
 from bundler.errors import InvalidInput, Refused
 from bundler.home.backup import backup_home
-from bundler.home.restore import (
+from bundler.home.restore import restore_home
+from bundler.home.restore_journal import (
     STAGING_PREFIX,
     Journal,
     allowed_moves,
     parse_journal,
     plan_moves,
     recover_home,
-    restore_home,
 )
 from bundler.home.verify import verify_backup
 
@@ -284,7 +284,7 @@ def _swap_state(
     rollback, leaving the home as a SIGKILL at that point would."""
     from bundler.home import restore as module
 
-    real_rename = module._rename
+    real_rename = module.rename_move
     calls = {"n": 0}
 
     def crashing(home_fd: int, src: str, dst: str) -> None:
@@ -294,7 +294,7 @@ def _swap_state(
         real_rename(home_fd, src, dst)
 
     with monkeypatch.context() as patch:
-        patch.setattr(module, "_rename", crashing)
+        patch.setattr(module, "rename_move", crashing)
         patch.setattr(module, "_roll_back_after_failure", lambda *_args: None)
         with pytest.raises(KeyboardInterrupt):
             restore_home(tmp_path, zip_path, home=home, force=True, environ=env_for(tmp_path))

@@ -466,7 +466,7 @@ def build_backup(project: Path, scratch: Path, environ: dict[str, str]) -> Built
     """The artifact ``home backup --to oci://`` would push of ``project``'s data home."""
     from bundler.home.backup import backup_home
     from bundler.home.backup_parts import split_backup
-    from bundler.home.zipcheck import parse_index
+    from bundler.home.zipindex import parse_index
 
     scratch.mkdir()
     made = backup_home(project, to=scratch / "b.zip", environ=environ, full=True)

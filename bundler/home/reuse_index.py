@@ -1,0 +1,125 @@
+"""The private index of what each backed-up file was when its entry was made (04 §5.1.1).
+
+restic's rule: a file whose size, modification and change times, inode and device all equal
+what they were when its entry was made has not changed, and is not read again. A change of
+content moves the change time (``ctime``, which no program can set back), so the rule misses
+only what a clock set back and a file rewritten within one tick would hide, as restic does.
+
+The index is the user's, not the home's (a backup only reads the home, 04 §5.1): one file per
+home in the user's cache folder, ``backup-index/<XXH3-128 of the home's real path>.json``
+(0600, replaced atomically after each backup is published). It names the home, and per file
+of ``files/`` and ``skills/`` those five numbers and the entry that was made for the file's
+bytes: its digest, CRC, method, compressed size and the XXH3-128 of its compressed bytes. A
+base entry is copied for an unchanged file only when all of them match it, and its bytes are
+hashed as they are copied: equal to the bytes a backup's read-back inflated and checked, so they
+are not inflated again (see :mod:`bundler.home.zipwrite`). The backup's format does not change:
+a backup never needs the index, and one that is missing, damaged, of another home or from
+another version is simply ignored, as is a cache folder that cannot be written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import xxhash
+
+from bundler.fs import durable
+from bundler.fs.privatedir import make_private
+from bundler.fs.smallfile import NotSmallFile, read_small_file
+
+_FORMAT = 1
+_LIMIT = 1 << 30
+
+StatKey = tuple[int, int, int, int, int]
+
+
+def stat_key(st: os.stat_result) -> StatKey:
+    """What restic's rule compares: size, mtime and ctime (ns), inode, device."""
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+@dataclass(frozen=True)
+class Known:
+    """A file as its entry was made: its stat key, and the entry (digest of the file's bytes,
+    CRC-32, zip method, compressed size, XXH3-128 of the compressed bytes)."""
+
+    stat: StatKey
+    digest: str
+    crc: int
+    method: int
+    packed: int
+    raw: str
+
+
+def _known(row: Any) -> tuple[str, Known] | None:
+    if not isinstance(row, list) or len(row) != 11:
+        return None
+    path, *numbers = row[:6]
+    digest, crc, method, packed, raw = row[6:]
+    ints = [*numbers, crc, method, packed]
+    if not isinstance(path, str) or not all(
+        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in ints
+    ):
+        return None
+    if not all(isinstance(h, str) and len(h) == 32 for h in (digest, raw)):
+        return None
+    key: StatKey = (numbers[0], numbers[1], numbers[2], numbers[3], numbers[4])
+    return path, Known(key, digest, crc, method, packed, raw)
+
+
+def index_path(home: Path) -> Path:
+    """Where the index of ``home`` lives (not created)."""
+    # here, not at the top: only a backup needs it, and start-up is counted
+    import platformdirs
+
+    key = xxhash.xxh3_128_hexdigest(os.fsencode(os.path.realpath(home)))
+    return Path(platformdirs.user_cache_dir("bundler")) / "backup-index" / f"{key}.json"
+
+
+def load_index(home: Path) -> dict[str, Known]:
+    """The index of ``home``; empty when it is missing or not one this version wrote whole for
+    this home (never an error: without it every file is read, as before)."""
+    path = index_path(home)
+    try:
+        data = read_small_file(path, _LIMIT, follow=False)
+        document = json.loads(data)
+    except (OSError, NotSmallFile, ValueError, RecursionError):
+        return {}
+    if not isinstance(document, dict) or document.get("format") != _FORMAT:
+        return {}
+    rows = document.get("files")
+    if document.get("home") != os.path.realpath(home) or not isinstance(rows, list):
+        return {}
+    index: dict[str, Known] = {}
+    for row in rows:
+        parsed = _known(row)
+        if parsed is None:
+            return {}
+        index[parsed[0]] = parsed[1]
+    return index
+
+
+def save_index(home: Path, index: dict[str, Known]) -> None:
+    """Replace the index of ``home`` with ``index`` (0600, atomically: a crash leaves the old
+    one or the new one; its folders made 0700, never below another user's). Quiet: without it
+    the next backup reads every file, as before."""
+    rows = [
+        [path, *known.stat, known.digest, known.crc, known.method, known.packed, known.raw]
+        for path, known in sorted(index.items())
+    ]
+    document = {"format": _FORMAT, "home": os.path.realpath(home), "files": rows}
+    data = json.dumps(document, separators=(",", ":")).encode()
+    path = index_path(home)
+    with contextlib.suppress(OSError):
+        make_private(path.parent)
+        folder = durable.open_dir(path.parent, follow=False)
+        try:
+            if os.fstat(folder).st_uid == os.geteuid():
+                durable.atomic_write(folder, path.name, data)
+        finally:
+            os.close(folder)
