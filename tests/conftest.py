@@ -130,6 +130,20 @@ def _private_state_folder(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
 
 
+@pytest.fixture(params=["isal", "zlib"])
+def each_deflate_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test once per backup deflate engine: ``BUNDLER_DEFLATE_ENGINE`` is set in this
+    process and so in every CLI it starts. ISA-L's run is skipped where its wheel is not
+    installed."""
+    import importlib.util
+
+    engine = str(request.param)
+    if engine == "isal" and importlib.util.find_spec("isal") is None:
+        pytest.skip("isal is not installed (pip install isal)")
+    monkeypatch.setenv("BUNDLER_DEFLATE_ENGINE", engine)
+    return engine
+
+
 @pytest.fixture(params=["hyperscan", "python"])
 def each_sweep_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run the test once per secret-sweep engine: ``BUNDLER_SWEEP_ENGINE`` is set in

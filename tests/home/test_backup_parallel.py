@@ -69,7 +69,9 @@ def backup_cli(project: Path, env: dict[str, str], *args: str, cores: str | None
     assert done.returncode == 0, done.stderr
 
 
-def test_zip_is_byte_identical_on_one_core_and_on_all(tmp_path: Path) -> None:
+def test_zip_is_byte_identical_on_one_core_and_on_all(
+    tmp_path: Path, each_deflate_engine: str
+) -> None:
     assert len(os.sched_getaffinity(0)) >= 2, "this test compares one core with several"
     project, home = make_project(tmp_path)
     fill(home)
@@ -92,14 +94,16 @@ def test_zip_is_byte_identical_on_one_core_and_on_all(tmp_path: Path) -> None:
     assert subprocess.run(["unzip", "-tq", str(many)], capture_output=True).returncode == 0
 
 
-def test_compression_levels_change_the_bytes_never_the_content(tmp_path: Path) -> None:
+def test_compression_levels_change_the_bytes_never_the_content(
+    tmp_path: Path, each_deflate_engine: str
+) -> None:
     project, home = make_project(tmp_path)
     fill(home)
     user = tmp_path / "user"
     user.mkdir()
     env = clean_env(user)
     sizes = {}
-    for level in ("none", "fast", "best"):
+    for level in ("none", "fast", "default", "best"):
         target = tmp_path / f"{level}.zip"
         done = run_cli(
             "home", "backup", "--project", str(project), "--full", "--compression", level,
@@ -119,7 +123,17 @@ def test_compression_levels_change_the_bytes_never_the_content(tmp_path: Path) -
         else:
             assert zipfile.ZIP_DEFLATED in methods
             assert content == first
-    assert sizes["best"] < sizes["fast"] < sizes["none"]
+    assert sizes["best"] < sizes["default"] <= sizes["fast"] < sizes["none"]
+    if each_deflate_engine == "isal":
+        # ISA-L's default is not zlib's: the engine asked for is the one that ran
+        forced = tmp_path / "zlib.zip"
+        args = ["home", "backup", "--project", str(project), "--full", "--to", str(forced)]
+        done = run_cli(*args, env={**env, "BUNDLER_DEFLATE_ENGINE": "zlib"})
+        assert done.returncode == 0, done.stderr
+        with zipfile.ZipFile(forced) as archive:
+            infos = [i for i in archive.infolist() if i.filename != "backup.json"]
+            assert sum(i.compress_size for i in infos) < sizes["default"]
+            assert {i.filename: archive.read(i) for i in infos} == first
     done = run_cli("home", "backup", "--project", str(project), "--compression", "max", env=env)
     assert done.returncode == 2
 
