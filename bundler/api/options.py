@@ -244,3 +244,22 @@ class DoctorOptions:
     install: Path | None = None
     destination: Path | None = None
     project: Path | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConfigOptions:
+    """``config validate|set``'s options: the ``--install`` that the commands a report or an
+    error suggests repeat, as the user gave it (``named_install``; ``None``: they name no
+    install, and find it as :func:`find_install` does with none given)."""
+
+    named_install: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConfigGetOptions:
+    """``config get``'s options: open every stored-encrypted string and mask nothing
+    (``reveal``; otherwise a secret, and any string holding one, reads ``***``), and the
+    ``--install`` the suggested commands repeat (as :class:`ConfigOptions` says)."""
+
+    reveal: bool = False
+    named_install: str | None = None
