@@ -93,7 +93,7 @@ def export_agent(
         out,
         force=options.force,
         include_memory=options.include_memory,
-        scan_secrets=options.scan_secrets.value,
+        scan_secrets=options.scan_secrets,
         exclude=options.exclude,
         exclude_from=options.exclude_from,
         seal_to=options.seal_to,
