@@ -11,6 +11,10 @@ and restores it as any backup zip is restored, with every check of 04 §5.3. Pru
 retention rules of 04 §5.4 to the repository's backup tags and deletes the manifests no rule
 keeps, by digest, never one a kept tag names.
 
+An encrypted backup (``--encrypt-to``, 04 §5.6.1) is pushed and pulled as one age file, the
+plain zip never leaving the home: built in the home's private scratch folder, decrypted only into
+the restore's staging.
+
 Every request goes through :class:`bundler.registry.distribution.Session`: credentials, retries,
 proxies, mirrors and ``registries.conf`` are the registry layer's, as for bundles.
 """
