@@ -16,7 +16,7 @@ import subprocess
 import zipfile
 from pathlib import Path
 
-import pytest
+from support.agekeys import age_key, found_in, needs, ssh_key
 from support.hostile_zips import (
     clean_env,
     content_state,
@@ -29,33 +29,6 @@ from support.kit import Terminal, one_error
 
 AGE = "/usr/bin/age"
 MARKER_BYTES = 96 << 10
-
-
-def _needs(tool: str) -> None:
-    if shutil.which(tool) is None:
-        pytest.skip(f"{tool} is not installed")
-
-
-def age_key(folder: Path, name: str = "key.txt") -> tuple[Path, str]:
-    """A fresh age identity file and its public key, made by ``age-keygen``."""
-    _needs("age-keygen")
-    path = folder / name
-    subprocess.run(["age-keygen", "-o", str(path)], check=True, capture_output=True)
-    public = subprocess.run(
-        ["age-keygen", "-y", str(path)], check=True, capture_output=True, text=True
-    ).stdout.strip()
-    return path, public
-
-
-def ssh_key(folder: Path, name: str = "id_ed25519", kind: str = "ed25519") -> tuple[Path, str]:
-    """A fresh SSH key pair without a passphrase, made by ``ssh-keygen``."""
-    _needs("ssh-keygen")
-    path = folder / name
-    args = ["ssh-keygen", "-q", "-t", kind, "-N", "", "-C", "test@host", "-f", str(path)]
-    if kind == "rsa":
-        args += ["-b", "2048"]
-    subprocess.run(args, check=True, capture_output=True)
-    return path, (folder / f"{name}.pub").read_text().strip()
 
 
 def setup(tmp_path: Path) -> tuple[Path, Path, dict[str, str], bytes]:
@@ -71,27 +44,6 @@ def setup(tmp_path: Path) -> tuple[Path, Path, dict[str, str], bytes]:
     marker = os.urandom(MARKER_BYTES)
     (home / "files" / "marker.bin").write_bytes(marker)
     return project, home, env, marker
-
-
-def found_in(folder: Path, marker: bytes, *, skip: tuple[str, ...] = ()) -> list[str]:
-    """The files below ``folder`` (links not followed) holding a 64-byte slice of ``marker``;
-    top-level names starting with one of ``skip`` are left out."""
-    probes = [marker[at : at + 64] for at in range(0, len(marker) - 64, len(marker) // 8)]
-    hits: list[str] = []
-    if not folder.exists():
-        return hits
-    for root, dirs, files in os.walk(folder):
-        if skip and os.path.samefile(root, folder):
-            dirs[:] = [d for d in dirs if not d.startswith(skip)]
-            files = [f for f in files if not f.startswith(skip)]
-        for name in files:
-            path = Path(root) / name
-            if path.is_symlink() or not path.is_file():
-                continue
-            data = path.read_bytes()
-            if any(probe in data for probe in probes):
-                hits.append(os.path.relpath(path, folder))
-    return hits
 
 
 def messages(database: Path) -> list[tuple[int, str]]:
@@ -140,7 +92,7 @@ def test_age_d_of_the_file_gives_the_plain_zip(tmp_path: Path) -> None:
     plain = tmp_path / "x.zip"
     with plain.open("wb") as sink:
         subprocess.run([AGE, "-d", "-i", str(key), str(sealed)], stdout=sink, check=True)
-    _needs("unzip")
+    needs("unzip")
     tested = subprocess.run(["unzip", "-t", str(plain)], capture_output=True, text=True)
     assert tested.returncode == 0, tested.stdout
     with zipfile.ZipFile(plain) as archive:
@@ -401,7 +353,7 @@ def test_a_passphrase_protected_ssh_identity_is_asked_for_on_a_terminal_only(
     tmp_path: Path,
 ) -> None:
     project, home, env, marker = setup(tmp_path)
-    _needs("ssh-keygen")
+    needs("ssh-keygen")
     key = tmp_path / "id_locked"
     passphrase = "correct horse battery"
     subprocess.run(
