@@ -16,34 +16,16 @@ import subprocess
 import zipfile
 from pathlib import Path
 
-from support.agekeys import age_key, found_in, needs, ssh_key
+from support.agekeys import age_key, backup_cli, found_in, needs, setup, ssh_key
 from support.hostile_zips import (
-    clean_env,
     content_state,
     hostile_age_backups,
-    make_project,
     run_cli,
     tree_state,
 )
 from support.kit import Terminal, one_error
 
 AGE = "/usr/bin/age"
-MARKER_BYTES = 96 << 10
-
-
-def setup(tmp_path: Path) -> tuple[Path, Path, dict[str, str], bytes]:
-    """A project, its home holding a marker of random bytes, and an environment whose
-    ``$TMPDIR`` is a folder of the test's (scanned afterwards)."""
-    user = tmp_path / "user"
-    user.mkdir()
-    env = clean_env(user)
-    tmpdir = tmp_path / "tmpdir"
-    tmpdir.mkdir()
-    env["TMPDIR"] = str(tmpdir)
-    project, home = make_project(tmp_path)
-    marker = os.urandom(MARKER_BYTES)
-    (home / "files" / "marker.bin").write_bytes(marker)
-    return project, home, env, marker
 
 
 def messages(database: Path) -> list[tuple[int, str]]:
@@ -52,12 +34,6 @@ def messages(database: Path) -> list[tuple[int, str]]:
         return list(conn.execute("SELECT id, body FROM msg ORDER BY id"))
     finally:
         conn.close()
-
-
-def backup_cli(project: Path, env: dict[str, str], *extra: str) -> Path:
-    done = run_cli("home", "backup", "--project", str(project), "--json", *extra, env=env)
-    assert done.returncode == 0, done.stderr
-    return Path(json.loads(done.stdout)["backup"])
 
 
 def test_encrypted_backup_round_trips_with_age_identity(tmp_path: Path) -> None:

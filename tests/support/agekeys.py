@@ -1,14 +1,18 @@
-"""age keys made by the real ``age-keygen`` and ``ssh-keygen``, and the scan that finds a
-home's plain bytes where they must never be (04 §5.6)."""
+"""age keys made by the real ``age-keygen`` and ``ssh-keygen``, a project whose home holds a
+marker of random bytes, and the scan that finds a home's plain bytes where they must never be
+(04 §5.6)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from support.hostile_zips import clean_env, make_project, run_cli
 
 
 def needs(tool: str) -> None:
@@ -58,3 +62,27 @@ def found_in(folder: Path, marker: bytes, *, skip: tuple[str, ...] = ()) -> list
             if any(probe in data for probe in probes):
                 hits.append(os.path.relpath(path, folder))
     return hits
+
+
+MARKER_BYTES = 96 << 10
+
+
+def setup(tmp_path: Path) -> tuple[Path, Path, dict[str, str], bytes]:
+    """A project, its home holding a marker of random bytes, and an environment whose
+    ``$TMPDIR`` is a folder of the test's (scanned afterwards)."""
+    user = tmp_path / "user"
+    user.mkdir()
+    env = clean_env(user)
+    tmpdir = tmp_path / "tmpdir"
+    tmpdir.mkdir()
+    env["TMPDIR"] = str(tmpdir)
+    project, home = make_project(tmp_path)
+    marker = os.urandom(MARKER_BYTES)
+    (home / "files" / "marker.bin").write_bytes(marker)
+    return project, home, env, marker
+
+
+def backup_cli(project: Path, env: dict[str, str], *extra: str) -> Path:
+    done = run_cli("home", "backup", "--project", str(project), "--json", *extra, env=env)
+    assert done.returncode == 0, done.stderr
+    return Path(json.loads(done.stdout)["backup"])
