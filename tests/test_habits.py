@@ -72,8 +72,9 @@ def _imported_modules(path: Path) -> set[str]:
 
 
 def test_what_tests_share_lives_in_tests_support_and_no_test_module_imports_another() -> None:
-    """A helper two test modules need is in ``tests/support/``: a test module imported by
-    another runs its collection twice and hides what it shares among its tests."""
+    """A helper two test modules need is in ``tests/support/``: importing one test module from
+    another works only while both sit in one folder on ``sys.path``, and hides what the suite
+    shares among tests."""
     tests = ROOT / "tests"
     crossing = sorted(
         f"{path.relative_to(ROOT)} imports {module}"
