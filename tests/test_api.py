@@ -116,7 +116,7 @@ def test_verify_lists_a_tampered_bundle_s_faults_instead_of_raising(
 
 def test_every_options_object_is_frozen() -> None:
     options = [getattr(api, name) for name in api.__all__ if name.endswith("Options")]
-    assert len(options) == 19
+    assert len(options) == 21
     for kind in options:
         made = kind()
         field = dataclasses.fields(made)[0].name

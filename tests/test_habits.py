@@ -58,3 +58,36 @@ def test_no_comment_or_docstring_cites_an_issue_or_narrates_history() -> None:
 )
 def test_the_check_sees_a_citation_in_each_place(source: str) -> None:
     assert len([m for _, text in _prose(source) for m in HISTORY.finditer(text)]) == 1
+
+
+def _imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+def test_what_tests_share_lives_in_tests_support_and_no_test_module_imports_another() -> None:
+    """A helper two test modules need is in ``tests/support/``: importing one test module from
+    another works only while both sit in one folder on ``sys.path``, and hides what the suite
+    shares among tests."""
+    tests = ROOT / "tests"
+    crossing = sorted(
+        f"{path.relative_to(ROOT)} imports {module}"
+        for path in tests.rglob("test_*.py")
+        if "fixtures" not in path.parts
+        for module in _imported_modules(path)
+        if module.split(".")[-1].startswith("test_")
+    )
+    assert crossing == []
+    helpers_with_tests = sorted(
+        str(path.relative_to(ROOT))
+        for path in (tests / "support").glob("*.py")
+        if re.search(r"^def test_", path.read_text(encoding="utf-8"), re.M)
+    )
+    assert helpers_with_tests == []
+    assert not [p.name for p in (tests / "support").glob("test_*.py")]

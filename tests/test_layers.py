@@ -39,26 +39,6 @@ LAYERS = {
 OUTSIDE = {"bundler", "bundler.__main__"}
 # what a cli module may import of the package (besides the package root, for its version)
 CLI_MAY_IMPORT = ("bundler.api", "bundler.errors", "bundler.cli")
-# command modules not yet moved onto the API, each with exactly what it still imports below it:
-# the list may only shrink (a module named here may not start importing anything more)
-NOT_YET_ON_THE_API = {
-    "bundler.cli.config_cmds": {
-        "bundler.config.file",
-        "bundler.config.secretkey",
-        "bundler.config.secretstore",
-        "bundler.config.store",
-        "bundler.install.bind_secrets",
-        "bundler.install.receipts",
-        "bundler.rules.config_view",
-        "bundler.rules.findings",
-        "bundler.rules.layout",
-        "bundler.rules.paths",
-        "bundler.rules.secrets",
-        "bundler.rules.tomlcompat",
-        "bundler.rules.validate",
-        "bundler.rules.values",
-    },
-}
 # the pure layer does no file I/O: these modules may not even be imported there
 IO_MODULES = {"shutil", "subprocess", "fcntl", "sqlite3", "socket", "tempfile", "zipfile"}
 
@@ -147,21 +127,11 @@ def _below_the_api(module: str, imported: set[str]) -> set[str]:
 
 def test_the_cli_imports_only_the_api_the_errors_and_its_own_modules() -> None:
     violations = {
-        module: sorted(_below_the_api(module, imported) - NOT_YET_ON_THE_API.get(module, set()))
+        module: sorted(_below_the_api(module, imported))
         for module, imported in _graph().items()
         if _layer(module) == "cli"
     }
     assert {module: found for module, found in violations.items() if found} == {}
-
-
-def test_the_modules_not_yet_on_the_api_still_need_what_they_are_allowed() -> None:
-    """An allowance a module no longer uses is dropped from the list, so that it only shrinks."""
-    graph = _graph()
-    unused = {
-        module: sorted(allowed - _below_the_api(module, graph.get(module, set())))
-        for module, allowed in NOT_YET_ON_THE_API.items()
-    }
-    assert {module: names for module, names in unused.items() if names} == {}
 
 
 def test_the_cli_rule_sees_an_import_below_the_api(tmp_path: Path) -> None:

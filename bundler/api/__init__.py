@@ -24,6 +24,14 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from bundler.api.configuration import (
+        get_config,
+        list_agents,
+        read_config_value,
+        set_config,
+        unset_config,
+        validate_config,
+    )
     from bundler.api.operations import (
         backup,
         backup_to_registry,
@@ -61,6 +69,8 @@ if TYPE_CHECKING:
     )
     from bundler.api.options import (
         BackupOptions,
+        ConfigGetOptions,
+        ConfigOptions,
         DoctorOptions,
         ExportOptions,
         ImportOptions,
@@ -107,6 +117,7 @@ if TYPE_CHECKING:
     from bundler.bundle.verify_report import (
         VerifyReport,
     )
+    from bundler.config.store import ConfigEdit
     from bundler.errors import (
         BundlerError,
         CannotAccess,
@@ -156,6 +167,7 @@ if TYPE_CHECKING:
         Prompter,
         split_assignment,
     )
+    from bundler.install.config_report import AgentList, ConfigCheck, ConfigValue
     from bundler.install.doctor import (
         DoctorReport,
     )
@@ -201,6 +213,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "AgentList",
     "ArchiveReport",
     "BackupCheck",
     "BackupListing",
@@ -211,6 +224,11 @@ __all__ = [
     "CachePruneReport",
     "CannotAccess",
     "ChangedMeanwhile",
+    "ConfigCheck",
+    "ConfigEdit",
+    "ConfigGetOptions",
+    "ConfigOptions",
+    "ConfigValue",
     "CredentialsRefused",
     "Damaged",
     "DestinationExists",
@@ -292,10 +310,12 @@ __all__ = [
     "doctor",
     "export_agent",
     "find_install",
+    "get_config",
     "import_bundle",
     "init_home",
     "inspect",
     "leftovers_beside",
+    "list_agents",
     "list_backups",
     "list_imports",
     "list_skills",
@@ -311,18 +331,22 @@ __all__ = [
     "prune_registry_backups",
     "pull",
     "push",
+    "read_config_value",
     "recover",
     "registry_backups",
     "restore",
     "restore_from_registry",
     "save_skill",
     "secrets_template",
+    "set_config",
     "show_home",
     "split_assignment",
     "terminal_passphrase",
     "terminal_prompter",
     "undo_import",
     "unpack",
+    "unset_config",
+    "validate_config",
     "verify",
     "verify_backup",
 ]
@@ -330,6 +354,7 @@ __all__ = [
 # every name, and the module it is imported from when first asked for ("module:name" where
 # the module calls it otherwise)
 _WHERE = {
+    "AgentList": "bundler.install.config_report",
     "ArchiveReport": "bundler.bundle.archive",
     "BackupCheck": "bundler.home.verify:VerifyReport",
     "BackupListing": "bundler.home.keep:Listing",
@@ -340,6 +365,11 @@ _WHERE = {
     "CachePruneReport": "bundler.registry.cache",
     "CannotAccess": "bundler.errors",
     "ChangedMeanwhile": "bundler.errors",
+    "ConfigCheck": "bundler.install.config_report",
+    "ConfigEdit": "bundler.config.store",
+    "ConfigGetOptions": "bundler.api.options",
+    "ConfigOptions": "bundler.api.options",
+    "ConfigValue": "bundler.install.config_report",
     "CredentialsRefused": "bundler.errors",
     "Damaged": "bundler.errors",
     "DestinationExists": "bundler.errors",
@@ -422,10 +452,12 @@ _WHERE = {
     "doctor": "bundler.api.operations",
     "export_agent": "bundler.api.operations",
     "find_install": "bundler.api.operations",
+    "get_config": "bundler.api.configuration",
     "import_bundle": "bundler.api.operations",
     "init_home": "bundler.api.operations",
     "inspect": "bundler.api.reading",
     "leftovers_beside": "bundler.api.reading",
+    "list_agents": "bundler.api.configuration",
     "list_backups": "bundler.api.operations",
     "list_imports": "bundler.api.operations",
     "list_skills": "bundler.api.operations",
@@ -441,18 +473,22 @@ _WHERE = {
     "prune_registry_backups": "bundler.api.operations",
     "pull": "bundler.api.operations",
     "push": "bundler.api.operations",
+    "read_config_value": "bundler.api.configuration",
     "recover": "bundler.api.operations",
     "registry_backups": "bundler.api.operations",
     "restore": "bundler.api.operations",
     "restore_from_registry": "bundler.api.operations",
     "save_skill": "bundler.api.operations",
     "secrets_template": "bundler.api.operations",
+    "set_config": "bundler.api.configuration",
     "show_home": "bundler.api.operations",
     "split_assignment": "bundler.install.bind_secrets",
     "terminal_passphrase": "bundler.api.operations",
     "terminal_prompter": "bundler.api.operations",
     "undo_import": "bundler.api.operations",
     "unpack": "bundler.api.operations",
+    "unset_config": "bundler.api.configuration",
+    "validate_config": "bundler.api.configuration",
     "verify": "bundler.api.reading",
     "verify_backup": "bundler.api.operations",
 }

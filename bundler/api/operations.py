@@ -93,7 +93,7 @@ def export_agent(
         out,
         force=options.force,
         include_memory=options.include_memory,
-        scan_secrets=options.scan_secrets.value,
+        scan_secrets=options.scan_secrets,
         exclude=options.exclude,
         exclude_from=options.exclude_from,
         seal_to=options.seal_to,
@@ -409,7 +409,8 @@ def backup_to_registry(
 ) -> RegistryBackupReport:
     """Back up the data home of ``project`` to the repository ``oci://HOST/REPO``
     (``reference``, without a tag): one layer per part, a part the repository holds not sent
-    again, tagged by the backup's time (04 §5.5). The report pins the digest to restore."""
+    again, tagged by the backup's time (04 §5.5); with ``options.encrypt_to``, the encrypted
+    ``NAME.zip.age`` as one layer (04 §5.6). The report pins the digest to restore."""
     from bundler.registry.backup_oci import backup_to_registry as push_backup
     from bundler.registry.reference import parse_reference
 
@@ -418,6 +419,7 @@ def backup_to_registry(
         parse_reference(reference),
         options.registry._library(),
         compression=options.compression,
+        encrypt_to=options.encrypt_to,
         progress=progress,
     )
 
@@ -462,7 +464,8 @@ def restore_from_registry(
 ) -> RegistryRestoreReport:
     """Restore the backup ``oci://HOST/REPO@sha256:…`` (or ``:TAG``) into the data home of
     ``project`` (04 §5.5): pulled into a private folder, every digest checked, put together as
-    a backup zip and restored as :func:`restore` restores one."""
+    a backup zip and restored as :func:`restore` restores one; an encrypted one opened with
+    ``options.age_identities`` and decrypted only into the restore's staging (04 §5.6)."""
     from bundler.registry.backup_oci import restore_from_registry as pull_restore
     from bundler.registry.reference import parse_reference
 
@@ -472,6 +475,8 @@ def restore_from_registry(
         options.registry._library(),
         home=options.home,
         force=options.force,
+        age_identities=options.age_identities,
+        age_passphrase=options.age_passphrase,
         progress=progress,
     )
 

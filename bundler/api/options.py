@@ -187,19 +187,27 @@ class RestoreOptions:
 class RegistryBackupOptions:
     """``home backup --to oci://…``'s options: the deflate level of the backup's entries
     (``compression``: ``fast``, ``default``, ``best`` or ``none``), and how to reach the
-    registry. No base: the registry keeps each unchanged part once."""
+    registry. No base: the registry keeps each unchanged part once. ``encrypt_to`` (age or SSH
+    public keys, or ``@FILE`` of them) pushes the ``NAME.zip.age`` of :class:`BackupOptions`'
+    ``encrypt_to`` instead, whole, as one layer (04 §5.5, §5.6)."""
 
     compression: str = "default"
+    encrypt_to: tuple[str, ...] = ()
     registry: RegistryOptions = RegistryOptions()
 
 
 @dataclass(frozen=True, kw_only=True)
 class RegistryRestoreOptions:
-    """``home restore oci://…``'s options: those of :class:`RestoreOptions`, and how to reach
-    the registry."""
+    """``home restore oci://…``'s options: those of :class:`RestoreOptions` (the identities
+    that open an encrypted backup, ``age_identities``, included), and how to reach the
+    registry."""
 
     home: Path | None = None
     force: bool = False
+    age_identities: tuple[Path, ...] = ()
+    age_passphrase: Callable[[str], str] | None = None
+    """Asks for the passphrase of a protected SSH key among ``age_identities``; ``None``:
+    such a key is refused, never read blind."""
     registry: RegistryOptions = RegistryOptions()
 
 
@@ -244,3 +252,22 @@ class DoctorOptions:
     install: Path | None = None
     destination: Path | None = None
     project: Path | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConfigOptions:
+    """``config validate|set``'s options: the ``--install`` that the commands a report or an
+    error suggests repeat, as the user gave it (``named_install``; ``None``: they name no
+    install, and find it as :func:`find_install` does with none given)."""
+
+    named_install: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConfigGetOptions:
+    """``config get``'s options: open every stored-encrypted string and mask nothing
+    (``reveal``; otherwise a secret, and any string holding one, reads ``***``), and the
+    ``--install`` the suggested commands repeat (as :class:`ConfigOptions` says)."""
+
+    reveal: bool = False
+    named_install: str | None = None

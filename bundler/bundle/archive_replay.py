@@ -55,6 +55,7 @@ from bundler.bundle.archive_read import Digests
 from bundler.errors import Hostile, Malformed
 from bundler.fs.durable import write_all
 from bundler.fs.interrupts import joined, signals_deferred, start_thread, wait_for
+from bundler.fs.processors import usable_processors
 from bundler.fs.safefs import display_name, open_beneath
 from bundler.rules.progress import Progress
 from bundler.rules.units import human_size
@@ -77,11 +78,7 @@ _UNKNOWN = -1  # the archive place of a failure no member can be blamed for: it 
 def default_workers() -> int:
     """The threads a replay uses: one per processor this process may run on, at most
     :data:`MAX_WORKERS`."""
-    try:
-        processors = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        processors = os.cpu_count() or 1
-    return max(1, min(MAX_WORKERS, processors))
+    return min(MAX_WORKERS, usable_processors())
 
 
 def replay_tar(

@@ -98,7 +98,7 @@ def export_agent(
     *,
     force: bool = False,
     include_memory: bool = False,
-    scan_secrets: str = "refuse",
+    scan_secrets: ScanSecrets | str = ScanSecrets.REFUSE,
     exclude: Sequence[str] = (),
     exclude_from: Sequence[Path] = (),
     environ: Mapping[str, str] | None = None,
@@ -110,9 +110,10 @@ def export_agent(
 
     ``force`` replaces an existing bundle (never another folder). ``include_memory`` makes a
     format 2 bundle carrying a consistent snapshot of the SQLite memory (02 §10).
-    ``scan_secrets`` is ``refuse`` (a known secret in a carried file fails the export),
-    ``warn`` or ``off``. ``exclude`` (gitignore patterns) and the pattern files ``exclude_from``
-    keep workspace paths behind, after the workspace's own ``.bundlerignore``
+    ``scan_secrets`` (:class:`ScanSecrets`, or its value) is ``refuse`` (a known secret in a
+    carried file fails the export), ``warn`` or ``off``. ``exclude`` (gitignore patterns) and
+    the pattern files ``exclude_from`` keep workspace paths behind, after the workspace's own
+    ``.bundlerignore``
     (:mod:`bundler.bundle.exclude`); each excluded path is a ``dropped`` row and is not swept.
     ``environ`` supplies the ``ZEROCLAW_*`` overrides and ``SOURCE_DATE_EPOCH`` (default:
     ``os.environ``). ``progress`` sees one phase, ``exporting``, whose totals are counted
@@ -128,6 +129,7 @@ def export_agent(
     """
     if scan_secrets not in SCAN_MODES:
         raise UsageError(f"--scan-secrets must be one of {', '.join(SCAN_MODES)}")
+    mode = ScanSecrets(scan_secrets)
     env = os.environ if environ is None else environ
     # a malformed recipient is refused before the install or the destination is read
     recipients = tuple(age.parse_recipients(seal_to, "--seal-to")) if seal_to else ()
@@ -143,8 +145,8 @@ def export_agent(
     found_key = read_key_at(install_root)
     opened = open_stored([loaded.file_data, config], found_key)
     targets = [*sweep_targets(*opened.views)[0], *opened.targets]
-    sweep = ExportSweep(Sweeper(targets) if targets else None, scan_secrets)
-    encrypted = {} if scan_secrets == "off" else opened.unswept
+    sweep = ExportSweep(Sweeper(targets) if targets else None, mode)
+    encrypted = {} if mode is ScanSecrets.OFF else opened.unswept
     # every error made from here on withholds the secrets where it is made (errors.withholding)
     with withholding(sweep.withhold):
         # before the destination is touched: a wrong pattern file fails at once

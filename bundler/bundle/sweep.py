@@ -18,7 +18,7 @@ from bundler.bundle.manifest import CONFIG_NAME, MANIFEST_NAME
 from bundler.errors import SecretFound
 from bundler.fs.interrupts import handed_over, joined, start_thread, wait_for
 from bundler.rules.names import escape_display
-from bundler.rules.secrets import WITHHELD
+from bundler.rules.secrets import WITHHELD, ScanSecrets
 from bundler.rules.sweeper import Hit, Sweeper, SweepStream
 
 
@@ -34,9 +34,9 @@ class ExportSweep:
     every report, and :meth:`withhold` out of every message (see :func:`withholding`).
     """
 
-    def __init__(self, sweeper: Sweeper | None, mode: str) -> None:
+    def __init__(self, sweeper: Sweeper | None, mode: ScanSecrets | str) -> None:
         self.sweeper = sweeper if sweeper is not None and not sweeper.empty else None
-        self.mode = mode
+        self.mode = ScanSecrets(mode)
         self.hits: list[Hit] = []
         self._in_names: set[Hit] = set()
         self._stream: SweepStream | None = None
@@ -46,7 +46,7 @@ class ExportSweep:
     @property
     def observer(self) -> Callable[[str, memoryview], None] | None:
         """The hook to give ``copy_tree``, or None when no content is swept."""
-        if self.sweeper is None or self.mode == "off":
+        if self.sweeper is None or self.mode is ScanSecrets.OFF:
             return None
         return self.observe if self._lane is None else self._lane.observe
 
@@ -163,7 +163,7 @@ class ExportSweep:
         the value); one hit keeps the one-line message, several are listed under a summary."""
         if self._lane is not None:
             self._lane.wait()  # what the sweeping thread still holds may hit too
-        if self.mode != "refuse" or not self.hits:
+        if self.mode is not ScanSecrets.REFUSE or not self.hits:
             return
         if len(self.hits) == 1:
             hit = self.hits[0]

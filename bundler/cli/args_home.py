@@ -122,7 +122,8 @@ def add(groups: Any, tree: Tree) -> None:
         default=[],
         metavar="RECIPIENT",
         help="write NAME.zip.age, encrypted to RECIPIENT: an age public key (age1...), an "
-        "ssh-ed25519 or ssh-rsa public key, or @FILE of them (repeatable)",
+        "ssh-ed25519 or ssh-rsa public key, or @FILE of them (repeatable); with oci://, "
+        "push it whole as one layer",
     )
     _age_identity(backup, "with --encrypt-to: open an encrypted base")
     add_registry_options(backup)

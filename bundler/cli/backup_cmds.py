@@ -69,39 +69,32 @@ def _backup_to_registry(args: argparse.Namespace, out: Output) -> Result:
             f"{given} goes with a local backup: a registry keeps each unchanged part once, "
             "so a backup to oci:// needs no base"
         )
-    if args.encrypt_to:
+    if args.age_identity:
         raise UsageError(
-            "--encrypt-to with oci://: encryption of a backup sent to a registry is not "
-            "supported yet; back up to a file with --encrypt-to, or to the registry unencrypted"
+            "--age-identity with oci://: it opens an encrypted base, and a backup to a "
+            "registry has none; give it without --age-identity"
         )
-    _no_age_identity(args)
     options = api.RegistryBackupOptions(
-        compression=args.compression, registry=registry_options(args)
+        compression=args.compression,
+        encrypt_to=tuple(args.encrypt_to),
+        registry=registry_options(args),
     )
     with out.progress() as progress:
         report = api.backup_to_registry(Path(args.project), args.to, options, progress=progress)
     sent = ", ".join(report.uploaded) or "nothing"
     there = f"; already there: {', '.join(report.skipped)}" if report.skipped else ""
+    sealed = ", encrypted" if report.encrypted else ""
     return Result(
         payload=report.as_json(),
         text=[
             f"backup {escape_display(report.reference)}: {report.entries} files, "
-            f"{human_size(report.bytes)} (sent: {escape_display(sent)}{escape_display(there)})",
+            f"{human_size(report.bytes)}{sealed} (sent: {escape_display(sent)}"
+            f"{escape_display(there)})",
             f"restore it with: bundler home restore {escape_display(report.pinned)}",
         ],
         quiet_text=[escape_display(report.pinned)],
         warnings=[*report.warnings, *_left_out(report.left_out.as_json())],
     )
-
-
-def _no_age_identity(args: argparse.Namespace) -> None:
-    """Refuse ``--age-identity`` with ``oci://``: it opens an encrypted backup file, and a
-    backup on a registry is never encrypted (04 §5.5)."""
-    if args.age_identity:
-        raise UsageError(
-            "--age-identity with oci://: it opens an encrypted backup file, and a backup on a "
-            "registry is not encrypted; give it without --age-identity"
-        )
 
 
 def verify_backup(args: argparse.Namespace, out: Output) -> Result:
@@ -130,9 +123,12 @@ def restore(args: argparse.Namespace, out: Output) -> Result:
     target = Path(args.target_home) if args.target_home else None
     payload: dict[str, object] | None = None
     if _is_reference(args.file):
-        _no_age_identity(args)
         from_registry = api.RegistryRestoreOptions(
-            home=target, force=args.force, registry=registry_options(args)
+            home=target,
+            force=args.force,
+            age_identities=_identities(args),
+            age_passphrase=api.terminal_passphrase(),
+            registry=registry_options(args),
         )
         with out.progress() as progress:
             pulled = api.restore_from_registry(
@@ -192,16 +188,21 @@ def list_backups(args: argparse.Namespace, out: Output) -> Result:
 
 def _registry_backups(args: argparse.Namespace) -> Result:
     """``home backups --to oci://HOST/REPO``: the repository's backups, from their manifests."""
-    if args.verify:
+    if args.verify or args.age_identity:
+        given = "--verify" if args.verify else "--age-identity"
         raise UsageError(
-            "--verify checks local backup zips; a backup in a registry is checked whole when "
-            "it is restored"
+            f"{given} with oci://: a listing reads the registry's manifests only, and a backup "
+            "in a registry is checked whole when it is restored"
         )
-    _no_age_identity(args)
     listing = api.registry_backups(args.to, registry_options(args))
     lines = [
-        f"{item.created_at}  {escape_display(item.tag)}  {human_size(item.bytes)}, "
-        f"{item.files} files  {item.digest}"
+        f"{item.created_at}  {escape_display(item.tag)}  "
+        + (
+            f"{human_size(item.size)}, ? files, encrypted"
+            if item.encrypted
+            else f"{human_size(item.bytes or 0)}, {item.files} files"
+        )
+        + f"  {item.digest}"
         for item in listing.backups
     ]
     return Result(

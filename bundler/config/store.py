@@ -105,11 +105,23 @@ def load_config(
 class ConfigEdit:
     """What ``config set`` or ``config unset`` did: the canonical ``path``, whether the value
     was there to change (``unset``: False when it was not set; nothing was written then), and
-    the ``warnings`` of failures after the commit point (the new ``config.toml`` stands)."""
+    the ``warnings`` of failures after the commit point (the new ``config.toml`` stands).
+    ``secret`` says the path is a secret field; ``unset`` which of the two commands it was;
+    ``closest`` the path the user probably meant when an unset found nothing to remove. The
+    value set is not kept."""
 
     path: str
     changed: bool
     warnings: list[str] = field(default_factory=list)
+    secret: bool = False
+    unset: bool = False
+    closest: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """``{"path"}``, and ``"removed"`` for an unset."""
+        if self.unset:
+            return {"path": self.path, "removed": self.changed}
+        return {"path": self.path}
 
 
 def set_config_value(
@@ -179,7 +191,7 @@ def set_config_value(
     warnings = _edit_config(
         install_root, segments, lambda: (True, stored[0]), edit, via=via, verb="set", store=store
     )
-    return ConfigEdit(canonical, True, warnings)
+    return ConfigEdit(canonical, True, warnings, secret=secret)
 
 
 def unset_config_value(install_root: Path, path: str, *, via: str) -> ConfigEdit:
@@ -190,7 +202,7 @@ def unset_config_value(install_root: Path, path: str, *, via: str) -> ConfigEdit
     (a required field cannot be unset), a locked memory backend is refused, and a change of
     ``unrestricted_filesystem`` is audited.
     """
-    segments, _node, _secret = canonical_segments(path)
+    segments, _node, secret = canonical_segments(path)
     removed = False
 
     def edit(document: tomlkit.TOMLDocument) -> TextFix:
@@ -201,7 +213,11 @@ def unset_config_value(install_root: Path, path: str, *, via: str) -> ConfigEdit
     warnings = _edit_config(
         install_root, segments, lambda: (False, None), edit, via=via, verb="unset"
     )
-    return ConfigEdit(format_path(segments), removed, warnings)
+    # a path that was not there is most often a typo: name the one probably meant
+    closest = None if removed else closest_path(load_config(install_root).data, segments)
+    return ConfigEdit(
+        format_path(segments), removed, warnings, secret=secret, unset=True, closest=closest
+    )
 
 
 def _remove_from_document(document: tomlkit.TOMLDocument, segments: list[str]) -> tuple[bool, str]:

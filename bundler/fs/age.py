@@ -63,8 +63,11 @@ _PAYLOAD_MIN = 16 + 16  # the payload nonce and one chunk's tag
 _VCHAR_ARG = re.compile(rb"[\x21-\x7e]+")
 _B64_LINE = re.compile(rb"[A-Za-z0-9+/]*")
 SSH_KINDS = ("ssh-ed25519", "ssh-rsa")
-PASSPHRASE_PROTECTED = "must be decrypted first"
 PEM_ENCRYPTED = b"Proc-Type: 4,ENCRYPTED"
+_OPENSSH_KEY = re.compile(
+    rb"-----BEGIN OPENSSH PRIVATE KEY-----(.*?)-----END OPENSSH PRIVATE KEY-----", re.S
+)
+_OPENSSH_MAGIC = b"openssh-key-v1\0"
 
 
 @dataclass(frozen=True)
@@ -242,9 +245,8 @@ def _identities_in(raw: bytes, path: Path, where: str, ask: AskPassphrase | None
     if b"PRIVATE KEY-----" in raw:
         try:
             return [pyrage.ssh.Identity.from_buffer(raw)]
-        except pyrage.IdentityError as err:
-            # OpenSSH's own format says so in pyrage's error; a legacy PEM key in its headers
-            if PASSPHRASE_PROTECTED not in str(err) and PEM_ENCRYPTED not in raw:
+        except pyrage.IdentityError:
+            if not _passphrase_protected(raw):
                 raise _not_identity(where, path) from None
         return [pyrage.ssh.Identity.from_buffer(_unlock_ssh(raw, path, where, ask))]
     try:
@@ -271,6 +273,27 @@ def _not_identity(where: str, path: Path) -> InvalidInput:
         "private key (ssh-ed25519 or ssh-rsa)",
         path=str(path),
     )
+
+
+def _passphrase_protected(raw: bytes) -> bool:
+    """Whether the SSH private key ``raw`` is sealed by a passphrase, as the key itself says: a
+    legacy PEM key in its headers, an OpenSSH key by the cipher its body names first (``none``
+    when it is open; PROTOCOL.key)."""
+    if PEM_ENCRYPTED in raw:
+        return True
+    found = _OPENSSH_KEY.search(raw)
+    if found is None:
+        return False
+    try:
+        body = base64.b64decode(b"".join(found.group(1).split()), validate=True)
+    except binascii.Error:
+        return False
+    start = len(_OPENSSH_MAGIC) + 4
+    if not body.startswith(_OPENSSH_MAGIC) or len(body) < start:
+        return False
+    size = int.from_bytes(body[len(_OPENSSH_MAGIC) : start], "big")
+    cipher = body[start : start + size]
+    return len(cipher) == size and cipher not in (b"", b"none")
 
 
 def _unlock_ssh(raw: bytes, path: Path, where: str, ask: AskPassphrase | None) -> bytes:
@@ -328,11 +351,18 @@ def decrypt(sealed: bytes, identities: Sequence[Any]) -> bytes:
     try:
         plain: bytes = pyrage.decrypt(sealed, list(identities))
     except pyrage.DecryptError as err:
-        text = str(err).lower()
-        if "no matching keys" in text:
-            raise NotOpened("no identity given is one of its recipients") from None
-        raise NotOpened("it is corrupt or cut short") from None
+        raise not_opened(err) from None
     return plain
+
+
+def not_opened(err: Exception) -> NotOpened:
+    """Why pyrage could not decrypt: no identity given is a recipient, or the file is not a
+    whole age file. pyrage raises one ``DecryptError`` for both and tells them apart only in
+    its text (the age library's ``NoMatchingKeys``), so that text is read here and nowhere
+    else; it holds nothing of the file or the keys."""
+    if "no matching keys" in str(err).lower():
+        return NotOpened("no identity given is one of its recipients")
+    return NotOpened("it is corrupt or cut short")
 
 
 # --- the header, read without a key -------------------------------------------------------------

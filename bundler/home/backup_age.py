@@ -230,11 +230,7 @@ def decrypt_into(
             with phase(progress, "decrypting", 1, st.st_size), _streamed(reader, writer):
                 pyrage.decrypt_io(reader, writer, list(identities))
         except pyrage.DecryptError as err:
-            if "no matching keys" in str(err).lower():
-                reason = "no identity given is one of its recipients"
-            else:
-                reason = "it is corrupt or cut short"
-            raise _not_opened(shown, reason) from None
+            raise _not_opened(shown, age.not_opened(err).reason) from None
         except OSError as exc:
             if exc.errno:  # the disk's, not the file's: the caller says what failed
                 raise

@@ -28,6 +28,7 @@ import xxhash
 from bundler.errors import ChangedMeanwhile
 from bundler.fs.digest import read_into
 from bundler.fs.interrupts import handed_over, wait_for
+from bundler.fs.processors import usable_processors
 from bundler.home.reuse import ZIP64_FROM, end_entry, start_entry
 from bundler.home.zipcheck import STORE_ABOVE_RATIO
 from bundler.rules.names import escape_display
@@ -210,8 +211,5 @@ def deflate_large(
 def workers() -> int:
     """Threads compressing or checking a backup's entries: one per core this process may use
     (none on a single core)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
+    cores = usable_processors()
     return cores if cores > 1 else 0

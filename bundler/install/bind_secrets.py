@@ -1,4 +1,5 @@
-"""Secret values for an import: ``--secret``, ``--secrets-file`` and the terminal prompt (03 §3.1).
+"""Secret values for an import: ``--secret``, ``--secrets-file`` and the terminal prompt (03 §3.1);
+and the value ``config set`` reads from standard input or the terminal when none is given.
 
 A value given here goes into the merged config and nowhere else: no message, log or receipt of
 this module quotes one. An argument that might be a value (a ``--secret`` without ``PATH=``) is
@@ -12,7 +13,7 @@ import getpass
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 
 import tomli_w
 
@@ -20,6 +21,7 @@ from bundler.bundle import fragment
 from bundler.errors import (
     BundlerError,
     Malformed,
+    NoAnswer,
     PolicyRefused,
     TooLarge,
     UnsuitablePath,
@@ -242,6 +244,46 @@ def ask_secret(prompt: str, path: str, hint: str) -> str:
         ) from None
     except UnicodeDecodeError:
         raise not_text(escape_display(path), "the value typed") from None
+
+
+def config_value_from(
+    stream: BinaryIO | None, path: str, *, named_install: str | None = None
+) -> str:
+    """The value for ``config set PATH`` from ``stream`` (``None``: the process has no standard
+    input): typed without echo when it is a terminal, else its bytes as UTF-8 text, one line
+    end dropped. ``path`` is the canonical config path; ``named_install`` the ``--install``
+    the suggested command repeats.
+
+    Nothing read is refused, not taken for an empty value: a cron job or a CI step started
+    without input would otherwise erase the field and report success. No error quotes what was
+    read.
+    """
+    if stream is None:
+        # a closed stdin's stand-in reads as empty, which would set the field to "" unsaid
+        raise NoAnswer(
+            f"no value for {escape_display(path)}: standard input is closed; pipe the value "
+            "in, or run the command at a terminal and type it",
+            path=path,
+        )
+    if stream.isatty():
+        value = ask_secret(
+            f"value for {path} (not echoed): ", path, "run config set again and type the value"
+        )
+    else:
+        raw = tomlcompat.decode_utf8(stream.read())
+        if raw is None:
+            raise not_text(escape_display(path), "the value read from standard input")
+        value = raw[:-2] if raw.endswith("\r\n") else raw[:-1] if raw.endswith("\n") else raw
+    if value == "":
+        raise UsageError(
+            hints.Hinted(
+                f"no value read from standard input, so {escape_display(path)} is unchanged; "
+                "to clear the field, unset it",
+                hints.command("config", "unset", path, install=named_install),
+            ),
+            path=path,
+        )
+    return value
 
 
 def passphrase_prompter() -> Callable[[str], str] | None:

@@ -11,6 +11,10 @@ and restores it as any backup zip is restored, with every check of 04 §5.3. Pru
 retention rules of 04 §5.4 to the repository's backup tags and deletes the manifests no rule
 keeps, by digest, never one a kept tag names.
 
+An encrypted backup (``--encrypt-to``, 04 §5.6.1) is pushed and pulled as one age file, the
+plain zip never leaving the home: built in the home's private scratch folder, decrypted only into
+the restore's staging.
+
 Every request goes through :class:`bundler.registry.distribution.Session`: credentials, retries,
 proxies, mirrors and ``registries.conf`` are the registry layer's, as for bundles.
 """
@@ -21,7 +25,7 @@ import contextlib
 import dataclasses
 import hashlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -39,9 +43,10 @@ from bundler.errors import (
     os_failure,
     withholding,
 )
+from bundler.fs.age import AskPassphrase
 from bundler.fs.interrupts import commit_reached
 from bundler.fs.safefs import SkipCounts
-from bundler.home.backup import backup_home
+from bundler.home.backup import BackupReport, backup_home
 from bundler.home.backup_parts import assemble_backup, split_backup
 from bundler.home.restore import RestoreReport, restore_home
 from bundler.home.zipindex import parse_index
@@ -60,6 +65,7 @@ _CHUNK = 1 << 20
 _MAX_ATTEMPTS = 999
 _ZIP = "backup.zip"
 _INDEX = "backup.json"
+_EMPTY = "empty.json"
 
 
 def _repository_only(ref: Reference, what: str) -> None:
@@ -76,7 +82,8 @@ def _repository_only(ref: Reference, what: str) -> None:
 @dataclass
 class RegistryBackupReport:
     """A backup pushed: its tag, the digest the tag names, its files and bytes, and which
-    parts were sent (``uploaded``) or already there (``skipped``)."""
+    parts were sent (``uploaded``) or already there (``skipped``); an ``encrypted`` one's only
+    layer is ``backup.zip.age``."""
 
     reference: str
     digest: str
@@ -87,6 +94,7 @@ class RegistryBackupReport:
     uploaded: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    encrypted: bool = False
 
     @property
     def pinned(self) -> str:
@@ -103,6 +111,7 @@ class RegistryBackupReport:
             "bytes": self.bytes,
             "uploaded": self.uploaded,
             "skipped": self.skipped,
+            "encrypted": self.encrypted,
             "left_out": self.left_out.as_json(),
             "left_out_paths": self.left_out.paths,
         }
@@ -132,6 +141,7 @@ def backup_to_registry(
     options: Options,
     *,
     compression: str = "default",
+    encrypt_to: Sequence[str] = (),
     environ: Mapping[str, str] | None = None,
     progress: Progress | None = None,
 ) -> RegistryBackupReport:
@@ -142,44 +152,21 @@ def backup_to_registry(
     the tag :func:`~bundler.registry.backup_artifact.backup_tag` gives its time; a part whose
     blob the repository holds is not sent. The manifest is stored last: an interrupted push
     leaves only unreferenced blobs.
+
+    With ``encrypt_to`` (age or SSH public keys, or ``@FILE`` of them) the backup is the
+    ``NAME.zip.age`` of ``home backup --encrypt-to`` (04 §5.6), its plain zip built only inside
+    the home, pushed whole as one layer: age encrypts each file under a key of its own, so
+    equal parts would give different blobs, and parts kept apart would tell which parts are
+    equal; nothing is spared and nothing is told.
     """
     _repository_only(ref, "home backup --to")
     with _scratch("to make the backup in") as folder:
-        made = backup_home(
-            project,
-            to=folder / _ZIP,
-            environ=environ,
-            progress=progress,
-            full=True,
-            compression=compression,
-        )
-        try:
-            index_bytes, parts = split_backup(made.path, folder)
-            os.unlink(made.path)  # the parts hold it now: half the room in $TMPDIR
-            layers = []
-            for part in parts:
-                digest, size = _sha256(part.path)
-                layers.append(Descriptor(bart.PART_TYPE, digest, size, part.title))
-            with open(folder / _INDEX, "wb") as sink:
-                sink.write(index_bytes)
-        except OSError as err:
-            raise os_failure(
-                f"cutting the backup into parts in {escape_display(str(folder.parent))} failed "
-                f"({err.strerror or err}); free some space there or set TMPDIR; nothing was sent",
-                err,
-            ) from None
-        index = parse_index(index_bytes)
-        config = Descriptor(
-            bart.INDEX_TYPE, f"sha256:{hashlib.sha256(index_bytes).hexdigest()}", len(index_bytes)
-        )
-        artifact = bart.BackupArtifact(
-            config,
-            layers,
-            index.created_at,
-            made.bytes,
-            made.entries,
-            index.agent,
-        )
+        if encrypt_to:
+            made, artifact, blobs = _made_encrypted(
+                project, folder, compression, encrypt_to, environ, progress
+            )
+        else:
+            made, artifact, blobs = _made_in_parts(project, folder, compression, environ, progress)
         document = bart.render_manifest(artifact)
         digest = manifest_digest(document)
         session = Session(ref, options, push=True, environ=environ)
@@ -187,22 +174,23 @@ def backup_to_registry(
             with withholding(session.auth.scrub):
                 uploaded: list[str] = []
                 skipped: list[str] = []
+                config, config_path = blobs[0]
                 if not session.blob_exists(config.digest):
-                    _upload(session, config, folder / _INDEX)
-                sizes = sum(layer.size for layer in layers)
-                with phase(progress, "uploading", len(layers), sizes):
-                    for part, layer in zip(parts, layers, strict=True):
+                    _upload(session, config, config_path)
+                sizes = sum(layer.size for layer, _path in blobs[1:])
+                with phase(progress, "uploading", len(blobs) - 1, sizes):
+                    for layer, path in blobs[1:]:
                         if session.blob_exists(layer.digest):
                             skipped.append(layer.title)
                         else:
-                            _upload(session, layer, part.path)
+                            _upload(session, layer, path)
                             uploaded.append(layer.title)
                         if progress is not None:
                             progress(1, layer.size)
                 # the tag is chosen only now, just before the manifest is stored: chosen before
                 # the uploads, another backup of the same second (another machine's, at the
                 # same minute of a schedule) could take it meanwhile and lose it to this one
-                tag = _free_tag(session, index.created_at)
+                tag = _free_tag(session, artifact.created_at)
                 report = RegistryBackupReport(
                     str(dataclasses.replace(ref, tag=tag)),
                     digest,
@@ -212,11 +200,96 @@ def backup_to_registry(
                     uploaded,
                     skipped,
                     warnings=[*made.warnings, *session.notes],
+                    encrypted=artifact.encrypted,
                 )
                 _store_manifest(session, tag, document, report)
                 return report
         finally:
             session.close()
+
+
+_Made = tuple[BackupReport, bart.BackupArtifact, list[tuple[Descriptor, Path]]]
+"""A backup made for a push: its report, its artifact, and each blob's file (config first)."""
+
+
+def _made_in_parts(
+    project: Path,
+    folder: Path,
+    compression: str,
+    environ: Mapping[str, str] | None,
+    progress: Progress | None,
+) -> _Made:
+    """The backup zip made in ``folder``, cut into its parts there, the zip removed."""
+    made = backup_home(
+        project,
+        to=folder / _ZIP,
+        environ=environ,
+        progress=progress,
+        full=True,
+        compression=compression,
+    )
+    try:
+        index_bytes, parts = split_backup(made.path, folder)
+        os.unlink(made.path)  # the parts hold it now: half the room in $TMPDIR
+        layers = []
+        for part in parts:
+            digest, size = _sha256(part.path)
+            layers.append(Descriptor(bart.PART_TYPE, digest, size, part.title))
+        with open(folder / _INDEX, "wb") as sink:
+            sink.write(index_bytes)
+    except OSError as err:
+        raise _no_room(folder, err) from None
+    index = parse_index(index_bytes)
+    config = Descriptor(
+        bart.INDEX_TYPE, f"sha256:{hashlib.sha256(index_bytes).hexdigest()}", len(index_bytes)
+    )
+    artifact = bart.BackupArtifact(
+        config, layers, index.created_at, made.bytes, made.entries, index.agent
+    )
+    blobs = [(config, folder / _INDEX)]
+    blobs += [(layer, part.path) for layer, part in zip(layers, parts, strict=True)]
+    return made, artifact, blobs
+
+
+def _made_encrypted(
+    project: Path,
+    folder: Path,
+    compression: str,
+    encrypt_to: Sequence[str],
+    environ: Mapping[str, str] | None,
+    progress: Progress | None,
+) -> _Made:
+    """The encrypted backup made as ``home backup --encrypt-to`` makes it: the plain zip built
+    and checked in the home's ``backups/`` only, its age file written into ``folder`` (04
+    §5.6), with the empty config beside it. Its time is the moment the age file was finished,
+    as a local ``.zip.age``'s name carries its publishing time: the time in ``backup.json`` is
+    inside the encryption."""
+    made = backup_home(
+        project,
+        to=folder / bart.ENCRYPTED_TITLE,
+        environ=environ,
+        progress=progress,
+        full=True,
+        compression=compression,
+        encrypt_to=encrypt_to,
+    )
+    created_at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        digest, size = _sha256(made.path)
+        with open(folder / _EMPTY, "wb") as sink:
+            sink.write(bart.EMPTY_CONFIG)
+    except OSError as err:
+        raise _no_room(folder, err) from None
+    artifact = bart.encrypted_artifact(Descriptor(bart.ENCRYPTED_TYPE, digest, size), created_at)
+    return made, artifact, [(artifact.index, folder / _EMPTY), (artifact.parts[0], made.path)]
+
+
+def _no_room(folder: Path, err: OSError) -> Refused:
+    return os_failure(
+        f"preparing the backup's blobs in {escape_display(str(folder.parent))} failed "
+        f"({err.strerror or err}); free some space there or set TMPDIR; nothing was sent",
+        err,
+    )
 
 
 def _store_manifest(
@@ -256,14 +329,19 @@ def _upload(session: Session, blob: Descriptor, path: Path) -> None:
 
 @dataclass(frozen=True)
 class RegistryListed:
-    """One backup of a repository: its tag, manifest digest, and what the manifest says."""
+    """One backup of a repository: its tag, manifest digest, and what the manifest says. An
+    ``encrypted`` one's manifest says its time and its blob's ``size`` only: its files' bytes,
+    their count and the agent are unknown (None) without its key."""
 
     tag: str
     digest: str
     created_at: str
-    bytes: int
-    files: int
+    bytes: int | None
+    files: int | None
     agent: str | None
+    encrypted: bool = False
+    size: int = 0
+    """The bytes of its blobs in the registry (config and layers)."""
 
     def taken(self) -> datetime:
         """``created_at`` as a UTC time."""
@@ -278,6 +356,8 @@ class RegistryListed:
             "bytes": self.bytes,
             "files": self.files,
             "agent": self.agent,
+            "encrypted": self.encrypted,
+            "size": self.size,
         }
 
 
@@ -332,6 +412,8 @@ def _listed_backups(session: Session) -> tuple[RegistryBackupListing, list[str]]
                 artifact.bytes,
                 artifact.files,
                 artifact.agent,
+                artifact.encrypted,
+                artifact.index.size + sum(part.size for part in artifact.parts),
             )
         )
     found.sort(key=lambda item: (item.created_at, bart.tag_order(item.tag)))
@@ -495,8 +577,11 @@ class RegistryRestoreReport:
 
 
 def _check_space(folder: Path, artifact: bart.BackupArtifact) -> None:
-    """The blobs and the backup zip put together from them, side by side for a moment."""
-    needed = 2 * (artifact.index.size + sum(part.size for part in artifact.parts))
+    """The blobs and the backup zip put together from them, side by side for a moment (an
+    encrypted backup's one blob only: it is decrypted into the restore's staging, whose room
+    the restore checks)."""
+    blobs = sum(part.size for part in artifact.parts)
+    needed = blobs if artifact.encrypted else 2 * (artifact.index.size + blobs)
     st = os.statvfs(folder)
     if needed > st.f_bavail * st.f_frsize:
         raise NoSpace(
@@ -512,6 +597,8 @@ def restore_from_registry(
     *,
     home: Path | None = None,
     force: bool = False,
+    age_identities: Sequence[Path] = (),
+    age_passphrase: AskPassphrase | None = None,
     environ: Mapping[str, str] | None = None,
     progress: Progress | None = None,
 ) -> RegistryRestoreReport:
@@ -519,7 +606,14 @@ def restore_from_registry(
     (or ``home``) (04 §5.5): pulled into a private folder (every blob's sha256 checked), put
     together as a backup zip, then restored with every check of 04 §5.3 before anything
     changes. Raises :class:`InvalidInput` (exit 3) for what the registry served that is not a
-    sound backup, nothing restored."""
+    sound backup, nothing restored.
+
+    An encrypted backup needs ``age_identities`` (``age_passphrase`` asks for a protected SSH
+    key's), as a local ``.zip.age`` does (04 §5.6): its age file is pulled (ciphertext only in
+    the private folder) and restored as :func:`bundler.home.restore.restore_home` restores a
+    local one, decrypted only into the restore's own staging in the home. Without them, or
+    with them for a plain backup, :class:`UsageError` (exit 2) once the manifest is read,
+    before any blob is."""
     if ref.tag is None and ref.digest is None:
         raise UsageError(
             f"{escape_display(str(ref))}: name the backup, oci://HOST/REPO@sha256:… or "
@@ -530,28 +624,50 @@ def restore_from_registry(
         session = Session(ref, options, environ=environ)
         try:
             with withholding(session.auth.scrub):
-                digest = _pull(session, folder, progress)
+                digest, artifact = _read_manifest(session)
+                _keys_fit(artifact, shown, bool(age_identities))
+                _check_space(folder, artifact)
+                pulled = _pull(session, folder, artifact, progress)
                 notes = list(session.notes)
         finally:
             session.close()
         pinned = ref.with_digest(digest)
         try:
             report = restore_home(
-                project, folder / _ZIP, home=home, force=force, environ=environ, progress=progress
+                project,
+                pulled,
+                home=home,
+                force=force,
+                environ=environ,
+                progress=progress,
+                age_identities=age_identities,
+                age_passphrase=age_passphrase,
             )
         except InvalidInput as exc:
             # the scratch copy's path means nothing to the user: the reference does
-            raise exc.restated(
-                exc.message.replace(str(folder / _ZIP), shown), path=str(pinned)
-            ) from None
+            raise exc.restated(exc.message.replace(str(pulled), shown), path=str(pinned)) from None
     warning = ref.unpinned_warning(digest)
     warnings = [*([] if warning is None else [warning]), *notes, *report.warnings]
     return RegistryRestoreReport(report, str(pinned), warnings)
 
 
-def _pull(session: Session, folder: Path, progress: Progress | None) -> str:
-    """The artifact's blobs into ``folder`` and the backup zip put together from them;
-    returns the manifest's digest."""
+def _keys_fit(artifact: bart.BackupArtifact, shown: str, keyed: bool) -> None:
+    """Refuse, as a local restore does (04 §5.6), an encrypted backup without
+    ``--age-identity`` and a plain one with it: before any blob is pulled."""
+    if artifact.encrypted and not keyed:
+        raise UsageError(
+            f"{shown} is an encrypted backup: give --age-identity FILE (an age identity or SSH "
+            "private key of one of its recipients)",
+            path=shown,
+        )
+    if keyed and not artifact.encrypted:
+        raise UsageError(
+            f"{shown} is not an encrypted backup: give it without --age-identity", path=shown
+        )
+
+
+def _read_manifest(session: Session) -> tuple[str, bart.BackupArtifact]:
+    """The manifest the reference names, checked: its digest and what it says."""
     ref = session.ref
     data, media = session.get_manifest(ref.target)
     digest = manifest_digest(data)
@@ -560,10 +676,21 @@ def _pull(session: Session, folder: Path, progress: Progress | None) -> str:
             f"registry {session.shown} served a manifest whose digest is not "
             f"{ref.digest[:19]}…; refused"
         )
-    artifact = bart.parse_manifest(data, media)
-    _check_space(folder, artifact)
-    blobs = [(artifact.index, folder / _INDEX)]
-    blobs += [(part, folder / f"part-{n}.zip") for n, part in enumerate(artifact.parts)]
+    return digest, bart.parse_manifest(data, media)
+
+
+def _pull(
+    session: Session, folder: Path, artifact: bart.BackupArtifact, progress: Progress | None
+) -> Path:
+    """The artifact's blobs into ``folder``, and the backup to restore: the zip put together
+    from them, or an encrypted backup's age file as it came (its empty config is known by its
+    digest, and not fetched)."""
+    ref = session.ref
+    if artifact.encrypted:
+        blobs = [(artifact.parts[0], folder / bart.ENCRYPTED_TITLE)]
+    else:
+        blobs = [(artifact.index, folder / _INDEX)]
+        blobs += [(part, folder / f"part-{n}.zip") for n, part in enumerate(artifact.parts)]
     total = sum(blob.size for blob, _path in blobs)
 
     def advance(nbytes: int) -> None:
@@ -578,16 +705,19 @@ def _pull(session: Session, folder: Path, progress: Progress | None) -> str:
                     session.download_blob(blob.digest, blob.size, sink, advance)
                 if progress is not None:
                     progress(1, 0)
+        if artifact.encrypted:
+            return blobs[0][1]
         parts = [(part.title, path) for part, path in blobs[1:]]
         assemble_backup(parts, folder / _INDEX, folder / _ZIP)
     except InvalidInput as exc:
         where = escape_display(str(ref))
         message = exc.message
-        for blob, path in blobs[1:]:  # the scratch names mean nothing: the parts' titles do
+        # the scratch names mean nothing: the parts' titles do
+        for blob, path in blobs if artifact.encrypted else blobs[1:]:
             message = message.replace(str(path), f"part {escape_display(blob.title)}")
         raise exc.restated(f"{where}: {message}", path=where) from None
     except OSError as err:
         raise os_failure(
             f"pulling {escape_display(str(ref))} failed ({err.strerror or err})", err
         ) from None
-    return digest
+    return folder / _ZIP

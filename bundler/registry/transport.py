@@ -301,9 +301,10 @@ class Transport:
                     parts = parts._replace(scheme="http")
                     rewind(body, start)
                     continue
+                # OpenSSL's reason when the answer to the handshake is no TLS record at all
                 hint = (
                     " (it may speak plain HTTP: pass --plain-http)"
-                    if "WRONG_VERSION" in str(err)
+                    if err.reason == "WRONG_VERSION_NUMBER"
                     else ""
                 )
                 raise self._unreachable(parts.netloc, f"TLS failed{hint}", None) from None

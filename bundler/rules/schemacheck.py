@@ -12,7 +12,6 @@ from the value found: values may be secrets, and jsonschema's own messages quote
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
@@ -447,6 +446,9 @@ def reference_violations(
 ) -> list[Violation]:
     """What jsonschema's ``validator`` finds in ``value``, as violations in its order."""
     found = []
+    # the names each object lacks, by (where it is, which "required" list): jsonschema gives one
+    # error per name, in the list's order, and says the name only in its message's text
+    lacking: dict[tuple[tuple[Any, ...], tuple[Any, ...]], list[str]] = {}
     for error in validator.iter_errors(value):
         segments = (*base, *_display_segments(value, error.absolute_path, node))
         error_node: Mapping[str, Any] = error.schema if isinstance(error.schema, dict) else {}
@@ -455,9 +457,12 @@ def reference_violations(
             # the key is at fault; jsonschema reports it at the parent, so name it here
             found.append(Violation(keyword, segments, error_node, key=str(error.instance)))
         elif keyword == "required":
-            # "'name' is a required property": the name comes from the schema, not the config
-            missing = ast.literal_eval(error.message.split(" is a required property")[0])
-            found.append(Violation(keyword, segments, error_node, missing=str(missing)))
+            # the name comes from the schema, not the config
+            where = (tuple(error.absolute_path), tuple(error.schema_path))
+            if where not in lacking:
+                names = error.validator_value
+                lacking[where] = [str(name) for name in names if name not in error.instance]
+            found.append(Violation(keyword, segments, error_node, missing=lacking[where].pop(0)))
         else:
             found.append(Violation(keyword, segments, error_node))
     return found

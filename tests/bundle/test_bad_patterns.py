@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 from support import bundlefactory as bf
+from support.export_kit import bundler, export_cmd, hidden_leftovers, make_install, run, workspace
 from support.hostile_patterns import BAD_PATTERNS
 from support.kit import one_error
-from test_export_kit import bundler, export_cmd, hidden_leftovers, make_install, run, workspace
 
 
 @pytest.fixture

@@ -16,6 +16,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.export_kit import (
+    bundle_bytes,
+    bundler,
+    check_bundle,
+    cli_env,
+    export_cmd,
+    hidden_leftovers,
+    make_install,
+    run,
+    snapshot,
+    workspace,
+)
 from support.faultinject import (
     Call,
     Fault,
@@ -29,18 +41,6 @@ from support.faultinject import (
 )
 from support.installs import one_error
 from support.kit import FAULT_SYSCALLS, SWAP_SYSCALLS
-from test_export_kit import (
-    bundle_bytes,
-    bundler,
-    check_bundle,
-    cli_env,
-    export_cmd,
-    hidden_leftovers,
-    make_install,
-    run,
-    snapshot,
-    workspace,
-)
 
 R1_SYSCALLS = SWAP_SYSCALLS
 R2_SYSCALLS = FAULT_SYSCALLS

@@ -14,20 +14,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.crash_archive import (
+    KILL_SYSCALLS,
+    Scenario,
+    archive_scenario,
+    assert_old_or_new_after_recover,
+    calls_of,
+    fail_at,
+    kill_at,
+    needs_ptrace,  # noqa: F401 - autouse: skips where ptrace is not permitted
+)
+from support.export_kit import bundle_bytes, bundler, cli_env
 from support.faultinject import Call, kill_at_each, sample, trace_log
 from support.kit import cli_command, one_error
 from support.registry_server import Registry
-from test_crash_archive import (
-    KILL_SYSCALLS,
-    Scenario,
-    _assert_old_or_new_after_recover,
-    _calls,
-    _fail_at,
-    _kill_at,
-    _needs_ptrace,  # noqa: F401 - autouse: skips where ptrace is not permitted
-    archive_scenario,
-)
-from test_export_kit import bundle_bytes, bundler, cli_env
 
 SAMPLE = 8
 
@@ -56,14 +56,14 @@ def test_pull_into_an_archive_killed_at_a_sample_of_steps_then_recover_gives_old
     scenario = _pull_scenario(tmp_path, two_bundles, registry, force)
     calls = [
         call
-        for call in _calls(scenario, [*KILL_SYSCALLS, "ftruncate", "copy_file_range"])
+        for call in calls_of(scenario, [*KILL_SYSCALLS, "ftruncate", "copy_file_range"])
         if not (call.syscall == "write" and ".target>" in call.line)
     ]
     assert any(call.syscall == "ftruncate" for call in calls), "no end blocks were cut"
     kill_at_each(
         scenario.cmd,
         sample(calls, SAMPLE),
-        lambda call, _run: _assert_old_or_new_after_recover(scenario, call),
+        lambda call, _run: assert_old_or_new_after_recover(scenario, call),
         reset=scenario.reset,
         env=cli_env(),
         cwd="/",
@@ -83,7 +83,7 @@ def test_an_io_fault_in_a_pull_into_an_archive_fails_cleanly_or_publishes(
     two_bundles: tuple[Path, Path],
     registry: Registry,
 ) -> None:
-    _fail_at(_pull_scenario(tmp_path, two_bundles, registry, True), SAMPLE)
+    fail_at(_pull_scenario(tmp_path, two_bundles, registry, True), SAMPLE)
 
 
 # --------------------------------------------------------------------------- into a folder
@@ -120,7 +120,7 @@ def test_pull_into_a_folder_killed_at_a_sample_of_steps_then_recover_gives_old_o
     force: bool,
 ) -> None:
     scenario = _pull_folder_scenario(tmp_path, two_bundles, registry, force)
-    _kill_at(scenario, SAMPLE)
+    kill_at(scenario, SAMPLE)
     _assert_a_rerun_completes(scenario)
 
 
@@ -129,7 +129,7 @@ def test_an_io_fault_in_a_pull_into_a_folder_fails_cleanly_or_publishes(
     two_bundles: tuple[Path, Path],
     registry: Registry,
 ) -> None:
-    _fail_at(_pull_folder_scenario(tmp_path, two_bundles, registry, True), SAMPLE)
+    fail_at(_pull_folder_scenario(tmp_path, two_bundles, registry, True), SAMPLE)
 
 
 # the flush, delayed so that the verification beside it is long over when it ends: a pull
@@ -166,7 +166,7 @@ def test_a_pull_into_a_folder_whose_flush_fails_or_dies_publishes_nothing(
         assert "syncfs(" in log, log
         assert done.returncode in (-9, 137), done.stderr
     assert scenario.state() == scenario.old
-    _assert_old_or_new_after_recover(scenario, Call("syncfs", 1, fault))
+    assert_old_or_new_after_recover(scenario, Call("syncfs", 1, fault))
     assert scenario.state() == scenario.old
 
 

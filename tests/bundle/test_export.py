@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 from support import kit
-from support.kit import cli_command, run_cli
-from test_export_kit import (
+from support.export_kit import (
     API_KEY,
     OPENAI_KEY,
     SECRETS,
@@ -32,6 +31,7 @@ from test_export_kit import (
     snapshot,
     workspace,
 )
+from support.kit import cli_command, run_cli
 
 from bundler.rules.tomlcompat import loads
 

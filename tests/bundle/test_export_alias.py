@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_export_kit import bundler, check_bundle, export_cmd, run
+from support.export_kit import bundler, check_bundle, export_cmd, run
 
 from bundler.rules.tomlcompat import loads
 

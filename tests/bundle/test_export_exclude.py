@@ -10,8 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support.kit import one_error
-from test_export_kit import (
+from support.export_kit import (
     API_KEY,
     GITHUB_TOKEN,
     OPENAI_KEY,
@@ -25,6 +24,7 @@ from test_export_kit import (
     secret_forms,
     workspace,
 )
+from support.kit import one_error
 
 from bundler.rules.exclusions import MAX_PATTERN_FILE_BYTES
 

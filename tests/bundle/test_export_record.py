@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.export_kit import API_KEY, export_cmd, make_install, run
 from support.kit import cli_command, run_cli, tree_snapshot
-from test_export_kit import API_KEY, export_cmd, make_install, run
 
 from bundler.bundle.history import RECORD_NAME, recent_destinations
 from bundler.bundle.leftovers import encode_record

@@ -21,9 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.faultinject import FaultRun, ptrace_unavailable, run_with_fault, trace_calls
-from support.kit import cli_command
-from test_export_kit import (
+from support.export_kit import (
     cli_env,
     export_cmd,
     hidden_leftovers,
@@ -32,6 +30,8 @@ from test_export_kit import (
     snapshot,
     workspace,
 )
+from support.faultinject import FaultRun, ptrace_unavailable, run_with_fault, trace_calls
+from support.kit import cli_command
 
 NOBODY = 65534
 

@@ -14,8 +14,8 @@ import threading
 from pathlib import Path
 
 import pytest
+from support.export_kit import API_KEY, cli_env, export_cmd, make_install, run, workspace
 from support.kit import run_cli
-from test_export_kit import API_KEY, cli_env, export_cmd, make_install, run, workspace
 
 from bundler.bundle.sweep import ExportSweep
 from bundler.errors import Refused, RefusedWithList

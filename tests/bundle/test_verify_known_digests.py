@@ -11,10 +11,11 @@ from pathlib import Path
 
 from support import bundlefactory as bf
 from support.kit import one_error, run_cli
+from support.verify_kit import facts
 
 from bundler.bundle.archive_read import ArchiveLimits, Digests, read_tar
 from bundler.bundle.manifest import CONFIG_NAME
-from bundler.bundle.verify import VerifyReport, verify_bundle
+from bundler.bundle.verify import verify_bundle
 from bundler.fs.durable import open_dir
 
 
@@ -39,20 +40,6 @@ def tampered(data: bytes) -> tuple[bytes, str]:
     raw = bytearray(data)
     raw[victim.offset_data] ^= 0x01
     return bytes(raw), victim.name
-
-
-def facts(report: VerifyReport) -> tuple[object, ...]:
-    return (
-        report.errors,
-        report.warnings,
-        report.files,
-        report.bytes,
-        report.sizes,
-        report.totals,
-        report.checksums_digest,
-        report.risk_flags,
-        report.skill_bundles,
-    )
 
 
 def test_known_digests_give_the_report_that_reading_gives(exported: Path, tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from support import bundlefactory as bf
 from support import hostile_bundles
-from test_verify_known_digests import facts
+from support.verify_kit import facts
 
 from bundler.bundle.archive_listing import ListedMember
 from bundler.bundle.archive_read import ArchiveLimits, Digests, list_tar

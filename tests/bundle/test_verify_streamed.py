@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import bundlefactory as bf
 from support.kit import run_cli_peak
+from support.verify_kit import spread
 
 from bundler.bundle.manifest import _checksums_by_line, checksum_sort_key, iter_checksums
 from bundler.bundle.verify import verify_bundle
@@ -58,15 +59,6 @@ def test_checksums_read_in_pieces_give_what_the_whole_file_gives(
     assert outcome(iter_checksums(pieces)) == outcome(lambda: _checksums_by_line(raw))
 
 
-def _spread(bundle: Path, count: int) -> None:
-    """``count`` small workspace files over 40 folders, then checksums and manifest to match."""
-    for index in range(count):
-        folder = bundle / "workspace" / f"spread-{index % 40:02d}"
-        folder.mkdir(exist_ok=True)
-        (folder / f"file-{index:06d}-{'x' * 40}.txt").write_bytes(b"%d\n" % index)
-    bf.reseal(bundle)
-
-
 def test_findings_over_checksums_of_many_blocks_are_those_of_the_whole_tables(
     tmp_path: Path,
 ) -> None:
@@ -74,7 +66,7 @@ def test_findings_over_checksums_of_many_blocks_are_those_of_the_whole_tables(
     each in a different block: every file not listed or not matching in walk order, then every
     listed path not found in the file's order."""
     bundle = bf.build_bundle(tmp_path / "bundle")
-    _spread(bundle, 3000)
+    spread(bundle, 3000)
     assert (bundle / "checksums.xxh3").stat().st_size > 4 * (1 << 16)
     suffix = "x" * 40
     changed = f"workspace/spread-05/file-000005-{suffix}.txt"
@@ -105,9 +97,9 @@ def test_verify_memory_does_not_grow_with_the_number_of_files(tmp_path: Path, fi
     about 0.7 KiB a file: 13 MiB more at 20,000 than at 2,000)."""
     small, large = tmp_path / "small", tmp_path / "large"
     bf.build_bundle(small)
-    _spread(small, files // 10)
+    spread(small, files // 10)
     bf.build_bundle(large)
-    _spread(large, files)
+    spread(large, files)
     baseline = min(_peak_verify_mib(small) for _ in range(2))
     grown = min(_peak_verify_mib(large) for _ in range(2))
     assert grown - baseline < 4.0, (baseline, grown)

@@ -109,3 +109,33 @@ def test_a_missing_identity_file_is_invalid_input_naming_it(tmp_path: Path) -> N
     with pytest.raises(InvalidInput, match="no such file") as caught:
         age.load_identities([tmp_path / "absent"], "--age-identity")
     assert "absent" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    "keygen",
+    [["-t", "ed25519"], ["-t", "rsa", "-b", "2048", "-m", "PEM"]],
+    ids=["ed25519-openssh", "rsa-pem"],
+)
+def test_a_passphrase_protected_ssh_key_is_told_by_the_key_itself(
+    tmp_path: Path, keygen: list[str]
+) -> None:
+    """A key sealed by a passphrase asks for it (and, with nobody to ask, says so); one that
+    is open loads; one whose body is damaged holds no identity. Told from the key's own
+    headers and cipher name, not from the text of pyrage's error."""
+    from bundler.errors import NoAnswer
+
+    for name, passphrase in (("open", ""), ("sealed", "pass word")):
+        subprocess.run(["ssh-keygen", "-q", *keygen, "-N", passphrase, "-f", str(tmp_path / name)],
+                       check=True)  # fmt: skip
+    assert len(age.load_identities([tmp_path / "open"], "--age-identity")) == 1
+    with pytest.raises(NoAnswer, match="protected by a passphrase"):
+        age.load_identities([tmp_path / "sealed"], "--age-identity")
+    asked: list[str] = []
+    found = age.load_identities(
+        [tmp_path / "sealed"], "--age-identity", lambda shown: asked.append(shown) or "pass word"
+    )
+    assert len(found) == 1 and asked == [str(tmp_path / "sealed")]
+    lines = (tmp_path / "open").read_bytes().splitlines(keepends=True)
+    (tmp_path / "damaged").write_bytes(lines[0] + b"AAAA" + b"".join(lines[2:]))
+    with pytest.raises(InvalidInput):
+        age.load_identities([tmp_path / "damaged"], "--age-identity")

@@ -16,82 +16,16 @@ import subprocess
 import zipfile
 from pathlib import Path
 
-import pytest
+from support.agekeys import age_key, backup_cli, found_in, needs, setup, ssh_key
 from support.hostile_zips import (
-    clean_env,
     content_state,
     hostile_age_backups,
-    make_project,
     run_cli,
     tree_state,
 )
 from support.kit import Terminal, one_error
 
 AGE = "/usr/bin/age"
-MARKER_BYTES = 96 << 10
-
-
-def _needs(tool: str) -> None:
-    if shutil.which(tool) is None:
-        pytest.skip(f"{tool} is not installed")
-
-
-def age_key(folder: Path, name: str = "key.txt") -> tuple[Path, str]:
-    """A fresh age identity file and its public key, made by ``age-keygen``."""
-    _needs("age-keygen")
-    path = folder / name
-    subprocess.run(["age-keygen", "-o", str(path)], check=True, capture_output=True)
-    public = subprocess.run(
-        ["age-keygen", "-y", str(path)], check=True, capture_output=True, text=True
-    ).stdout.strip()
-    return path, public
-
-
-def ssh_key(folder: Path, name: str = "id_ed25519", kind: str = "ed25519") -> tuple[Path, str]:
-    """A fresh SSH key pair without a passphrase, made by ``ssh-keygen``."""
-    _needs("ssh-keygen")
-    path = folder / name
-    args = ["ssh-keygen", "-q", "-t", kind, "-N", "", "-C", "test@host", "-f", str(path)]
-    if kind == "rsa":
-        args += ["-b", "2048"]
-    subprocess.run(args, check=True, capture_output=True)
-    return path, (folder / f"{name}.pub").read_text().strip()
-
-
-def setup(tmp_path: Path) -> tuple[Path, Path, dict[str, str], bytes]:
-    """A project, its home holding a marker of random bytes, and an environment whose
-    ``$TMPDIR`` is a folder of the test's (scanned afterwards)."""
-    user = tmp_path / "user"
-    user.mkdir()
-    env = clean_env(user)
-    tmpdir = tmp_path / "tmpdir"
-    tmpdir.mkdir()
-    env["TMPDIR"] = str(tmpdir)
-    project, home = make_project(tmp_path)
-    marker = os.urandom(MARKER_BYTES)
-    (home / "files" / "marker.bin").write_bytes(marker)
-    return project, home, env, marker
-
-
-def found_in(folder: Path, marker: bytes, *, skip: tuple[str, ...] = ()) -> list[str]:
-    """The files below ``folder`` (links not followed) holding a 64-byte slice of ``marker``;
-    top-level names starting with one of ``skip`` are left out."""
-    probes = [marker[at : at + 64] for at in range(0, len(marker) - 64, len(marker) // 8)]
-    hits: list[str] = []
-    if not folder.exists():
-        return hits
-    for root, dirs, files in os.walk(folder):
-        if skip and os.path.samefile(root, folder):
-            dirs[:] = [d for d in dirs if not d.startswith(skip)]
-            files = [f for f in files if not f.startswith(skip)]
-        for name in files:
-            path = Path(root) / name
-            if path.is_symlink() or not path.is_file():
-                continue
-            data = path.read_bytes()
-            if any(probe in data for probe in probes):
-                hits.append(os.path.relpath(path, folder))
-    return hits
 
 
 def messages(database: Path) -> list[tuple[int, str]]:
@@ -100,12 +34,6 @@ def messages(database: Path) -> list[tuple[int, str]]:
         return list(conn.execute("SELECT id, body FROM msg ORDER BY id"))
     finally:
         conn.close()
-
-
-def backup_cli(project: Path, env: dict[str, str], *extra: str) -> Path:
-    done = run_cli("home", "backup", "--project", str(project), "--json", *extra, env=env)
-    assert done.returncode == 0, done.stderr
-    return Path(json.loads(done.stdout)["backup"])
 
 
 def test_encrypted_backup_round_trips_with_age_identity(tmp_path: Path) -> None:
@@ -140,7 +68,7 @@ def test_age_d_of_the_file_gives_the_plain_zip(tmp_path: Path) -> None:
     plain = tmp_path / "x.zip"
     with plain.open("wb") as sink:
         subprocess.run([AGE, "-d", "-i", str(key), str(sealed)], stdout=sink, check=True)
-    _needs("unzip")
+    needs("unzip")
     tested = subprocess.run(["unzip", "-t", str(plain)], capture_output=True, text=True)
     assert tested.returncode == 0, tested.stdout
     with zipfile.ZipFile(plain) as archive:
@@ -401,7 +329,7 @@ def test_a_passphrase_protected_ssh_identity_is_asked_for_on_a_terminal_only(
     tmp_path: Path,
 ) -> None:
     project, home, env, marker = setup(tmp_path)
-    _needs("ssh-keygen")
+    needs("ssh-keygen")
     key = tmp_path / "id_locked"
     passphrase = "correct horse battery"
     subprocess.run(

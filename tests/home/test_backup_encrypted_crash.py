@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
+from support.agekeys import age_key, backup_cli, found_in, setup
 from support.faultinject import (
     Call,
     FaultRun,
@@ -23,7 +24,6 @@ from support.faultinject import (
 )
 from support.hostile_zips import run_cli
 from support.kit import cli_command
-from test_backup_encrypted import age_key, backup_cli, found_in, setup
 
 # the calls that make, fill, flush, publish and remove the run's files and folders
 SYSCALLS = ["openat", "write", "fsync", "linkat", "unlinkat", "mkdir", "rmdir"]

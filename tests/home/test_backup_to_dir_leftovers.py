@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
+from support.agekeys import age_key, setup
 from support.faultinject import FaultRun, kill_at_each, ptrace_unavailable, trace_calls
 from support.hostile_zips import run_cli
 from support.kit import cli_command
-from test_backup_encrypted import age_key, setup
 
 
 def _traced() -> None:

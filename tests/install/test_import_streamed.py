@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,14 +14,11 @@ import xxhash
 from support import bundlefactory as bf
 from support.installs import run_cli
 from support.kit import run_cli_peak
+from support.verify_kit import spread
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bundle"))
-
-from test_verify_streamed import _spread  # noqa: E402
-
-from bundler.errors import InvalidInput  # noqa: E402
-from bundler.install.files import tree_at  # noqa: E402
-from bundler.install.stage import ListedChecksums, Staged, stage_folder  # noqa: E402
+from bundler.errors import InvalidInput
+from bundler.install.files import tree_at
+from bundler.install.stage import ListedChecksums, Staged, stage_folder
 
 
 def _imported(tmp_path: Path, bundle: Path) -> tuple[Path, dict[str, object]]:
@@ -72,9 +68,9 @@ def test_import_memory_does_not_grow_with_the_number_of_files(tmp_path: Path) ->
     cost about 1.3 KiB a file: 34 MiB more at 20,000 than at 2,000)."""
     small, large = tmp_path / "small", tmp_path / "large"
     bf.build_bundle(small)
-    _spread(small, 2_000)
+    spread(small, 2_000)
     bf.build_bundle(large)
-    _spread(large, 20_000)
+    spread(large, 20_000)
     baseline = _peak_import_mib(tmp_path, small, "small-install")
     grown = _peak_import_mib(tmp_path, large, "large-install")
     assert grown - baseline < 4.0, (baseline, grown)
@@ -126,7 +122,7 @@ def _stage(bundle: Path, tmp_path: Path, digest: str) -> str:
 
 def _verified(tmp_path: Path) -> tuple[Path, str]:
     bundle = bf.build_bundle(tmp_path / "bundle")
-    _spread(bundle, 1500)  # checksums of many 64 KiB blocks
+    spread(bundle, 1500)  # checksums of many 64 KiB blocks
     return bundle, xxhash.xxh3_128((bundle / "checksums.xxh3").read_bytes()).hexdigest()
 
 

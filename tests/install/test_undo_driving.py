@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from support import bundlefactory as bf
-from test_undo import USER_CONFIG, bundler, imported
+from support.undo_kit import USER_CONFIG, bundler, imported
 
 
 def _second_import(tmp_path: Path, install: Path) -> Path:

@@ -384,12 +384,12 @@ def test_backup_to_a_registry_refuses_base_full_and_a_tag(
     assert registry.requests()[mark:] == []
 
 
-def test_a_registry_backup_is_never_encrypted_so_the_age_options_are_refused(
+def test_age_identity_with_a_registry_backup_or_listing_is_refused_before_any_request(
     registry: Registry, project: tuple[Path, Path, dict[str, str]], tmp_path: Path
 ) -> None:
-    """``--encrypt-to`` with ``oci://`` is not supported yet (04 §5.5), and ``--age-identity``
-    opens an encrypted backup file, which a registry never holds: each is one usage line, exit
-    2, before any request."""
+    """``--age-identity`` opens an encrypted base, which a backup to a registry never uses,
+    and a listing of a registry reads manifests only (``--verify`` too is refused): each is
+    one usage line, exit 2, before any request, and no key reaches it."""
     import pyrage
 
     made_project, home, env = project
@@ -398,14 +398,16 @@ def test_a_registry_backup_is_never_encrypted_so_the_age_options_are_refused(
     key.write_text(f"{identity}\n")
     recipient = str(identity.to_public())
     repository = registry.ref(REPOSITORY)
-    pinned = registry.ref(f"{REPOSITORY}@sha256:{'0' * 64}")
     before = tree_state(home)
     mark = registry.mark()
     for args, named in (
-        (["backup", "--to", repository, "--encrypt-to", recipient], "--encrypt-to"),
         (["backup", "--to", repository, "--age-identity", str(key)], "--age-identity"),
+        (
+            ["backup", "--to", repository, "--encrypt-to", recipient, "--age-identity", str(key)],
+            "--age-identity",
+        ),
         (["backups", "--to", repository, "--age-identity", str(key)], "--age-identity"),
-        (["restore", pinned, "--age-identity", str(key)], "--age-identity"),
+        (["backups", "--to", repository, "--verify"], "--verify"),
     ):
         done = run_cli(
             "home", *args, "--project", str(made_project), "--plain-http", env=env,

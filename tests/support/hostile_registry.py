@@ -592,6 +592,63 @@ def _entry_twice(fake: FakeRegistry, built: BuiltBackup) -> str:
     return _with_files_part(fake, built, _entry("files/a.txt", b"other\n"))
 
 
+def _encrypted(fake: FakeRegistry, built: BuiltBackup, change: Callable[[Any], None]) -> str:
+    """An encrypted backup's manifest (one age layer under the empty config), with ``change``
+    applied to its JSON; every blob it names is served."""
+    from bundler.registry import backup_artifact as bart
+
+    sealed = b"age-encryption.org/v1\n-> X25519 stand-in\n--- mac\n" + bytes(64)
+    artifact = bart.encrypted_artifact(
+        art.Descriptor(bart.ENCRYPTED_TYPE, digest_of(sealed), len(sealed)), built.created_at
+    )
+    doc = json.loads(bart.render_manifest(artifact))
+    change(doc)
+    ref = _serve_backup(fake, built, json.dumps(doc).encode())
+    fake.blobs.update({digest_of(sealed): sealed, bart.EMPTY_DIGEST: bart.EMPTY_CONFIG})
+    return ref
+
+
+def _sealed_beside_a_part(fake: FakeRegistry, built: BuiltBackup) -> str:
+    """The age layer and a plain part in one manifest: neither backup a push makes."""
+    title, data = built.parts[0]
+
+    def change(doc: Any) -> None:
+        doc["layers"].append(
+            art.Descriptor(
+                "application/vnd.zeroclaw.agent.backup.part.v1.zip",
+                digest_of(data),
+                len(data),
+                title,
+            ).as_json()
+        )
+
+    return _encrypted(fake, built, change)
+
+
+def _sealed_telling_its_files(fake: FakeRegistry, built: BuiltBackup) -> str:
+    """An encrypted backup whose annotations give away its files' count and bytes."""
+
+    def change(doc: Any) -> None:
+        doc["annotations"].update(
+            {"dev.zeroclaw.backup.files": "7", "dev.zeroclaw.backup.bytes": "9"}
+        )
+
+    return _encrypted(fake, built, change)
+
+
+def _sealed_with_an_index(fake: FakeRegistry, built: BuiltBackup) -> str:
+    """An encrypted backup whose config is a plain ``backup.json`` (file names, digests)."""
+
+    def change(doc: Any) -> None:
+        doc["config"] = art.Descriptor(
+            "application/vnd.zeroclaw.agent.backup.index.v1+json",
+            digest_of(built.index),
+            len(built.index),
+        ).as_json()
+
+    return _encrypted(fake, built, change)
+
+
 HOSTILE_BACKUP_ARTIFACTS: dict[str, tuple[Callable[[FakeRegistry, BuiltBackup], str], str]] = {
     "part_bytes_not_its_digest": (_tampered_part, "sha256"),
     "part_titles_swapped": (_titles_swapped, "not of that part"),
@@ -604,6 +661,9 @@ HOSTILE_BACKUP_ARTIFACTS: dict[str, tuple[Callable[[FakeRegistry, BuiltBackup], 
     "a_symbolic_link_entry": (_symlink_entry, "symbolic link"),
     "a_zip_bomb_entry_listed_nowhere": (_bomb_entry, "compression ratio"),
     "an_entry_twice_in_one_part": (_entry_twice, "more than once"),
+    "an_encrypted_layer_beside_a_part": (_sealed_beside_a_part, "more than its one layer"),
+    "an_encrypted_backup_telling_its_files": (_sealed_telling_its_files, "tells"),
+    "an_encrypted_backup_with_an_index_config": (_sealed_with_an_index, "media type other"),
 }
 """A data-home backup's artifact as a registry must not serve it (made from a real backup):
 ``home restore REF`` refuses each with one line, exit 3, restoring nothing; what the value's

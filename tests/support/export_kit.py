@@ -13,10 +13,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import xxhash
-from support import kit
-from support.kit import cli_command
 
 from bundler.rules.tomlcompat import loads
+from support import kit
+from support.kit import cli_command
 
 API_KEY = "sk-ant-FAKE-h6-Zq8Xw3Vb7Nm2Lk5Jh9Gf4Dsa"
 OPENAI_KEY = "sk-FAKE-h6-openai-Pq1Wo2Ei3Ru4Ty5"
