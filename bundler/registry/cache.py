@@ -12,6 +12,9 @@ folder of another user (:func:`bundler.fs.privatedir.make_private`). Its files a
   same blob download it once: the second waits for the lock, then finds the whole blob named.
   The next pull that needs it hashes the bytes there and asks the registry for the rest (a
   ``Range`` request; a registry that ignores it sends the whole blob, which replaces them).
+  A pull into ``FILE.tar`` writes the blobs it downloads into the archive alone and puts here
+  only what a lost connection left it (:meth:`BlobCache.keep`; :mod:`bundler.registry.
+  pull_archive` says why).
 
 Verified before use: a blob read from the cache is hashed as it is read, exactly as a download
 is, and nothing is made of its bytes before its end matched the digest (the hostile-archive

@@ -23,11 +23,24 @@ workspace and the skills are judged by the same walk as a folder's, from their l
 whole bundle verifies; then the staging file is flushed and swapped in like any export
 (:mod:`bundler.bundle.publish`).
 
+The layer cache (:mod:`bundler.registry.cache`) is read, and written only to resume: a layer
+it holds whole is read from it, one it holds a dropped download of is resumed through it (the
+rest appended there), and one it holds nothing of is written into the archive alone. The
+archive holds the layers, and a second copy of a workspace on the user's disk is not free:
+writing each blob into the cache as well doubled what the disk took during the pull (with the
+cache on the same disk, 1.95 s against 1.73 s; on tmpfs, 1.74 s). Only when the connection is
+lost is what arrived straight into the archive kept there, before the staging file is removed:
+the first bytes of the blob being received as its partial download, and each blob received
+before it whole (:meth:`_Puller._keep`), so the rerun asks only for the rest. The config blob,
+a few KiB, goes through the cache as in every pull.
+
 Durability: a long layer is written past the page cache (``O_DIRECT``, :mod:`bundler.fs.
 direct`), on a thread of its own, so the disk takes its bytes as they arrive and the processor
 copies none of them into cache pages; a short one is written through the page cache, with its
 writeback started as it is written (``sync_file_range``). Either way the one ``fsync`` before
-the swap is still what makes the archive durable, and nothing else is claimed of it.
+the swap is still what makes the archive durable, and nothing else is claimed of it. What a
+dropped pull keeps in the cache is not synced either, as nothing there is (every use hashes
+it again).
 """
 
 from __future__ import annotations
@@ -90,8 +103,8 @@ def pull_archive(
     cache: bool = True,
 ) -> PullReport:
     """Pull ``ref`` into the bundle archive ``dest`` (created, or an archive replaced with
-    ``force``), verified before it is published; each blob through the layer cache unless
-    ``cache`` is false."""
+    ``force``), verified before it is published; each blob read from the layer cache when it
+    holds it, unless ``cache`` is false, and written there only as the module's text says."""
     cleared = clear_abandoned_or_warn(dest)
     admission = admit(dest, force=force, protected=[], archive_check=looks_like_archive, label="")
     report = PullReport(str(ref), "", "")

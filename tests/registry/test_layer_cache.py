@@ -152,7 +152,7 @@ def test_a_pull_into_an_archive_keeps_its_layers_in_the_archive_only(
     assert (tmp_path / "second.tar").read_bytes() == bf.pack_bytes(bundle)
 
 
-@pytest.mark.parametrize("length", ["short", "long"])
+@pytest.mark.parametrize("length", ["short", pytest.param("long", marks=pytest.mark.slow)])
 def test_a_pull_into_an_archive_dropped_mid_layer_resumes_with_only_the_missing_bytes(
     registry: Registry, relay: Relay, bundle: Path, tmp_path: Path, length: str
 ) -> None:
