@@ -96,6 +96,12 @@ class SequentialWriter:
                 os.close(self._direct_fd)
                 self._direct_fd = None
 
+    @property
+    def offset(self) -> int:
+        """Where the next byte given goes: the file offset the bytes given so far end at
+        (written once :meth:`finish` returned)."""
+        return self._offset
+
     def __enter__(self) -> SequentialWriter:
         return self
 

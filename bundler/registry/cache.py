@@ -12,6 +12,9 @@ folder of another user (:func:`bundler.fs.privatedir.make_private`). Its files a
   same blob download it once: the second waits for the lock, then finds the whole blob named.
   The next pull that needs it hashes the bytes there and asks the registry for the rest (a
   ``Range`` request; a registry that ignores it sends the whole blob, which replaces them).
+  A pull into ``FILE.tar`` writes the blobs it downloads into the archive alone and puts here
+  only what a lost connection left it (:meth:`BlobCache.keep`; :mod:`bundler.registry.
+  pull_archive` says why).
 
 Verified before use: a blob read from the cache is hashed as it is read, exactly as a download
 is, and nothing is made of its bytes before its end matched the digest (the hostile-archive
@@ -42,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from bundler.bundle.archive_write import append_range
 from bundler.errors import InvalidInput, UsageError, os_failure
 from bundler.fs.durable import locked_by_another, open_dir, write_all_at
 from bundler.fs.privatedir import make_private
@@ -235,6 +239,37 @@ class BlobCache:
         name = _hex(digest)
         os.rename(name + PARTIAL, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
         _touch(fd)
+
+    def keep(
+        self, digest: str, size: int, src_fd: int, offset: int, length: int, *, padded: bool = False
+    ) -> None:
+        """Keep the first ``length`` bytes of blob ``digest`` (``size`` bytes), which a dropped
+        pull wrote at ``offset`` of ``src_fd`` rather than here, as its partial download, for the
+        next pull to resume; nothing when the cache already holds as much. ``padded``: the
+        blob's bytes after ``length`` are zeros (a layer whose end-of-archive blocks the archive
+        cut); when they prove to be, by the blob's digest, the blob is kept whole, else the
+        bytes given stay a partial download. Nothing here is trusted more than a download:
+        every use hashes the bytes again (the module's text)."""
+        if length <= 0 or self.present(digest, size) >= length:
+            return
+        fd = self.claim(digest)
+        try:
+            if os.fstat(fd).st_size >= length:
+                return  # another pull kept as much meanwhile
+            os.ftruncate(fd, 0)
+            append_range(src_fd, offset, length, fd)
+            if padded and length < size:
+                os.ftruncate(fd, size)
+            if os.fstat(fd).st_size < size:
+                return
+            if f"sha256:{_hash_of(fd, size).hexdigest()}" == digest:
+                self.commit(digest, fd)
+            elif length < size:
+                os.ftruncate(fd, length)  # the tail was not zeros: the bytes given stay
+            else:
+                self.remove(_hex(digest) + PARTIAL)  # not the blob: nothing of it is kept
+        finally:
+            os.close(fd)
 
     def remove(self, name: str) -> None:
         """Remove the file ``name`` of the cache, if there."""

@@ -131,6 +131,62 @@ def test_v2_after_v1_with_one_file_changed_downloads_at_most_three_blobs(
     assert tree_snapshot(tmp_path / "v2") == tree_snapshot(bundle)
 
 
+def test_a_pull_into_an_archive_keeps_its_layers_in_the_archive_only(
+    registry: Registry, relay: Relay, bundle: Path, tmp_path: Path
+) -> None:
+    """A pull into FILE.tar writes the layers it downloads into the archive alone (the archive
+    holds them; a second copy on the user's disk is not free): the cache keeps only the config
+    blob. It still reads the cache: after a pull into a folder filled it, a pull into an
+    archive fetches no blob."""
+    push(registry, bundle, "1")
+    blobs = layers(registry, "1")
+    done = pull(relay, "1", tmp_path / "first.tar")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "first.tar").read_bytes() == bf.pack_bytes(bundle)
+    assert set(cached()) == {blobs["config"][0][7:]}
+    assert pull(relay, "1", tmp_path / "folder").returncode == 0
+    mark = relay.mark()
+    again = pull(relay, "1", tmp_path / "second.tar")
+    assert again.returncode == 0, again.stderr
+    assert relay.blob_gets(mark) == []
+    assert (tmp_path / "second.tar").read_bytes() == bf.pack_bytes(bundle)
+
+
+@pytest.mark.parametrize("length", ["short", pytest.param("long", marks=pytest.mark.slow)])
+def test_a_pull_into_an_archive_dropped_mid_layer_resumes_with_only_the_missing_bytes(
+    registry: Registry, relay: Relay, bundle: Path, tmp_path: Path, length: str
+) -> None:
+    """A pull into FILE.tar that loses its connection mid-layer keeps, before its staging file
+    goes, what it received straight into the archive: the layer's bytes received as its
+    partial download, every layer before it whole. The rerun asks for the rest of that blob
+    alone, with a Range request. ``long``: a layer written past the page cache (16 MiB or
+    more, :mod:`bundler.fs.direct`), cut where its buffers are not yet full."""
+    if length == "long":
+        (bundle / "workspace" / "large.bin").write_bytes(os.urandom(17 << 20))
+        bf.reseal(bundle)
+    push(registry, bundle, "1")
+    blobs = layers(registry, "1")
+    digest, size = blobs["workspace"]
+    cut = (1 << 20) + 4097 if length == "long" else 1 << 20
+    relay.cut[blob_path(digest)] = cut
+    first = pull(relay, "1", tmp_path / "out.tar")
+    assert first.returncode == 1 and "closed" in first.stderr, first.stderr
+    assert not (tmp_path / "out.tar").exists()
+    held = cached()
+    assert held.pop(f"{digest[7:]}.partial") == cut
+    # the workspace comes last in the archive: every other blob arrived whole before it
+    assert held == {d[7:]: n for title, (d, n) in blobs.items() if title != "workspace"}
+    mark = relay.mark()
+    again = pull(relay, "1", tmp_path / "out.tar")
+    assert again.returncode == 0, again.stderr
+    fetched = relay.blob_gets(mark)
+    assert [(r.path, r.range, r.status) for r in fetched] == [
+        (blob_path(digest), f"bytes={cut}-", 206)
+    ]
+    assert sum(r.sent for r in fetched) == size - cut
+    assert (tmp_path / "out.tar").read_bytes() == bf.pack_bytes(bundle)
+
+
 @pytest.mark.parametrize(
     "damage", ["a_byte_flipped", "cut_short", "replaced_by_a_link", "replaced_by_a_fifo"]
 )
