@@ -14,6 +14,7 @@ and content is streamed with a hard stop at the size ``backup.json`` declares.
 from __future__ import annotations
 
 import os
+import re
 import stat
 import struct
 import zipfile
@@ -89,6 +90,12 @@ def invalid_entry(name: str, what: str, made: type[InvalidInput]) -> InvalidInpu
 # --- names -----------------------------------------------------------------------------------
 
 
+_PLAIN_PATH = re.compile(r"(?:files|skills)(?:/(?!\.\.?(?:/|\Z))[^/\\\x00-\x1f\x7f-\x9f]+)+")
+"""A path below ``files/`` or ``skills/`` of non-empty components, none ``.`` or ``..``, without
+a backslash or a control character: every rule of :func:`path_problem` holds for one of at most
+63 characters (no component can reach 255 bytes, nor the path 256 levels)."""
+
+
 def path_problem(path: str, *, folder: bool = False) -> str | None:
     """Why ``path`` may not be an entry of a backup, or None when it may.
 
@@ -96,6 +103,13 @@ def path_problem(path: str, *, folder: bool = False) -> str | None:
     ``chat.db`` or a path below ``files/`` or ``skills/``; folders (``folder=True``) may be
     ``files``, ``skills`` or a path below them.
     """
+    if len(path) <= MAX_COMPONENT_BYTES // 4 and _PLAIN_PATH.fullmatch(path):
+        return None  # the common case, at once
+    return _path_problem(path, folder)
+
+
+def _path_problem(path: str, folder: bool) -> str | None:
+    """:func:`path_problem`, every rule in turn."""
     if path.startswith("/"):
         return "is an absolute path"
     if "\\" in path:
@@ -512,13 +526,12 @@ def _plainly_agrees(
     raw: bytes | memoryview, fields: tuple[int, ...], info: zipfile.ZipInfo
 ) -> bool:
     """The common case of :func:`_local_problem` and the name's check, decided at once: a
-    header without a data descriptor or ZIP64 sizes, with a UTF-8 name, whose every field
-    equals the directory's. False when in doubt (the full check then decides)."""
+    header without a data descriptor or ZIP64 sizes, with a UTF-8 (or ASCII) name, whose every
+    field equals the directory's. False when in doubt (the full check then decides)."""
     _sig, version, flags, method, time_word, date_word, crc, packed, size, name_len, _x = fields
     if (
         version > _MAX_EXTRACT_VERSION
         or flags & _DESCRIPTOR_FLAG
-        or not flags & _UTF8_FLAG
         or _ZIP64_SIZE in (packed, size)
         or (flags, method, crc, packed, size)
         != (info.flag_bits, info.compress_type, info.CRC, info.compress_size, info.file_size)
@@ -526,7 +539,8 @@ def _plainly_agrees(
     ):
         return False
     try:
-        name = info.orig_filename.encode("utf-8")
+        # unmarked: ASCII, which cp437 (the name's encoding then) spells alike
+        name = info.orig_filename.encode("utf-8" if flags & _UTF8_FLAG else "ascii")
     except UnicodeEncodeError:
         return False
     at = _LOCAL_HEADER.size

@@ -138,6 +138,22 @@ def test_path_problem(path: str, problem: str | None) -> None:
         assert answer is not None and problem in answer
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    path=st.lists(
+        st.sampled_from(
+            ["files", "skills", "/", ".", "..", "a", "\\", "\x07", "\x85", "é", "x" * 40]
+        ),
+        max_size=8,
+    ).map("".join),
+    folder=st.booleans(),
+)
+def test_the_common_case_of_path_problem_agrees_with_every_rule(path: str, folder: bool) -> None:
+    from bundler.home.zipcheck import _path_problem
+
+    assert path_problem(path, folder=folder) == _path_problem(path, folder)
+
+
 def test_folder_paths_allow_the_tree_roots() -> None:
     assert path_problem("files", folder=True) is None
     assert path_problem("skills/s1", folder=True) is None
