@@ -131,16 +131,21 @@ def open_base(path: Path, warnings: list[str]) -> Iterator[Base | None]:
         )
         yield None
         return
+    opened = contextlib.ExitStack()
+    base: Base | None = None
     try:
-        with open_zip(path) as archive:
-            base = Base(path, archive)
-            yield base
-            return
+        base = Base(path, opened.enter_context(open_zip(path)))
     except BundlerError as exc:
         warnings.append(f"{shown} is not used as the base: {exc.message}")
     except OSError as exc:
         warnings.append(f"{shown} is not used as the base ({os.strerror(exc.errno or 0)})")
-    yield None
+    if base is None:
+        opened.close()
+    try:
+        yield base
+    finally:
+        # closed as if nothing happened: an error of the backup's is not the base's to name
+        opened.close()
 
 
 def source_matches(fd: int, relpath: str, candidate: Candidate) -> tuple[int, str] | None:
