@@ -539,9 +539,9 @@ def _write_entries(
 
 
 def _index_json(head: dict[str, Any], entries: list[dict[str, Any]], folders: list[str]) -> bytes:
-    """``backup.json``: ``head``'s keys, then one entry a line and the folders (the layout of
-    backup-format.md), by json's C encoder (an indent sends every value through its Python
-    one)."""
+    """``backup.json``: ``head``'s keys, then the entries one a line, as backup-format.md
+    shows them, and the folders; made by json's C encoder (an indent would send every value
+    through its Python one)."""
     encode = json.JSONEncoder(ensure_ascii=False).encode
     lines = ",\n".join(map(encode, entries))
     text = encode(head)[:-1] + f', "entries": [\n{lines}\n], "folders": {encode(folders)}' + "}\n"
