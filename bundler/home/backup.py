@@ -61,8 +61,8 @@ from bundler.home.publish import (
     run_locked,
     temp_file,
 )
-from bundler.home.reuse import BaseUnusable, newest_backup, open_base
-from bundler.home.reuse_index import load_index, save_index
+from bundler.home.reuse import Base, BaseUnusable, newest_backup, open_base
+from bundler.home.reuse_index import Known, load_index, save_index
 from bundler.home.verify import check_contents
 from bundler.home.zipcheck import TREES, open_zip
 from bundler.home.zipwrite import Plan, StoreInstead, write_zip
@@ -326,21 +326,32 @@ def _backup_into(
         temp_file(target_fd, token, ".db") as db_name,
         temp_file(target_fd, token, ".zip") as zip_name,
         run_locked(target_fd, zip_name),
-        open_base(base_path, warnings) if base_path else contextlib.nullcontext() as base,
+        contextlib.ExitStack() as base_stack,
+        ThreadPoolExecutor(max_workers=1) as pool,
     ):
+
+        def opened() -> tuple[Base | None, dict[str, Known]]:
+            """The base, opened and checked, and the home's index (the base's until the end)."""
+            if base_path is None:
+                return None, {}
+            base = base_stack.enter_context(open_base(base_path, warnings))
+            return base, load_index(resolution.home) if base is not None else {}
+
+        # SQLite releases the GIL: the base is opened on the second core while the snapshot is
+        # taken here, and the snapshot's integrity check runs there while this thread zips
+        with signals_deferred():  # its worker, started here, keeps them blocked
+            opening = pool.submit(opened)
         info = snapshot_database(
             resolution.database, folder / db_name, method="vacuum", check=False
         )
-        # SQLite releases the GIL: the integrity check runs on the second core while we zip
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            with signals_deferred():  # its worker, started here, keeps them blocked
-                checked = pool.submit(check_snapshot, resolution.database, folder / db_name)
-            plan = Plan(resolution, home_fd, folder / db_name, progress, base=base, level=level)
-            if base is not None:
-                plan.known = load_index(resolution.home)
-            entries, total, skipped = _write_until_done(plan, target_fd, zip_name, warnings)
-            wait_for(lambda timeout: not futures.wait([checked], timeout).not_done)
-            checked.result()
+        wait_for(lambda timeout: not futures.wait([opening], timeout).not_done)
+        base, known = opening.result()
+        checked = pool.submit(check_snapshot, resolution.database, folder / db_name)
+        plan = Plan(resolution, home_fd, folder / db_name, progress, base=base, level=level)
+        plan.known = known
+        entries, total, skipped = _write_until_done(plan, target_fd, zip_name, warnings)
+        wait_for(lambda timeout: not futures.wait([checked], timeout).not_done)
+        checked.result()
         # the snapshot passed integrity_check and the digests tie the zip's copy to it; the
         # digests are the sources', so a copied entry is checked against its source too
         while True:

@@ -23,7 +23,7 @@ import os
 import re
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -33,7 +33,14 @@ import xxhash
 from bundler.errors import BundlerError
 from bundler.fs.digest import digest_fd
 from bundler.home.backup_age import is_encrypted
-from bundler.home.zipcheck import DATABASE, STORE_ABOVE_RATIO, check_local_header, open_zip
+from bundler.home.zipcheck import (
+    DATABASE,
+    STORE_ABOVE_RATIO,
+    check_local_header,
+    check_local_header_in,
+    local_header_length,
+    open_zip,
+)
 from bundler.home.zipindex import Listed, match_index, read_index
 from bundler.rules.names import escape_display
 
@@ -124,16 +131,21 @@ def open_base(path: Path, warnings: list[str]) -> Iterator[Base | None]:
         )
         yield None
         return
+    opened = contextlib.ExitStack()
+    base: Base | None = None
     try:
-        with open_zip(path) as archive:
-            base = Base(path, archive)
-            yield base
-            return
+        base = Base(path, opened.enter_context(open_zip(path)))
     except BundlerError as exc:
         warnings.append(f"{shown} is not used as the base: {exc.message}")
     except OSError as exc:
         warnings.append(f"{shown} is not used as the base ({os.strerror(exc.errno or 0)})")
-    yield None
+    if base is None:
+        opened.close()
+    try:
+        yield base
+    finally:
+        # closed as if nothing happened: an error of the backup's is not the base's to name
+        opened.close()
 
 
 def source_matches(fd: int, relpath: str, candidate: Candidate) -> tuple[int, str] | None:
@@ -194,6 +206,85 @@ def copy_raw(
     return raw
 
 
+CopyJob = tuple[zipfile.ZipInfo, zipfile.ZipInfo, str]
+"""One entry of :func:`copy_run`: the base's entry, the new one, the XXH3-128 its bytes must
+have."""
+
+
+def copy_run(archive: zipfile.ZipFile, base: Base, jobs: Sequence[CopyJob]) -> None:
+    """:func:`copy_raw` of each job in order (``expect`` given), reading the base in spans of up
+    to 1 MiB rather than twice per entry: each entry's local header is checked, and its bytes
+    hashed, from the span read. An entry the span does not hold whole (a large one, or one whose
+    header runs past it) is copied alone by :func:`copy_raw`.
+
+    Raises :class:`BaseUnusable` as :func:`copy_raw` does."""
+    source = base.archive.fp
+    if source is None:
+        raise BaseUnusable("the zip is closed")
+    fd = source.fileno()
+    at = 0
+    while at < len(jobs):
+        start = jobs[at][0].header_offset
+        end = at
+        span = 0
+        while end < len(jobs):
+            old = jobs[end][0]
+            reach = old.header_offset - start + _HEADER_ROOM + old.compress_size
+            if old.header_offset < start or (end > at and reach > _CHUNK):
+                break
+            span = max(span, reach)
+            end += 1
+        if span > _CHUNK:  # one large entry: streamed
+            old, new, expect = jobs[at]
+            copy_raw(archive, base, old, new, expect)
+            at += 1
+            continue
+        view = memoryview(os.pread(fd, span, start))
+        sink = _at_end(archive)  # then each entry ends where the next begins: no tell each
+        for old, new, expect in jobs[at:end]:
+            _copy_from(archive, sink, base, view[old.header_offset - start :], old, new, expect)
+        at = end
+
+
+_HEADER_ROOM = 30 + 512
+"""Room a span leaves for an entry's local header (the fixed part, name and extra)."""
+
+
+def _copy_from(
+    archive: zipfile.ZipFile,
+    sink: IO[bytes],
+    base: Base,
+    raw: memoryview,
+    old: zipfile.ZipInfo,
+    new: zipfile.ZipInfo,
+    expect: str,
+) -> None:
+    """:func:`copy_raw` of one entry from ``raw``, the base's bytes from its local header on."""
+    length = local_header_length(raw)
+    if length is None or length + old.compress_size > len(raw):
+        # read, checked and named alone; it leaves the zip's file where the next entry goes
+        copy_raw(archive, base, old, new, expect)
+        return
+    try:
+        check_local_header_in(raw[:length], old)
+    except BundlerError as exc:
+        raise BaseUnusable(exc.message) from None
+    data = raw[length : length + old.compress_size]
+    if xxhash.xxh3_128_hexdigest(data) != expect:
+        raise BaseUnusable(
+            f"entry {escape_display(old.filename)} holds other bytes than the ones a backup checked"
+        )
+    header = _local_header(
+        archive, new, old.compress_type, old.CRC, old.file_size, old.compress_size, None
+    )
+    sink.write(header)
+    sink.write(data)
+    archive.start_dir += len(header) + len(data)
+    archive.filelist.append(new)
+    archive.NameToInfo[new.filename] = new
+    base.reused += 1
+
+
 def start_entry(
     archive: zipfile.ZipFile,
     info: zipfile.ZipInfo,
@@ -209,9 +300,33 @@ def start_entry(
     the caller writes exactly the data to the returned file, then calls :func:`end_entry`.
     ``zip64`` (default: from ``size``) for a header written again with the same length once
     the sizes are known."""
+    sink = _at_end(archive)
+    sink.write(_local_header(archive, info, method, crc, size, packed, zip64))
+    return sink
+
+
+def _at_end(archive: zipfile.ZipFile) -> IO[bytes]:
+    """The zip's file, where its next entry goes."""
     sink = archive.fp
     if sink is None:
         raise ValueError("the zip is closed")
+    if sink.tell() != archive.start_dir:
+        # a seek flushes the write buffer: one write call per entry, where the buffer would
+        # gather many small entries into one
+        sink.seek(archive.start_dir)
+    return sink
+
+
+def _local_header(
+    archive: zipfile.ZipFile,
+    info: zipfile.ZipInfo,
+    method: int,
+    crc: int,
+    size: int,
+    packed: int,
+    zip64: bool | None,
+) -> bytes:
+    """``info`` given its method, CRC and sizes, placed at the zip's end; its local header."""
     info.compress_type = method
     info.CRC = crc
     info.file_size = size
@@ -219,13 +334,8 @@ def start_entry(
     info.flag_bits = 0  # sizes in the local header, no data descriptor
     if zip64 is None:
         zip64 = size >= ZIP64_FROM or size * 1.05 > zipfile.ZIP64_LIMIT
-    if sink.tell() != archive.start_dir:
-        # a seek flushes the write buffer: one write call per entry, where the buffer would
-        # gather many small entries into one
-        sink.seek(archive.start_dir)
     info.header_offset = archive.start_dir
-    sink.write(info.FileHeader(zip64))
-    return sink
+    return info.FileHeader(zip64)
 
 
 def end_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> None:

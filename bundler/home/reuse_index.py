@@ -22,9 +22,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import xxhash
 
@@ -43,8 +42,7 @@ def stat_key(st: os.stat_result) -> StatKey:
     return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
 
 
-@dataclass(frozen=True)
-class Known:
+class Known(NamedTuple):
     """A file as its entry was made: its stat key, and the entry (digest of the file's bytes,
     CRC-32, zip method, compressed size, XXH3-128 of the compressed bytes)."""
 
@@ -57,19 +55,17 @@ class Known:
 
 
 def _known(row: Any) -> tuple[str, Known] | None:
-    if not isinstance(row, list) or len(row) != 11:
+    if type(row) is not list or len(row) != 11:
         return None
-    path, *numbers = row[:6]
-    digest, crc, method, packed, raw = row[6:]
-    ints = [*numbers, crc, method, packed]
-    if not isinstance(path, str) or not all(
-        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in ints
-    ):
+    path, size, mtime, ctime, inode, device, digest, crc, method, packed, raw = row
+    for number in (size, mtime, ctime, inode, device, crc, method, packed):
+        if type(number) is not int or number < 0:  # json gives int, never a subclass but bool
+            return None
+    if type(path) is not str or type(digest) is not str or type(raw) is not str:
         return None
-    if not all(isinstance(h, str) and len(h) == 32 for h in (digest, raw)):
+    if len(digest) != 32 or len(raw) != 32:
         return None
-    key: StatKey = (numbers[0], numbers[1], numbers[2], numbers[3], numbers[4])
-    return path, Known(key, digest, crc, method, packed, raw)
+    return path, Known((size, mtime, ctime, inode, device), digest, crc, method, packed, raw)
 
 
 def index_path(home: Path) -> Path:

@@ -16,7 +16,7 @@ import functools
 import io
 import os
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -82,16 +82,23 @@ def check_contents(
     """
     index, files = check_structure(archive)
     every = files
-    if trusted:
-        for info in files:
+
+    def check_trusted() -> None:
+        for info in every:
             if info.filename in trusted:
                 check_local_header(archive, info)
+
+    if trusted:
         files = [info for info in files if info.filename not in trusted]
     sizes = [index.files[info.filename].size for info in files]
     with phase(progress, "checking", len(files), sum(sizes)):
         if workers() and isinstance(archive.fp, io.BufferedReader):
-            _check_in_parallel(archive, index, files, check_database, scratch, progress)
+            # the trusted entries' headers are checked here while the workers inflate
+            _check_in_parallel(
+                archive, index, files, check_database, scratch, progress, check_trusted
+            )
         else:
+            check_trusted()
             for info in files:
                 listed = index.files[info.filename]
                 if info.filename == DATABASE and check_database:
@@ -145,10 +152,13 @@ def _check_in_parallel(
     check_database: bool,
     scratch: Path | None,
     progress: Progress | None,
+    meanwhile: Callable[[], None] = lambda: None,
 ) -> None:
     """Check the entries on one worker thread per core (inflate and XXH3 release the GIL),
     each reading with ``pread``, the database's integrity here meanwhile; failures are raised
-    in the zip's order, so the entry named is the one a check in order would name."""
+    in the zip's order, so the entry named is the one a check in order would name.
+    ``meanwhile`` runs here once the workers have their entries, before any failure of
+    theirs is raised."""
     assert archive.fp is not None
     fd = archive.fp.fileno()
     steps: list[list[Job]] = []  # an empty step: the database, checked on this thread
@@ -167,6 +177,7 @@ def _check_in_parallel(
     try:
         with handed_over():  # the workers started by these submits keep the signals blocked
             pending = [pool.submit(_check_batch, fd, jobs) if jobs else None for jobs in steps]
+        meanwhile()
         for jobs, future in zip(steps, pending, strict=True):
             if future is None:
                 info = archive.getinfo(DATABASE)

@@ -14,6 +14,7 @@ and content is streamed with a hard stop at the size ``backup.json`` declares.
 from __future__ import annotations
 
 import os
+import re
 import stat
 import struct
 import zipfile
@@ -89,6 +90,12 @@ def invalid_entry(name: str, what: str, made: type[InvalidInput]) -> InvalidInpu
 # --- names -----------------------------------------------------------------------------------
 
 
+_PLAIN_PATH = re.compile(r"(?:files|skills)(?:/(?!\.\.?(?:/|\Z))[^/\\\x00-\x1f\x7f-\x9f]+)+")
+"""A path below ``files/`` or ``skills/`` of non-empty components, none ``.`` or ``..``, without
+a backslash or a control character: every rule of :func:`path_problem` holds for one of at most
+63 characters (no component can reach 255 bytes, nor the path 256 levels)."""
+
+
 def path_problem(path: str, *, folder: bool = False) -> str | None:
     """Why ``path`` may not be an entry of a backup, or None when it may.
 
@@ -96,6 +103,13 @@ def path_problem(path: str, *, folder: bool = False) -> str | None:
     ``chat.db`` or a path below ``files/`` or ``skills/``; folders (``folder=True``) may be
     ``files``, ``skills`` or a path below them.
     """
+    if len(path) <= MAX_COMPONENT_BYTES // 4 and _PLAIN_PATH.fullmatch(path):
+        return None  # the common case, at once
+    return _path_problem(path, folder)
+
+
+def _path_problem(path: str, folder: bool) -> str | None:
+    """:func:`path_problem`, every rule in turn."""
     if path.startswith("/"):
         return "is an absolute path"
     if "\\" in path:
@@ -468,7 +482,7 @@ def _zip64_sizes(extra: bytes) -> tuple[int, int] | None:
 
 def _local_problem(raw: bytes, tail: bytes, info: zipfile.ZipInfo) -> str | None:
     _sig, version, flags, method, time_word, date_word, crc, packed, size, name_len, _x = (
-        _LOCAL_HEADER.unpack(raw)
+        _LOCAL_HEADER.unpack_from(raw)
     )
     if version > _MAX_EXTRACT_VERSION:
         return f"needs zip version {version / 10:.1f} to extract (local header)"
@@ -494,6 +508,69 @@ def _local_problem(raw: bytes, tail: bytes, info: zipfile.ZipInfo) -> str | None
     return None
 
 
+_HEADER_READ = _LOCAL_HEADER.size + 512
+"""Bytes read at a local header: the header with the name and extra of nearly every entry, in
+one read."""
+
+
+def local_header_length(raw: bytes | memoryview) -> int | None:
+    """The length of the local header (name and extra included) that ``raw`` begins with, or
+    None when it does not begin with one (:func:`check_local_header_in` then says so)."""
+    if len(raw) < _LOCAL_HEADER.size or raw[:4] != b"PK\x03\x04":
+        return None
+    name_len, extra_len = struct.unpack_from("<HH", raw, 26)
+    return int(_LOCAL_HEADER.size + name_len + extra_len)
+
+
+def _plainly_agrees(
+    raw: bytes | memoryview, fields: tuple[int, ...], info: zipfile.ZipInfo
+) -> bool:
+    """The common case of :func:`_local_problem` and the name's check, decided at once: a
+    header without a data descriptor or ZIP64 sizes, with a UTF-8 (or ASCII) name, whose every
+    field equals the directory's. False when in doubt (the full check then decides)."""
+    _sig, version, flags, method, time_word, date_word, crc, packed, size, name_len, _x = fields
+    if (
+        version > _MAX_EXTRACT_VERSION
+        or flags & _DESCRIPTOR_FLAG
+        or _ZIP64_SIZE in (packed, size)
+        or (flags, method, crc, packed, size)
+        != (info.flag_bits, info.compress_type, info.CRC, info.compress_size, info.file_size)
+        or (time_word, date_word) != _dos_stamp(info.date_time)
+    ):
+        return False
+    try:
+        # unmarked: ASCII, which cp437 (the name's encoding then) spells alike
+        name = info.orig_filename.encode("utf-8" if flags & _UTF8_FLAG else "ascii")
+    except UnicodeEncodeError:
+        return False
+    at = _LOCAL_HEADER.size
+    return len(name) == name_len and raw[at : at + name_len] == name
+
+
+def check_local_header_in(raw: bytes | memoryview, info: zipfile.ZipInfo) -> int:
+    """:func:`check_local_header` of the zip's bytes from ``info``'s header offset on, already
+    read (``raw``, at least the whole header, or all there is of it); the header's length."""
+    if len(raw) < _LOCAL_HEADER.size or raw[:4] != b"PK\x03\x04":
+        raise invalid_entry(
+            info.filename, "has no local header where the directory says", Malformed
+        )
+    fields = _LOCAL_HEADER.unpack_from(raw)
+    name_len, extra_len = fields[9], fields[10]
+    length = _LOCAL_HEADER.size + name_len + extra_len
+    if _plainly_agrees(raw, fields, info):
+        return int(length)
+    tail = bytes(raw[_LOCAL_HEADER.size : length])
+    problem = _local_problem(bytes(raw[: _LOCAL_HEADER.size]), tail, info)
+    encoding = "utf-8" if info.flag_bits & _UTF8_FLAG else "cp437"
+    if not problem and tail[:name_len].decode(encoding, "replace") != info.orig_filename:
+        problem = "has a local header name different from its directory record"
+    if problem:
+        # a local header that says other than the directory is read one way by zipfile and
+        # another way by another tool
+        raise invalid_entry(info.filename, problem, Hostile)
+    return int(length)
+
+
 def check_local_header(archive: zipfile.ZipFile | int, info: zipfile.ZipInfo) -> int:
     """Refuse an entry whose local header says something else than its directory record;
     where its data starts. ``archive``: as :func:`stream_entry`.
@@ -503,22 +580,11 @@ def check_local_header(archive: zipfile.ZipFile | int, info: zipfile.ZipInfo) ->
     mean different things to different readers.
     """
     read = _reader(archive)
-    raw = read(info.header_offset, _LOCAL_HEADER.size)
-    if len(raw) < _LOCAL_HEADER.size or raw[:4] != b"PK\x03\x04":
-        raise invalid_entry(
-            info.filename, "has no local header where the directory says", Malformed
-        )
-    name_len, extra_len = struct.unpack_from("<HH", raw, 26)
-    tail = read(info.header_offset + _LOCAL_HEADER.size, name_len + extra_len)
-    problem = _local_problem(raw, tail, info)
-    encoding = "utf-8" if info.flag_bits & _UTF8_FLAG else "cp437"
-    if not problem and tail[:name_len].decode(encoding, "replace") != info.orig_filename:
-        problem = "has a local header name different from its directory record"
-    if problem:
-        # a local header that says other than the directory is read one way by zipfile and
-        # another way by another tool
-        raise invalid_entry(info.filename, problem, Hostile)
-    return int(info.header_offset + _LOCAL_HEADER.size + name_len + extra_len)
+    raw = read(info.header_offset, _HEADER_READ)
+    length = local_header_length(raw)
+    if length is not None and length > len(raw):
+        raw = read(info.header_offset, length)
+    return int(info.header_offset + check_local_header_in(raw, info))
 
 
 def _reader(archive: zipfile.ZipFile | int) -> Callable[[int, int], bytes]:

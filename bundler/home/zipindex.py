@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import re
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from bundler.errors import (
     Hostile,
@@ -67,11 +67,13 @@ class BackupIndex:
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise Malformed(f"{MANIFEST}: key {show(key)} appears twice", path=MANIFEST)
-        result[key] = value
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _value in pairs:
+            if key in seen:
+                raise Malformed(f"{MANIFEST}: key {show(key)} appears twice", path=MANIFEST)
+            seen.add(key)
     return result
 
 
@@ -134,9 +136,13 @@ def parse_index(data: bytes) -> BackupIndex:
     _validate_schema(document)
     files: dict[str, Listed] = {}
     for number, item in enumerate(document["entries"]):
-        size = _bounded(item["size"], 0, MAX_ENTRY_SIZE, f"entries/{number}/size")
+        size = item["size"]
+        if type(size) is not int or not 0 <= size <= MAX_ENTRY_SIZE:
+            size = _bounded(size, 0, MAX_ENTRY_SIZE, f"entries/{number}/size")
         mtime_ns = item.get("mtime_ns")
-        if mtime_ns is not None:
+        if mtime_ns is not None and (
+            type(mtime_ns) is not int or not 0 <= mtime_ns <= MAX_MTIME_NS
+        ):
             mtime_ns = _bounded(mtime_ns, 0, MAX_MTIME_NS, f"entries/{number}/mtime_ns")
         if "mode" in item:
             _bounded(item["mode"], 0, 0o7777, f"entries/{number}/mode")
@@ -201,6 +207,56 @@ def _flat_problem(value: Any, rules: dict[str, Any]) -> str | None:
     return None
 
 
+def _never(_value: Any) -> bool:
+    return False
+
+
+_PY_TYPES: dict[str, type] = {"integer": int, "string": str}
+
+
+def _accepting(rules: dict[str, Any]) -> Callable[[Any], bool]:
+    """A predicate true only of values the schema's ``rules`` (a flat, non-object schema)
+    accept, as jsonschema and :func:`_flat_problem` judge them; it may be false of some they
+    accept too, which are then asked of them. One call per value instead of a walk of the
+    rules."""
+    kinds = rules.get("type")
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    nullable = "null" in kinds
+    others = [kind for kind in kinds if kind != "null"]
+    if not set(rules) <= _FLAT_KEYWORDS | {"const"} or len(others) != 1:
+        return _never
+    wanted = _PY_TYPES.get(others[0])
+    low, high = rules.get("minimum"), rules.get("maximum")
+    shortest, longest = rules.get("minLength", 0), rules.get("maxLength")
+    has_const, const = "const" in rules, rules.get("const")
+    numeric = (low, high)
+    textual = (rules.get("minLength"), longest, rules.get("pattern"))
+    if (
+        wanted is None
+        or (has_const and type(const) is not wanted)
+        or (wanted is int and textual != (None, None, None))
+        or (wanted is str and numeric != (None, None))
+        or not all(n is None or type(n) is int for n in (low, high, longest))
+        or type(shortest) is not int
+    ):
+        return _never
+    search = re.compile(rules["pattern"]).search if "pattern" in rules else None
+
+    def accepts(value: Any) -> bool:
+        if value is None:
+            return nullable
+        if type(value) is not wanted or (has_const and value != const):
+            return False
+        if wanted is int:
+            return (low is None or value >= low) and (high is None or value <= high)
+        text = cast(str, value)
+        if len(text) < shortest or (longest is not None and len(text) > longest):
+            return False
+        return search is None or search(text) is not None
+
+    return accepts
+
+
 def _fast_items_supported(items: dict[str, Any]) -> bool:
     if items.get("type") != "object":
         return set(items) <= _FLAT_KEYWORDS
@@ -217,14 +273,26 @@ def _check_items(key: str, values: list[Any], items: dict[str, Any]) -> None:
     in a fraction of the time a generic validator takes.
     """
     if items.get("type") != "object":
+        accepted = _accepting(items)
         for index, value in enumerate(values):
+            if accepted(value):
+                continue
             rule = _flat_problem(value, items)
             if rule:
                 raise _schema_error(f"{key}/{index}", rule)
         return
     fields: dict[str, Any] = items.get("properties", {})
     required = items.get("required", [])
+    accepts = {name: _accepting(rules) for name, rules in fields.items()}
+    needed = frozenset(required)
     for index, value in enumerate(values):
+        # the common case, decided by the predicates; anything they doubt is looked at below
+        if type(value) is dict and value.keys() >= needed and value.keys() <= accepts.keys():
+            for name, field_value in value.items():
+                if not accepts[name](field_value):
+                    break
+            else:
+                continue
         if not isinstance(value, dict):
             raise _schema_error(f"{key}/{index}", "type")
         for name in required:
@@ -242,11 +310,30 @@ def _check_items(key: str, values: list[Any], items: dict[str, Any]) -> None:
                 raise _schema_error(f"{key}/{index}/{name}", rule)
 
 
-def _validate_schema(document: dict[str, Any]) -> None:
-    import jsonschema
+_ROOT_KEYWORDS = frozenset(
+    {"$schema", "$id", "title", "description", "type", "required", "additionalProperties"}
+    | {"properties"}
+)
 
+
+def _top_accepted(root: dict[str, Any], light: dict[str, Any], fast: set[str]) -> bool:
+    """Whether the schema's top level surely accepts ``light`` (the lists in ``fast`` checked
+    apart): decided without jsonschema, whose import and validator cost more than a backup's
+    own check of its index; False when in doubt, and jsonschema then decides."""
+    properties = root.get("properties", {})
+    if (
+        not set(root) <= _ROOT_KEYWORDS
+        or root.get("type") != "object"
+        or root.get("additionalProperties") is not False
+        or not light.keys() >= set(root.get("required", []))
+        or not light.keys() <= properties.keys()
+    ):
+        return False
+    return all(key in fast or _accepting(properties[key])(value) for key, value in light.items())
+
+
+def _validate_schema(document: dict[str, Any]) -> None:
     root = schema.load("backup.schema.json")
-    validator = jsonschema.Draft202012Validator(root)
     fast: dict[str, tuple[list[Any], dict[str, Any]]] = {}
     for key in _LISTS:
         values = document.get(key)
@@ -256,6 +343,17 @@ def _validate_schema(document: dict[str, Any]) -> None:
                 raise _schema_error(key, "maxItems")
             fast[key] = (values, spec["items"])
     light = {key: ([] if key in fast else value) for key, value in document.items()}
+    if not _top_accepted(root, light, set(fast)):
+        _refuse_top(root, light)
+    for key, (values, items) in fast.items():
+        _check_items(key, values, items)
+
+
+def _refuse_top(root: dict[str, Any], light: dict[str, Any]) -> None:
+    """Raise what jsonschema finds wrong with the top level (nothing: it passes)."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(root)
     error = next(iter(validator.iter_errors(light)), None)
     if error is not None:
         where = "/".join(str(part) for part in error.absolute_path) or "(top level)"
@@ -267,8 +365,6 @@ def _validate_schema(document: dict[str, Any]) -> None:
                 path=f"{MANIFEST}:{show(where)}",
             )
         raise _schema_error(where, str(error.validator))
-    for key, (values, items) in fast.items():
-        _check_items(key, values, items)
 
 
 def match_index(index: BackupIndex, infos: Sequence[zipfile.ZipInfo]) -> list[zipfile.ZipInfo]:

@@ -47,7 +47,9 @@ from bundler.home.reuse import (
     ZIP64_FROM,
     Base,
     Candidate,
+    CopyJob,
     copy_raw,
+    copy_run,
     end_entry,
     source_matches,
     start_entry,
@@ -107,6 +109,8 @@ class Plan:
     """What this pass made of each file it could tell was stable while read: the next index."""
     trusted: set[str] = field(default_factory=set)
     """Entries whose copied bytes hashed to bytes a backup's read-back already checked."""
+    asked: tuple[str, tuple[Candidate, Known]] | None = None
+    """The walk's last file left unopened and :meth:`unchanged`'s answer, asked once."""
 
     def unchanged(self, relpath: str, st: os.stat_result) -> tuple[Candidate, Known] | None:
         """The base's entry and the index's record for a file the index says is unchanged
@@ -150,6 +154,8 @@ def _zipinfo(name: str, st: os.stat_result | None, folder: bool) -> zipfile.ZipI
 
 
 Finish = Callable[["Packed | None"], None]
+_COPIED = -1
+"""The slot of a queued entry copied from the base unread (it joins the run being gathered)."""
 
 
 class _Batch:
@@ -188,6 +194,7 @@ class _InOrder:
         self.queue: deque[tuple[_Batch | None, int, Finish, int]] = deque()
         self.in_flight = 0
         self.batch: _Batch | None = None
+        self.run: list[CopyJob] = []
 
     def folder(self, info: zipfile.ZipInfo) -> None:
         """A folder entry, after every entry before it."""
@@ -254,26 +261,41 @@ class _InOrder:
         """Queue the base's entry for a file the index says is unchanged, copied without
         reading the file; its bytes must hash to those the index recorded."""
         _check_entry(relpath, st)
-        plan, base = self.plan, self.plan.base
-        found = plan.unchanged(relpath, st)
-        assert found is not None and base is not None  # what the walk asked, answered again
+        plan = self.plan
+        asked, plan.asked = plan.asked, None
+        # what the walk asked of this file (the stat it was given), answered once
+        found = asked[1] if asked is not None and asked[0] == relpath else None
+        found = found or plan.unchanged(relpath, st)
+        assert found is not None and plan.base is not None
         candidate, known = found
         info = _zipinfo(relpath, st, folder=False)
 
         def finish(_packed: Packed | None) -> None:
-            copy_raw(self.archive, base, candidate.info, info, expect=known.raw)
+            # copied with its neighbours once an entry of another kind is due (copy_run)
+            self.run.append((candidate.info, info, known.raw))
             # the bytes are those a backup's read-back inflated and checked (their CRC and
             # digest): the same bytes inflate the same, so this one's read-back skips them
             plan.trusted.add(relpath)
             plan.made[relpath] = known
             self._record(_listing(relpath, candidate.listed.size, known.digest, st))
 
-        self._push(None, 0, finish, 0)
+        if self.queue:  # after the entries still being compressed
+            self._push(None, _COPIED, finish, 0)
+        else:
+            finish(None)
 
     def drain(self) -> None:
         """Write every queued entry."""
         while self.queue:
             self._write_oldest()
+        self._copy_run()
+
+    def _copy_run(self) -> None:
+        """Copy the entries gathered from the base, in order."""
+        if self.run:
+            assert self.plan.base is not None
+            copy_run(self.archive, self.plan.base, self.run)
+            self.run.clear()
 
     def _submit(self) -> None:
         """Hand the open batch to a worker."""
@@ -287,11 +309,16 @@ class _InOrder:
     def _push(self, batch: _Batch | None, slot: int, finish: Finish, nbytes: int) -> None:
         self.queue.append((batch, slot, finish, nbytes))
         self.in_flight += nbytes
-        while self.queue and (self.in_flight > _IN_FLIGHT or len(self.queue) > _QUEUED):
+        # an entry that waits for no worker is written as soon as it is the oldest
+        while self.queue and (
+            self.in_flight > _IN_FLIGHT or len(self.queue) > _QUEUED or self.queue[0][0] is None
+        ):
             self._write_oldest()
 
     def _write_oldest(self) -> None:
         batch, slot, finish, nbytes = self.queue.popleft()
+        if slot != _COPIED:
+            self._copy_run()
         packed = None
         if batch is not None:
             if batch.future is None:  # the open batch: its first entry is due now
@@ -440,7 +467,12 @@ def write_zip(archive: zipfile.ZipFile, plan: Plan, skipped: SkipCounts) -> tupl
 
 def _unopened(plan: Plan, prefix: str, rel: str, lst: os.stat_result) -> bool:
     """Whether the walk leaves a file unopened: the index says it is unchanged."""
-    return plan.unchanged(prefix + rel, lst) is not None
+    relpath = prefix + rel
+    found = plan.unchanged(relpath, lst)
+    if found is None:
+        return False
+    plan.asked = (relpath, found)
+    return True
 
 
 def _write_trees(writer: _InOrder, plan: Plan, skipped: SkipCounts) -> list[str]:
@@ -493,16 +525,24 @@ def _write_entries(
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
     entries = writer.entries
-    index = {
+    head = {
         "format": FORMAT,
         "tool": f"bundler {__version__}",
         "created_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "agent": plan.resolution.agent,
-        "entries": entries,
-        "folders": folders,
     }
-    data = json.dumps(index, ensure_ascii=False, indent=1).encode("utf-8")
+    data = _index_json(head, entries, folders)
     manifest = _zipinfo(MANIFEST, None, folder=False)
     manifest.compress_type = zipfile.ZIP_DEFLATED
     archive.writestr(manifest, data)
     return len(entries), sum(int(item["size"]) for item in entries)
+
+
+def _index_json(head: dict[str, Any], entries: list[dict[str, Any]], folders: list[str]) -> bytes:
+    """``backup.json``: ``head``'s keys, then the entries one a line, as backup-format.md
+    shows them, and the folders; made by json's C encoder (an indent would send every value
+    through its Python one)."""
+    encode = json.JSONEncoder(ensure_ascii=False).encode
+    lines = ",\n".join(map(encode, entries))
+    text = encode(head)[:-1] + f', "entries": [\n{lines}\n], "folders": {encode(folders)}' + "}\n"
+    return text.encode("utf-8")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -44,9 +45,13 @@ def base(**overrides: Any) -> dict[str, Any]:
     return document
 
 
+@functools.cache
+def validator() -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(schema.load("backup.schema.json"))
+
+
 def jsonschema_accepts(document: dict[str, Any]) -> bool:
-    validator = jsonschema.Draft202012Validator(schema.load("backup.schema.json"))
-    return next(iter(validator.iter_errors(document)), None) is None
+    return next(iter(validator().iter_errors(document)), None) is None
 
 
 @settings(max_examples=300, deadline=None)
@@ -68,6 +73,38 @@ def test_fast_item_check_agrees_with_jsonschema(
             assert "breaks the schema" not in err.message and "unknown key" not in err.message
     if accepted:
         assert expected
+
+
+top_values = st.one_of(
+    field_values,
+    st.sampled_from(["2026-01-01T00:00:00Z", "2026-01-01T00:00:00.5Z", "2026-01-01 00:00:00"]),
+    st.text(max_size=3),
+    st.just("x" * 1001),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    changes=st.dictionaries(
+        st.sampled_from(["format", "tool", "created_at", "agent", "extra"]), top_values, max_size=3
+    ),
+    dropped=st.sets(st.sampled_from(["format", "tool", "created_at", "agent", "folders"])),
+)
+def test_top_level_check_without_jsonschema_agrees_with_it(
+    changes: dict[str, Any], dropped: set[str]
+) -> None:
+    document = base(**changes)
+    for key in dropped:
+        del document[key]
+    expected = jsonschema_accepts(document)
+    try:
+        parse_index(json.dumps(document).encode())
+        accepted = True
+    except InvalidInput as err:
+        accepted = False
+        if expected:  # format: a newer one is refused before the schema
+            assert "breaks the schema" not in err.message and "unknown key" not in err.message
+    assert accepted == expected or (not accepted and document.get("format", 1) != 1)
 
 
 def test_valid_index_parses() -> None:
@@ -99,6 +136,22 @@ def test_path_problem(path: str, problem: str | None) -> None:
         assert answer is None
     else:
         assert answer is not None and problem in answer
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    path=st.lists(
+        st.sampled_from(
+            ["files", "skills", "/", ".", "..", "a", "\\", "\x07", "\x85", "é", "x" * 40]
+        ),
+        max_size=8,
+    ).map("".join),
+    folder=st.booleans(),
+)
+def test_the_common_case_of_path_problem_agrees_with_every_rule(path: str, folder: bool) -> None:
+    from bundler.home.zipcheck import _path_problem
+
+    assert path_problem(path, folder=folder) == _path_problem(path, folder)
 
 
 def test_folder_paths_allow_the_tree_roots() -> None:

@@ -220,3 +220,47 @@ def test_a_base_entry_changed_since_it_was_checked_is_not_copied(tmp_path: Path)
     (second,) = set(out.iterdir()) - {base}
     with zipfile.ZipFile(second) as archive:
         assert archive.read("files/notes/n10.txt") == (home / "files/notes/n10.txt").read_bytes()
+
+
+def small_run_project(tmp_path: Path) -> tuple[Path, Path]:
+    """A project whose files are small neighbours: a second backup copies them as one run."""
+    project, home = make_project(tmp_path)
+    rng = random.Random(11)
+    for number in range(12):
+        (home / "files" / "notes" / f"r{number:02}.txt").write_bytes(compressible(rng, 3000))
+    return project, home
+
+
+def test_a_run_of_copied_entries_refuses_a_local_header_tampered_between_two_of_them(
+    tmp_path: Path,
+) -> None:
+    """Unchanged neighbours are copied from one read of the base (04 §5.1.1): each one's local
+    header is still checked against the base's directory, and its bytes against the index, from
+    that read (a changed byte of an entry in a run: the test above). An entry in the middle of
+    the run whose local header says another time drops the base: the backup is made again
+    without it, and holds the file's bytes."""
+    project, home = small_run_project(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    # by the CLI: the index goes to the cache folder the second backup's environment names
+    assert kit.run_cli(backup_cmd(project, out)[3:], env=env_for(tmp_path)).returncode == 0
+    (base,) = out.iterdir()
+    name = "files/notes/r05.txt"
+    with zipfile.ZipFile(base) as archive:
+        names = [info.filename for info in archive.infolist()]
+        info = archive.getinfo(name)
+    # copied with its neighbours: the entries around it are unchanged files too
+    assert names[names.index(name) - 1].startswith("files/notes/r0")
+    assert names[names.index(name) + 1].startswith("files/notes/r0")
+    data = bytearray(base.read_bytes())
+    data[info.header_offset + 10] ^= 0x01  # the time word: the directory says otherwise
+    base.write_bytes(bytes(data))
+    done = kit.run_cli(backup_cmd(project, out)[3:], env=env_for(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "is not used as the base" in done.stderr
+    assert "date or time different" in done.stderr and "r05.txt" in done.stderr
+    (second,) = set(out.iterdir()) - {base}
+    with zipfile.ZipFile(second) as archive:
+        for number in range(12):
+            path = f"files/notes/r{number:02}.txt"
+            assert archive.read(path) == (home / path).read_bytes()

@@ -137,6 +137,22 @@ def test_a_base_that_is_not_a_backup_is_not_used_with_a_warning(tmp_path: Path) 
     verify_backup(report.path)
 
 
+def test_a_file_refused_in_a_backup_with_a_base_is_named_without_blaming_the_base(
+    tmp_path: Path,
+) -> None:
+    """An error of the backup's own (a file restore would refuse) while a base is open is that
+    error, one line naming the file: not a crash of the base's clean-up, nor the base's fault."""
+    project, home = make_project(tmp_path)
+    env = env_for(tmp_path)
+    assert backup(tmp_path, project).reused == 0  # the base of the next
+    with open(home / "files" / "huge.bin", "wb") as sparse:
+        sparse.truncate(65 << 30)  # beyond the 64 GiB an entry may hold; no block written
+    done = run_cli("home", "backup", "--project", str(project), env=env)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith("error: files/huge.bin is larger than"), done.stderr
+    assert "Traceback" not in done.stderr and "not used as the base" not in done.stderr
+
+
 def test_full_copies_nothing_and_base_names_the_zip_to_copy_from(tmp_path: Path) -> None:
     project, _home = make_project(tmp_path)
     first = backup(tmp_path, project, to=tmp_path / "first.zip")
