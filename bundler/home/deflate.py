@@ -122,6 +122,13 @@ def _isal() -> Any:
     return isal_zlib
 
 
+def engine_module() -> Any:
+    """``isal.isal_zlib`` where it imports and is not turned off, else :mod:`zlib`: the module
+    a backup's entries are inflated with (ISA-L's inflate reads any raw deflate)."""
+    isal = _isal()
+    return zlib if isal is None else isal
+
+
 def deflate_engine() -> str:
     """The engine ``fast`` and ``default`` deflate with: ``isal`` or ``zlib``."""
     return "zlib" if _isal() is None else "isal"
