@@ -17,6 +17,7 @@ import struct
 import tempfile
 import warnings
 import zipfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -463,6 +464,30 @@ def _lying_sizes(path: Path) -> str:
     return "files/a.txt"
 
 
+def _unfinished_deflate(data: bytes) -> Case:
+    """files/u.bin holding ``data`` as a deflate stream that never ends (flushed, no final
+    block), its CRC, sizes and listed digest all right: zipfile reads it whole, another
+    inflater stops with an error. Written stored, then its method and sizes patched."""
+
+    def case(path: Path) -> str:
+        deflate = zlib.compressobj(6, zlib.DEFLATED, -15)
+        raw = deflate.compress(data) + deflate.flush(zlib.Z_SYNC_FLUSH)
+        items = [*base_items(), Item("files/u.bin", raw, compress=zipfile.ZIP_STORED)]
+        document = manifest_for(items)
+        document["entries"][-1].update(size=len(data), xxh3_128=digest(data))
+        write_zip(path, items, document)
+        blob = bytearray(path.read_bytes())
+        for signature, method_at in ((b"PK\x03\x04", 8), (b"PK\x01\x02", 10)):
+            at = _record_at(blob, signature, "files/u.bin")
+            struct.pack_into("<H", blob, at + method_at, zipfile.ZIP_DEFLATED)
+            struct.pack_into("<I", blob, at + method_at + 6, zlib.crc32(data))
+            struct.pack_into("<I", blob, at + method_at + 14, len(data))
+        path.write_bytes(bytes(blob))
+        return "files/u.bin"
+
+    return case
+
+
 CASES: dict[str, Case] = {
     "zip_slip_dotdot_in_tree": _simple([Item("files/../../evil.txt", b"x")], "evil.txt"),
     "zip_slip_dotdot_top": _simple([Item("../evil.txt", b"x")], "../evil.txt"),
@@ -504,6 +529,9 @@ CASES: dict[str, Case] = {
     "wrong_declared_size": _wrong_size,
     "listed_but_missing": _listed_but_missing,
     "corrupt_data": _lying_sizes,
+    # read whole in one call (small) and streamed (beyond 16 KiB compressed)
+    "deflate_stream_unfinished": _unfinished_deflate(b"never ends\n" * 50),
+    "deflate_stream_unfinished_large": _unfinished_deflate(os.urandom(40 << 10)),
     "non_utf8_name_flagged": _patched("files/é.txt", b"files/\xff\xfe.txt", "files/\\xff\\xfe.txt"),
     "non_utf8_name_unflagged": _patched("files/q.txt", b"files/\x81.txt", "files/"),
     "nul_in_name": _patched("files/aXb.txt", b"files/a\x00b.txt", "files/a"),
