@@ -494,14 +494,28 @@ def _streamed(
     return int(crc)
 
 
-@functools.cache
-def inflate_engine() -> Any:
-    """The module inflating raw deflate: ISA-L's ``isal_zlib`` where :mod:`bundler.home.deflate`
-    compresses with it, else :mod:`zlib` (the same interface)."""
-    # here, not at the top: deflate reads this module's limits, and start-up is counted
-    from bundler.home.deflate import engine_module
+ENGINE_VARIABLE = "BUNDLER_DEFLATE_ENGINE"
+"""Set to ``zlib``: entries are deflated and inflated by zlib, not ISA-L (the tests run both)."""
 
-    return engine_module()
+
+@functools.cache
+def isal_module() -> Any:
+    """``isal.isal_zlib``, or None where it does not import or zlib is asked for."""
+    if os.environ.get(ENGINE_VARIABLE) == "zlib":
+        return None
+    try:
+        # here, not at the top: start-up is counted, and most commands read no backup
+        from isal import isal_zlib
+    except ImportError:
+        return None
+    return isal_zlib
+
+
+def inflate_engine() -> Any:
+    """The module inflating raw deflate: ISA-L's ``isal_zlib`` (:func:`isal_module`), which
+    reads any raw deflate, else :mod:`zlib` (the same interface)."""
+    isal = isal_module()
+    return zlib if isal is None else isal
 
 
 def _opened(
