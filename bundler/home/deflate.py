@@ -13,7 +13,6 @@ releases the GIL. ``BUNDLER_DEFLATE_ENGINE=zlib`` forces zlib (the tests run bot
 
 from __future__ import annotations
 
-import functools
 import os
 import zipfile
 import zlib
@@ -30,7 +29,7 @@ from bundler.fs.digest import read_into
 from bundler.fs.interrupts import handed_over, wait_for
 from bundler.fs.processors import usable_processors
 from bundler.home.reuse import ZIP64_FROM, end_entry, start_entry
-from bundler.home.zipcheck import STORE_ABOVE_RATIO
+from bundler.home.zipcheck import STORE_ABOVE_RATIO, isal_module
 from bundler.rules.names import escape_display
 
 SAMPLE = 4 << 10
@@ -43,7 +42,6 @@ ISA-L 1 0.057 s for 29.5 %, ISA-L 2 0.060 s for 29.2 %. The default is ISA-L's l
 twenty-sixth of zlib 6's time for a fifth more bytes, the same size as zlib 1 in a quarter of
 its time; with unchanged entries copied from the base (04 §5.1.1) a file is compressed once
 but its bytes are kept by every backup, and ``best`` is there for who counts them."""
-ENGINE_VARIABLE = "BUNDLER_DEFLATE_ENGINE"
 _ISAL_LEVELS = {1: 1, 6: 2}
 """The ISA-L level standing for a zlib level (the others stay zlib's)."""
 DEFAULT_COMPRESSION = "default"
@@ -109,27 +107,14 @@ def _deflate_block(block: bytes, window: bytes, last: bool, level: int) -> bytes
     return made
 
 
-@functools.cache
-def _isal() -> Any:
-    """``isal.isal_zlib``, or None where it does not import or zlib is asked for."""
-    if os.environ.get(ENGINE_VARIABLE) == "zlib":
-        return None
-    try:
-        # here, not at the top: only a backup compresses, and start-up is counted
-        from isal import isal_zlib
-    except ImportError:
-        return None
-    return isal_zlib
-
-
 def deflate_engine() -> str:
     """The engine ``fast`` and ``default`` deflate with: ``isal`` or ``zlib``."""
-    return "zlib" if _isal() is None else "isal"
+    return "zlib" if isal_module() is None else "isal"
 
 
 def _compressor(level: int, window: bytes) -> Any:
     """A raw deflate compressor at ``level`` (a zlib level), primed with ``window``."""
-    isal = _isal()
+    isal = isal_module()
     if isal is not None and level in _ISAL_LEVELS:
         module, level = isal, _ISAL_LEVELS[level]
     else:

@@ -17,6 +17,7 @@ import struct
 import tempfile
 import warnings
 import zipfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -463,6 +464,34 @@ def _lying_sizes(path: Path) -> str:
     return "files/a.txt"
 
 
+def _raw_deflate(data: bytes, *, finished: bool = True, declared: int | None = None) -> Case:
+    """files/u.bin holding ``data`` deflated, its CRC right, written stored and then its method
+    and sizes patched. ``finished=False``: the stream never ends (flushed, no final block), its
+    size and listed digest right: zipfile reads it whole, another inflater stops with an error.
+    ``declared``: the size the zip and backup.json give it, fewer bytes than it inflates to."""
+
+    def case(path: Path) -> str:
+        deflate = zlib.compressobj(6, zlib.DEFLATED, -15)
+        raw = deflate.compress(data) + deflate.flush(
+            zlib.Z_FINISH if finished else zlib.Z_SYNC_FLUSH
+        )
+        size = len(data) if declared is None else declared
+        items = [*base_items(), Item("files/u.bin", raw, compress=zipfile.ZIP_STORED)]
+        document = manifest_for(items)
+        document["entries"][-1].update(size=size, xxh3_128=digest(data[:size]))
+        write_zip(path, items, document)
+        blob = bytearray(path.read_bytes())
+        for signature, method_at in ((b"PK\x03\x04", 8), (b"PK\x01\x02", 10)):
+            at = _record_at(blob, signature, "files/u.bin")
+            struct.pack_into("<H", blob, at + method_at, zipfile.ZIP_DEFLATED)
+            struct.pack_into("<I", blob, at + method_at + 6, zlib.crc32(data))
+            struct.pack_into("<I", blob, at + method_at + 14, size)
+        path.write_bytes(bytes(blob))
+        return "files/u.bin"
+
+    return case
+
+
 CASES: dict[str, Case] = {
     "zip_slip_dotdot_in_tree": _simple([Item("files/../../evil.txt", b"x")], "evil.txt"),
     "zip_slip_dotdot_top": _simple([Item("../evil.txt", b"x")], "../evil.txt"),
@@ -504,6 +533,11 @@ CASES: dict[str, Case] = {
     "wrong_declared_size": _wrong_size,
     "listed_but_missing": _listed_but_missing,
     "corrupt_data": _lying_sizes,
+    # read whole in one call (small) and streamed (beyond 16 KiB compressed)
+    "deflate_stream_unfinished": _raw_deflate(b"never ends\n" * 50, finished=False),
+    "deflate_stream_unfinished_large": _raw_deflate(os.urandom(40 << 10), finished=False),
+    "inflates_beyond_declared_size": _raw_deflate(b"more\n" * 2000, declared=100),
+    "inflates_beyond_declared_size_large": _raw_deflate(os.urandom(3 << 20), declared=1 << 20),
     "non_utf8_name_flagged": _patched("files/é.txt", b"files/\xff\xfe.txt", "files/\\xff\\xfe.txt"),
     "non_utf8_name_unflagged": _patched("files/q.txt", b"files/\x81.txt", "files/"),
     "nul_in_name": _patched("files/aXb.txt", b"files/a\x00b.txt", "files/a"),
