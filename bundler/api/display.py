@@ -11,8 +11,17 @@ the library's own rules (:mod:`bundler.rules.names`, :mod:`bundler.rules.units`,
 
 from __future__ import annotations
 
-from bundler.rules.hints import PROGRAM, Hinted, command, lines
+from bundler.rules.hints import PROGRAM, Hinted, command, lines, shell_line
 from bundler.rules.names import escape_display
 from bundler.rules.units import human_size, parse_size
 
-__all__ = ["PROGRAM", "Hinted", "command", "escape_display", "human_size", "lines", "parse_size"]
+__all__ = [
+    "PROGRAM",
+    "Hinted",
+    "command",
+    "escape_display",
+    "human_size",
+    "lines",
+    "parse_size",
+    "shell_line",
+]

@@ -4,14 +4,15 @@
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from bundler import api
-from bundler.api.display import escape_display, human_size
+from bundler.api.display import escape_display, human_size, shell_line
 from bundler.cli.output import Output, Result
 from bundler.cli.registry_args import no_registry_options, registry_options
-from bundler.errors import UsageError
+from bundler.errors import NotFound, UsageError
 
 
 def _is_reference(given: str | None) -> bool:
@@ -23,6 +24,22 @@ def _identities(args: argparse.Namespace) -> tuple[Path, ...]:
     return tuple(Path(name) for name in args.age_identity)
 
 
+def _backup_to(given: str | None) -> Path | None:
+    """``--to`` as the path to back up to. One that ends in ``/`` names a folder, as it does
+    for ``cp`` and ``mv``: when there is none, the zip would otherwise be given the folder's
+    name, so it is refused with the command that makes the folder."""
+    if not given:
+        return None
+    if given.endswith(os.sep) and not os.path.isdir(given):
+        shown = escape_display(given)
+        raise NotFound(
+            f"--to {shown} names a folder, and there is none: create it first "
+            f"({shell_line('mkdir', '-p', given)}), or name the zip without the final /",
+            path=shown,
+        )
+    return Path(given)
+
+
 def backup(args: argparse.Namespace, out: Output) -> Result:
     """Back up the data home; ``--json``: ``{"ok", "backup", "entries", "bytes", "base",
     "reused"}``."""
@@ -30,7 +47,7 @@ def backup(args: argparse.Namespace, out: Output) -> Result:
         return _backup_to_registry(args, out)
     no_registry_options(args, "a local backup")
     options = api.BackupOptions(
-        to=Path(args.to) if args.to else None,
+        to=_backup_to(args.to),
         base=Path(args.base) if args.base else None,
         full=args.full,
         compression=args.compression,

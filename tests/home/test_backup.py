@@ -226,6 +226,21 @@ def test_to_a_new_file_elsewhere(tmp_path: Path) -> None:
     assert sorted(os.listdir(target.parent)) == ["b.zip"]
 
 
+def test_to_ending_in_a_slash_names_a_folder_never_a_zip_of_that_name(tmp_path: Path) -> None:
+    project, _home = make_project(tmp_path)
+    wanted = tmp_path / "backups-here"
+    args = ("home", "backup", "--project", str(project), "--to", f"{wanted}/")
+    refused = run_cli(*args, env=env_for(tmp_path))
+    assert refused.returncode == 1, refused.stderr
+    assert "names a folder" in refused.stderr and f"mkdir -p {wanted}/" in refused.stderr
+    assert not os.path.lexists(wanted)
+    # once the folder is there, the same command puts a timestamped zip in it
+    wanted.mkdir()
+    done = run_cli(*args, env=env_for(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert [name.endswith(".zip") for name in os.listdir(wanted)] == [True]
+
+
 @pytest.mark.parametrize("tree", ["files", "skills"])
 def test_to_inside_files_or_skills_is_refused(tmp_path: Path, tree: str) -> None:
     project, home = make_project(tmp_path)
