@@ -35,6 +35,7 @@ from bundler.fs.digest import digest_fd
 from bundler.home.backup_age import is_encrypted
 from bundler.home.zipcheck import (
     DATABASE,
+    LOCAL_HEADER_ROOM,
     STORE_ABOVE_RATIO,
     check_local_header,
     check_local_header_in,
@@ -198,9 +199,7 @@ def copy_raw(
         done += len(data)
     raw = hasher.hexdigest()
     if expect is not None and raw != expect:
-        raise BaseUnusable(
-            f"entry {escape_display(old.filename)} holds other bytes than the ones a backup checked"
-        )
+        raise _other_bytes(old)
     end_entry(archive, new)
     base.reused += 1
     return raw
@@ -229,7 +228,7 @@ def copy_run(archive: zipfile.ZipFile, base: Base, jobs: Sequence[CopyJob]) -> N
         span = 0
         while end < len(jobs):
             old = jobs[end][0]
-            reach = old.header_offset - start + _HEADER_ROOM + old.compress_size
+            reach = old.header_offset - start + LOCAL_HEADER_ROOM + old.compress_size
             if old.header_offset < start or (end > at and reach > _CHUNK):
                 break
             span = max(span, reach)
@@ -244,10 +243,6 @@ def copy_run(archive: zipfile.ZipFile, base: Base, jobs: Sequence[CopyJob]) -> N
         for old, new, expect in jobs[at:end]:
             _copy_from(archive, sink, base, view[old.header_offset - start :], old, new, expect)
         at = end
-
-
-_HEADER_ROOM = 30 + 512
-"""Room a span leaves for an entry's local header (the fixed part, name and extra)."""
 
 
 def _copy_from(
@@ -271,18 +266,21 @@ def _copy_from(
         raise BaseUnusable(exc.message) from None
     data = raw[length : length + old.compress_size]
     if xxhash.xxh3_128_hexdigest(data) != expect:
-        raise BaseUnusable(
-            f"entry {escape_display(old.filename)} holds other bytes than the ones a backup checked"
-        )
+        raise _other_bytes(old)
     header = _local_header(
         archive, new, old.compress_type, old.CRC, old.file_size, old.compress_size, None
     )
     sink.write(header)
     sink.write(data)
-    archive.start_dir += len(header) + len(data)
-    archive.filelist.append(new)
-    archive.NameToInfo[new.filename] = new
+    _record(archive, new, archive.start_dir + len(header) + len(data))
     base.reused += 1
+
+
+def _other_bytes(old: zipfile.ZipInfo) -> BaseUnusable:
+    """The refusal of a base entry whose bytes are not the ones a backup checked."""
+    return BaseUnusable(
+        f"entry {escape_display(old.filename)} holds other bytes than the ones a backup checked"
+    )
 
 
 def start_entry(
@@ -343,6 +341,11 @@ def end_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> None:
     sink = archive.fp
     if sink is None:
         raise ValueError("the zip is closed")
-    archive.start_dir = sink.tell()
+    _record(archive, info, sink.tell())
+
+
+def _record(archive: zipfile.ZipFile, info: zipfile.ZipInfo, end: int) -> None:
+    """Enter ``info``, whose bytes are written up to ``end``, in the zip's directory."""
+    archive.start_dir = end
     archive.filelist.append(info)
     archive.NameToInfo[info.filename] = info

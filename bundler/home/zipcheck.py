@@ -91,7 +91,12 @@ def invalid_entry(name: str, what: str, made: type[InvalidInput]) -> InvalidInpu
 # --- names -----------------------------------------------------------------------------------
 
 
-_PLAIN_PATH = re.compile(r"(?:files|skills)(?:/(?!\.\.?(?:/|\Z))[^/\\\x00-\x1f\x7f-\x9f]+)+")
+_PLAIN_PATH = re.compile(
+    f"(?:{'|'.join(TREES)})"
+    + r"(?:/(?!\.\.?(?:/|\Z))[^/\\"
+    + CONTROL_CHARS.pattern[1:-1]  # its class of control characters, excluded
+    + "]+)+"
+)
 """A path below ``files/`` or ``skills/`` of non-empty components, none ``.`` or ``..``, without
 a backslash or a control character: every rule of :func:`path_problem` holds for one of at most
 63 characters (no component can reach 255 bytes, nor the path 256 levels)."""
@@ -598,7 +603,7 @@ def _local_problem(raw: bytes, tail: bytes, info: zipfile.ZipInfo) -> str | None
     return None
 
 
-_HEADER_READ = _LOCAL_HEADER.size + 512
+LOCAL_HEADER_ROOM = _LOCAL_HEADER.size + 512
 """Bytes read at a local header: the header with the name and extra of nearly every entry, in
 one read."""
 
@@ -678,7 +683,7 @@ def _local_header(
     """:func:`check_local_header`, reading up to ``ahead`` bytes of the data in the same read:
     where the data starts, and those bytes (fewer when the name and extra field were long)."""
     read = _reader(archive)
-    raw = read(info.header_offset, _HEADER_READ + ahead)
+    raw = read(info.header_offset, LOCAL_HEADER_ROOM + ahead)
     length = local_header_length(raw)
     if length is not None and length > len(raw):
         raw = read(info.header_offset, length)
