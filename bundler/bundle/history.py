@@ -25,7 +25,7 @@ import os
 from pathlib import Path
 
 from bundler.fs import durable
-from bundler.fs.privatedir import make_private
+from bundler.fs.privatedir import make_private, user_state_folder
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 from bundler.rules import layout
 
@@ -44,11 +44,8 @@ _MAX_BYTES = 1 << 20
 
 
 def state_folder() -> Path:
-    """The user's state folder for bundler (``platformdirs.user_state_dir``), not created."""
-    # here, not at the top: only an export and doctor need it, and start-up is counted
-    import platformdirs
-
-    return Path(platformdirs.user_state_dir("bundler"))
+    """The user's state folder for bundler, not created."""
+    return user_state_folder()
 
 
 def _parse(raw: bytes) -> list[str]:

@@ -1,4 +1,5 @@
-"""A user's private folder (state, cache) made as the XDG rules say: 0700, with its parents."""
+"""A user's private folders for bundler (state, cache): where they are, as ``platformdirs``
+says for each platform, and how they are made, as the XDG rules say: 0700, with their parents."""
 
 from __future__ import annotations
 
@@ -6,6 +7,26 @@ import contextlib
 import errno
 import os
 from pathlib import Path
+
+APP_NAME = "bundler"
+
+
+def user_cache_folder() -> Path:
+    """bundler's folder in the user's cache (``platformdirs.user_cache_dir``: by default
+    ``$XDG_CACHE_HOME/bundler`` or ``~/.cache/bundler``), not created."""
+    # here, not at the top: only a pull and a backup need it, and start-up is counted
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir(APP_NAME))
+
+
+def user_state_folder() -> Path:
+    """bundler's folder in the user's state (``platformdirs.user_state_dir``: by default
+    ``$XDG_STATE_HOME/bundler`` or ``~/.local/state/bundler``), not created."""
+    # here, not at the top: only an export and doctor need it, and start-up is counted
+    import platformdirs
+
+    return Path(platformdirs.user_state_dir(APP_NAME))
 
 
 def make_private(folder: Path) -> None:

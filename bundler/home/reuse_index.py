@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 import xxhash
 
 from bundler.fs import durable
-from bundler.fs.privatedir import make_private
+from bundler.fs.privatedir import make_private, user_cache_folder
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 
 _FORMAT = 1
@@ -70,11 +70,8 @@ def _known(row: Any) -> tuple[str, Known] | None:
 
 def index_path(home: Path) -> Path:
     """Where the index of ``home`` lives (not created)."""
-    # here, not at the top: only a backup needs it, and start-up is counted
-    import platformdirs
-
     key = xxhash.xxh3_128_hexdigest(os.fsencode(os.path.realpath(home)))
-    return Path(platformdirs.user_cache_dir("bundler")) / "backup-index" / f"{key}.json"
+    return user_cache_folder() / "backup-index" / f"{key}.json"
 
 
 def load_index(home: Path) -> dict[str, Known]:

@@ -48,7 +48,7 @@ from typing import Any, TypeVar
 from bundler.bundle.archive_write import append_range
 from bundler.errors import InvalidInput, UsageError, os_failure
 from bundler.fs.durable import locked_by_another, open_dir, write_all_at
-from bundler.fs.privatedir import make_private
+from bundler.fs.privatedir import make_private, user_cache_folder
 from bundler.registry.distribution import Session
 from bundler.registry.hashing import Sha256
 from bundler.registry.streams import BlobStream
@@ -68,10 +68,7 @@ _R = TypeVar("_R")
 
 def cache_folder() -> Path:
     """The folder of cached blobs (not created)."""
-    # here, not at the top: only a pull needs it, and start-up is counted
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("bundler")) / "blobs" / "sha256"
+    return user_cache_folder() / "blobs" / "sha256"
 
 
 def max_size(environ: Mapping[str, str]) -> int:
