@@ -32,6 +32,10 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from concurrent import futures
 
 HELD = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 
@@ -147,6 +151,14 @@ def wait_for(done: Callable[[float], bool]) -> None:
         with signals_deferred():
             if done(STEP):
                 return
+
+
+def settled(future: futures.Future[Any]) -> Callable[[float], bool]:
+    """A pool's ``future`` done, as :func:`wait_for` asks it."""
+    # here, not at the top: every command imports this module, few run a pool
+    from concurrent.futures import wait
+
+    return lambda timeout: not wait([future], timeout).not_done
 
 
 def joined(thread: threading.Thread) -> Callable[[float], bool]:

@@ -22,7 +22,6 @@ import errno
 import os
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
-from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -39,7 +38,7 @@ from bundler.errors import (
 )
 from bundler.fs import durable
 from bundler.fs.age import AskPassphrase, Recipient, parse_recipients
-from bundler.fs.interrupts import signals_deferred, wait_for
+from bundler.fs.interrupts import settled, signals_deferred, wait_for
 from bundler.fs.safefs import SkipCounts
 from bundler.fs.scratch import scratch_folder
 from bundler.fs.snapshot import check_snapshot, snapshot_database
@@ -344,13 +343,13 @@ def _backup_into(
         info = snapshot_database(
             resolution.database, folder / db_name, method="vacuum", check=False
         )
-        wait_for(lambda timeout: not futures.wait([opening], timeout).not_done)
+        wait_for(settled(opening))
         base, known = opening.result()
         checked = pool.submit(check_snapshot, resolution.database, folder / db_name)
         plan = Plan(resolution, home_fd, folder / db_name, progress, base=base, level=level)
         plan.known = known
         entries, total, skipped = _write_until_done(plan, target_fd, zip_name, warnings)
-        wait_for(lambda timeout: not futures.wait([checked], timeout).not_done)
+        wait_for(settled(checked))
         checked.result()
         # the snapshot passed integrity_check and the digests tie the zip's copy to it; the
         # digests are the sources', so a copied entry is checked against its source too

@@ -26,7 +26,7 @@ import xxhash
 
 from bundler.errors import ChangedMeanwhile
 from bundler.fs.digest import read_into
-from bundler.fs.interrupts import handed_over, wait_for
+from bundler.fs.interrupts import handed_over, settled, wait_for
 from bundler.fs.processors import usable_processors
 from bundler.home.reuse import ZIP64_FROM, end_entry, start_entry
 from bundler.home.zipcheck import STORE_ABOVE_RATIO, isal_module
@@ -154,7 +154,7 @@ def deflate_large(
         done = pending.popleft()
         if not isinstance(done, bytes):
             job = done
-            wait_for(lambda timeout: not futures.wait([job], timeout).not_done)
+            wait_for(settled(job))
             done = job.result()
         sink.write(done)
         raw.update(done)
@@ -198,3 +198,15 @@ def workers() -> int:
     (none on a single core)."""
     cores = usable_processors()
     return cores if cores > 1 else 0
+
+
+READ_BATCH_ENTRIES = 64
+READ_BATCH_BYTES = 4 << 20
+"""A worker reading a backup (its check, a restore) is handed entries in batches of up to
+:data:`READ_BATCH_ENTRIES` entries or this many compressed bytes: one hand-over and one wait
+for many small entries."""
+
+
+def batch_full(entries: int, packed: int) -> bool:
+    """Whether a reading batch of ``entries`` entries, ``packed`` compressed bytes, is full."""
+    return entries >= READ_BATCH_ENTRIES or packed >= READ_BATCH_BYTES

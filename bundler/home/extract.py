@@ -19,14 +19,13 @@ import functools
 import io
 import os
 import zipfile
-from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 
 from bundler.errors import InvalidInput, Unsupported
 from bundler.fs import durable
-from bundler.fs.interrupts import handed_over, wait_for
+from bundler.fs.interrupts import handed_over, settled, wait_for
 from bundler.fs.safefs import open_dir_nofollow
-from bundler.home.deflate import workers
+from bundler.home.deflate import batch_full, workers
 from bundler.home.zipcheck import TREES, stream_entry
 from bundler.home.zipindex import BackupIndex, Listed
 from bundler.rules.names import escape_display
@@ -77,11 +76,6 @@ def extract(
     _write_in_parallel(fp.fileno(), index, files, staging_fd, progress)
 
 
-_BATCH_ENTRIES = 64
-_BATCH = 4 << 20
-"""Files are handed to the workers in batches of up to :data:`_BATCH_ENTRIES` entries or this
-many compressed bytes: one hand-over and one wait for many small files."""
-
 Job = tuple[zipfile.ZipInfo, Listed]
 
 
@@ -97,7 +91,7 @@ def _write_in_parallel(
     batches: list[list[Job]] = []
     packed = 0
     for info in files:
-        if not batches or len(batches[-1]) >= _BATCH_ENTRIES or packed >= _BATCH:
+        if not batches or batch_full(len(batches[-1]), packed):
             batches.append([])
             packed = 0
         batches[-1].append((info, index.files[info.filename]))
@@ -107,17 +101,13 @@ def _write_in_parallel(
         with handed_over():  # the workers started by these submits keep the signals blocked
             pending = [pool.submit(_write_batch, fd, staging_fd, jobs) for jobs in batches]
         for jobs, future in zip(batches, pending, strict=True):
-            wait_for(functools.partial(_finished, future))
+            wait_for(settled(future))
             future.result()
             if progress is not None:
                 for _info, listed in jobs:
                     progress(1, listed.size)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _finished(future: futures.Future[None], timeout: float) -> bool:
-    return not futures.wait([future], timeout).not_done
 
 
 def _write_batch(

@@ -12,12 +12,10 @@ folder beside it (:func:`bundler.home.backup_age.decrypted_copy`).
 from __future__ import annotations
 
 import errno
-import functools
 import io
 import os
 import zipfile
 from collections.abc import Callable, Sequence
-from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,11 +24,11 @@ from typing import Any
 from bundler.errors import InvalidInput, Malformed, os_failure
 from bundler.fs import durable
 from bundler.fs.age import AskPassphrase
-from bundler.fs.interrupts import handed_over, wait_for
+from bundler.fs.interrupts import handed_over, settled, wait_for
 from bundler.fs.scratch import CHECK_PREFIX, clear_dead_scratch, scratch_folder, temp_root
 from bundler.fs.snapshot import ROLLBACK_VERSIONS, integrity_ok, journal_versions
 from bundler.home.backup_age import decrypted_copy, identities_for, renamed
-from bundler.home.deflate import workers
+from bundler.home.deflate import batch_full, workers
 from bundler.home.zipcheck import DATABASE, check_local_header, open_zip, stream_entry
 from bundler.home.zipindex import BackupIndex, match_index, read_index
 from bundler.rules.names import escape_display
@@ -123,16 +121,7 @@ def check_structure(archive: zipfile.ZipFile) -> tuple[BackupIndex, list[zipfile
     return index, files
 
 
-_BATCH_ENTRIES = 64
-_BATCH = 4 << 20
-"""Entries are checked on the workers in batches of up to :data:`_BATCH_ENTRIES` entries or
-this many compressed bytes: one hand-over and one wait for many small entries."""
-
 Job = tuple[zipfile.ZipInfo, int, str]
-
-
-def _finished(future: futures.Future[InvalidInput | None], timeout: float) -> bool:
-    return not futures.wait([future], timeout).not_done
 
 
 def _check_batch(fd: int, jobs: list[Job]) -> InvalidInput | None:
@@ -168,7 +157,7 @@ def _check_in_parallel(
         if info.filename == DATABASE and check_database:
             steps.append([])
         else:
-            if not steps or not steps[-1] or len(steps[-1]) >= _BATCH_ENTRIES or packed >= _BATCH:
+            if not steps or not steps[-1] or batch_full(len(steps[-1]), packed):
                 steps.append([])
                 packed = 0
             steps[-1].append((info, listed.size, listed.xxh3_128))
@@ -185,7 +174,7 @@ def _check_in_parallel(
                 _check_database(archive, info, listed.size, listed.xxh3_128, scratch)
                 done: list[Job] = [(info, listed.size, listed.xxh3_128)]
             else:
-                wait_for(functools.partial(_finished, future))
+                wait_for(settled(future))
                 failed = future.result()
                 if failed is not None:
                     raise failed

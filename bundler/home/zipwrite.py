@@ -29,7 +29,7 @@ import xxhash
 from bundler import __version__
 from bundler.errors import ChangedMeanwhile, UnsuitablePath, os_failure
 from bundler.fs.copytree import digest_fd
-from bundler.fs.interrupts import handed_over, wait_for
+from bundler.fs.interrupts import handed_over, settled, wait_for
 from bundler.fs.safefs import SkipCounts, open_dir_nofollow, walk
 from bundler.fs.tally import tally
 from bundler.home.deflate import (
@@ -326,7 +326,7 @@ class _InOrder:
             if batch.results is None:
                 done = batch.future
                 assert done is not None
-                wait_for(lambda timeout: not futures.wait([done], timeout).not_done)
+                wait_for(settled(done))
                 batch.results = done.result()
             packed = batch.results[slot]
         finish(packed)
