@@ -118,7 +118,8 @@ class SnapshotInfo:
 
     ``read_as``: which of the three paths of the module docstring produced it; ``retried``: the
     quiet or leftover read was redone because the store changed meanwhile; ``size``: bytes of
-    ``dest``.
+    ``dest``; ``quiet_stat``: the store's ``lstat`` when it was read quiet (the same before and
+    after the read, no sidecar either time), else None.
     """
 
     dest: Path
@@ -126,6 +127,7 @@ class SnapshotInfo:
     read_as: Path_kind
     retried: bool
     size: int
+    quiet_stat: os.stat_result | None = None
 
 
 def sidecars_present(database: Path) -> list[str]:
@@ -212,7 +214,23 @@ def _identity(path: str) -> tuple[int, int, int, int, int] | None:
         st = os.lstat(path)
     except FileNotFoundError:
         return None
+    return _identity_of(st)
+
+
+def _identity_of(st: os.stat_result) -> tuple[int, int, int, int, int]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def quiet_store(database: Path) -> os.stat_result | None:
+    """The ``lstat`` of ``database`` when it is a regular file with no sidecar beside it (no
+    process is using it, and its bytes are its whole content), else None."""
+    try:
+        st = os.lstat(database)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode) or sidecars_present(database):
+        return None
+    return st
 
 
 def _state(database: Path) -> tuple[object, ...]:
@@ -301,14 +319,16 @@ def _check_source(source: Path, shown: str) -> None:
         raise UnsuitablePath(f"{shown} is not a regular file", path=shown)
 
 
-def _read_quiet(source: Path, dest: Path, method: Method) -> bool:
-    """Snapshot through ``immutable=1``; False when the store changed or a sidecar appeared."""
+def _read_quiet(source: Path, dest: Path, method: Method) -> os.stat_result | None:
+    """Snapshot through ``immutable=1``: the store's stat, the same before and after; None when
+    the store changed or a sidecar appeared."""
+    seen = os.lstat(source)
     before = _state(source)
-    if any(part is not None for part in before[1:]):
-        return False
+    if before[0] != _identity_of(seen) or any(part is not None for part in before[1:]):
+        return None
     with open_readonly(source, immutable=True) as conn:
         _copy_out(conn, dest, method)
-    return _state(source) == before
+    return seen if _state(source) == before else None
 
 
 def _copy_file(src: str, dst: str) -> None:
@@ -399,8 +419,10 @@ def _snapshot_into(source: Path, dest: Path, method: Method, shown: str) -> Snap
     try:
         for _ in range(_ATTEMPTS):
             if not sidecars_present(source):
-                if _read_quiet(source, dest, method):
-                    return SnapshotInfo(dest, method, "quiet", retried, os.path.getsize(dest))
+                seen = _read_quiet(source, dest, method)
+                if seen is not None:
+                    size = os.path.getsize(dest)
+                    return SnapshotInfo(dest, method, "quiet", retried, size, quiet_stat=seen)
             elif not store_in_use(source) and _read_leftover(source, dest, method):
                 return SnapshotInfo(dest, method, "leftover", retried, os.path.getsize(dest))
             elif store_in_use(source):

@@ -1,6 +1,7 @@
 """``bundler home backup`` (04 §5.1).
 
-A backup is one zip: ``chat.db`` (a consistent snapshot, see :mod:`bundler.fs.snapshot`), the
+A backup is one zip: ``chat.db`` (a consistent snapshot, see :mod:`bundler.fs.snapshot`, or the
+base's when the index says the store is unchanged since, :mod:`bundler.home.reuse_index`), the
 regular files and folders of ``files/`` and ``skills/`` read with the no-follow walker of
 :mod:`bundler.fs.safefs`, and ``backup.json`` (written last, once every digest is known).
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import time
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -41,7 +43,7 @@ from bundler.fs.age import AskPassphrase, Recipient, parse_recipients
 from bundler.fs.interrupts import settled, signals_deferred, wait_for
 from bundler.fs.safefs import SkipCounts
 from bundler.fs.scratch import scratch_folder
-from bundler.fs.snapshot import check_snapshot, snapshot_database
+from bundler.fs.snapshot import check_snapshot, quiet_store, snapshot_database
 from bundler.home.backup_age import (
     AGE_SUFFIX,
     decrypt_into,
@@ -61,9 +63,9 @@ from bundler.home.publish import (
     temp_file,
 )
 from bundler.home.reuse import Base, BaseUnusable, newest_backup, open_base
-from bundler.home.reuse_index import Known, load_index, save_index
+from bundler.home.reuse_index import Known, load_index, save_index, settled_before, stat_key
 from bundler.home.verify import check_contents
-from bundler.home.zipcheck import TREES, open_zip
+from bundler.home.zipcheck import DATABASE, TREES, open_zip
 from bundler.home.zipwrite import Plan, StoreInstead, write_zip
 from bundler.rules import hints
 from bundler.rules.names import escape_display
@@ -80,7 +82,8 @@ class BackupReport:
     """A finished backup: the zip, its file entries (``chat.db`` included) and their bytes.
 
     ``skipped`` counts what the walker did not carry (links, special files, hard links...);
-    ``database_read_as`` says how the store was read (``quiet``, ``leftover`` or ``live``).
+    ``database_read_as`` says how the store was read (``quiet``, ``leftover`` or ``live``), or
+    ``unchanged`` when its entry is the base's snapshot, copied.
     """
 
     path: Path
@@ -329,28 +332,35 @@ def _backup_into(
         ThreadPoolExecutor(max_workers=1) as pool,
     ):
 
-        def opened() -> tuple[Base | None, dict[str, Known]]:
-            """The base, opened and checked, and the home's index (the base's until the end)."""
+        def opened() -> Base | None:
+            """The base, opened and checked (until the end)."""
             if base_path is None:
-                return None, {}
-            base = base_stack.enter_context(open_base(base_path, warnings))
-            return base, load_index(resolution.home) if base is not None else {}
+                return None
+            return base_stack.enter_context(open_base(base_path, warnings))
 
         # SQLite releases the GIL: the base is opened on the second core while the snapshot is
         # taken here, and the snapshot's integrity check runs there while this thread zips
         with signals_deferred():  # its worker, started here, keeps them blocked
             opening = pool.submit(opened)
-        info = snapshot_database(
-            resolution.database, folder / db_name, method="vacuum", check=False
-        )
+        known = load_index(resolution.home) if base_path is not None else {}
+        plan = Plan(resolution, home_fd, folder / db_name, progress, level=level)
+        unchanged = plan.store = _unchanged_store(resolution.database, known)
+        if unchanged is None:
+            _snapshot_store(plan)
         wait_for(settled(opening))
-        base, known = opening.result()
-        checked = pool.submit(check_snapshot, resolution.database, folder / db_name)
-        plan = Plan(resolution, home_fd, folder / db_name, progress, base=base, level=level)
-        plan.known = known
+        plan.base = opening.result()
+        plan.known = known if plan.base is not None else {}
+        if unchanged is not None:
+            plan.copy_database = plan.unchanged(DATABASE, unchanged) is not None
+            if not plan.copy_database:  # the base is not the one the index was made with
+                _snapshot_store(plan)
+        checked = None
+        if not plan.copy_database:
+            checked = pool.submit(check_snapshot, resolution.database, plan.snapshot)
         entries, total, skipped = _write_until_done(plan, target_fd, zip_name, warnings)
-        wait_for(settled(checked))
-        checked.result()
+        if checked is not None:
+            wait_for(settled(checked))
+            checked.result()
         # the snapshot passed integrity_check and the digests tie the zip's copy to it; the
         # digests are the sources', so a copied entry is checked against its source too
         while True:
@@ -380,7 +390,7 @@ def _backup_into(
             entries,
             total,
             skipped,
-            info.read_as,
+            plan.database_read_as,
             warnings,
             base=None if used is None else used.path,
             reused=0 if used is None else used.reused,
@@ -523,6 +533,29 @@ def _decrypt_base(
     return _PRIVATE_BASE
 
 
+def _unchanged_store(database: Path, known: Mapping[str, Known]) -> os.stat_result | None:
+    """The store's stat when it is quiet and the index recorded exactly that stat for it (its
+    snapshot in the base is then its content: no new snapshot is needed), else None."""
+    recorded = known.get(DATABASE)
+    if recorded is None:
+        return None
+    now = quiet_store(database)
+    return now if now is not None and stat_key(now) == recorded.stat else None
+
+
+def _snapshot_store(plan: Plan) -> None:
+    """Take the store's snapshot (its integrity is the caller's to check), and keep the
+    store's stat for the next index when it was read quiet and had settled."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(plan.snapshot)  # from a snapshot taken before the base was dropped
+    started = time.time_ns()
+    info = snapshot_database(plan.resolution.database, plan.snapshot, method="vacuum", check=False)
+    seen = info.quiet_stat
+    plan.store = seen if seen is not None and settled_before(seen, started) else None
+    plan.copy_database = False
+    plan.database_read_as = info.read_as
+
+
 def _write_until_done(
     plan: Plan, target_fd: int, zip_name: str, warnings: list[str]
 ) -> tuple[int, int, SkipCounts]:
@@ -530,6 +563,9 @@ def _write_until_done(
     again without the base when it could not give an entry's bytes."""
     flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
     while True:
+        if plan.copy_database and plan.base is None:  # the store's copy went with the base
+            _snapshot_store(plan)
+            check_snapshot(plan.resolution.database, plan.snapshot)
         skipped = SkipCounts()
         fd = os.open(zip_name, flags, 0o600, dir_fd=target_fd)
         if plan.base is not None:

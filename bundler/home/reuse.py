@@ -113,12 +113,22 @@ class Base:
             return None
         if relpath != DATABASE and found.listed.mtime_ns != st.st_mtime_ns:
             return None
-        if found.info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-            return None
-        # the base may come from elsewhere: what a backup never writes is not copied either
-        if found.listed.size > STORE_ABOVE_RATIO * max(1, found.info.compress_size):
-            return None
-        return found
+        return _copyable(found)
+
+    def database(self) -> Candidate | None:
+        """The base's snapshot of the store, for a store the index says is unchanged (its
+        size is the snapshot's, never the store's: the index's record decides)."""
+        found = self._entries.get(DATABASE)
+        return None if found is None else _copyable(found)
+
+
+def _copyable(found: Candidate) -> Candidate | None:
+    if found.info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        return None
+    # the base may come from elsewhere: what a backup never writes is not copied either
+    if found.listed.size > STORE_ABOVE_RATIO * max(1, found.info.compress_size):
+        return None
+    return found
 
 
 @contextlib.contextmanager

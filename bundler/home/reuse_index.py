@@ -5,11 +5,18 @@ what they were when its entry was made has not changed, and is not read again. A
 content moves the change time (``ctime``, which no program can set back), so the rule misses
 only what a clock set back and a file rewritten within one tick would hide, as restic does.
 
+The database is held to more: its five numbers are recorded only when it was read quiet (no
+sidecar before or after, the same numbers both times, :func:`bundler.fs.snapshot.quiet_store`)
+and had :func:`settled_before` before the read, and it is unchanged only while it is still quiet. A
+live agent writes its store continually; a change in the tick the store was read in would
+otherwise hide behind equal times, and a new snapshot costs far more than a file read.
+
 The index is the user's, not the home's (a backup only reads the home, 04 §5.1): one file per
 home in the user's cache folder, ``backup-index/<XXH3-128 of the home's real path>.json``
 (0600, replaced atomically after each backup is published). It names the home, and per file
-of ``files/`` and ``skills/`` those five numbers and the entry that was made for the file's
-bytes: its digest, CRC, method, compressed size and the XXH3-128 of its compressed bytes. A
+of ``files/`` and ``skills/`` (and ``chat.db``, the store) those five numbers and the entry that
+was made for the file's bytes (for the store, its snapshot's): its digest, CRC, method,
+compressed size and the XXH3-128 of its compressed bytes. A
 base entry is copied for an unchanged file only when all of them match it, and its bytes are
 hashed as they are copied: equal to the bytes a backup's read-back inflated and checked, so they
 are not inflated again (see :mod:`bundler.home.zipwrite`). The backup's format does not change:
@@ -40,6 +47,19 @@ StatKey = tuple[int, int, int, int, int]
 def stat_key(st: os.stat_result) -> StatKey:
     """What restic's rule compares: size, mtime and ctime (ns), inode, device."""
     return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+SETTLED_NS = 2_000_000_000
+"""How long before a read the database must have last changed for its stat to be recorded:
+the coarsest file-system clock (FAT's two seconds) plus the lag of the kernel's coarse clock."""
+
+
+def settled_before(st: os.stat_result, read_at_ns: int) -> bool:
+    """Whether a store last changed at least :data:`SETTLED_NS` before ``read_at_ns`` (the
+    wall clock when its read began). A store written during the tick its stat was taken in
+    could be written again in that tick with no time moving; one that settled before the read
+    cannot be, so any later write moves its times past the recorded ones (racy git's rule)."""
+    return max(st.st_mtime_ns, st.st_ctime_ns) + SETTLED_NS <= read_at_ns
 
 
 class Known(NamedTuple):

@@ -98,6 +98,7 @@ class Plan:
     resolution: HomeResolution
     home_fd: int
     snapshot: Path
+    """Where the store's snapshot is taken (unused while :attr:`copy_database`)."""
     progress: Progress | None = None
     force_stored: set[str] = field(default_factory=set)
     base: Base | None = None
@@ -111,6 +112,15 @@ class Plan:
     """Entries whose copied bytes hashed to bytes a backup's read-back already checked."""
     asked: tuple[str, tuple[Candidate, Known]] | None = None
     """The walk's last file left unopened and :meth:`unchanged`'s answer, asked once."""
+    store: os.stat_result | None = None
+    """The store's stat the next index records: read quiet and settled (else None, never
+    recorded), or, while :attr:`copy_database`, the stat the index recorded."""
+    copy_database: bool = False
+    """The index says the store is unchanged since the base's snapshot (:meth:`unchanged` of
+    ``chat.db`` and :attr:`store`): no snapshot is taken, the base's entry is copied."""
+    database_read_as: str = "unchanged"
+    """How the store was read (``quiet``, ``leftover``, ``live``: :mod:`bundler.fs.snapshot`),
+    or ``unchanged`` while :attr:`copy_database`."""
 
     def unchanged(self, relpath: str, st: os.stat_result) -> tuple[Candidate, Known] | None:
         """The base's entry and the index's record for a file the index says is unchanged
@@ -119,7 +129,8 @@ class Plan:
         known = self.known.get(relpath)
         if known is None or self.base is None or known.stat != stat_key(st):
             return None
-        found = self.base.candidate(relpath, st)
+        base = self.base
+        found = base.database() if relpath == DATABASE else base.candidate(relpath, st)
         if found is None:
             return None
         info = found.info
@@ -260,15 +271,18 @@ class _InOrder:
     def _unchanged(self, relpath: str, st: os.stat_result) -> None:
         """Queue the base's entry for a file the index says is unchanged, copied without
         reading the file; its bytes must hash to those the index recorded."""
-        _check_entry(relpath, st)
         plan = self.plan
+        stored = relpath == DATABASE  # the store's snapshot, whose size was checked when made
+        if not stored:
+            _check_entry(relpath, st)
         asked, plan.asked = plan.asked, None
         # what the walk asked of this file (the stat it was given), answered once
         found = asked[1] if asked is not None and asked[0] == relpath else None
         found = found or plan.unchanged(relpath, st)
         assert found is not None and plan.base is not None
         candidate, known = found
-        info = _zipinfo(relpath, st, folder=False)
+        # the store's entry is its snapshot's: made now, private (as a snapshot is made)
+        info = _zipinfo(relpath, None if stored else st, folder=False)
 
         def finish(_packed: Packed | None) -> None:
             # copied with its neighbours once an entry of another kind is due (copy_run)
@@ -358,10 +372,14 @@ def _remember(
     plan: Plan, relpath: str, st: os.stat_result, digest: str, info: zipfile.ZipInfo, raw: str
 ) -> None:
     """Record for the next index what this pass made of a file whose stat did not move while
-    it was read (the database snapshot, made afresh by each backup, is never unchanged)."""
-    if relpath != DATABASE:
-        known = Known(stat_key(st), digest, info.CRC, info.compress_type, info.compress_size, raw)
-        plan.made[relpath] = known
+    it was read (the database's snapshot under the store's stat, when :attr:`Plan.store` is
+    one to record)."""
+    if relpath == DATABASE:
+        if plan.store is None:
+            return
+        st = plan.store
+    known = Known(stat_key(st), digest, info.CRC, info.compress_type, info.compress_size, raw)
+    plan.made[relpath] = known
 
 
 def _add_file(
@@ -458,9 +476,13 @@ def write_zip(archive: zipfile.ZipFile, plan: Plan, skipped: SkipCounts) -> tupl
     if plan.progress is None:
         return _write_entries(archive, plan, skipped, None)
     files, nbytes = tally([plan.resolution.home / tree for tree in TREES])
-    with contextlib.suppress(OSError):
-        nbytes += os.lstat(plan.snapshot).st_size
-        files += 1
+    files += 1
+    if plan.copy_database:  # the base's snapshot of the unchanged store
+        copied = plan.base.database() if plan.base is not None else None
+        nbytes += 0 if copied is None else copied.listed.size
+    else:
+        with contextlib.suppress(OSError):
+            nbytes += os.lstat(plan.snapshot).st_size
     with phase(plan.progress, "backing up", files, nbytes):
         return _write_entries(archive, plan, skipped, plan.progress)
 
@@ -478,11 +500,15 @@ def _unopened(plan: Plan, prefix: str, rel: str, lst: os.stat_result) -> bool:
 def _write_trees(writer: _InOrder, plan: Plan, skipped: SkipCounts) -> list[str]:
     """Queue the database and every entry of the trees in order; the folders, listed."""
     folders: list[str] = []
-    db_fd = os.open(plan.snapshot, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        writer.file(DATABASE, db_fd, os.fstat(db_fd))
-    finally:
-        os.close(db_fd)
+    if plan.copy_database:
+        assert plan.store is not None
+        writer.file(DATABASE, -1, plan.store)
+    else:
+        db_fd = os.open(plan.snapshot, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            writer.file(DATABASE, db_fd, os.fstat(db_fd))
+        finally:
+            os.close(db_fd)
     for tree in TREES:
         root = _open_tree(plan.home_fd, tree, plan.resolution.home)
         if root is None:

@@ -10,44 +10,19 @@ from __future__ import annotations
 
 import os
 import random
-import re
 import time
 import zipfile
 from pathlib import Path
 
 import pytest
 from support import kit
-from support.faultinject import ptrace_unavailable, trace_log
+from support.faultinject import READS, bytes_read, bytes_read_below, ptrace_unavailable, trace_log
 from support.hostile_zips import clean_env, content_state, make_project, tree_state
 
 from bundler.home.backup import backup_home
 from bundler.home.reuse_index import index_path
 
 pytestmark = pytest.mark.skipif(ptrace_unavailable() is not None, reason=str(ptrace_unavailable()))
-
-_READS = ["read", "pread64", "readv"]
-_END = r"(?:(<unfinished \.\.\.>)|= (-?\d+)(?: \w+ \(.*\))?)$"
-_CALL = re.compile(r"^(\d+)\s+(read|pread64|readv)\((\d+)<([^>]*)>.*" + _END)
-_RESUMED = re.compile(r"^(\d+)\s+<\.\.\. (read|pread64|readv) resumed>.*= (-?\d+)(?: \w+ \(.*\))?$")
-
-
-def bytes_read(log: str, path: Path) -> int:
-    """The bytes every thread of an strace log read from ``path`` (read, pread64, readv)."""
-    total = 0
-    waiting: dict[str, bool] = {}  # a thread's call cut in two by another's: is it on path
-    for line in log.splitlines():
-        call = _CALL.match(line)
-        if call is not None:
-            pid, _name, _fd, where, unfinished, result = call.groups()
-            if unfinished:
-                waiting[pid] = where == str(path)
-            elif where == str(path) and int(result) > 0:
-                total += int(result)
-            continue
-        resumed = _RESUMED.match(line)
-        if resumed is not None and waiting.pop(resumed[1], False) and int(resumed[3]) > 0:
-            total += int(resumed[3])
-    return total
 
 
 def env_for(tmp_path: Path) -> dict[str, str]:
@@ -80,7 +55,7 @@ def test_restore_reads_the_zip_once(tmp_path: Path) -> None:
     size = zip_path.stat().st_size
     target = tmp_path / "restored"
     cmd = [*kit.cli_command(), "home", "restore", str(zip_path), "--project", str(project)]
-    done, log = trace_log([*cmd, "--home", str(target)], _READS, env=env_for(tmp_path), timeout=300)
+    done, log = trace_log([*cmd, "--home", str(target)], READS, env=env_for(tmp_path), timeout=300)
     assert done.returncode == 0, done.stderr
     total = bytes_read(log, zip_path)
     # the directory, backup.json and each local header read a second time are small beside it
@@ -110,28 +85,6 @@ def test_a_tampered_entry_is_refused_and_the_home_is_as_found(tmp_path: Path) ->
     assert tree_state(home) == before
 
 
-def bytes_read_below(log: str, folder: Path) -> dict[str, int]:
-    """Bytes read per file below ``folder`` (read, pread64, readv; every thread)."""
-    totals: dict[str, int] = {}
-    waiting: dict[str, str | None] = {}
-    inside = f"{folder}/"
-    for line in log.splitlines():
-        call = _CALL.match(line)
-        if call is not None:
-            pid, _name, _fd, where, unfinished, result = call.groups()
-            if unfinished:
-                waiting[pid] = where if where.startswith(inside) else None
-            elif where.startswith(inside) and int(result) > 0:
-                totals[where] = totals.get(where, 0) + int(result)
-            continue
-        resumed = _RESUMED.match(line)
-        if resumed is not None:
-            where = waiting.pop(resumed[1], None)
-            if where is not None and int(resumed[3]) > 0:
-                totals[where] = totals.get(where, 0) + int(resumed[3])
-    return totals
-
-
 def backup_cmd(project: Path, out: Path) -> list[str]:
     return [*kit.cli_command(), "home", "backup", "--project", str(project), "--to", str(out)]
 
@@ -139,7 +92,7 @@ def backup_cmd(project: Path, out: Path) -> list[str]:
 def traced_backup(tmp_path: Path, project: Path, out: Path) -> tuple[str, Path]:
     """A backup into ``out`` under strace: its log and the zip it published."""
     before = set(out.iterdir())
-    done, log = trace_log(backup_cmd(project, out), _READS, env=env_for(tmp_path), timeout=300)
+    done, log = trace_log(backup_cmd(project, out), READS, env=env_for(tmp_path), timeout=300)
     assert done.returncode == 0, done.stderr
     (made,) = set(out.iterdir()) - before
     return log, made

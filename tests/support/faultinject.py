@@ -28,6 +28,7 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import Literal
 
 Fault = Literal["SIGKILL", "SIGINT", "EIO", "ENOSPC", "EMFILE", "EAGAIN"]
@@ -271,3 +272,39 @@ def sample(items: Sequence[Call], count: int | None) -> list[Call]:
         return []
     step = len(items) / count
     return [items[int(i * step)] for i in range(count)]
+
+
+# --- what a traced run read, from a trace_log(cmd, READS) log ---------------------------------
+
+READS = ["read", "pread64", "readv"]
+"""The calls that read a file: what :func:`bytes_read` counts in a :func:`trace_log` log."""
+_END = r"(?:(<unfinished \.\.\.>)|= (-?\d+)(?: \w+ \(.*\))?)$"
+_CALL = re.compile(r"^(\d+)\s+(read|pread64|readv)\((\d+)<([^>]*)>.*" + _END)
+_RESUMED = re.compile(r"^(\d+)\s+<\.\.\. (read|pread64|readv) resumed>.*= (-?\d+)(?: \w+ \(.*\))?$")
+
+
+def bytes_read_below(log: str, folder: Path) -> dict[str, int]:
+    """Bytes read per file below ``folder`` (read, pread64, readv; every thread)."""
+    totals: dict[str, int] = {}
+    waiting: dict[str, str | None] = {}
+    inside = f"{folder}/"
+    for line in log.splitlines():
+        call = _CALL.match(line)
+        if call is not None:
+            pid, _name, _fd, where, unfinished, result = call.groups()
+            if unfinished:
+                waiting[pid] = where if where.startswith(inside) else None
+            elif where.startswith(inside) and int(result) > 0:
+                totals[where] = totals.get(where, 0) + int(result)
+            continue
+        resumed = _RESUMED.match(line)
+        if resumed is not None:
+            where = waiting.pop(resumed[1], None)
+            if where is not None and int(resumed[3]) > 0:
+                totals[where] = totals.get(where, 0) + int(resumed[3])
+    return totals
+
+
+def bytes_read(log: str, path: Path) -> int:
+    """The bytes every thread of an strace log read from ``path``."""
+    return bytes_read_below(log, path.parent).get(str(path), 0)
