@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from support.cliserver import CliServer
+
 # Variables the CLI reads (ZeroClaw's overrides and config dir, the agents directory): a test
 # that wants one sets it in ``env``; one inherited from the shell running pytest must not leak in.
 _FOREIGN_PREFIXES = ("ZEROCLAW_", "BXAGENTS_")
@@ -117,11 +119,20 @@ def run_cli(
     ``env`` entries are added to :func:`clean_env`; ``exact_env`` is used as the whole
     environment instead (for helpers that build one themselves). ``as_nobody`` runs the command
     as uid/gid 65534 (the caller must be root); ``errors`` is passed to the decoder, for output
-    that may not be UTF-8.
+    that may not be UTF-8. The process is forked from :mod:`support.cliserver` when that stands
+    for a fresh start, and started afresh otherwise.
     """
     full_env = dict(exact_env) if exact_env is not None else clean_env(env)
+    argv = [*cli_command(as_nobody=as_nobody), *args]
+    server = None if as_nobody or stdin is not None else _server()
+    if server is not None and server.usable(full_env) and server.busy.acquire(blocking=False):
+        try:
+            where = os.fspath(cwd) if cwd is not None else os.getcwd()
+            return server.run(argv, args, full_env, where, input_text, errors, timeout)
+        finally:
+            server.busy.release()
     return subprocess.run(
-        [*cli_command(as_nobody=as_nobody), *args],
+        argv,
         input=input_text,
         stdin=stdin,
         capture_output=True,
@@ -131,6 +142,19 @@ def run_cli(
         cwd=cwd,
         timeout=timeout,
     )
+
+
+_servers: list[CliServer] = []
+
+
+def _server() -> CliServer | None:
+    """This test process's CLI server, started on first use (again if it ended); None where
+    ``BUNDLER_TEST_FRESH_CLI=1`` asks for a fresh interpreter every run."""
+    if os.environ.get("BUNDLER_TEST_FRESH_CLI") == "1":
+        return None
+    if not _servers or _servers[0].process.poll() is not None:
+        _servers[:] = [CliServer(clean_env())]
+    return _servers[0]
 
 
 def one_error(stderr: str) -> bool:
