@@ -7,17 +7,17 @@ only what a clock set back and a file rewritten within one tick would hide, as r
 
 The database is held to more: its five numbers are recorded only when it was read quiet (no
 sidecar before or after, the same numbers both times, :func:`bundler.fs.snapshot.quiet_store`)
-and had :func:`settled_before` before the read, and it is unchanged only while it is still quiet. A
-live agent writes its store continually; a change in the tick the store was read in would
-otherwise hide behind equal times, and a new snapshot costs far more than a file read.
+and had settled before the read (:func:`settled_before`), and it is unchanged only while it is
+still quiet. A live agent writes its store continually; a change in the tick the store was read
+in would otherwise hide behind equal times, and a new snapshot costs far more than a file read.
 
 The index is the user's, not the home's (a backup only reads the home, 04 §5.1): one file per
 home in the user's cache folder, ``backup-index/<XXH3-128 of the home's real path>.json``
 (0600, replaced atomically after each backup is published). It names the home, and per file
 of ``files/`` and ``skills/`` (and ``chat.db``, the store) those five numbers and the entry that
 was made for the file's bytes (for the store, its snapshot's): its digest, CRC, method,
-compressed size and the XXH3-128 of its compressed bytes. A
-base entry is copied for an unchanged file only when all of them match it, and its bytes are
+compressed size and the XXH3-128 of its compressed bytes. A base entry is copied for an
+unchanged file only when all of them match it, and its bytes are
 hashed as they are copied: equal to the bytes a backup's read-back inflated and checked, so they
 are not inflated again (see :mod:`bundler.home.zipwrite`). The backup's format does not change:
 a backup never needs the index, and one that is missing, damaged, of another home or from

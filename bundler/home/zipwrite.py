@@ -272,8 +272,8 @@ class _InOrder:
         """Queue the base's entry for a file the index says is unchanged, copied without
         reading the file; its bytes must hash to those the index recorded."""
         plan = self.plan
-        stored = relpath == DATABASE  # the store's snapshot, whose size was checked when made
-        if not stored:
+        of_store = relpath == DATABASE  # the store's snapshot, whose size was checked when made
+        if not of_store:
             _check_entry(relpath, st)
         asked, plan.asked = plan.asked, None
         # what the walk asked of this file (the stat it was given), answered once
@@ -282,7 +282,7 @@ class _InOrder:
         assert found is not None and plan.base is not None
         candidate, known = found
         # the store's entry is its snapshot's: made now, private (as a snapshot is made)
-        info = _zipinfo(relpath, None if stored else st, folder=False)
+        info = _zipinfo(relpath, None if of_store else st, folder=False)
 
         def finish(_packed: Packed | None) -> None:
             # copied with its neighbours once an entry of another kind is due (copy_run)
