@@ -17,6 +17,7 @@ Run as a script, this module is the server: ``python cliserver.py FD`` serves th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import locale
 import os
@@ -163,19 +164,18 @@ def _exchange(
 
 
 def _preload() -> None:
-    """Import what the commands import (each once, in the server), as the nobody start does."""
+    """Import what the commands import (each once, in the server), as the nobody start does. A
+    module that cannot be imported here is left to the run that needs it, which then fails as
+    a fresh one would."""
     import importlib
 
     import bundler.api
     import bundler.cli
-    import bundler.cli.output
+    import bundler.cli.output  # noqa: F401
     from bundler.fs import interrupts  # noqa: F401
 
-    for target in bundler.cli.HANDLERS.values():
-        importlib.import_module(target.split(":")[0])
-    for name in bundler.api.__all__:
-        getattr(bundler.api, name)
-    for module in (
+    modules = [target.split(":")[0] for target in bundler.cli.HANDLERS.values()]
+    modules += [
         "bundler.bundle.manifest",
         "bundler.fs.snapshot",
         "bundler.rules.risk",
@@ -184,8 +184,13 @@ def _preload() -> None:
         "bundler.home.agentyaml",
         "jsonschema",
         "gettext",
-    ):
-        importlib.import_module(module)
+    ]
+    for module in modules:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(module)
+    for name in bundler.api.__all__:
+        with contextlib.suppress(ImportError, AttributeError):
+            getattr(bundler.api, name)
 
 
 def _child(sock: socket.socket, request: dict[str, object], fds: list[int]) -> None:
