@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import xxhash
 from support import bundlefactory as bf
+from support.faultinject import in_a_process_of_its_own
 from support.kit import tree_snapshot
 
 from bundler.bundle.archive import unpack_into
@@ -210,10 +211,17 @@ def test_an_interrupt_returns_only_once_every_worker_has_stopped(
     wide: Path, tmp_path: Path, source: types.SimpleNamespace, delay: float
 ) -> None:
     """Ctrl-C on the calling thread (a real SIGINT, at several moments) leaves no worker writing
-    into the folder its caller then removes."""
+    into the folder its caller then removes. Run in a process of its own, as the command line
+    is: there every thread but the main one blocks the signals (pytest's own threads do not)."""
     data = bf.pack_bytes(wide)
     members = list_tar(io.BytesIO(data), ArchiveLimits())
     source_fd = source.put(data)
+    in_a_process_of_its_own(lambda: interrupted_replay(source_fd, members, tmp_path, delay))
+
+
+def interrupted_replay(
+    source_fd: int, members: list[ListedMember], tmp_path: Path, delay: float
+) -> None:
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     # the timer may fire after a fast replay returned: disarmed first, then stopped, and the
     # interrupt caught around both, so a late signal can never escape into the test runner

@@ -25,6 +25,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -308,3 +309,25 @@ def bytes_read_below(log: str, folder: Path) -> dict[str, int]:
 def bytes_read(log: str, path: Path) -> int:
     """The bytes every thread of an strace log read from ``path``."""
     return bytes_read_below(log, path.parent).get(str(path), 0)
+
+
+def in_a_process_of_its_own(body: Callable[[], None]) -> None:
+    """Run ``body`` in a child forked from this thread, where it is the only thread, and raise
+    its failure here. For what holds of the command line's process and not of pytest's: its
+    signal masks (a signal reaches a thread that does not block it), the threads it counts."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never back into pytest
+        os.close(read)
+        code = 0
+        try:
+            body()
+        except BaseException:
+            os.write(write, traceback.format_exc().encode(errors="replace"))
+            code = 1
+        os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as said:
+        failure = said.read().decode(errors="replace")
+    _pid, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, failure
