@@ -86,6 +86,19 @@ def blob_path(digest: str) -> str:
     return f"/v2/agents/c/blobs/{digest}"
 
 
+def rerun_fetches_only_the_rest(relay: Relay, out: Path, digest: str, have: int, size: int) -> None:
+    """The pull into ``out`` again succeeds, asking for blob ``digest`` (``size`` bytes) from
+    byte ``have`` on, in one ``Range`` GET, and for no other blob."""
+    mark = relay.mark()
+    again = pull(relay, "1", out)
+    assert again.returncode == 0, again.stderr
+    fetched = relay.blob_gets(mark)
+    assert [(r.path, r.range, r.status) for r in fetched] == [
+        (blob_path(digest), f"bytes={have}-", 206)
+    ]
+    assert sum(r.sent for r in fetched) == size - have
+
+
 def test_a_rerun_after_a_drop_mid_layer_fetches_only_the_missing_bytes(
     registry: Registry, relay: Relay, bundle: Path, tmp_path: Path
 ) -> None:
@@ -97,14 +110,7 @@ def test_a_rerun_after_a_drop_mid_layer_fetches_only_the_missing_bytes(
     first = pull(relay, "1", tmp_path / "out")
     assert first.returncode == 1 and "closed" in first.stderr, first.stderr
     assert cached()[f"{digest[7:]}.partial"] == 1 << 20
-    mark = relay.mark()
-    again = pull(relay, "1", tmp_path / "out")
-    assert again.returncode == 0, again.stderr
-    fetched = relay.blob_gets(mark)
-    assert [(r.path, r.range, r.status) for r in fetched] == [
-        (blob_path(digest), f"bytes={1 << 20}-", 206)
-    ]
-    assert sum(r.sent for r in fetched) == size - (1 << 20)
+    rerun_fetches_only_the_rest(relay, tmp_path / "out", digest, 1 << 20, size)
     assert tree_snapshot(tmp_path / "out") == tree_snapshot(bundle)
     assert f"{digest[7:]}.partial" not in cached()
     whole = cache_dir() / digest[7:]
@@ -176,14 +182,7 @@ def test_a_pull_into_an_archive_dropped_mid_layer_resumes_with_only_the_missing_
     assert held.pop(f"{digest[7:]}.partial") == cut
     # the workspace comes last in the archive: every other blob arrived whole before it
     assert held == {d[7:]: n for title, (d, n) in blobs.items() if title != "workspace"}
-    mark = relay.mark()
-    again = pull(relay, "1", tmp_path / "out.tar")
-    assert again.returncode == 0, again.stderr
-    fetched = relay.blob_gets(mark)
-    assert [(r.path, r.range, r.status) for r in fetched] == [
-        (blob_path(digest), f"bytes={cut}-", 206)
-    ]
-    assert sum(r.sent for r in fetched) == size - cut
+    rerun_fetches_only_the_rest(relay, tmp_path / "out.tar", digest, cut, size)
     assert (tmp_path / "out.tar").read_bytes() == bf.pack_bytes(bundle)
 
 
