@@ -66,7 +66,7 @@ from bundler.home.reuse import Base, BaseUnusable, newest_backup, open_base
 from bundler.home.reuse_index import Known, load_index, save_index, settled_before, stat_key
 from bundler.home.verify import check_contents
 from bundler.home.zipcheck import DATABASE, TREES, open_zip
-from bundler.home.zipwrite import Plan, StoreInstead, write_zip
+from bundler.home.zipwrite import UNCHANGED, Plan, StoreInstead, write_zip
 from bundler.rules import hints
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress, phase
@@ -351,9 +351,10 @@ def _backup_into(
         plan.base = opening.result()
         plan.known = known if plan.base is not None else {}
         if unchanged is not None:
-            plan.copy_database = plan.unchanged(DATABASE, unchanged) is not None
-            if not plan.copy_database:  # the base is not the one the index was made with
+            if plan.unchanged(DATABASE, unchanged) is None:  # not the base the index knew
                 _snapshot_store(plan)
+            else:
+                plan.database_read_as = UNCHANGED
         checked = None
         if not plan.copy_database:
             checked = pool.submit(check_snapshot, resolution.database, plan.snapshot)
@@ -552,7 +553,6 @@ def _snapshot_store(plan: Plan) -> None:
     info = snapshot_database(plan.resolution.database, plan.snapshot, method="vacuum", check=False)
     seen = info.quiet_stat
     plan.store = seen if seen is not None and settled_before(seen, started) else None
-    plan.copy_database = False
     plan.database_read_as = info.read_as
 
 

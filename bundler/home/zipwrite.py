@@ -115,12 +115,15 @@ class Plan:
     store: os.stat_result | None = None
     """The store's stat the next index records: read quiet and settled (else None, never
     recorded), or, while :attr:`copy_database`, the stat the index recorded."""
-    copy_database: bool = False
-    """The index says the store is unchanged since the base's snapshot (:meth:`unchanged` of
-    ``chat.db`` and :attr:`store`): no snapshot is taken, the base's entry is copied."""
-    database_read_as: str = "unchanged"
+    database_read_as: str = ""
     """How the store was read (``quiet``, ``leftover``, ``live``: :mod:`bundler.fs.snapshot`),
-    or ``unchanged`` while :attr:`copy_database`."""
+    or ``unchanged``: the index says it is unchanged since the base's snapshot (:meth:`unchanged`
+    of ``chat.db`` and :attr:`store`), which is copied (:attr:`copy_database`)."""
+
+    @property
+    def copy_database(self) -> bool:
+        """No snapshot is taken: the base's entry for the unchanged store is copied."""
+        return self.database_read_as == UNCHANGED
 
     def unchanged(self, relpath: str, st: os.stat_result) -> tuple[Candidate, Known] | None:
         """The base's entry and the index's record for a file the index says is unchanged
@@ -163,6 +166,9 @@ def _zipinfo(name: str, st: os.stat_result | None, folder: bool) -> zipfile.ZipI
     info.flag_bits |= 0x800  # names are UTF-8 (the walker admits nothing else)
     return info
 
+
+UNCHANGED = "unchanged"
+""":attr:`Plan.database_read_as` of a store whose entry is copied from the base."""
 
 Finish = Callable[["Packed | None"], None]
 _COPIED = -1
