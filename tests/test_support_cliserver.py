@@ -13,13 +13,16 @@ from support import kit
 from support.cliserver import CliServer
 from support.installs import make_install
 
+Said = tuple[int, str, str]
+"""A run's exit code, stdout and stderr."""
+
 
 @pytest.fixture(scope="module")
 def server() -> CliServer:
     return CliServer(kit.clean_env())
 
 
-def fresh(args: list[str], env: dict[str, str], cwd: Path, text: str | None = None) -> object:
+def fresh(args: list[str], env: dict[str, str], cwd: Path, text: str | None = None) -> Said:
     done = subprocess.run(
         [*kit.cli_command(), *args],
         input=text,
@@ -34,7 +37,7 @@ def fresh(args: list[str], env: dict[str, str], cwd: Path, text: str | None = No
 
 def forked(
     server: CliServer, args: list[str], env: dict[str, str], cwd: Path, text: str | None = None
-) -> object:
+) -> Said:
     argv = [*kit.cli_command(), *args]
     done = server.run(argv, args, env, str(cwd), text, None, 120)
     assert done.args == argv
@@ -69,7 +72,7 @@ def test_a_forked_run_works_in_the_folder_it_is_given(server: CliServer, tmp_pat
     args = ["home", "volumes", "--project", "project", "--json"]
     done = forked(server, args, env, tmp_path)
     assert done == fresh(args, env, tmp_path)
-    assert done[0] == 0  # type: ignore[index]
+    assert done[0] == 0
 
 
 def test_a_run_given_other_interpreter_settings_is_started_afresh(server: CliServer) -> None:
@@ -86,7 +89,7 @@ def test_a_forked_run_reads_the_stdin_it_is_handed(
     for name, run in (("fresh", fresh), ("forked", functools.partial(forked, server))):
         install = make_install(tmp_path, name=name)
         args = ["--install", str(install), "config", "set", "providers.models.anthropic.main.model"]
-        code, out, err = run(args, env, tmp_path, typed)  # type: ignore[operator]
+        code, out, err = run(args, env, tmp_path, typed)
         said.append((code, out, err.replace(str(install), "INSTALL")))
         assert ("model-from-stdin" in (install / "config.toml").read_text()) == bool(typed)
     assert said[0] == said[1]
