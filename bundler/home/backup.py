@@ -62,8 +62,15 @@ from bundler.home.publish import (
     run_locked,
     temp_file,
 )
-from bundler.home.reuse import Base, BaseUnusable, newest_backup, open_base
-from bundler.home.reuse_index import Known, load_index, save_index, settled_before, stat_key
+from bundler.home.reuse import Base, BaseUnusable, newest_backup, open_base, pin_of
+from bundler.home.reuse_index import (
+    EMPTY,
+    Known,
+    load_index,
+    save_index,
+    settled_before,
+    stat_key,
+)
 from bundler.home.verify import check_contents
 from bundler.home.zipcheck import DATABASE, TREES, open_zip
 from bundler.home.zipwrite import UNCHANGED, Plan, StoreInstead, write_zip
@@ -331,18 +338,19 @@ def _backup_into(
         contextlib.ExitStack() as base_stack,
         ThreadPoolExecutor(max_workers=1) as pool,
     ):
+        index = load_index(resolution.home) if base_path is not None else EMPTY
+        known = index.known
 
         def opened() -> Base | None:
             """The base, opened and checked (until the end)."""
             if base_path is None:
                 return None
-            return base_stack.enter_context(open_base(base_path, warnings))
+            return base_stack.enter_context(open_base(base_path, warnings, index))
 
         # SQLite releases the GIL: the base is opened on the second core while the snapshot is
         # taken here, and the snapshot's integrity check runs there while this thread zips
         with signals_deferred():  # its worker, started here, keeps them blocked
             opening = pool.submit(opened)
-        known = load_index(resolution.home) if base_path is not None else {}
         plan = Plan(resolution, home_fd, folder / db_name, progress, level=level)
         unchanged = plan.store = _unchanged_store(resolution.database, known)
         if unchanged is None:
@@ -368,9 +376,13 @@ def _backup_into(
             try:
                 with open_zip(folder / zip_name) as archive:
                     trusted = frozenset(plan.trusted)
-                    check_contents(
+                    listing, every = check_contents(
                         archive, check_database=False, progress=progress, trusted=trusted
                     )
+                    # a later backup takes this zip's checked directory at its word: only a
+                    # plain zip published under its own name is pinned
+                    assert archive.fp is not None
+                    pin = pin_of(archive.fp, every, listing.files) if publish is None else None
                 break
             except InvalidInput as exc:
                 if plan.base is None or not plan.base.reused:
@@ -384,7 +396,9 @@ def _backup_into(
         else:
             published = publish(zip_name)
         # after the commit point: the next backup of this home reads only what changed since
-        save_index(resolution.home, plan.made)
+        if pin is not None:
+            pin = replace(pin, path=os.path.realpath(published))
+        save_index(resolution.home, plan.made, pin)
         used = plan.base
         report = BackupReport(
             published,

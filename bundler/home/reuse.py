@@ -21,26 +21,30 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import stat
 import zipfile
 import zlib
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, NamedTuple
 
 import xxhash
 
 from bundler.errors import BundlerError
 from bundler.fs.digest import digest_fd
 from bundler.home.backup_age import is_encrypted
+from bundler.home.reuse_index import EMPTY, NO_MTIME, Index, Pin, Record, Records
 from bundler.home.zipcheck import (
     DATABASE,
     LOCAL_HEADER_ROOM,
     STORE_ABOVE_RATIO,
     check_local_header,
     check_local_header_in,
+    dos_date_time,
+    dos_stamp,
     local_header_length,
     open_zip,
+    read_end_record,
 )
 from bundler.home.zipindex import Listed, match_index, read_index
 from bundler.rules.names import escape_display
@@ -86,54 +90,148 @@ def newest_backup(folder: Path) -> Path | None:
     return None
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """An entry of the base that may stand for a source file: its listing and zip record."""
+class Candidate(NamedTuple):
+    """An entry of the base that may stand for a source file: its name, and what its directory
+    record and ``backup.json`` say of it."""
 
-    listed: Listed
-    info: zipfile.ZipInfo
+    name: str
+    record: Record
+
+    def zipinfo(self) -> zipfile.ZipInfo:
+        """The entry as zipfile would have read it from the base's directory (what a check of
+        its local header compares)."""
+        record = self.record
+        stamp = record.stamp
+        info = zipfile.ZipInfo(self.name, dos_date_time(stamp & 0xFFFF, stamp >> 16))
+        info.header_offset = record.offset
+        info.flag_bits = record.flags
+        info.compress_type = record.method
+        info.CRC = record.crc
+        info.compress_size = record.packed
+        info.file_size = record.size
+        return info
 
 
 class Base:
-    """An opened, checked earlier backup; entries are copied from it raw (:func:`copy_raw`)."""
+    """An opened, checked earlier backup (its entries :class:`Records`); entries are copied
+    from it raw (:func:`copy_raw`) through ``fd``, which stays open while the base is used."""
 
-    def __init__(self, path: Path, archive: zipfile.ZipFile) -> None:
+    def __init__(self, path: Path, fd: int, records: Records) -> None:
         self.path = path
-        self.archive = archive
-        index = read_index(archive)
-        infos = {info.filename: info for info in match_index(index, archive.infolist())}
-        self._entries = {name: Candidate(index.files[name], info) for name, info in infos.items()}
+        self.fd = fd
+        self._records = records
         self.reused = 0
+
+    @classmethod
+    def read(cls, path: Path, archive: zipfile.ZipFile) -> Base:
+        """The base ``archive`` (opened by :func:`~bundler.home.zipcheck.open_zip`), its
+        ``backup.json`` read and matched with its directory."""
+        if archive.fp is None:
+            raise ValueError("the zip is closed")
+        index = read_index(archive)
+        infos = match_index(index, archive.infolist())
+        return cls(path, archive.fp.fileno(), records_of(infos, index.files))
+
+    def _entry(self, relpath: str) -> Candidate | None:
+        record = self._records.get(relpath)
+        if record is None:
+            return None
+        found = Candidate(relpath, record)
+        if record.method not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            return None
+        # the base may come from elsewhere: what a backup never writes is not copied either
+        if record.size > STORE_ABOVE_RATIO * max(1, record.packed):
+            return None
+        return found
 
     def candidate(self, relpath: str, st: os.stat_result) -> Candidate | None:
         """The base's entry for ``relpath`` when its listed size and time match ``st`` (the
         database snapshot carries no time: its size and digest decide), else None."""
-        found = self._entries.get(relpath)
-        if found is None or found.listed.size != st.st_size:
+        found = self._entry(relpath)
+        if found is None or found.record.size != st.st_size:
             return None
-        if relpath != DATABASE and found.listed.mtime_ns != st.st_mtime_ns:
+        if relpath != DATABASE and found.record.mtime_ns != st.st_mtime_ns:
             return None
-        return _copyable(found)
+        return found
 
     def database(self) -> Candidate | None:
         """The base's snapshot of the store, for a store the index says is unchanged (its
         size is the snapshot's, never the store's: the index's record decides)."""
-        found = self._entries.get(DATABASE)
-        return None if found is None else _copyable(found)
+        return self._entry(DATABASE)
 
 
-def _copyable(found: Candidate) -> Candidate | None:
-    if found.info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+def records_of(infos: Sequence[zipfile.ZipInfo], listed: Mapping[str, Listed]) -> Records:
+    """The :class:`Records` of a backup's file entries ``infos`` (as its directory was read),
+    listed in its ``backup.json`` as ``listed``."""
+    stamps = [dos_stamp(info.date_time) for info in infos]
+    items = [listed[info.filename] for info in infos]
+    columns = (
+        [info.header_offset for info in infos],
+        [info.file_size for info in infos],
+        [date_word << 16 | time_word for time_word, date_word in stamps],
+        [info.flag_bits for info in infos],
+        [info.CRC for info in infos],
+        [info.compress_type for info in infos],
+        [info.compress_size for info in infos],
+        [NO_MTIME if item.mtime_ns is None else item.mtime_ns for item in items],
+        [item.xxh3_128 for item in items],
+    )
+    return Records([info.filename for info in infos], columns)
+
+
+def directory_identity(fp: IO[bytes]) -> tuple[int, int, str]:
+    """A zip's length, where its central directory begins, and the XXH3-128 of its bytes
+    from there to its end: the directory and end records, which name every entry, where it
+    lies and what it holds (its CRC). Raises :class:`InvalidInput` for a zip whose end records
+    do not hold, and :class:`OSError`."""
+    end = read_end_record(fp)
+    size = fp.seek(0, os.SEEK_END)
+    fp.seek(end.directory_offset)
+    hasher = xxhash.xxh3_128()
+    while chunk := fp.read(_CHUNK):
+        hasher.update(chunk)
+    return size, end.directory_offset, hasher.hexdigest()
+
+
+def pin_of(fp: IO[bytes], infos: Sequence[zipfile.ZipInfo], listed: Mapping[str, Listed]) -> Pin:
+    """The pin of a backup just read back (``fp``; its file entries ``infos`` as its directory
+    was read, ``listed`` as its ``backup.json`` was); its ``path`` is given once it is
+    published."""
+    size, directory_at, digest = directory_identity(fp)
+    return Pin("", size, directory_at, digest, records_of(infos, listed))
+
+
+def _open_pinned(path: Path, index: Index) -> Base | None:
+    """The base at ``path`` when it is the backup ``index`` is pinned to (its real path, its
+    length and its directory's bytes), without reading its directory or ``backup.json``
+    again; else None."""
+    pin = index.pin
+    if pin is None or os.path.realpath(path) != pin.path:
         return None
-    # the base may come from elsewhere: what a backup never writes is not copied either
-    if found.listed.size > STORE_ABOVE_RATIO * max(1, found.info.compress_size):
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
         return None
-    return found
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode) and st.st_size == pin.size:
+            with os.fdopen(os.dup(fd), "rb") as fp:
+                if directory_identity(fp) == (pin.size, pin.directory_at, pin.directory_xxh3):
+                    opened, fd = fd, -1
+                    return Base(path, opened, pin.records)
+    except (BundlerError, OSError):
+        pass
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    return None
 
 
 @contextlib.contextmanager
-def open_base(path: Path, warnings: list[str]) -> Iterator[Base | None]:
-    """The base at ``path`` opened and checked, or None (with a warning naming why)."""
+def open_base(path: Path, warnings: list[str], index: Index = EMPTY) -> Iterator[Base | None]:
+    """The base at ``path`` opened and checked, or None (with a warning naming why): the
+    backup ``index`` is pinned to is taken at its word (:func:`_open_pinned`), any other
+    opened and read whole."""
     shown = escape_display(str(path))
     if is_encrypted(path):
         warnings.append(
@@ -142,10 +240,17 @@ def open_base(path: Path, warnings: list[str]) -> Iterator[Base | None]:
         )
         yield None
         return
+    pinned = _open_pinned(path, index)
+    if pinned is not None:
+        try:
+            yield pinned
+        finally:
+            os.close(pinned.fd)
+        return
     opened = contextlib.ExitStack()
     base: Base | None = None
     try:
-        base = Base(path, opened.enter_context(open_zip(path)))
+        base = Base.read(path, opened.enter_context(open_zip(path)))
     except BundlerError as exc:
         warnings.append(f"{shown} is not used as the base: {exc.message}")
     except OSError as exc:
@@ -168,9 +273,9 @@ def source_matches(fd: int, relpath: str, candidate: Candidate) -> tuple[int, st
         nonlocal crc
         crc = zlib.crc32(chunk, crc)
 
-    size, digest = digest_fd(fd, relpath=relpath, observer=observe, expected=candidate.listed.size)
-    listed = candidate.listed
-    if size != listed.size or digest != listed.xxh3_128 or crc != candidate.info.CRC:
+    record = candidate.record
+    size, digest = digest_fd(fd, relpath=relpath, observer=observe, expected=record.size)
+    if size != record.size or digest != record.digest or crc != record.crc:
         return None
     return size, digest
 
@@ -178,7 +283,7 @@ def source_matches(fd: int, relpath: str, candidate: Candidate) -> tuple[int, st
 def copy_raw(
     archive: zipfile.ZipFile,
     base: Base,
-    old: zipfile.ZipInfo,
+    old: Candidate,
     new: zipfile.ZipInfo,
     expect: str | None = None,
 ) -> str:
@@ -189,21 +294,19 @@ def copy_raw(
     Raises :class:`BaseUnusable` when the base's local header disagrees with its directory,
     its data ends early, or its bytes do not hash to ``expect`` (when given).
     """
-    source = base.archive.fp
-    if source is None:
-        raise BaseUnusable("the zip is closed")
+    record = old.record
     try:
-        data_at = check_local_header(source.fileno(), old)
+        data_at = check_local_header(base.fd, old.zipinfo())
     except BundlerError as exc:
         raise BaseUnusable(exc.message) from None
-    sink = start_entry(archive, new, old.compress_type, old.CRC, old.file_size, old.compress_size)
+    sink = start_entry(archive, new, record.method, record.crc, record.size, record.packed)
     hasher = xxhash.xxh3_128()
     done = 0
-    while done < old.compress_size:
+    while done < record.packed:
         # through the zip's write buffer: many small entries, one write call
-        data = os.pread(source.fileno(), min(_CHUNK, old.compress_size - done), data_at + done)
+        data = os.pread(base.fd, min(_CHUNK, record.packed - done), data_at + done)
         if not data:
-            raise BaseUnusable(f"entry {escape_display(old.filename)} ends early")
+            raise BaseUnusable(f"entry {escape_display(old.name)} ends early")
         hasher.update(data)
         sink.write(data)
         done += len(data)
@@ -215,7 +318,7 @@ def copy_raw(
     return raw
 
 
-CopyJob = tuple[zipfile.ZipInfo, zipfile.ZipInfo, str]
+CopyJob = tuple[Candidate, zipfile.ZipInfo, str]
 """One entry of :func:`copy_run`: the base's entry, the new one, the XXH3-128 its bytes must
 have."""
 
@@ -227,19 +330,16 @@ def copy_run(archive: zipfile.ZipFile, base: Base, jobs: Sequence[CopyJob]) -> N
     header runs past it) is copied alone by :func:`copy_raw`.
 
     Raises :class:`BaseUnusable` as :func:`copy_raw` does."""
-    source = base.archive.fp
-    if source is None:
-        raise BaseUnusable("the zip is closed")
-    fd = source.fileno()
+    fd = base.fd
     at = 0
     while at < len(jobs):
-        start = jobs[at][0].header_offset
+        start = jobs[at][0].record.offset
         end = at
         span = 0
         while end < len(jobs):
-            old = jobs[end][0]
-            reach = old.header_offset - start + LOCAL_HEADER_ROOM + old.compress_size
-            if old.header_offset < start or (end > at and reach > _CHUNK):
+            record = jobs[end][0].record
+            reach = record.offset - start + LOCAL_HEADER_ROOM + record.packed
+            if record.offset < start or (end > at and reach > _CHUNK):
                 break
             span = max(span, reach)
             end += 1
@@ -251,7 +351,7 @@ def copy_run(archive: zipfile.ZipFile, base: Base, jobs: Sequence[CopyJob]) -> N
         view = memoryview(os.pread(fd, span, start))
         sink = _at_end(archive)  # then each entry ends where the next begins: no tell each
         for old, new, expect in jobs[at:end]:
-            _copy_from(archive, sink, base, view[old.header_offset - start :], old, new, expect)
+            _copy_from(archive, sink, base, view[old.record.offset - start :], old, new, expect)
         at = end
 
 
@@ -260,36 +360,46 @@ def _copy_from(
     sink: IO[bytes],
     base: Base,
     raw: memoryview,
-    old: zipfile.ZipInfo,
+    old: Candidate,
     new: zipfile.ZipInfo,
     expect: str,
 ) -> None:
-    """:func:`copy_raw` of one entry from ``raw``, the base's bytes from its local header on."""
-    length = local_header_length(raw)
-    if length is None or length + old.compress_size > len(raw):
+    """:func:`copy_raw` of one entry from ``raw``, the base's bytes from its local header on.
+
+    A file's new local header is most often the base's, byte for byte (the same name, time,
+    method, CRC and sizes): then the base's header and data are written as they are, in one
+    piece. Otherwise the base's header is checked against its directory record first."""
+    record = old.record
+    header = _local_header(
+        archive, new, record.method, record.crc, record.size, record.packed, None
+    )
+    verbatim = raw[: len(header)] == header
+    data_at = len(header) if verbatim else local_header_length(raw)
+    if data_at is None or data_at + record.packed > len(raw):
         # read, checked and named alone; it leaves the zip's file where the next entry goes
         copy_raw(archive, base, old, new, expect)
         return
-    try:
-        check_local_header_in(raw[:length], old)
-    except BundlerError as exc:
-        raise BaseUnusable(exc.message) from None
-    data = raw[length : length + old.compress_size]
+    if not verbatim:
+        try:
+            check_local_header_in(raw[:data_at], old.zipinfo())
+        except BundlerError as exc:
+            raise BaseUnusable(exc.message) from None
+    data = raw[data_at : data_at + record.packed]
     if xxhash.xxh3_128_hexdigest(data) != expect:
         raise _other_bytes(old)
-    header = _local_header(
-        archive, new, old.compress_type, old.CRC, old.file_size, old.compress_size, None
-    )
-    sink.write(header)
-    sink.write(data)
-    _record(archive, new, archive.start_dir + len(header) + len(data))
+    if verbatim:
+        sink.write(raw[: data_at + record.packed])
+    else:
+        sink.write(header)
+        sink.write(data)
+    _record(archive, new, archive.start_dir + len(header) + record.packed)
     base.reused += 1
 
 
-def _other_bytes(old: zipfile.ZipInfo) -> BaseUnusable:
+def _other_bytes(old: Candidate) -> BaseUnusable:
     """The refusal of a base entry whose bytes are not the ones a backup checked."""
     return BaseUnusable(
-        f"entry {escape_display(old.filename)} holds other bytes than the ones a backup checked"
+        f"entry {escape_display(old.name)} holds other bytes than the ones a backup checked"
     )
 
 

@@ -22,13 +22,28 @@ hashed as they are copied: equal to the bytes a backup's read-back inflated and 
 are not inflated again (see :mod:`bundler.home.zipwrite`). The backup's format does not change:
 a backup never needs the index, and one that is missing, damaged, of another home or from
 another version is simply ignored, as is a cache folder that cannot be written.
+
+The index also pins the backup it was made with, when that is a plain zip (:class:`Pin`): its
+real path, its length, the XXH3-128 of its bytes from the central directory to the end, and each
+file entry as the read-back found it in that directory and ``backup.json`` (:class:`Record`). A
+next backup whose base is that file, with that length and those directory bytes, has the very
+directory the read-back checked, and so parses neither it nor its ``backup.json`` again
+(:mod:`bundler.home.reuse`); every byte it copies is still checked as it passes. A base of
+another length or other directory bytes is read whole, as any other.
+
+The file is JSON of columns, a list per field (``path`` first): a column is checked whole by C
+code (its types, its range) rather than a row at a time, and the rows are made only of the
+paths asked for.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -38,8 +53,10 @@ from bundler.fs import durable
 from bundler.fs.privatedir import make_private, user_cache_folder
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 
-_FORMAT = 1
+_FORMAT = 2
 _LIMIT = 1 << 30
+_MAX_NUMBER = (1 << 63) - 1
+"""No number the index holds is larger: a size or offset past it is no file's."""
 
 StatKey = tuple[int, int, int, int, int]
 
@@ -74,18 +91,140 @@ class Known(NamedTuple):
     raw: str
 
 
-def _known(row: Any) -> tuple[str, Known] | None:
-    if type(row) is not list or len(row) != 11:
+class Record(NamedTuple):
+    """An entry of the pinned backup as its directory record and ``backup.json`` say it: its
+    local header's offset, size, DOS time and date (``date << 16 | time``), flags, CRC-32,
+    method, compressed size, listed ``mtime_ns`` (:data:`NO_MTIME`: none listed) and
+    digest."""
+
+    offset: int
+    size: int
+    stamp: int
+    flags: int
+    crc: int
+    method: int
+    packed: int
+    mtime_ns: int
+    digest: str
+
+
+NO_MTIME = -1
+""":attr:`Record.mtime_ns` of an entry ``backup.json`` lists without a time."""
+
+_RECORD_INTS = Record._fields[:-1]
+
+
+@dataclass(frozen=True)
+class Records:
+    """A backup's file entries as its directory and ``backup.json`` say them: ``paths``, and
+    for each field of :class:`Record` a column, in the same order (columns: the entries of
+    many files are read and written by C code, and a row is made only for a path asked)."""
+
+    paths: list[str]
+    columns: tuple[list[Any], ...]
+
+    @functools.cached_property
+    def _rows(self) -> dict[str, int]:
+        return {path: row for row, path in enumerate(self.paths)}
+
+    def get(self, relpath: str) -> Record | None:
+        """The entry for ``relpath``, or None."""
+        row = self._rows.get(relpath)
+        return None if row is None else Record._make(column[row] for column in self.columns)
+
+
+@dataclass(frozen=True)
+class Pin:
+    """The backup an index was made with (a plain zip): its real path, its length, where its
+    central directory begins and the XXH3-128 of its bytes from there to the end, and its file
+    entries as its read-back found them."""
+
+    path: str
+    size: int
+    directory_at: int
+    directory_xxh3: str
+    records: Records
+
+
+@dataclass(frozen=True)
+class Index:
+    """A home's index: its files as their entries were made, and the backup they were made in
+    (None when that was not a plain zip, or is not known)."""
+
+    known: dict[str, Known]
+    pin: Pin | None = None
+
+
+EMPTY = Index({})
+
+_KNOWN_INTS = ("size", "mtime_ns", "ctime_ns", "inode", "device", "crc", "method", "packed")
+_KNOWN_HEXES = ("digest", "raw")
+
+
+def _numbers(column: Any, count: int, low: int = 0) -> bool:
+    """A list of ``count`` integers from ``low`` to :data:`_MAX_NUMBER` (json gives int,
+    never a subclass but bool, whose type is not int)."""
+    if type(column) is not list or len(column) != count:
+        return False
+    return not column or (
+        set(map(type, column)) == {int} and min(column) >= low and max(column) <= _MAX_NUMBER
+    )
+
+
+def _hexes(column: Any, count: int) -> bool:
+    """A list of ``count`` strings of 32 characters (XXH3-128 in hex)."""
+    if type(column) is not list or len(column) != count:
+        return False
+    return not column or (set(map(type, column)) == {str} and set(map(len, column)) == {32})
+
+
+def _columns(table: Any, ints: tuple[str, ...], hexes: tuple[str, ...]) -> list[Any] | None:
+    """The path column, then the others in the order asked, each checked; None if any fails."""
+    if type(table) is not dict or set(table) != {"path", *ints, *hexes}:
         return None
-    path, size, mtime, ctime, inode, device, digest, crc, method, packed, raw = row
-    for number in (size, mtime, ctime, inode, device, crc, method, packed):
-        if type(number) is not int or number < 0:  # json gives int, never a subclass but bool
-            return None
-    if type(path) is not str or type(digest) is not str or type(raw) is not str:
+    paths = table["path"]
+    if type(paths) is not list or (paths and set(map(type, paths)) != {str}):
         return None
-    if len(digest) != 32 or len(raw) != 32:
+    count = len(paths)
+    if len(set(paths)) != count:
         return None
-    return path, Known((size, mtime, ctime, inode, device), digest, crc, method, packed, raw)
+    low = {"mtime_ns": NO_MTIME}
+    if not all(_numbers(table[name], count, low.get(name, 0)) for name in ints):
+        return None
+    if not all(_hexes(table[name], count) for name in hexes):
+        return None
+    return [paths, *(table[name] for name in ints), *(table[name] for name in hexes)]
+
+
+def _known(table: Any) -> dict[str, Known] | None:
+    columns = _columns(table, _KNOWN_INTS, _KNOWN_HEXES)
+    if columns is None:
+        return None
+    paths, size, mtime, ctime, inode, device, crc, method, packed, digest, raw = columns
+    # every column holds as many values as paths (checked): zip's strict check is spent once
+    stats = zip(size, mtime, ctime, inode, device, strict=True)
+    made = map(Known._make, zip(stats, digest, crc, method, packed, raw, strict=True))
+    return dict(zip(paths, made, strict=True))
+
+
+def _pin(document: Any) -> Pin | None:
+    if type(document) is not dict or set(document) != {
+        "path",
+        "size",
+        "directory_at",
+        "directory_xxh3",
+        "entries",
+    }:
+        return None
+    path, size, at, digest = (
+        document[key] for key in ("path", "size", "directory_at", "directory_xxh3")
+    )
+    if type(path) is not str or not _numbers([size, at], 2) or not _hexes([digest], 1):
+        return None
+    columns = _columns(document["entries"], _RECORD_INTS, ("digest",))
+    if columns is None or at > size:
+        return None
+    return Pin(path, size, at, digest, Records(columns[0], tuple(columns[1:])))
 
 
 def index_path(home: Path) -> Path:
@@ -94,38 +233,54 @@ def index_path(home: Path) -> Path:
     return user_cache_folder() / "backup-index" / f"{key}.json"
 
 
-def load_index(home: Path) -> dict[str, Known]:
+def load_index(home: Path) -> Index:
     """The index of ``home``; empty when it is missing or not one this version wrote whole for
-    this home (never an error: without it every file is read, as before)."""
+    this home (never an error: without it every file is read, as before). A pin that is not
+    whole is dropped alone: the files are still known."""
     path = index_path(home)
     try:
         data = read_small_file(path, _LIMIT, follow=False)
         document = json.loads(data)
     except (OSError, NotSmallFile, ValueError, RecursionError):
-        return {}
+        return EMPTY
     if not isinstance(document, dict) or document.get("format") != _FORMAT:
-        return {}
-    rows = document.get("files")
-    if document.get("home") != os.path.realpath(home) or not isinstance(rows, list):
-        return {}
-    index: dict[str, Known] = {}
-    for row in rows:
-        parsed = _known(row)
-        if parsed is None:
-            return {}
-        index[parsed[0]] = parsed[1]
-    return index
+        return EMPTY
+    if document.get("home") != os.path.realpath(home):
+        return EMPTY
+    known = _known(document.get("files"))
+    if known is None:
+        return EMPTY
+    return Index(known, _pin(document.get("backup")))
 
 
-def save_index(home: Path, index: dict[str, Known]) -> None:
-    """Replace the index of ``home`` with ``index`` (0600, atomically: a crash leaves the old
-    one or the new one; its folders made 0700, never below another user's). Quiet: without it
-    the next backup reads every file, as before."""
+def _table(paths: list[str], names: tuple[str, ...], columns: Iterable[Any]) -> dict[str, Any]:
+    """Columns named ``path`` and ``names``."""
+    return {"path": paths, **dict(zip(names, map(list, columns), strict=True))}
+
+
+def save_index(home: Path, known: dict[str, Known], pin: Pin | None = None) -> None:
+    """Replace the index of ``home`` with ``known`` and ``pin`` (0600, atomically: a crash
+    leaves the old one or the new one; its folders made 0700, never below another user's).
+    Quiet: without it the next backup reads every file, as before."""
+    names = _KNOWN_INTS + _KNOWN_HEXES
     rows = [
-        [path, *known.stat, known.digest, known.crc, known.method, known.packed, known.raw]
-        for path, known in sorted(index.items())
+        (*item.stat, item.crc, item.method, item.packed, item.digest, item.raw)
+        for item in known.values()
     ]
-    document = {"format": _FORMAT, "home": os.path.realpath(home), "files": rows}
+    columns = zip(*rows, strict=True) if rows else [[] for _name in names]
+    document: dict[str, Any] = {
+        "format": _FORMAT,
+        "home": os.path.realpath(home),
+        "files": _table(list(known), names, columns),
+    }
+    if pin is not None:
+        document["backup"] = {
+            "path": pin.path,
+            "size": pin.size,
+            "directory_at": pin.directory_at,
+            "directory_xxh3": pin.directory_xxh3,
+            "entries": _table(pin.records.paths, Record._fields, pin.records.columns),
+        }
     data = json.dumps(document, separators=(",", ":")).encode()
     path = index_path(home)
     with contextlib.suppress(OSError):

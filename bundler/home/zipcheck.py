@@ -257,7 +257,7 @@ def _not_a_backup_zip(what: str) -> InvalidInput:
     return Malformed(f"not a zip file this tool reads ({what})")
 
 
-def read_end_record(fp: BinaryIO) -> EndRecord:
+def read_end_record(fp: IO[bytes]) -> EndRecord:
     """Read and check the end-of-central-directory record (and ZIP64 record) before zipfile.
 
     Every number is checked: the archive lies on one disk, both entry counts agree, the comment
@@ -557,10 +557,23 @@ class _At:
         return data
 
 
-def _dos_stamp(date_time: tuple[int, int, int, int, int, int]) -> tuple[int, int]:
+def dos_stamp(date_time: tuple[int, int, int, int, int, int]) -> tuple[int, int]:
     """The DOS (time, date) words zipfile decoded ``date_time`` from (the decoding is exact)."""
     year, month, day, hour, minute, second = date_time
     return hour << 11 | minute << 5 | second // 2, (year - 1980) << 9 | month << 5 | day
+
+
+def dos_date_time(time_word: int, date_word: int) -> tuple[int, int, int, int, int, int]:
+    """The ``date_time`` zipfile decodes from DOS (time, date) words: :func:`dos_stamp`
+    undone."""
+    return (
+        (date_word >> 9) + 1980,
+        (date_word >> 5) & 0xF,
+        date_word & 0x1F,
+        time_word >> 11,
+        (time_word >> 5) & 0x3F,
+        (time_word & 0x1F) * 2,
+    )
 
 
 def _zip64_sizes(extra: bytes) -> tuple[int, int] | None:
@@ -585,7 +598,7 @@ def _local_problem(raw: bytes, tail: bytes, info: zipfile.ZipInfo) -> str | None
         return "has local header flags different from its directory record"
     if method != info.compress_type:
         return "has a local header compression method different from its directory record"
-    if (time_word, date_word) != _dos_stamp(info.date_time):
+    if (time_word, date_word) != dos_stamp(info.date_time):
         return "has a local header date or time different from its directory record"
     if flags & _DESCRIPTOR_FLAG:
         return None  # CRC and sizes follow the data; zipfile checks the CRC as it reads
@@ -630,7 +643,7 @@ def _plainly_agrees(
         or _ZIP64_SIZE in (packed, size)
         or (flags, method, crc, packed, size)
         != (info.flag_bits, info.compress_type, info.CRC, info.compress_size, info.file_size)
-        or (time_word, date_word) != _dos_stamp(info.date_time)
+        or (time_word, date_word) != dos_stamp(info.date_time)
     ):
         return False
     try:

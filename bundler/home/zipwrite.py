@@ -136,8 +136,8 @@ class Plan:
         found = base.database() if relpath == DATABASE else base.candidate(relpath, st)
         if found is None:
             return None
-        info = found.info
-        if (found.listed.xxh3_128, info.CRC, info.compress_type, info.compress_size) != (
+        record = found.record
+        if (record.digest, record.crc, record.method, record.packed) != (
             known.digest,
             known.crc,
             known.method,
@@ -242,9 +242,9 @@ class _InOrder:
         data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         # unchanged: the size, XXH3-128 and CRC-32 of the source are those of the base's entry
         if candidate is not None and not (
-            size == candidate.listed.size
-            and digest == candidate.listed.xxh3_128
-            and zlib.crc32(data) == candidate.info.CRC
+            size == candidate.record.size
+            and digest == candidate.record.digest
+            and zlib.crc32(data) == candidate.record.crc
         ):
             candidate = None
         batch, slot = None, 0
@@ -256,7 +256,7 @@ class _InOrder:
 
         def finish(packed: Packed | None) -> None:
             if packed is None and base is not None and candidate is not None:
-                raw = copy_raw(self.archive, base, candidate.info, info)
+                raw = copy_raw(self.archive, base, candidate, info)
             else:
                 assert packed is not None
                 payload = packed.payload
@@ -292,12 +292,12 @@ class _InOrder:
 
         def finish(_packed: Packed | None) -> None:
             # copied with its neighbours once an entry of another kind is due (copy_run)
-            self.run.append((candidate.info, info, known.raw))
+            self.run.append((candidate, info, known.raw))
             # the bytes are those a backup's read-back inflated and checked (their CRC and
             # digest): the same bytes inflate the same, so this one's read-back skips them
             plan.trusted.add(relpath)
             plan.made[relpath] = known
-            self._record(_listing(relpath, candidate.listed.size, known.digest, st))
+            self._record(_listing(relpath, candidate.record.size, known.digest, st))
 
         if self.queue:  # after the entries still being compressed
             self._push(None, _COPIED, finish, 0)
@@ -448,7 +448,7 @@ def _reuse(
     if matched is None:
         os.lseek(fd, 0, os.SEEK_SET)
         return None
-    return (*matched, copy_raw(archive, base, candidate.info, info))
+    return (*matched, copy_raw(archive, base, candidate, info))
 
 
 def _listing(relpath: str, size: int, digest: str, st: os.stat_result) -> dict[str, Any]:
@@ -485,7 +485,7 @@ def write_zip(archive: zipfile.ZipFile, plan: Plan, skipped: SkipCounts) -> tupl
     files += 1
     if plan.copy_database:  # the base's snapshot of the unchanged store
         copied = plan.base.database() if plan.base is not None else None
-        nbytes += 0 if copied is None else copied.listed.size
+        nbytes += 0 if copied is None else copied.record.size
     else:
         with contextlib.suppress(OSError):
             nbytes += os.lstat(plan.snapshot).st_size
