@@ -112,6 +112,25 @@ def test_valid_index_parses() -> None:
     assert index.folders == ("files",)
 
 
+def test_integers_parse_alike_with_or_without_a_long_run_of_digits_in_the_text() -> None:
+    """Text that may hold a number of 21 digits (a name that looks like one, here) sends every
+    integer through the length check; without it, no integer can be too long: the index parses
+    the same either way, and an integer of 21 digits is refused as too large."""
+    entries = [
+        {"path": "chat.db", "size": 10, "xxh3_128": VALID_DIGEST},
+        {"path": "files/a.txt", "size": 7, "xxh3_128": VALID_DIGEST, "mtime_ns": 10**18},
+    ]
+    plain = parse_index(json.dumps(base(entries=entries)).encode())
+    name = "files/a, " + "1" * 25
+    named = [*entries, {"path": name, "size": 3, "xxh3_128": VALID_DIGEST}]
+    digits = parse_index(json.dumps(base(entries=named)).encode())
+    assert {path: digits.files[path] for path in plain.files} == plain.files
+    assert digits.files[name].size == 3
+    too_long = json.dumps(base(entries=entries)).replace("1000000000000000000", "9" * 21)
+    with pytest.raises(InvalidInput, match="21 digits"):
+        parse_index(too_long.encode())
+
+
 @pytest.mark.parametrize(
     ("path", "problem"),
     [
