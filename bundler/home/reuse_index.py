@@ -118,19 +118,21 @@ _RECORD_INTS = Record._fields[:-1]
 class Records:
     """A backup's file entries as its directory and ``backup.json`` say them: ``paths``, and
     for each field of :class:`Record` a column, in the same order (columns: the entries of
-    many files are read and written by C code, and a row is made only for a path asked)."""
+    many files are read, checked and written by C code; the rows are made when first asked)."""
 
     paths: list[str]
     columns: tuple[list[Any], ...]
 
     @functools.cached_property
-    def _rows(self) -> dict[str, int]:
-        return {path: row for row, path in enumerate(self.paths)}
+    def _rows(self) -> dict[str, Record]:
+        # made once, all together: zip's C loop does the transposing
+        return dict(
+            zip(self.paths, map(Record._make, zip(*self.columns, strict=True)), strict=True)
+        )
 
     def get(self, relpath: str) -> Record | None:
         """The entry for ``relpath``, or None."""
-        row = self._rows.get(relpath)
-        return None if row is None else Record._make(column[row] for column in self.columns)
+        return self._rows.get(relpath)
 
 
 @dataclass(frozen=True)
