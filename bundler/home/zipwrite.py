@@ -573,8 +573,31 @@ def _write_entries(
 def _index_json(head: dict[str, Any], entries: list[dict[str, Any]], folders: list[str]) -> bytes:
     """``backup.json``: ``head``'s keys, then the entries one a line, as backup-format.md
     shows them, and the folders; made by json's C encoder (an indent would send every value
-    through its Python one)."""
+    through its Python one), an entry of :func:`_listing`'s usual keys spelled as it would
+    spell it, without its per-call cost."""
     encode = json.JSONEncoder(ensure_ascii=False).encode
-    lines = ",\n".join(map(encode, entries))
+    lines = ",\n".join(_entry_json(entry, encode) for entry in entries)
     text = encode(head)[:-1] + f', "entries": [\n{lines}\n], "folders": {encode(folders)}' + "}\n"
     return text.encode("utf-8")
+
+
+_LISTED = ("path", "size", "xxh3_128")
+_LISTED_TIMED = (*_LISTED, "mtime_ns")
+_quoted: Callable[[str], str] = json.encoder.encode_basestring
+"""How json's encoder (``ensure_ascii=False``) writes a string: its C function where built."""
+
+
+def _entry_json(entry: dict[str, Any], encode: Callable[[Any], str]) -> str:
+    """``encode(entry)``, the same text: a path, size, digest and time written directly, any
+    other entry by ``encode``."""
+    keys = tuple(entry)
+    size, mtime = entry["size"], entry.get("mtime_ns")
+    if (
+        (keys != _LISTED and keys != _LISTED_TIMED)
+        or type(size) is not int
+        or (mtime is not None and type(mtime) is not int)
+    ):
+        return encode(entry)
+    text = f'{{"path": {_quoted(entry["path"])}, "size": {size}, '
+    text += f'"xxh3_128": {_quoted(entry["xxh3_128"])}'
+    return text + ("}" if mtime is None else f', "mtime_ns": {mtime}}}')
