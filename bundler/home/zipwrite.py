@@ -591,13 +591,13 @@ def _entry_json(entry: dict[str, Any], encode: Callable[[Any], str]) -> str:
     """``encode(entry)``, the same text: a path, size, digest and time written directly, any
     other entry by ``encode``."""
     keys = tuple(entry)
-    size, mtime = entry["size"], entry.get("mtime_ns")
-    if (
-        (keys != _LISTED and keys != _LISTED_TIMED)
-        or type(size) is not int
-        or (mtime is not None and type(mtime) is not int)
+    if keys != _LISTED and keys != _LISTED_TIMED:
+        return encode(entry)
+    path, size, digest = entry["path"], entry["size"], entry["xxh3_128"]
+    mtime = entry.get("mtime_ns")
+    if (type(path), type(size), type(digest)) != (str, int, str) or (
+        mtime is not None and type(mtime) is not int
     ):
         return encode(entry)
-    text = f'{{"path": {_quoted(entry["path"])}, "size": {size}, '
-    text += f'"xxh3_128": {_quoted(entry["xxh3_128"])}'
+    text = f'{{"path": {_quoted(path)}, "size": {size}, "xxh3_128": {_quoted(digest)}'
     return text + ("}" if mtime is None else f', "mtime_ns": {mtime}}}')
