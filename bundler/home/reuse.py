@@ -13,7 +13,9 @@ pass and must be the bytes a read-back checked, or the base is dropped the same 
 
 The base is opened with every directory rule of :func:`bundler.home.zipcheck.open_zip` and its
 ``backup.json`` checked (:func:`~bundler.home.zipindex.read_index`,
-:func:`~bundler.home.zipindex.match_index`); one that fails is not used, with a warning.
+:func:`~bundler.home.zipindex.match_index`); one that fails is not used, with a warning. The
+backup the home's index is pinned to, found with the same length and directory bytes, is the
+zip a read-back checked: its entries are taken from the index instead (:func:`open_base`).
 """
 
 from __future__ import annotations
@@ -134,15 +136,12 @@ class Base:
 
     def _entry(self, relpath: str) -> Candidate | None:
         record = self._records.get(relpath)
-        if record is None:
-            return None
-        found = Candidate(relpath, record)
-        if record.method not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        if record is None or record.method not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
             return None
         # the base may come from elsewhere: what a backup never writes is not copied either
         if record.size > STORE_ABOVE_RATIO * max(1, record.packed):
             return None
-        return found
+        return Candidate(relpath, record)
 
     def candidate(self, relpath: str, st: os.stat_result) -> Candidate | None:
         """The base's entry for ``relpath`` when its listed size and time match ``st`` (the
