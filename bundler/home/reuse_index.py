@@ -255,7 +255,7 @@ def load_index(home: Path) -> Index:
     return Index(known, _pin(document.get("backup")))
 
 
-def _table(paths: list[str], names: tuple[str, ...], columns: Iterable[Any]) -> dict[str, Any]:
+def _as_columns(paths: list[str], names: tuple[str, ...], columns: Iterable[Any]) -> dict[str, Any]:
     """Columns named ``path`` and ``names``."""
     return {"path": paths, **dict(zip(names, map(list, columns), strict=True))}
 
@@ -273,7 +273,7 @@ def save_index(home: Path, known: dict[str, Known], pin: Pin | None = None) -> N
     document: dict[str, Any] = {
         "format": _FORMAT,
         "home": os.path.realpath(home),
-        "files": _table(list(known), names, columns),
+        "files": _as_columns(list(known), names, columns),
     }
     if pin is not None:
         document["backup"] = {
@@ -281,7 +281,7 @@ def save_index(home: Path, known: dict[str, Known], pin: Pin | None = None) -> N
             "size": pin.size,
             "directory_at": pin.directory_at,
             "directory_xxh3": pin.directory_xxh3,
-            "entries": _table(pin.records.paths, Record._fields, pin.records.columns),
+            "entries": _as_columns(pin.records.paths, Record._fields, pin.records.columns),
         }
     data = json.dumps(document, separators=(",", ":")).encode()
     path = index_path(home)
