@@ -203,7 +203,6 @@ def _known(table: Any) -> dict[str, Known] | None:
     if columns is None:
         return None
     paths, size, mtime, ctime, inode, device, crc, method, packed, digest, raw = columns
-    # every column holds as many values as paths (checked): zip's strict check is spent once
     stats = zip(size, mtime, ctime, inode, device, strict=True)
     made = map(Known._make, zip(stats, digest, crc, method, packed, raw, strict=True))
     return dict(zip(paths, made, strict=True))
