@@ -37,6 +37,7 @@ from bundler.home.deflate import (
     LEVELS,
     SAMPLE,
     Packed,
+    deflate_engine,
     deflate_large,
     pack,
     store_as_is,
@@ -479,6 +480,9 @@ def _open_tree(home_fd: int, name: str, home: Path) -> int | None:
 
 
 def write_zip(archive: zipfile.ZipFile, plan: Plan, skipped: SkipCounts) -> tuple[int, int]:
+    # the deflate engine is loaded here, before any worker needs it: an import that runs out of
+    # memory in a worker thread fails as CPython's SystemError, not as a MemoryError
+    deflate_engine()
     if plan.progress is None:
         return _write_entries(archive, plan, skipped, None)
     files, nbytes = tally([plan.resolution.home / tree for tree in TREES])

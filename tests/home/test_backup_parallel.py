@@ -166,3 +166,37 @@ def test_damaged_entries_checked_on_every_core_name_the_first_in_zip_order(
     assert infos[250].filename not in caught.value.message
     done = run_cli("home", "verify-backup", str(path), env=clean_env(user))
     assert done.returncode == 3 and infos[20].filename in done.stderr, done.stderr
+
+
+_ENGINE_IMPORTS = """
+import sys, threading
+where = []
+def hook(event, args):
+    if event == "import" and args[0].split(".")[0] == "isal":
+        where.append(threading.current_thread() is threading.main_thread())
+sys.addaudithook(hook)
+from bundler.cli import main
+code = main(sys.argv[1:])
+print(where)
+sys.exit(code)
+"""
+
+
+def test_the_deflate_engine_is_loaded_on_the_main_thread_before_any_worker(
+    tmp_path: Path,
+) -> None:
+    """An import that runs out of memory in a worker thread fails as CPython's SystemError, a
+    traceback; on the main thread it is a MemoryError, which the command reports on one line."""
+    pytest.importorskip("isal")
+    project, home = make_project(tmp_path)
+    fill(home)
+    done = subprocess.run(
+        [sys.executable, "-c", _ENGINE_IMPORTS, "home", "backup", "--project", str(project)],
+        capture_output=True,
+        text=True,
+        env=clean_env(tmp_path / "user"),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    where = done.stdout.strip().splitlines()[-1]
+    assert where.startswith("[True") and "False" not in where, where
