@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from bundler import api
@@ -22,6 +22,12 @@ def _is_reference(given: str | None) -> bool:
 def _identities(args: argparse.Namespace) -> tuple[Path, ...]:
     """The ``--age-identity`` files given, in order."""
     return tuple(Path(name) for name in args.age_identity)
+
+
+def _passphrase(args: argparse.Namespace) -> Callable[[str], str] | None:
+    """The terminal's prompt for a protected ``--age-identity``: none without one (the prompt's
+    module is not even loaded then)."""
+    return api.terminal_passphrase() if args.age_identity else None
 
 
 def _backup_to(given: str | None) -> Path | None:
@@ -53,7 +59,7 @@ def backup(args: argparse.Namespace, out: Output) -> Result:
         compression=args.compression,
         encrypt_to=tuple(args.encrypt_to),
         age_identities=_identities(args),
-        age_passphrase=api.terminal_passphrase(),
+        age_passphrase=_passphrase(args),
     )
     with out.progress() as progress:
         report = api.backup(Path(args.project), options, progress=progress)
@@ -117,7 +123,7 @@ def _backup_to_registry(args: argparse.Namespace, out: Output) -> Result:
 def verify_backup(args: argparse.Namespace, out: Output) -> Result:
     """Check a backup zip, changing nothing; any failure is exit 3 (InvalidInput)."""
     options = api.VerifyBackupOptions(
-        age_identities=_identities(args), age_passphrase=api.terminal_passphrase()
+        age_identities=_identities(args), age_passphrase=_passphrase(args)
     )
     with out.progress() as progress:
         report = api.verify_backup(Path(args.file), options, progress=progress)
@@ -144,7 +150,7 @@ def restore(args: argparse.Namespace, out: Output) -> Result:
             home=target,
             force=args.force,
             age_identities=_identities(args),
-            age_passphrase=api.terminal_passphrase(),
+            age_passphrase=_passphrase(args),
             registry=registry_options(args),
         )
         with out.progress() as progress:
@@ -158,7 +164,7 @@ def restore(args: argparse.Namespace, out: Output) -> Result:
             home=target,
             force=args.force,
             age_identities=_identities(args),
-            age_passphrase=api.terminal_passphrase(),
+            age_passphrase=_passphrase(args),
         )
         with out.progress() as progress:
             report = api.restore(Path(args.project), Path(args.file), options, progress=progress)
@@ -185,7 +191,7 @@ def list_backups(args: argparse.Namespace, out: Output) -> Result:
         to=Path(args.to) if args.to else None,
         verify=args.verify,
         age_identities=_identities(args),
-        age_passphrase=api.terminal_passphrase(),
+        age_passphrase=_passphrase(args),
     )
     listing = api.list_backups(Path(args.project), options)
     lines = []
