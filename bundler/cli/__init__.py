@@ -243,6 +243,10 @@ def _wants_json(argv: Sequence[str]) -> bool:
     return "--json" in options
 
 
+_YOUNG_OBJECTS = 20_000
+"""Allocations between two passes of the garbage collector in the command line's own process."""
+
+
 def _start_up_done(collecting: bool, *, own_process: bool) -> None:
     """Turn the garbage collector back on once start-up is over.
 
@@ -252,9 +256,17 @@ def _start_up_done(collecting: bool, *, own_process: bool) -> None:
     faster. In the process's own run those objects are then frozen, so the command's passes
     never walk them again (not when ``main`` is called in a longer-lived process, whose garbage
     of the moment would be kept for good).
+
+    A command then builds tables that live until it ends (a backup's listings and index: some
+    hundred thousand objects at 20,000 files) and rarely a cycle. At CPython's default of a pass
+    every 700 allocations, and a full one every hundred passes, the collector took 0.14 s of a
+    2.4 s backup; a pass every :data:`_YOUNG_OBJECTS` takes a third of that, and a cycle still
+    waits for at most that many allocations. The threshold is the process's, so it too is set
+    only in the process's own run.
     """
     if own_process:
         gc.freeze()
+        gc.set_threshold(_YOUNG_OBJECTS, 10, 10)
     if collecting:
         gc.enable()
 

@@ -147,16 +147,43 @@ def test_main_leaves_the_garbage_collector_as_it_found_it(tmp_path: Path) -> Non
     from bundler.cli import main
 
     bundle = build_bundle(tmp_path / "b.bundle")
-    frozen = gc.get_freeze_count()
+    frozen, threshold = gc.get_freeze_count(), gc.get_threshold()
     assert gc.isenabled()
     assert main(["--quiet", "bundle", "verify", str(bundle)]) == 0
     assert gc.isenabled()
     assert main(["--install", "/nonexistent", "bundle"]) != 0  # refused during start-up
     assert gc.isenabled()
     assert gc.get_freeze_count() == frozen
+    assert gc.get_threshold() == threshold
     gc.disable()
     try:
         main(["--quiet", "bundle", "verify", str(bundle)])
         assert not gc.isenabled()  # a caller's choice is kept
     finally:
         gc.enable()
+
+
+_THRESHOLD_AFTER_A_RUN = """
+import gc, sys
+from bundler.cli import main
+before = gc.get_threshold()
+sys.argv = ["bundler", "--quiet", "bundle", "verify", sys.argv[1]]
+code = main()
+print(code, before == gc.get_threshold(), gc.get_threshold()[0])
+"""
+
+
+def test_the_command_lines_own_run_collects_garbage_less_often(tmp_path: Path) -> None:
+    """In its own process the command line spaces the collector's passes (a backup's tables
+    live until it ends); its young generation still holds a bounded number of objects."""
+    from bundler.cli import _YOUNG_OBJECTS
+
+    bundle = build_bundle(tmp_path / "b.bundle")
+    done = subprocess.run(
+        [sys.executable, "-c", _THRESHOLD_AFTER_A_RUN, str(bundle)],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=120,
+    )
+    assert done.stdout.split() == ["0", "False", str(_YOUNG_OBJECTS)], done.stderr
