@@ -6,6 +6,7 @@ either way."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -19,7 +20,7 @@ from support.hostile_zips import clean_env, make_project, rows, run_cli
 
 from bundler.home.backup import BackupReport, backup_home
 from bundler.home.restore import restore_home
-from bundler.home.reuse_index import index_path, load_index
+from bundler.home.reuse_index import index_path, load_index, save_index
 from bundler.home.verify import verify_backup
 
 
@@ -268,20 +269,54 @@ def test_a_base_replaced_under_its_name_is_read_whole(tmp_path: Path) -> None:
         assert archive.read("files/notes/b.md") == b"a second version of b\n" * 50
 
 
+def _numbers(text: str) -> list[int]:
+    """An index column of numbers: the base64 of signed 64-bit little-endian integers."""
+    raw = base64.b64decode(text)
+    return list(struct.unpack(f"<{len(raw) // 8}q", raw))
+
+
+def _packed(numbers: list[int], code: str = "q") -> str:
+    return base64.b64encode(struct.pack(f"<{len(numbers)}{code}", *numbers)).decode()
+
+
 def test_a_pin_that_is_not_whole_is_dropped_and_the_files_stay_known(tmp_path: Path) -> None:
     project, home = make_project(tmp_path)
     backup(tmp_path, project)
     path = index_path(home)
     document = json.loads(path.read_bytes())
     known = load_index(home).known
-    document["backup"]["entries"]["offset"][0] = True  # a bool where an offset goes
-    path.write_text(json.dumps(document))
-    damaged = load_index(home)
-    assert damaged.pin is None
-    assert damaged.known == known
-    document["backup"]["entries"]["offset"][0] = -1
-    path.write_text(json.dumps(document))
-    assert load_index(home).pin is None
-    document["files"]["size"] = document["files"]["size"][:-1]  # a short column: all of it goes
-    path.write_text(json.dumps(document))
+    entries = document["backup"]["entries"]
+    offsets = _numbers(entries["offset"])
+    for damaged_offsets in (
+        _packed(offsets[:-1]),  # a number short
+        _packed([-1, *offsets[1:]]),  # an offset before the zip
+        _packed([1 << 63, *offsets[1:]], "Q"),  # one past what a file can be
+        entries["offset"][:-4] + "!!!!",  # not base64
+        offsets,  # a list: not this version's
+    ):
+        pin = {**document["backup"], "entries": {**entries, "offset": damaged_offsets}}
+        path.write_text(json.dumps({**document, "backup": pin}))
+        damaged = load_index(home)
+        assert damaged.pin is None
+        assert damaged.known == known
+    files = document["files"]
+    for damaged_sizes in (_packed(_numbers(files["size"])[:-1]), _packed([-1] * len(known))):
+        path.write_text(json.dumps({**document, "files": {**files, "size": damaged_sizes}}))
+        assert load_index(home).known == {}  # a damaged column of files: all of it goes
+    digests = base64.b64decode(files["digest"])
+    short = base64.b64encode(digests[:-1]).decode()
+    path.write_text(json.dumps({**document, "files": {**files, "digest": short}}))
     assert load_index(home).known == {}
+
+
+def test_the_index_holds_every_number_a_file_system_gives(tmp_path: Path) -> None:
+    """Times before 1970 and inode or device numbers past 2**63 are kept as they are."""
+    project, home = make_project(tmp_path)
+    backup(tmp_path, project)
+    index = load_index(home)
+    name, item = next(iter(index.known.items()))
+    odd = item._replace(stat=(item.stat[0], -5, -(1 << 62), (1 << 64) - 1, 1 << 63))
+    save_index(home, {**index.known, name: odd}, index.pin)
+    again = load_index(home)
+    assert again.known[name] == odd
+    assert again.pin == index.pin
