@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -40,12 +41,22 @@ from bundler.rules import schema
 from bundler.rules.units import human_size
 
 _MAX_INT_DIGITS = 20
-"""Digits of the longest integer backup.json can hold (2**64 has 20); longer ones are refused
-before Python converts them (a 5000-digit number raises ValueError in ``int``)."""
-_LONG_NUMBER = re.compile(f"[0-9]{{{_MAX_INT_DIGITS + 1}}}")
-"""A run of digits as long as a number too long has: a string's digits may match too, which
-costs only the slow path. (Anchoring it where a number token begins made the search scan
-sixty times slower than this one, and twice as slow as the parse it spares.)"""
+"""Digits of the longest integer backup.json can hold (2**64 has 20); longer ones are refused:
+before Python converts them where it converts any length (:func:`_digits_bounded`), by the
+ranges checked after the parse where it does not."""
+_SAFE_DIGITS = 5000
+"""The most digits an interpreter may convert to an integer for json's own conversion to be
+used: converting n digits takes time quadratic in n."""
+
+
+def _digits_bounded() -> bool:
+    """Whether this interpreter refuses to convert integers of more than a few thousand digits
+    (Python 3.11, 3.10.7 and later, unless a program lifted the limit). json's conversion (C)
+    is then safe from a number of a million digits, which it refuses as a ValueError; an
+    integer of 21 digits or more is refused by the ranges checked after the parse. Elsewhere
+    every integer goes through :func:`_parse_int` first."""
+    limit = getattr(sys, "get_int_max_str_digits", None)
+    return limit is not None and 0 < limit() <= _SAFE_DIGITS
 
 
 @dataclass(frozen=True)
@@ -119,13 +130,10 @@ def parse_index(data: bytes) -> BackupIndex:
     """
     try:
         text = data.decode("utf-8")
-        # with no number token longer than any integer may be, json's own conversion (C)
-        # gives what _parse_int would, a call per number fewer
-        long_numbers = _LONG_NUMBER.search(text) is not None
         document = json.loads(
             text,
             object_pairs_hook=_no_duplicate_keys,
-            parse_int=_parse_int if long_numbers else None,
+            parse_int=None if _digits_bounded() else _parse_int,
             parse_constant=_refuse_constant,
         )
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
