@@ -9,6 +9,7 @@ shape of the schema's lists is checked without building a validator per entry.
 from __future__ import annotations
 
 import json
+import operator
 import re
 import sys
 import zipfile
@@ -230,47 +231,102 @@ def _never(_value: Any) -> bool:
 _PY_TYPES: dict[str, type] = {"integer": int, "string": str}
 
 
-def _accepting(rules: dict[str, Any]) -> Callable[[Any], bool]:
-    """A predicate true only of values the schema's ``rules`` (a flat, non-object schema)
-    accept, as jsonschema and :func:`_flat_problem` judge them; it may be false of some they
-    accept too, which are then asked of them. One call per value instead of a walk of the
-    rules."""
+@dataclass(frozen=True)
+class _Flat:
+    """A flat (non-object) schema's rules, in the form both predicates below read."""
+
+    wanted: type
+    nullable: bool
+    const: tuple[Any, ...]  # (the value,) when the schema has a const, else ()
+    low: int | None
+    high: int | None
+    shortest: int
+    longest: int | None
+    search: Callable[[str], Any] | None
+
+
+def _flat(rules: dict[str, Any]) -> _Flat | None:
+    """The ``rules`` of a flat schema the fast predicates understand, or None."""
     kinds = rules.get("type")
     kinds = kinds if isinstance(kinds, list) else [kinds]
-    nullable = "null" in kinds
     others = [kind for kind in kinds if kind != "null"]
     if not set(rules) <= _FLAT_KEYWORDS | {"const"} or len(others) != 1:
-        return _never
+        return None
     wanted = _PY_TYPES.get(others[0])
     low, high = rules.get("minimum"), rules.get("maximum")
     shortest, longest = rules.get("minLength", 0), rules.get("maxLength")
-    has_const, const = "const" in rules, rules.get("const")
+    const = (rules["const"],) if "const" in rules else ()
     numeric = (low, high)
     textual = (rules.get("minLength"), longest, rules.get("pattern"))
     if (
         wanted is None
-        or (has_const and type(const) is not wanted)
+        or (const and type(const[0]) is not wanted)
         or (wanted is int and textual != (None, None, None))
         or (wanted is str and numeric != (None, None))
         or not all(n is None or type(n) is int for n in (low, high, longest))
         or type(shortest) is not int
     ):
-        return _never
+        return None
     search = re.compile(rules["pattern"]).search if "pattern" in rules else None
+    return _Flat(wanted, "null" in kinds, const, low, high, shortest, longest, search)
+
+
+def _accepting(rules: dict[str, Any]) -> Callable[[Any], bool]:
+    """A predicate true only of values the schema's ``rules`` (a flat, non-object schema)
+    accept, as jsonschema and :func:`_flat_problem` judge them; it may be false of some they
+    accept too, which are then asked of them. One call per value instead of a walk of the
+    rules."""
+    flat = _flat(rules)
+    if flat is None:
+        return _never
+    wanted, shortest, longest, search = flat.wanted, flat.shortest, flat.longest, flat.search
+    low, high = flat.low, flat.high
 
     def accepts(value: Any) -> bool:
         if value is None:
-            return nullable
-        if type(value) is not wanted or (has_const and value != const):
+            return flat.nullable
+        if type(value) is not wanted or (flat.const and value != flat.const[0]):
             return False
         if wanted is int:
-            return (low is None or value >= low) and (high is None or value <= high)
+            number = cast(int, value)
+            return (low is None or number >= low) and (high is None or number <= high)
         text = cast(str, value)
         if len(text) < shortest or (longest is not None and len(text) > longest):
             return False
         return search is None or search(text) is not None
 
     return accepts
+
+
+def _accepting_all(rules: dict[str, Any]) -> Callable[[list[Any]], bool]:
+    """:func:`_accepting` of a whole column at once: true only when the rules accept every
+    value, each rule checked over the column by C code (the types, the extremes, the
+    pattern) instead of a call per value; false when in doubt."""
+    flat = _flat(rules)
+    if flat is None:
+        return _never
+
+    def accepts_all(column: list[Any]) -> bool:
+        types = set(map(type, column))
+        if flat.nullable and type(None) in types:
+            types.discard(type(None))
+            column = [value for value in column if value is not None]
+        if not column:
+            return True
+        if types != {flat.wanted} or (flat.const and set(column) != {flat.const[0]}):
+            return False
+        if flat.wanted is int:
+            return (flat.low is None or min(column) >= flat.low) and (
+                flat.high is None or max(column) <= flat.high
+            )
+        lengths = set(map(len, column))
+        if min(lengths) < flat.shortest or (
+            flat.longest is not None and max(lengths) > flat.longest
+        ):
+            return False
+        return flat.search is None or all(map(flat.search, column))
+
+    return accepts_all
 
 
 def _fast_items_supported(items: dict[str, Any]) -> bool:
@@ -282,6 +338,28 @@ def _fast_items_supported(items: dict[str, Any]) -> bool:
     )
 
 
+def _columns_accepted(values: list[Any], fields: dict[str, Any], needed: frozenset[str]) -> bool:
+    """Whether every item of ``values`` is surely accepted, decided a field at a time over the
+    whole list (:func:`_accepting_all`): objects all, each with the ``needed`` keys and none but
+    the ``fields``, each field's values accepted. False when in doubt; the items are then
+    checked one by one, which names the first one wrong."""
+    if not values:
+        return True
+    if set(map(type, values)) != {dict}:
+        return False
+    shapes = set(map(frozenset, values))
+    if not all(needed <= shape <= fields.keys() for shape in shapes):
+        return False
+    for name, rules in fields.items():
+        if all(name in shape for shape in shapes):
+            column = list(map(operator.itemgetter(name), values))
+        else:
+            column = [value[name] for value in values if name in value]
+        if not _accepting_all(rules)(column):
+            return False
+    return True
+
+
 def _check_items(key: str, values: list[Any], items: dict[str, Any]) -> None:
     """Check a list's items against the schema's ``items`` without jsonschema's per-node cost.
 
@@ -289,6 +367,8 @@ def _check_items(key: str, values: list[Any], items: dict[str, Any]) -> None:
     in a fraction of the time a generic validator takes.
     """
     if items.get("type") != "object":
+        if _accepting_all(items)(values):
+            return
         accepted = _accepting(items)
         for index, value in enumerate(values):
             if accepted(value):
@@ -301,6 +381,8 @@ def _check_items(key: str, values: list[Any], items: dict[str, Any]) -> None:
     required = items.get("required", [])
     accepts = {name: _accepting(rules) for name, rules in fields.items()}
     needed = frozenset(required)
+    if _columns_accepted(values, fields, needed):
+        return
     for index, value in enumerate(values):
         # the common case, decided by the predicates; anything they doubt is looked at below
         if type(value) is dict and value.keys() >= needed and value.keys() <= accepts.keys():
