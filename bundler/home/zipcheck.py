@@ -100,6 +100,9 @@ _PLAIN_PATH = re.compile(
 """A path below ``files/`` or ``skills/`` of non-empty components, none ``.`` or ``..``, without
 a backslash or a control character: every rule of :func:`path_problem` holds for one of at most
 63 characters (no component can reach 255 bytes, nor the path 256 levels)."""
+_PLAIN_LENGTH = MAX_COMPONENT_BYTES // 4
+"""The longest path :data:`_PLAIN_PATH` decides alone (a component past 255 bytes needs 64
+characters)."""
 
 
 def path_problem(path: str, *, folder: bool = False) -> str | None:
@@ -109,9 +112,17 @@ def path_problem(path: str, *, folder: bool = False) -> str | None:
     ``chat.db`` or a path below ``files/`` or ``skills/``; folders (``folder=True``) may be
     ``files``, ``skills`` or a path below them.
     """
-    if len(path) <= MAX_COMPONENT_BYTES // 4 and _PLAIN_PATH.fullmatch(path):
+    if len(path) <= _PLAIN_LENGTH and _PLAIN_PATH.fullmatch(path):
         return None  # the common case, at once
     return _path_problem(path, folder)
+
+
+def all_plain(paths: list[str]) -> bool:
+    """Whether :func:`path_problem` finds nothing in any of ``paths`` by its common case alone,
+    decided over the list by C code; False when in doubt (each is then asked in turn)."""
+    return not paths or (
+        max(map(len, paths)) <= _PLAIN_LENGTH and all(map(_PLAIN_PATH.fullmatch, paths))
+    )
 
 
 def _path_problem(path: str, folder: bool) -> str | None:

@@ -15,7 +15,7 @@ import sys
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from bundler.errors import (
     Hostile,
@@ -33,6 +33,7 @@ from bundler.home.zipcheck import (
     MAX_ENTRY_SIZE,
     MAX_MANIFEST_BYTES,
     MAX_MTIME_NS,
+    all_plain,
     invalid_entry,
     path_problem,
     show,
@@ -60,8 +61,7 @@ def _digits_bounded() -> bool:
     return limit is not None and 0 < limit() <= _SAFE_DIGITS
 
 
-@dataclass(frozen=True)
-class Listed:
+class Listed(NamedTuple):
     """One file of ``backup.json``."""
 
     path: str
@@ -151,8 +151,59 @@ def parse_index(data: bytes) -> BackupIndex:
             path=f"{MANIFEST}:format",
         )
     _validate_schema(document)
+    files = _listed_at_once(document["entries"])
+    if files is None:
+        files = _listed_one_by_one(document["entries"])
+    folders = tuple(document.get("folders", ()))
+    for folder in folders:
+        problem = path_problem(folder, folder=True)
+        if problem:
+            raise Hostile(f"{MANIFEST}: folder {show(folder)} {problem}", path=show(folder))
+    if DATABASE not in files:
+        raise NotABundle(f"{MANIFEST}: lists no chat.db: not a data-home backup", path=MANIFEST)
+    return BackupIndex(
+        document["format"],
+        document["tool"],
+        document["created_at"],
+        document["agent"],
+        files,
+        folders,
+    )
+
+
+def _within(column: list[Any], low: int, high: int) -> bool:
+    """Every value of ``column`` an integer (not a bool) from ``low`` to ``high``."""
+    return not column or (
+        set(map(type, column)) == {int} and min(column) >= low and max(column) <= high
+    )
+
+
+def _listed_at_once(entries: list[dict[str, Any]]) -> dict[str, Listed] | None:
+    """The files of schema-checked ``entries`` when every rule of
+    :func:`_listed_one_by_one` surely holds, decided a column at a time; None when in doubt."""
+    paths = list(map(operator.itemgetter("path"), entries))
+    sizes = list(map(operator.itemgetter("size"), entries))
+    times = [item.get("mtime_ns") for item in entries]
+    modes = [item["mode"] for item in entries if "mode" in item]
+    if not (
+        _within(sizes, 0, MAX_ENTRY_SIZE)
+        and _within([t for t in times if t is not None], 0, MAX_MTIME_NS)
+        and _within(modes, 0, 0o7777)
+        and len(set(paths)) == len(paths)
+        and all_plain([path for path in paths if path != DATABASE])
+    ):
+        return None
+    digests = map(operator.itemgetter("xxh3_128"), entries)
+    rows = map(Listed._make, zip(paths, sizes, digests, times, strict=True))
+    return dict(zip(paths, rows, strict=True))
+
+
+def _listed_one_by_one(entries: list[dict[str, Any]]) -> dict[str, Listed]:
+    """The files of schema-checked ``entries``, each checked in turn: its numbers in range
+    (here, where they become what reaches ``os.utime`` and size sums), its path allowed and not
+    listed twice; the first that is not raises."""
     files: dict[str, Listed] = {}
-    for number, item in enumerate(document["entries"]):
+    for number, item in enumerate(entries):
         size = item["size"]
         if type(size) is not int or not 0 <= size <= MAX_ENTRY_SIZE:
             size = _bounded(size, 0, MAX_ENTRY_SIZE, f"entries/{number}/size")
@@ -172,21 +223,7 @@ def parse_index(data: bytes) -> BackupIndex:
         if path in files:
             raise Malformed(f"{MANIFEST}: entry {show(path)} is listed twice", path=show(path))
         files[path] = Listed(path, size, item["xxh3_128"], mtime_ns)
-    folders = tuple(document.get("folders", ()))
-    for folder in folders:
-        problem = path_problem(folder, folder=True)
-        if problem:
-            raise Hostile(f"{MANIFEST}: folder {show(folder)} {problem}", path=show(folder))
-    if DATABASE not in files:
-        raise NotABundle(f"{MANIFEST}: lists no chat.db: not a data-home backup", path=MANIFEST)
-    return BackupIndex(
-        document["format"],
-        document["tool"],
-        document["created_at"],
-        document["agent"],
-        files,
-        folders,
-    )
+    return files
 
 
 _LISTS = ("entries", "folders")

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from bundler.errors import InvalidInput
 from bundler.home import zipindex
-from bundler.home.zipcheck import path_problem
+from bundler.home.zipcheck import all_plain, path_problem
 from bundler.home.zipindex import parse_index
 from bundler.rules import schema
 
@@ -234,3 +234,42 @@ def test_a_column_is_accepted_exactly_when_each_of_its_values_is(
     if each:
         single = jsonschema.Draft202012Validator(rules)
         assert all(single.is_valid(value) for value in column)
+
+
+_entry_paths = st.one_of(
+    st.sampled_from(["chat.db", "backup.json", "files/a", "files/a/b", "skills/s/SKILL.md"]),
+    st.sampled_from(["files/../x", "/files/a", "files//a", "files/a\\b", "files/a\x01", "x/a"]),
+    st.text(alphabet="ab/.é\x7f", min_size=1, max_size=8).map(lambda tail: "files/" + tail),
+    st.just("files/" + "c" * 70),
+)
+_listed_entries = st.lists(
+    st.fixed_dictionaries(
+        {
+            "path": _entry_paths,
+            "size": st.integers(min_value=-1, max_value=2**36 + 1),
+            "xxh3_128": st.just(VALID_DIGEST),
+        },
+        optional={
+            "mtime_ns": st.one_of(st.none(), st.integers(min_value=-1, max_value=2**63)),
+            "mode": st.integers(min_value=-1, max_value=0o10000),
+        },
+    ),
+    max_size=6,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(entries=_listed_entries)
+def test_the_listing_checked_at_once_says_what_the_check_of_each_entry_says(
+    entries: list[dict[str, Any]],
+) -> None:
+    """The check of the whole listing's columns finds it good only when the check of every
+    entry in turn does, and then makes the same files."""
+    try:
+        one_by_one: dict[str, Any] | None = zipindex._listed_one_by_one(entries)
+    except InvalidInput:
+        one_by_one = None
+    at_once = zipindex._listed_at_once(entries)
+    assert at_once is None or at_once == one_by_one
+    if all_plain([e["path"] for e in entries if e["path"] != "chat.db"]):
+        assert all(path_problem(e["path"]) is None for e in entries if e["path"] != "chat.db")
