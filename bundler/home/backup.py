@@ -44,7 +44,6 @@ from bundler.fs.interrupts import settled, signals_deferred, wait_for
 from bundler.fs.safefs import SkipCounts
 from bundler.fs.scratch import scratch_folder
 from bundler.fs.snapshot import check_snapshot, quiet_store, snapshot_database
-from bundler.fs.warm import warming
 from bundler.home.backup_age import (
     AGE_SUFFIX,
     decrypt_into,
@@ -333,8 +332,6 @@ def _backup_into(
     token = durable.random_token()
     warnings: list[str] = []
     with (
-        # a second backup reads few files: from a cold cache it waits for the disk's metadata
-        warming(home_fd, TREES, None if base_path is None else str(base_path)),
         temp_file(target_fd, token, ".db") as db_name,
         temp_file(target_fd, token, ".zip") as zip_name,
         run_locked(target_fd, zip_name),
