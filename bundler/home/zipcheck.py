@@ -14,6 +14,7 @@ and content is streamed with a hard stop at the size ``backup.json`` declares.
 from __future__ import annotations
 
 import functools
+import operator
 import os
 import re
 import stat
@@ -336,11 +337,18 @@ def _check_directory_ends(fp: BinaryIO, infos: Sequence[zipfile.ZipInfo], end: E
     """
     if not infos:
         return
-    at = end.directory_offset
-    for info in infos[:-1]:
-        encoding = "utf-8" if info.flag_bits & _UTF8_FLAG else "cp437"
-        at += _CENTRAL_RECORD_MIN + len(info.orig_filename.encode(encoding))
-        at += len(info.extra) + len(info.comment)
+    earlier = infos[:-1]
+    names = list(map(operator.attrgetter("orig_filename"), earlier))
+    if all(map(str.isascii, names)):  # as many bytes in UTF-8 and cp437 as characters
+        name_bytes = sum(map(len, names))
+    else:
+        name_bytes = sum(
+            len(info.orig_filename.encode("utf-8" if info.flag_bits & _UTF8_FLAG else "cp437"))
+            for info in earlier
+        )
+    at = end.directory_offset + _CENTRAL_RECORD_MIN * len(earlier) + name_bytes
+    at += sum(map(len, map(operator.attrgetter("extra"), earlier)))
+    at += sum(map(len, map(operator.attrgetter("comment"), earlier)))
     fp.seek(at)
     record = fp.read(_CENTRAL_RECORD_MIN)
     if len(record) < _CENTRAL_RECORD_MIN:
