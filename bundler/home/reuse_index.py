@@ -188,10 +188,9 @@ def _pack_digests(column: Iterable[str]) -> str:
     """Hex digests of 16 bytes as the base64 of their bytes, end to end (ValueError for one
     that is not)."""
     digests = list(column)
-    raw = bytes.fromhex("".join(digests))
-    if len(raw) != _DIGEST_BYTES * len(digests):  # one digest of another length shifts the rest
+    if digests and set(map(len, digests)) != {2 * _DIGEST_BYTES}:  # it would shift the rest
         raise ValueError("a digest that is not of 16 bytes")
-    return base64.b64encode(raw).decode("ascii")
+    return base64.b64encode(bytes.fromhex("".join(digests))).decode("ascii")
 
 
 def _decoded(text: Any, length: int) -> bytes | None:
@@ -205,8 +204,8 @@ def _decoded(text: Any, length: int) -> bytes | None:
 
 
 def _numbers(name: str, text: Any, count: int, low: int) -> list[int] | None:
-    """The column ``name`` of ``count`` integers packed by :func:`_pack_numbers`, each from
-    ``low`` to :data:`_MAX_NUMBER` (unsigned columns: to 2**64 - 1), or None."""
+    """The column ``name`` of ``count`` integers packed by :func:`_pack_numbers`, each at least
+    ``low``, or None."""
     raw = _decoded(text, 8 * count)
     if raw is None:
         return None
@@ -214,10 +213,8 @@ def _numbers(name: str, text: Any, count: int, low: int) -> list[int] | None:
     packed.frombytes(raw)
     if sys.byteorder == "big":
         packed.byteswap()
-    column = packed.tolist()  # min and max run faster over a list's ints than an array's
-    if column and (min(column) < low or (name not in _UNSIGNED and max(column) > _MAX_NUMBER)):
-        return None
-    return column
+    column = packed.tolist()  # min runs faster over a list's ints than an array's
+    return None if column and min(column) < low else column
 
 
 def _hexes(text: Any, count: int) -> list[str] | None:

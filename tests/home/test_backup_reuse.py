@@ -320,3 +320,15 @@ def test_the_index_holds_every_number_a_file_system_gives(tmp_path: Path) -> Non
     again = load_index(home)
     assert again.known[name] == odd
     assert again.pin == index.pin
+
+
+def test_an_index_with_a_digest_of_another_length_is_not_written(tmp_path: Path) -> None:
+    """Digests are packed end to end: two of 15 and 17 bytes would shift every later one by a
+    byte, so such an index is not written at all (the one before stays)."""
+    project, home = make_project(tmp_path)
+    backup(tmp_path, project)
+    index = load_index(home)
+    (first, one), (second, two) = list(index.known.items())[:2]
+    odd = {**index.known, first: one._replace(raw="ab" * 15), second: two._replace(raw="ab" * 17)}
+    save_index(home, odd, index.pin)
+    assert load_index(home) == index
