@@ -34,9 +34,8 @@ another length or other directory bytes is read whole, as any other.
 The file is JSON of columns, one per field: the paths a list of strings, each column of
 numbers the base64 of 64-bit little-endian integers (signed; inode and device unsigned), each
 column of digests the base64 of their 16-byte values end to end. A column is so made, read and
-checked whole by C code (its length, its range), never a number at a time: the index of 20,000
-files loads in a fifth of the time a list per column took, and its rows are made only when a
-file is asked for.
+checked whole by C code (its length, its range), never a number at a time, and the rows are
+made only when a file is asked for.
 """
 
 from __future__ import annotations
