@@ -118,6 +118,7 @@ NO_MTIME = -1
 """:attr:`Record.mtime_ns` of an entry ``backup.json`` lists without a time."""
 
 _RECORD_INTS = Record._fields[:-1]
+_RECORD_HEXES = Record._fields[-1:]
 
 
 @dataclass(frozen=True)
@@ -281,7 +282,7 @@ def _pin(document: Any) -> Pin | None:
         or len(digest) != 2 * _DIGEST_BYTES
     ):
         return None
-    columns = _columns(document["entries"], _RECORD_INTS, ("digest",), {"mtime_ns": NO_MTIME})
+    columns = _columns(document["entries"], _RECORD_INTS, _RECORD_HEXES, {"mtime_ns": NO_MTIME})
     if columns is None or at > size:
         return None
     return Pin(path, size, at, digest, Records(columns[0], tuple(columns[1:])))
@@ -313,13 +314,14 @@ def load_index(home: Path) -> Index:
     return Index(known, _pin(document.get("backup")))
 
 
-def _as_columns(paths: list[str], names: tuple[str, ...], columns: Iterable[Any]) -> dict[str, Any]:
-    """Columns named ``path`` and ``names``, packed (:func:`_pack_numbers`, and
-    :func:`_pack_digests` for the digests)."""
+def _as_columns(
+    paths: list[str], ints: tuple[str, ...], hexes: tuple[str, ...], columns: Iterable[Any]
+) -> dict[str, Any]:
+    """The columns ``path``, ``ints`` (:func:`_pack_numbers`) and ``hexes``
+    (:func:`_pack_digests`), in that order in ``columns``: what :func:`_columns` reads."""
     table: dict[str, Any] = {"path": paths}
-    for name, column in zip(names, columns, strict=True):
-        hexes = name in _KNOWN_HEXES
-        table[name] = _pack_digests(column) if hexes else _pack_numbers(name, column)
+    for name, column in zip((*ints, *hexes), columns, strict=True):
+        table[name] = _pack_digests(column) if name in hexes else _pack_numbers(name, column)
     return table
 
 
@@ -337,7 +339,7 @@ def save_index(home: Path, known: dict[str, Known], pin: Pin | None = None) -> N
         document: dict[str, Any] = {
             "format": _FORMAT,
             "home": os.path.realpath(home),
-            "files": _as_columns(list(known), names, columns),
+            "files": _as_columns(list(known), _KNOWN_INTS, _KNOWN_HEXES, columns),
         }
         if pin is not None:
             document["backup"] = {
@@ -345,7 +347,9 @@ def save_index(home: Path, known: dict[str, Known], pin: Pin | None = None) -> N
                 "size": pin.size,
                 "directory_at": pin.directory_at,
                 "directory_xxh3": pin.directory_xxh3,
-                "entries": _as_columns(pin.records.paths, Record._fields, pin.records.columns),
+                "entries": _as_columns(
+                    pin.records.paths, _RECORD_INTS, _RECORD_HEXES, pin.records.columns
+                ),
             }
     except (OverflowError, ValueError):  # a number past 64 bits: no file system's
         return
