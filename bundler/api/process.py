@@ -6,15 +6,18 @@ An operation interrupted before its commit point cleans up and raises; one inter
 finishes, and the signal is reported late (02 §8.5). A process that wants that for SIGINT,
 SIGTERM and SIGHUP calls :func:`begin_command` before each operation and, from its handler for
 each signal in :data:`HELD`, raises only when :func:`interrupt_now` says so. Part of the API
-(``docs/api.md``); the mechanism is :mod:`bundler.fs.interrupts`'.
+(``docs/api.md``); the mechanism is :mod:`bundler.fs.interrupts`' and, for the threads an
+operation starts, :mod:`bundler.fs.threads`'.
 """
 
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from bundler.fs.interrupts import (
     HELD,
+    NO_THREAD,
     begin_command,
     committed,
     early_signal,
@@ -30,6 +33,8 @@ __all__ = [
     "interrupt_now",
     "late_signal",
     "left_behind",
+    "no_thread",
+    "quiet_failed_thread_starts",
 ]
 
 
@@ -43,3 +48,26 @@ def left_behind() -> list[str]:
     from bundler.fs.scratch import take_left_behind
 
     return take_left_behind()
+
+
+def no_thread(err: BaseException) -> bool:
+    """Whether ``err`` is an operation's failure to get a thread: the system refused one (its
+    stack could not be mapped under a small ``ulimit -v``, or there are too many), or one died
+    before its first step for want of memory. The command line reports it as out of memory."""
+    return isinstance(err, RuntimeError) and str(err) == NO_THREAD
+
+
+def quiet_failed_thread_starts() -> None:
+    """Leave unprinted the interpreter's report of an operation's thread that died before its
+    first step (``Exception ignored in thread started by``): the operation raises that failure
+    itself (:func:`no_thread`), so a program can report it on one line. Chains the hook set
+    before it for anything else."""
+    earlier = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        # the threads module is asked only once loaded: most operations start no thread
+        threads = sys.modules.get("bundler.fs.threads")
+        if threads is None or not threads.died_starting(unraisable):
+            earlier(unraisable)
+
+    sys.unraisablehook = hook

@@ -54,9 +54,10 @@ from bundler.bundle.archive_members import (
 from bundler.bundle.archive_read import Digests
 from bundler.errors import Hostile, Malformed
 from bundler.fs.durable import write_all
-from bundler.fs.interrupts import joined, signals_deferred, start_thread, wait_for
+from bundler.fs.interrupts import joined, signals_deferred, wait_for
 from bundler.fs.processors import usable_processors
 from bundler.fs.safefs import display_name, open_beneath
+from bundler.fs.threads import Thread, start_thread
 from bundler.rules.progress import Progress
 from bundler.rules.units import human_size
 
@@ -218,10 +219,10 @@ class _Replay:
         if count < PARALLEL_FROM:
             workers = 1  # a thread costs more than it saves
         self._groups = itertools.chain(first, self._groups)
-        threads: list[threading.Thread] = []
+        threads: list[Thread] = []
         try:
             for _ in range(workers - 1):
-                thread = threading.Thread(target=self._work_beside, name="bundler-unpack")
+                thread = Thread(self._work_beside, name="bundler-unpack")
                 threads.append(thread)  # before it starts: an interrupt may come as it does
                 try:
                     start_thread(thread)
@@ -235,8 +236,7 @@ class _Replay:
             self._limit = _UNKNOWN
             with signals_deferred():  # the folder must not be removed under a worker
                 for thread in threads:
-                    if thread.ident is not None:  # it started
-                        thread.join()
+                    thread.join()  # at once for one that did not start
         if self._failures:
             raise min(self._failures, key=lambda failure: failure[0])[1]
 

@@ -31,7 +31,6 @@ import errno
 import fcntl
 import os
 import stat
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
@@ -69,8 +68,9 @@ from bundler.fs.durable import (
     random_token,
     renameat2,
 )
-from bundler.fs.interrupts import commit_reached, signals_deferred, start_thread
+from bundler.fs.interrupts import commit_reached, signals_deferred
 from bundler.fs.safefs import open_dir_nofollow, rmtree_at
+from bundler.fs.threads import Thread, start_thread
 from bundler.rules import hints
 from bundler.rules.names import escape_display
 
@@ -426,9 +426,9 @@ class Staging:
             except BaseException as exc:  # re-raised in the calling thread below
                 failed.append(exc)
 
-        thread = threading.Thread(target=flush, name="bundler-flush")
-        start_thread(thread)
+        thread = Thread(flush, name="bundler-flush")
         try:
+            start_thread(thread)
             result = check()
         finally:
             with signals_deferred():  # not an interrupt either: the staging must outlive it

@@ -16,7 +16,8 @@ from contextlib import contextmanager
 
 from bundler.bundle.manifest import CONFIG_NAME, MANIFEST_NAME
 from bundler.errors import SecretFound
-from bundler.fs.interrupts import handed_over, joined, start_thread, wait_for
+from bundler.fs.interrupts import handed_over, joined, wait_for
+from bundler.fs.threads import Thread, start_thread
 from bundler.rules.names import escape_display
 from bundler.rules.secrets import WITHHELD, ScanSecrets
 from bundler.rules.sweeper import Hit, Sweeper, SweepStream
@@ -235,9 +236,7 @@ class _Lane:
         # in the copying thread's context, so that a refusal made there is withheld the same
         # way (errors.withholding keeps its scrubbers in a context variable)
         context = contextvars.copy_context()
-        self._thread = threading.Thread(
-            target=context.run, args=(self._run,), name="bundler-sweep", daemon=True
-        )
+        self._thread = Thread(lambda: context.run(self._run), name="bundler-sweep")
         start_thread(self._thread)
 
     def observe(self, relpath: str, chunk: memoryview) -> None:

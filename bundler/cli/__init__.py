@@ -182,11 +182,6 @@ def _late_signal_warning() -> str | None:
     return f"interrupted by {signal.Signals(late).name} after the change was committed: it stands"
 
 
-_NO_THREAD = "can't start new thread"
-"""What CPython's ``Thread.start`` raises (a ``RuntimeError``) when the system refuses a new
-thread: its stack could not be mapped (a small ``ulimit -v``) or there are too many."""
-
-
 def _system_failure(err: OSError) -> Refused | None:
     """The one-line error for an ``OSError`` the system, not an input, caused; None for any
     other (a bug, which keeps its traceback)."""
@@ -262,9 +257,11 @@ def _start_up_done(collecting: bool, *, own_process: bool) -> None:
     every 700 allocations, and a full one every hundred passes, the collector took 0.14 s of a
     2.4 s backup; a pass every :data:`_YOUNG_OBJECTS` takes a third of that, and a cycle still
     waits for at most that many allocations. The threshold is the process's, so it too is set
-    only in the process's own run.
+    only in the process's own run, as is the hook that leaves a thread that died before its
+    first step for the command to report on one line.
     """
     if own_process:
+        interrupts.quiet_failed_thread_starts()
         gc.freeze()
         gc.set_threshold(_YOUNG_OBJECTS, 10, 10)
     if collecting:
@@ -326,7 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # raised wherever an allocation failed; the commands' clean-up ran on its way up
         return out.fail(_out_of_memory(str(err)), warnings=_left_behind())
     except RuntimeError as err:
-        if str(err) != _NO_THREAD:
+        if not interrupts.no_thread(err):
             raise
         return out.fail(_out_of_memory("cannot start a thread"), warnings=_left_behind())
     except OSError as err:

@@ -34,10 +34,10 @@ import errno
 import mmap
 import os
 import queue
-import threading
 
 from bundler.fs.durable import write_all_at
-from bundler.fs.interrupts import handed_over, joined, start_thread, wait_for
+from bundler.fs.interrupts import handed_over, joined, wait_for
+from bundler.fs.threads import Thread, start_thread
 
 WORTHWHILE = 16 << 20
 """A run at least this long is worth a writer thread and its buffers; a shorter one is written
@@ -79,7 +79,7 @@ class SequentialWriter:
         self._refused = False  # the filesystem refused a direct write: the page cache then
         self._error: BaseException | None = None
         self._abandoned = False
-        self._thread: threading.Thread | None = None
+        self._thread: Thread | None = None
         self._filling: mmap.mmap | None = None
         self._fill = 0
         self._filled_at = 0  # the file offset of the filling buffer's first byte
@@ -89,7 +89,7 @@ class SequentialWriter:
             try:
                 for _ in range(BUFFERS):
                     self._free.put(mmap.mmap(-1, BUFFER))
-                thread = threading.Thread(target=self._run, name="bundler-write", daemon=True)
+                thread = Thread(self._run, name="bundler-write")
                 start_thread(thread)
                 self._thread = thread
             except (OSError, RuntimeError):  # no memory or no thread to spare: the page cache

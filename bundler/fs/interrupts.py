@@ -17,8 +17,9 @@ between a condition's release of a waiter and its bookkeeping loses the next wak
 whose reader sleeps forever beside a full queue), and one thrown between a lock's acquire and
 the ``try`` that releases it leaves it held. So the main thread hands data to a thread, and
 waits for one, with the signals held (:func:`handed_over`, :func:`wait_for`), and every thread
-is started with them blocked (:func:`start_thread`): a signal the kernel gives to a thread that
-does not block it would run the handler in the main thread all the same, held or not.
+is started with them blocked (:func:`bundler.fs.threads.start_thread`): a signal the kernel gives
+to a thread that does not block it would run the handler in the main thread all the same, held
+or not.
 
 The same holds of the code around a handler's exception: a descriptor is forgotten before it is
 closed (``fd, self.fd = self.fd, -1``), so an interrupt between the two can leak it to the
@@ -29,10 +30,9 @@ and the error replaced the interrupt; or it closed a file that had taken the num
 from __future__ import annotations
 
 import signal
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from concurrent import futures
@@ -112,6 +112,13 @@ def late_signal() -> int | None:
     return _command.late
 
 
+NO_THREAD = "can't start new thread"
+"""The message of the ``RuntimeError`` raised when no thread could be had: CPython's, when the
+system refuses a thread (its stack could not be mapped under a small ``ulimit -v``, or there
+are too many), and :func:`bundler.fs.threads.start_thread`'s for a thread that died before its
+first step; callers handle both alike.
+"""
+
 STEP = 0.05
 """Seconds a wait lasts with the signals held, at most: how late an interrupt can be taken."""
 
@@ -122,20 +129,13 @@ def signals_deferred() -> Iterator[None]:
     (its handler runs) as the block is left.
 
     The mask is the calling thread's: it holds the signals only while every other thread
-    blocks them too, which :func:`start_thread` sees to.
+    blocks them too, which :func:`bundler.fs.threads.start_thread` sees to.
     """
     old = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
     try:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
-def start_thread(thread: threading.Thread) -> None:
-    """Start ``thread`` with the signals blocked for its whole life (a thread keeps the mask it
-    starts with), so that they reach the main thread alone."""
-    with signals_deferred():
-        thread.start()
 
 
 handed_over = signals_deferred
@@ -161,7 +161,15 @@ def settled(future: futures.Future[Any]) -> Callable[[float], bool]:
     return lambda timeout: not wait([future], timeout).not_done
 
 
-def joined(thread: threading.Thread) -> Callable[[float], bool]:
+class Joinable(Protocol):
+    """A thread as :func:`joined` waits for it."""
+
+    def join(self, timeout: float | None = None) -> None: ...
+
+    def is_alive(self) -> bool: ...
+
+
+def joined(thread: Joinable) -> Callable[[float], bool]:
     """``thread.join`` as :func:`wait_for` asks it."""
 
     def done(timeout: float) -> bool:

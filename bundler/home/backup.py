@@ -24,7 +24,6 @@ import os
 import time
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -40,10 +39,11 @@ from bundler.errors import (
 )
 from bundler.fs import durable
 from bundler.fs.age import AskPassphrase, Recipient, parse_recipients
-from bundler.fs.interrupts import settled, signals_deferred, wait_for
+from bundler.fs.interrupts import settled, wait_for
 from bundler.fs.safefs import SkipCounts
 from bundler.fs.scratch import scratch_folder
 from bundler.fs.snapshot import check_snapshot, quiet_store, snapshot_database
+from bundler.fs.threads import Pool
 from bundler.home.backup_age import (
     AGE_SUFFIX,
     decrypt_into,
@@ -336,7 +336,7 @@ def _backup_into(
         temp_file(target_fd, token, ".zip") as zip_name,
         run_locked(target_fd, zip_name),
         contextlib.ExitStack() as base_stack,
-        ThreadPoolExecutor(max_workers=1) as pool,
+        Pool(1, name="bundler-open") as pool,
     ):
         index = load_index(resolution.home) if base_path is not None else EMPTY
         known = index.known
@@ -349,8 +349,7 @@ def _backup_into(
 
         # SQLite releases the GIL: the base is opened on the second core while the snapshot is
         # taken here, and the snapshot's integrity check runs there while this thread zips
-        with signals_deferred():  # its worker, started here, keeps them blocked
-            opening = pool.submit(opened)
+        opening = pool.submit(opened)
         plan = Plan(resolution, home_fd, folder / db_name, progress, level=level)
         unchanged = plan.store = _unchanged_store(resolution.database, known)
         if unchanged is None:

@@ -18,7 +18,6 @@ import zipfile
 import zlib
 from collections import deque
 from concurrent import futures
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,8 +25,9 @@ import xxhash
 
 from bundler.errors import ChangedMeanwhile
 from bundler.fs.digest import read_into
-from bundler.fs.interrupts import handed_over, settled, wait_for
+from bundler.fs.interrupts import settled, wait_for
 from bundler.fs.processors import usable_processors
+from bundler.fs.threads import Pool
 from bundler.home.reuse import ZIP64_FROM, end_entry, start_entry
 from bundler.home.zipcheck import STORE_ABOVE_RATIO, isal_module
 from bundler.rules.names import escape_display
@@ -126,7 +126,7 @@ def _compressor(level: int, window: bytes) -> Any:
 
 def deflate_large(
     archive: zipfile.ZipFile, relpath: str, fd: int, st: os.stat_result, info: zipfile.ZipInfo,
-    pool: ThreadPoolExecutor | None, level: int,
+    pool: Pool | None, level: int,
 ) -> tuple[int, str, str]:  # fmt: skip
     """Deflate a file too large to read whole in :data:`_BLOCK` blocks, on the workers when
     there are some, writing them in order; (size, digest, XXH3-128 of the deflated bytes).
@@ -171,8 +171,7 @@ def deflate_large(
         if pool is None:
             pending.append(_deflate_block(block, window, last, level))
         else:
-            with handed_over():
-                pending.append(pool.submit(_deflate_block, block, window, last, level))
+            pending.append(pool.submit(_deflate_block, block, window, last, level))
         window = block[-_WINDOW:]
         while len(pending) > _BLOCKS_AHEAD:
             write_oldest()

@@ -19,12 +19,12 @@ import functools
 import io
 import os
 import zipfile
-from concurrent.futures import ThreadPoolExecutor
 
 from bundler.errors import InvalidInput, Unsupported
 from bundler.fs import durable
-from bundler.fs.interrupts import handed_over, settled, wait_for
+from bundler.fs.interrupts import settled, wait_for
 from bundler.fs.safefs import open_dir_nofollow
+from bundler.fs.threads import Pool
 from bundler.home.deflate import batch_full, workers
 from bundler.home.zipcheck import TREES, stream_entry
 from bundler.home.zipindex import BackupIndex, Listed
@@ -96,10 +96,9 @@ def _write_in_parallel(
             packed = 0
         batches[-1].append((info, index.files[info.filename]))
         packed += info.compress_size
-    pool = ThreadPoolExecutor(max_workers=workers())
+    pool = Pool(workers(), name="bundler-restore")
     try:
-        with handed_over():  # the workers started by these submits keep the signals blocked
-            pending = [pool.submit(_write_batch, fd, staging_fd, jobs) for jobs in batches]
+        pending = [pool.submit(_write_batch, fd, staging_fd, jobs) for jobs in batches]
         for jobs, future in zip(batches, pending, strict=True):
             wait_for(settled(future))
             future.result()
@@ -107,7 +106,7 @@ def _write_in_parallel(
                 for _info, listed in jobs:
                     progress(1, listed.size)
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.shutdown(cancel_pending=True)
 
 
 def _write_batch(

@@ -16,7 +16,6 @@ import io
 import os
 import zipfile
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,9 +23,10 @@ from typing import Any
 from bundler.errors import InvalidInput, Malformed, os_failure
 from bundler.fs import durable
 from bundler.fs.age import AskPassphrase
-from bundler.fs.interrupts import handed_over, settled, wait_for
+from bundler.fs.interrupts import settled, wait_for
 from bundler.fs.scratch import CHECK_PREFIX, clear_dead_scratch, scratch_folder, temp_root
 from bundler.fs.snapshot import ROLLBACK_VERSIONS, integrity_ok, journal_versions
+from bundler.fs.threads import Pool
 from bundler.home.backup_age import decrypted_copy, identities_for, renamed
 from bundler.home.deflate import batch_full, workers
 from bundler.home.zipcheck import DATABASE, check_local_header, open_zip, stream_entry
@@ -162,10 +162,9 @@ def _check_in_parallel(
                 packed = 0
             steps[-1].append((info, listed.size, listed.xxh3_128))
             packed += info.compress_size
-    pool = ThreadPoolExecutor(max_workers=workers())
+    pool = Pool(workers(), name="bundler-check")
     try:
-        with handed_over():  # the workers started by these submits keep the signals blocked
-            pending = [pool.submit(_check_batch, fd, jobs) if jobs else None for jobs in steps]
+        pending = [pool.submit(_check_batch, fd, jobs) if jobs else None for jobs in steps]
         meanwhile()
         for jobs, future in zip(steps, pending, strict=True):
             if future is None:
@@ -183,7 +182,7 @@ def _check_in_parallel(
                 for _info, size, _digest in done:
                     progress(1, size)
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.shutdown(cancel_pending=True)
 
 
 def _discard(_chunk: bytes) -> None:

@@ -18,7 +18,6 @@ import zlib
 from collections import deque
 from collections.abc import Callable
 from concurrent import futures
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -29,9 +28,10 @@ import xxhash
 from bundler import __version__
 from bundler.errors import ChangedMeanwhile, UnsuitablePath, os_failure
 from bundler.fs.copytree import digest_fd
-from bundler.fs.interrupts import handed_over, settled, wait_for
+from bundler.fs.interrupts import settled, wait_for
 from bundler.fs.safefs import SkipCounts, open_dir_nofollow, walk
 from bundler.fs.tally import tally
+from bundler.fs.threads import Pool
 from bundler.home.deflate import (
     DEFAULT_COMPRESSION,
     LEVELS,
@@ -104,7 +104,7 @@ class Plan:
     force_stored: set[str] = field(default_factory=set)
     base: Base | None = None
     level: int = LEVELS[DEFAULT_COMPRESSION]
-    pool: ThreadPoolExecutor | None = None
+    pool: Pool | None = None
     known: dict[str, Known] = field(default_factory=dict)
     """The home's index (:mod:`bundler.home.reuse_index`): files not read when unchanged."""
     made: dict[str, Known] = field(default_factory=dict)
@@ -201,7 +201,7 @@ class _InOrder:
         self,
         archive: zipfile.ZipFile,
         plan: Plan,
-        pool: ThreadPoolExecutor | None,
+        pool: Pool | None,
         progress: Progress | None,
     ) -> None:
         self.archive = archive
@@ -324,8 +324,7 @@ class _InOrder:
         if batch is None:
             return
         assert self.pool is not None
-        with handed_over():  # a worker started by this submit keeps the signals blocked
-            batch.future = self.pool.submit(_pack_all, batch.jobs, self.plan.level)
+        batch.future = self.pool.submit(_pack_all, batch.jobs, self.plan.level)
 
     def _push(self, batch: _Batch | None, slot: int, finish: Finish, nbytes: int) -> None:
         self.queue.append((batch, slot, finish, nbytes))
@@ -550,7 +549,7 @@ def _write_entries(
     plan.made.clear()
     plan.trusted.clear()
     threads = workers()
-    pool = ThreadPoolExecutor(max_workers=threads) if threads else None
+    pool = Pool(threads, name="bundler-deflate") if threads else None
     plan.pool = pool
     try:
         writer = _InOrder(archive, plan, pool, progress)
@@ -559,7 +558,7 @@ def _write_entries(
     finally:
         plan.pool = None
         if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+            pool.shutdown(cancel_pending=True)
     entries = writer.entries
     head = {
         "format": FORMAT,

@@ -22,10 +22,10 @@ from __future__ import annotations
 import hashlib
 import queue
 import sys
-import threading
 from typing import Any
 
-from bundler.fs.interrupts import handed_over, joined, start_thread, wait_for
+from bundler.fs.interrupts import handed_over, joined, wait_for
+from bundler.fs.threads import Thread, start_thread
 
 THREADED_BYTES = 16 << 20
 """Streams at least this long are hashed in a thread."""
@@ -50,12 +50,12 @@ class Sha256:
     def __init__(self, expected: int, start: Hash | None = None) -> None:
         self._hash = hashlib.sha256() if start is None else start
         self._queue: queue.Queue[bytes | None] | None = None
-        self._thread: threading.Thread | None = None
+        self._thread: Thread | None = None
         self._interval = sys.getswitchinterval()
         if expected >= THREADED_BYTES:
             self._queue = queue.Queue(QUEUED)
-            self._thread = threading.Thread(target=self._run, name="bundler-sha256", daemon=True)
             sys.setswitchinterval(min(self._interval, SWITCH_INTERVAL))
+            self._thread = Thread(self._run, name="bundler-sha256")
             start_thread(self._thread)
 
     def _run(self) -> None:

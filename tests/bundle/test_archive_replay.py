@@ -30,6 +30,7 @@ from bundler.bundle.archive_replay import PARALLEL_FROM, replay_tar
 from bundler.bundle.manifest import CHECKSUMS_NAME, checksums_by_path
 from bundler.errors import InvalidInput
 from bundler.fs.durable import open_dir
+from bundler.fs.threads import running
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +100,8 @@ def read_into(data: bytes, dest: Path, digests: Digests) -> None:
         os.close(fd)
 
 
-def unpack_workers() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "bundler-unpack"]
+def unpack_workers() -> list[str]:
+    return [name for name in running() if name == "bundler-unpack"]
 
 
 @pytest.mark.parametrize("workers", [1, 2, 4])

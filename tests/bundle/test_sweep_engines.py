@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from support.kit import run_cli
 
 from bundler.bundle.sweep import ExportSweep
 from bundler.errors import Refused, RefusedWithList
+from bundler.fs.threads import running
 from bundler.rules import sweep_hyperscan
 from bundler.rules.secrets import SweepTarget
 from bundler.rules.sweeper import Hit, Sweeper
@@ -106,12 +106,12 @@ def test_sweeping_beside_the_copy_runs_on_its_own_thread_and_reports_the_same_hi
     _feed(alone, _files())
     beside = ExportSweep(Sweeper(targets), "warn")
     with beside.beside():
-        assert "bundler-sweep" in [thread.name for thread in threading.enumerate()]
+        assert "bundler-sweep" in running()
         _feed(beside, _files())
         beside.scan("config.toml", b"key = '" + API_KEY.encode() + b"'")
     alone.scan("config.toml", b"key = '" + API_KEY.encode() + b"'")
     assert beside.hits == alone.hits and len(alone.hits) == 4
-    assert "bundler-sweep" not in [thread.name for thread in threading.enumerate()]
+    assert "bundler-sweep" not in running()
 
 
 def test_refusal_beside_the_copy_lists_what_the_sweeping_thread_still_held() -> None:
@@ -137,5 +137,5 @@ def test_a_copy_error_beside_the_sweep_is_raised_as_itself_and_stops_the_thread(
     with pytest.raises(Refused, match=r"cannot read workspace/f0059\.txt"), sweep.beside():
         _feed(sweep, _files()[:60])
         raise Refused("cannot read workspace/f0059.txt (EIO): check the disk", path="x")
-    assert "bundler-sweep" not in [thread.name for thread in threading.enumerate()]
+    assert "bundler-sweep" not in running()
     assert sweep.hits[0] == Hit("workspace/f0040.txt", "p.api_key", "raw")

@@ -9,12 +9,12 @@ import os
 import re
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
 from bundler.fs.direct import ALIGN, BUFFER, SequentialWriter
+from bundler.fs.threads import running
 
 OFFSETS = [0, 1, 511, ALIGN - 1, ALIGN, ALIGN + 512, 12345]
 SIZES = [0, 1, ALIGN - 1, ALIGN, BUFFER - 1, BUFFER, BUFFER + 1, 3 * BUFFER + 4097]
@@ -31,8 +31,8 @@ def write_through(path: Path, offset: int, data: bytes, chunk: int) -> None:
         os.close(fd)
 
 
-def writer_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "bundler-write"]
+def writer_threads() -> list[str]:
+    return [name for name in running() if name == "bundler-write"]
 
 
 @pytest.mark.parametrize("offset", OFFSETS)
@@ -117,8 +117,9 @@ def run_program(program: str, tmp_path: Path) -> subprocess.CompletedProcess[str
 
 
 FAILING = """
-import os, resource, signal, sys, threading
+import os, resource, signal, sys
 from bundler.fs.direct import BUFFER, SequentialWriter
+from bundler.fs.threads import running
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (BUFFER, BUFFER))
 fd = os.open(sys.argv[1], os.O_RDWR)
@@ -131,7 +132,7 @@ except OSError as err:
     print("raised", err.errno)
 finally:
     writer.close()
-print("threads", sum(t.name == "bundler-write" for t in threading.enumerate()))
+print("threads", running().count("bundler-write"))
 """
 
 
@@ -146,8 +147,9 @@ def test_a_failed_write_is_raised_by_a_later_call_and_close_stops_the_thread(
 
 
 LITTLE_MEMORY = """
-import os, resource, sys, threading
+import os, resource, sys
 from bundler.fs.direct import BUFFER, SequentialWriter
+from bundler.fs.threads import running
 data = b"q" * (2 * BUFFER + 4097)
 with open("/proc/self/status") as status:
     size = next(int(line.split()[1]) for line in status if line.startswith("VmSize:")) * 1024
@@ -155,7 +157,7 @@ with open("/proc/self/status") as status:
 resource.setrlimit(resource.RLIMIT_AS, (size + BUFFER + (1 << 20), resource.RLIM_INFINITY))
 fd = os.open(sys.argv[1], os.O_RDWR)
 with SequentialWriter(fd, 100) as writer:
-    print("threads", sum(t.name == "bundler-write" for t in threading.enumerate()))
+    print("threads", running().count("bundler-write"))
     writer.write(data)
     writer.finish()
 resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import hashlib
 import sys
-import threading
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bundler.fs.threads import running
 from bundler.registry import hashing
 from bundler.registry.hashing import THREADED_BYTES, Sha256
 
 
 def threads_named(name: str) -> int:
-    return sum(thread.name == name for thread in threading.enumerate())
+    return running().count(name)
 
 
 @given(st.lists(st.binary(max_size=3000), max_size=12), st.booleans())
