@@ -209,18 +209,9 @@ def test_a_backup_whose_worker_dies_starting_fails_on_one_line_and_leaves_nothin
     project, _home = make_project(tmp_path)
     out = tmp_path / "out"
     out.mkdir()
+    backup = ["home", "backup", "--project", str(project), "--to", str(out)]
     done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            _DIES_STARTING,
-            "home",
-            "backup",
-            "--project",
-            str(project),
-            "--to",
-            str(out),
-        ],
+        [sys.executable, "-c", _DIES_STARTING, *backup],
         capture_output=True,
         text=True,
         env=clean_env({"HOME": str(tmp_path)}),
