@@ -13,7 +13,8 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +29,13 @@ from bundler.errors import (
     TooLarge,
     os_failure,
 )
-from bundler.rules import schema
+from bundler.rules import schema, schemacheck
 from bundler.rules.names import escape_display
 from bundler.rules.paths import format_path
 from bundler.rules.units import human_size
 
 FILE_NAME = "Agent.yaml"
+SCHEMA_NAME = "agent.schema.json"
 MAX_BYTES = 1 << 20
 # values reachable from the root, counting every alias expansion: far above any real file,
 # far below what a hostile file of aliases would expand to
@@ -245,10 +247,22 @@ def _describe(error: Any) -> tuple[list[str | int], str]:
     return where, f"does not satisfy the schema ({keyword})"
 
 
-def validate_agent_yaml(document: dict[str, Any]) -> None:
-    """Raise :class:`InvalidInput` for the first schema violation (in key-path order)."""
-    from jsonschema import Draft202012Validator
+@cache
+def _agent_check() -> Callable[[Any], list[schemacheck.Violation]]:
+    """The schema's compiled check (:mod:`bundler.rules.schemacheck`): a sound Agent.yaml, what
+    every home command reads, is passed without jsonschema's import, which took a third of a
+    small home's backup; jsonschema still checks should the schema outgrow the checker."""
+    node = schema.load(SCHEMA_NAME)
+    check = schemacheck.compiled_check(node)
+    make = schemacheck.validator_of(node)
+    return lambda document: schemacheck.run_check(check, make, document, (), node)
 
+
+def validate_agent_yaml(document: dict[str, Any]) -> None:
+    """Raise :class:`InvalidInput` for the first schema violation (in key-path order).
+
+    The compiled check decides whether there is one; jsonschema, the reference, then names the
+    first, in the words :func:`_describe` gives its errors."""
     for key in document:
         if not isinstance(key, str):
             raise _error([], f"key '{escape_display(str(key))}' must be a string")
@@ -257,7 +271,11 @@ def validate_agent_yaml(document: dict[str, Any]) -> None:
         for key in volumes:
             if not isinstance(key, str):
                 raise _error(["volumes"], f"volume name '{escape_display(str(key))}' must be text")
-    validator = Draft202012Validator(schema.load("agent.schema.json"))
+    if not _agent_check()(document):
+        return
+    from jsonschema import Draft202012Validator
+
+    validator = Draft202012Validator(schema.load(SCHEMA_NAME))
     errors = sorted(
         validator.iter_errors(document),
         key=lambda e: ([str(p) for p in e.absolute_path], str(e.validator)),

@@ -169,7 +169,7 @@ def unsupported_keyword(node: Mapping[str, Any]) -> str | None:
             children: Iterable[Any] = sub.values()
         elif keyword in ("oneOf", "anyOf"):
             children = sub
-        elif keyword in ("additionalProperties", "propertyNames", "items"):
+        elif keyword in ("additionalProperties", "propertyNames", "items", "not"):
             children = [sub] if isinstance(sub, dict) else []
         else:
             continue
@@ -191,8 +191,6 @@ def _compile(node: Mapping[str, Any]) -> _Check:
     unknown = [k for k in node if k not in _COMPILED_KEYWORDS | _ANNOTATIONS and k[:2] != "x-"]
     if unknown:
         raise _Unsupported(unknown[0])
-    if node.get("additionalProperties") is False:
-        raise _Unsupported("additionalProperties: false")
     if "type" in node and (not isinstance(node["type"], str) or node["type"] not in _TYPE_TESTS):
         raise _Unsupported("type")
     if "items" in node and not isinstance(node["items"], dict):
@@ -306,10 +304,14 @@ def _compile_object(node: Mapping[str, Any]) -> _Check:
     properties: dict[str, _Check] = {}
     extra_node = node.get("additionalProperties", True)
     extra: _Check | None = None if isinstance(extra_node, bool) else _lazy(extra_node)
+    closed = extra_node is False
 
     def check_object(value: Any, at: tuple[Segment, ...], out: list[Violation]) -> None:
         if not isinstance(value, dict):
             return
+        if closed and any(key not in schemas for key in value):
+            # one violation for the object, as the reference gives: which keys is not said
+            out.append(Violation("additionalProperties", at, node))
         for key, sub in value.items():
             known = properties.get(key)
             if known is None and key in schemas:
@@ -325,7 +327,6 @@ def _compile_object(node: Mapping[str, Any]) -> _Check:
 def _compile_property_names(node: Mapping[str, Any]) -> _Check:
     names_node = node["propertyNames"]
     test = _lazy(names_node)
-    keyword = "enum" if "enum" in names_node else "pattern"
 
     def check_names(value: Any, at: tuple[Segment, ...], out: list[Violation]) -> None:
         if not isinstance(value, dict):
@@ -333,10 +334,34 @@ def _compile_property_names(node: Mapping[str, Any]) -> _Check:
         for key in value:
             scratch: list[Violation] = []
             test(key, at, scratch)
-            if scratch:
-                out.append(Violation(keyword, at, names_node, key=str(key)))
+            # each keyword the name fails, at the object, the name said: as the reference
+            out.extend(
+                Violation(failed.keyword, at, names_node, key=str(key)) for failed in scratch
+            )
 
     return check_names
+
+
+def _compile_count(node: Mapping[str, Any]) -> _Check:
+    most = node["maxProperties"]
+
+    def check_count(value: Any, at: tuple[Segment, ...], out: list[Violation]) -> None:
+        if isinstance(value, dict) and len(value) > most:
+            out.append(Violation("maxProperties", at, node))
+
+    return check_count
+
+
+def _compile_not(node: Mapping[str, Any]) -> _Check:
+    refused = _lazy(node["not"])
+
+    def check_not(value: Any, at: tuple[Segment, ...], out: list[Violation]) -> None:
+        scratch: list[Violation] = []
+        refused(value, at, scratch)
+        if not scratch:
+            out.append(Violation("not", at, node))
+
+    return check_not
 
 
 def _compile_items(node: Mapping[str, Any]) -> _Check:
@@ -382,6 +407,8 @@ _KEYWORDS: dict[str, Callable[[Mapping[str, Any]], _Check]] = {
     "uniqueItems": _compile_unique,
     "properties": _compile_object,
     "propertyNames": _compile_property_names,
+    "maxProperties": _compile_count,
+    "not": _compile_not,
     "items": _compile_items,
     "oneOf": lambda node: _compile_combinator(node, "oneOf"),
     "anyOf": lambda node: _compile_combinator(node, "anyOf"),

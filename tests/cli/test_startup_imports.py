@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from support.bundlefactory import build_bundle
+from support.hostile_zips import make_project
 from support.kit import clean_env
 
 # heavy libraries no start-up of these commands needs: the schema checker is compiled, progress
@@ -100,6 +101,16 @@ def test_verify_of_a_bundle_folder_loads_no_archive_publish_or_registry_code(
     assert not [m for m in modules if m.startswith("bundler.registry")]
     # --quiet and a sound bundle: nothing is printed, so nothing is folded for a terminal
     assert sorted(modules.intersection({"bundler.cli.wrap", "textwrap"})) == []
+
+
+def test_a_backup_of_a_home_with_a_sound_agent_yaml_imports_no_jsonschema(
+    tmp_path: Path,
+) -> None:
+    project, _home = make_project(tmp_path)
+    (tmp_path / "out").mkdir()
+    modules = _imported("home", "backup", "--project", str(project), "--to", str(tmp_path / "out"))
+    assert "bundler.home.agentyaml" in modules  # Agent.yaml was read and checked
+    assert not [m for m in modules if m.split(".")[0] == "jsonschema"]
 
 
 def test_only_the_named_group_gets_its_command_parsers() -> None:

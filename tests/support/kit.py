@@ -37,7 +37,7 @@ for name in bundler.api.__all__:  # the handlers reach the library through the A
 import bundler.bundle.manifest, bundler.fs.snapshot, bundler.rules.risk, bundler.rules.schema
 import bundler.bundle.archive_spill  # inspect's spill files (and the secrets module they name)
 import bundler.rules.validate
-import jsonschema  # Agent.yaml is checked by it (home commands), imported lazily
+import jsonschema  # it names the fault of an unsound Agent.yaml (home commands), imported lazily
 bundler.rules.schema.config_schema()
 bundler.rules.schema.load("bundle-manifest.schema.json")
 bundler.rules.validate.validate({}, Path("/nonexistent"))
