@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.documents import changed, value_paths
 
 from bundler.bundle.manifest import manifest_schema_error
 from bundler.rules import schema, schemacheck
@@ -54,18 +55,7 @@ junk = st.recursive(
 )
 
 
-def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    found = [prefix]
-    if isinstance(value, dict):
-        for key, sub in value.items():
-            found += _paths(sub, (*prefix, key))
-    elif isinstance(value, list):
-        for index, sub in enumerate(value):
-            found += _paths(sub, (*prefix, index))
-    return found
-
-
-BASE_PATHS = [path for path in _paths(BASE)[1:] if path != ("format_version",)]
+BASE_PATHS = [path for path in value_paths(BASE)[1:] if path != ("format_version",)]
 
 
 def test_the_manifest_schema_needs_no_jsonschema() -> None:
@@ -79,14 +69,7 @@ def test_the_manifest_schema_needs_no_jsonschema() -> None:
 def test_engines_agree_on_the_first_manifest_error(
     path: tuple[Any, ...], value: Any, remove: bool
 ) -> None:
-    table = copy.deepcopy(BASE)
-    target: Any = table
-    for step in path[:-1]:
-        target = target[step]
-    if remove:
-        del target[path[-1]]
-    else:
-        target[path[-1]] = value
+    table = changed(BASE, path, value, remove=remove)
     assert manifest_schema_error(table) == manifest_schema_error(table, reference=True)
 
 

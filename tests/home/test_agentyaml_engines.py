@@ -8,7 +8,6 @@ These tests keep the two engines' findings equal, keyword by keyword and place b
 
 from __future__ import annotations
 
-import copy
 import subprocess
 import sys
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
+from support.documents import changed, value_paths
 
 from bundler.home.agentyaml import SCHEMA_NAME, validate_agent_yaml
 from bundler.rules import schema, schemacheck
@@ -52,19 +52,8 @@ junk = st.recursive(
 )
 
 
-def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    found = [prefix]
-    if isinstance(value, dict):
-        for key, sub in value.items():
-            found += _paths(sub, (*prefix, key))
-    elif isinstance(value, list):
-        for index, sub in enumerate(value):
-            found += _paths(sub, (*prefix, index))
-    return found
-
-
 SOUND_PATHS = [
-    *_paths(SOUND)[1:],
+    *value_paths(SOUND)[1:],
     ("volumes", "files"),
     ("volumes", "Upper"),
     ("volumes", "notes", "extra"),
@@ -95,14 +84,7 @@ def test_the_compiled_checker_covers_the_agent_schema_whole() -> None:
 def test_engines_find_the_same_faults_in_an_agent_yaml(
     path: tuple[Any, ...], value: Any, remove: bool
 ) -> None:
-    document = copy.deepcopy(SOUND)
-    target: Any = document
-    for step in path[:-1]:
-        target = target[step]
-    if remove and isinstance(target, dict):
-        target.pop(path[-1], None)
-    else:
-        target[path[-1]] = value
+    document = changed(SOUND, path, value, remove=remove)
     assert _found(document, reference=False) == _found(document, reference=True)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.documents import changed, value_paths
 from support.hostile_configs import HostileConfig, base_config, hostile_configs
 
 from bundler.rules import schema, tomlcompat
@@ -35,18 +36,7 @@ junk = st.recursive(
 )
 
 
-def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    found = [prefix]
-    if isinstance(value, dict):
-        for key, sub in value.items():
-            found += _paths(sub, (*prefix, key))
-    elif isinstance(value, list):
-        for index, sub in enumerate(value):
-            found += _paths(sub, (*prefix, index))
-    return found
-
-
-BASE_PATHS = _paths(base_config())[1:]
+BASE_PATHS = value_paths(base_config())[1:]
 
 
 @pytest.mark.parametrize("case", PARSEABLE, ids=[case.name for case in PARSEABLE])
@@ -58,11 +48,7 @@ def test_engines_agree_on_hostile_configs(case: HostileConfig) -> None:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(BASE_PATHS), junk)
 def test_engines_agree_on_random_replacements(path: tuple[Any, ...], value: Any) -> None:
-    config = copy.deepcopy(base_config())
-    target: Any = config
-    for step in path[:-1]:
-        target = target[step]
-    target[path[-1]] = value
+    config = changed(base_config(), path, value)
     compiled = schema_findings(config)
     assert sorted(map(repr, compiled)) == sorted(map(repr, schema_findings(config, reference=True)))
 
