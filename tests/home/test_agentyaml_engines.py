@@ -1,8 +1,9 @@
 """Agent.yaml is checked by the compiled schema checker, with jsonschema's verdicts.
 
-Every home command reads Agent.yaml, and jsonschema's import took a third of a small home's
-backup; so the compiled checker of ``rules.schemacheck`` decides whether a document breaks the
-schema, and jsonschema, the reference, is imported only to name the fault of one that does.
+Every home command reads Agent.yaml, and jsonschema's import took a fifth to a third of a small
+home's backup; so the compiled checker of ``rules.schemacheck`` decides whether a document
+breaks the schema, and jsonschema, the reference, is imported only to name the fault of one
+that does.
 These tests keep the two engines' findings equal, keyword by keyword and place by place.
 """
 
