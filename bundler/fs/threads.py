@@ -125,7 +125,13 @@ def died_starting(unraisable: Any) -> bool:
     """Whether ``unraisable`` (what ``sys.unraisablehook`` is given) is the interpreter's
     report of a thread that ran out of memory before its first step, a failure
     :func:`start_thread` raises itself."""
-    return unraisable.object is _bootstrap and isinstance(unraisable.exc_value, MemoryError)
+    if not isinstance(unraisable.exc_value, MemoryError):
+        return False
+    # CPython names the function as the report's object, or from 3.13 in its message
+    message = unraisable.err_msg or ""
+    return unraisable.object is _bootstrap or (
+        unraisable.object is None and message.endswith(f" {_bootstrap!r}")
+    )
 
 
 T = TypeVar("T")
