@@ -77,9 +77,13 @@ class _Handed:
 def _bootstrap(handed: _Handed) -> None:
     thread = handed.thread
     try:
-        _running[id(thread)] = thread.name
-        thread._began.set()
-        del handed  # only once it began: the starter reads its going as a failed start
+        try:
+            _running[id(thread)] = thread.name
+            thread._began.set()
+        finally:
+            # gone, even when an exception kept this frame: the starter reads its going, if the
+            # thread has not begun, as a failed start
+            del handed
         thread._run()
     except BaseException:
         # reported as a threading.Thread's is, unless it is a failed start, which the starter
