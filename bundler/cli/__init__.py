@@ -204,6 +204,16 @@ def _out_of_memory(what: str) -> Refused:
     )
 
 
+_ERROR_LOST = ("error return without exception set", "returned NULL without setting an exception")
+
+
+def _error_lost(err: SystemError) -> bool:
+    """Whether ``err`` is CPython's report of a call in C that failed without saying why: what
+    its import machinery raises when an allocation fails under it (a small ``ulimit -v``), where
+    a ``MemoryError`` was due. Any other ``SystemError`` is a bug, which keeps its traceback."""
+    return str(err).endswith(_ERROR_LOST)
+
+
 def _left_behind() -> list[str]:
     """Warnings for scratch folders the command could not remove."""
     return interrupts.left_behind()
@@ -326,6 +336,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not interrupts.no_thread(err):
             raise
         return out.fail(_out_of_memory("cannot start a thread"), warnings=_left_behind())
+    except SystemError as err:
+        if not _error_lost(err):
+            raise
+        lost = "the interpreter failed without saying why, as it does when memory runs out"
+        return out.fail(_out_of_memory(lost), warnings=_left_behind())
     except OSError as err:
         # the system's own failure (no descriptor, no memory, a disk error) met where no layer
         # expected one: the commands' clean-up ran on its way up, so say what to do, no trace

@@ -299,9 +299,13 @@ def _json(document: dict[str, Any]) -> str:
 
 
 def _print(lines: list[str], stream: TextIO) -> None:
-    """Human lines to ``stream``, prose folded to a terminal's width (never in --json)."""
-    from bundler.cli.wrap import fold_all  # a run that prints nothing (--quiet) never needs it
-
+    """Human lines to ``stream``, prose folded to a terminal's width (never in --json); as
+    they are when the folding cannot be loaded (an error said with memory running out)."""
+    try:
+        from bundler.cli.wrap import fold_all  # a run that prints nothing (--quiet) never needs it
+    except (MemoryError, SystemError):  # SystemError: an import that failed for want of memory
+        _print_as_is("\n".join(lines), stream)
+        return
     _print_as_is("\n".join(fold_all(lines, stream)), stream)
 
 
