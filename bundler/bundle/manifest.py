@@ -209,10 +209,9 @@ def _manifest_validator() -> Callable[[Any], list[schemacheck.Violation]]:
 
 
 def _schema_check(*, reference: bool) -> Callable[[Any], list[schemacheck.Violation]]:
-    node = schema.load("bundle-manifest.schema.json")
-    check = None if reference else schemacheck.compiled_check(node)
-    make = schemacheck.validator_of(node)
-    return lambda table: schemacheck.run_check(check, make, table, (), node)
+    return schemacheck.document_check(
+        schema.load("bundle-manifest.schema.json"), reference=reference
+    )
 
 
 def manifest_schema_error(table: Any, *, reference: bool = False) -> tuple[str, str] | None:

@@ -252,10 +252,7 @@ def _agent_check() -> Callable[[Any], list[schemacheck.Violation]]:
     """The schema's compiled check (:mod:`bundler.rules.schemacheck`): a sound Agent.yaml, what
     every home command reads, is passed without jsonschema's import, a fifth to a third of a
     small home's backup; jsonschema still checks should the schema outgrow the checker."""
-    node = schema.load(SCHEMA_NAME)
-    check = schemacheck.compiled_check(node)
-    make = schemacheck.validator_of(node)
-    return lambda document: schemacheck.run_check(check, make, document, (), node)
+    return schemacheck.document_check(schema.load(SCHEMA_NAME))
 
 
 def validate_agent_yaml(document: dict[str, Any]) -> None:

@@ -31,6 +31,7 @@ __all__ = [
     "Violation",
     "check_value",
     "compiled_check",
+    "document_check",
     "run_check",
     "unsupported_keyword",
     "validator_of",
@@ -531,6 +532,17 @@ def validator_of(node: schema.Node) -> Callable[[], Any]:
         return Draft202012Validator(node)
 
     return make
+
+
+def document_check(
+    node: schema.Node, *, reference: bool = False
+) -> Callable[[Any], list[Violation]]:
+    """The check of a whole document against ``node``: compiled, jsonschema only should the
+    document reach a keyword the checker does not implement (``reference=True``: jsonschema
+    alone, for differential tests)."""
+    check = None if reference else compiled_check(node)
+    make = validator_of(node)
+    return lambda document: run_check(check, make, document, (), node)
 
 
 def check_value(node: schema.Node, value: Any, segments: Sequence[Segment]) -> list[Finding]:

@@ -15,7 +15,6 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from jsonschema import Draft202012Validator
 from support.documents import changed, value_paths
 
 from bundler.home.agentyaml import SCHEMA_NAME, validate_agent_yaml
@@ -63,15 +62,7 @@ SOUND_PATHS = [
 
 
 def _found(document: Any, *, reference: bool) -> set[tuple[tuple[Any, ...], str, str | None]]:
-    if reference:
-        violations = schemacheck.reference_violations(
-            Draft202012Validator(NODE), document, (), NODE
-        )
-    else:
-        check = schemacheck.compiled_check(NODE)
-        assert check is not None
-        violations = []
-        check(document, (), violations)
+    violations = schemacheck.document_check(NODE, reference=reference)(document)
     return {(tuple(v.segments), v.keyword, v.key or v.missing) for v in violations}
 
 
