@@ -21,9 +21,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import threading
 import time
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -336,7 +338,7 @@ def _backup_into(
         temp_file(target_fd, token, ".zip") as zip_name,
         run_locked(target_fd, zip_name),
         contextlib.ExitStack() as base_stack,
-        Pool(1, name="bundler-open") as pool,
+        Pool(2, name="bundler-backup") as pool,
     ):
         index = load_index(resolution.home) if base_path is not None else EMPTY
         known = index.known
@@ -365,7 +367,9 @@ def _backup_into(
         checked = None
         if not plan.copy_database:
             checked = pool.submit(check_snapshot, resolution.database, plan.snapshot)
-        entries, total, skipped = _write_until_done(plan, target_fd, zip_name, warnings)
+        entries, total, skipped, flushed = _write_until_done(
+            plan, target_fd, zip_name, warnings, pool
+        )
         if checked is not None:
             wait_for(settled(checked))
             checked.result()
@@ -389,7 +393,11 @@ def _backup_into(
                 shown = escape_display(str(plan.base.path))
                 warnings.append(f"{shown} is not used as the base: {exc.message}")
                 plan.base = None
-                entries, total, skipped = _write_until_done(plan, target_fd, zip_name, warnings)
+                _flushed(flushed)  # before the file it flushes is written again
+                entries, total, skipped, flushed = _write_until_done(
+                    plan, target_fd, zip_name, warnings, pool
+                )
+        _flushed(flushed)
         if publish is None:
             published = folder / publish_name(target_fd, zip_name, requested)
         else:
@@ -570,10 +578,12 @@ def _snapshot_store(plan: Plan) -> None:
 
 
 def _write_until_done(
-    plan: Plan, target_fd: int, zip_name: str, warnings: list[str]
-) -> tuple[int, int, SkipCounts]:
+    plan: Plan, target_fd: int, zip_name: str, warnings: list[str], flusher: Pool
+) -> tuple[int, int, SkipCounts, Future[None]]:
     """Write the zip; again with an entry stored when it compressed beyond the margin, and
-    again without the base when it could not give an entry's bytes."""
+    again without the base when it could not give an entry's bytes. The zip's flush to disk
+    runs on a ``flusher`` thread while this one reads the zip back: its future is returned,
+    and :func:`_flushed` before the zip is published or written again."""
     flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
     while True:
         if plan.copy_database and plan.base is None:  # the store's copy went with the base
@@ -589,7 +599,12 @@ def _write_until_done(
                 zipfile.ZipFile(raw, "w", allowZip64=True) as archive,
             ):
                 entries, total = write_zip(archive, plan, skipped)
-            os.fsync(fd)
+            flush = _Flush(os.dup(fd))
+            try:
+                flushed = flusher.submit(flush.run)
+            except BaseException:
+                flush.drop()  # no thread may have taken it
+                raise
         except StoreInstead as again:
             plan.force_stored.add(again.name)
             continue
@@ -601,4 +616,38 @@ def _write_until_done(
             continue
         finally:
             os.close(fd)
-        return entries, total, skipped
+        return entries, total, skipped, flushed
+
+
+class _Flush:
+    """The zip's flush to disk, on a thread (``fsync`` releases the GIL): the descriptor it is
+    handed is closed exactly once, by the thread once flushed, or by :meth:`drop` when no
+    thread took it."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._lock = threading.Lock()
+
+    def _take(self) -> int:
+        with self._lock:
+            fd, self._fd = self._fd, -1
+        return fd
+
+    def run(self) -> None:
+        fd = self._take()
+        if fd >= 0:
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def drop(self) -> None:
+        fd = self._take()
+        if fd >= 0:
+            os.close(fd)
+
+
+def _flushed(flush: Future[None]) -> None:
+    """Wait for the zip's flush; raise what it raised."""
+    wait_for(settled(flush))
+    flush.result()

@@ -28,6 +28,7 @@ import xxhash
 from bundler import __version__
 from bundler.errors import ChangedMeanwhile, UnsuitablePath, os_failure
 from bundler.fs.copytree import digest_fd
+from bundler.fs.durable import start_writeback
 from bundler.fs.interrupts import settled, wait_for
 from bundler.fs.safefs import SkipCounts, open_dir_nofollow, walk
 from bundler.fs.tally import tally
@@ -80,6 +81,10 @@ _BATCH_FILES = 32
 _BATCH = 1 << 20
 """A worker is handed small files in batches of up to :data:`_BATCH_FILES` files or this many
 bytes."""
+_WRITEBACK = 8 << 20
+"""Each time this many more bytes of the zip have reached the kernel, their writing to disk is
+started (:func:`~bundler.fs.durable.start_writeback`): the disk writes the zip while the rest is
+made, and the flush before it is published waits for little."""
 _MIN_DATE = (1980, 1, 1, 0, 0, 0)
 _MAX_DATE = (2107, 12, 31, 23, 59, 58)
 
@@ -213,6 +218,8 @@ class _InOrder:
         self.in_flight = 0
         self.batch: _Batch | None = None
         self.run: list[CopyJob] = []
+        self.written = 0
+        """How far the zip's file was handed to the disk (:data:`_WRITEBACK`)."""
 
     def folder(self, info: zipfile.ZipInfo) -> None:
         """A folder entry, after every entry before it."""
@@ -354,8 +361,21 @@ class _InOrder:
 
     def _record(self, entry: dict[str, Any]) -> None:
         self.entries.append(entry)
+        if self.archive.start_dir - self.written >= _WRITEBACK:
+            self._start_writeback()
         if self.progress is not None:
             self.progress(1, entry["size"])
+
+
+    def _start_writeback(self) -> None:
+        """Start writing to disk what the zip's file holds past :attr:`written`."""
+        assert self.archive.fp is not None
+        fd = self.archive.fp.fileno()
+        # what reached the kernel (the file's own offset): the write buffer holds the rest
+        reached = os.lseek(fd, 0, os.SEEK_CUR)
+        if reached > self.written:
+            start_writeback(fd, self.written, reached - self.written)
+            self.written = reached
 
 
 def _check_entry(relpath: str, st: os.stat_result) -> None:
