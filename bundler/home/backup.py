@@ -42,7 +42,8 @@ from bundler.errors import (
 from bundler.fs import durable
 from bundler.fs.age import AskPassphrase, Recipient, parse_recipients
 from bundler.fs.interrupts import settled, wait_for
-from bundler.fs.safefs import SkipCounts
+from bundler.fs.prefetch import read_metadata_ahead
+from bundler.fs.safefs import MAX_DEPTH, SkipCounts
 from bundler.fs.scratch import scratch_folder
 from bundler.fs.snapshot import check_snapshot, quiet_store, snapshot_database
 from bundler.fs.threads import Pool
@@ -334,6 +335,8 @@ def _backup_into(
     token = durable.random_token()
     warnings: list[str] = []
     with (
+        # the walk's stats find the inodes cached, read meanwhile on the second core
+        read_metadata_ahead(home_fd, TREES, MAX_DEPTH),
         temp_file(target_fd, token, ".db") as db_name,
         temp_file(target_fd, token, ".zip") as zip_name,
         run_locked(target_fd, zip_name),

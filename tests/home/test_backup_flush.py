@@ -1,6 +1,7 @@
 """When a backup's zip reaches the disk (04 §5.1), seen with strace on the real CLI: its writing to
 disk starts while it is still being written, its flush runs on a thread beside the read-back,
-and it is flushed before it is given its name, however the two overlap."""
+and it is flushed before it is given its name, however the two overlap. A second backup's walk
+is preceded by a helper process that stats the same trees and opens no file."""
 
 from __future__ import annotations
 
@@ -71,3 +72,25 @@ def test_the_zip_is_written_to_disk_as_it_grows_and_flushed_before_it_is_named(
     flush_line = log.splitlines()[flushed[0]]
     link_line = log.splitlines()[named[0]]
     assert flush_line.split()[0] != link_line.split()[0]
+
+
+def test_a_helper_stats_the_trees_ahead_of_the_walk_and_opens_no_file(tmp_path: Path) -> None:
+    project, home = _project(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    log = _backup(tmp_path, project, out, ["openat", "newfstatat", "statx"])
+    lines = log.splitlines()
+    # (strace cuts the path short: the interpreter's isolated flags name the helper)
+    (spawn,) = [line for line in lines if "execve(" in line and '"-I", "-S"' in line]
+    assert "/bundler/fs/prefetch" in spawn
+    helper = spawn.split()[0]
+    mine = [line for line in lines if line.startswith(helper + " ")]
+    stats = "\n".join(line for line in mine if "stat" in line)
+    for number in range(5):
+        assert f'"blob{number}.bin"' in stats
+    # after its exec: folders only, never a file of the home
+    after = mine[mine.index(spawn) + 1 :]
+    below_home = [line for line in after if "openat(" in line and str(home) in line]
+    assert below_home, after
+    for line in below_home:
+        assert "O_DIRECTORY" in line and "O_NOFOLLOW" in line, line
