@@ -154,7 +154,15 @@ class Plan:
 
 
 def _zip_time(mtime_ns: int) -> tuple[int, int, int, int, int, int]:
-    t = time.gmtime(mtime_ns // 1_000_000_000)
+    return _zip_time_of(mtime_ns // 1_000_000_000)
+
+
+@functools.lru_cache(maxsize=4096)
+def _zip_time_of(second: int) -> tuple[int, int, int, int, int, int]:
+    """The zip time of a second since the epoch; kept, as files are written in bursts: most
+    of a tree's files share their second with others, and the conversion costs more than the
+    rest of an entry's header."""
+    t = time.gmtime(second)
     parts = (t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec)
     # zip dates cover 1980-2107; backup.json carries the exact mtime anyway
     return min(max(parts, _MIN_DATE), _MAX_DATE)
