@@ -374,7 +374,6 @@ class _InOrder:
         if self.progress is not None:
             self.progress(1, entry["size"])
 
-
     def _start_writeback(self) -> None:
         """Start writing to disk what the zip's file holds past :attr:`written`."""
         assert self.archive.fp is not None
