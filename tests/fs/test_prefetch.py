@@ -40,6 +40,17 @@ def _tree(root: Path) -> Path:
     return home
 
 
+@pytest.fixture
+def opened_home(tmp_path: Path) -> Iterator[tuple[Path, int]]:
+    """:func:`_tree`'s home and a descriptor open on it (closed after the test)."""
+    home = _tree(tmp_path)
+    fd = os.open(home, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        yield home, fd
+    finally:
+        os.close(fd)
+
+
 def _recording_stats(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every ``os.stat(name, dir_fd=...)`` made from now on, as the full path it named."""
     seen: list[str] = []
@@ -57,25 +68,21 @@ def _recording_stats(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def test_the_helper_stats_what_the_walk_stats_in_the_same_order(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    opened_home: tuple[Path, int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    home = _tree(tmp_path)
-    home_fd = os.open(home, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        ahead = _recording_stats(monkeypatch)
-        count = stat_tree(home_fd, ["skills", "files"], 256)
-        monkeypatch.undo()
-        walked = _recording_stats(monkeypatch)
-        for tree in ("files", "skills"):
-            tree_fd = os.open(tree, os.O_RDONLY | os.O_DIRECTORY, dir_fd=home_fd)
-            try:
-                for _entry in walk(tree_fd, prefix=f"{tree}/", unopened=lambda _rel, _st: True):
-                    pass
-            finally:
-                os.close(tree_fd)
-        monkeypatch.undo()
-    finally:
-        os.close(home_fd)
+    home, home_fd = opened_home
+    ahead = _recording_stats(monkeypatch)
+    count = stat_tree(home_fd, ["skills", "files"], 256)
+    monkeypatch.undo()
+    walked = _recording_stats(monkeypatch)
+    for tree in ("files", "skills"):
+        tree_fd = os.open(tree, os.O_RDONLY | os.O_DIRECTORY, dir_fd=home_fd)
+        try:
+            for _entry in walk(tree_fd, prefix=f"{tree}/", unopened=lambda _rel, _st: True):
+                pass
+        finally:
+            os.close(tree_fd)
+    monkeypatch.undo()
     # the helper stats the trees themselves too; everything else is the walk's, in its order
     in_skills = sum(1 for path in walked if path.startswith(str(home / "skills") + "/"))
     assert in_skills == 2
@@ -147,41 +154,35 @@ def _finished(pid: int, timeout: float = 20.0) -> None:
     raise AssertionError(f"the helper {pid} did not finish")
 
 
-def test_the_helper_is_a_process_of_its_own_reaped_when_the_block_ends(tmp_path: Path) -> None:
-    home = _tree(tmp_path)
-    fd = os.open(home, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        before = _children()
-        with read_metadata_ahead(fd, ["files", "skills"], 256):
-            (helper,) = _children() - before
-            _finished(helper)
-        with pytest.raises(ProcessLookupError):
-            os.kill(helper, 0)  # reaped: no zombie left
-        # and killed when it has not finished: the block does not wait for the walk
-        with read_metadata_ahead(fd, ["files"], 256):
-            (helper,) = _children() - before
-            os.kill(helper, 19)  # SIGSTOP: it would never finish on its own
-        with pytest.raises(ProcessLookupError):
-            os.kill(helper, 0)
-    finally:
-        os.close(fd)
+def test_the_helper_is_a_process_of_its_own_reaped_when_the_block_ends(
+    opened_home: tuple[Path, int],
+) -> None:
+    _home, fd = opened_home
+    before = _children()
+    with read_metadata_ahead(fd, ["files", "skills"], 256):
+        (helper,) = _children() - before
+        _finished(helper)
+    with pytest.raises(ProcessLookupError):
+        os.kill(helper, 0)  # reaped: no zombie left
+    # and killed when it has not finished: the block does not wait for the walk
+    with read_metadata_ahead(fd, ["files"], 256):
+        (helper,) = _children() - before
+        os.kill(helper, 19)  # SIGSTOP: it would never finish on its own
+    with pytest.raises(ProcessLookupError):
+        os.kill(helper, 0)
 
 
 def test_a_helper_that_cannot_start_costs_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    opened_home: tuple[Path, int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    home = _tree(tmp_path)
-    fd = os.open(home, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        before = _children()
-        monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python-here"))
-        with read_metadata_ahead(fd, ["files"], 256):
-            pass
-        monkeypatch.setattr(sys, "executable", "")
-        with read_metadata_ahead(fd, ["files"], 256):
-            assert _children() == before
-    finally:
-        os.close(fd)
+    _home, fd = opened_home
+    before = _children()
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python-here"))
+    with read_metadata_ahead(fd, ["files"], 256):
+        pass
+    monkeypatch.setattr(sys, "executable", "")
+    with read_metadata_ahead(fd, ["files"], 256):
+        assert _children() == before
 
 
 _TRACED = "execve,openat,newfstatat,statx,stat,lstat"
