@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import stat
 import sys
 from collections.abc import Iterator, Sequence
@@ -34,19 +35,26 @@ def read_metadata_ahead(dir_fd: int, names: Sequence[str], max_depth: int) -> It
     """While the block runs, a helper process stats every entry of the subtrees ``names`` of
     the open folder ``dir_fd``, down to ``max_depth`` components, in the order a sorted walk
     visits them. The helper is killed and reaped when the block ends, however it ends."""
-    pid = _start_helper(dir_fd, names, max_depth)
+    helper = _start_helper(dir_fd, names, max_depth)
     try:
         yield
     finally:
-        if pid is not None:
-            _stop_helper(pid)
+        if helper is not None:
+            _stop_helper(*helper)
 
 
-def _start_helper(dir_fd: int, names: Sequence[str], max_depth: int) -> int | None:
-    """The helper's process id, or None when it cannot be started here."""
+def _start_helper(
+    dir_fd: int, names: Sequence[str], max_depth: int
+) -> tuple[int, int | None] | None:
+    """The helper's process id and a pidfd on it (None where the kernel has none), or None
+    when it cannot be started here."""
     executable = sys.executable
     if not executable or getattr(sys, "frozen", False) or not __file__.endswith(".py"):
         return None  # no interpreter to run this file with
+    if signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN:
+        # its children reaped by the kernel, this process could not tell its helper's pid
+        # from another process's that took it over: no helper
+        return None
     handed = _HANDED_FD if dir_fd != _HANDED_FD else _HANDED_FD + 1
     argv = [executable, "-I", "-S", __file__, str(handed), str(max_depth), *names]
     actions = [
@@ -57,18 +65,31 @@ def _start_helper(dir_fd: int, names: Sequence[str], max_depth: int) -> int | No
         (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
     ]
     try:
-        return os.posix_spawn(executable, argv, {}, file_actions=actions)
+        pid = os.posix_spawn(executable, argv, {}, file_actions=actions)
     except (OSError, ValueError):
         return None
+    try:
+        # the helper, even should another thread of this process reap it (os.wait)
+        pidfd: int | None = os.pidfd_open(pid)
+    except OSError:
+        pidfd = None
+    return pid, pidfd
 
 
-def _stop_helper(pid: int) -> None:
+def _stop_helper(pid: int, pidfd: int | None) -> None:
     """Kill the helper, finished or not, and reap it: it leaves no zombie."""
-    # until reaped, a finished helper's pid is still its own: the kill reaches no other process
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, 9)
-    with contextlib.suppress(ChildProcessError):  # reaped already (SIGCHLD ignored)
-        os.waitpid(pid, 0)
+    try:
+        with contextlib.suppress(ProcessLookupError):
+            if pidfd is not None:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            else:
+                # not reaped yet, a finished helper's pid is still its own
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):  # reaped elsewhere
+            os.waitpid(pid, 0)
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
 
 
 def stat_tree(dir_fd: int, names: Sequence[str], max_depth: int) -> int:
