@@ -68,9 +68,10 @@ def _start_helper(
         pid = os.posix_spawn(executable, argv, {}, file_actions=actions)
     except (OSError, ValueError):
         return None
+    # the helper, even should another thread of this process reap it (os.wait); Linux only
+    pidfd_open = getattr(os, "pidfd_open", None)
     try:
-        # the helper, even should another thread of this process reap it (os.wait)
-        pidfd: int | None = os.pidfd_open(pid)
+        pidfd: int | None = None if pidfd_open is None else pidfd_open(pid)
     except OSError:
         pidfd = None
     return pid, pidfd

@@ -173,6 +173,19 @@ def test_the_helper_is_a_process_of_its_own_reaped_when_the_block_ends(
         os.kill(helper, 0)
 
 
+def test_without_pidfds_the_helper_is_killed_by_its_pid_and_reaped(
+    opened_home: tuple[Path, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _home, fd = opened_home
+    monkeypatch.delattr(os, "pidfd_open")  # a kernel or platform without them
+    before = _children()
+    with read_metadata_ahead(fd, ["files"], 256):
+        (helper,) = _children() - before
+        os.kill(helper, 19)  # SIGSTOP: it would never finish on its own
+    with pytest.raises(ProcessLookupError):
+        os.kill(helper, 0)
+
+
 def test_a_helper_that_cannot_start_costs_nothing(
     opened_home: tuple[Path, int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
