@@ -155,6 +155,17 @@ def _finished(pid: int, timeout: float = 20.0) -> None:
     raise AssertionError(f"the helper {pid} did not finish")
 
 
+def _a_stopped_helper_is_killed_and_reaped(fd: int) -> None:
+    """A helper that will never finish (SIGSTOP) is gone, not left a zombie, once the block
+    ends: the block does not wait for its walk."""
+    before = _children()
+    with read_metadata_ahead(fd, ["files"], 256):
+        (helper,) = _children() - before
+        os.kill(helper, signal.SIGSTOP)
+    with pytest.raises(ProcessLookupError):
+        os.kill(helper, 0)
+
+
 def test_the_helper_is_a_process_of_its_own_reaped_when_the_block_ends(
     opened_home: tuple[Path, int],
 ) -> None:
@@ -166,11 +177,7 @@ def test_the_helper_is_a_process_of_its_own_reaped_when_the_block_ends(
     with pytest.raises(ProcessLookupError):
         os.kill(helper, 0)  # reaped: no zombie left
     # and killed when it has not finished: the block does not wait for the walk
-    with read_metadata_ahead(fd, ["files"], 256):
-        (helper,) = _children() - before
-        os.kill(helper, 19)  # SIGSTOP: it would never finish on its own
-    with pytest.raises(ProcessLookupError):
-        os.kill(helper, 0)
+    _a_stopped_helper_is_killed_and_reaped(fd)
 
 
 def test_without_pidfds_the_helper_is_killed_by_its_pid_and_reaped(
@@ -178,12 +185,7 @@ def test_without_pidfds_the_helper_is_killed_by_its_pid_and_reaped(
 ) -> None:
     _home, fd = opened_home
     monkeypatch.delattr(os, "pidfd_open")  # a kernel or platform without them
-    before = _children()
-    with read_metadata_ahead(fd, ["files"], 256):
-        (helper,) = _children() - before
-        os.kill(helper, 19)  # SIGSTOP: it would never finish on its own
-    with pytest.raises(ProcessLookupError):
-        os.kill(helper, 0)
+    _a_stopped_helper_is_killed_and_reaped(fd)
 
 
 def test_a_helper_that_cannot_start_costs_nothing(
