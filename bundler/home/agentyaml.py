@@ -270,9 +270,7 @@ def validate_agent_yaml(document: dict[str, Any]) -> None:
                 raise _error(["volumes"], f"volume name '{escape_display(str(key))}' must be text")
     if not _agent_check()(document):
         return
-    from jsonschema import Draft202012Validator
-
-    validator = Draft202012Validator(schema.load(SCHEMA_NAME))
+    validator = schemacheck.validator_of(schema.load(SCHEMA_NAME))()
     errors = sorted(
         validator.iter_errors(document),
         key=lambda e: ([str(p) for p in e.absolute_path], str(e.validator)),
