@@ -34,6 +34,7 @@ import xxhash
 
 from bundler.errors import BundlerError
 from bundler.fs.digest import digest_fd
+from bundler.fs.readahead import ReadAhead, read_ahead
 from bundler.home.backup_age import is_encrypted
 from bundler.home.reuse_index import EMPTY, NO_MTIME, Index, Pin, Record, Records
 from bundler.home.zipcheck import (
@@ -118,11 +119,22 @@ class Base:
     """An opened, checked earlier backup (its entries :class:`Records`); entries are copied
     from it raw (:func:`copy_raw`) through ``fd``, which stays open while the base is used."""
 
-    def __init__(self, path: Path, fd: int, records: Records) -> None:
+    def __init__(self, path: Path, fd: int, records: Records, data_end: int) -> None:
         self.path = path
         self.fd = fd
         self._records = records
+        self.data_end = data_end
+        """Where the entries' bytes end (the central directory begins)."""
         self.reused = 0
+        self.ahead: ReadAhead | None = None
+        """The thread reading the base ahead of :func:`copy_run` and :func:`copy_raw`, which
+        report how far they read."""
+
+    def reached(self, offset: int) -> None:
+        """The copies have read the base up to ``offset`` (the read-ahead may go a window
+        further)."""
+        if self.ahead is not None:
+            self.ahead.reached(offset)
 
     @classmethod
     def read(cls, path: Path, archive: zipfile.ZipFile) -> Base:
@@ -132,7 +144,8 @@ class Base:
             raise ValueError("the zip is closed")
         index = read_index(archive)
         infos = match_index(index, archive.infolist())
-        return cls(path, archive.fp.fileno(), records_of(infos, index.files))
+        records = records_of(infos, index.files)
+        return cls(path, archive.fp.fileno(), records, archive.start_dir)
 
     def _entry(self, relpath: str) -> Candidate | None:
         record = self._records.get(relpath)
@@ -217,7 +230,7 @@ def _open_pinned(path: Path, index: Index) -> Base | None:
             with os.fdopen(os.dup(fd), "rb") as fp:
                 if directory_identity(fp) == (pin.size, pin.directory_at, pin.directory_xxh3):
                     opened, fd = fd, -1
-                    return Base(path, opened, pin.records)
+                    return Base(path, opened, pin.records, pin.directory_at)
     except (BundlerError, OSError):
         pass
     finally:
@@ -242,7 +255,8 @@ def open_base(path: Path, warnings: list[str], index: Index = EMPTY) -> Iterator
     pinned = _open_pinned(path, index)
     if pinned is not None:
         try:
-            yield pinned
+            with _read_ahead(pinned):
+                yield pinned
         finally:
             os.close(pinned.fd)
         return
@@ -257,10 +271,26 @@ def open_base(path: Path, warnings: list[str], index: Index = EMPTY) -> Iterator
     if base is None:
         opened.close()
     try:
-        yield base
+        if base is None:
+            yield None
+        else:
+            with _read_ahead(base):
+                yield base
     finally:
         # closed as if nothing happened: an error of the backup's is not the base's to name
         opened.close()
+
+
+@contextlib.contextmanager
+def _read_ahead(base: Base) -> Iterator[None]:
+    """While the block runs, the base's entries are read ahead of the copies (an incremental
+    backup copies most of them, in order)."""
+    with read_ahead(base.fd, 0, base.data_end) as ahead:
+        base.ahead = ahead
+        try:
+            yield
+        finally:
+            base.ahead = None
 
 
 def source_matches(fd: int, relpath: str, candidate: Candidate) -> tuple[int, str] | None:
@@ -302,6 +332,7 @@ def copy_raw(
     hasher = xxhash.xxh3_128()
     done = 0
     while done < record.packed:
+        base.reached(data_at + done)
         # through the zip's write buffer: many small entries, one write call
         data = os.pread(base.fd, min(_CHUNK, record.packed - done), data_at + done)
         if not data:
@@ -347,6 +378,7 @@ def copy_run(archive: zipfile.ZipFile, base: Base, jobs: Sequence[CopyJob]) -> N
             copy_raw(archive, base, old, new, expect)
             at += 1
             continue
+        base.reached(start)
         view = memoryview(os.pread(fd, span, start))
         sink = _at_end(archive)  # then each entry ends where the next begins: no tell each
         for old, new, expect in jobs[at:end]:
