@@ -29,7 +29,7 @@ from bundler.fs.snapshot import ROLLBACK_VERSIONS, integrity_ok, journal_version
 from bundler.fs.threads import Pool
 from bundler.home.backup_age import decrypted_copy, identities_for, renamed
 from bundler.home.deflate import batch_full, workers
-from bundler.home.zipcheck import DATABASE, check_local_header, open_zip, stream_entry
+from bundler.home.zipcheck import DATABASE, check_local_headers, open_zip, stream_entry
 from bundler.home.zipindex import BackupIndex, match_index, read_index
 from bundler.rules.names import escape_display
 from bundler.rules.progress import Progress, phase
@@ -82,9 +82,7 @@ def check_contents(
     every = files
 
     def check_trusted() -> None:
-        for info in every:
-            if info.filename in trusted:
-                check_local_header(archive, info)
+        check_local_headers(archive, [info for info in every if info.filename in trusted])
 
     if trusted:
         files = [info for info in files if info.filename not in trusted]
@@ -114,10 +112,10 @@ def check_structure(archive: zipfile.ZipFile) -> tuple[BackupIndex, list[zipfile
     caller checks (:func:`check_contents`, or a restore as it writes them)."""
     index = read_index(archive)
     files = match_index(index, archive.infolist())
-    for info in archive.infolist():
-        if info.filename.endswith("/"):
-            # folders hold no data to stream; their local headers are checked all the same
-            check_local_header(archive, info)
+    # folders hold no data to stream; their local headers are checked all the same
+    check_local_headers(
+        archive, [info for info in archive.infolist() if info.filename.endswith("/")]
+    )
     return index, files
 
 
