@@ -133,14 +133,18 @@ def _private_state_folder(
 @pytest.fixture(params=["isal", "zlib"])
 def each_deflate_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run the test once per backup deflate engine: ``BUNDLER_DEFLATE_ENGINE`` is set in this
-    process and so in every CLI it starts. ISA-L's run is skipped where its wheel is not
-    installed."""
+    process (whose engine, kept once chosen, is chosen again) and so in every CLI it starts.
+    ISA-L's run is skipped where its wheel is not installed."""
     import importlib.util
+
+    from bundler.home.zipcheck import isal_module
 
     engine = str(request.param)
     if engine == "isal" and importlib.util.find_spec("isal") is None:
         pytest.skip("isal is not installed (pip install isal)")
     monkeypatch.setenv("BUNDLER_DEFLATE_ENGINE", engine)
+    isal_module.cache_clear()
+    request.addfinalizer(isal_module.cache_clear)  # the next test chooses afresh
     return engine
 
 
