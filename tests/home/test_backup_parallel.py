@@ -15,6 +15,7 @@ import pytest
 from support.hostile_zips import clean_env, make_project, run_cli
 
 from bundler.errors import InvalidInput
+from bundler.home.deflate import LEVELS, pack
 from bundler.home.verify import verify_backup
 
 WORDS = ["the", "agent", "said", "it", "would", "look", "into", "report", "and", "answer", "with"]
@@ -45,6 +46,14 @@ def entries_part(path: Path) -> bytes:
         start = infos[1].header_offset
         end = archive.getinfo("backup.json").header_offset
     return path.read_bytes()[start:end]
+
+
+def raw_entry(path: Path, info: zipfile.ZipInfo) -> bytes:
+    """The bytes an entry holds in the zip, as compressed."""
+    data = path.read_bytes()
+    name_length, extra_length = struct.unpack_from("<HH", data, info.header_offset + 26)
+    start = info.header_offset + 30 + name_length + extra_length
+    return data[start : start + info.compress_size]
 
 
 def backup_cli(project: Path, env: dict[str, str], *args: str, cores: str | None = None) -> None:
@@ -117,8 +126,12 @@ def test_compression_levels_change_the_bytes_never_the_content(
             sizes[level] = sum(i.compress_size for i in infos)
             methods = {i.compress_type for i in infos}
             content = {i.filename: archive.read(i) for i in infos}
+            listing = archive.getinfo("backup.json")
+            listed = archive.read(listing)
+        # backup.json too is made by the level's engine, as a file of the home would be
+        assert raw_entry(target, listing) == pack(listed, LEVELS[level]).payload
         if level == "none":
-            assert methods == {zipfile.ZIP_STORED}
+            assert methods == {zipfile.ZIP_STORED} == {listing.compress_type}
             first = content
         else:
             assert zipfile.ZIP_DEFLATED in methods
