@@ -238,13 +238,16 @@ def check_infos(infos: Sequence[zipfile.ZipInfo]) -> None:
                 name, "is stored with a size different from its stored length", Malformed
             )
     file_set = set(files)
+    not_files: set[str] = set()  # folders above an entry already found to be no file's path
     for path in paths:
         # a file that is also the folder of another entry (a file's or a folder's) cannot be
         # extracted
-        parts = path.split("/")
-        for depth in range(1, len(parts)):
-            if "/".join(parts[:depth]) in file_set:
+        above = path.rpartition("/")[0]
+        while above and above not in not_files:
+            if above in file_set:
                 raise invalid_entry(path, "lies below an entry that is a file", Hostile)
+            not_files.add(above)
+            above = above.rpartition("/")[0]
 
 
 # --- the central directory, read before zipfile is asked --------------------------------------

@@ -513,6 +513,10 @@ CASES: dict[str, Case] = {
     "database_empty_file": _database_of(b""),
     "database_in_wal_mode": _database_of(_wal_mode(sqlite_bytes(3))),
     "file_and_folder_clash": _simple([Item("files/a.txt/inner", b"x")], "files/a.txt/inner"),
+    "file_two_levels_below_a_file": _simple(
+        [Item("files/notes/c.md", b"x"), Item("files/notes/b.md/deep/x.txt", b"x")],
+        "files/notes/b.md/deep/x.txt",
+    ),
     "folder_entry_below_a_file": _simple(
         [Item("files/a.txt/inner/", mode=stat.S_IFDIR | 0o755)], "files/a.txt/inner"
     ),
