@@ -5,6 +5,9 @@
   name) are durable; a failure leaves no file behind.
 * :func:`atomic_write` — the new bytes are durable under a temporary name, then the rename is
   durable: a crash leaves either the old file whole or the new file whole, never a mix.
+* :func:`replace_unsynced` — nothing is made durable: the rename is atomic, so a reader finds the
+  old file whole or the new one whole, but after a crash the file may be either, or empty. For
+  caches, whose loss or staleness costs time and nothing else.
 * :func:`renameat2` — Linux's ``renameat2`` through ctypes (``os`` lacks it), raising ``OSError``
   with the real errno so callers can fall back where the filesystem does not support a flag.
 * :func:`syncfs` — flushes a whole filesystem and, on Linux >= 5.8, reports write-back errors.
@@ -271,3 +274,27 @@ def atomic_write(dir_fd: int, name: str, data: bytes, *, mode: int = 0o600) -> N
             os.unlink(tmp, dir_fd=dir_fd)
         raise
     fsync_dir(dir_fd)
+
+
+def replace_unsynced(dir_fd: int, name: str, data: bytes, *, mode: int = 0o600) -> None:
+    """Replace ``name`` in the folder ``dir_fd`` with ``data`` atomically, flushing nothing.
+
+    Writes ``.<name>.tmp-<token>`` (created 0600, O_EXCL, never through a link), gives it
+    ``mode`` and renames it over ``name``; on any failure the temporary file is removed and the
+    old file is untouched. A crash may leave the old file, the new one, or one that is empty or
+    short: the caller reads what it finds as a cache, checking it whole.
+    """
+    tmp = temporary_name(name)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, 0o600, dir_fd=dir_fd)
+    try:
+        try:
+            write_all(fd, data)
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+        os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise

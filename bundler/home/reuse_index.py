@@ -13,10 +13,11 @@ in would otherwise hide behind equal times, and a new snapshot costs far more th
 
 The index is the user's, not the home's (a backup only reads the home, 04 §5.1): one file per
 home in the user's cache folder, ``backup-index/<XXH3-128 of the home's real path>.json``
-(0600, replaced atomically after each backup is published). It names the home, and per file
-of ``files/`` and ``skills/`` (and ``chat.db``, the store) those five numbers and the entry that
-was made for the file's bytes (for the store, its snapshot's): its digest, CRC, method,
-compressed size and the XXH3-128 of its compressed bytes. A base entry is copied for an
+(0600, replaced atomically after each backup is published, and not flushed: a crash may leave
+the old index, the new one or a damaged one, and a damaged one is ignored). It names the home,
+and per file of ``files/`` and ``skills/`` (and ``chat.db``, the store) those five numbers and
+the entry that was made for the file's bytes (for the store, its snapshot's): its digest, CRC,
+method, compressed size and the XXH3-128 of its compressed bytes. A base entry is copied for an
 unchanged file only when all of them match it, and its bytes are
 hashed as they are copied: equal to the bytes a backup's read-back inflated and checked, so they
 are not inflated again (see :mod:`bundler.home.zipwrite`). The backup's format does not change:
@@ -360,6 +361,7 @@ def save_index(home: Path, known: dict[str, Known], pin: Pin | None = None) -> N
         folder = durable.open_dir(path.parent, follow=False)
         try:
             if os.fstat(folder).st_uid == os.geteuid():
-                durable.atomic_write(folder, path.name, data)
+                # a cache: one lost to a crash, or left short, costs the next backup time
+                durable.replace_unsynced(folder, path.name, data)
         finally:
             os.close(folder)

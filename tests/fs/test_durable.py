@@ -32,6 +32,33 @@ def test_atomic_write_does_not_follow_a_planted_temporary_link(tmp_path: Path) -
         os.close(fd)
 
 
+def test_replace_unsynced_replaces_and_leaves_no_temporary(tmp_path: Path) -> None:
+    (tmp_path / "f").write_bytes(b"old")
+    fd = durable.open_dir(tmp_path)
+    try:
+        durable.replace_unsynced(fd, "f", b"new", mode=0o640)
+    finally:
+        os.close(fd)
+    assert (tmp_path / "f").read_bytes() == b"new"
+    assert (tmp_path / "f").stat().st_mode & 0o777 == 0o640
+    assert os.listdir(tmp_path) == ["f"]
+
+
+def test_replace_unsynced_that_fails_leaves_the_old_file_and_no_temporary(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "f").write_bytes(b"old")
+    (tmp_path / "d").mkdir()
+    fd = durable.open_dir(tmp_path)
+    try:
+        with pytest.raises(OSError):
+            durable.replace_unsynced(fd, "d", b"new")  # a folder: the rename is refused
+    finally:
+        os.close(fd)
+    assert (tmp_path / "f").read_bytes() == b"old"
+    assert sorted(os.listdir(tmp_path)) == ["d", "f"]
+
+
 def test_rename_noreplace_refuses_an_existing_destination(tmp_path: Path) -> None:
     (tmp_path / "a").write_text("a")
     (tmp_path / "b").write_text("b")

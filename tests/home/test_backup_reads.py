@@ -217,3 +217,20 @@ def test_a_run_of_copied_entries_refuses_a_local_header_tampered_between_two_of_
         for number in range(12):
             path = f"files/notes/r{number:02}.txt"
             assert archive.read(path) == (home / path).read_bytes()
+
+
+def test_the_index_is_a_cache_replaced_without_a_flush(tmp_path: Path) -> None:
+    """The index is replaced atomically but never flushed (04 §5.1.1): losing it to a crash
+    costs the next backup time, and a damaged one is ignored."""
+    project, home = grown_project(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    calls = ["fsync", "fdatasync", "rename", "renameat", "renameat2"]
+    done, log = trace_log(backup_cmd(project, out), calls, env=env_for(tmp_path))
+    assert done.returncode == 0, done.stderr
+    index = index_path(home)
+    assert index.is_file()
+    renamed = [line for line in log.splitlines() if "rename" in line and index.name in line]
+    assert renamed, log
+    flushed = [line for line in log.splitlines() if "sync(" in line and "backup-index" in line]
+    assert flushed == [], flushed
