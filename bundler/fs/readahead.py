@@ -3,9 +3,9 @@ readahead is, only deeper.
 
 The kernel reads ahead of a sequential reader one window at a time, and only when the reader
 asks. A reader that computes between its reads (a backup copying a base's entries span after
-span) then waits for the disk at each window. Most disks hide it; a virtual disk that is slow
-to give back bytes written a few seconds before (its host still flushing them) does not: a
-second backup taken right after the first waited 0.3 s of its 1.5 s for the first's zip.
+span) then waits for the disk at each window. Most disks hide it; the virtual disks this was
+measured on, slow to give back bytes written a few seconds before, do not: a second backup
+taken right after the first waited 0.3 s of its 1.5 s for the first's zip.
 
 :func:`read_ahead` reads the file on a thread of its own, with large reads into one reused
 buffer (the system call releases the GIL, and a few hundred of them need it only between
