@@ -65,9 +65,14 @@ def quiet_failed_thread_starts() -> None:
     earlier = sys.unraisablehook
 
     def hook(unraisable: Any) -> None:
-        # the threads module is asked only once loaded: most operations start no thread
-        threads = sys.modules.get("bundler.fs.threads")
-        if threads is None or not threads.died_starting(unraisable):
-            earlier(unraisable)
+        try:
+            # the threads module is asked only once loaded: most operations start no thread
+            threads = sys.modules.get("bundler.fs.threads")
+            if threads is None or not threads.died_starting(unraisable):
+                earlier(unraisable)
+        except MemoryError:
+            # no memory even to tell or to print it: the interpreter would print that this hook
+            # failed, a traceback's worth of lines before the operation's own one-line error
+            pass
 
     sys.unraisablehook = hook

@@ -134,8 +134,13 @@ def died_starting(unraisable: Any) -> bool:
     # CPython names the function as the report's object, or from 3.13 in its message
     message = unraisable.err_msg or ""
     return unraisable.object is _bootstrap or (
-        unraisable.object is None and message.endswith(f" {_bootstrap!r}")
+        unraisable.object is None and message.endswith(_BOOTSTRAP_NAMED)
     )
+
+
+_BOOTSTRAP_NAMED = f" {_bootstrap!r}"
+"""How a report's message ends when it names :func:`_bootstrap`: made once, as a report of a
+death for want of memory may find none to make it with."""
 
 
 T = TypeVar("T")

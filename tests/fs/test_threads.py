@@ -234,3 +234,26 @@ def test_a_backup_whose_worker_dies_starting_fails_on_one_line_and_leaves_nothin
     assert one_error(done.stderr) and "not enough memory" in done.stderr, done.stderr
     assert "Exception ignored" not in done.stderr
     assert os.listdir(out) == []
+
+
+def test_a_report_that_finds_no_memory_to_be_made_prints_nothing() -> None:
+    """Out of memory, the hook that keeps a failed thread start quiet may itself find none:
+    the interpreter would then print that the hook failed, lines of noise before the
+    command's own one-line error. Here the report it hands on fails as printing would."""
+    script = (
+        "import sys\n"
+        "from bundler.api.process import quiet_failed_thread_starts\n"
+        "def printing_without_memory(unraisable):\n"
+        "    raise MemoryError\n"
+        "sys.unraisablehook = printing_without_memory\n"
+        "quiet_failed_thread_starts()\n"
+        "class Dropped:\n"
+        "    def __del__(self):\n"
+        "        raise ValueError('reported from a finalizer')\n"
+        "Dropped()\n"
+        "print('went on')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "went on\n"
+    assert done.stderr == ""
