@@ -30,8 +30,6 @@ CHUNK = 4 << 20
 """Bytes of one read: few reads, so the thread rarely waits for the GIL."""
 WINDOW = 64 << 20
 """How far ahead of the reader the thread reads, at most."""
-_PAUSE = 0.01
-"""Seconds the thread waits, a window ahead, before it looks at the reader's position again."""
 
 
 class ReadAhead:
@@ -45,7 +43,10 @@ class ReadAhead:
         self._end = end
         self._window = window
         self._position = start
-        self._stop = threading.Event()
+        self._stopped = False
+        self._moved = threading.Event()
+        """Set when the reader reports a position or the thread is stopped: what a thread a
+        window ahead waits for, without waking meanwhile."""
         self._lock = threading.Lock()
 
     @property
@@ -56,6 +57,8 @@ class ReadAhead:
     def reached(self, offset: int) -> None:
         """The reader has read up to ``offset``: the thread may read a window past it."""
         self._position = offset
+        if not self._moved.is_set():
+            self._moved.set()
 
     def run(self) -> None:
         """Read until the end, an error or :meth:`stop`; then close the descriptor."""
@@ -64,9 +67,12 @@ class ReadAhead:
             return
         try:
             buffer = bytearray(CHUNK)
-            while self._at < self._end and not self._stop.is_set():
+            while self._at < self._end and not self._stopped:
                 if self._at - self._position >= self._window:
-                    self._stop.wait(_PAUSE)
+                    self._moved.clear()
+                    # looked at again once cleared: a report between the two is not missed
+                    if self._at - self._position >= self._window and not self._stopped:
+                        self._moved.wait()
                     continue
                 count = min(CHUNK, self._end - self._at)
                 done = os.preadv(fd, [memoryview(buffer)[:count]], self._at)
@@ -91,7 +97,8 @@ class ReadAhead:
 
     def stop(self) -> None:
         """Ask the thread to stop before its next read."""
-        self._stop.set()
+        self._stopped = True
+        self._moved.set()
 
 
 @contextlib.contextmanager
