@@ -18,6 +18,7 @@ from typing import Any
 from bundler.fs.interrupts import (
     HELD,
     NO_THREAD,
+    QUIET_STARTS,
     begin_command,
     committed,
     early_signal,
@@ -75,4 +76,6 @@ def quiet_failed_thread_starts() -> None:
             # failed, a traceback's worth of lines before the operation's own one-line error
             pass
 
+    # while a thread of an operation starts, a hook that needs no frame stands in for this one
+    setattr(hook, QUIET_STARTS, True)
     sys.unraisablehook = hook

@@ -112,6 +112,12 @@ def late_signal() -> int | None:
     return _command.late
 
 
+QUIET_STARTS = "quiet_thread_starts"
+"""The attribute, true, of a ``sys.unraisablehook`` that leaves unprinted the interpreter's
+report of a thread that died before its first step (the command line's,
+:func:`bundler.api.process.quiet_failed_thread_starts`): while a thread starts,
+:mod:`bundler.fs.threads` puts a hook that needs no frame in its place."""
+
 NO_THREAD = "can't start new thread"
 """The message of the ``RuntimeError`` raised when no thread could be had: CPython's, when the
 system refuses a thread (its stack could not be mapped under a small ``ulimit -v``, or there

@@ -30,7 +30,14 @@ from concurrent.futures import Future
 from queue import Empty, SimpleQueue
 from typing import Any, TypeVar
 
-from bundler.fs.interrupts import NO_THREAD, STEP, joined, signals_deferred, wait_for
+from bundler.fs.interrupts import (
+    NO_THREAD,
+    QUIET_STARTS,
+    STEP,
+    joined,
+    signals_deferred,
+    wait_for,
+)
 
 _running: dict[int, str] = {}  # id of each started thread's handle -> its name, until it ends
 
@@ -105,24 +112,66 @@ def start_thread(thread: Thread) -> None:
     not wait for a thread that never comes."""
     handed = _Handed(thread)
     gone = weakref.ref(handed)
-    with signals_deferred():  # the thread is made with them blocked, and keeps them so
-        _thread.start_new_thread(_bootstrap, (handed,))
-        thread._made = True
-    del handed
-
-    def settled(timeout: float) -> bool:
-        return thread._began.wait(timeout) or gone() is None
-
+    quiet = _reports_dropped()
     try:
-        wait_for(settled)
+        with signals_deferred():  # the thread is made with them blocked, and keeps them so
+            _thread.start_new_thread(_bootstrap, (handed,))
+            thread._made = True
+        del handed
+
+        def settled(timeout: float) -> bool:
+            return thread._began.wait(timeout) or gone() is None
+
+        try:
+            wait_for(settled)
+        finally:
+            with signals_deferred():  # after an interrupt too: never while it may still begin
+                while not settled(STEP):
+                    pass
+                if not thread._began.is_set():
+                    thread._ended.set()  # it never will: a join returns at once
     finally:
-        with signals_deferred():  # after an interrupt too: never while it may still begin
-            while not settled(STEP):
-                pass
-            if not thread._began.is_set():
-                thread._ended.set()  # it never will: a join returns at once
+        if quiet:
+            _reports_restored()
     if not thread._began.is_set():
         raise RuntimeError(NO_THREAD)
+
+
+_DROP = id
+"""A builtin taking one argument and doing nothing with it: a hook that needs no frame. While a
+thread starts it stands in for a :data:`~bundler.fs.interrupts.QUIET_STARTS` hook: the report of
+a thread that died for want of memory is made in that thread, which then may not get even the
+frame a Python hook runs in, and the interpreter would print that the hook failed. The report
+comes before the thread's handed object is freed, so within the start's wait; a report of
+anything else in that moment is dropped too."""
+_swap_lock = threading.Lock()
+_swaps = 0  # starts under way with _DROP standing in
+_swapped: Any = None  # the hook _DROP stands in for
+
+
+def _reports_dropped() -> bool:
+    """Put :data:`_DROP` in place of a :data:`QUIET_STARTS` hook for a start (or count the
+    start in, when another start already did); False when the hook is not one."""
+    global _swaps, _swapped
+    with _swap_lock:
+        if _swaps:
+            _swaps += 1
+            return True
+        hook = sys.unraisablehook
+        if not getattr(hook, QUIET_STARTS, False):
+            return False
+        _swapped, _swaps = hook, 1
+        sys.unraisablehook = _DROP
+        return True
+
+
+def _reports_restored() -> None:
+    """Count a start out; the last puts the hook back."""
+    global _swaps, _swapped
+    with _swap_lock:
+        _swaps -= 1
+        if not _swaps:
+            sys.unraisablehook, _swapped = _swapped, None
 
 
 def died_starting(unraisable: Any) -> bool:

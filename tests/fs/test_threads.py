@@ -257,3 +257,30 @@ def test_a_report_that_finds_no_memory_to_be_made_prints_nothing() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout == "went on\n"
     assert done.stderr == ""
+
+
+def test_a_thread_dying_before_its_first_step_needs_no_frame_for_its_quiet_report() -> None:
+    """A thread that died for want of memory may not get even the frame a Python hook runs in:
+    while it starts, a builtin stands in for the command line's quiet hook, so nothing is
+    printed, and the hook is back once the start is over. The hook here fails as such a call
+    would."""
+    script = (
+        "import sys\n"
+        "from bundler.fs import interrupts, threads\n"
+        "def without_a_frame(unraisable):\n"
+        "    raise MemoryError\n"
+        "setattr(without_a_frame, interrupts.QUIET_STARTS, True)\n"
+        "sys.unraisablehook = without_a_frame\n"
+        "def dies(handed):\n"
+        "    del handed\n"
+        "    raise MemoryError\n"
+        "threads._bootstrap = dies\n"
+        "try:\n"
+        "    threads.start_thread(threads.Thread(lambda: None, name='dies'))\n"
+        "except RuntimeError as exc:\n"
+        "    print(exc, sys.unraisablehook is without_a_frame)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "can't start new thread True\n"
+    assert done.stderr == ""
