@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -189,6 +190,16 @@ def test_refused_import_leaves_no_lock_file(tmp_path: Path, empty_install: Path)
     assert os.listdir(empty_install) == ["config.toml"]
 
 
+def _open_files(pid: int) -> set[str]:
+    """What the process ``pid`` has open now: a descriptor it closes while it is looked at is
+    left out, not an error."""
+    found = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(FileNotFoundError):
+            found.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    return found
+
+
 def test_lock_file_removed_by_a_refusal_is_never_shared_by_two_writers(tmp_path: Path) -> None:
     """A writer that waited on a lock file a refused import removed must not run beside the
     writer that locks the file now at that path (01 §6: the lock serialises writers)."""
@@ -208,11 +219,7 @@ def test_lock_file_removed_by_a_refusal_is_never_shared_by_two_writers(tmp_path:
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 60
-        while not any(
-            os.readlink(f"/proc/{writer.pid}/fd/{fd}") == str(lock)
-            for fd in os.listdir(f"/proc/{writer.pid}/fd")
-            if os.path.islink(f"/proc/{writer.pid}/fd/{fd}")
-        ):
+        while str(lock) not in _open_files(writer.pid):
             assert writer.poll() is None and time.monotonic() < deadline
             time.sleep(0.01)
         time.sleep(0.2)  # let it reach flock on the file we are about to remove
