@@ -214,6 +214,18 @@ def _error_lost(err: SystemError) -> bool:
     return str(err).endswith(_ERROR_LOST)
 
 
+def out_of_memory_line() -> bytes:
+    """The one line a command prints when memory ran out even for its own report of it
+    (:func:`bundler.__main__.run` writes it): made before the command runs."""
+    return f"error: {_out_of_memory('').message}\n".encode()
+
+
+def lost_for_want_of_memory(err: BaseException) -> bool:
+    """Whether ``err``, escaping :func:`main`, is memory running out in the report of a
+    failure: a ``MemoryError``, or a ``SystemError`` of :func:`_error_lost`."""
+    return isinstance(err, MemoryError) or (isinstance(err, SystemError) and _error_lost(err))
+
+
 def _left_behind() -> list[str]:
     """Warnings for scratch folders the command could not remove."""
     return interrupts.left_behind()

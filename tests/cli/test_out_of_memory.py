@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import resource
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -85,3 +86,40 @@ def test_a_small_address_space_is_one_line_never_a_traceback(tmp_path: Path, com
             # no staging (.zeroclaw-export-*, .backup-*) and nothing published
             assert [n for n in os.listdir(out) if n.startswith((".", str(kib)))] == [], kib
     assert failed, "no limit made the command run short of memory"
+
+
+@pytest.mark.parametrize(
+    "escaping",
+    ["MemoryError()", "SystemError('error return without exception set')"],
+)
+def test_memory_running_out_in_the_report_itself_is_still_one_line(escaping: str) -> None:
+    """Memory may run out again while the command line reports a failure, and what then
+    escapes its handlers is a ``MemoryError`` or CPython's ``SystemError`` of an error lost:
+    still one line, the one made before the command ran, and exit 1. Here the command line's
+    ``main`` raises it as such a report would."""
+    script = (
+        "import bundler.cli\n"
+        "def main():\n"
+        f"    raise {escaping}\n"
+        "bundler.cli.main = main\n"
+        "from bundler.__main__ import run\n"
+        "run()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 1, done.stderr
+    assert one_error(done.stderr) and "not enough memory" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_another_system_error_escaping_the_command_line_keeps_its_traceback() -> None:
+    script = (
+        "import bundler.cli\n"
+        "def main():\n"
+        "    raise SystemError('a bug of some C code')\n"
+        "bundler.cli.main = main\n"
+        "from bundler.__main__ import run\n"
+        "run()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 1
+    assert "Traceback" in done.stderr and "a bug of some C code" in done.stderr
