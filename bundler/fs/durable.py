@@ -219,6 +219,13 @@ def write_synced(
     durable: the caller renames or links the file into place and then fsyncs the folder (or
     calls :func:`create_synced`).
     """
+    return _write_new(dir_fd, name, data, mode=mode, truncate=truncate, sync=True)
+
+
+def _write_new(
+    dir_fd: int, name: str, data: bytes, *, mode: int, truncate: bool, sync: bool
+) -> os.stat_result:
+    """:func:`write_synced`, the bytes flushed only with ``sync``."""
     exclusive = os.O_TRUNC if truncate else os.O_EXCL
     flags = os.O_WRONLY | os.O_CREAT | exclusive | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(name, flags, 0o600, dir_fd=dir_fd)
@@ -226,7 +233,8 @@ def write_synced(
         written = os.fstat(fd)
         write_all(fd, data)
         os.fchmod(fd, mode)
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
         return written
     except BaseException:
         with contextlib.suppress(OSError):
@@ -265,15 +273,7 @@ def atomic_write(dir_fd: int, name: str, data: bytes, *, mode: int = 0o600) -> N
     over ``name`` and fsyncs the folder. On any failure the temporary file is removed and the old
     file is untouched.
     """
-    tmp = temporary_name(name)
-    try:
-        write_synced(dir_fd, tmp, data, mode=mode)
-        os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=dir_fd)
-        raise
-    fsync_dir(dir_fd)
+    _replace(dir_fd, name, data, mode=mode, sync=True)
 
 
 def replace_unsynced(dir_fd: int, name: str, data: bytes, *, mode: int = 0o600) -> None:
@@ -284,17 +284,18 @@ def replace_unsynced(dir_fd: int, name: str, data: bytes, *, mode: int = 0o600) 
     old file is untouched. A crash may leave the old file, the new one, or one that is empty or
     short: the caller reads what it finds as a cache, checking it whole.
     """
+    _replace(dir_fd, name, data, mode=mode, sync=False)
+
+
+def _replace(dir_fd: int, name: str, data: bytes, *, mode: int, sync: bool) -> None:
+    """:func:`atomic_write`, or with ``sync`` false :func:`replace_unsynced`."""
     tmp = temporary_name(name)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(tmp, flags, 0o600, dir_fd=dir_fd)
     try:
-        try:
-            write_all(fd, data)
-            os.fchmod(fd, mode)
-        finally:
-            os.close(fd)
+        _write_new(dir_fd, tmp, data, mode=mode, truncate=False, sync=sync)
         os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp, dir_fd=dir_fd)
         raise
+    if sync:
+        fsync_dir(dir_fd)
