@@ -32,27 +32,29 @@ directory the read-back checked, and so parses neither it nor its ``backup.json`
 (:mod:`bundler.home.reuse`); every byte it copies is still checked as it passes. A base of
 another length or other directory bytes is read whole, as any other.
 
-The file is JSON of columns, one per field: the paths a list of strings, each column of
-numbers the base64 of 64-bit little-endian integers (signed; inode and device unsigned), each
-column of digests the base64 of their 16-byte values end to end. A column is so made, read and
-checked whole by C code (its length, its range), never a number at a time, and the rows are
-made only when a file is asked for.
+The file is one line of JSON, then the tables it announces, in bytes: per table (the files,
+then the pinned backup's entries) its paths in UTF-8 joined by NUL (which no path holds), each
+column of numbers as 64-bit little-endian integers (signed; inode and device unsigned), each
+column of digests as their 16-byte values, end to end. The line gives each table's count of
+rows, the length of its paths and the XXH3-128 of its bytes: a table cut short or changed is
+not read (the files' table gone, the index is empty; the pin's, the pin is dropped). A table is
+so read, checked and written whole by C code (its digest, its range, its paths' uniqueness),
+never a number or a path at a time.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import functools
 import json
 import os
 import sys
 from array import array
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import xxhash
 
@@ -60,12 +62,16 @@ from bundler.fs import durable
 from bundler.fs.privatedir import make_private, user_cache_folder
 from bundler.fs.smallfile import NotSmallFile, read_small_file
 
-_FORMAT = 3
+_FORMAT = 4
 _LIMIT = 1 << 30
+_HEAD_LIMIT = 1 << 16
+"""The first line, the JSON that announces the tables, is no longer (a home's path and a few
+numbers)."""
 _MAX_NUMBER = (1 << 63) - 1
 """No number the index holds is larger: a size or offset past it is no file's."""
 
 StatKey = tuple[int, int, int, int, int]
+_Row = TypeVar("_Row", bound=tuple[Any, ...])
 
 
 def stat_key(st: os.stat_result) -> StatKey:
@@ -134,9 +140,7 @@ class Records:
     @functools.cached_property
     def _rows(self) -> dict[str, Record]:
         # made once, all together: zip's C loop does the transposing
-        return dict(
-            zip(self.paths, map(Record._make, zip(*self.columns, strict=True)), strict=True)
-        )
+        return dict(zip(self.paths, _rows_of(Record, self.columns), strict=True))
 
     def get(self, relpath: str) -> Record | None:
         """The entry for ``relpath``, or None."""
@@ -177,39 +181,30 @@ _KNOWN_LOWEST = {"mtime_ns": -(1 << 63), "ctime_ns": -(1 << 63)}
 _DIGEST_BYTES = 16
 
 
-def _pack_numbers(name: str, column: Iterable[int]) -> str:
-    """``column`` as the base64 of 64-bit little-endian integers (OverflowError past them)."""
+def _rows_of(kind: type[_Row], columns: Iterable[Iterable[Any]]) -> Iterable[_Row]:
+    """The rows of ``columns`` as ``kind``, each made by the tuple constructor itself: the C
+    loops of ``map`` and ``zip`` do all of it, where ``kind._make`` is a Python call a row."""
+    return map(tuple.__new__, repeat(kind), zip(*columns, strict=True))
+
+
+def _pack_numbers(name: str, column: Iterable[int]) -> bytes:
+    """``column`` as 64-bit little-endian integers (OverflowError past them)."""
     packed = array("Q" if name in _UNSIGNED else "q", column)
     if sys.byteorder == "big":
         packed.byteswap()
-    return base64.b64encode(packed.tobytes()).decode("ascii")
+    return packed.tobytes()
 
 
-def _pack_digests(column: Iterable[str]) -> str:
-    """Hex digests of 16 bytes as the base64 of their bytes, end to end (ValueError for one
-    that is not)."""
+def _pack_digests(column: Iterable[str]) -> bytes:
+    """Hex digests of 16 bytes as their bytes, end to end (ValueError for one that is not)."""
     digests = list(column)
     if digests and set(map(len, digests)) != {2 * _DIGEST_BYTES}:  # it would shift the rest
         raise ValueError("a digest that is not of 16 bytes")
-    return base64.b64encode(bytes.fromhex("".join(digests))).decode("ascii")
+    return bytes.fromhex("".join(digests))
 
 
-def _decoded(text: Any, length: int) -> bytes | None:
-    if type(text) is not str:
-        return None
-    try:
-        raw = base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        return None
-    return raw if len(raw) == length else None
-
-
-def _numbers(name: str, text: Any, count: int, low: int) -> list[int] | None:
-    """The column ``name`` of ``count`` integers packed by :func:`_pack_numbers`, each at least
-    ``low``, or None."""
-    raw = _decoded(text, 8 * count)
-    if raw is None:
-        return None
+def _numbers(name: str, raw: memoryview, low: int) -> list[int] | None:
+    """A column packed by :func:`_pack_numbers`, each number at least ``low``, or None."""
     packed = array("Q" if name in _UNSIGNED else "q")
     packed.frombytes(raw)
     if sys.byteorder == "big":
@@ -218,54 +213,69 @@ def _numbers(name: str, text: Any, count: int, low: int) -> list[int] | None:
     return None if column and min(column) < low else column
 
 
-def _hexes(text: Any, count: int) -> list[str] | None:
-    """The column of ``count`` digests packed by :func:`_pack_digests`, in hex, or None."""
-    raw = _decoded(text, _DIGEST_BYTES * count)
-    if raw is None:
-        return None
+def _hexes(raw: memoryview) -> list[str]:
+    """A column packed by :func:`_pack_digests`, in hex."""
     hexed = raw.hex()
     width = 2 * _DIGEST_BYTES
     return [hexed[at : at + width] for at in range(0, len(hexed), width)]
 
 
-def _columns(
-    table: Any, ints: tuple[str, ...], hexes: tuple[str, ...], lowest: Mapping[str, int]
-) -> list[Any] | None:
-    """The path column, then the others in the order asked, each checked; None if any fails."""
-    if type(table) is not dict or set(table) != {"path", *ints, *hexes}:
+def _paths(raw: memoryview, count: int) -> list[str] | None:
+    """The ``count`` distinct paths of a table, or None."""
+    if count == 0:
+        return [] if not raw else None
+    try:
+        paths = str(raw, "utf-8").split("\0")
+    except UnicodeDecodeError:
         return None
-    paths = table["path"]
-    if type(paths) is not list or (paths and set(map(type, paths)) != {str}):
+    return paths if len(paths) == count and len(set(paths)) == count else None
+
+
+def _table(
+    shape: Any,
+    body: memoryview,
+    ints: Sequence[str],
+    hexes: Sequence[str],
+    lowest: Mapping[str, int],
+) -> tuple[list[Any], int] | None:
+    """A table of ``body`` as the header's ``shape`` announces it: its path column, then the
+    others in the order asked, each checked, and the bytes it took; None if any fails."""
+    if type(shape) is not dict or set(shape) != {"count", "names", "xxh3"}:
         return None
-    count = len(paths)
-    if len(set(paths)) != count:
+    count, names = shape["count"], shape["names"]
+    if not all(type(n) is int and 0 <= n <= _MAX_NUMBER for n in (count, names)):
+        return None
+    widths = [8] * len(ints) + [_DIGEST_BYTES] * len(hexes)
+    size = names + count * sum(widths)
+    # a table cut short, or with a byte changed, would shift or alter every number after it
+    if size > len(body) or xxhash.xxh3_128_hexdigest(body[:size]) != shape["xxh3"]:
+        return None
+    paths = _paths(body[:names], count)
+    if paths is None:
         return None
     columns: list[Any] = [paths]
+    at = names
     for name in ints:
-        numbers = _numbers(name, table[name], count, lowest.get(name, 0))
+        numbers = _numbers(name, body[at : at + 8 * count], lowest.get(name, 0))
         if numbers is None:
             return None
         columns.append(numbers)
-    for name in hexes:
-        digests = _hexes(table[name], count)
-        if digests is None:
-            return None
-        columns.append(digests)
-    return columns
+        at += 8 * count
+    for _name in hexes:
+        columns.append(_hexes(body[at : at + _DIGEST_BYTES * count]))
+        at += _DIGEST_BYTES * count
+    return columns, size
 
 
-def _known(table: Any) -> dict[str, Known] | None:
-    columns = _columns(table, _KNOWN_INTS, _KNOWN_HEXES, _KNOWN_LOWEST)
-    if columns is None:
-        return None
+def _known(columns: list[Any]) -> dict[str, Known]:
     paths, size, mtime, ctime, inode, device, crc, method, packed, digest, raw = columns
     stats = zip(size, mtime, ctime, inode, device, strict=True)
-    made = map(Known._make, zip(stats, digest, crc, method, packed, raw, strict=True))
-    return dict(zip(paths, made, strict=True))
+    return dict(zip(paths, _rows_of(Known, (stats, digest, crc, method, packed, raw)), strict=True))
 
 
-def _pin(document: Any) -> Pin | None:
-    if type(document) is not dict or set(document) != {
+def _pin(shape: Any, body: memoryview) -> Pin | None:
+    """The pin the header's ``shape`` announces, whose table is the whole of ``body``."""
+    if type(shape) is not dict or set(shape) != {
         "path",
         "size",
         "directory_at",
@@ -274,18 +284,20 @@ def _pin(document: Any) -> Pin | None:
     }:
         return None
     path, size, at, digest = (
-        document[key] for key in ("path", "size", "directory_at", "directory_xxh3")
+        shape[key] for key in ("path", "size", "directory_at", "directory_xxh3")
     )
     if (
         type(path) is not str
         or not all(type(n) is int and 0 <= n <= _MAX_NUMBER for n in (size, at))
         or type(digest) is not str
         or len(digest) != 2 * _DIGEST_BYTES
+        or at > size
     ):
         return None
-    columns = _columns(document["entries"], _RECORD_INTS, _RECORD_HEXES, {"mtime_ns": NO_MTIME})
-    if columns is None or at > size:
+    table = _table(shape["entries"], body, _RECORD_INTS, _RECORD_HEXES, {"mtime_ns": NO_MTIME})
+    if table is None or table[1] != len(body):
         return None
+    columns = table[0]
     return Pin(path, size, at, digest, Records(columns[0], tuple(columns[1:])))
 
 
@@ -302,28 +314,44 @@ def load_index(home: Path) -> Index:
     path = index_path(home)
     try:
         data = read_small_file(path, _LIMIT, follow=False)
-        document = json.loads(data)
-    except (OSError, NotSmallFile, ValueError, RecursionError):
+    except (OSError, NotSmallFile):
         return EMPTY
-    if not isinstance(document, dict) or document.get("format") != _FORMAT:
+    head_ends = data.find(b"\n", 0, _HEAD_LIMIT)
+    if head_ends < 0:
         return EMPTY
-    if document.get("home") != os.path.realpath(home):
+    try:
+        head = json.loads(data[:head_ends])
+    except (ValueError, RecursionError):
         return EMPTY
-    known = _known(document.get("files"))
-    if known is None:
+    if type(head) is not dict or set(head) != {"format", "home", "files", "backup"}:
         return EMPTY
-    return Index(known, _pin(document.get("backup")))
+    if head["format"] != _FORMAT or head["home"] != os.path.realpath(home):
+        return EMPTY
+    body = memoryview(data)[head_ends + 1 :]
+    files = _table(head["files"], body, _KNOWN_INTS, _KNOWN_HEXES, _KNOWN_LOWEST)
+    if files is None:
+        return EMPTY
+    columns, size = files
+    pin = None if head["backup"] is None else _pin(head["backup"], body[size:])
+    return Index(_known(columns), pin)
 
 
-def _as_columns(
-    paths: list[str], ints: tuple[str, ...], hexes: tuple[str, ...], columns: Iterable[Any]
-) -> dict[str, Any]:
-    """The columns ``path``, ``ints`` (:func:`_pack_numbers`) and ``hexes``
-    (:func:`_pack_digests`), in that order in ``columns``: what :func:`_columns` reads."""
-    table: dict[str, Any] = {"path": paths}
+def _pack_table(
+    paths: list[str], ints: Sequence[str], hexes: Sequence[str], columns: Iterable[Any]
+) -> tuple[dict[str, Any], list[bytes]]:
+    """A table's shape for the header, and its bytes: ``paths``, then ``columns``, the columns
+    ``ints`` (:func:`_pack_numbers`) and ``hexes`` (:func:`_pack_digests`) in that order (what
+    :func:`_table` reads). ValueError for a path that cannot be written so."""
+    names = "\0".join(paths).encode("utf-8")
+    if names.count(b"\0") != max(0, len(paths) - 1):  # a NUL in a path would split it
+        raise ValueError("a path with a NUL character")
+    parts = [names]
     for name, column in zip((*ints, *hexes), columns, strict=True):
-        table[name] = _pack_digests(column) if name in hexes else _pack_numbers(name, column)
-    return table
+        parts.append(_pack_digests(column) if name in hexes else _pack_numbers(name, column))
+    digest = xxhash.xxh3_128()
+    for part in parts:
+        digest.update(part)
+    return {"count": len(paths), "names": len(names), "xxh3": digest.hexdigest()}, parts
 
 
 def save_index(home: Path, known: dict[str, Known], pin: Pin | None = None) -> None:
@@ -331,30 +359,38 @@ def save_index(home: Path, known: dict[str, Known], pin: Pin | None = None) -> N
     leaves the old one or the new one; its folders made 0700, never below another user's).
     Quiet: without it the next backup reads every file, as before."""
     names = _KNOWN_INTS + _KNOWN_HEXES
-    rows = [
-        (*item.stat, item.crc, item.method, item.packed, item.digest, item.raw)
-        for item in known.values()
-    ]
-    columns = zip(*rows, strict=True) if rows else [[] for _name in names]
+    columns: list[Iterable[Any]] = [[] for _name in names]
+    if known:
+        stats, digest, crc, method, packed, raw = zip(*known.values(), strict=True)
+        columns = [*zip(*stats, strict=True), crc, method, packed, digest, raw]
     try:
-        document: dict[str, Any] = {
-            "format": _FORMAT,
-            "home": os.path.realpath(home),
-            "files": _as_columns(list(known), _KNOWN_INTS, _KNOWN_HEXES, columns),
-        }
+        files, parts = _pack_table(list(known), _KNOWN_INTS, _KNOWN_HEXES, columns)
+        backup: dict[str, Any] | None = None
         if pin is not None:
-            document["backup"] = {
+            records = pin.records
+            entries, pinned = _pack_table(
+                records.paths, _RECORD_INTS, _RECORD_HEXES, records.columns
+            )
+            parts += pinned
+            backup = {
                 "path": pin.path,
                 "size": pin.size,
                 "directory_at": pin.directory_at,
                 "directory_xxh3": pin.directory_xxh3,
-                "entries": _as_columns(
-                    pin.records.paths, _RECORD_INTS, _RECORD_HEXES, pin.records.columns
-                ),
+                "entries": entries,
             }
-    except (OverflowError, ValueError):  # a number past 64 bits: no file system's
+        head = {
+            "format": _FORMAT,
+            "home": os.path.realpath(home),
+            "files": files,
+            "backup": backup,
+        }
+        line = json.dumps(head, separators=(",", ":")).encode("utf-8") + b"\n"
+    except (OverflowError, ValueError):  # a number past 64 bits, a path no file system gives
         return
-    data = json.dumps(document, separators=(",", ":")).encode()
+    if len(line) > _HEAD_LIMIT:
+        return
+    data = b"".join([line, *parts])
     path = index_path(home)
     with contextlib.suppress(OSError):
         make_private(path.parent)

@@ -143,7 +143,9 @@ def test_a_damaged_index_is_ignored_and_every_file_is_read(tmp_path: Path) -> No
     out.mkdir()
     assert kit.run_cli(backup_cmd(project, out)[3:], env=env_for(tmp_path)).returncode == 0
     index = index_path(home)
-    index.write_bytes(index.read_bytes()[:-40])
+    data = index.read_bytes()
+    # cut within the files' table, as a crash may leave a file never flushed
+    index.write_bytes(data[: data.index(b"\n") + 100])
     log, second = traced_backup(tmp_path, project, out)
     reads = bytes_read_below(log, home / "files")
     files = [p for p in (home / "files").rglob("*") if p.is_file() and p.stat().st_size]

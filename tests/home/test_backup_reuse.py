@@ -6,7 +6,6 @@ either way."""
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import shutil
@@ -269,44 +268,83 @@ def test_a_base_replaced_under_its_name_is_read_whole(tmp_path: Path) -> None:
         assert archive.read("files/notes/b.md") == b"a second version of b\n" * 50
 
 
-def _numbers(text: str) -> list[int]:
-    """An index column of numbers: the base64 of signed 64-bit little-endian integers."""
-    raw = base64.b64decode(text)
-    return list(struct.unpack(f"<{len(raw) // 8}q", raw))
+_FILE_COLUMNS = 8 * 8 + 2 * 16
+"""Bytes a file's row takes in the index: eight numbers, two digests."""
+_ENTRY_COLUMNS = 8 * 8 + 16
+"""Bytes a pinned entry's row takes: eight numbers, a digest."""
 
 
-def _packed(numbers: list[int], code: str = "q") -> str:
-    return base64.b64encode(struct.pack(f"<{len(numbers)}{code}", *numbers)).decode()
+class IndexFile:
+    """An index's bytes, as the format lays them out: the header line, then the files' table
+    (paths, then its columns), then the pinned entries' table."""
+
+    def __init__(self, data: bytes) -> None:
+        line, _, _ = data.partition(b"\n")
+        self.head = json.loads(line)
+        self.body_at = len(line) + 1
+        self.data = data
+        files = self.head["files"]
+        self.files_at = self.body_at
+        self.pin_at = self.files_at + files["names"] + files["count"] * _FILE_COLUMNS
+
+    def files_column(self, number: int) -> int:
+        """Where the files' number column ``number`` (0: size) begins."""
+        files = self.head["files"]
+        return self.files_at + files["names"] + number * 8 * files["count"]
+
+    def pin_column(self, number: int) -> int:
+        """Where the pinned entries' number column ``number`` (0: offset) begins."""
+        entries = self.head["backup"]["entries"]
+        return self.pin_at + entries["names"] + number * 8 * entries["count"]
+
+    def rewritten(self, at: int, new: bytes, cut: int = 0, table: str | None = None) -> bytes:
+        """The index with ``new`` at ``at`` (``cut`` bytes taken out there first), and, when
+        ``table`` is named (``files`` or ``entries``), that table's digest made anew so that
+        only the number checks can refuse it."""
+        data = self.data[:at] + new + self.data[at + len(new) + cut :]
+        if table is None:
+            return data
+        head = json.loads(json.dumps(self.head))
+        if table == "files":
+            shape, begins, ends = head["files"], self.files_at, self.pin_at
+        else:
+            shape, begins, ends = head["backup"]["entries"], self.pin_at, len(self.data)
+        shape["xxh3"] = xxhash.xxh3_128_hexdigest(data[begins : ends - cut])
+        line = json.dumps(head).encode() + b"\n"
+        return line + data[self.body_at :]
 
 
 def test_a_pin_that_is_not_whole_is_dropped_and_the_files_stay_known(tmp_path: Path) -> None:
     project, home = make_project(tmp_path)
     backup(tmp_path, project)
     path = index_path(home)
-    document = json.loads(path.read_bytes())
+    layout = IndexFile(path.read_bytes())
     known = load_index(home).known
-    entries = document["backup"]["entries"]
-    offsets = _numbers(entries["offset"])
-    for damaged_offsets in (
-        _packed(offsets[:-1]),  # a number short
-        _packed([-1, *offsets[1:]]),  # an offset before the zip
-        _packed([1 << 63, *offsets[1:]], "Q"),  # one past what a file can be
-        entries["offset"][:-4] + "!!!!",  # not base64
-        offsets,  # a list: not this version's
+    offsets = layout.pin_column(0)
+    for damaged in (
+        layout.rewritten(offsets, b"", cut=8),  # a number short
+        layout.rewritten(len(layout.data) - 1, b"\x00", cut=1),  # a digest byte changed
+        layout.rewritten(offsets, struct.pack("<q", -1), cut=8, table="entries"),  # before it
+        layout.rewritten(offsets, struct.pack("<Q", 1 << 63), cut=8, table="entries"),  # past it
+        layout.rewritten(layout.pin_at, b"\xff", cut=1, table="entries"),  # a path not UTF-8
+        layout.rewritten(layout.pin_at, b"\x00", cut=1, table="entries"),  # a path split
+        layout.data + b"\x00",  # a byte past the end
     ):
-        pin = {**document["backup"], "entries": {**entries, "offset": damaged_offsets}}
-        path.write_text(json.dumps({**document, "backup": pin}))
-        damaged = load_index(home)
-        assert damaged.pin is None
-        assert damaged.known == known
-    files = document["files"]
-    for damaged_sizes in (_packed(_numbers(files["size"])[:-1]), _packed([-1] * len(known))):
-        path.write_text(json.dumps({**document, "files": {**files, "size": damaged_sizes}}))
-        assert load_index(home).known == {}  # a damaged column of files: all of it goes
-    digests = base64.b64decode(files["digest"])
-    short = base64.b64encode(digests[:-1]).decode()
-    path.write_text(json.dumps({**document, "files": {**files, "digest": short}}))
-    assert load_index(home).known == {}
+        path.write_bytes(damaged)
+        index = load_index(home)
+        assert index.pin is None
+        assert index.known == known
+    sizes = layout.files_column(0)
+    for damaged in (
+        layout.rewritten(sizes, b"", cut=8),  # a number short: every later one shifts
+        layout.rewritten(sizes, b"\x01"),  # a byte changed
+        layout.rewritten(sizes, struct.pack("<q", -1), cut=8, table="files"),  # a size below 0
+        layout.data[: layout.body_at - 1],  # the header alone, without its line's end
+        b"\x88" + layout.data[1:],  # a header that is not UTF-8
+        json.dumps({**layout.head, "format": 3}).encode() + layout.data[layout.body_at - 1 :],
+    ):
+        path.write_bytes(damaged)
+        assert load_index(home) == load_index(tmp_path / "no home")  # empty: all of it goes
 
 
 def test_the_index_holds_every_number_a_file_system_gives(tmp_path: Path) -> None:
