@@ -50,6 +50,7 @@ from bundler.home.reuse import (
     Base,
     Candidate,
     CopyJob,
+    close_zip,
     copy_raw,
     copy_run,
     end_entry,
@@ -506,6 +507,9 @@ def _open_tree(home_fd: int, name: str, home: Path) -> int | None:
 
 
 def write_zip(archive: zipfile.ZipFile, plan: Plan, skipped: SkipCounts) -> tuple[int, int]:
+    """Write every entry of ``plan`` into ``archive``, ``backup.json`` last, and close it (its
+    directory written, :func:`~bundler.home.reuse.close_zip`): the count of file entries and
+    their bytes. ``skipped`` counts what the walk did not carry."""
     # the deflate engine is loaded here, before any worker needs it: an import that runs out of
     # memory in a worker thread fails as CPython's SystemError, not as a MemoryError
     deflate_engine()
@@ -601,6 +605,7 @@ def _write_entries(
     sink = start_entry(archive, manifest, packed.method, packed.crc, len(data), len(packed.payload))
     sink.write(packed.payload)
     end_entry(archive, manifest)
+    close_zip(archive)
     return len(entries), sum(int(item["size"]) for item in entries)
 
 
