@@ -381,27 +381,56 @@ def copy_run(archive: zipfile.ZipFile, base: Base, jobs: Sequence[CopyJob]) -> N
             continue
         base.reached(start)
         view = memoryview(os.pread(fd, span, start))
-        sink = _at_end(archive)  # then each entry ends where the next begins: no tell each
+        # then each entry ends where the next begins: no tell each
+        pending = _Pending(_at_end(archive), view)
         for old, new, expect in jobs[at:end]:
-            _copy_from(archive, sink, base, view[old.record.offset - start :], old, new, expect)
+            _copy_from(archive, pending, base, old.record.offset - start, old, new, expect)
+        pending.flush()
         at = end
+
+
+class _Pending:
+    """The bytes of one read of the base that the zip takes as they are, not yet written:
+    entries lying end to end in the base, each with its header unchanged, reach the zip's
+    file as one slice of the read, not one write (and one copy into the file's buffer) each."""
+
+    def __init__(self, sink: IO[bytes], view: memoryview) -> None:
+        self.sink = sink
+        self.view = view
+        self.begin = 0
+        self.end = 0
+
+    def add(self, begin: int, end: int) -> None:
+        """The zip's next bytes are ``view[begin:end]``."""
+        if begin != self.end:
+            self.flush()
+            self.begin = begin
+        self.end = end
+
+    def flush(self) -> None:
+        """Write what is pending: the zip's file then ends where its directory will begin."""
+        if self.end > self.begin:
+            self.sink.write(self.view[self.begin : self.end])
+        self.begin = self.end
 
 
 def _copy_from(
     archive: zipfile.ZipFile,
-    sink: IO[bytes],
+    pending: _Pending,
     base: Base,
-    raw: memoryview,
+    at: int,
     old: Candidate,
     new: zipfile.ZipInfo,
     expect: str,
 ) -> None:
-    """:func:`copy_raw` of one entry from ``raw``, the base's bytes from its local header on.
+    """:func:`copy_raw` of one entry whose local header begins at ``at`` in ``pending``'s read
+    of the base.
 
     A file's new local header is most often the base's, byte for byte (the same name, time,
-    method, CRC and sizes): then the base's header and data are written as they are, in one
+    method, CRC and sizes): then the base's header and data are taken as they are, in one
     piece. Otherwise the base's header is checked against its directory record first."""
     record = old.record
+    raw = pending.view[at:]
     header = _local_header(
         archive, new, record.method, record.crc, record.size, record.packed, None
     )
@@ -409,6 +438,7 @@ def _copy_from(
     data_at = len(header) if verbatim else local_header_length(raw)
     if data_at is None or data_at + record.packed > len(raw):
         # read, checked and named alone; it leaves the zip's file where the next entry goes
+        pending.flush()
         copy_raw(archive, base, old, new, expect)
         return
     if not verbatim:
@@ -420,10 +450,11 @@ def _copy_from(
     if xxhash.xxh3_128_hexdigest(data) != expect:
         raise _other_bytes(old)
     if verbatim:
-        sink.write(raw[: data_at + record.packed])
+        pending.add(at, at + data_at + record.packed)
     else:
-        sink.write(header)
-        sink.write(data)
+        pending.flush()
+        pending.sink.write(header)
+        pending.sink.write(data)
     _record(archive, new, archive.start_dir + len(header) + record.packed)
     base.reused += 1
 
