@@ -295,9 +295,9 @@ class _InOrder:
         """Queue the base's entry for a file the index says is unchanged, copied without
         reading the file; its bytes must hash to those the index recorded."""
         plan = self.plan
-        of_store = relpath == DATABASE  # the store's snapshot, whose size was checked when made
-        if not of_store:
-            _check_entry(relpath, st)
+        # not _check_entry: its name and size are those of an entry of the base, which passed
+        # the directory's checks restore makes (zipcheck.check_infos) when it was read back
+        of_store = relpath == DATABASE
         asked, plan.asked = plan.asked, None
         # what the walk asked of this file (the stat it was given), answered once
         found = asked[1] if asked is not None and asked[0] == relpath else None
