@@ -12,10 +12,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support.faultinject import ptrace_unavailable, trace_log
 
 from bundler.errors import InvalidInput
-from bundler.home.zipcheck import check_local_header, check_local_headers
+from bundler.home.zipcheck import (
+    _LOCAL_HEADER,
+    _local_problem,
+    _plainly_agrees,
+    check_local_header,
+    check_local_header_in,
+    check_local_headers,
+)
 
 _CRC_AT = 14
 _NAME_AT = 30
@@ -118,3 +127,36 @@ def test_headers_lying_close_together_take_one_read(tmp_path: Path) -> None:
     after = log[log.index("checking") :]
     reads = [line for line in after.splitlines() if "pread64(" in line and "many.zip" in line]
     assert len(reads) == 1, reads
+
+
+_SOUND = zipfile.ZipInfo("files/notes/é.md", (2026, 12, 7, 6, 0, 0))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    flips=st.lists(st.tuples(st.integers(0, 29 + 12), st.integers(1, 255)), max_size=3),
+    utf8=st.booleans(),
+    method=st.sampled_from([zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED]),
+)
+def test_the_fast_header_check_accepts_only_what_the_full_check_accepts(
+    flips: list[tuple[int, int]], utf8: bool, method: int
+) -> None:
+    """A header whose bytes were changed here and there is accepted by the one-comparison check
+    only when the field-by-field check finds nothing wrong with it either."""
+    info = zipfile.ZipInfo("files/notes/e.md" if not utf8 else _SOUND.filename, _SOUND.date_time)
+    info.compress_type = method
+    info.CRC, info.compress_size, info.file_size = 0x1234ABCD, 100, 300 if method else 100
+    info.flag_bits = 0x800 if utf8 else 0
+    header = bytearray(info.FileHeader(False))
+    for at, mask in flips:
+        header[at % len(header)] ^= mask
+    raw = bytes(header)
+    # the signature is the caller's to check, before either
+    if raw[:4] == b"PK\x03\x04" and _plainly_agrees(raw, _LOCAL_HEADER.unpack_from(raw), info):
+        name_len = int.from_bytes(raw[26:28], "little")
+        extra_len = int.from_bytes(raw[28:30], "little")
+        assert check_local_header_in(raw, info) == 30 + name_len + extra_len
+        assert _local_problem(raw[:30], raw[30:], info) is None
+        assert raw[30 : 30 + name_len] == info.filename.encode()
+    if not flips:
+        assert _plainly_agrees(raw, _LOCAL_HEADER.unpack_from(raw), info)
