@@ -278,9 +278,10 @@ def _start_up_done(collecting: bool, *, own_process: bool) -> None:
     hundred thousand objects at 20,000 files) and rarely a cycle. At CPython's default of a pass
     every 700 allocations, and a full one every hundred passes, the collector took 0.14 s of a
     2.4 s backup; a pass every :data:`_YOUNG_OBJECTS` takes a third of that, and a cycle still
-    waits for at most that many allocations. The threshold is the process's, so it too is set
-    only in the process's own run, as is the hook that leaves a thread that died before its
-    first step for the command to report on one line.
+    waits for at most that many allocations (a backup goes further: it pauses the collector
+    while it writes and checks its zip, :mod:`bundler.fs.collector`). The threshold is the
+    process's, so it too is set only in the process's own run, as is the hook that leaves a
+    thread that died before its first step for the command to report on one line.
     """
     if own_process:
         interrupts.quiet_failed_thread_starts()

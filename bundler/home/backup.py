@@ -41,6 +41,7 @@ from bundler.errors import (
 )
 from bundler.fs import durable
 from bundler.fs.age import AskPassphrase, Recipient, parse_recipients
+from bundler.fs.collector import collector_paused
 from bundler.fs.interrupts import settled, wait_for
 from bundler.fs.prefetch import read_metadata_ahead
 from bundler.fs.safefs import MAX_DEPTH, SkipCounts
@@ -250,28 +251,29 @@ def backup_home(
         target_fd = _open_target(folder, create=requested is None)
         try:
             base_path = _base_path(folder, requested, base, full)
-            if recipients:
-                report = _backup_encrypted(
-                    resolution,
-                    home_fd,
-                    _Destination(folder, target_fd, requested),
-                    progress,
-                    base_path,
-                    LEVELS[compression],
-                    recipients,
-                    identities,
-                )
-            else:
-                report = _backup_into(
-                    resolution,
-                    home_fd,
-                    folder,
-                    target_fd,
-                    requested,
-                    progress,
-                    base_path,
-                    LEVELS[compression],
-                )
+            with collector_paused():  # its tables live until it ends (fs.collector)
+                if recipients:
+                    report = _backup_encrypted(
+                        resolution,
+                        home_fd,
+                        _Destination(folder, target_fd, requested),
+                        progress,
+                        base_path,
+                        LEVELS[compression],
+                        recipients,
+                        identities,
+                    )
+                else:
+                    report = _backup_into(
+                        resolution,
+                        home_fd,
+                        folder,
+                        target_fd,
+                        requested,
+                        progress,
+                        base_path,
+                        LEVELS[compression],
+                    )
             # a backup cannot tell a dead run's temporaries from a live one's: it names them
             shown = escape_display(str(home))
             report.warnings.extend(
