@@ -71,6 +71,7 @@ read (patched data, strong encryption, masked headers...) and is refused."""
 _UNIX = 3
 _MAX_EXTRACT_VERSION = 63
 _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
+_LOCAL_SIGNATURE = b"PK\x03\x04"
 _ZIP64_SIZE = 0xFFFFFFFF
 _CENTRAL_RECORD_MIN = 46
 _EOCD = b"PK\x05\x06"
@@ -653,11 +654,12 @@ def local_header_length(raw: bytes | memoryview) -> int | None:
 
 
 def _plainly_agrees(
-    raw: bytes | memoryview, fields: tuple[int, ...], info: zipfile.ZipInfo
+    raw: bytes | memoryview, fields: tuple[int, ...], info: zipfile.ZipInfo, offset: int = 0
 ) -> bool:
-    """The common case of :func:`_local_problem` and the name's check, decided at once: a
-    header without a data descriptor or ZIP64 sizes, with a UTF-8 (or ASCII) name, whose every
-    field equals the directory's. False when in doubt (the full check then decides)."""
+    """The common case of :func:`_local_problem` and the name's check, decided at once, of the
+    header at ``offset`` in ``raw`` (its ``fields`` unpacked): a header without a data
+    descriptor or ZIP64 sizes, with a UTF-8 (or ASCII) name, whose every field equals the
+    directory's. False when in doubt (the full check then decides)."""
     _sig, version, flags, method, time_word, date_word, crc, packed, size, name_len, _x = fields
     if (
         version > _MAX_EXTRACT_VERSION
@@ -673,7 +675,7 @@ def _plainly_agrees(
         name = info.orig_filename.encode("utf-8" if flags & _UTF8_FLAG else "ascii")
     except UnicodeEncodeError:
         return False
-    at = _LOCAL_HEADER.size
+    at = offset + _LOCAL_HEADER.size
     return len(name) == name_len and raw[at : at + name_len] == name
 
 
@@ -725,6 +727,7 @@ def check_local_headers(archive: zipfile.ZipFile | int, infos: Iterable[zipfile.
     for many small entries, where a read each cost more than the check."""
     fd = archive if isinstance(archive, int) else _descriptor(archive)
     ordered = sorted(infos, key=operator.attrgetter("header_offset"))
+    unpack = _LOCAL_HEADER.unpack_from
     at = 0
     while at < len(ordered):
         start = ordered[at].header_offset
@@ -735,11 +738,19 @@ def check_local_headers(archive: zipfile.ZipFile | int, infos: Iterable[zipfile.
             and ordered[end].header_offset + LOCAL_HEADER_ROOM - start <= _HEADERS_SPAN
         ):
             end += 1
-        span = memoryview(
-            os.pread(fd, ordered[end - 1].header_offset + LOCAL_HEADER_ROOM - start, start)
-        )
+        data = os.pread(fd, ordered[end - 1].header_offset + LOCAL_HEADER_ROOM - start, start)
         for info in ordered[at:end]:
-            raw = span[info.header_offset - start :]
+            offset = info.header_offset - start
+            # the common case first, on the bytes read, without a view or a call per step
+            if offset + _LOCAL_HEADER.size <= len(data):
+                fields = unpack(data, offset)
+                if (
+                    fields[0] == _LOCAL_SIGNATURE
+                    and offset + _LOCAL_HEADER.size + fields[9] + fields[10] <= len(data)
+                    and _plainly_agrees(data, fields, info, offset)
+                ):
+                    continue
+            raw = memoryview(data)[offset:]
             length = local_header_length(raw)
             if length is not None and length > len(raw):
                 check_local_header(fd, info)  # a long name or extra field: read alone

@@ -160,3 +160,6 @@ def test_the_fast_header_check_accepts_only_what_the_full_check_accepts(
         assert raw[30 : 30 + name_len] == info.filename.encode()
     if not flips:
         assert _plainly_agrees(raw, _LOCAL_HEADER.unpack_from(raw), info)
+    # the same header further into a read of many: the same answer
+    fields = _LOCAL_HEADER.unpack_from(raw)
+    assert _plainly_agrees(b"PK" * 20 + raw, fields, info, 40) == _plainly_agrees(raw, fields, info)
