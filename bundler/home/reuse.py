@@ -25,6 +25,7 @@ import io
 import os
 import re
 import stat
+import struct
 import zipfile
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
@@ -57,6 +58,10 @@ _NAME = re.compile(r"backup-(\d{8})-(\d{6})(?:-(\d{1,3}))?\.zip(?:\.age)?")
 _CHUNK = 1 << 20
 ZIP64_FROM = 1 << 30
 """Entries from this size on are written with ZIP64 headers (backup-format.md)."""
+_FILE_HEADER = struct.Struct("<4s2B4HL2L2H")
+"""A local header as zipfile packs one (its ``structFileHeader``)."""
+_LOCAL_SIGNATURE = b"PK\x03\x04"
+_UTF8_NAME = 0x800
 
 
 class BaseUnusable(Exception):
@@ -516,7 +521,19 @@ def _local_header(
     if zip64 is None:
         zip64 = size >= ZIP64_FROM or size * 1.05 > zipfile.ZIP64_LIMIT
     info.header_offset = archive.start_dir
-    return info.FileHeader(zip64)
+    if zip64 or info.extra or method not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        return info.FileHeader(zip64)
+    # FileHeader's bytes in one pack, by zipfile's layout (a test holds them equal): without
+    # a ZIP64 field or a method of a later version it leaves the versions as they are, and it
+    # marks a name UTF-8 exactly when it is not ASCII
+    name = info.filename
+    encoded = name.encode("ascii" if name.isascii() else "utf-8")
+    flags = 0 if len(encoded) == len(name) else _UTF8_NAME
+    time_word, date_word = dos_stamp(info.date_time)
+    fields = (info.extract_version, info.reserved, flags, method, time_word, date_word)
+    return _FILE_HEADER.pack(_LOCAL_SIGNATURE, *fields, crc, packed, size, len(encoded), 0) + (
+        encoded
+    )
 
 
 def end_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> None:

@@ -1,5 +1,6 @@
 """A backup's zip is closed by ``reuse.close_zip``: zipfile's own directory and end records,
-gathered in memory and written once, so the zip is byte for byte what zipfile's close makes."""
+gathered in memory and written once, so the zip is byte for byte what zipfile's close makes; and
+the local header of an entry copied from the base, packed at once, is zipfile's too."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bundler.home.reuse import close_zip
+from bundler.home.reuse import _local_header, close_zip
 
 names = st.text(
     st.characters(min_codepoint=1, max_codepoint=0xD7FF),  # no NUL, no surrogate
@@ -97,3 +98,47 @@ def test_a_zip_whose_close_fails_keeps_its_file_as_it_was() -> None:
     with pytest.raises(zipfile.LargeZipFile):
         close_zip(archive)
     assert sink.getvalue() == before
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    name=names,
+    when=st.tuples(
+        st.integers(1980, 2107),
+        st.integers(1, 12),
+        st.integers(1, 28),
+        st.integers(0, 23),
+        st.integers(0, 59),
+        st.integers(0, 59),
+    ),
+    method=st.sampled_from([zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED]),
+    crc=st.integers(0, 0xFFFFFFFF),
+    sizes=st.tuples(st.integers(0, 0xFFFFFFFF // 2), st.integers(0, 0xFFFFFFFF // 2)),
+)
+def test_a_copied_entrys_local_header_is_zipfiles_byte_for_byte(
+    name: str,
+    when: tuple[int, int, int, int, int, int],
+    method: int,
+    crc: int,
+    sizes: tuple[int, int],
+) -> None:
+    """The local header written for an entry copied from the base, packed at once, is the one
+    zipfile's FileHeader makes for it, and leaves the entry's versions as FileHeader does."""
+    size, packed = sizes
+    archive = zipfile.ZipFile(io.BytesIO(), "w")
+    ours = zipfile.ZipInfo(name, when)
+    ours.flag_bits |= 0x800  # as a backup's entries are made
+    header = _local_header(archive, ours, method, crc, size, packed, False)
+    theirs = zipfile.ZipInfo(name, when)
+    theirs.compress_type, theirs.CRC, theirs.file_size, theirs.compress_size = (
+        method,
+        crc,
+        size,
+        packed,
+    )
+    assert header == theirs.FileHeader(False)
+    assert (ours.extract_version, ours.create_version, ours.flag_bits) == (
+        theirs.extract_version,
+        theirs.create_version,
+        0,
+    )
