@@ -231,7 +231,7 @@ def _paths(raw: memoryview, count: int) -> list[str] | None:
     return paths if len(paths) == count and len(set(paths)) == count else None
 
 
-def _table(
+def _columns_of_table(
     shape: Any,
     body: memoryview,
     ints: Sequence[str],
@@ -294,7 +294,9 @@ def _pin(shape: Any, body: memoryview) -> Pin | None:
         or at > size
     ):
         return None
-    table = _table(shape["entries"], body, _RECORD_INTS, _RECORD_HEXES, {"mtime_ns": NO_MTIME})
+    table = _columns_of_table(
+        shape["entries"], body, _RECORD_INTS, _RECORD_HEXES, {"mtime_ns": NO_MTIME}
+    )
     if table is None or table[1] != len(body):
         return None
     columns = table[0]
@@ -328,7 +330,7 @@ def load_index(home: Path) -> Index:
     if head["format"] != _FORMAT or head["home"] != os.path.realpath(home):
         return EMPTY
     body = memoryview(data)[head_ends + 1 :]
-    files = _table(head["files"], body, _KNOWN_INTS, _KNOWN_HEXES, _KNOWN_LOWEST)
+    files = _columns_of_table(head["files"], body, _KNOWN_INTS, _KNOWN_HEXES, _KNOWN_LOWEST)
     if files is None:
         return EMPTY
     columns, size = files
@@ -341,7 +343,7 @@ def _pack_table(
 ) -> tuple[dict[str, Any], list[bytes]]:
     """A table's shape for the header, and its bytes: ``paths``, then ``columns``, the columns
     ``ints`` (:func:`_pack_numbers`) and ``hexes`` (:func:`_pack_digests`) in that order (what
-    :func:`_table` reads). ValueError for a path that cannot be written so."""
+    :func:`_columns_of_table` reads). ValueError for a path that cannot be written so."""
     names = "\0".join(paths).encode("utf-8")
     if names.count(b"\0") != max(0, len(paths) - 1):  # a NUL in a path would split it
         raise ValueError("a path with a NUL character")
