@@ -25,7 +25,6 @@ import io
 import os
 import re
 import stat
-import struct
 import zipfile
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
@@ -41,8 +40,11 @@ from bundler.home.backup_age import is_encrypted
 from bundler.home.reuse_index import EMPTY, NO_MTIME, Index, Pin, Record, Records
 from bundler.home.zipcheck import (
     DATABASE,
+    LOCAL_HEADER,
     LOCAL_HEADER_ROOM,
+    LOCAL_SIGNATURE,
     STORE_ABOVE_RATIO,
+    UTF8_FLAG,
     check_local_header,
     check_local_header_in,
     dos_date_time,
@@ -58,10 +60,6 @@ _NAME = re.compile(r"backup-(\d{8})-(\d{6})(?:-(\d{1,3}))?\.zip(?:\.age)?")
 _CHUNK = 1 << 20
 ZIP64_FROM = 1 << 30
 """Entries from this size on are written with ZIP64 headers (backup-format.md)."""
-_FILE_HEADER = struct.Struct("<4s2B4HL2L2H")
-"""A local header as zipfile packs one (its ``structFileHeader``)."""
-_LOCAL_SIGNATURE = b"PK\x03\x04"
-_UTF8_NAME = 0x800
 
 
 class BaseUnusable(Exception):
@@ -523,17 +521,17 @@ def _local_header(
     info.header_offset = archive.start_dir
     if zip64 or info.extra or method not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
         return info.FileHeader(zip64)
-    # FileHeader's bytes in one pack, by zipfile's layout (a test holds them equal): without
-    # a ZIP64 field or a method of a later version it leaves the versions as they are, and it
-    # marks a name UTF-8 exactly when it is not ASCII
+    # FileHeader's bytes in one pack, in the layout zipcheck reads (a test holds them equal):
+    # without a ZIP64 field or a method of a later version it leaves the versions as they are,
+    # and it marks a name UTF-8 exactly when it is not ASCII
     name = info.filename
-    encoded = name.encode("ascii" if name.isascii() else "utf-8")
-    flags = 0 if len(encoded) == len(name) else _UTF8_NAME
+    plain = name.isascii()
+    encoded = name.encode("ascii" if plain else "utf-8")
+    flags = 0 if plain else UTF8_FLAG
     time_word, date_word = dos_stamp(info.date_time)
-    fields = (info.extract_version, info.reserved, flags, method, time_word, date_word)
-    return _FILE_HEADER.pack(_LOCAL_SIGNATURE, *fields, crc, packed, size, len(encoded), 0) + (
-        encoded
-    )
+    version = info.extract_version | info.reserved << 8
+    fields = (version, flags, method, time_word, date_word, crc, packed, size, len(encoded), 0)
+    return LOCAL_HEADER.pack(LOCAL_SIGNATURE, *fields) + encoded
 
 
 def end_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> None:

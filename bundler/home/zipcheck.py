@@ -61,17 +61,21 @@ MAX_MTIME_NS = (1 << 63) - 1
 MAX_COMPONENT_BYTES = 255
 MAX_DEPTH = 256
 
-_UTF8_FLAG = 0x800
+UTF8_FLAG = 0x800
+"""The general-purpose flag that marks an entry's name as UTF-8."""
 _ENCRYPTED_FLAG = 0x1
 _DESCRIPTOR_FLAG = 0x8
-_KNOWN_FLAGS = _UTF8_FLAG | _DESCRIPTOR_FLAG | 0x6 | _ENCRYPTED_FLAG
+_KNOWN_FLAGS = UTF8_FLAG | _DESCRIPTOR_FLAG | 0x6 | _ENCRYPTED_FLAG
 """Flags a backup entry may carry: UTF-8 name, data descriptor, deflate level (bits 1-2); the
 encrypted bit is known so that it is refused by name. Any other bit changes how the entry is
 read (patched data, strong encryption, masked headers...) and is refused."""
 _UNIX = 3
 _MAX_EXTRACT_VERSION = 63
-_LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
-_LOCAL_SIGNATURE = b"PK\x03\x04"
+LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
+"""A local header's fixed part: signature, version needed (zipfile's version byte with its
+reserved byte above it), flags, method, time, date, CRC-32, compressed and uncompressed sizes,
+name and extra lengths."""
+LOCAL_SIGNATURE = b"PK\x03\x04"
 _ZIP64_SIZE = 0xFFFFFFFF
 _CENTRAL_RECORD_MIN = 46
 _EOCD = b"PK\x05\x06"
@@ -203,7 +207,7 @@ def check_infos(infos: Sequence[zipfile.ZipInfo]) -> None:
         name = info.orig_filename
         if "\x00" in name or info.filename != name:
             raise invalid_entry(name, "has a NUL character in its name", Hostile)
-        if not info.flag_bits & _UTF8_FLAG and not name.isascii():
+        if not info.flag_bits & UTF8_FLAG and not name.isascii():
             raise invalid_entry(name, "has a name that is not marked as UTF-8", Malformed)
         if info.flag_bits & _ENCRYPTED_FLAG:
             raise invalid_entry(name, "is encrypted", Unsupported)
@@ -347,7 +351,7 @@ def _check_directory_ends(fp: BinaryIO, infos: Sequence[zipfile.ZipInfo], end: E
         name_bytes = sum(map(len, names))
     else:
         name_bytes = sum(
-            len(info.orig_filename.encode("utf-8" if info.flag_bits & _UTF8_FLAG else "cp437"))
+            len(info.orig_filename.encode("utf-8" if info.flag_bits & UTF8_FLAG else "cp437"))
             for info in earlier
         )
     at = end.directory_offset + _CENTRAL_RECORD_MIN * len(earlier) + name_bytes
@@ -613,7 +617,7 @@ def _zip64_sizes(extra: bytes) -> tuple[int, int] | None:
 
 def _local_problem(raw: bytes, tail: bytes, info: zipfile.ZipInfo) -> str | None:
     _sig, version, flags, method, time_word, date_word, crc, packed, size, name_len, _x = (
-        _LOCAL_HEADER.unpack_from(raw)
+        LOCAL_HEADER.unpack_from(raw)
     )
     if version > _MAX_EXTRACT_VERSION:
         return f"needs zip version {version / 10:.1f} to extract (local header)"
@@ -639,7 +643,7 @@ def _local_problem(raw: bytes, tail: bytes, info: zipfile.ZipInfo) -> str | None
     return None
 
 
-LOCAL_HEADER_ROOM = _LOCAL_HEADER.size + 512
+LOCAL_HEADER_ROOM = LOCAL_HEADER.size + 512
 """Bytes read at a local header: the header with the name and extra of nearly every entry, in
 one read."""
 
@@ -647,10 +651,10 @@ one read."""
 def local_header_length(raw: bytes | memoryview) -> int | None:
     """The length of the local header (name and extra included) that ``raw`` begins with, or
     None when it does not begin with one (:func:`check_local_header_in` then says so)."""
-    if len(raw) < _LOCAL_HEADER.size or raw[:4] != b"PK\x03\x04":
+    if len(raw) < LOCAL_HEADER.size or raw[:4] != LOCAL_SIGNATURE:
         return None
     name_len, extra_len = struct.unpack_from("<HH", raw, 26)
-    return int(_LOCAL_HEADER.size + name_len + extra_len)
+    return int(LOCAL_HEADER.size + name_len + extra_len)
 
 
 def _plainly_agrees(
@@ -672,28 +676,28 @@ def _plainly_agrees(
         return False
     try:
         # unmarked: ASCII, which cp437 (the name's encoding then) spells alike
-        name = info.orig_filename.encode("utf-8" if flags & _UTF8_FLAG else "ascii")
+        name = info.orig_filename.encode("utf-8" if flags & UTF8_FLAG else "ascii")
     except UnicodeEncodeError:
         return False
-    at = offset + _LOCAL_HEADER.size
+    at = offset + LOCAL_HEADER.size
     return len(name) == name_len and raw[at : at + name_len] == name
 
 
 def check_local_header_in(raw: bytes | memoryview, info: zipfile.ZipInfo) -> int:
     """:func:`check_local_header` of the zip's bytes from ``info``'s header offset on, already
     read (``raw``, at least the whole header, or all there is of it); the header's length."""
-    if len(raw) < _LOCAL_HEADER.size or raw[:4] != b"PK\x03\x04":
+    if len(raw) < LOCAL_HEADER.size or raw[:4] != LOCAL_SIGNATURE:
         raise invalid_entry(
             info.filename, "has no local header where the directory says", Malformed
         )
-    fields = _LOCAL_HEADER.unpack_from(raw)
+    fields = LOCAL_HEADER.unpack_from(raw)
     name_len, extra_len = fields[9], fields[10]
-    length = _LOCAL_HEADER.size + name_len + extra_len
+    length = LOCAL_HEADER.size + name_len + extra_len
     if _plainly_agrees(raw, fields, info):
         return int(length)
-    tail = bytes(raw[_LOCAL_HEADER.size : length])
-    problem = _local_problem(bytes(raw[: _LOCAL_HEADER.size]), tail, info)
-    encoding = "utf-8" if info.flag_bits & _UTF8_FLAG else "cp437"
+    tail = bytes(raw[LOCAL_HEADER.size : length])
+    problem = _local_problem(bytes(raw[: LOCAL_HEADER.size]), tail, info)
+    encoding = "utf-8" if info.flag_bits & UTF8_FLAG else "cp437"
     if not problem and tail[:name_len].decode(encoding, "replace") != info.orig_filename:
         problem = "has a local header name different from its directory record"
     if problem:
@@ -727,7 +731,7 @@ def check_local_headers(archive: zipfile.ZipFile | int, infos: Iterable[zipfile.
     for many small entries, where a read each cost more than the check."""
     fd = archive if isinstance(archive, int) else _descriptor(archive)
     ordered = sorted(infos, key=operator.attrgetter("header_offset"))
-    unpack = _LOCAL_HEADER.unpack_from
+    unpack = LOCAL_HEADER.unpack_from
     at = 0
     while at < len(ordered):
         start = ordered[at].header_offset
@@ -742,11 +746,11 @@ def check_local_headers(archive: zipfile.ZipFile | int, infos: Iterable[zipfile.
         for info in ordered[at:end]:
             offset = info.header_offset - start
             # the common case first, on the bytes read, without a view or a call per step
-            if offset + _LOCAL_HEADER.size <= len(data):
+            if offset + LOCAL_HEADER.size <= len(data):
                 fields = unpack(data, offset)
                 if (
-                    fields[0] == _LOCAL_SIGNATURE
-                    and offset + _LOCAL_HEADER.size + fields[9] + fields[10] <= len(data)
+                    fields[0] == LOCAL_SIGNATURE
+                    and offset + LOCAL_HEADER.size + fields[9] + fields[10] <= len(data)
                     and _plainly_agrees(data, fields, info, offset)
                 ):
                     continue

@@ -18,7 +18,7 @@ from support.faultinject import ptrace_unavailable, trace_log
 
 from bundler.errors import InvalidInput
 from bundler.home.zipcheck import (
-    _LOCAL_HEADER,
+    LOCAL_HEADER,
     _local_problem,
     _plainly_agrees,
     check_local_header,
@@ -152,14 +152,14 @@ def test_the_fast_header_check_accepts_only_what_the_full_check_accepts(
         header[at % len(header)] ^= mask
     raw = bytes(header)
     # the signature is the caller's to check, before either
-    if raw[:4] == b"PK\x03\x04" and _plainly_agrees(raw, _LOCAL_HEADER.unpack_from(raw), info):
+    if raw[:4] == b"PK\x03\x04" and _plainly_agrees(raw, LOCAL_HEADER.unpack_from(raw), info):
         name_len = int.from_bytes(raw[26:28], "little")
         extra_len = int.from_bytes(raw[28:30], "little")
         assert check_local_header_in(raw, info) == 30 + name_len + extra_len
         assert _local_problem(raw[:30], raw[30:], info) is None
         assert raw[30 : 30 + name_len] == info.filename.encode()
     if not flips:
-        assert _plainly_agrees(raw, _LOCAL_HEADER.unpack_from(raw), info)
+        assert _plainly_agrees(raw, LOCAL_HEADER.unpack_from(raw), info)
     # the same header further into a read of many: the same answer
-    fields = _LOCAL_HEADER.unpack_from(raw)
+    fields = LOCAL_HEADER.unpack_from(raw)
     assert _plainly_agrees(b"PK" * 20 + raw, fields, info, 40) == _plainly_agrees(raw, fields, info)
