@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -11,11 +12,14 @@ import pytest
 from bundler.fs import durable
 
 
-def test_atomic_write_replaces_and_leaves_no_temporary(tmp_path: Path) -> None:
+@pytest.mark.parametrize("replace", [durable.atomic_write, durable.replace_unsynced])
+def test_a_replacement_replaces_and_leaves_no_temporary(
+    tmp_path: Path, replace: Callable[..., None]
+) -> None:
     (tmp_path / "f").write_bytes(b"old")
     fd = durable.open_dir(tmp_path)
     try:
-        durable.atomic_write(fd, "f", b"new", mode=0o640)
+        replace(fd, "f", b"new", mode=0o640)
     finally:
         os.close(fd)
     assert (tmp_path / "f").read_bytes() == b"new"
@@ -30,18 +34,6 @@ def test_atomic_write_does_not_follow_a_planted_temporary_link(tmp_path: Path) -
         assert sorted(os.listdir(tmp_path)) == ["f"]
     finally:
         os.close(fd)
-
-
-def test_replace_unsynced_replaces_and_leaves_no_temporary(tmp_path: Path) -> None:
-    (tmp_path / "f").write_bytes(b"old")
-    fd = durable.open_dir(tmp_path)
-    try:
-        durable.replace_unsynced(fd, "f", b"new", mode=0o640)
-    finally:
-        os.close(fd)
-    assert (tmp_path / "f").read_bytes() == b"new"
-    assert (tmp_path / "f").stat().st_mode & 0o777 == 0o640
-    assert os.listdir(tmp_path) == ["f"]
 
 
 def test_replace_unsynced_that_fails_leaves_the_old_file_and_no_temporary(

@@ -236,6 +236,15 @@ def test_a_backup_whose_worker_dies_starting_fails_on_one_line_and_leaves_nothin
     assert os.listdir(out) == []
 
 
+def _quietly_run(script: str) -> str:
+    """What ``script`` prints, run by a new interpreter that must succeed and write nothing to
+    its standard error."""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    return done.stdout
+
+
 def test_a_report_that_finds_no_memory_to_be_made_prints_nothing() -> None:
     """Out of memory, the hook that keeps a failed thread start quiet may itself find none:
     the interpreter would then print that the hook failed, lines of noise before the
@@ -253,10 +262,7 @@ def test_a_report_that_finds_no_memory_to_be_made_prints_nothing() -> None:
         "Dropped()\n"
         "print('went on')\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == "went on\n"
-    assert done.stderr == ""
+    assert _quietly_run(script) == "went on\n"
 
 
 def test_a_thread_dying_before_its_first_step_needs_no_frame_for_its_quiet_report() -> None:
@@ -280,7 +286,4 @@ def test_a_thread_dying_before_its_first_step_needs_no_frame_for_its_quiet_repor
         "except RuntimeError as exc:\n"
         "    print(exc, sys.unraisablehook is without_a_frame)\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == "can't start new thread True\n"
-    assert done.stderr == ""
+    assert _quietly_run(script) == "can't start new thread True\n"
